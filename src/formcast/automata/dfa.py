@@ -1,0 +1,351 @@
+"""Byte DFAs as numpy tables: subset construction, dead-state pruning, minimization.
+
+A :class:`ByteDFA` has ``table: int32[n_states, 256]`` and ``accepting: bool[n_states]``.
+State 0 is the dead state (all its transitions lead to 0); every other state is *live*: some
+accepting state is reachable from it.  Hence "the automaton stays alive on bytes ``w``" is simply
+``walk(s, w) != 0``.
+
+Lifetime: per grammar; immutable after construction (the arrays are made read-only).
+Construction: subset construction over byte equivalence classes, O(states x classes x NFA-set
+size); minimization by partition refinement (Moore) vectorized with numpy, skipped above
+:attr:`~formcast.config.CompileLimits.max_minimize_states` or when its work budget runs out
+(the result is then correct but not minimal).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import CompileLimits
+from ..errors import LimitExceededError
+from ..grammar.ir import Node
+from .nfa import NFA, build_nfa
+
+__all__ = ["DEAD", "ByteDFA", "compile_dfa", "describe_bytes", "nfa_to_dfa"]
+
+DEAD = 0
+# minimization is skipped when states x byte classes exceeds this (it costs ~10 us per unit)
+_MINIMIZE_WORK = 300_000
+
+
+@dataclass(frozen=True, eq=False)
+class ByteDFA:
+    """A deterministic automaton over bytes; state 0 is dead, ``start`` is the initial state.
+
+    Attributes:
+        table: ``int32[n_states, 256]`` transitions.
+        accepting: ``bool[n_states]``.
+        start: the initial state (0 when the language is empty).
+    """
+
+    table: np.ndarray
+    accepting: np.ndarray
+    start: int
+
+    @property
+    def num_states(self) -> int:
+        """Number of live states (the dead state is not counted)."""
+        return int(self.table.shape[0]) - 1
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the language is empty."""
+        return self.start == DEAD
+
+    def step(self, state: int, data: bytes) -> int:
+        """State after ``data`` from ``state`` (``DEAD`` if the automaton dies).  O(len(data))."""
+        table = self.table
+        for b in data:
+            state = int(table[state, b])
+            if state == DEAD:
+                return DEAD
+        return state
+
+    def matches(self, data: bytes) -> bool:
+        """True when ``data`` is in the language."""
+        return bool(self.accepting[self.step(self.start, data)])
+
+    def next_bytes(self, state: int) -> np.ndarray:
+        """Byte values that keep the automaton alive from ``state``."""
+        return np.flatnonzero(self.table[state] != DEAD)
+
+    def fingerprint(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        h.update(np.ascontiguousarray(self.table).tobytes())
+        h.update(np.ascontiguousarray(self.accepting).tobytes())
+        h.update(str(self.start).encode())
+        return h.hexdigest()
+
+
+def compile_dfa(node: Node, limits: CompileLimits | None = None) -> ByteDFA:
+    """Regular IR → minimized byte DFA."""
+    limits = limits or CompileLimits()
+    return nfa_to_dfa(build_nfa(node, limits), limits)
+
+
+def _byte_classes(nfa: NFA) -> tuple[np.ndarray, list[int]]:
+    """Partition 0..255 by every range boundary in the NFA; returns (class_of_byte, reps)."""
+    cuts = np.zeros(257, dtype=bool)
+    cuts[0] = True
+    for edges in nfa.edges:
+        for lo, hi, _ in edges:
+            cuts[lo] = True
+            cuts[hi + 1] = True
+    class_of = np.cumsum(cuts[:256]) - 1
+    reps = [int(b) for b in np.flatnonzero(cuts[:256])]
+    return class_of.astype(np.int32), reps
+
+
+def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None) -> ByteDFA:
+    """Subset construction, pruning of states that cannot reach acceptance, minimization."""
+    limits = limits or CompileLimits()
+    class_of, reps = _byte_classes(nfa)
+    n_classes = len(reps)
+    # per NFA state: class -> targets
+    cmap: list[dict[int, list[int]]] = []
+    for edges in nfa.edges:
+        d: dict[int, list[int]] = {}
+        for lo, hi, tgt in edges:
+            c0 = int(class_of[lo])
+            c1 = int(class_of[hi])
+            for c in range(c0, c1 + 1):
+                d.setdefault(c, []).append(tgt)
+        cmap.append(d)
+
+    eps = nfa.eps
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure(states: list[int] | set[int]) -> frozenset[int]:
+        seen = set(states)
+        stack = list(states)
+        while stack:
+            s = stack.pop()
+            for t in eps[s]:
+                if t not in seen:
+                    seen.add(t)
+                    stack.append(t)
+        return frozenset(seen)
+
+    def single_closure(s: int) -> frozenset[int]:
+        r = closure_cache.get(s)
+        if r is None:
+            r = closure([s])
+            closure_cache[s] = r
+        return r
+
+    start_set = single_closure(nfa.start)
+    ids: dict[frozenset[int], int] = {start_set: 0}
+    sets: list[frozenset[int]] = [start_set]
+    trans: list[dict[int, int]] = []
+    accept_state = nfa.accept
+    i = 0
+    while i < len(sets):
+        cur = sets[i]
+        acc: dict[int, set[int]] = {}
+        for s in cur:
+            for c, tgts in cmap[s].items():
+                bucket = acc.get(c)
+                if bucket is None:
+                    bucket = set()
+                    acc[c] = bucket
+                bucket.update(tgts)
+        row: dict[int, int] = {}
+        # group classes with identical target sets to compute each closure once
+        by_targets: dict[frozenset[int], list[int]] = {}
+        for c, tgt_set in acc.items():
+            by_targets.setdefault(frozenset(tgt_set), []).append(c)
+        for tg, classes in by_targets.items():
+            if len(tg) == 1:
+                (only,) = tg
+                nxt_set = single_closure(only)
+            else:
+                nxt_set = frozenset().union(*(single_closure(t) for t in tg))
+            j = ids.get(nxt_set)
+            if j is None:
+                j = len(sets)
+                if j >= limits.max_dfa_states:
+                    raise LimitExceededError(
+                        "max_dfa_states",
+                        limits.max_dfa_states,
+                        "the regular expression's automaton is too large",
+                    )
+                ids[nxt_set] = j
+                sets.append(nxt_set)
+            for c in classes:
+                row[c] = j
+        trans.append(row)
+        i += 1
+    n = len(sets)
+    accepting = [accept_state in s for s in sets]
+    # liveness: reverse BFS from accepting states
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for src, row in enumerate(trans):
+        for tgt in set(row.values()):
+            rev[tgt].append(src)
+    live = [False] * n
+    dq = deque(k for k in range(n) if accepting[k])
+    for k in dq:
+        live[k] = True
+    while dq:
+        k = dq.popleft()
+        for p in rev[k]:
+            if not live[p]:
+                live[p] = True
+                dq.append(p)
+    if not live[0]:
+        return _empty_dfa()
+    # renumber live states in BFS order from the start: dead=0, start=1
+    order: list[int] = [0]
+    new_id = {0: 1}
+    dq2 = deque([0])
+    while dq2:
+        k = dq2.popleft()
+        for c in sorted(trans[k]):
+            t = trans[k][c]
+            if live[t] and t not in new_id:
+                new_id[t] = len(order) + 1
+                order.append(t)
+                dq2.append(t)
+    m = len(order) + 1
+    small = np.zeros((m, n_classes), dtype=np.int32)
+    acc_arr = np.zeros(m, dtype=bool)
+    for old in order:
+        r = new_id[old]
+        acc_arr[r] = accepting[old]
+        for c, t in trans[old].items():
+            if live[t]:
+                small[r, c] = new_id[t]
+    small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
+    table = np.ascontiguousarray(small[:, class_of])
+    table.setflags(write=False)
+    acc_arr.setflags(write=False)
+    return ByteDFA(table=table, accepting=acc_arr, start=start)
+
+
+def _empty_dfa() -> ByteDFA:
+    table = np.zeros((1, 256), dtype=np.int32)
+    acc = np.zeros(1, dtype=bool)
+    table.setflags(write=False)
+    acc.setflags(write=False)
+    return ByteDFA(table=table, accepting=acc, start=0)
+
+
+def _minimize(
+    table: np.ndarray, accepting: np.ndarray, start: int, limits: CompileLimits
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Hopcroft's algorithm on a class-compressed table (row 0 dead).  O(k n log n)."""
+    n, k = table.shape
+    if n <= 2 or n > limits.max_minimize_states or n * k > _MINIMIZE_WORK:
+        return table, accepting, start
+    # inverse transitions per class: inv[c][t] = sources
+    inv: list[dict[int, list[int]]] = []
+    for c in range(k):
+        col = table[:, c]
+        order = np.argsort(col, kind="stable")
+        sorted_t = col[order]
+        cuts = np.flatnonzero(np.diff(sorted_t)) + 1
+        d: dict[int, list[int]] = {}
+        for grp in np.split(order, cuts):
+            d[int(col[grp[0]])] = grp.tolist()
+        inv.append(d)
+    acc_states = [s for s in range(n) if accepting[s]]
+    rej_states = [s for s in range(n) if not accepting[s]]
+    blocks: list[set[int]] = [set(b) for b in (acc_states, rej_states) if b]
+    block_of = [0] * n
+    for i, b in enumerate(blocks):
+        for s in b:
+            block_of[s] = i
+    smaller = min(range(len(blocks)), key=lambda i: len(blocks[i]))
+    # splitters are whole blocks, used for every byte class at once
+    work: list[int] = [smaller]
+    in_work = [i == smaller for i in range(len(blocks))]
+    while work:
+        a = work.pop()
+        in_work[a] = False
+        members_a = list(blocks[a])
+        for c in range(k):
+            inv_c = inv[c]
+            touched: dict[int, list[int]] = {}
+            for t in members_a:
+                srcs = inv_c.get(t)
+                if srcs:
+                    for src in srcs:
+                        blk = block_of[src]
+                        lst = touched.get(blk)
+                        if lst is None:
+                            touched[blk] = [src]
+                        else:
+                            lst.append(src)
+            for y, members in touched.items():
+                yb = blocks[y]
+                if len(members) == len(yb):
+                    continue
+                z = len(blocks)
+                zb = set(members)
+                yb.difference_update(zb)
+                blocks.append(zb)
+                for s in zb:
+                    block_of[s] = z
+                if in_work[y] or len(zb) <= len(yb):
+                    work.append(z)
+                    in_work.append(True)
+                else:
+                    work.append(y)
+                    in_work[y] = True
+                    in_work.append(False)
+    n_blocks = len(blocks)
+    if n_blocks == n:
+        return table, accepting, start
+    part = np.asarray(block_of, dtype=np.int64)
+    rep_of_block = np.asarray([next(iter(members)) for members in blocks], dtype=np.int64)
+    block_table = part[table[rep_of_block]]
+    block_acc = accepting[rep_of_block]
+    dead_block = int(part[0])
+    start_block = int(part[start])
+    mapping = {dead_block: 0, start_block: 1}
+    dq = deque([start_block])
+    while dq:
+        cur = dq.popleft()
+        for t in block_table[cur].tolist():
+            if t not in mapping:
+                mapping[t] = len(mapping)
+                dq.append(t)
+    m = len(mapping)
+    perm = np.zeros(n_blocks, dtype=np.int32)
+    for blk_id, v in mapping.items():
+        perm[blk_id] = v
+    out = np.zeros((m, k), dtype=np.int32)
+    acc = np.zeros(m, dtype=bool)
+    for blk_id, v in mapping.items():
+        if v == 0:
+            continue
+        out[v] = perm[block_table[blk_id]]
+        acc[v] = block_acc[blk_id]
+    return out, acc, 1
+
+
+def _show_byte(b: int) -> str:
+    return chr(b) if 0x20 < b < 0x7F else f"\\x{b:02x}"
+
+
+def describe_bytes(values: np.ndarray | list[int]) -> str:
+    """Compact human-readable description of a set of byte values, e.g. ``[0-9a-f] or '"'``."""
+    vals = sorted(int(v) for v in values)
+    if not vals:
+        return "nothing"
+    parts: list[str] = []
+    i = 0
+    while i < len(vals):
+        j = i
+        while j + 1 < len(vals) and vals[j + 1] == vals[j] + 1:
+            j += 1
+        lo, hi = vals[i], vals[j]
+
+        parts.append(_show_byte(lo) if lo == hi else f"{_show_byte(lo)}-{_show_byte(hi)}")
+        i = j + 1
+    return "[" + "".join(parts) + "]"

@@ -1,0 +1,228 @@
+"""Thompson construction: regular IR → byte-level NFA.
+
+States are integers; each has epsilon edges and byte-range edges ``(lo, hi, target)``.  Code
+point sets are lowered through :func:`~formcast.automata.utf8.utf8_sequences`, sharing the
+continuation-byte suffixes of one set.  Bounded repeats are unrolled (``X{2,4}`` = ``XX(X(X)?)?``)
+under :attr:`~formcast.config.CompileLimits.max_nfa_states`.
+
+Lifetime: built per compile and discarded after DFA construction.  Iterative (no recursion).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..config import CompileLimits
+from ..errors import LimitExceededError, UnsupportedFeatureError
+from ..grammar.ir import (
+    Alt,
+    ByteSet,
+    CharSet,
+    Concat,
+    Empty,
+    Literal,
+    Node,
+    Nothing,
+    Repeat,
+    RuleRef,
+)
+from .utf8 import utf8_sequences
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .dfa import ByteDFA
+
+# character sets with more ranges than this are compiled to a minimal DFA once and embedded
+_EMBED_RANGES = 8
+
+__all__ = ["NFA", "build_nfa"]
+
+
+@dataclass
+class NFA:
+    """A byte NFA.  ``eps[s]``: epsilon targets; ``edges[s]``: ``(lo, hi, target)`` triples."""
+
+    eps: list[list[int]] = field(default_factory=list)
+    edges: list[list[tuple[int, int, int]]] = field(default_factory=list)
+    start: int = 0
+    accept: int = 0
+    limit: int = 1_000_000
+
+    def new_state(self) -> int:
+        if len(self.eps) >= self.limit:
+            raise LimitExceededError(
+                "max_nfa_states", self.limit, "bounded repeats are unrolled; lower the bounds"
+            )
+        self.eps.append([])
+        self.edges.append([])
+        return len(self.eps) - 1
+
+
+def build_nfa(
+    node: Node, limits: CompileLimits | None = None, *, inline: Node | None = None
+) -> NFA:
+    """Build the NFA of a regular IR tree (no :class:`RuleRef`).
+
+    ``inline`` is a node that must be expanded in place rather than embedded as a sub-DFA
+    (used when that sub-DFA is itself being built).
+    """
+    limits = limits or CompileLimits()
+    nfa = NFA(limit=limits.max_nfa_states)
+    s = nfa.new_state()
+    a = nfa.new_state()
+    nfa.start, nfa.accept = s, a
+    # work items: (node, from_state, to_state)
+    work: list[tuple[Node, int, int]] = [(node, s, a)]
+    charset_cache: dict[tuple[tuple[int, int], ...], list[list[tuple[int, int]]]] = {}
+    sub_dfas: dict[Node, ByteDFA] = {}
+    while work:
+        n, frm, to = work.pop()
+        if isinstance(n, Empty):
+            nfa.eps[frm].append(to)
+        elif isinstance(n, Nothing):
+            pass
+        elif isinstance(n, Literal):
+            data = n.text.encode("utf-8")
+            cur = frm
+            for i, b in enumerate(data):
+                nxt = to if i == len(data) - 1 else nfa.new_state()
+                nfa.edges[cur].append((b, b, nxt))
+                cur = nxt
+        elif isinstance(n, ByteSet):
+            for lo, hi in n.ranges:
+                nfa.edges[frm].append((lo, hi, to))
+        elif isinstance(n, CharSet):
+            if len(n.ranges) > _EMBED_RANGES and n is not inline:
+                sub = sub_dfas.get(n)
+                if sub is None:
+                    sub = _sub_dfa(n, limits)
+                    sub_dfas[n] = sub
+                _embed(nfa, sub, frm, to)
+                continue
+            seqs = charset_cache.get(n.ranges)
+            if seqs is None:
+                seqs = [seq for lo, hi in n.ranges for seq in utf8_sequences(lo, hi)]
+                charset_cache[n.ranges] = seqs
+            _add_sequences(nfa, seqs, frm, to)
+        elif isinstance(n, Concat):
+            cur = frm
+            k = len(n.items)
+            for i, item in enumerate(n.items):
+                nxt = to if i == k - 1 else nfa.new_state()
+                work.append((item, cur, nxt))
+                cur = nxt
+        elif isinstance(n, Alt):
+            for item in n.items:
+                work.append((item, frm, to))
+        elif isinstance(n, Repeat):
+            copies = max(n.min, n.max or 0) + 1
+            if copies > 2 and n.item is not inline and _worth_embedding(n.item):
+                sub = sub_dfas.get(n.item)
+                if sub is None:
+                    sub = _sub_dfa(n.item, limits)
+                    sub_dfas[n.item] = sub
+                n = Repeat(_Embedded(sub), n.min, n.max)
+            _repeat(nfa, n, frm, to, work)
+        elif isinstance(n, _Embedded):
+            _embed(nfa, n.dfa, frm, to)
+        elif isinstance(n, RuleRef):
+            raise UnsupportedFeatureError(
+                f"rule reference {n.name!r}",
+                "a regular expression",
+                "non-regular grammars compile with compile_grammar",
+            )
+        else:
+            raise TypeError(f"not an IR node: {n!r}")
+    return nfa
+
+
+def _repeat(nfa: NFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, int]]) -> None:
+    cur = frm
+    for _ in range(n.min):
+        nxt = nfa.new_state()
+        work.append((n.item, cur, nxt))
+        cur = nxt
+    if n.max is None:
+        # cur --eps--> loop; loop --item--> loop; loop --eps--> to
+        loop = nfa.new_state()
+        nfa.eps[cur].append(loop)
+        body_end = nfa.new_state()
+        work.append((n.item, loop, body_end))
+        nfa.eps[body_end].append(loop)
+        nfa.eps[loop].append(to)
+        return
+    optional = n.max - n.min
+    nfa.eps[cur].append(to)
+    for i in range(optional):
+        nxt = to if i == optional - 1 else nfa.new_state()
+        work.append((n.item, cur, nxt))
+        if nxt != to:
+            nfa.eps[nxt].append(to)
+        cur = nxt
+
+
+def _add_sequences(nfa: NFA, seqs: list[list[tuple[int, int]]], frm: int, to: int) -> None:
+    """Add UTF-8 range sequences from ``frm`` to ``to``, sharing common suffix states."""
+    # suffix sharing: key = tuple of remaining ranges -> state that consumes them to `to`
+    suffix_state: dict[tuple[tuple[int, int], ...], int] = {}
+    for seq in seqs:
+        if len(seq) == 1:
+            nfa.edges[frm].append((seq[0][0], seq[0][1], to))
+            continue
+        # build from the end so suffixes are shared
+        nxt = to
+        for k in range(len(seq) - 1, 0, -1):
+            key = tuple(seq[k:])
+            st = suffix_state.get(key)
+            if st is None:
+                st = nfa.new_state()
+                lo, hi = seq[k]
+                nfa.edges[st].append((lo, hi, nxt))
+                suffix_state[key] = st
+            nxt = st
+        lo, hi = seq[0]
+        nfa.edges[frm].append((lo, hi, nxt))
+
+
+@dataclass(frozen=True, eq=False)
+class _Embedded(Node):
+    """A precompiled sub-automaton standing in for an IR subtree (internal to this module)."""
+
+    dfa: ByteDFA
+
+
+def _worth_embedding(item: Node) -> bool:
+    """True when an item repeated many times is better compiled once and copied as a DFA."""
+    if isinstance(item, (Literal, Empty, Nothing, ByteSet)):
+        return False
+    return not (isinstance(item, CharSet) and len(item.ranges) <= 2 and item.ranges[-1][1] < 0x80)
+
+
+def _sub_dfa(node: Node, limits: CompileLimits) -> ByteDFA:
+    from .dfa import nfa_to_dfa
+
+    return nfa_to_dfa(build_nfa(node, limits, inline=node), limits)
+
+
+def _embed(nfa: NFA, dfa: ByteDFA, frm: int, to: int) -> None:
+    """Copy a DFA into the NFA between ``frm`` and ``to`` (byte rows become range edges)."""
+    if dfa.start == 0:
+        return
+    import numpy as np
+
+    n = dfa.table.shape[0]
+    ids = [0] + [nfa.new_state() for _ in range(1, n)]
+    nfa.eps[frm].append(ids[dfa.start])
+    table = dfa.table
+    for s in range(1, n):
+        row = table[s]
+        if dfa.accepting[s]:
+            nfa.eps[ids[s]].append(to)
+        change = np.flatnonzero(np.diff(row)) + 1
+        starts = np.concatenate(([0], change))
+        ends = np.concatenate((change - 1, [255]))
+        edges = nfa.edges[ids[s]]
+        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+            t = int(row[lo])
+            if t:
+                edges.append((lo, hi, ids[t]))

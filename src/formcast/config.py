@@ -1,0 +1,68 @@
+"""Configuration objects: one frozen dataclass per concern.
+
+Environment variables are read here and nowhere else (:func:`limits_from_env`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+from .errors import ConfigurationError
+
+__all__ = ["CompileLimits", "limits_from_env"]
+
+
+@dataclass(frozen=True)
+class CompileLimits:
+    """Hard limits on the work and memory of compiling one regular constraint.
+
+    Exceeding any raises :class:`~formcast.errors.LimitExceededError` naming the field.
+
+    Attributes:
+        max_pattern_length: characters of regex source accepted.
+        max_repeat: the largest ``m``/``n`` accepted in ``{m,n}``.
+        max_nfa_states: Thompson NFA states (after unrolling bounded repeats).
+        max_dfa_states: states of the byte DFA (each costs 1 KiB of transition table).
+        max_minimize_states: DFAs larger than this are not minimized (correct, but
+            equivalent states then cache their masks separately).
+        max_alternatives: branches of one alternation (e.g. enum values).
+    """
+
+    max_pattern_length: int = 100_000
+    max_repeat: int = 100_000
+    max_nfa_states: int = 1_000_000
+    max_dfa_states: int = 65_536
+    max_minimize_states: int = 20_000
+    max_alternatives: int = 100_000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigurationError(
+                    f"CompileLimits.{f.name} must be a positive int, got {value!r}"
+                )
+
+
+_ENV_PREFIX = "FORMCAST_LIMIT_"
+
+
+def limits_from_env(base: CompileLimits | None = None) -> CompileLimits:
+    """Return ``base`` (default :class:`CompileLimits`) overridden by ``FORMCAST_LIMIT_<FIELD>``.
+
+    Example: ``FORMCAST_LIMIT_MAX_DFA_STATES=200000``.
+    """
+    base = base or CompileLimits()
+    changes: dict[str, int] = {}
+    for f in fields(base):
+        raw = os.environ.get(_ENV_PREFIX + f.name.upper())
+        if raw is None:
+            continue
+        try:
+            changes[f.name] = int(raw)
+        except ValueError:
+            raise ConfigurationError(
+                f"environment variable {_ENV_PREFIX + f.name.upper()}={raw!r} is not an integer"
+            ) from None
+    return replace(base, **changes) if changes else base

@@ -1,0 +1,151 @@
+"""The typed exception hierarchy of formcast.
+
+Every error a user can meet derives from :class:`FormcastError`.  Messages say *what* went wrong,
+*where* (a position in the grammar source, a JSON pointer, a token id) and *what to do*.
+
+Lifetime: these are plain exception classes; nothing here imports another formcast module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "ConfigurationError",
+    "DeadEndDiagnostic",
+    "DeadEndError",
+    "FormcastError",
+    "GrammarError",
+    "GrammarSyntaxError",
+    "LimitExceededError",
+    "SerializationError",
+    "UnsatisfiableGrammarError",
+    "UnsupportedFeatureError",
+    "VocabularyError",
+]
+
+
+class FormcastError(Exception):
+    """Root of every exception raised by formcast."""
+
+
+class ConfigurationError(FormcastError, ValueError):
+    """An option or argument has an invalid value (also a :class:`ValueError`)."""
+
+
+class GrammarError(FormcastError):
+    """A constraint (regex, grammar or schema) cannot be compiled."""
+
+
+class GrammarSyntaxError(GrammarError, ValueError):
+    """The constraint's source text is malformed.
+
+    Attributes:
+        source: the text that was being parsed.
+        position: 0-based character offset of the problem in ``source``.
+        line, column: 1-based line and column of ``position``.
+    """
+
+    def __init__(self, message: str, *, source: str = "", position: int = 0) -> None:
+        self.source = source
+        self.position = position
+        before = source[:position]
+        self.line = before.count("\n") + 1
+        self.column = position - (before.rfind("\n") + 1) + 1
+        line_text = source.splitlines()[self.line - 1] if source.splitlines() else ""
+        pointer = " " * (self.column - 1) + "^"
+        detail = f"{message} at line {self.line}, column {self.column}"
+        if line_text:
+            detail += f"\n  {line_text}\n  {pointer}"
+        super().__init__(detail)
+        self.message = message
+
+
+class UnsupportedFeatureError(GrammarError):
+    """The constraint uses a feature formcast does not implement (it fails closed).
+
+    Attributes:
+        feature: the keyword or construct, e.g. ``"lookahead"`` or ``"uniqueItems"``.
+        where: a position (``"position 4"``) or JSON pointer (``"#/properties/a"``).
+    """
+
+    def __init__(self, feature: str, where: str = "", hint: str = "") -> None:
+        self.feature = feature
+        self.where = where
+        msg = f"unsupported feature {feature!r}"
+        if where:
+            msg += f" at {where}"
+        if hint:
+            msg += f": {hint}"
+        super().__init__(msg)
+
+
+class UnsatisfiableGrammarError(GrammarError):
+    """The constraint's language is empty: no output could ever satisfy it."""
+
+
+class LimitExceededError(GrammarError):
+    """A resource limit was exceeded while compiling (or, for a matcher, while running).
+
+    Attributes:
+        limit: the name of the limit, e.g. ``"max_dfa_states"``.
+        value: the configured limit.
+    """
+
+    def __init__(self, limit: str, value: int | float, detail: str = "") -> None:
+        self.limit = limit
+        self.value = value
+        msg = f"limit {limit}={value} exceeded"
+        if detail:
+            msg += f" ({detail})"
+        msg += f"; raise {limit} in the limits object if this constraint is trusted"
+        super().__init__(msg)
+
+
+class VocabularyError(FormcastError, ValueError):
+    """A vocabulary or tokenizer cannot be used (empty, bad stop ids, unknown format...)."""
+
+
+class SerializationError(FormcastError):
+    """A serialized artifact cannot be read (corrupt, other version, other tokenizer)."""
+
+
+@dataclass(frozen=True)
+class DeadEndDiagnostic:
+    """Why no token (not even a stop token) is allowed in a matcher's current state.
+
+    Attributes:
+        state: the automaton/parser state description.
+        prefix: every byte accepted so far.
+        expected: a human-readable description of what the grammar accepts next.
+        expected_bytes: the byte values that could continue the output (may be empty).
+        accepting: whether the output so far is complete (then only a stop token is missing).
+        vocabulary_fingerprint: the fingerprint of the vocabulary in use.
+        reason: one sentence naming the likely incompatibility.
+    """
+
+    state: Any
+    prefix: bytes
+    expected: str
+    expected_bytes: tuple[int, ...]
+    accepting: bool
+    vocabulary_fingerprint: str
+    reason: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        tail = self.prefix[-60:]
+        return (
+            f"dead end: {self.reason}; state={self.state!r}; "
+            f"prefix(last {len(tail)} bytes)={tail!r}; expected {self.expected}; "
+            f"vocabulary {self.vocabulary_fingerprint[:16]}"
+        )
+
+
+class DeadEndError(FormcastError):
+    """Raised by a generation loop when no token is allowed; carries the diagnostic."""
+
+    def __init__(self, diagnostic: DeadEndDiagnostic) -> None:
+        self.diagnostic = diagnostic
+        super().__init__(str(diagnostic))

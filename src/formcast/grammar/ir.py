@@ -1,0 +1,280 @@
+"""The one grammar IR that every front-end (regex, GBNF, Lark, JSON Schema) lowers to.
+
+Nodes are immutable, hashable dataclasses.  A *regular* expression is a tree of nodes without
+:class:`RuleRef`; a context-free :class:`Grammar` is a set of named rules whose bodies may refer
+to each other with :class:`RuleRef`.
+
+Characters are Unicode code points (:class:`CharSet`, :class:`Literal`); the automata layer lowers
+them to UTF-8 byte sequences.  :class:`ByteSet` is available for raw-byte languages.
+
+Lifetime: per grammar; never mutated.  Construction helpers normalise (flatten nested
+``Concat``/``Alt``, merge ranges) in time linear in their input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "ANY_CHAR",
+    "EMPTY",
+    "NOTHING",
+    "Alt",
+    "ByteSet",
+    "CharSet",
+    "Concat",
+    "Empty",
+    "Grammar",
+    "Literal",
+    "Node",
+    "Nothing",
+    "Repeat",
+    "Rule",
+    "RuleRef",
+    "alt",
+    "concat",
+    "is_regular",
+    "iter_nodes",
+    "literal",
+    "merge_ranges",
+    "repeat",
+]
+
+MAX_CODEPOINT = 0x10FFFF
+
+
+class Node:
+    """Base class of IR nodes."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Empty(Node):
+    """Matches the empty string only."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nothing(Node):
+    """Matches no string at all (the empty language)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CharSet(Node):
+    """One Unicode code point from ``ranges`` (sorted, disjoint, inclusive ``(lo, hi)`` pairs).
+
+    Surrogates (U+D800..U+DFFF) are never produced: they have no UTF-8 encoding.
+    """
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def of(ranges: Iterable[tuple[int, int]]) -> CharSet:
+        return CharSet(merge_ranges(ranges))
+
+    @staticmethod
+    def chars(text: str) -> CharSet:
+        return CharSet(merge_ranges((ord(c), ord(c)) for c in text))
+
+    def negate(self) -> CharSet:
+        out: list[tuple[int, int]] = []
+        nxt = 0
+        for lo, hi in self.ranges:
+            if lo > nxt:
+                out.append((nxt, lo - 1))
+            nxt = hi + 1
+        if nxt <= MAX_CODEPOINT:
+            out.append((nxt, MAX_CODEPOINT))
+        return CharSet(tuple(out))
+
+    def __contains__(self, cp: object) -> bool:
+        if not isinstance(cp, int):
+            return False
+        return any(lo <= cp <= hi for lo, hi in self.ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class ByteSet(Node):
+    """One raw byte from ``ranges`` (sorted, disjoint, inclusive pairs within 0..255)."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Node):
+    """An exact string (stored as text; lowered to its UTF-8 bytes)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Concat(Node):
+    """The items in sequence.  Use :func:`concat` to build (it flattens and simplifies)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Alt(Node):
+    """Any one of the items.  Use :func:`alt` to build (it flattens and simplifies)."""
+
+    items: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeat(Node):
+    """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
+
+    item: Node
+    min: int
+    max: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef(Node):
+    """A reference to the rule called ``name`` of the enclosing :class:`Grammar`."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A named rule.
+
+    Attributes:
+        name: unique within its grammar.
+        body: the rule's expression.
+        terminal: True when the front-end declares the rule a lexeme (e.g. Lark's upper-case
+            terminals); its body must then be regular.
+        lazy: for a terminal, end the lexeme at the first point it can end (llguidance's lazy
+            lexemes) instead of the longest match.
+    """
+
+    name: str
+    body: Node
+    terminal: bool = False
+    lazy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Grammar:
+    """A context-free grammar: rules by name plus the start rule's name."""
+
+    rules: tuple[Rule, ...]
+    start: str
+
+    def rule_map(self) -> Mapping[str, Rule]:
+        return {r.name: r for r in self.rules}
+
+
+EMPTY = Empty()
+NOTHING = Nothing()
+ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort and merge overlapping or adjacent inclusive ranges.  O(n log n)."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1][1] = hi
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+def literal(text: str) -> Node:
+    """A literal, or :data:`EMPTY` for the empty string."""
+    return Literal(text) if text else EMPTY
+
+
+def concat(items: Iterable[Node]) -> Node:
+    """Sequence with flattening: nested ``Concat`` merge, ``Empty`` vanish, ``Nothing`` absorbs,
+    adjacent literals join."""
+    flat: list[Node] = []
+    for item in items:
+        parts = item.items if isinstance(item, Concat) else (item,)
+        for p in parts:
+            if isinstance(p, Empty):
+                continue
+            if isinstance(p, Nothing):
+                return NOTHING
+            if isinstance(p, Literal) and flat and isinstance(flat[-1], Literal):
+                flat[-1] = Literal(flat[-1].text + p.text)  # type: ignore[union-attr]
+                continue
+            flat.append(p)
+    if not flat:
+        return EMPTY
+    if len(flat) == 1:
+        return flat[0]
+    return Concat(tuple(flat))
+
+
+def alt(items: Iterable[Node]) -> Node:
+    """Alternation with flattening: nested ``Alt`` merge, ``Nothing`` vanishes, duplicates go,
+    single-character sets merge into one ``CharSet``."""
+    flat: list[Node] = []
+    seen: set[Node] = set()
+    chars: list[tuple[int, int]] = []
+    has_chars = False
+    for item in items:
+        parts = item.items if isinstance(item, Alt) else (item,)
+        for p in parts:
+            if isinstance(p, Nothing):
+                continue
+            if isinstance(p, CharSet):
+                chars.extend(p.ranges)
+                has_chars = True
+                continue
+            if isinstance(p, Literal) and len(p.text) == 1:
+                chars.append((ord(p.text), ord(p.text)))
+                has_chars = True
+                continue
+            if p not in seen:
+                seen.add(p)
+                flat.append(p)
+    if has_chars:
+        merged = merge_ranges(chars)
+        if len(merged) == 1 and merged[0][0] == merged[0][1]:
+            flat.insert(0, Literal(chr(merged[0][0])))
+        else:
+            flat.insert(0, CharSet(merged))
+    if not flat:
+        return NOTHING
+    if len(flat) == 1:
+        return flat[0]
+    return Alt(tuple(flat))
+
+
+def repeat(item: Node, lo: int, hi: int | None) -> Node:
+    """``item{lo,hi}`` with trivial cases folded."""
+    if hi is not None and hi < lo:
+        return NOTHING
+    if hi == 0 or isinstance(item, Empty):
+        return EMPTY
+    if isinstance(item, Nothing):
+        return EMPTY if lo == 0 else NOTHING
+    if lo == 1 and hi == 1:
+        return item
+    return Repeat(item, lo, hi)
+
+
+def iter_nodes(node: Node) -> Iterator[Node]:
+    """All nodes of a tree, pre-order, without recursion (safe on deep trees)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (Concat, Alt)):
+            stack.extend(reversed(n.items))
+        elif isinstance(n, Repeat):
+            stack.append(n.item)
+
+
+def is_regular(node: Node) -> bool:
+    """True when the tree contains no :class:`RuleRef`."""
+    return not any(isinstance(n, RuleRef) for n in iter_nodes(node))

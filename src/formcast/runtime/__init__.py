@@ -1,0 +1,1 @@
+"""Per-request runtime: the grammar matcher (and, for CFGs, the parser)."""
