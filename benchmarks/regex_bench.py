@@ -305,7 +305,11 @@ class FormcastAdapter(Adapter):
         from tokenizers import Tokenizer
 
         try:
-            v = adapters.from_huggingface(Tokenizer.from_file(self.tok_path))
+            hf = Tokenizer.from_file(self.tok_path)
+            try:  # one stop id, like the peers, so the masks compare token for token
+                v = adapters.from_huggingface(hf, stop_token_ids=[EOS_ID], vocab_size=VOCAB_SIZE)
+            except TypeError:
+                v = adapters.from_huggingface(hf)
         except Exception as e:  # report, fall back
             self.notes.append(
                 f"from_huggingface(tokenizers.Tokenizer) failed ({type(e).__name__}: {e}); "
@@ -820,6 +824,10 @@ def _ratio(a: float | None, b: float | None) -> str:
     if a is None or b is None or b <= 0:
         return "—"
     r = a / b
+    if r <= 0:
+        return "0x"
+    if r < 0.1:  # formcast much faster: show the inverse, "1/250x"
+        return f"1/{1 / r:,.0f}x"
     return f"{r:.2f}x" if r < 10 else f"{r:,.0f}x"
 
 

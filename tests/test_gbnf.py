@@ -3,7 +3,9 @@ languages are right (checked with the reference recognizer) and errors carry pos
 
 from __future__ import annotations
 
+import contextlib
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -253,3 +255,15 @@ def test_deep_nesting_within_the_bound_works() -> None:
     assert r.matches("x" * depth + "y")
     assert r.matches("x" * 17)
     assert not r.matches("x" * (depth - 1) + "y")
+
+
+def test_random_source_only_raises_grammar_errors() -> None:
+    rng = random.Random(7)
+    pieces = ["root", " ::= ", "a", " ", "\n", '"x"', '"', "[a-z]", "[^", "]", "(", ")", "|"]
+    pieces += ["*", "+", "?", "{2,3}", "{", "}", ",", "#c", "\\", ".", "<", "-", "_", "a ::= "]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        if rng.random() < 0.5:
+            text = "root ::= " + text
+        with contextlib.suppress(GrammarSyntaxError, UnsupportedFeatureError):
+            ReferenceRecognizer(parse_gbnf(text)).is_prefix("x")

@@ -44,6 +44,8 @@ class ByteDFA:
     table: np.ndarray
     accepting: np.ndarray
     start: int
+    ref_rules: tuple[int, ...] = ()
+    ref_table: np.ndarray | None = None  # int32[n_states, len(ref_rules)]: target after a ref
 
     @property
     def num_states(self) -> int:
@@ -106,15 +108,20 @@ def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None) -> ByteDFA:
     limits = limits or CompileLimits()
     class_of, reps = _byte_classes(nfa)
     n_classes = len(reps)
-    # per NFA state: class -> targets
+    ref_rules = sorted({r for refs in nfa.refs for r, _ in refs})
+    ref_symbol = {r: n_classes + j for j, r in enumerate(ref_rules)}
+    n_symbols = n_classes + len(ref_rules)
+    # per NFA state: symbol (byte class, or n_classes + j for a rule reference) -> targets
     cmap: list[dict[int, list[int]]] = []
-    for edges in nfa.edges:
+    for edges, refs in zip(nfa.edges, nfa.refs):
         d: dict[int, list[int]] = {}
         for lo, hi, tgt in edges:
             c0 = int(class_of[lo])
             c1 = int(class_of[hi])
             for c in range(c0, c1 + 1):
                 d.setdefault(c, []).append(tgt)
+        for r, tgt in refs:
+            d.setdefault(ref_symbol[r], []).append(tgt)
         cmap.append(d)
 
     eps = nfa.eps
@@ -212,7 +219,7 @@ def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None) -> ByteDFA:
                 order.append(t)
                 dq2.append(t)
     m = len(order) + 1
-    small = np.zeros((m, n_classes), dtype=np.int32)
+    small = np.zeros((m, n_symbols), dtype=np.int32)
     acc_arr = np.zeros(m, dtype=bool)
     for old in order:
         r = new_id[old]
@@ -221,10 +228,18 @@ def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None) -> ByteDFA:
             if live[t]:
                 small[r, c] = new_id[t]
     small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
-    table = np.ascontiguousarray(small[:, class_of])
+    table = np.ascontiguousarray(small[:, :n_classes][:, class_of])
     table.setflags(write=False)
     acc_arr.setflags(write=False)
-    return ByteDFA(table=table, accepting=acc_arr, start=start)
+    ref_table = np.ascontiguousarray(small[:, n_classes:])
+    ref_table.setflags(write=False)
+    return ByteDFA(
+        table=table,
+        accepting=acc_arr,
+        start=start,
+        ref_rules=tuple(ref_rules),
+        ref_table=ref_table if ref_rules else None,
+    )
 
 
 def _empty_dfa() -> ByteDFA:

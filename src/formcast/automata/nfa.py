@@ -10,6 +10,7 @@ Lifetime: built per compile and discarded after DFA construction.  Iterative (no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ from ..grammar.ir import (
     Nothing,
     Repeat,
     RuleRef,
+    is_regular,
 )
 from .utf8 import utf8_sequences
 
@@ -44,6 +46,7 @@ class NFA:
 
     eps: list[list[int]] = field(default_factory=list)
     edges: list[list[tuple[int, int, int]]] = field(default_factory=list)
+    refs: list[list[tuple[int, int]]] = field(default_factory=list)  # (rule id, target)
     start: int = 0
     accept: int = 0
     limit: int = 1_000_000
@@ -55,14 +58,22 @@ class NFA:
             )
         self.eps.append([])
         self.edges.append([])
+        self.refs.append([])
         return len(self.eps) - 1
 
 
 def build_nfa(
-    node: Node, limits: CompileLimits | None = None, *, inline: Node | None = None
+    node: Node,
+    limits: CompileLimits | None = None,
+    *,
+    inline: Node | None = None,
+    rule_ids: Mapping[str, int] | None = None,
 ) -> NFA:
-    """Build the NFA of a regular IR tree (no :class:`RuleRef`).
+    """Build the NFA of an IR tree.
 
+    Without ``rule_ids`` the tree must be regular (a :class:`RuleRef` raises
+    :class:`UnsupportedFeatureError`); with it, each ``RuleRef(name)`` becomes a reference edge
+    labelled ``rule_ids[name]`` (used for the rules of a context-free grammar).
     ``inline`` is a node that must be expanded in place rather than embedded as a sub-DFA
     (used when that sub-DFA is itself being built).
     """
@@ -116,7 +127,12 @@ def build_nfa(
                 work.append((item, frm, to))
         elif isinstance(n, Repeat):
             copies = max(n.min, n.max or 0) + 1
-            if copies > 2 and n.item is not inline and _worth_embedding(n.item):
+            if (
+                copies > 2
+                and n.item is not inline
+                and _worth_embedding(n.item)
+                and (rule_ids is None or is_regular(n.item))
+            ):
                 sub = sub_dfas.get(n.item)
                 if sub is None:
                     sub = _sub_dfa(n.item, limits)
@@ -125,6 +141,8 @@ def build_nfa(
             _repeat(nfa, n, frm, to, work)
         elif isinstance(n, _Embedded):
             _embed(nfa, n.dfa, frm, to)
+        elif isinstance(n, RuleRef) and rule_ids is not None:
+            nfa.refs[frm].append((rule_ids[n.name], to))
         elif isinstance(n, RuleRef):
             raise UnsupportedFeatureError(
                 f"rule reference {n.name!r}",

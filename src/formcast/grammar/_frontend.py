@@ -31,6 +31,7 @@ __all__ = [
     "scalar_ranges",
     "sep_repeat",
     "sep_sequence",
+    "syntax_error",
 ]
 
 #: Most groups that may be open at once in grammar source; deeper nesting is a syntax error.
@@ -65,6 +66,16 @@ def scalar_charset(ranges: Iterable[tuple[int, int]], *, negate: bool = False) -
         cs = cs.negate()
     rs = scalar_ranges(cs.ranges)
     return CharSet(rs) if rs else NOTHING
+
+
+def syntax_error(message: str, source: str, pos: int) -> GrammarSyntaxError:
+    """A :class:`GrammarSyntaxError` at ``pos``, moved back from trailing blank lines.
+
+    "Unexpected end of input" after a final newline is reported at the end of the last line
+    (the exception quotes the line it points into, and there is none after a final newline).
+    """
+    end = len(source.rstrip("\r\n"))
+    return GrammarSyntaxError(message, source=source, position=min(pos, end))
 
 
 def location(source: str, pos: int) -> str:
@@ -140,14 +151,10 @@ class ExprBuilder:
         """Apply ``{lo,hi}`` to the last item of the current sequence."""
         items = self.frames[-1].items
         if not items:
-            raise GrammarSyntaxError(
-                f"{what} has nothing to repeat", source=self.source, position=pos
-            )
+            raise syntax_error(f"{what} has nothing to repeat", self.source, pos)
         if hi is not None and hi < lo:
-            raise GrammarSyntaxError(
-                f"repetition maximum {hi} is below the minimum {lo}",
-                source=self.source,
-                position=pos,
+            raise syntax_error(
+                f"repetition maximum {hi} is below the minimum {lo}", self.source, pos
             )
         node, depth = items[-1]
         items[-1] = self._bound(sep_repeat(node, lo, hi, self.sep), depth + 3, pos)
@@ -155,11 +162,7 @@ class ExprBuilder:
     def open(self, kind: str, pos: int) -> None:
         """Open a group (``(`` or ``[``)."""
         if len(self.frames) > MAX_NESTING:
-            raise GrammarSyntaxError(
-                f"groups nested more than {MAX_NESTING} deep",
-                source=self.source,
-                position=pos,
-            )
+            raise syntax_error(f"groups nested more than {MAX_NESTING} deep", self.source, pos)
         self.frames.append(_Frame(kind, pos))
 
     def bar(self) -> None:
@@ -172,11 +175,10 @@ class ExprBuilder:
         """How many groups are open."""
         return len(self.frames) - 1
 
-    def open_kind(self) -> str:
-        return self.frames[-1].kind
-
     def close(self, pos: int, *, optional: bool = False) -> None:
         """Close the innermost group; ``optional`` makes it ``[...]`` (zero or one)."""
+        if len(self.frames) == 1:
+            raise syntax_error("unmatched closing bracket", self.source, pos)
         frame = self.frames.pop()
         node, depth = self._alts(frame)
         if optional:
@@ -184,8 +186,10 @@ class ExprBuilder:
         self.frames[-1].items.append(self._bound(node, depth, pos))
 
     def finish(self) -> Node:
-        """The finished expression (all groups must be closed)."""
-        assert len(self.frames) == 1, "unclosed group"
+        """The finished expression; every group must be closed."""
+        if len(self.frames) > 1:
+            frame = self.frames[-1]
+            raise syntax_error(f"unclosed {frame.kind!r}", self.source, frame.pos)
         node, _ = self._alts(self.frames[0])
         return node
 
@@ -208,9 +212,9 @@ class ExprBuilder:
         if self.hoist is not None:
             return self.hoist(node), 1
         if depth > MAX_TREE_DEPTH:
-            raise GrammarSyntaxError(
+            raise syntax_error(
                 f"expression nested too deeply (tree depth above {MAX_TREE_DEPTH})",
-                source=self.source,
-                position=pos,
+                self.source,
+                pos,
             )
         return node, depth

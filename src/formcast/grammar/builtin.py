@@ -52,18 +52,14 @@ def _string_body() -> Node:
     escape = concat(
         [
             literal("\\"),
-            alt(
-                [CharSet.chars('"\\/bfnrt'), concat([literal("u"), repeat(_HEX, 4, 4)])]
-            ),
+            alt([CharSet.chars('"\\/bfnrt'), concat([literal("u"), repeat(_HEX, 4, 4)])]),
         ]
     )
     return concat([literal('"'), repeat(alt([plain, escape]), 0, None), literal('"')])
 
 
 def _number_body() -> Node:
-    integer = alt(
-        [literal("0"), concat([CharSet(((0x31, 0x39),)), repeat(_DIGIT, 0, None)])]
-    )
+    integer = alt([literal("0"), concat([CharSet(((0x31, 0x39),)), repeat(_DIGIT, 0, None)])])
     fraction = concat([literal("."), repeat(_DIGIT, 1, None)])
     exponent = concat(
         [
@@ -104,13 +100,9 @@ def json_grammar(whitespace: str = "flexible", max_ws: int | None = None) -> Gra
         )
     if max_ws is not None:
         if isinstance(max_ws, bool) or not isinstance(max_ws, int) or max_ws < 0:
-            raise ConfigurationError(
-                f"json_grammar(max_ws={max_ws!r}) must be an int >= 0 or None"
-            )
+            raise ConfigurationError(f"json_grammar(max_ws={max_ws!r}) must be an int >= 0 or None")
         if whitespace == "compact":
-            raise ConfigurationError(
-                "json_grammar: max_ws only applies to whitespace='flexible'"
-            )
+            raise ConfigurationError("json_grammar: max_ws only applies to whitespace='flexible'")
     if whitespace == "compact":
         ws_body: Node = literal("")
     else:

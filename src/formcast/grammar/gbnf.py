@@ -29,7 +29,7 @@ Lifetime: :func:`parse_gbnf` is a pure function; O(len(text)).
 from __future__ import annotations
 
 from ..errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._frontend import ExprBuilder, location, scalar_charset
+from ._frontend import ExprBuilder, location, scalar_charset, syntax_error
 from .ir import ANY_CHAR, MAX_CODEPOINT, Grammar, Node, Rule, RuleRef, literal
 
 __all__ = ["parse_gbnf"]
@@ -48,7 +48,7 @@ _SIMPLE_ESCAPES = {
 
 
 def _is_word_char(c: str) -> bool:
-    return ("a" <= c <= "z") or ("A" <= c <= "Z") or ("0" <= c <= "9") or c in "-_"
+    return ("a" <= c <= "z") or ("A" <= c <= "Z") or ("0" <= c <= "9") or c in ("-", "_")
 
 
 class _GbnfParser:
@@ -64,9 +64,7 @@ class _GbnfParser:
 
     # -- helpers ------------------------------------------------------------------------------
     def error(self, msg: str, pos: int | None = None) -> GrammarSyntaxError:
-        return GrammarSyntaxError(
-            msg, source=self.src, position=self.pos if pos is None else pos
-        )
+        return syntax_error(msg, self.src, self.pos if pos is None else pos)
 
     def where(self, pos: int) -> str:
         return location(self.src, pos)
@@ -120,9 +118,7 @@ class _GbnfParser:
         if e in _HEX_LEN:
             size = _HEX_LEN[e]
             digits = self.src[self.pos + 2 : self.pos + 2 + size]
-            if len(digits) != size or any(
-                d not in "0123456789abcdefABCDEF" for d in digits
-            ):
+            if len(digits) != size or any(d not in "0123456789abcdefABCDEF" for d in digits):
                 raise self.error(f"expecting {size} hex digits after \\{e}", start)
             cp = int(digits, 16)
             if cp > MAX_CODEPOINT:
@@ -205,14 +201,14 @@ class _GbnfParser:
             elif c == "[":
                 b.atom(self.parse_class())
                 self.skip_space(nested)
-            elif c in ("<", "!") and c:
+            elif c in ("<", "!"):
                 raise UnsupportedFeatureError(
                     "token reference",
                     self.where(start),
                     "GBNF <token> / !<token> references need a vocabulary; formcast grammars "
                     "work on characters",
                 )
-            elif c and _is_word_char(c):
+            elif _is_word_char(c):
                 ref = self.parse_name()
                 self.first_ref.setdefault(ref, start)
                 b.atom(RuleRef(ref))
@@ -229,7 +225,7 @@ class _GbnfParser:
                 self.pos += 1
                 b.atom(ANY_CHAR)
                 self.skip_space(nested)
-            elif c in ("*", "+", "?") and c:
+            elif c in ("*", "+", "?"):
                 self.pos += 1
                 lo, hi = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
                 b.postfix(lo, hi, start, f"'{c}'")
@@ -244,9 +240,7 @@ class _GbnfParser:
             else:
                 if nested:
                     raise self.error(
-                        "expecting ')'"
-                        if c
-                        else "unexpected end of input: expecting ')'",
+                        "expecting ')'" if c else "unexpected end of input: expecting ')'",
                     )
                 return b.finish()
 
@@ -328,7 +322,5 @@ def parse_gbnf(text: str, *, start: str = "root") -> Grammar:
     parser = _GbnfParser(text)
     try:
         return parser.parse(start)
-    except (
-        RecursionError
-    ):  # pragma: no cover - a safety net; the parser itself is iterative
+    except RecursionError:  # pragma: no cover - a safety net; the parser itself is iterative
         raise parser.error("grammar nested too deeply") from None

@@ -47,7 +47,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import GrammarSyntaxError, UnsupportedFeatureError
-from ._frontend import ExprBuilder, location, scalar_charset
+from ._frontend import ExprBuilder, location, scalar_charset, syntax_error
 from .ir import (
     EMPTY,
     Alt,
@@ -98,47 +98,42 @@ _HEX = "0123456789abcdefABCDEF"
 
 
 # -- common.lark ----------------------------------------------------------------------------------
+def _seq(*items: Node) -> Node:
+    return concat(items)
+
+
+def _star(item: Node) -> Node:
+    return repeat(item, 0, None)
+
+
+def _plus(item: Node) -> Node:
+    return repeat(item, 1, None)
+
+
+def _opt(item: Node) -> Node:
+    return repeat(item, 0, 1)
+
+
+def _but(chars: str) -> Node:
+    """Any scalar value except ``chars``."""
+    return scalar_charset([(ord(c), ord(c)) for c in chars], negate=True)
+
+
 def _common_terminals() -> dict[str, tuple[Node, bool]]:
     """Lark's ``common.lark`` terminals as IR: name -> (body, lazy)."""
     digit = CharSet(((0x30, 0x39),))
-    int_ = repeat(digit, 1, None)
-    sign = repeat(CharSet.chars("+-"), 0, 1)
-    signed_int = concat([sign, int_])
-    decimal = alt(
-        [concat([int_, literal("."), repeat(int_, 0, 1)]), concat([literal("."), int_])]
-    )
-    exp = concat([CharSet.chars("eE"), signed_int])
-    float_ = alt([concat([int_, exp]), concat([decimal, repeat(exp, 0, 1)])])
+    int_ = _plus(digit)
+    sign = _opt(CharSet.chars("+-"))
+    signed_int = _seq(sign, int_)
+    decimal = alt([_seq(int_, literal("."), _opt(int_)), _seq(literal("."), int_)])
+    exp = _seq(CharSet.chars("eE"), signed_int)
+    float_ = alt([_seq(int_, exp), _seq(decimal, _opt(exp))])
     number = alt([float_, int_])
-    not_nl = scalar_charset([(0x0A, 0x0A)], negate=True)
-    escaped = concat([literal("\\"), not_nl])
-    lcase = CharSet(((0x61, 0x7A),))
-    ucase = CharSet(((0x41, 0x5A),))
-    letter = alt([ucase, lcase])
-    # C_COMMENT: "/*" /(.|\n)*?/ "*/" == /\*[^*]*\*+([^/*][^*]*\*+)*/
-    not_star = scalar_charset([(0x2A, 0x2A)], negate=True)
-    stars = repeat(literal("*"), 1, None)
-    c_comment = concat(
-        [
-            literal("/*"),
-            repeat(not_star, 0, None),
-            stars,
-            repeat(
-                concat(
-                    [
-                        scalar_charset([(0x2A, 0x2A), (0x2F, 0x2F)], negate=True),
-                        repeat(not_star, 0, None),
-                        stars,
-                    ]
-                ),
-                0,
-                None,
-            ),
-            literal("/"),
-        ]
-    )
-    line_rest = repeat(not_nl, 0, None)
-    table: dict[str, tuple[Node, bool]] = {
+    escaped = _seq(literal("\\"), _but("\n"))  # a backslash and any character but newline
+    letter = CharSet(((0x41, 0x5A), (0x61, 0x7A)))
+    line_rest = _star(_but("\n"))
+    stars = _plus(literal("*"))
+    return {
         "DIGIT": (digit, False),
         "HEXDIGIT": (CharSet.chars(_HEX), False),
         "INT": (int_, False),
@@ -146,71 +141,46 @@ def _common_terminals() -> dict[str, tuple[Node, bool]]:
         "DECIMAL": (decimal, False),
         "_EXP": (exp, False),
         "FLOAT": (float_, False),
-        "SIGNED_FLOAT": (concat([sign, float_]), False),
+        "SIGNED_FLOAT": (_seq(sign, float_), False),
         "NUMBER": (number, False),
-        "SIGNED_NUMBER": (concat([sign, number]), False),
-        # /.*?/ and _STRING_INNER /(?<!\\)(\\\\)*?/: lazy lexemes, as in Lark
+        "SIGNED_NUMBER": (_seq(sign, number), False),
+        # _STRING_INNER /.*?/ and _STRING_ESC_INNER (the same, not ending in an odd number of
+        # backslashes) are lazy patterns in Lark: lazy lexemes here
         "_STRING_INNER": (line_rest, True),
-        "_STRING_ESC_INNER": (
-            repeat(
-                alt(
-                    [scalar_charset([(0x0A, 0x0A), (0x5C, 0x5C)], negate=True), escaped]
-                ),
-                0,
-                None,
-            ),
-            True,
-        ),
-        # "\"" _STRING_ESC_INNER "\"": ends at the first quote not escaped by a backslash
+        "_STRING_ESC_INNER": (_star(alt([_but("\n\\"), escaped])), True),
+        # "\"" _STRING_ESC_INNER "\"": ends at the first quote that no backslash escapes
         "ESCAPED_STRING": (
-            concat(
-                [
-                    literal('"'),
-                    repeat(
-                        alt(
-                            [
-                                scalar_charset(
-                                    [(0x0A, 0x0A), (0x22, 0x22), (0x5C, 0x5C)],
-                                    negate=True,
-                                ),
-                                escaped,
-                            ]
-                        ),
-                        0,
-                        None,
-                    ),
-                    literal('"'),
-                ]
-            ),
+            _seq(literal('"'), _star(alt([_but('\n"\\'), escaped])), literal('"')),
             False,
         ),
-        "LCASE_LETTER": (lcase, False),
-        "UCASE_LETTER": (ucase, False),
+        "LCASE_LETTER": (CharSet(((0x61, 0x7A),)), False),
+        "UCASE_LETTER": (CharSet(((0x41, 0x5A),)), False),
         "LETTER": (letter, False),
-        "WORD": (repeat(letter, 1, None), False),
+        "WORD": (_plus(letter), False),
         "CNAME": (
-            concat(
-                [
-                    alt([literal("_"), letter]),
-                    repeat(alt([literal("_"), letter, digit]), 0, None),
-                ]
-            ),
+            _seq(alt([literal("_"), letter]), _star(alt([literal("_"), letter, digit]))),
             False,
         ),
-        "WS_INLINE": (repeat(CharSet.chars(" \t"), 1, None), False),
-        "WS": (repeat(CharSet.chars(" \t\f\r\n"), 1, None), False),
+        "WS_INLINE": (_plus(CharSet.chars(" \t")), False),
+        "WS": (_plus(CharSet.chars(" \t\f\r\n")), False),
         "CR": (literal("\r"), False),
         "LF": (literal("\n"), False),
-        "NEWLINE": (
-            repeat(concat([repeat(literal("\r"), 0, 1), literal("\n")]), 1, None),
+        "NEWLINE": (_plus(_seq(_opt(literal("\r")), literal("\n"))), False),
+        "SH_COMMENT": (_seq(literal("#"), line_rest), False),
+        "CPP_COMMENT": (_seq(literal("//"), line_rest), False),
+        # "/*" /(.|\n)*?/ "*/"  ==  /\*[^*]*\*+([^/*][^*]*\*+)*\//
+        "C_COMMENT": (
+            _seq(
+                literal("/*"),
+                _star(_but("*")),
+                stars,
+                _star(_seq(_but("*/"), _star(_but("*")), stars)),
+                literal("/"),
+            ),
             False,
         ),
-        "SH_COMMENT": (concat([literal("#"), line_rest]), False),
-        "CPP_COMMENT": (concat([literal("//"), line_rest]), False),
-        "C_COMMENT": (c_comment, False),
-        "SQL_COMMENT": (concat([literal("--"), line_rest]), False),
+        "SQL_COMMENT": (_seq(literal("--"), line_rest), False),
     }
-    return table
 
 
 #: The ``common`` terminals available to ``%import``: name -> (IR body, lazy).
@@ -246,7 +216,7 @@ class _Lexer:
         self.brackets: list[_Tok] = []
 
     def error(self, msg: str, pos: int) -> GrammarSyntaxError:
-        return GrammarSyntaxError(msg, source=self.src, position=pos)
+        return syntax_error(msg, self.src, pos)
 
     def emit(self, kind: str, text: str, pos: int) -> None:
         self.toks.append(_Tok(kind, text, pos))
@@ -299,9 +269,7 @@ class _Lexer:
                 while end < n and src[end].isascii() and src[end].isdigit():
                     end += 1
                 self.pos = end
-                self.toks.append(
-                    _Tok("NUMBER", src[start:end], start, number=int(src[start:end]))
-                )
+                self.toks.append(_Tok("NUMBER", src[start:end], start, number=int(src[start:end])))
             elif c in "+*?":
                 self.pos += 1
                 self.emit("OP", c, start)
@@ -373,17 +341,13 @@ class _Lexer:
                 out.append(_JSON_ESCAPES[e])
                 i += 2
             else:
-                raise self.error(
-                    f"unknown escape \\{e}" if e else "unterminated string", i
-                )
+                raise self.error(f"unknown escape \\{e}" if e else "unterminated string", i)
         flags = ""
         if i < n and src[i] == "i" and not (i + 1 < n and _is_name_char(src[i + 1])):
             flags = "i"
             i += 1
         self.pos = i
-        self.toks.append(
-            _Tok("STRING", src[start:i], start, value="".join(out), flags=flags)
-        )
+        self.toks.append(_Tok("STRING", src[start:i], start, value="".join(out), flags=flags))
 
     def lex_regex(self) -> None:
         src, n, start = self.src, self.n, self.pos
@@ -405,9 +369,7 @@ class _Lexer:
         while i < n and src[i] in "imslux":
             i += 1
         self.pos = i
-        self.toks.append(
-            _Tok("REGEX", src[start:i], start, value=pattern, flags=src[flag_start:i])
-        )
+        self.toks.append(_Tok("REGEX", src[start:i], start, value=pattern, flags=src[flag_start:i]))
 
     def lex_directive(self) -> None:
         src, start = self.src, self.pos
@@ -443,9 +405,7 @@ class _Def:
 @dataclass
 class _State:
     defs: dict[str, _Def] = field(default_factory=dict)
-    imports: dict[str, tuple[str, int]] = field(
-        default_factory=dict
-    )  # alias -> (common name, pos)
+    imports: dict[str, tuple[str, int]] = field(default_factory=dict)  # alias -> (common name, pos)
     ignores: list[list[_Tok]] = field(default_factory=list)
 
 
@@ -470,7 +430,7 @@ class _LarkParser:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
 
     def error(self, msg: str, pos: int) -> GrammarSyntaxError:
-        return GrammarSyntaxError(msg, source=self.src, position=pos)
+        return syntax_error(msg, self.src, pos)
 
     def where(self, pos: int) -> str:
         return location(self.src, pos)
@@ -526,9 +486,7 @@ class _LarkParser:
             self.i += 1
 
     def parse_definition(self) -> None:
-        while self.tok().kind == "!" or (
-            self.tok().kind == "OP" and self.tok().text == "?"
-        ):
+        while self.tok().kind == "!" or (self.tok().kind == "OP" and self.tok().text == "?"):
             self.i += 1
         name_tok = self.expect("NAME", "a rule or terminal name")
         name = name_tok.text
@@ -556,13 +514,9 @@ class _LarkParser:
     def define(self, d: _Def) -> None:
         if d.name in self.st.defs or d.name in self.st.imports:
             first = (
-                self.st.defs[d.name].pos
-                if d.name in self.st.defs
-                else self.st.imports[d.name][1]
+                self.st.defs[d.name].pos if d.name in self.st.defs else self.st.imports[d.name][1]
             )
-            raise self.error(
-                f"{d.name!r} is defined twice (first at {self.where(first)})", d.pos
-            )
+            raise self.error(f"{d.name!r} is defined twice (first at {self.where(first)})", d.pos)
         self.st.defs[d.name] = d
 
     def parse_attributes(self) -> bool:
@@ -612,9 +566,7 @@ class _LarkParser:
                 "a grammar IR cannot express them",
             )
         elif t.text == "%override":
-            raise UnsupportedFeatureError(
-                "%override", self.where(t.pos), "grammar composition"
-            )
+            raise UnsupportedFeatureError("%override", self.where(t.pos), "grammar composition")
         else:
             raise self.error(f"{t.text} may only appear inside a rule", t.pos)
 
@@ -672,9 +624,7 @@ class _LarkParser:
                 self.expect(")", "')'")
                 break
         else:
-            raise self.error(
-                "expecting %import common.NAME or %import common (A, B)", t.pos
-            )
+            raise self.error("expecting %import common.NAME or %import common (A, B)", t.pos)
         self.body_tokens_empty(t)
         for tok, alias in names:
             if tok.text not in COMMON_TERMINALS:
@@ -690,7 +640,8 @@ class _LarkParser:
     def compile_body(
         self, owner: str, toks: list[_Tok], *, terminal: bool, sep: Node | None
     ) -> Node:
-        """The IR of one expansion list.  Names become :class:`RuleRef` (inlined later in terminals)."""
+        """The IR of one expansion list; names become :class:`RuleRef` (inlined later in
+        terminals)."""
         counter = [0]
 
         def hoist(node: Node) -> Node:
@@ -742,14 +693,8 @@ class _LarkParser:
                     raise UnsupportedFeatureError(
                         "templates", self.where(t.pos), f"use of {t.text!r}"
                     )
-                if (
-                    terminal
-                    and not _is_terminal_name(t.text)
-                    and not self.is_lazy_rule(t.text)
-                ):
-                    raise self.error(
-                        f"terminal {owner!r} cannot refer to rule {t.text!r}", t.pos
-                    )
+                if terminal and not _is_terminal_name(t.text) and not self.is_lazy_rule(t.text):
+                    raise self.error(f"terminal {owner!r} cannot refer to rule {t.text!r}", t.pos)
                 self.refs.setdefault(t.text, t.pos)
                 b.atom(RuleRef(t.text))
             elif kind == "OP":
@@ -764,11 +709,7 @@ class _LarkParser:
                     )
                 lo = hi = self.count(nxt)
                 k += 1
-                if (
-                    k + 2 < n
-                    and toks[k + 1].kind == ".."
-                    and toks[k + 2].kind == "NUMBER"
-                ):
+                if k + 2 < n and toks[k + 1].kind == ".." and toks[k + 2].kind == "NUMBER":
                     hi = self.count(toks[k + 2])
                     k += 2
                 b.postfix(lo, hi, t.pos, "'~'")
@@ -779,13 +720,9 @@ class _LarkParser:
                     "special token", self.where(t.pos), f"{t.text} needs a tokenizer"
                 )
             elif kind == "GREF":
-                raise UnsupportedFeatureError(
-                    "grammar reference", self.where(t.pos), t.text
-                )
+                raise UnsupportedFeatureError("grammar reference", self.where(t.pos), t.text)
             elif kind == "DIRECTIVE":
-                raise UnsupportedFeatureError(
-                    t.text, self.where(t.pos), "inline JSON schema/regex"
-                )
+                raise UnsupportedFeatureError(t.text, self.where(t.pos), "inline JSON schema/regex")
             else:
                 raise self.error(f"unexpected {t.text!r}", t.pos)
             k += 1
@@ -818,9 +755,7 @@ class _LarkParser:
         elif j == k + 1:
             raise self.error("expecting a repetition count", start.pos)
         if not at("}"):
-            raise self.error(
-                "expecting '}'", toks[j].pos if j < len(toks) else start.pos
-            )
+            raise self.error("expecting '}'", toks[j].pos if j < len(toks) else start.pos)
         if hi == 0:
             raise self.error("a repetition maximum must be above 0", start.pos)
         b.postfix(lo, hi, start.pos, "'{...}'")
@@ -845,13 +780,9 @@ class _LarkParser:
         parts: list[Node] = []
         for c in value:
             variants = {
-                v
-                for v in (c, c.lower(), c.upper(), c.casefold(), c.swapcase())
-                if len(v) == 1
+                v for v in (c, c.lower(), c.upper(), c.casefold(), c.swapcase()) if len(v) == 1
             }
-            parts.append(
-                literal(c) if len(variants) == 1 else CharSet.chars("".join(variants))
-            )
+            parts.append(literal(c) if len(variants) == 1 else CharSet.chars("".join(variants)))
         return concat(parts)
 
     def range_node(self, a: _Tok, b: _Tok) -> Node:
@@ -890,9 +821,7 @@ class _LarkParser:
             if len(toks) == 1 and toks[0].kind == "NAME":
                 name = toks[0].text
                 if not _is_terminal_name(name) and not self.is_lazy_rule(name):
-                    raise self.error(
-                        f"%ignore needs terminals, {name!r} is a rule", toks[0].pos
-                    )
+                    raise self.error(f"%ignore needs terminals, {name!r} is a rule", toks[0].pos)
                 self.refs.setdefault(name, toks[0].pos)
                 ign_names.append(name)
                 continue
@@ -924,11 +853,7 @@ class _LarkParser:
             node, lazy = COMMON_TERMINALS[common]
             rules.append(Rule(alias, node, terminal=True, lazy=lazy))
         for text in self.anon_order:
-            rules.append(
-                Rule(
-                    text, self.resolve(self.anon[text], terminal_bodies), terminal=True
-                )
-            )
+            rules.append(Rule(text, self.resolve(self.anon[text], terminal_bodies), terminal=True))
         if sep is not None:
             rules.append(
                 Rule(
@@ -951,14 +876,11 @@ class _LarkParser:
         """Regular bodies of all terminals (defined and imported), with the terminals they name
         inlined; a cycle is an error."""
         done: dict[str, Node] = {
-            alias: COMMON_TERMINALS[common][0]
-            for alias, (common, _) in self.st.imports.items()
+            alias: COMMON_TERMINALS[common][0] for alias, (common, _) in self.st.imports.items()
         }
         terms = [d for d in self.st.defs.values() if d.terminal]
         deps = {
-            d.name: sorted(
-                {x.name for x in iter_nodes(bodies[d.name]) if isinstance(x, RuleRef)}
-            )
+            d.name: sorted({x.name for x in iter_nodes(bodies[d.name]) if isinstance(x, RuleRef)})
             for d in terms
         }
         state: dict[str, int] = {}  # 1: in progress, 2: done
@@ -999,9 +921,7 @@ class _LarkParser:
             if isinstance(cur, RuleRef):
                 out.append(done[cur.name])
             elif isinstance(cur, (Concat, Alt, Repeat)):
-                kids: tuple[Node, ...] = (
-                    (cur.item,) if isinstance(cur, Repeat) else cur.items
-                )
+                kids: tuple[Node, ...] = (cur.item,) if isinstance(cur, Repeat) else cur.items
                 if not expanded:
                     stack.append((cur, True))
                     stack.extend((kid, False) for kid in reversed(kids))

@@ -260,9 +260,7 @@ class ReferenceRecognizer:
         keep = self._productive(f)
         self._lhs = [f.lhs[p] for p in keep]
         self._rhs = [f.rhs[p] for p in keep]
-        self._start_prod = (
-            keep.index(self._start_prod) if self._start_prod in keep else -1
-        )
+        self._start_prod = keep.index(self._start_prod) if self._start_prod in keep else -1
         self._by_lhs: list[list[int]] = [[] for _ in range(f.n_nt)]
         for p, a in enumerate(self._lhs):
             self._by_lhs[a].append(p)
@@ -281,8 +279,7 @@ class ReferenceRecognizer:
         return [
             p
             for p, rhs in enumerate(f.rhs)
-            if ok[f.lhs[p]]
-            and all(ok[s] if s >= 0 else bool(f.terms[-1 - s]) for s in rhs)
+            if ok[f.lhs[p]] and all(ok[s] if s >= 0 else bool(f.terms[-1 - s]) for s in rhs)
         ]
 
     def _nullable_set(self, n_nt: int) -> list[bool]:
@@ -332,9 +329,7 @@ class ReferenceRecognizer:
                         if sym not in predicted:  # predict
                             predicted.add(sym)
                             new.extend((q, 0, k) for q in by_lhs[sym])
-                        if nullable[
-                            sym
-                        ]:  # Aycock-Horspool: step over a nullable symbol
+                        if nullable[sym]:  # Aycock-Horspool: step over a nullable symbol
                             new.append((p, dot + 1, origin))
                 for x in new:
                     if x not in seen:

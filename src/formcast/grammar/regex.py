@@ -222,7 +222,7 @@ class _Parser:
         hi_txt = s[k + 1 : m]
         if m >= len(s) or s[m] != "}":
             return None
-        if not lo_txt and (not hi_txt or self.dialect == "ecma"):
+        if not lo_txt and self.dialect == "ecma":
             return None
         lo = int(lo_txt) if lo_txt else 0
         hi = int(hi_txt) if hi_txt else None

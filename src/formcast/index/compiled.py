@@ -73,7 +73,7 @@ class RegexProgram:
         self._steps: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
         self._stop_words = bool_to_bitmask(
-            _ids_to_bool(vocab.stop_token_ids, vocab.vocab_size), vocab.vocab_size
+            ids_to_bool(vocab.stop_token_ids, vocab.vocab_size), vocab.vocab_size
         )
         self._mask_computations = 0
 
@@ -159,7 +159,7 @@ class RegexProgram:
         return limit
 
 
-def _ids_to_bool(ids: frozenset[int], size: int) -> np.ndarray:
+def ids_to_bool(ids: frozenset[int], size: int) -> np.ndarray:
     out = np.zeros(size, dtype=bool)
     if ids:
         out[np.fromiter(ids, dtype=np.int64)] = True

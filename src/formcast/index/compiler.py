@@ -7,17 +7,23 @@ tokenizer never reuses an old index.  Thread-safe.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from ..automata.dfa import compile_dfa
+from ..automata.grammar_fsm import compile_grammar_automaton
+from ..automata.pda import ParserLimits
 from ..config import CompileLimits
 from ..errors import ConfigurationError, UnsatisfiableGrammarError
+from ..grammar.ir import Grammar
 from ..grammar.regex import parse_regex
 from ..vocab.vocabulary import Vocabulary
-from .compiled import CompiledGrammar, RegexProgram, grammar_key
+from .cfg_program import CfgProgram
+from .compiled import CompiledGrammar, GrammarProgram, RegexProgram, grammar_key
 
 __all__ = ["GrammarCompiler"]
 
@@ -36,6 +42,7 @@ class GrammarCompiler:
         vocab: Vocabulary,
         *,
         limits: CompileLimits | None = None,
+        parser_limits: ParserLimits | None = None,
         cache_size: int = 128,
     ) -> None:
         if not isinstance(vocab, Vocabulary):
@@ -47,6 +54,7 @@ class GrammarCompiler:
             raise ConfigurationError(f"cache_size must be >= 0, got {cache_size}")
         self.vocab = vocab
         self.limits = limits or CompileLimits()
+        self.parser_limits = parser_limits or ParserLimits()
         self.cache_size = cache_size
         self._cache: OrderedDict[str, CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
@@ -104,3 +112,116 @@ class GrammarCompiler:
             )
 
         return self._cached("regex", pattern, f"dialect={dialect}", build)
+
+    # -- context-free grammars ------------------------------------------------------------------
+    def _program_for(self, grammar: Grammar) -> GrammarProgram:
+        auto = compile_grammar_automaton(grammar, self.limits)
+        if auto.is_regular:
+            return RegexProgram(auto.dfas[0], self.vocab)
+        return CfgProgram(auto, self.vocab, self.parser_limits)
+
+    def compile_grammar_ir(
+        self,
+        grammar: Grammar,
+        *,
+        kind: str = "grammar",
+        source: str | None = None,
+        warnings: tuple[str, ...] = (),
+    ) -> CompiledGrammar:
+        """Compile a grammar IR (what every front-end produces).
+
+        Regular grammars get the DFA program; others the pushdown program.
+
+        Raises:
+            UnsupportedFeatureError (left recursion), UnsatisfiableGrammarError,
+            LimitExceededError, GrammarError (undefined rules).
+        """
+        src = source if source is not None else repr(grammar)
+
+        def build() -> CompiledGrammar:
+            t0 = time.perf_counter()
+            program = self._program_for(grammar)
+            return CompiledGrammar(
+                kind=kind,
+                source=src,
+                vocab=self.vocab,
+                program=program,
+                compile_seconds=time.perf_counter() - t0,
+                warnings=warnings,
+            )
+
+        return self._cached(kind, src, "", build)
+
+    def compile_grammar(
+        self, text: str, *, syntax: str = "gbnf", start: str | None = None
+    ) -> CompiledGrammar:
+        """Compile a grammar written in GBNF (llama.cpp) or Lark (llguidance dialect).
+
+        Raises:
+            GrammarSyntaxError (with line and column), UnsupportedFeatureError,
+            UnsatisfiableGrammarError, LimitExceededError.
+        """
+        if syntax not in ("gbnf", "lark"):
+            raise ConfigurationError(f"unknown grammar syntax {syntax!r}; use 'gbnf' or 'lark'")
+
+        def build() -> CompiledGrammar:
+            t0 = time.perf_counter()
+            if syntax == "gbnf":
+                from ..grammar.gbnf import parse_gbnf
+
+                ir = parse_gbnf(text, start=start or "root")
+            else:
+                from ..grammar.lark import parse_lark
+
+                ir = parse_lark(text, start=start or "start")
+            program = self._program_for(ir)
+            return CompiledGrammar(
+                kind=syntax,
+                source=text,
+                vocab=self.vocab,
+                program=program,
+                compile_seconds=time.perf_counter() - t0,
+                options=f"start={start}",
+            )
+
+        return self._cached(syntax, text, f"start={start}", build)
+
+    def compile_builtin_json_grammar(self) -> CompiledGrammar:
+        """Any JSON value (RFC 8259), compact or with bounded whitespace between tokens."""
+        from ..grammar.builtin import json_grammar
+
+        return self.compile_grammar_ir(json_grammar(), kind="builtin_json", source="json")
+
+    def compile_json_schema(self, schema: Any, options: Any = None) -> CompiledGrammar:
+        """Compile a JSON Schema (dict, JSON text, bool, or a Pydantic model class).
+
+        See docs/json_schema.md for the supported keywords; unsupported ones fail closed with
+        :class:`~formcast.errors.UnsupportedFeatureError` unless ``options.lenient``.
+        """
+        from ..grammar import json_schema as js
+
+        if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+            schema = schema.model_json_schema()
+        if isinstance(schema, str):
+            try:
+                schema = json.loads(schema)
+            except ValueError as exc:
+                raise ConfigurationError(f"the schema is not valid JSON: {exc}") from None
+        opts = options if options is not None else js.JsonSchemaOptions()
+        canonical = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+
+        def build() -> CompiledGrammar:
+            t0 = time.perf_counter()
+            grammar, ignored = js.schema_to_grammar(schema, opts)
+            program = self._program_for(grammar)
+            return CompiledGrammar(
+                kind="json_schema",
+                source=canonical,
+                vocab=self.vocab,
+                program=program,
+                compile_seconds=time.perf_counter() - t0,
+                warnings=tuple(ignored),
+                options=repr(opts),
+            )
+
+        return self._cached("json_schema", canonical, repr(opts), build)

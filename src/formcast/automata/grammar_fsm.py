@@ -1,0 +1,560 @@
+"""Context-free grammar IR → one byte DFA per rule, with rule-reference edges.
+
+Each remaining rule's body becomes a :class:`ByteDFA` whose ``ref_table`` holds the transitions
+taken after a call to another rule returns.  Before that:
+
+* **Inlining.** Rules that are not (mutually) recursive are substituted into their callers, so
+  most of the grammar becomes plain byte transitions (a JSON string inside an object is bytes,
+  not a call).  Only the start rule and recursive rules stay rules.
+* **Productivity.** References to rules that can never finish are removed; an unproductive start
+  rule raises :class:`UnsatisfiableGrammarError` (e.g. ``root ::= "a" root``).
+* **Left recursion** (a rule reachable from itself without consuming a byte) is rejected with
+  :class:`UnsupportedFeatureError` naming the rule; rewrite it as a repetition.
+
+Lifetime: per grammar; the result is immutable.  Work is bounded by :class:`CompileLimits`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..config import CompileLimits
+from ..errors import (
+    GrammarError,
+    LimitExceededError,
+    UnsatisfiableGrammarError,
+    UnsupportedFeatureError,
+)
+from ..grammar.ir import (
+    NOTHING,
+    Alt,
+    Concat,
+    Grammar,
+    Node,
+    Repeat,
+    RuleRef,
+    alt,
+    concat,
+    iter_nodes,
+    repeat,
+)
+from .dfa import DEAD, ByteDFA, nfa_to_dfa
+from .nfa import build_nfa
+
+__all__ = ["GrammarAutomaton", "compile_grammar_automaton"]
+
+# inlining stops when an inlined body would exceed this many IR nodes per reference
+_INLINE_MAX_NODES = 20_000
+# recursive rules up to this size are expanded once at their call sites
+_EXPAND_MAX_NODES = 400
+_EXPAND_ROUNDS = 3
+_EXPANDED_MAX_NODES = 4_000
+
+
+@dataclass(frozen=True, eq=False)
+class GrammarAutomaton:
+    """Per-rule byte DFAs of a grammar (rule 0 is the start rule).
+
+    Attributes:
+        names: rule names by id.
+        dfas: one :class:`ByteDFA` per rule (``ref_rules``/``ref_table`` give call edges).
+        refs: per rule, per state: tuple of ``(callee rule id, return state)``.
+        boundary: per rule, ``bool[n_states]``: the state can call a rule or return.
+        tail: per rule, per state: True when the state is accepting and has no outgoing edge
+            (a call whose return lands there is a tail call).
+    """
+
+    names: tuple[str, ...]
+    dfas: tuple[ByteDFA, ...]
+    refs: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]
+    boundary: tuple[np.ndarray, ...]
+    tail: tuple[np.ndarray, ...]
+
+    @property
+    def is_regular(self) -> bool:
+        return len(self.dfas) == 1 and not self.dfas[0].ref_rules
+
+    @property
+    def num_states(self) -> int:
+        return sum(d.num_states for d in self.dfas)
+
+
+def _refs_in(node: Node) -> set[str]:
+    return {n.name for n in iter_nodes(node) if isinstance(n, RuleRef)}
+
+
+def _size(node: Node) -> int:
+    return sum(1 for _ in iter_nodes(node))
+
+
+def _substitute(node: Node, bodies: dict[str, Node]) -> Node:
+    """Replace references to rules in ``bodies`` by the bodies (iterative post-order)."""
+    # post-order rebuild without recursion
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    out: list[Node] = []
+    while stack:
+        n, done = stack.pop()
+        if isinstance(n, RuleRef):
+            out.append(bodies.get(n.name, n))
+        elif isinstance(n, (Concat, Alt)):
+            if not done:
+                stack.append((n, True))
+                for item in reversed(n.items):
+                    stack.append((item, False))
+            else:
+                k = len(n.items)
+                items = out[-k:]
+                del out[-k:]
+                out.append(concat(items) if isinstance(n, Concat) else alt(items))
+        elif isinstance(n, Repeat):
+            if not done:
+                stack.append((n, True))
+                stack.append((n.item, False))
+            else:
+                item = out.pop()
+                out.append(repeat(item, n.min, n.max))
+        else:
+            out.append(n)
+    return out[0]
+
+
+def _sccs(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components, iterative."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    result: list[list[str]] = []
+    counter = 0
+    for root in graph:
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                result.append(comp)
+    return result
+
+
+def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
+    """Inline non-recursive rules; returns (kept rule names, start first; bodies)."""
+    rules = grammar.rule_map()
+    if grammar.start not in rules:
+        raise GrammarError(f"the start rule {grammar.start!r} is not defined")
+    # only rules reachable from the start matter
+    reachable: set[str] = set()
+    todo = [grammar.start]
+    while todo:
+        name = todo.pop()
+        if name in reachable:
+            continue
+        if name not in rules:
+            raise GrammarError(f"rule {name!r} is referenced but never defined")
+        reachable.add(name)
+        todo.extend(_refs_in(rules[name].body))
+    graph = {n: _refs_in(rules[n].body) for n in reachable}
+    comps = _sccs(graph)  # reverse topological order: callees first
+    recursive: set[str] = set()
+    for comp in comps:
+        if len(comp) > 1 or comp[0] in graph[comp[0]]:
+            recursive.update(comp)
+    bodies: dict[str, Node] = {}
+    inlinable: dict[str, Node] = {}
+    for comp in comps:
+        for name in comp:
+            body = _substitute(rules[name].body, inlinable)
+            bodies[name] = body
+            if name not in recursive and name != grammar.start and _size(body) <= _INLINE_MAX_NODES:
+                inlinable[name] = body
+    kept = [grammar.start] + sorted(
+        n for n in reachable if n not in inlinable and n != grammar.start
+    )
+    # one level of call-site expansion for small recursive rules: callers see the callee's
+    # first bytes directly (same language), so fewer tokens cross a call boundary
+    small = {n: bodies[n] for n in kept if _size(bodies[n]) <= _EXPAND_MAX_NODES}
+    expanded: dict[str, Node] = {}
+    for name in kept:
+        body = bodies[name]
+        for _ in range(_EXPAND_ROUNDS):
+            callees = {c: small[c] for c in _refs_in(body) if c in small and c != name}
+            if not callees:
+                break
+            new_body = _substitute(body, callees)
+            if _size(new_body) > _EXPANDED_MAX_NODES:
+                break
+            body = new_body
+        expanded[name] = body
+    # drop rules no longer referenced
+    live: set[str] = set()
+    todo = [grammar.start]
+    while todo:
+        name = todo.pop()
+        if name not in live:
+            live.add(name)
+            todo.extend(_refs_in(expanded[name]))
+    kept = [n for n in kept if n in live]
+    return kept, {n: expanded[n] for n in kept}
+
+
+def compile_grammar_automaton(
+    grammar: Grammar, limits: CompileLimits | None = None
+) -> GrammarAutomaton:
+    """Compile a grammar IR to per-rule byte DFAs (see the module docstring)."""
+    limits = limits or CompileLimits()
+    names, bodies = _inline(grammar)
+    # productivity fixpoint: drop references to rules that can never finish
+    productive: set[str] = set()
+    while True:
+        ids = {n: i for i, n in enumerate(names)}
+        dfas = []
+        for n in names:
+            body = bodies[n]
+            dead = {r for r in _refs_in(body) if r not in ids}
+            if dead:
+                body = _substitute(body, dict.fromkeys(dead, NOTHING))
+                bodies[n] = body
+            dfas.append(nfa_to_dfa(build_nfa(body, limits, rule_ids=ids), limits))
+        changed = True
+        new_productive: set[str] = set()
+        while changed:
+            changed = False
+            for n, dfa in zip(names, dfas):
+                if n in new_productive:
+                    continue
+                if _can_finish(dfa, {ids[p] for p in new_productive}):
+                    new_productive.add(n)
+                    changed = True
+        if grammar.start not in new_productive:
+            raise UnsatisfiableGrammarError(
+                f"the start rule {grammar.start!r} can never finish: every derivation "
+                'needs infinitely many steps (e.g. root ::= "a" root)'
+            )
+        if new_productive == set(names):
+            productive = new_productive
+            break
+        names = [n for n in names if n in new_productive]
+        bodies = {n: bodies[n] for n in names}
+    del productive
+    total = sum(d.num_states for d in dfas)
+    if total > limits.max_dfa_states:
+        raise LimitExceededError("max_dfa_states", limits.max_dfa_states, f"grammar has {total}")
+    refs: list[tuple[tuple[tuple[int, int], ...], ...]] = []
+    boundary: list[np.ndarray] = []
+    tail: list[np.ndarray] = []
+    for dfa in dfas:
+        n = dfa.table.shape[0]
+        per_state: list[tuple[tuple[int, int], ...]] = []
+        bnd = np.array(dfa.accepting, dtype=bool)
+        has_out = (dfa.table != DEAD).any(axis=1)
+        for s in range(n):
+            lst: list[tuple[int, int]] = []
+            if dfa.ref_table is not None and s != DEAD:
+                for j, callee in enumerate(dfa.ref_rules):
+                    t = int(dfa.ref_table[s, j])
+                    if t != DEAD:
+                        lst.append((callee, t))
+            per_state.append(tuple(lst))
+            if lst:
+                bnd[s] = True
+                has_out[s] = True
+        bnd[DEAD] = False
+        refs.append(tuple(per_state))
+        boundary.append(bnd)
+        tail.append(np.asarray(dfa.accepting, dtype=bool) & ~has_out)
+    auto = GrammarAutomaton(
+        names=tuple(names),
+        dfas=tuple(dfas),
+        refs=tuple(refs),
+        boundary=tuple(boundary),
+        tail=tuple(tail),
+    )
+    _check_left_recursion(auto)
+    return auto
+
+
+def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:
+    """Accepting state reachable from the start via bytes and calls to productive rules."""
+    if dfa.start == DEAD:
+        return False
+    seen = {dfa.start}
+    todo = [dfa.start]
+    while todo:
+        s = todo.pop()
+        if dfa.accepting[s]:
+            return True
+        nxt = set(np.unique(dfa.table[s]).tolist())
+        if dfa.ref_table is not None:
+            for j, callee in enumerate(dfa.ref_rules):
+                if callee in productive_ids:
+                    nxt.add(int(dfa.ref_table[s, j]))
+        nxt.discard(DEAD)
+        for t in nxt:
+            if t not in seen:
+                seen.add(t)
+                todo.append(t)
+    return False
+
+
+def _check_left_recursion(auto: GrammarAutomaton) -> None:
+    """Reject rules that can call themselves before consuming a byte."""
+    n_rules = len(auto.dfas)
+    # nullable rules: accept reachable from start through calls to nullable rules only
+    nullable = [False] * n_rules
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n_rules):
+            if nullable[r]:
+                continue
+            if _epsilon_reach(auto, r, nullable)[1]:
+                nullable[r] = True
+                changed = True
+    for r in range(n_rules):
+        calls, _ = _epsilon_reach(auto, r, nullable)
+        # transitive closure of "calls before consuming"
+        seen = set(calls)
+        todo = list(calls)
+        while todo:
+            c = todo.pop()
+            if c == r:
+                raise UnsupportedFeatureError(
+                    "left recursion",
+                    f"rule {auto.names[r]!r}",
+                    "the rule can reach itself without consuming input; rewrite it as a "
+                    'repetition, e.g. expr ::= term ("+" term)*',
+                )
+            for c2 in _epsilon_reach(auto, c, nullable)[0]:
+                if c2 not in seen:
+                    seen.add(c2)
+                    todo.append(c2)
+
+
+def _epsilon_reach(auto: GrammarAutomaton, r: int, nullable: list[bool]) -> tuple[set[int], bool]:
+    """Rules callable from rule r's start without consuming bytes, and whether r is nullable."""
+    dfa = auto.dfas[r]
+    calls: set[int] = set()
+    seen = {dfa.start}
+    todo = [dfa.start]
+    can_accept = False
+    while todo:
+        s = todo.pop()
+        if dfa.accepting[s]:
+            can_accept = True
+        for callee, ret in auto.refs[r][s]:
+            calls.add(callee)
+            if nullable[callee] and ret not in seen:
+                seen.add(ret)
+                todo.append(ret)
+    return calls, can_accept
+
+
+def first_follow(
+    auto: GrammarAutomaton,
+) -> tuple[list[bool], list[np.ndarray], list[np.ndarray]]:
+    """(nullable, FIRST bytes, FOLLOW bytes) per rule; over-approximations where a callee is
+    nullable (then every byte is assumed possible).  O(rules x states x 256) fixpoints."""
+    n_rules = len(auto.dfas)
+    all_bytes = np.ones(256, dtype=bool)
+    nullable = [False] * n_rules
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n_rules):
+            if not nullable[r] and _epsilon_reach(auto, r, nullable)[1]:
+                nullable[r] = True
+                changed = True
+    first = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n_rules):
+            dfa = auto.dfas[r]
+            new = first[r] | (dfa.table[dfa.start] != DEAD)
+            for callee, _ in auto.refs[r][dfa.start]:
+                new |= all_bytes if nullable[callee] else first[callee]
+            if (new != first[r]).any():
+                first[r] = new
+                changed = True
+    follow = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+    changed = True
+    while changed:
+        changed = False
+        for caller in range(n_rules):
+            dfa = auto.dfas[caller]
+            for calls in auto.refs[caller]:
+                for callee, ret in calls:
+                    new = follow[callee] | (dfa.table[ret] != DEAD)
+                    for c2, _ in auto.refs[caller][ret]:
+                        new |= all_bytes if nullable[c2] else first[c2]
+                    if dfa.accepting[ret]:
+                        new |= follow[caller]
+                    if (new != follow[callee]).any():
+                        follow[callee] = new
+                        changed = True
+    return nullable, first, follow
+
+
+def split_bytes(auto: GrammarAutomaton) -> list[np.ndarray]:
+    """Per rule, ``bool[n_states, 256]``: byte ``b`` may follow a call or return at state ``q``.
+
+    Built from FIRST and FOLLOW byte sets: at a state with calls, the first bytes of the
+    callees (all bytes when a callee can be empty); at an accepting state, the bytes that can
+    follow the rule anywhere in the grammar.  A token that leaves a rule at ``q`` must continue
+    with such a byte, so only tokens that do need verifying.
+    """
+    nullable, first, follow = first_follow(auto)
+    all_bytes = np.ones(256, dtype=bool)
+    out: list[np.ndarray] = []
+    for r in range(len(auto.dfas)):
+        dfa = auto.dfas[r]
+        n = dfa.table.shape[0]
+        sb = np.zeros((n, 256), dtype=bool)
+        for q in range(1, n):
+            row = np.zeros(256, dtype=bool)
+            for callee, _ in auto.refs[r][q]:
+                row |= all_bytes if nullable[callee] else first[callee]
+            if dfa.accepting[q]:
+                row |= follow[r]
+            sb[q] = row
+        out.append(sb)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class ExpandedLexer:
+    """All rules' byte DFAs joined by call edges and determinized (returns are not followed).
+
+    Attributes:
+        table: ``int32[n, 256]`` (state 0 dead).
+        split: ``bool[n, 256]``: some member may *return* here and continue with that byte.
+        entry: ``(rule, state) -> DFA state`` for every rule position.
+    """
+
+    table: np.ndarray
+    split: np.ndarray
+    entry: dict[tuple[int, int], int]
+
+
+def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 20_000) -> ExpandedLexer | None:
+    """Determinize the call-expanded automaton; None if it exceeds ``max_states``.
+
+    Walking a token through it follows calls into callees exactly, so a token that stays alive
+    is allowed whatever the stack holds; only tokens that pass a plausible *return* (FOLLOW
+    filtered) depend on the stack.  Cost: subset construction over byte classes.
+    """
+    _, _, follow = first_follow(auto)
+    offsets = np.cumsum([0] + [d.table.shape[0] for d in auto.dfas])
+    n_global = int(offsets[-1])
+    # global tables: next global id per byte (0 = dead), accepting, follow per global state
+    gtable = np.zeros((n_global, 256), dtype=np.int64)
+    gsplit = np.zeros((n_global, 256), dtype=bool)
+    calls: list[list[int]] = [[] for _ in range(n_global)]
+    for r, dfa in enumerate(auto.dfas):
+        off = int(offsets[r])
+        t = dfa.table.astype(np.int64)
+        gtable[off : off + t.shape[0]] = np.where(t != DEAD, t + off, 0)
+        gtable[off] = 0
+        acc = np.asarray(dfa.accepting, dtype=bool)
+        gsplit[off : off + t.shape[0]] = acc[:, None] & follow[r][None, :]
+        for q, lst in enumerate(auto.refs[r]):
+            for callee, _ in lst:
+                calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)
+    # byte classes: identical columns everywhere
+    cols = np.concatenate([gtable, gsplit.astype(np.int64)], axis=0)
+    _, cls_of_byte = np.unique(cols.T, axis=0, return_inverse=True)
+    cls_of_byte = cls_of_byte.reshape(-1)
+    reps = [int(np.flatnonzero(cls_of_byte == c)[0]) for c in range(int(cls_of_byte.max()) + 1)]
+
+    closure_cache: dict[int, frozenset[int]] = {}
+
+    def closure1(g: int) -> frozenset[int]:
+        hit = closure_cache.get(g)
+        if hit is None:
+            seen = {g}
+            todo = [g]
+            while todo:
+                x = todo.pop()
+                for y in calls[x]:
+                    if y not in seen:
+                        seen.add(y)
+                        todo.append(y)
+            hit = frozenset(seen)
+            closure_cache[g] = hit
+        return hit
+
+    ids: dict[frozenset[int], int] = {frozenset(): 0}
+    sets: list[frozenset[int]] = [frozenset()]
+    rows: list[list[int]] = [[0] * len(reps)]
+    split_rows: list[list[bool]] = [[False] * len(reps)]
+    entry: dict[tuple[int, int], int] = {}
+    for r, dfa in enumerate(auto.dfas):
+        for q in range(1, dfa.table.shape[0]):
+            start = closure1(int(offsets[r]) + q)
+            j = ids.get(start)
+            if j is None:
+                j = len(sets)
+                ids[start] = j
+                sets.append(start)
+            entry[(r, q)] = j
+    i = 1
+    while i < len(sets):
+        members = np.fromiter(sets[i], dtype=np.int64)
+        row: list[int] = []
+        srow: list[bool] = []
+        for b in reps:
+            nxt = gtable[members, b]
+            nxt = nxt[nxt != 0]
+            if nxt.size:
+                target = frozenset().union(*(closure1(int(g)) for g in np.unique(nxt)))
+            else:
+                target = frozenset()
+            j = ids.get(target)
+            if j is None:
+                j = len(sets)
+                if j >= max_states:
+                    return None
+                ids[target] = j
+                sets.append(target)
+            row.append(j)
+            srow.append(bool(gsplit[members, b].any()))
+        rows.append(row)
+        split_rows.append(srow)
+        i += 1
+    small = np.asarray(rows, dtype=np.int32)
+    ssmall = np.asarray(split_rows, dtype=bool)
+    table = np.ascontiguousarray(small[:, cls_of_byte])
+    split = np.ascontiguousarray(ssmall[:, cls_of_byte])
+    return ExpandedLexer(table=table, split=split, entry=entry)

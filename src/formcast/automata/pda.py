@@ -1,0 +1,263 @@
+"""A byte-level pushdown automaton over a :class:`GrammarAutomaton`.
+
+A *frame* is (rule, DFA state, parent frame): the parent is where the rule returns to.  Stacks
+are persistent linked lists of interned frames, so equal stacks are the same object and pushing
+or popping is O(1) with no copying.  A :class:`ParserState` is the set of *scan-ready* stacks
+(the tops that can consume a byte) after the epsilon closure (calls and returns), plus whether
+the input so far is a complete sentence.  Sets of stacks make the automaton exact for any
+grammar without left recursion, ambiguous ones included.
+
+* Calls whose return state is accepting with no way out are tail calls: the callee returns
+  straight to the caller's parent, so right recursion (``list ::= item list | ""``) does not
+  grow the stack.
+* Closures are memoized per frame and byte steps per (state, byte); states are interned, so
+  they are cheap dictionary keys for every cache above this layer.
+* Nothing recurses in Python: 100,000 levels of nesting are 100,000 frames, not a crash.
+
+Lifetime: one per compiled grammar, shared by its requests.  Caches are bounded by
+:class:`ParserLimits.max_cache_entries`; when full they are cleared (correctness never depends on
+them).  Limits exceeded on model output never raise: the step returns a dead state carrying an
+``error`` message.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..errors import ConfigurationError
+from .dfa import DEAD
+from .grammar_fsm import GrammarAutomaton
+
+__all__ = ["Frame", "ParserLimits", "ParserState", "PushdownAutomaton"]
+
+
+@dataclass(frozen=True)
+class ParserLimits:
+    """Run-time limits of the pushdown automaton (per matcher step).
+
+    Attributes:
+        max_stack_depth: deepest nesting accepted (frames on one stack).
+        max_stacks: scan-ready stacks in one state (bounds ambiguity blow-up).
+        max_closure_work: frames visited by one closure.
+        max_cache_entries: interned frames/states and memo entries before caches are reset.
+    """
+
+    max_stack_depth: int = 1_000_000
+    max_stacks: int = 4_096
+    max_closure_work: int = 200_000
+    max_cache_entries: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, int) or v <= 0:
+                raise ConfigurationError(f"ParserLimits.{f.name} must be a positive int, got {v!r}")
+
+
+class Frame:
+    """An interned stack frame: rule id, DFA state, parent (return) frame, depth."""
+
+    __slots__ = ("depth", "parent", "rule", "state")
+
+    def __init__(self, rule: int, state: int, parent: Frame | None) -> None:
+        self.rule = rule
+        self.state = state
+        self.parent = parent
+        self.depth = 1 if parent is None else parent.depth + 1
+
+    def __repr__(self) -> str:
+        return f"Frame(rule={self.rule}, state={self.state}, depth={self.depth})"
+
+
+class ParserState:
+    """An interned parser configuration (immutable; compare and hash by identity).
+
+    Attributes:
+        frames: the scan-ready stack tops.
+        accepting: the input so far is a complete sentence.
+        error: set when a run-time limit stopped the parser (the state is then dead).
+    """
+
+    __slots__ = ("accepting", "error", "frames", "uid")
+
+    def __init__(
+        self, frames: frozenset[Frame], accepting: bool, uid: int, error: str | None = None
+    ) -> None:
+        self.frames = frames
+        self.accepting = accepting
+        self.uid = uid
+        self.error = error
+
+    @property
+    def is_dead(self) -> bool:
+        return not self.frames and not self.accepting
+
+    def __repr__(self) -> str:
+        tops = sorted((f.rule, f.state, f.depth) for f in self.frames)[:6]
+        extra = f", error={self.error!r}" if self.error else ""
+        return f"ParserState(#{self.uid}, tops={tops}, accepting={self.accepting}{extra})"
+
+
+class PushdownAutomaton:
+    """Runs a :class:`GrammarAutomaton` byte by byte (see the module docstring)."""
+
+    def __init__(self, auto: GrammarAutomaton, limits: ParserLimits | None = None) -> None:
+        self.auto = auto
+        self.limits = limits or ParserLimits()
+        self._tables = [d.table for d in auto.dfas]
+        self._accepting = [d.accepting.tolist() for d in auto.dfas]
+        self._has_bytes = [(d.table != DEAD).any(axis=1).tolist() for d in auto.dfas]
+        self._tail = [t.tolist() for t in auto.tail]
+        self._starts = [d.start for d in auto.dfas]
+        self._lock = threading.RLock()
+        self._reset_caches()
+        self.initial = self._initial()
+
+    def _reset_caches(self) -> None:
+        # keyed by the parent's id: the frame references its parent, so the id stays unique
+        self._frames: dict[tuple[int, int, int], Frame] = {}
+        self._states: dict[tuple[frozenset[Frame], bool], ParserState] = {}
+        self._closures: dict[Frame, tuple[frozenset[Frame], bool]] = {}
+        self._steps: dict[tuple[ParserState, int], ParserState] = {}
+        self._dead = ParserState(frozenset(), False, -1)
+        self.cache_resets = getattr(self, "cache_resets", -1) + 1
+
+    def _maybe_reset(self) -> None:
+        if len(self._frames) + len(self._steps) > self.limits.max_cache_entries:
+            initial = getattr(self, "initial", None)
+            self._reset_caches()
+            if initial is not None:
+                self.initial = self._initial()
+
+    # -- interning ------------------------------------------------------------------------------
+    def frame(self, rule: int, state: int, parent: Frame | None) -> Frame:
+        key = (rule, state, id(parent))
+        f = self._frames.get(key)
+        if f is None:
+            f = Frame(rule, state, parent)
+            self._frames[key] = f
+        return f
+
+    def _state(self, frames: frozenset[Frame], accepting: bool) -> ParserState:
+        key = (frames, accepting)
+        s = self._states.get(key)
+        if s is None:
+            s = ParserState(frames, accepting, len(self._states))
+            self._states[key] = s
+        return s
+
+    def dead(self, error: str | None = None) -> ParserState:
+        """A dead state (optionally carrying the reason a limit stopped the parser)."""
+        if error is None:
+            return self._dead
+        return ParserState(frozenset(), False, -1, error)
+
+    # -- closure and steps ----------------------------------------------------------------------
+    def _initial(self) -> ParserState:
+        tops, acc, err = self._closure(self.frame(0, self._starts[0], None))
+        if err:
+            return self.dead(err)
+        return self._state(tops, acc)
+
+    def _closure(self, start: Frame) -> tuple[frozenset[Frame], bool, str | None]:
+        memo = self._closures.get(start)
+        if memo is not None:
+            return memo[0], memo[1], None
+        tables_has_bytes = self._has_bytes
+        accepting_of = self._accepting
+        refs_of = self.auto.refs
+        tail_of = self._tail
+        starts = self._starts
+        tops: set[Frame] = set()
+        accepting = False
+        seen = {start}
+        todo = [start]
+        work = 0
+        max_work = self.limits.max_closure_work
+        max_depth = self.limits.max_stack_depth
+        while todo:
+            fr = todo.pop()
+            work += 1
+            if work > max_work:
+                return frozenset(), False, f"parser limit max_closure_work={max_work} exceeded"
+            r, q = fr.rule, fr.state
+            if tables_has_bytes[r][q]:
+                tops.add(fr)
+            if accepting_of[r][q]:
+                parent = fr.parent
+                if parent is None:
+                    accepting = True
+                elif parent not in seen:
+                    seen.add(parent)
+                    todo.append(parent)
+            for callee, ret in refs_of[r][q]:
+                ret_frame = fr.parent if tail_of[r][ret] else self.frame(r, ret, fr.parent)
+                child = self.frame(callee, starts[callee], ret_frame)
+                if child.depth > max_depth:
+                    return frozenset(), False, f"parser limit max_stack_depth={max_depth} exceeded"
+                if child not in seen:
+                    seen.add(child)
+                    todo.append(child)
+        result = frozenset(tops)
+        self._closures[start] = (result, accepting)
+        return result, accepting, None
+
+    def step(self, state: ParserState, byte: int) -> ParserState:
+        """The state after one byte (a dead state if the byte is not allowed).  Memoized."""
+        key = (state, byte)
+        nxt = self._steps.get(key)
+        if nxt is not None:
+            return nxt
+        with self._lock:
+            nxt = self._step(state, byte)
+            self._maybe_reset()
+            self._steps[key] = nxt
+        return nxt
+
+    def _step(self, state: ParserState, byte: int) -> ParserState:
+        if not state.frames:
+            return self._dead
+        tables = self._tables
+        new: set[Frame] = set()
+        accepting = False
+        for fr in state.frames:
+            q2 = int(tables[fr.rule][fr.state, byte])
+            if q2 == DEAD:
+                continue
+            tops, acc, err = self._closure(self.frame(fr.rule, q2, fr.parent))
+            if err:
+                return self.dead(err)
+            new |= tops
+            accepting = accepting or acc
+        if len(new) > self.limits.max_stacks:
+            return self.dead(f"parser limit max_stacks={self.limits.max_stacks} exceeded")
+        if not new and not accepting:
+            return self._dead
+        return self._state(frozenset(new), accepting)
+
+    def step_bytes(self, state: ParserState, data: bytes) -> ParserState:
+        """The state after ``data`` (dead as soon as a byte is not allowed)."""
+        for b in data:
+            state = self.step(state, b)
+            if state.is_dead:
+                return state
+        return state
+
+    def next_bytes(self, state: ParserState) -> np.ndarray:
+        """Byte values that some stack top can consume."""
+        allowed = np.zeros(256, dtype=bool)
+        for fr in state.frames:
+            allowed |= self._tables[fr.rule][fr.state] != DEAD
+        return np.flatnonzero(allowed)
+
+    def cache_info(self) -> dict[str, int]:
+        return {
+            "frames": len(self._frames),
+            "states": len(self._states),
+            "closures": len(self._closures),
+            "steps": len(self._steps),
+            "cache_resets": self.cache_resets,
+        }

@@ -1,0 +1,195 @@
+"""The outcome of one generation: :class:`GenerationResult` and :class:`GenerationTimings`.
+
+``finish_reason`` separates the ways a generation ends (never folded into one "ok"):
+
+``"completed"``
+    The model (or the grammar, when nothing else was allowed) emitted a stop token in an
+    accepting state: the text is a complete sentence of the constraint's language.
+``"max_tokens"``
+    The token budget ran out first.  The text is a *truncated prefix*; it is never completed
+    automatically, and ``value`` is ``None`` even if the prefix happens to parse.
+``"dead_end"``
+    The constraint allowed no token at all (``diagnostic`` says why: typically a byte the
+    tokenizer cannot spell).  The text is the prefix generated so far.
+``"stop"``
+    A caller-given stop string appeared; the text ends before it (constrained output is then
+    usually incomplete, so ``value`` is ``None``).
+
+Lifetime: immutable values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..errors import DeadEndDiagnostic
+
+__all__ = ["FINISH_REASONS", "FinishReason", "GenerationResult", "GenerationTimings", "percentile"]
+
+FinishReason = Literal["completed", "max_tokens", "dead_end", "stop"]
+FINISH_REASONS: tuple[FinishReason, ...] = ("completed", "max_tokens", "dead_end", "stop")
+
+
+def percentile(values: tuple[float, ...], q: float) -> float:
+    """The ``q``-th percentile (0..100) by linear interpolation; ``nan`` when empty."""
+    if not values:
+        return math.nan
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+@dataclass(frozen=True)
+class GenerationTimings:
+    """Where the time of one generation went, in seconds.
+
+    Attributes:
+        compile_s: compiling the constraint (``0`` when it came from the compiler's cache or
+            was passed compiled).
+        prefill_s: evaluating the prompt (one model call).
+        time_to_first_token_s: from the call to the first output token being chosen (compile,
+            prompt and the first mask included).
+        total_s: the whole call.
+        prompt_tokens: tokens of the prompt (chat template applied).
+        output_tokens: text tokens generated (the final stop token is not counted).
+        forced_tokens: output tokens taken without sampling because the grammar allowed exactly
+            one token (their evaluation is batched into the next model call).
+        decode_step_s: each model call after the prompt (one per sampled token, fewer when
+            forced tokens were batched).
+        mask_step_s: per decoding step, the constraint's own work: filling the token bitmask
+            from the grammar state, checking for forced tokens and accepting the chosen token.
+        sample_step_s: per sampled token, the sampler chain (mask applied as ``-inf``,
+            temperature, top-k, top-p, draw); runs with or without a constraint.
+    """
+
+    compile_s: float = 0.0
+    prefill_s: float = 0.0
+    time_to_first_token_s: float = 0.0
+    total_s: float = 0.0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    forced_tokens: int = 0
+    decode_step_s: tuple[float, ...] = ()
+    mask_step_s: tuple[float, ...] = ()
+    sample_step_s: tuple[float, ...] = ()
+
+    @property
+    def decode_s(self) -> float:
+        """Total model time after the prompt."""
+        return math.fsum(self.decode_step_s)
+
+    @property
+    def mask_s(self) -> float:
+        """Total constraint (mask) time."""
+        return math.fsum(self.mask_step_s)
+
+    @property
+    def sample_s(self) -> float:
+        """Total sampler-chain time."""
+        return math.fsum(self.sample_step_s)
+
+    @property
+    def per_token_s(self) -> float:
+        """Wall time per output token after the first (``nan`` with fewer than two tokens)."""
+        if self.output_tokens < 2:
+            return math.nan
+        return (self.total_s - self.time_to_first_token_s) / (self.output_tokens - 1)
+
+    @property
+    def decode_step_p50_s(self) -> float:
+        return percentile(self.decode_step_s, 50)
+
+    @property
+    def mask_p50_s(self) -> float:
+        return percentile(self.mask_step_s, 50)
+
+    @property
+    def mask_p99_s(self) -> float:
+        return percentile(self.mask_step_s, 99)
+
+    @property
+    def mask_max_s(self) -> float:
+        return max(self.mask_step_s, default=math.nan)
+
+    @property
+    def mask_overhead(self) -> float:
+        """Constraint time as a share of model decode time (``nan`` without decode steps)."""
+        decode = self.decode_s
+        return self.mask_s / decode if decode > 0 else math.nan
+
+    def summary(self) -> dict[str, float | int]:
+        """Flat numbers for logs and ``--json`` output (seconds, counts, ratios)."""
+        return {
+            "compile_s": self.compile_s,
+            "prefill_s": self.prefill_s,
+            "time_to_first_token_s": self.time_to_first_token_s,
+            "total_s": self.total_s,
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "forced_tokens": self.forced_tokens,
+            "model_calls": len(self.decode_step_s) + 1,
+            "per_token_s": self.per_token_s,
+            "decode_s": self.decode_s,
+            "decode_step_p50_s": self.decode_step_p50_s,
+            "mask_s": self.mask_s,
+            "mask_p50_s": self.mask_p50_s,
+            "mask_p99_s": self.mask_p99_s,
+            "mask_max_s": self.mask_max_s,
+            "sample_s": self.sample_s,
+            "mask_overhead": self.mask_overhead,
+        }
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The outcome of :func:`formcast.generation.generate` (and the last item of ``stream``).
+
+    Attributes:
+        text: the generated text (UTF-8; an incomplete trailing character, possible only after
+            ``max_tokens``, is shown as U+FFFD).  With ``finish_reason == "stop"`` it ends
+            before the stop string.
+        finish_reason: ``"completed"``, ``"max_tokens"``, ``"dead_end"`` or ``"stop"`` (see
+            the module docstring).
+        token_ids: the generated text tokens (the final stop token is not included).
+        raw: the exact generated bytes (all tokens, before any stop-string cut).
+        value: the parsed JSON document when the constraint is JSON (schema or JSON grammar)
+            and ``finish_reason == "completed"``; otherwise ``None``.
+        diagnostic: why no token was allowed, when ``finish_reason == "dead_end"``.
+        stop_token_id: the stop token that ended a completed generation.
+        constraint: ``"regex"``, ``"json_schema"``, ``"grammar"``, ``"json"``, the compiled
+            kind, or ``None`` (unconstrained).
+        prompt_ids: the prompt as token ids (chat template applied).
+        timings: :class:`GenerationTimings`.
+    """
+
+    text: str
+    finish_reason: FinishReason
+    token_ids: tuple[int, ...]
+    raw: bytes = b""
+    value: Any = None
+    diagnostic: DeadEndDiagnostic | None = None
+    stop_token_id: int | None = None
+    constraint: str | None = None
+    prompt_ids: tuple[int, ...] = ()
+    timings: GenerationTimings = field(default_factory=GenerationTimings)
+
+    @property
+    def completed(self) -> bool:
+        """True when the output finished normally (a stop token in an accepting state)."""
+        return self.finish_reason == "completed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serializable view (the CLI's ``--json`` output)."""
+        return {
+            "text": self.text,
+            "finish_reason": self.finish_reason,
+            "value": self.value,
+            "token_ids": list(self.token_ids),
+            "constraint": self.constraint,
+            "diagnostic": None if self.diagnostic is None else str(self.diagnostic),
+            "timings": self.timings.summary(),
+        }

@@ -1,0 +1,222 @@
+"""Token masks for context-free grammars.
+
+The mask of a parser state is built from two parts:
+
+1. **Context-independent tokens.** For each scan-ready stack top ``(rule, state)`` the whole
+   vocabulary is walked once (vectorized trie walk) through that rule's byte DFA, on an
+   augmented table that also remembers whether the walk passed a *boundary* (a state where the
+   rule may call another rule or return) after its first byte.  Tokens that stay alive are
+   allowed whatever the stack below holds; tokens that die without passing a boundary are
+   rejected; tokens that die after passing one are *candidates*.  This classification depends
+   only on ``(rule, state)``: it is computed once per grammar and shared by every request.
+2. **Candidates** (tokens that cross a call or return) are verified by running the pushdown
+   automaton over their bytes from the actual state, with memoized byte steps.
+
+The finished mask is cached per (interned) parser state, so a state seen before costs one dict
+lookup.  Lifetime: per (grammar, vocabulary); thread-safe.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ..automata.dfa import DEAD, describe_bytes
+from ..automata.grammar_fsm import GrammarAutomaton, build_expanded_lexer, split_bytes
+from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
+from ..vocab.vocabulary import Vocabulary
+from .bitmask import bool_to_bitmask
+from .compiled import ids_to_bool
+
+__all__ = ["CfgProgram"]
+
+
+class CfgProgram:
+    """Matcher program of a context-free grammar (see the module docstring).
+
+    Args:
+        auto: the compiled per-rule automata.
+        vocab: the model's vocabulary.
+        limits: run-time parser limits.
+        mask_cache_size: parser states whose masks are kept (LRU).
+    """
+
+    def __init__(
+        self,
+        auto: GrammarAutomaton,
+        vocab: Vocabulary,
+        limits: ParserLimits | None = None,
+        *,
+        mask_cache_size: int = 50_000,
+    ) -> None:
+        self.auto = auto
+        self.vocab = vocab
+        self.pda = PushdownAutomaton(auto, limits)
+        self.lexer = build_expanded_lexer(auto)
+        if self.lexer is not None:
+            self._lex_aug = _augmented_table(self.lexer.table, self.lexer.split)
+            self._aug: list[np.ndarray] = []
+        else:  # too large to determinize: classify per rule (calls become candidates)
+            self._aug = [
+                _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
+            ]
+        self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._masks: OrderedDict[ParserState, np.ndarray] = OrderedDict()
+        self._mask_cache_size = mask_cache_size
+        self._steps: dict[tuple[ParserState, int], ParserState] = {}
+        self._lock = threading.Lock()
+        self._stop_words = bool_to_bitmask(
+            ids_to_bool(vocab.stop_token_ids, vocab.vocab_size), vocab.vocab_size
+        )
+        self.mask_computations = 0
+        self.candidates_checked = 0
+
+    # -- GrammarProgram protocol ----------------------------------------------------------------
+    def initial_state(self) -> ParserState:
+        return self.pda.initial
+
+    def advance(self, state: ParserState, token_id: int) -> ParserState | None:
+        key = (state, token_id)
+        nxt = self._steps.get(key)
+        if nxt is None:
+            data = self.vocab.token_bytes(token_id)
+            if not data:
+                return None
+            nxt = self.pda.step_bytes(state, data)
+            if len(self._steps) > 1_000_000:
+                self._steps.clear()
+            self._steps[key] = nxt
+        return None if nxt.is_dead else nxt
+
+    def advance_bytes(self, state: ParserState, data: bytes) -> ParserState | None:
+        nxt = self.pda.step_bytes(state, data)
+        return None if nxt.is_dead else nxt
+
+    def is_accepting(self, state: ParserState) -> bool:
+        return state.accepting
+
+    def token_mask(self, state: ParserState) -> np.ndarray:
+        mask = self._masks.get(state)
+        if mask is not None:
+            return mask
+        mask = self._compute_mask(state)
+        with self._lock:
+            self._masks[state] = mask
+            if len(self._masks) > self._mask_cache_size:
+                self._masks.popitem(last=False)
+        return mask
+
+    def expected(self, state: ParserState) -> tuple[str, tuple[int, ...]]:
+        nb = self.pda.next_bytes(state)
+        desc = describe_bytes(nb)
+        if state.accepting:
+            desc += " or the end of output"
+        if state.error:
+            desc += f" (parser stopped: {state.error})"
+        return desc, tuple(int(b) for b in nb)
+
+    def forced_bytes(self, state: ParserState) -> bytes:
+        out = bytearray()
+        while not state.accepting and len(out) < 4096:
+            nb = self.pda.next_bytes(state)
+            if nb.size != 1:
+                break
+            b = int(nb[0])
+            out.append(b)
+            state = self.pda.step(state, b)
+            if state.is_dead:
+                break
+        return bytes(out)
+
+    def cache_info(self) -> dict[str, int]:
+        info = dict(self.pda.cache_info())
+        info.update(
+            rules=len(self.auto.dfas),
+            rule_states=self.auto.num_states,
+            classified_positions=len(self._classes),
+            masks_cached=len(self._masks),
+            mask_computations=self.mask_computations,
+            candidates_checked=self.candidates_checked,
+        )
+        return info
+
+    # -- masks ----------------------------------------------------------------------------------
+    def classify(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """(alive: bool per distinct token string, candidate string indices) for a stack top."""
+        key = (rule, state)
+        hit = self._classes.get(key)
+        if hit is not None:
+            return hit
+        trie = self.vocab.trie
+        if self.lexer is not None:
+            table = self._lex_aug
+            n = self.lexer.table.shape[0]
+            start = self.lexer.entry[(rule, state)]
+        else:
+            table = self._aug[rule]
+            n = self.auto.dfas[rule].table.shape[0]
+            start = state
+        ends = trie.walk(table, start + 2 * n)
+        alive = (ends != DEAD) & (ends != 3 * n)
+        cands = np.flatnonzero(ends == 3 * n).astype(np.int64)
+        hit = (alive, cands)
+        with self._lock:
+            self._classes[key] = hit
+        return hit
+
+    def _compute_mask(self, state: ParserState) -> np.ndarray:
+        self.mask_computations += 1
+        trie = self.vocab.trie
+        allowed = np.zeros(trie.num_strings + 1, dtype=bool)
+        cand_parts: list[np.ndarray] = []
+        for pos in {(f.rule, f.state) for f in state.frames}:
+            alive, cands = self.classify(*pos)
+            allowed[:-1] |= alive
+            if cands.size:
+                cand_parts.append(cands)
+        if cand_parts:
+            cands = np.unique(np.concatenate(cand_parts)) if len(cand_parts) > 1 else cand_parts[0]
+            cands = cands[~allowed[cands]]
+            strings = trie.strings
+            step = self.pda.step
+            self.candidates_checked += int(cands.size)
+            for idx in cands.tolist():
+                st = state
+                for b in strings[idx]:
+                    st = step(st, b)
+                    if st.is_dead:
+                        break
+                else:
+                    allowed[idx] = True
+        words = bool_to_bitmask(allowed[trie.token_to_unique], self.vocab.vocab_size)
+        if state.accepting:
+            words |= self._stop_words
+        words.setflags(write=False)
+        return words
+
+
+def _augmented_table(table: np.ndarray, split: np.ndarray) -> np.ndarray:
+    """DFA table tracking "a call or return was possible after the first byte".
+
+    ``split[q, b]``: leaving the rule at state ``q`` and continuing with byte ``b`` is plausible.
+    States: ``q`` (no split seen), ``q + n`` (a plausible split was seen), ``q + 2n`` (walk
+    start: its own calls and returns were already expanded by the parser's closure), ``3n`` =
+    died after a plausible split (a candidate, absorbing).  ``0`` stays dead.
+    """
+    n = table.shape[0]
+    sink = 3 * n
+    out = np.zeros((3 * n + 1, 256), dtype=np.int32)
+    nxt = table.astype(np.int32)
+    alive = nxt != DEAD
+    passed_nxt = np.where(alive, nxt + n, sink)
+    plain_nxt = np.where(alive, nxt, DEAD)
+    out[:n] = np.where(split, passed_nxt, plain_nxt)
+    out[n : 2 * n] = passed_nxt
+    out[2 * n : 3 * n] = plain_nxt
+    out[sink] = sink
+    out[0] = DEAD
+    out[n] = sink  # state 0 + n never occurs; keep it absorbing
+    out[2 * n] = DEAD
+    return out
