@@ -53,7 +53,8 @@ class GrammarSyntaxError(GrammarError, ValueError):
         before = source[:position]
         self.line = before.count("\n") + 1
         self.column = position - (before.rfind("\n") + 1) + 1
-        line_text = source.splitlines()[self.line - 1] if source.splitlines() else ""
+        lines = source.splitlines()
+        line_text = lines[self.line - 1] if self.line - 1 < len(lines) else ""
         pointer = " " * (self.column - 1) + "^"
         detail = f"{message} at line {self.line}, column {self.column}"
         if line_text:

@@ -199,11 +199,10 @@ def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
             bodies[name] = body
             if name not in recursive and name != grammar.start and _size(body) <= _INLINE_MAX_NODES:
                 inlinable[name] = body
-    kept = [grammar.start] + sorted(
-        n for n in reachable if n not in inlinable and n != grammar.start
-    )
-    # one level of call-site expansion for small recursive rules: callers see the callee's
-    # first bytes directly (same language), so fewer tokens cross a call boundary
+    others = sorted(n for n in reachable if n not in inlinable and n != grammar.start)
+    kept = [grammar.start, *others]
+    # call-site expansion of small recursive rules (a few rounds): callers see the callees'
+    # bytes directly (same language), so fewer tokens cross a call boundary
     small = {n: bodies[n] for n in kept if _size(bodies[n]) <= _EXPAND_MAX_NODES}
     expanded: dict[str, Node] = {}
     for name in kept:

@@ -63,10 +63,10 @@ class Frame:
     __slots__ = ("depth", "parent", "rule", "state")
 
     def __init__(self, rule: int, state: int, parent: Frame | None) -> None:
-        self.rule = rule
-        self.state = state
-        self.parent = parent
-        self.depth = 1 if parent is None else parent.depth + 1
+        self.rule: int = rule
+        self.state: int = state
+        self.parent: Frame | None = parent
+        self.depth: int = 1 if parent is None else parent.depth + 1
 
     def __repr__(self) -> str:
         return f"Frame(rule={self.rule}, state={self.state}, depth={self.depth})"

@@ -1,1 +1,46 @@
-"""formcast.generation."""
+"""Model-in-the-loop constrained decoding: generate, stream, results, timings, chat templates.
+
+::
+
+    import formcast.generation as fg
+    from formcast.models import load_model
+
+    model = load_model("smollm2")                       # bundled SmolLM2-135M-Instruct, llama.cpp
+    result = fg.generate(model, "Extract: Ada, 36", schema={"type": "object", ...})
+    result.finish_reason, result.value, result.timings.mask_overhead
+
+    for item in fg.stream(model, "Today's date?", regex=r"\\d{4}-\\d{2}-\\d{2}"):
+        ...                                             # str pieces, then the GenerationResult
+
+Nothing here imports a model library: the wrappers in :mod:`formcast.integrations` do, lazily.
+"""
+
+from __future__ import annotations
+
+from .api import Prompt, compile_constraint, generate, get_compiler, stream
+from .chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
+from .model import LanguageModel, Logits
+from .results import (
+    FINISH_REASONS,
+    FinishReason,
+    GenerationResult,
+    GenerationTimings,
+)
+
+__all__ = [
+    "CHATML",
+    "FINISH_REASONS",
+    "SMOLLM2_CHAT",
+    "ChatTemplate",
+    "FinishReason",
+    "GenerationResult",
+    "GenerationTimings",
+    "LanguageModel",
+    "Logits",
+    "Message",
+    "Prompt",
+    "compile_constraint",
+    "generate",
+    "get_compiler",
+    "stream",
+]

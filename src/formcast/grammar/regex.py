@@ -4,8 +4,9 @@ The whole output must match (fullmatch semantics).  Supported: literals and esca
 (``\\n \\t \\r \\f \\v \\0 \\xHH \\uXXXX \\UXXXXXXXX \\N{NAME} \\d \\w \\s \\D \\W \\S \\p{Cat}``),
 classes and negated classes, ``.``, capturing / non-capturing / named groups, alternation,
 ``* + ? {m} {m,} {m,n} {,n}`` (lazy forms accepted: same language), ``^``/``$``/``\\A``/``\\Z``
-where they anchor the ends, the inline flags ``(?s)`` and ``(?a)``.  Lookaround, backreferences,
-word boundaries, possessive quantifiers, atomic groups and ``(?i)``/``(?m)``/``(?x)`` raise
+where they anchor the ends, the inline flags ``(?i)`` (simple case folding, as ``re``), ``(?s)``
+and ``(?a)``, also scoped (``(?i:...)``).  Lookaround, backreferences, word boundaries,
+possessive quantifiers, atomic groups and ``(?m)``/``(?x)`` raise
 :class:`~formcast.errors.UnsupportedFeatureError` naming the feature and its position.
 
 Lifetime: a pure function of its input; O(len(pattern)) plus the cost of Unicode class tables
@@ -35,7 +36,7 @@ from .ir import (
     merge_ranges,
     repeat,
 )
-from .unicode_sets import category_ranges, class_ranges
+from .unicode_sets import case_closure, category_ranges, class_ranges
 
 __all__ = ["parse_regex"]
 
@@ -90,6 +91,7 @@ class _Parser:
         self.limits = limits
         self.dotall = False
         self.ascii = dialect == "ecma"
+        self.ignorecase = False
         self.depth = 0
 
     # -- helpers --------------------------------------------------------------------------------
@@ -139,7 +141,7 @@ class _Parser:
             elif f in "uL":
                 continue
             elif f == "i":
-                raise self.unsupported("case-insensitive flag (?i)", pos, "spell out the cases")
+                self.ignorecase = True
             elif f == "m":
                 raise self.unsupported("multiline flag (?m)", pos)
             elif f == "x":
@@ -252,13 +254,23 @@ class _Parser:
             self.pos += 1
             return _Anchor(True, start)
         if c == "\\":
-            return self.escape(in_class=False)
+            return self._fold(self.escape(in_class=False))
         if c in "*+?":
             raise self.error("nothing to repeat")
         if c == "{" and self._braces_lookahead():
             raise self.error("nothing to repeat")
         self.pos += 1
-        return Literal(c)
+        return self._fold(Literal(c))
+
+    def _fold(self, node: Node) -> Node:
+        """Apply case-insensitivity to a one-character literal (other nodes unchanged)."""
+        if not self.ignorecase or not isinstance(node, Literal) or len(node.text) != 1:
+            return node
+        cp = ord(node.text)
+        closed = case_closure(((cp, cp),))
+        if len(closed) == 1 and closed[0] == (cp, cp):
+            return node
+        return CharSet(closed)
 
     def _braces_lookahead(self) -> bool:
         save = self.pos
@@ -303,11 +315,11 @@ class _Parser:
                 if j < len(self.src) and self.src[j] == ":" and flags:
                     if "-" in flags:
                         raise self.unsupported(f"scoped flags (?{flags}:...)", start)
-                    saved = (self.dotall, self.ascii)
+                    saved = (self.dotall, self.ascii, self.ignorecase)
                     self._apply_flags(flags, start)
                     self.pos = j + 1
                     inner = self._group_body(start)
-                    self.dotall, self.ascii = saved
+                    self.dotall, self.ascii, self.ignorecase = saved
                     return inner
                 if j < len(self.src) and self.src[j] == ")" and flags:
                     raise self.error("global flags not at the start of the expression", start)
@@ -504,7 +516,10 @@ class _Parser:
             if isinstance(lo_item, _Anchor):
                 raise self.error("bad escape in class", self.pos)
             ranges.extend(_ranges_of(lo_item))
-        cs = CharSet(merge_ranges(r for r in _strip_surrogates(ranges)))
+        merged = merge_ranges(r for r in _strip_surrogates(ranges))
+        if self.ignorecase:
+            merged = case_closure(merged)
+        cs = CharSet(merged)
         if negate:
             cs = cs.negate()
             cs = CharSet(tuple(_strip_surrogates(cs.ranges)))

@@ -15,7 +15,7 @@ from functools import cache
 from ..errors import UnsupportedFeatureError
 from .ir import MAX_CODEPOINT, merge_ranges
 
-__all__ = ["category_ranges", "class_ranges"]
+__all__ = ["case_closure", "category_ranges", "class_ranges"]
 
 Ranges = tuple[tuple[int, int], ...]
 
@@ -138,3 +138,41 @@ def category_ranges(name: str, where: str = "") -> Ranges:
             f"\\p{{{name}}}", where, "only Unicode general categories are supported"
         )
     return tuple(r for r in cats[key] if not (r[0] >= 0xD800 and r[1] <= 0xDFFF))
+
+
+@cache
+def _case_pairs() -> tuple[tuple[int, int], ...]:
+    """All (code point, simple case variant) pairs, both directions."""
+    pairs: set[tuple[int, int]] = set()
+    for cp in range(MAX_CODEPOINT + 1):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        for v in (c.lower(), c.upper(), c.casefold()):
+            if len(v) == 1 and v != c:
+                pairs.add((cp, ord(v)))
+                pairs.add((ord(v), cp))
+    return tuple(sorted(pairs))
+
+
+def case_closure(ranges: Ranges) -> Ranges:
+    """Close a set of code points under simple case mapping (for case-insensitive matching).
+
+    Iterates to a fixpoint, so chains like U+017F (long s) → S → s are covered.  The pair table
+    (about 3k entries) is computed once per process.
+    """
+    import bisect
+
+    current = merge_ranges(ranges)
+    pairs = _case_pairs()
+    while True:
+        los = [lo for lo, _ in current]
+
+        def inside(cp: int, cur: Ranges = current, starts: list[int] = los) -> bool:
+            i = bisect.bisect_right(starts, cp) - 1
+            return i >= 0 and cur[i][0] <= cp <= cur[i][1]
+
+        extra = [(v, v) for cp, v in pairs if inside(cp) and not inside(v)]
+        if not extra:
+            return current
+        current = merge_ranges(list(current) + extra)

@@ -198,7 +198,9 @@ class GrammarCompiler:
         See docs/json_schema.md for the supported keywords; unsupported ones fail closed with
         :class:`~formcast.errors.UnsupportedFeatureError` unless ``options.lenient``.
         """
-        from ..grammar import json_schema as js
+        import importlib
+
+        js: Any = importlib.import_module("formcast.grammar.json_schema")
 
         if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
             schema = schema.model_json_schema()

@@ -387,8 +387,15 @@ def _hf_unk_id(model: Mapping[str, Any], mtype: str) -> int | None:
     return None
 
 
-def _build_hf(spec: Mapping[str, Any]) -> tuple[_Built, _HFKind]:
-    """Tokens, specials and EOS candidates from a parsed tokenizer.json.  O(V + B)."""
+def _build_hf(
+    spec: Mapping[str, Any], id_to_token: Callable[[int], str | None] | None = None
+) -> tuple[_Built, _HFKind]:
+    """Tokens, specials and EOS candidates from a parsed tokenizer.json.  O(V + B).
+
+    ``id_to_token`` (the live tokenizer's) gives the content of added tokens as the tokenizer
+    stores it: a ``normalized`` added token is kept in normalized form (e.g. with a ``Prepend``
+    normalizer, ``"▁▁"`` is stored, matched and decoded as ``"▁▁▁"``), unlike the JSON.
+    """
     model = spec.get("model")
     if not isinstance(model, dict):
         raise VocabularyError("the tokenizer's JSON has no 'model' section")
@@ -410,6 +417,8 @@ def _build_hf(spec: Mapping[str, Any]) -> tuple[_Built, _HFKind]:
         built.special_texts.setdefault(pieces.get(unk, ""), unk)
     for a in added:
         tid, content = int(a["id"]), str(a.get("content", ""))
+        if not a.get("special") and id_to_token is not None:
+            content = id_to_token(tid) or content
         if a.get("special"):
             toks[tid] = _utf8(content, "special token")
             built.special.add(tid)
@@ -507,7 +516,8 @@ def from_huggingface(
         spec = json.loads(backend.to_str())
     except (ValueError, TypeError) as exc:
         raise VocabularyError(f"cannot serialize the tokenizer to JSON: {exc}") from exc
-    built, _ = _build_hf(spec)
+    id_to_token = getattr(backend, "id_to_token", None)
+    built, _ = _build_hf(spec, id_to_token if callable(id_to_token) else None)
     if wrapper is not None:
         built.declared_eos = _transformers_eos(wrapper)
         for tid in getattr(wrapper, "all_special_ids", None) or ():

@@ -1,0 +1,625 @@
+"""Model-in-the-loop constrained decoding: :func:`generate` and :func:`stream`.
+
+One decoding step (the order is fixed)::
+
+    matcher.fill_next_token_bitmask  ->  [only stop tokens allowed?  finish "completed"]
+      -> [exactly one token allowed?  take it without sampling (forced token)]
+      -> model.step(pending tokens) -> logits
+      -> mask (-inf) -> temperature -> top-k -> top-p -> sample     (formcast.sampling)
+      -> matcher.accept_token
+
+Jump-forward, and why it is done this way.  When the grammar forces the next bytes
+(``find_jump_forward_bytes()`` is non-empty) there are usually several token spellings of
+them (``"name"`` can be ``"``+``name``+``"`` or ``"name`` + ``"``); inserting one spelling
+without asking the model would produce token sequences the tokenizer would never produce
+(non-canonical tokenization, mission item 14).  formcast therefore keeps sampling normally
+through forced bytes: the model picks the spelling, under the mask.  The only shortcut is
+exact: when the mask allows **exactly one** token, that token is taken without sampling (any
+sampler would pick it), and its evaluation is deferred and batched with the next model call;
+when only stop tokens are allowed the output is complete and generation ends without a model
+call.  Greedy output is therefore identical to plain step-by-step masked decoding.
+
+Token budget.  ``max_tokens`` counts text tokens.  A stop token that the grammar forces (the
+output is complete and nothing else is allowed) is accepted without a model call and without
+counting.  When the budget runs out the result is ``"max_tokens"`` with the truncated text:
+never ``"completed"``, never auto-completed.
+
+Streaming.  Text pieces are decoded incrementally from the token bytes: a multi-byte UTF-8
+character split across tokens is held back until it is complete, and text that could be the
+start of a caller's stop string is held back until it is known not to be one.
+
+Lifetime: stateless functions; a compiled constraint is cached per vocabulary by the module's
+:class:`~formcast.index.compiler.GrammarCompiler` (bounded LRU), so repeated calls with the same
+schema or regex compile once.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from typing import Any, TypeAlias
+
+import numpy as np
+
+from ..errors import (
+    ConfigurationError,
+    DeadEndDiagnostic,
+    FormcastError,
+    UnsupportedFeatureError,
+    VocabularyError,
+)
+from ..index.bitmask import allocate_token_bitmask, bool_to_bitmask
+from ..index.compiled import CompiledGrammar
+from ..index.compiler import GrammarCompiler
+from ..runtime.matcher import GrammarMatcher
+from ..sampling import SamplingParams, sample_token
+from ..vocab.vocabulary import Vocabulary
+from .chat import Message
+from .model import LanguageModel
+from .results import FinishReason, GenerationResult, GenerationTimings
+
+__all__ = ["Prompt", "compile_constraint", "generate", "get_compiler", "stream"]
+
+Prompt: TypeAlias = "str | Sequence[int] | Sequence[Message]"
+"""A prompt: text (the chat template is applied for instruct models), chat messages, or token
+ids (used as they are)."""
+
+JSON_KINDS = frozenset({"json_schema", "json"})
+_perf = time.perf_counter
+
+# -- compilers, one per vocabulary ---------------------------------------------------------------
+_COMPILERS: OrderedDict[str, GrammarCompiler] = OrderedDict()
+_COMPILERS_LOCK = threading.Lock()
+_MAX_COMPILERS = 4
+
+
+def get_compiler(vocab: Vocabulary) -> GrammarCompiler:
+    """The shared :class:`GrammarCompiler` of ``vocab`` (kept for the 4 most recent vocabularies;
+    keyed by the vocabulary fingerprint, so an equal vocabulary reuses the cache)."""
+    key = vocab.fingerprint
+    with _COMPILERS_LOCK:
+        comp = _COMPILERS.get(key)
+        if comp is None:
+            comp = GrammarCompiler(vocab)
+            _COMPILERS[key] = comp
+            while len(_COMPILERS) > _MAX_COMPILERS:
+                _COMPILERS.popitem(last=False)
+        _COMPILERS.move_to_end(key)
+        return comp
+
+
+def _compiler_method(compiler: GrammarCompiler, name: str, what: str) -> Any:
+    fn = getattr(compiler, name, None)
+    if fn is None:
+        raise UnsupportedFeatureError(
+            what,
+            hint=f"this formcast build has no GrammarCompiler.{name} yet; "
+            "constrain with regex= meanwhile",
+        )
+    return fn
+
+
+def compile_constraint(
+    vocab: Vocabulary,
+    *,
+    schema: Any = None,
+    regex: str | None = None,
+    grammar: str | None = None,
+    grammar_syntax: str = "gbnf",
+    compiler: GrammarCompiler | None = None,
+) -> tuple[CompiledGrammar | None, str | None]:
+    """Compile at most one constraint for ``vocab``; returns ``(compiled, kind)``.
+
+    Args:
+        schema: a JSON Schema (``dict``, ``bool`` or JSON text); ``True`` is "any JSON value".
+        regex: a regular expression (fullmatch semantics).
+        grammar: grammar text in ``grammar_syntax`` (``"gbnf"`` or ``"lark"``), or ``"json"``
+            for the built-in JSON grammar.
+        compiler: the compiler to use (default: the shared one of ``vocab``).
+
+    Returns:
+        ``(None, None)`` when no constraint is given; ``kind`` is ``"json_schema"``,
+        ``"regex"``, ``"json"`` or ``"grammar"``.
+
+    Raises:
+        ConfigurationError: more than one constraint, or a schema that is not JSON.
+        UnsupportedFeatureError: the compiler lacks the needed front-end.
+        GrammarError: the constraint does not compile (syntax, unsupported feature, limits).
+    """
+    named = (("schema", schema), ("regex", regex), ("grammar", grammar))
+    given = [n for n, v in named if v is not None]
+    if len(given) > 1:
+        raise ConfigurationError(f"give at most one constraint, got {', '.join(given)}")
+    if not given:
+        return None, None
+    comp = compiler if compiler is not None else get_compiler(vocab)
+    if regex is not None:
+        if not isinstance(regex, str):
+            raise ConfigurationError(f"regex must be str, got {type(regex).__name__}")
+        return comp.compile_regex(regex), "regex"
+    if grammar is not None:
+        if not isinstance(grammar, str):
+            raise ConfigurationError(f"grammar must be str, got {type(grammar).__name__}")
+        if grammar.strip() == "json":
+            fn = _compiler_method(comp, "compile_builtin_json_grammar", "json grammar")
+            return fn(), "json"
+        fn = _compiler_method(comp, "compile_grammar", f"{grammar_syntax} grammar")
+        return fn(grammar, syntax=grammar_syntax), "grammar"
+    if isinstance(schema, str):
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"schema is not valid JSON text: {exc}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise ConfigurationError(
+            f"schema must be a JSON Schema object or boolean, got {type(schema).__name__}"
+        )
+    fn = _compiler_method(comp, "compile_json_schema", "JSON Schema")
+    return fn(schema), "json_schema"
+
+
+# -- prompts -------------------------------------------------------------------------------------
+def _prompt_ids(
+    model: LanguageModel, prompt: Prompt, *, chat: bool | None, system: str | None
+) -> list[int]:
+    template = model.chat_template
+    if isinstance(prompt, str):
+        if chat is None:
+            chat = template is not None
+        if chat:
+            if template is None:
+                raise ConfigurationError(
+                    f"chat=True but model {model.name!r} has no chat template; pass chat=False "
+                    "or give the model a template (chat_template=...)"
+                )
+            prompt = template.render_user(prompt, system=system)
+        ids = model.tokenize(prompt)
+    elif isinstance(prompt, Sequence) and prompt and isinstance(prompt[0], Mapping):
+        if chat is False or template is None:
+            raise ConfigurationError(
+                "chat messages need a chat template: the model has none (or chat=False); "
+                "pass the prompt as text or token ids"
+            )
+        messages = [m for m in prompt if isinstance(m, Mapping)]
+        ids = model.tokenize(template.render(messages, system=system))
+    elif isinstance(prompt, Sequence) and all(
+        isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in prompt
+    ):
+        ids = [int(t) for t in prompt]  # type: ignore[arg-type]
+        bad = [t for t in ids if not 0 <= t < model.vocab.vocab_size]
+        if bad:
+            raise ConfigurationError(
+                f"prompt token ids {bad[:5]} are out of range for vocab_size "
+                f"{model.vocab.vocab_size}"
+            )
+    else:
+        raise ConfigurationError(
+            "prompt must be text, a list of chat messages or a list of token ids, "
+            f"got {type(prompt).__name__}"
+        )
+    if not ids:
+        raise ConfigurationError("the prompt is empty: give at least one token of context")
+    return ids
+
+
+def _resolve_model(model: Any) -> LanguageModel:
+    if isinstance(model, str):
+        from ..models import load_model
+
+        return load_model(model)
+    if not isinstance(model, LanguageModel):
+        raise ConfigurationError(
+            f"model must be a formcast model wrapper (LlamaCppModel, TransformersModel, "
+            f"CallableModel) or a model name such as 'smollm2', got {type(model).__name__}"
+        )
+    return model
+
+
+# -- the decoding loop ---------------------------------------------------------------------------
+class _StopScanner:
+    """Cuts the text at the first caller stop string; holds back possible stop-string starts."""
+
+    __slots__ = ("held", "stops")
+
+    def __init__(self, stops: tuple[str, ...]) -> None:
+        self.stops = stops
+        self.held = ""
+
+    def feed(self, piece: str) -> tuple[str, bool]:
+        """``(text safe to emit, stop string found)``."""
+        if not self.stops:
+            return piece, False
+        buf = self.held + piece
+        hits = [i for i in (buf.find(s) for s in self.stops) if i >= 0]
+        if hits:
+            self.held = ""
+            return buf[: min(hits)], True
+        keep = 0
+        for s in self.stops:
+            for k in range(min(len(s) - 1, len(buf)), keep, -1):
+                if s.startswith(buf[len(buf) - k :]):
+                    keep = k
+                    break
+        self.held = buf[len(buf) - keep :] if keep else ""
+        return buf[: len(buf) - keep], False
+
+    def flush(self) -> str:
+        held, self.held = self.held, ""
+        return held
+
+
+def _single_token(row: np.ndarray) -> int:
+    """The id of the only allowed token in a bitmask row, or -1."""
+    nz = np.flatnonzero(row)
+    if nz.size != 1:
+        return -1
+    word = int(row[nz[0]]) & 0xFFFFFFFF
+    if word & (word - 1):
+        return -1
+    return int(nz[0]) * 32 + word.bit_length() - 1
+
+
+def _first_allowed_stop(row: np.ndarray, stop_ids: frozenset[int]) -> int:
+    for t in sorted(stop_ids):
+        if (int(row[t >> 5]) >> (t & 31)) & 1:
+            return t
+    raise FormcastError("internal error: no stop token allowed where one was expected")
+
+
+def _run(
+    model: LanguageModel,
+    prompt_ids: list[int],
+    compiled: CompiledGrammar | None,
+    kind: str | None,
+    params: SamplingParams,
+    rng: np.random.Generator,
+    max_tokens: int,
+    stops: tuple[str, ...],
+    compile_s: float,
+    t_call: float,
+) -> Generator[str, None, GenerationResult]:
+    vocab = model.vocab
+    stop_ids = vocab.stop_token_ids
+    matcher = GrammarMatcher(compiled) if compiled is not None else None
+    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+    row = bitmask[0]
+    stop_flags = np.zeros(vocab.vocab_size, dtype=bool)
+    stop_flags[list(stop_ids)] = True
+    text_words = ~bool_to_bitmask(stop_flags, vocab.vocab_size)
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    scanner = _StopScanner(stops)
+
+    mask_times: list[float] = []
+    sample_times: list[float] = []
+    decode_times: list[float] = []
+    out_ids: list[int] = []
+    pending: list[int] = []
+    emitted: list[str] = []
+    raw = bytearray()
+    n_forced = 0
+    ttft = 0.0
+    reason: FinishReason = "max_tokens"
+    diagnostic: DeadEndDiagnostic | None = None
+    stop_token: int | None = None
+
+    t0 = _perf()
+    logits = model.start(prompt_ids)
+    prefill = _perf() - t0
+
+    while True:
+        forced = -1
+        if matcher is not None:
+            tm = _perf()
+            ok = matcher.fill_next_token_bitmask(bitmask)
+            if ok and not np.any(row & text_words):  # the output is complete: only stop tokens
+                stop_token = _first_allowed_stop(row, stop_ids)
+                matcher.accept_token(stop_token)
+                mask_times.append(_perf() - tm)
+                reason = "completed"
+                break
+            if ok:
+                forced = _single_token(row)
+            mask_times.append(_perf() - tm)
+            if not ok:
+                diagnostic = matcher.diagnose()
+                reason = "dead_end"
+                break
+        if len(out_ids) >= max_tokens:
+            reason = "max_tokens"
+            break
+        if forced >= 0:
+            tok = forced
+            n_forced += 1
+        else:
+            if pending:
+                td = _perf()
+                logits = model.step(pending)
+                decode_times.append(_perf() - td)
+                pending = []
+            ts = _perf()
+            tok = sample_token(logits, row if matcher is not None else None, params, rng)
+            sample_times.append(_perf() - ts)
+        if not out_ids:
+            ttft = _perf() - t_call
+        if matcher is not None:
+            ta = _perf()
+            accepted = matcher.accept_token(tok)
+            mask_times[-1] += _perf() - ta
+            if not accepted:  # pragma: no cover - the sampler only returns allowed tokens
+                raise FormcastError(f"internal error: sampled token {tok} rejected by the matcher")
+        if tok in stop_ids:
+            stop_token = tok
+            reason = "completed"
+            break
+        out_ids.append(tok)
+        pending.append(tok)
+        data = vocab.token_bytes(tok)
+        raw += data
+        piece = decoder.decode(data)
+        if piece:
+            safe, hit = scanner.feed(piece)
+            if safe:
+                emitted.append(safe)
+                yield safe
+            if hit:
+                reason = "stop"
+                break
+
+    if reason != "stop":
+        tail, hit = scanner.feed(decoder.decode(b"", final=True))
+        if hit:
+            reason = "stop"
+        else:
+            tail += scanner.flush()
+        if tail:
+            emitted.append(tail)
+            yield tail
+    text = "".join(emitted)
+    value: Any = None
+    if reason == "completed" and kind in JSON_KINDS:
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:  # pragma: no cover - the grammar guarantees JSON
+            value = None
+    total = _perf() - t_call
+    timings = GenerationTimings(
+        compile_s=compile_s,
+        prefill_s=prefill,
+        time_to_first_token_s=ttft if out_ids else total,
+        total_s=total,
+        prompt_tokens=len(prompt_ids),
+        output_tokens=len(out_ids),
+        forced_tokens=n_forced,
+        decode_step_s=tuple(decode_times),
+        mask_step_s=tuple(mask_times),
+        sample_step_s=tuple(sample_times),
+    )
+    return GenerationResult(
+        text=text,
+        finish_reason=reason,
+        token_ids=tuple(out_ids),
+        raw=bytes(raw),
+        value=value,
+        diagnostic=diagnostic,
+        stop_token_id=stop_token,
+        constraint=kind,
+        prompt_ids=tuple(prompt_ids),
+        timings=timings,
+    )
+
+
+def _prepare(
+    model: Any,
+    prompt: Prompt,
+    *,
+    schema: Any,
+    regex: str | None,
+    grammar: str | None,
+    grammar_syntax: str,
+    compiled: CompiledGrammar | None,
+    max_tokens: int,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    seed: int | None,
+    stop: str | Sequence[str] | None,
+    chat: bool | None,
+    system: str | None,
+    compiler: GrammarCompiler | None,
+) -> Generator[str, None, GenerationResult]:
+    """Validate everything and compile, then return the (not yet started) decoding loop."""
+    t_call = _perf()
+    lm = _resolve_model(model)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
+        raise ConfigurationError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
+    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ConfigurationError(f"seed must be an int or None, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    stops: tuple[str, ...]
+    if stop is None:
+        stops = ()
+    elif isinstance(stop, str):
+        stops = (stop,)
+    else:
+        stops = tuple(stop)
+    if any(not isinstance(s, str) or not s for s in stops):
+        raise ConfigurationError(f"stop must be a non-empty string or a list of them, got {stop!r}")
+
+    t_compile = _perf()
+    if compiled is not None:
+        if any(v is not None for v in (schema, regex, grammar)):
+            raise ConfigurationError("give either compiled= or one of schema/regex/grammar")
+        if not isinstance(compiled, CompiledGrammar):
+            raise ConfigurationError(
+                f"compiled must be a CompiledGrammar, got {type(compiled).__name__}"
+            )
+        if compiled.vocab.fingerprint != lm.vocab.fingerprint:
+            raise VocabularyError(
+                f"the constraint was compiled for vocabulary {compiled.vocab.name!r}, not for "
+                f"the model's {lm.vocab.name!r}: compile it with GrammarCompiler(model.vocab)"
+            )
+        cg: CompiledGrammar | None = compiled
+        kind: str | None = compiled.kind
+    else:
+        cg, kind = compile_constraint(
+            lm.vocab,
+            schema=schema,
+            regex=regex,
+            grammar=grammar,
+            grammar_syntax=grammar_syntax,
+            compiler=compiler,
+        )
+    compile_s = _perf() - t_compile if compiled is None and cg is not None else 0.0
+
+    ids = _prompt_ids(lm, prompt, chat=chat, system=system)
+    limit = lm.max_context
+    if limit is not None and len(ids) + max_tokens > limit:
+        raise ConfigurationError(
+            f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's "
+            f"context of {limit} tokens: lower max_tokens or load the model with a larger n_ctx"
+        )
+    return _run(lm, ids, cg, kind, params, rng, max_tokens, stops, compile_s, t_call)
+
+
+def generate(
+    model: LanguageModel | str,
+    prompt: Prompt,
+    *,
+    schema: Any = None,
+    regex: str | None = None,
+    grammar: str | None = None,
+    grammar_syntax: str = "gbnf",
+    compiled: CompiledGrammar | None = None,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    stop: str | Sequence[str] | None = None,
+    chat: bool | None = None,
+    system: str | None = None,
+    compiler: GrammarCompiler | None = None,
+) -> GenerationResult:
+    """Generate text from ``model`` under at most one constraint.
+
+    Args:
+        model: a model wrapper (:class:`~formcast.integrations.llama_cpp.LlamaCppModel`,
+            :class:`~formcast.integrations.transformers.TransformersModel`,
+            :class:`~formcast.integrations.numpy_loop.CallableModel`) or a model name /
+            GGUF path for :func:`formcast.models.load_model` (``"smollm2"``: the bundled
+            default model on llama.cpp, loaded once and cached).
+        prompt: text (the model's chat template is applied when it has one, see ``chat``),
+            chat messages ``[{"role": ..., "content": ...}]``, or token ids (used as given).
+        schema: a JSON Schema (dict, bool or JSON text): output is a JSON document valid for
+            it, and ``result.value`` is the parsed document.
+        regex: a regular expression the whole output must match.
+        grammar: a GBNF (or ``grammar_syntax="lark"``) grammar, or ``"json"`` for any JSON.
+        compiled: a constraint compiled beforehand with ``GrammarCompiler(model.vocab)``.
+        max_tokens: the budget of text tokens (``>= 0``).
+        temperature, top_k, top_p: the sampler chain, applied after the mask
+            (``temperature=0`` is greedy).
+        seed: seeds the sampler (``None``: fresh entropy).  Greedy decoding draws nothing.
+        stop: stop string(s): generation ends when one appears; it is not part of the text.
+        chat: apply the model's chat template to a text prompt (default: when it has one).
+        system: the system message for the chat template (default: the template's own).
+        compiler: the :class:`GrammarCompiler` to use (default: one shared per vocabulary).
+
+    Returns:
+        A :class:`GenerationResult` (``finish_reason`` says how it ended).
+
+    Raises:
+        ConfigurationError: bad arguments (several constraints, bad sampling values, prompt
+            longer than the context...), before anything runs.
+        GrammarError: the constraint does not compile (before the model runs).
+        VocabularyError: a constraint compiled for another vocabulary.
+    """
+    loop = _prepare(
+        model,
+        prompt,
+        schema=schema,
+        regex=regex,
+        grammar=grammar,
+        grammar_syntax=grammar_syntax,
+        compiled=compiled,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        stop=stop,
+        chat=chat,
+        system=system,
+        compiler=compiler,
+    )
+    while True:
+        try:
+            next(loop)
+        except StopIteration as done:
+            result: GenerationResult = done.value
+            return result
+
+
+def stream(
+    model: LanguageModel | str,
+    prompt: Prompt,
+    *,
+    schema: Any = None,
+    regex: str | None = None,
+    grammar: str | None = None,
+    grammar_syntax: str = "gbnf",
+    compiled: CompiledGrammar | None = None,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int | None = None,
+    stop: str | Sequence[str] | None = None,
+    chat: bool | None = None,
+    system: str | None = None,
+    compiler: GrammarCompiler | None = None,
+) -> Iterator[str | GenerationResult]:
+    """Like :func:`generate`, but yields the text as it is produced.
+
+    Yields non-empty ``str`` pieces, each made of whole characters (a multi-byte UTF-8
+    character is never split across pieces), whose concatenation is ``result.text``; the last
+    item is the :class:`GenerationResult`.  Arguments are validated and the constraint is
+    compiled when this function is called, before the first item is requested: bad input
+    raises here, not in the loop.
+
+    A stream shows progress, not a commitment: act on the output (execute a tool call, store a
+    record) only after the final result says ``"completed"`` and it passes your validation.
+    Closing the iterator early stops generation (the model is left mid-sequence; the next
+    call starts over).
+    """
+    loop = _prepare(
+        model,
+        prompt,
+        schema=schema,
+        regex=regex,
+        grammar=grammar,
+        grammar_syntax=grammar_syntax,
+        compiled=compiled,
+        max_tokens=max_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+        stop=stop,
+        chat=chat,
+        system=system,
+        compiler=compiler,
+    )
+    return _stream_items(loop)
+
+
+def _stream_items(
+    loop: Generator[str, None, GenerationResult],
+) -> Generator[str | GenerationResult, None, GenerationResult]:
+    result: GenerationResult = yield from loop
+    yield result
+    return result
