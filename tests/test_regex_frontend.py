@@ -224,6 +224,8 @@ def dfa_sample(dfa: ByteDFA, rnd: random.Random, max_len: int = 12) -> bytes | N
         if dfa.accepting[state] and (len(out) >= target or rnd.random() < 0.2):
             return bytes(out)
         nxt = dfa.next_bytes(state)
+        if not len(nxt):
+            return bytes(out)
         if len(out) >= target:
             nxt = [b for b in nxt if dist[dfa.table[state, b]] < dist[state]]
         b = int(rnd.choice(list(nxt)))
@@ -465,7 +467,7 @@ def test_explicit_cases_cover_both_outcomes():
         (".", ["a", "\x85"], ["\n", "\r", "\u2028", "\u2029"]),
         (r"[]", [], ["", "]", "a"]),
         (r"[^]", ["a", "\n", "😀"], ["", "ab"]),
-        (r"[]a]", ["]a]"], ["]", "a"]),  # ECMA: [] then "a]"
+        (r"[]a]", [], ["]a]", "a]", "]", "a"]),  # ECMA: [] (matches nothing) then "a]"
         (r"a{,2}", ["a{,2}"], ["", "a", "aa"]),  # ECMA: literal
         (r"a{,}", ["a{,}"], ["a"]),
         (r"\u00e9", ["é"], ["e"]),

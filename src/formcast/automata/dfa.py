@@ -364,3 +364,52 @@ def describe_bytes(values: np.ndarray | list[int]) -> str:
         parts.append(_show_byte(lo) if lo == hi else f"{_show_byte(lo)}-{_show_byte(hi)}")
         i = j + 1
     return "[" + "".join(parts) + "]"
+
+
+def bounded_equivalence(
+    table: np.ndarray, labels: np.ndarray, depth: int, *, budget: int = 40_000_000
+) -> np.ndarray:
+    """Classes of states indistinguishable by any string of at most ``depth`` bytes.
+
+    Two states are in one class when, for every byte string ``w`` with ``len(w) <= depth``, the
+    states reached by ``w`` carry the same label (e.g. dead / accepting / other).  Token masks
+    depend only on strings as long as the vocabulary's longest token, so states of one class
+    share their mask: the states of ``[a-z]{1,1000}`` with 128 or more letters left form one
+    class.  Moore refinement for ``depth`` rounds (stops early when stable); returns the
+    identity when ``n_states * byte_classes * depth`` exceeds ``budget``.
+    """
+    n = table.shape[0]
+    cols, col_idx = np.unique(table, axis=1, return_index=True)
+    del col_idx
+    k = cols.shape[1]
+    if n * max(k, 1) * depth > budget:
+        return np.arange(n, dtype=np.int64)
+    _, part = np.unique(labels, return_inverse=True)
+    part = part.reshape(-1).astype(np.int64)
+    n_blocks = int(part.max()) + 1
+    for _ in range(depth):
+        new_part = _refine(part, cols, n_blocks)
+        new_blocks = int(new_part.max()) + 1
+        part = new_part
+        if new_blocks == n_blocks or new_blocks == n:
+            break
+        n_blocks = new_blocks
+    return part
+
+
+def _refine(part: np.ndarray, cols: np.ndarray, n_blocks: int) -> np.ndarray:
+    """One Moore round: new block = (block, blocks of successors), numbered densely."""
+    n, k = cols.shape
+    succ = part[cols]
+    # exact mixed-radix key while it fits in 63 bits, else row-wise unique
+    if (k + 1) * np.log2(max(n_blocks, 2)) < 62:
+        key = part.copy()
+        for j in range(k):
+            key = key * n_blocks + succ[:, j]
+        _, new_part = np.unique(key, return_inverse=True)
+    else:
+        sig = np.empty((n, k + 1), dtype=np.int64)
+        sig[:, 0] = part
+        sig[:, 1:] = succ
+        _, new_part = np.unique(sig, axis=0, return_inverse=True)
+    return new_part.reshape(-1).astype(np.int64)

@@ -87,8 +87,7 @@ def _checked(message: Message, index: int) -> tuple[str, str]:
     content = message.get("content") if isinstance(message, Mapping) else None
     if not isinstance(role, str) or not isinstance(content, str):
         raise ConfigurationError(
-            f"chat message {index} must be a mapping with str 'role' and 'content', "
-            f"got {message!r}"
+            f"chat message {index} must be a mapping with str 'role' and 'content', got {message!r}"
         )
     return role, content
 

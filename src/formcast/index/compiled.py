@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..automata.dfa import DEAD, ByteDFA, describe_bytes
+from ..automata.dfa import DEAD, ByteDFA, bounded_equivalence, describe_bytes
 from ..vocab.vocabulary import Vocabulary
 from .bitmask import bool_to_bitmask
 
@@ -69,13 +69,15 @@ class RegexProgram:
     def __init__(self, dfa: ByteDFA, vocab: Vocabulary) -> None:
         self.dfa = dfa
         self.vocab = vocab
-        self._masks: dict[int, np.ndarray] = {}
+        self._masks: dict[int, np.ndarray] = {}  # by mask class (see _mask_class)
+        self._mask_class: np.ndarray | None = None
         self._steps: dict[tuple[int, int], int] = {}
         self._lock = threading.Lock()
         self._stop_words = bool_to_bitmask(
             ids_to_bool(vocab.stop_token_ids, vocab.vocab_size), vocab.vocab_size
         )
         self._mask_computations = 0
+        self._classes()  # part of compiling: cheap next to the first vocabulary walk
 
     def initial_state(self) -> int:
         return self.dfa.start
@@ -98,12 +100,22 @@ class RegexProgram:
     def is_accepting(self, state: int) -> bool:
         return bool(self.dfa.accepting[state])
 
+    def _classes(self) -> np.ndarray:
+        """Mask classes: states equivalent for every string up to the longest token."""
+        if self._mask_class is None:
+            labels = self.dfa.accepting.astype(np.int64)
+            labels[DEAD] = 2
+            depth = max(self.vocab.trie.max_len, 1)
+            self._mask_class = bounded_equivalence(self.dfa.table, labels, depth)
+        return self._mask_class
+
     def token_mask(self, state: int) -> np.ndarray:
-        mask = self._masks.get(state)
+        cls = int(self._classes()[state])
+        mask = self._masks.get(cls)
         if mask is None:
             mask = self._compute_mask(state)
             with self._lock:
-                self._masks[state] = mask
+                self._masks[cls] = mask
         return mask
 
     def _compute_mask(self, state: int) -> np.ndarray:
@@ -145,6 +157,7 @@ class RegexProgram:
     def cache_info(self) -> dict[str, int]:
         return {
             "dfa_states": self.dfa.num_states,
+            "mask_classes": self.num_mask_classes,
             "masks_cached": len(self._masks),
             "mask_computations": self._mask_computations,
             "steps_cached": len(self._steps),
@@ -157,6 +170,10 @@ class RegexProgram:
         for s in range(1, limit + 1):
             self.token_mask(s)
         return limit
+
+    @property
+    def num_mask_classes(self) -> int:
+        return int(np.unique(self._classes()).size)
 
 
 def ids_to_bool(ids: frozenset[int], size: int) -> np.ndarray:

@@ -1,0 +1,594 @@
+"""Small code-point automata for the Boolean operations JSON Schema needs on string languages.
+
+A JSON Schema string constraint is often a *combination* of regular languages: ``pattern``
+together with ``maxLength``, two patterns merged from ``allOf``, the keys that match one
+``patternProperties`` pattern but not another, ``propertyNames``, ``not: {"const": ...}``.  The
+IR has no intersection or complement, so these are computed here on deterministic automata over
+Unicode scalar values and turned back into IR.
+
+* :func:`dfa_from_node` — regular IR (code points) → minimal :class:`CharDFA` (Thompson NFA,
+  subset construction with range partitioning, Moore minimization).  Bounded repeats are
+  unrolled, so the caller's ``max_states`` bounds the work.
+* :func:`intersect`, :func:`union`, :func:`complement`, :func:`difference` — product
+  constructions; :meth:`CharDFA.is_empty`.
+* :func:`finite_set_dfa`, :func:`length_dfa` — the automata of a finite set of strings and of
+  "between ``lo`` and ``hi`` code points".
+* :func:`dfa_to_node` — back to IR by state elimination, with a size budget; when the budget is
+  exceeded it raises :class:`~formcast.errors.LimitExceededError` and callers may fall back on
+  :func:`dfa_to_rules` (one right-linear rule per state: always linear in the DFA's size).
+
+Every function trims the states that cannot reach acceptance, so the IR produced never contains
+a dead path (a generation could otherwise walk into a branch that can never finish).
+
+Lifetime: pure functions over immutable-by-convention objects; costs are bounded by the
+``max_states`` arguments (states × ranges per state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ...errors import LimitExceededError, UnsupportedFeatureError
+from ..ir import (
+    ANY_CHAR,
+    EMPTY,
+    NOTHING,
+    Alt,
+    CharSet,
+    Concat,
+    Empty,
+    Literal,
+    Node,
+    Nothing,
+    Repeat,
+    Rule,
+    RuleRef,
+    alt,
+    concat,
+    repeat,
+)
+
+__all__ = [
+    "CharDFA",
+    "complement",
+    "dfa_from_node",
+    "dfa_to_node",
+    "dfa_to_rules",
+    "difference",
+    "finite_set_dfa",
+    "intersect",
+    "length_dfa",
+    "union",
+]
+
+Edge = tuple[int, int, int]  # (lo, hi, target) over code points, inclusive
+
+#: Default bound on the states of any automaton built here.
+DEFAULT_MAX_STATES = 20_000
+
+
+@dataclass
+class CharDFA:
+    """A deterministic automaton over code points.
+
+    ``trans[s]`` is a sorted list of disjoint ``(lo, hi, target)`` edges (a missing code point
+    leads to an implicit dead state); ``accept[s]`` tells whether ``s`` is final; the start
+    state is 0.  An automaton with no state at all is the empty language.
+    """
+
+    trans: list[list[Edge]]
+    accept: list[bool]
+
+    @property
+    def num_states(self) -> int:
+        return len(self.accept)
+
+    def is_empty(self) -> bool:
+        return not any(self.accept)
+
+    def matches(self, text: str) -> bool:
+        if not self.accept:
+            return False
+        s = 0
+        for ch in text:
+            cp = ord(ch)
+            nxt = -1
+            for lo, hi, t in self.trans[s]:
+                if lo <= cp <= hi:
+                    nxt = t
+                    break
+                if lo > cp:
+                    break
+            if nxt < 0:
+                return False
+            s = nxt
+        return self.accept[s]
+
+
+_EMPTY_DFA = CharDFA([], [])
+
+
+def _limit(n: int, max_states: int, what: str) -> None:
+    if n > max_states:
+        raise LimitExceededError(
+            "max_automaton_states", max_states, f"{what} needs more states than allowed"
+        )
+
+
+# -- NFA ------------------------------------------------------------------------------------------
+class _NFA:
+    def __init__(self, max_states: int) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[tuple[tuple[int, int], ...], int]]] = []
+        self.max_states = max_states
+
+    def new(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        _limit(len(self.eps), self.max_states * 4, "a string constraint's NFA")
+        return len(self.eps) - 1
+
+    def build(self, node: Node, frm: int, to: int) -> None:
+        work: list[tuple[Node, int, int]] = [(node, frm, to)]
+        while work:
+            n, a, b = work.pop()
+            if isinstance(n, Empty):
+                self.eps[a].append(b)
+            elif isinstance(n, Nothing):
+                pass
+            elif isinstance(n, Literal):
+                cur = a
+                for i, ch in enumerate(n.text):
+                    nxt = b if i == len(n.text) - 1 else self.new()
+                    self.edges[cur].append((((ord(ch), ord(ch)),), nxt))
+                    cur = nxt
+            elif isinstance(n, CharSet):
+                if n.ranges:
+                    self.edges[a].append((n.ranges, b))
+            elif isinstance(n, Concat):
+                cur = a
+                for i, item in enumerate(n.items):
+                    nxt = b if i == len(n.items) - 1 else self.new()
+                    work.append((item, cur, nxt))
+                    cur = nxt
+            elif isinstance(n, Alt):
+                for item in n.items:
+                    work.append((item, a, b))
+            elif isinstance(n, Repeat):
+                cur = a
+                for _ in range(n.min):
+                    nxt = self.new()
+                    work.append((n.item, cur, nxt))
+                    cur = nxt
+                if n.max is None:
+                    loop = self.new()
+                    self.eps[cur].append(loop)
+                    back = self.new()
+                    work.append((n.item, loop, back))
+                    self.eps[back].append(loop)
+                    self.eps[loop].append(b)
+                else:
+                    for _ in range(n.max - n.min):
+                        nxt = self.new()
+                        self.eps[cur].append(b)
+                        work.append((n.item, cur, nxt))
+                        cur = nxt
+                    self.eps[cur].append(b)
+            elif isinstance(n, RuleRef):
+                raise UnsupportedFeatureError(
+                    "rule reference inside a string constraint", "", "string languages are regular"
+                )
+            else:
+                raise UnsupportedFeatureError(
+                    f"IR node {type(n).__name__} in a string constraint", "", ""
+                )
+
+
+def _closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
+    seen = set(states)
+    stack = list(seen)
+    while stack:
+        s = stack.pop()
+        for t in eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+def _partition(edges: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:
+    """Split overlapping ``(lo, hi, target)`` edges into disjoint ranges with target sets."""
+    if not edges:
+        return []
+    events: list[tuple[int, int, int]] = []  # (point, +1/-1, target)
+    for lo, hi, t in edges:
+        events.append((lo, 1, t))
+        events.append((hi + 1, -1, t))
+    events.sort()
+    active: dict[int, int] = {}
+    out: list[tuple[int, int, frozenset[int]]] = []
+    i = 0
+    n = len(events)
+    while i < n:
+        point = events[i][0]
+        while i < n and events[i][0] == point:
+            _, d, t = events[i]
+            c = active.get(t, 0) + d
+            if c:
+                active[t] = c
+            else:
+                active.pop(t, None)
+            i += 1
+        if active and i < n:
+            nxt = events[i][0]
+            targets = frozenset(active)
+            if out and out[-1][1] == point - 1 and out[-1][2] == targets:
+                out[-1] = (out[-1][0], nxt - 1, targets)
+            else:
+                out.append((point, nxt - 1, targets))
+    return out
+
+
+def dfa_from_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The minimal DFA of a regular IR node over code points.
+
+    Raises:
+        LimitExceededError: more than ``max_states`` states (DFA) or ``4 * max_states`` (NFA).
+        UnsupportedFeatureError: a :class:`RuleRef` or another non-regular node.
+    """
+    nfa = _NFA(max_states)
+    start, final = nfa.new(), nfa.new()
+    nfa.build(node, start, final)
+    s0 = _closure(nfa.eps, [start])
+    index: dict[frozenset[int], int] = {s0: 0}
+    order = [s0]
+    trans: list[list[Edge]] = []
+    accept: list[bool] = []
+    k = 0
+    while k < len(order):
+        cur = order[k]
+        k += 1
+        accept.append(final in cur)
+        raw = [(lo, hi, t) for s in cur for ranges, t in nfa.edges[s] for lo, hi in ranges]
+        row: list[Edge] = []
+        for lo, hi, targets in _partition(raw):
+            tgt = _closure(nfa.eps, targets)
+            j = index.get(tgt)
+            if j is None:
+                j = index[tgt] = len(order)
+                order.append(tgt)
+                _limit(len(order), max_states, "a string constraint's DFA")
+            if row and row[-1][2] == j and row[-1][1] == lo - 1:
+                row[-1] = (row[-1][0], hi, j)
+            else:
+                row.append((lo, hi, j))
+        trans.append(row)
+    return minimize(CharDFA(trans, accept))
+
+
+# -- cleanup --------------------------------------------------------------------------------------
+def trim(dfa: CharDFA) -> CharDFA:
+    """Keep the states reachable from the start that can reach acceptance (renumbered)."""
+    n = dfa.num_states
+    if n == 0:
+        return _EMPTY_DFA
+    reach = [False] * n
+    reach[0] = True
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        for _, _, t in dfa.trans[s]:
+            if not reach[t]:
+                reach[t] = True
+                stack.append(t)
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for _, _, t in dfa.trans[s]:
+            rev[t].append(s)
+    live = [False] * n
+    stack = [s for s in range(n) if dfa.accept[s] and reach[s]]
+    for s in stack:
+        live[s] = True
+    while stack:
+        s = stack.pop()
+        for p in rev[s]:
+            if not live[p] and reach[p]:
+                live[p] = True
+                stack.append(p)
+    if not live[0]:
+        return _EMPTY_DFA
+    keep = [s for s in range(n) if live[s]]
+    new = {s: i for i, s in enumerate(keep)}
+    trans: list[list[Edge]] = []
+    for s in keep:
+        row: list[Edge] = []
+        for lo, hi, t in dfa.trans[s]:
+            if t in new:
+                row.append((lo, hi, new[t]))
+        trans.append(row)
+    return CharDFA(trans, [dfa.accept[s] for s in keep])
+
+
+def minimize(dfa: CharDFA) -> CharDFA:
+    """Trim, then merge equivalent states (Moore refinement over range signatures)."""
+    dfa = trim(dfa)
+    n = dfa.num_states
+    if n <= 1:
+        return dfa
+    block = [1 if a else 0 for a in dfa.accept]
+    n_blocks = len(set(block))
+    while True:
+        sigs: dict[tuple[object, ...], int] = {}
+        new_block = [0] * n
+        for s in range(n):
+            row: list[tuple[int, int, int]] = []
+            for lo, hi, t in dfa.trans[s]:
+                b = block[t]
+                if row and row[-1][2] == b and row[-1][1] == lo - 1:
+                    row[-1] = (row[-1][0], hi, b)
+                else:
+                    row.append((lo, hi, b))
+            key = (block[s], tuple(row))
+            new_block[s] = sigs.setdefault(key, len(sigs))
+        if len(sigs) == n_blocks:
+            break
+        block, n_blocks = new_block, len(sigs)
+    # renumber so that the start state's block is 0
+    order: dict[int, int] = {block[0]: 0}
+    for s in range(n):
+        order.setdefault(block[s], len(order))
+    trans: list[list[Edge]] = [[] for _ in range(len(order))]
+    accept = [False] * len(order)
+    done = [False] * len(order)
+    for s in range(n):
+        b = order[block[s]]
+        if done[b]:
+            continue
+        done[b] = True
+        accept[b] = dfa.accept[s]
+        row2: list[Edge] = []
+        for lo, hi, t in dfa.trans[s]:
+            tb = order[block[t]]
+            if row2 and row2[-1][2] == tb and row2[-1][1] == lo - 1:
+                row2[-1] = (row2[-1][0], hi, tb)
+            else:
+                row2.append((lo, hi, tb))
+        trans[b] = row2
+    return CharDFA(trans, accept)
+
+
+# -- Boolean operations ---------------------------------------------------------------------------
+def _product(
+    a: CharDFA, b: CharDFA, mode: str, max_states: int, *, complete: bool = False
+) -> CharDFA:
+    """Product automaton; with ``complete`` a missing edge goes to an explicit dead state (-1)."""
+    if mode == "and" and (a.num_states == 0 or b.num_states == 0):
+        return _EMPTY_DFA
+    index: dict[tuple[int, int], int] = {(0 if a.num_states else -1, 0 if b.num_states else -1): 0}
+    order = list(index)
+    trans: list[list[Edge]] = []
+    accept: list[bool] = []
+    k = 0
+    while k < len(order):
+        sa, sb = order[k]
+        k += 1
+        fa = sa >= 0 and a.accept[sa]
+        fb = sb >= 0 and b.accept[sb]
+        accept.append(fa and fb if mode == "and" else fa or fb)
+        ea = a.trans[sa] if sa >= 0 else []
+        eb = b.trans[sb] if sb >= 0 else []
+        # tag each edge uniquely (even: a's, odd: b's) so that adjacent edges never merge
+        raw = [(lo, hi, 2 * i) for i, (lo, hi, _) in enumerate(ea)]
+        raw += [(lo, hi, 2 * i + 1) for i, (lo, hi, _) in enumerate(eb)]
+        row: list[Edge] = []
+        for lo, hi, tags in _partition(raw):
+            ta = tb = -1
+            for tag in tags:
+                if tag % 2 == 0:
+                    ta = ea[tag // 2][2]
+                else:
+                    tb = eb[tag // 2][2]
+            if mode == "and" and (ta < 0 or tb < 0):
+                continue
+            pair = (ta, tb)
+            j = index.get(pair)
+            if j is None:
+                j = index[pair] = len(order)
+                order.append(pair)
+                _limit(len(order), max_states, "a combination of string constraints")
+            row.append((lo, hi, j))
+        trans.append(row)
+    return minimize(CharDFA(trans, accept))
+
+
+def intersect(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of ``L(a) ∩ L(b)``."""
+    return _product(a, b, "and", max_states)
+
+
+def union(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of ``L(a) ∪ L(b)``."""
+    return _product(a, b, "or", max_states)
+
+
+def complement(a: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of every string of scalar values not in ``L(a)``."""
+    n = a.num_states
+    if n == 0:
+        return any_string_dfa()
+    dead = n
+    trans: list[list[Edge]] = []
+    for s in range(n + 1):
+        edges = a.trans[s] if s < n else []
+        row: list[Edge] = []
+        for lo, hi in ANY_CHAR.ranges:
+            cur = lo
+            for elo, ehi, t in edges:
+                if ehi < lo or elo > hi:
+                    continue
+                if elo > cur:
+                    row.append((cur, elo - 1, dead))
+                row.append((max(elo, lo), min(ehi, hi), t))
+                cur = min(ehi, hi) + 1
+            if cur <= hi:
+                row.append((cur, hi, dead))
+        trans.append(row)
+    accept = [not a.accept[s] for s in range(n)] + [True]
+    _limit(n + 1, max_states, "a negated string constraint")
+    return minimize(CharDFA(trans, accept))
+
+
+def difference(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of ``L(a) \\ L(b)``."""
+    return intersect(a, complement(b, max_states), max_states)
+
+
+def finite_set_dfa(words: Iterable[str], max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The (trie-shaped, then minimized) DFA of a finite set of strings."""
+    trans: list[dict[int, int]] = [{}]
+    accept = [False]
+    for w in words:
+        s = 0
+        for ch in w:
+            cp = ord(ch)
+            t = trans[s].get(cp)
+            if t is None:
+                t = len(accept)
+                trans[s][cp] = t
+                trans.append({})
+                accept.append(False)
+                _limit(len(accept), max_states, "a set of excluded strings")
+            s = t
+        accept[s] = True
+    rows = [[(cp, cp, t) for cp, t in sorted(d.items())] for d in trans]
+    return minimize(CharDFA(rows, accept))
+
+
+def length_dfa(lo: int, hi: int | None, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of the strings with ``lo`` to ``hi`` code points (``hi=None``: no upper bound)."""
+    top = hi if hi is not None else lo
+    _limit(top + 1, max_states, f"a length bound of {top} characters combined with a pattern")
+    trans: list[list[Edge]] = []
+    accept: list[bool] = []
+    for s in range(top + 1):
+        accept.append(s >= lo and (hi is None or s <= hi))
+        if s < top:
+            trans.append([(a, b, s + 1) for a, b in ANY_CHAR.ranges])
+        elif hi is None:
+            trans.append([(a, b, s) for a, b in ANY_CHAR.ranges])
+        else:
+            trans.append([])
+    return minimize(CharDFA(trans, accept))
+
+
+def any_string_dfa() -> CharDFA:
+    """Σ*: every string of scalar values."""
+    return CharDFA([[(a, b, 0) for a, b in ANY_CHAR.ranges]], [True])
+
+
+# -- back to IR -----------------------------------------------------------------------------------
+def _charset_node(ranges: list[tuple[int, int]]) -> Node:
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return Literal(chr(ranges[0][0]))
+    return CharSet.of(ranges)
+
+
+def _size(node: Node, memo: dict[int, int]) -> int:
+    k = id(node)
+    got = memo.get(k)
+    if got is not None:
+        return got
+    if isinstance(node, (Concat, Alt)):
+        v = 1 + sum(_size(i, memo) for i in node.items)
+    elif isinstance(node, Repeat):
+        v = 1 + _size(node.item, memo)
+    elif isinstance(node, CharSet):
+        v = len(node.ranges)
+    elif isinstance(node, Literal):
+        v = len(node.text)
+    else:
+        v = 1
+    memo[k] = v
+    return v
+
+
+def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
+    """A regular IR node for ``L(dfa)``, by state elimination.
+
+    Raises:
+        LimitExceededError: the expression would exceed ``max_size`` nodes/characters.
+    """
+    dfa = minimize(dfa)
+    n = dfa.num_states
+    if n == 0:
+        return NOTHING
+    # generalized NFA: states 0..n-1, start S=n, final F=n+1; edges[p][q] = node
+    start, final = n, n + 1
+    out: list[dict[int, Node]] = [{} for _ in range(n + 2)]
+    inc: list[set[int]] = [set() for _ in range(n + 2)]
+
+    def add(p: int, q: int, node: Node) -> None:
+        old = out[p].get(q)
+        out[p][q] = node if old is None else alt([old, node])
+        inc[q].add(p)
+
+    for s in range(n):
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in dfa.trans[s]:
+            by_target.setdefault(t, []).append((lo, hi))
+        for t, ranges in by_target.items():
+            add(s, t, _charset_node(ranges))
+        if dfa.accept[s]:
+            add(s, final, EMPTY)
+    add(start, 0, EMPTY)
+    memo: dict[int, int] = {}
+    remaining = set(range(n))
+    while remaining:
+        # eliminate the state with the fewest in × out edges first
+        q = min(
+            remaining,
+            key=lambda s: (len(inc[s] - {s}) * len(set(out[s]) - {s}), s),
+        )
+        remaining.discard(q)
+        loop = out[q].pop(q, None)
+        inc[q].discard(q)
+        star = repeat(loop, 0, None) if loop is not None else EMPTY
+        preds = [p for p in inc[q] if p != q]
+        succs = list(out[q].items())
+        for p in preds:
+            a = out[p].pop(q)
+            for r, b in succs:
+                node = concat([a, star, b])
+                if _size(node, memo) > max_size:
+                    raise LimitExceededError(
+                        "max_expression_size",
+                        max_size,
+                        "a combination of string constraints has no compact regular expression",
+                    )
+                add(p, r, node)
+        for r, _ in succs:
+            inc[r].discard(q)
+        out[q].clear()
+        inc[q].clear()
+    return out[start].get(final, NOTHING)
+
+
+def dfa_to_rules(dfa: CharDFA, prefix: str) -> tuple[Node, list[Rule]]:
+    """Right-linear rules for ``L(dfa)``: one rule ``{prefix}_{state}`` per state.
+
+    Returns the start node (a :class:`RuleRef`, or NOTHING for the empty language) and rules.
+    """
+    dfa = minimize(dfa)
+    if dfa.num_states == 0:
+        return NOTHING, []
+    rules: list[Rule] = []
+    for s in range(dfa.num_states):
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in dfa.trans[s]:
+            by_target.setdefault(t, []).append((lo, hi))
+        branches: list[Node] = [EMPTY] if dfa.accept[s] else []
+        for t, ranges in by_target.items():
+            branches.append(concat([_charset_node(ranges), RuleRef(f"{prefix}_{t}")]))
+        rules.append(Rule(f"{prefix}_{s}", alt(branches)))
+    return RuleRef(f"{prefix}_0"), rules
