@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..automata.dfa import DEAD, describe_bytes
+from ..automata.dfa import DEAD, bounded_equivalence, describe_bytes
 from ..automata.grammar_fsm import GrammarAutomaton, build_expanded_lexer, split_bytes
 from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
 from ..vocab.vocabulary import Vocabulary
@@ -55,9 +55,17 @@ class CfgProgram:
         self.vocab = vocab
         self.pda = PushdownAutomaton(auto, limits)
         self.lexer = build_expanded_lexer(auto)
+        self._lex_class: np.ndarray | None = None
         if self.lexer is not None:
             self._lex_aug = _augmented_table(self.lexer.table, self.lexer.split)
             self._aug: list[np.ndarray] = []
+            # start positions with the same future over the longest token share a classification
+            n = self.lexer.table.shape[0]
+            labels = np.full(3 * n + 1, 2, dtype=np.int64)
+            labels[DEAD] = 0
+            labels[3 * n] = 1
+            depth = max(vocab.trie.max_len, 1)
+            self._lex_class = bounded_equivalence(self._lex_aug, labels, depth)
         else:  # too large to determinize: classify per rule (calls become candidates)
             self._aug = [
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
@@ -72,6 +80,7 @@ class CfgProgram:
         )
         self.mask_computations = 0
         self.candidates_checked = 0
+        self._limit_errors: dict[ParserState, str] = {}
 
     # -- GrammarProgram protocol ----------------------------------------------------------------
     def initial_state(self) -> ParserState:
@@ -113,8 +122,9 @@ class CfgProgram:
         desc = describe_bytes(nb)
         if state.accepting:
             desc += " or the end of output"
-        if state.error:
-            desc += f" (parser stopped: {state.error})"
+        err = state.error or self._limit_errors.get(state)
+        if err:
+            desc += f" (tokens were cut by a parser limit: {err})"
         return desc, tuple(int(b) for b in nb)
 
     def forced_bytes(self, state: ParserState) -> bytes:
@@ -145,19 +155,21 @@ class CfgProgram:
     # -- masks ----------------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray]:
         """(alive: bool per distinct token string, candidate string indices) for a stack top."""
-        key = (rule, state)
-        hit = self._classes.get(key)
-        if hit is not None:
-            return hit
         trie = self.vocab.trie
-        if self.lexer is not None:
+        lexer, lex_class = self.lexer, self._lex_class
+        if lexer is not None and lex_class is not None:
             table = self._lex_aug
-            n = self.lexer.table.shape[0]
-            start = self.lexer.entry[(rule, state)]
+            n = lexer.table.shape[0]
+            start = lexer.entry[(rule, state)]
+            key = (-1, int(lex_class[start + 2 * n]))
         else:
             table = self._aug[rule]
             n = self.auto.dfas[rule].table.shape[0]
             start = state
+            key = (rule, state)
+        hit = self._classes.get(key)
+        if hit is not None:
+            return hit
         ends = trie.walk(table, start + 2 * n)
         alive = (ends != DEAD) & (ends != 3 * n)
         cands = np.flatnonzero(ends == 3 * n).astype(np.int64)
@@ -187,6 +199,8 @@ class CfgProgram:
                 for b in strings[idx]:
                     st = step(st, b)
                     if st.is_dead:
+                        if st.error:
+                            self._limit_errors[state] = st.error
                         break
                 else:
                     allowed[idx] = True

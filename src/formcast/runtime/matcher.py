@@ -17,7 +17,7 @@ vectorized vocabulary walk the first time any request reaches that state.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -237,6 +237,26 @@ class GrammarMatcher:
         if self._terminated:
             return b""
         return self._program.forced_bytes(self._history[-1])
+
+    def jump_forward_tokens(
+        self, encode: Callable[[bytes], Sequence[int]], *, backoff: int = 1
+    ) -> list[int]:
+        """Tokens for the forced bytes, in the tokenizer's own (canonical) spelling.
+
+        ``encode`` is the model tokenizer's encoding of raw bytes (no special tokens).  The
+        forced text is encoded and the last ``backoff`` tokens are dropped: a final token could
+        merge with text that follows, so it is left for the model to sample.  Tokens are
+        returned only as far as the matcher accepts them (its state is not changed).
+        Returns an empty list when nothing is forced.
+        """
+        forced = self.find_jump_forward_bytes()
+        if not forced:
+            return []
+        ids = list(encode(forced))
+        if backoff > 0:
+            ids = ids[:-backoff] if len(ids) > backoff else []
+        n = self.validate_tokens(ids)
+        return ids[:n]
 
     def accepted_bytes(self) -> bytes:
         """All text accepted so far, forced bytes included (stop tokens contribute nothing)."""
