@@ -391,7 +391,7 @@ def bounded_equivalence(
         new_part = _refine(part, cols, n_blocks)
         new_blocks = int(new_part.max()) + 1
         part = new_part
-        if new_blocks == n_blocks or new_blocks == n:
+        if new_blocks in (n_blocks, n):
             break
         n_blocks = new_blocks
     return part

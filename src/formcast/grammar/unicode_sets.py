@@ -44,12 +44,11 @@ def _runs(pred: object) -> Ranges:
 @cache
 def _python_class(letter: str) -> Ranges:
     """Python ``re``'s Unicode class: from the generated table when the Unicode version matches."""
-    try:
-        from . import _unicode_tables as tables
-    except ImportError:  # pragma: no cover - the generated module ships with the package
-        tables = None
-    if tables is not None and tables.UNIDATA_VERSION == unicodedata.unidata_version:
-        return {"d": tables.CLASS_D, "w": tables.CLASS_W, "s": tables.CLASS_S}[letter]
+    from . import _unicode_tables as tables
+
+    if unicodedata.unidata_version == tables.UNIDATA_VERSION:
+        found: Ranges = {"d": tables.CLASS_D, "w": tables.CLASS_W, "s": tables.CLASS_S}[letter]
+        return found
     return _compute_python_class(letter)
 
 
