@@ -207,6 +207,31 @@ def test_added_tokens_are_the_text_they_match(tk: Any) -> None:
     assert vocab.tokens[tok.token_to_id("    ")] == b"    "
 
 
+def test_added_tokens_under_a_byte_level_normalizer(tk: Any) -> None:
+    # tokenizers stores a normalized added token in normalized (byte-level) spelling and
+    # matches it against the byte-level-normalized input
+    alphabet = sorted(tk.pre_tokenizers.ByteLevel.alphabet())
+    tok = tk.Tokenizer(tk.models.BPE({c: i for i, c in enumerate(alphabet)}, []))
+    tok.normalizer = tk.normalizers.ByteLevel()
+    tok.decoder = tk.decoders.ByteLevel()
+    tok.add_special_tokens(["<|endoftext|>"])
+    tok.add_tokens(
+        [
+            tk.AddedToken("Ġhi", normalized=True, special=False),
+            tk.AddedToken(" yo", normalized=False, special=False),
+        ]
+    )
+    vocab = from_huggingface(tok)
+    hi, yo = tok.token_to_id("Ġhi"), tok.token_to_id(" yo")
+    assert vocab.tokens[hi] == "Ġhi".encode()
+    assert vocab.tokens[yo] == b" yo"
+    assert hi in tok.encode("xĠhi").ids
+    assert yo in tok.encode("a yo b").ids
+    for text in ("xĠhi", "a yo b", *TEXTS):
+        ids = tok.encode(text).ids
+        assert joined(vocab, ids) == text.encode(), text
+
+
 # the characters of the 13 bytes that never occur in UTF-8 (C0, C1, F5..FF)
 NON_UTF8_BYTE_CHARS = "ÀÁõö÷øùúûüýþÿ"
 
@@ -276,6 +301,11 @@ def test_explicit_stop_ids(tk: Any) -> None:
         from_huggingface(tok, stop_token_ids=[])
     with pytest.raises(VocabularyError, match="int"):
         from_huggingface(tok, stop_token_ids=["eos"])  # type: ignore[list-item]
+    with pytest.raises(VocabularyError, match="int"):
+        from_huggingface(tok, stop_token_ids=[2.0])  # type: ignore[list-item]
+    np = pytest.importorskip("numpy")
+    assert from_huggingface(tok, stop_token_ids=np.array([start])).stop_token_ids == {start}
+    assert from_huggingface(tok, vocab_size=np.int64(5000)).vocab_size == 5000
     with pytest.raises(VocabularyError, match="out of range"):
         from_huggingface(tok, stop_token_ids=[10**6])
 
@@ -356,6 +386,50 @@ def test_old_tokenizer_json_without_model_type() -> None:
     assert vocab.tokens == (b" ", b"h", b"i", b" h", b"", b"<|endoftext|>")
     assert vocab.special_token_ids == {4, 5}
     assert vocab.stop_token_ids == {5}
+
+
+def test_metaspace_pre_tokenizer_without_decoder() -> None:
+    spec = {
+        "model": {
+            "type": "Unigram",
+            "unk_id": 0,
+            "vocab": [["<unk>", 0.0], ["▁a", -1.0], ["b", -2.0]],
+        },
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "▁"},
+        "decoder": None,
+        "added_tokens": [{"id": 3, "content": "</s>", "special": True}],
+    }
+    vocab = from_huggingface(JsonOnlyTokenizer(spec))
+    assert vocab.tokens == (b"<unk>", b" a", b"b", b"</s>")
+    assert vocab.special_token_ids == {0, 3}
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"decoder": {"type": "CTC"}}, "decoder 'CTC'"),
+        (
+            {
+                "pre_tokenizer": {"type": "ByteLevel"},
+                "decoder": {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+            },
+            "mixes byte-level",
+        ),
+        ({"model": {"type": "Mystery", "vocab": {"a": 0}}}, "unknown model type 'Mystery'"),
+        ({"model": None}, "no 'model' section"),
+        ({"model": {"type": "BPE", "vocab": None, "merges": []}}, "no model vocabulary"),
+        ({"model": {"type": "BPE", "vocab": {}, "merges": []}, "added_tokens": []}, "no tokens"),
+    ],
+)
+def test_malformed_or_unsupported_tokenizer_json(changes: dict[str, Any], match: str) -> None:
+    spec: dict[str, Any] = {
+        "model": {"type": "BPE", "vocab": {"Ġ": 0, "a": 1}, "merges": []},
+        "decoder": {"type": "ByteLevel"},
+        "added_tokens": [{"id": 2, "content": "<|endoftext|>", "special": True}],
+    }
+    spec.update(changes)
+    with pytest.raises(VocabularyError, match=match):
+        from_huggingface(JsonOnlyTokenizer(spec))
 
 
 # ============================================================================================
@@ -563,7 +637,8 @@ def test_tiktoken_round_trip(toy_encoding: Any) -> None:
 
 def test_tiktoken_options_and_errors(toy_encoding: Any) -> None:
     vocab = Vocabulary.from_tiktoken(toy_encoding, stop_token_ids=[301], vocab_size=320, name="n")
-    assert (vocab.stop_token_ids, vocab.vocab_size, vocab.name) == ({301}, 320, "n")
+    assert vocab.stop_token_ids == {301}
+    assert (vocab.vocab_size, vocab.name) == (320, "n")
     with pytest.raises(VocabularyError, match=r"not a tiktoken\.Encoding"):
         from_tiktoken(object())
 
@@ -653,6 +728,36 @@ def test_sentencepiece_sources_agree(spm_model: Path) -> None:
     assert by_bytes.name == "sentencepiece"
 
 
+class FakeSentencePieceTokenizer:
+    """A transformers tokenizer backed by SentencePiece only (``sp_model``, no Rust backend)."""
+
+    def __init__(self, sp: Any, added: dict[int, Any], eos_token_id: int) -> None:
+        self.sp_model = sp
+        self.added_tokens_decoder = added
+        self.eos_token_id = eos_token_id
+        self.all_special_ids = [eos_token_id]
+        self.name_or_path = "org/spm"
+
+
+def test_transformers_sentencepiece_tokenizer(spm_model: Path) -> None:
+    import sentencepiece as spm
+    from tokenizers import AddedToken  # the type transformers uses for added tokens
+
+    sp = spm.SentencePieceProcessor(model_file=str(spm_model))
+    n = sp.get_piece_size()
+    added = {
+        n + 1: AddedToken("<|turn_end|>", special=True),
+        n + 2: AddedToken("▁extra", special=False),
+    }
+    vocab = from_huggingface(FakeSentencePieceTokenizer(sp, added, eos_token_id=n + 1))
+    ref = from_sentencepiece(sp)
+    assert vocab.tokens[:n] == ref.tokens
+    assert vocab.tokens[n:] == (b"", b"<|turn_end|>", b" extra")
+    assert vocab.special_token_ids == ref.special_token_ids | {n, n + 1}
+    assert vocab.stop_token_ids == ref.stop_token_ids | {n + 1}
+    assert vocab.name == "org/spm"
+
+
 def test_sentencepiece_errors(tmp_path: Path) -> None:
     pytest.importorskip("sentencepiece")
     with pytest.raises(VocabularyError, match="not found"):
@@ -713,6 +818,8 @@ def write_gguf(
     w.add_uint64("x.u64", 2**40)
     w.add_array("x.ints", [1, 2, 3])
     w.add_array("x.strs", ["a", "bc"])
+    w.add_array("x.nested", [[1, 2], [3]])
+    w.add_array("x.nested_strs", [["a"], ["b", "c"]])
     w.add_tokenizer_model(model)
     if pre is not None:
         w.add_tokenizer_pre(pre)

@@ -147,6 +147,15 @@ class Vocabulary:
         vocab: Vocabulary = from_gguf(path, **kwargs)
         return vocab
 
+    @classmethod
+    def from_sentencepiece(cls, processor_or_model_path: Any, **kwargs: Any) -> Vocabulary:
+        """From a ``sentencepiece.SentencePieceProcessor`` or a ``.model`` path (see
+        :func:`formcast.vocab.adapters.from_sentencepiece`)."""
+        from .adapters import from_sentencepiece
+
+        vocab: Vocabulary = from_sentencepiece(processor_or_model_path, **kwargs)
+        return vocab
+
     # -- queries ------------------------------------------------------------------------------
     def __len__(self) -> int:
         return len(self.tokens)
