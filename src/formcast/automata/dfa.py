@@ -103,8 +103,12 @@ def _byte_classes(nfa: NFA) -> tuple[np.ndarray, list[int]]:
     return class_of.astype(np.int32), reps
 
 
-def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None) -> ByteDFA:
-    """Subset construction, pruning of states that cannot reach acceptance, minimization."""
+def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None, *, minimize: bool = True) -> ByteDFA:
+    """Subset construction, pruning of states that cannot reach acceptance, minimization.
+
+    ``minimize=False`` skips Hopcroft (the token index merges states with equal masks anyway,
+    see :func:`bounded_equivalence`); the result is then correct but possibly larger.
+    """
     limits = limits or CompileLimits()
     class_of, reps = _byte_classes(nfa)
     n_classes = len(reps)
@@ -227,7 +231,9 @@ def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None) -> ByteDFA:
         for c, t in trans[old].items():
             if live[t]:
                 small[r, c] = new_id[t]
-    small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
+    start = 1
+    if minimize:
+        small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
     table = np.ascontiguousarray(small[:, :n_classes][:, class_of])
     table.setflags(write=False)
     acc_arr.setflags(write=False)

@@ -52,6 +52,9 @@ _INLINE_MAX_NODES = 20_000
 _EXPAND_MAX_NODES = 400
 _EXPAND_ROUNDS = 3
 _EXPANDED_MAX_NODES = 4_000
+# rule automata from NFAs larger than this are not minimized (masks are shared by bounded
+# equivalence in the token index, so minimization only saves table memory)
+_MINIMIZE_NFA_STATES = 1_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,7 +248,8 @@ def compile_grammar_automaton(
             if dead:
                 body = _substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
-            dfas.append(nfa_to_dfa(build_nfa(body, limits, rule_ids=ids), limits))
+            nfa = build_nfa(body, limits, rule_ids=ids)
+            dfas.append(nfa_to_dfa(nfa, limits, minimize=len(nfa.eps) <= _MINIMIZE_NFA_STATES))
         changed = True
         new_productive: set[str] = set()
         while changed:
@@ -467,7 +471,7 @@ class ExpandedLexer:
     entry: dict[tuple[int, int], int]
 
 
-def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 20_000) -> ExpandedLexer | None:
+def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 8_000) -> ExpandedLexer | None:
     """Determinize the call-expanded automaton; None if it exceeds ``max_states``.
 
     Walking a token through it follows calls into callees exactly, so a token that stays alive
@@ -519,6 +523,8 @@ def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 20_000) -> Ex
     rows: list[list[int]] = [[0] * len(reps)]
     split_rows: list[list[bool]] = [[False] * len(reps)]
     entry: dict[tuple[int, int], int] = {}
+    if auto.num_states >= max_states:
+        return None
     for r, dfa in enumerate(auto.dfas):
         for q in range(1, dfa.table.shape[0]):
             start = closure1(int(offsets[r]) + q)
@@ -528,18 +534,26 @@ def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 20_000) -> Ex
                 ids[start] = j
                 sets.append(start)
             entry[(r, q)] = j
+    reps_arr = np.asarray(reps, dtype=np.int64)
+    gtable_r = gtable[:, reps_arr]
+    gsplit_r = gsplit[:, reps_arr]
     i = 1
     while i < len(sets):
         members = np.fromiter(sets[i], dtype=np.int64)
-        row: list[int] = []
-        srow: list[bool] = []
-        for b in reps:
-            nxt = gtable[members, b]
-            nxt = nxt[nxt != 0]
-            if nxt.size:
-                target = frozenset().union(*(closure1(int(g)) for g in np.unique(nxt)))
-            else:
-                target = frozenset()
+        succ = gtable_r[members]  # (|S|, classes): successor global ids, 0 = dead
+        if members.size == 1:
+            patterns, inverse = np.unique(succ[0], return_inverse=True)
+            pattern_sets = [closure1(int(v)) if v else frozenset() for v in patterns.tolist()]
+        else:
+            patterns2, inverse = np.unique(succ.T, axis=0, return_inverse=True)
+            pattern_sets = []
+            for pat in patterns2:
+                live_ids = [int(v) for v in set(pat.tolist()) if v]
+                pattern_sets.append(
+                    frozenset().union(*(closure1(v) for v in live_ids)) if live_ids else frozenset()
+                )
+        pattern_ids: list[int] = []
+        for target in pattern_sets:
             j = ids.get(target)
             if j is None:
                 j = len(sets)
@@ -547,10 +561,9 @@ def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 20_000) -> Ex
                     return None
                 ids[target] = j
                 sets.append(target)
-            row.append(j)
-            srow.append(bool(gsplit[members, b].any()))
-        rows.append(row)
-        split_rows.append(srow)
+            pattern_ids.append(j)
+        rows.append(np.asarray(pattern_ids, dtype=np.int64)[inverse.reshape(-1)].tolist())
+        split_rows.append(gsplit_r[members].any(axis=0).tolist())
         i += 1
     small = np.asarray(rows, dtype=np.int32)
     ssmall = np.asarray(split_rows, dtype=bool)
