@@ -327,7 +327,6 @@ def test_deep_nesting() -> None:
         ('start: g\ng[stop="x"]: /.*/', "lexeme option 'stop'"),
         ("start: g\ng[max_tokens=5]: /.*/", "lexeme option 'max_tokens'"),
         ('%llguidance {"skip_repetition": "once"}\nstart: "a"', "%llguidance option"),
-        ("start: A\nA: /ab/i", "case-insensitive"),
         ("start: A\nA: /a(?=b)b/", "lookahead"),
     ],
 )
@@ -391,3 +390,12 @@ def test_random_source_only_raises_grammar_errors() -> None:
             text = "start: " + text
         with contextlib.suppress(GrammarError):
             ReferenceRecognizer(parse_lark(text)).is_prefix("x")
+
+
+def test_case_insensitive_regex_terminal() -> None:
+    from formcast.grammar.reference import ReferenceRecognizer
+
+    grammar = parse_lark("start: A\nA: /ab/i")
+    rec = ReferenceRecognizer(grammar)
+    assert all(rec.matches(s) for s in ("ab", "AB", "aB", "Ab"))
+    assert not rec.matches("ac")

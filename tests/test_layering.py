@@ -54,7 +54,7 @@ def _imported_layers(path: pathlib.Path) -> set[tuple[str, int]]:
                 base = pkg_parts[: len(pkg_parts) - (node.level - 1)]
                 mod = base + (node.module.split(".") if node.module else [])
                 if node.module is None:
-                    targets.extend(mod + [a.name] for a in node.names)
+                    targets.extend([*mod, a.name] for a in node.names)
                 else:
                     targets.append(mod)
             elif node.module and node.module.startswith("formcast."):

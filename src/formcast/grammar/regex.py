@@ -40,7 +40,7 @@ from .unicode_sets import case_closure, category_ranges, class_ranges
 
 __all__ = ["parse_regex"]
 
-_MAX_GROUP_DEPTH = 200
+_MAX_GROUP_DEPTH = 160  # the parser uses ~5 stack frames per group (limit 1000)
 _DIALECTS = ("python", "ecma")
 
 
@@ -192,6 +192,9 @@ class _Parser:
                 self.pos += 1  # lazy: same language
             elif self.peek() == "+":
                 raise self.unsupported("possessive quantifier", self.pos)
+            nxt = self.peek()
+            if nxt in ("*", "+", "?") or (nxt == "{" and self._braces_lookahead()):
+                raise self.error("multiple repeat", self.pos)
             for v in (lo, hi):
                 if v is not None and v > self.limits.max_repeat:
                     raise LimitExceededError(
@@ -359,9 +362,10 @@ class _Parser:
         if c in simple and not (c == "a" and self.dialect == "ecma"):
             return Literal(simple[c])
         if c in "dwsDWS":
-            letter = c
+            if self.ascii and self.dialect == "python":
+                return CharSet(class_ranges(c, "ascii"))
             dialect = "ecma" if self.ascii else self.dialect
-            return CharSet(class_ranges(letter, dialect))
+            return CharSet(class_ranges(c, dialect))
         if c == "x":
             return Literal(chr(self._hex(2, start)))
         if c == "u":
@@ -515,6 +519,13 @@ class _Parser:
                 continue
             if isinstance(lo_item, _Anchor):
                 raise self.error("bad escape in class", self.pos)
+            if (
+                isinstance(lo_item, CharSet)
+                and self.dialect == "python"
+                and self.peek() == "-"
+                and self.peek(1) not in ("]", "")
+            ):
+                raise self.error("bad character range", self.pos)
             ranges.extend(_ranges_of(lo_item))
         merged = merge_ranges(r for r in _strip_surrogates(ranges))
         if self.ignorecase:

@@ -65,9 +65,16 @@ def _compute_python_class(letter: str) -> Ranges:
 def class_ranges(letter: str, dialect: str) -> Ranges:
     """Ranges of the class escape ``\\<letter>`` (``d``, ``w``, ``s``; upper case negates)."""
     base = letter.lower()
-    if dialect == "ecma":
+    if dialect == "ascii":  # Python's (?a): ASCII \d \w and \s = [ \t\n\r\f\v]
+        if base == "s":
+            r: Ranges = merge_ranges((ord(c), ord(c)) for c in " \t\n\r\f\v")
+        elif base == "d":
+            r = ((0x30, 0x39),)
+        else:
+            r = merge_ranges([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
+    elif dialect == "ecma":
         if base == "d":
-            r: Ranges = ((0x30, 0x39),)
+            r = ((0x30, 0x39),)
         elif base == "w":
             r = merge_ranges([(0x30, 0x39), (0x41, 0x5A), (0x5F, 0x5F), (0x61, 0x7A)])
         else:
@@ -152,16 +159,47 @@ def category_ranges(name: str, where: str = "") -> Ranges:
 
 @cache
 def _case_pairs() -> tuple[tuple[int, int], ...]:
-    """All (code point, simple case variant) pairs, both directions."""
+    """All pairs of code points that ``re`` matches case-insensitively, both directions.
+
+    ``re`` compares simple lowercase mappings (``_sre.unicode_tolower``) plus a table of extra
+    equivalences (``re._casefix``); both are used when available, else ``str.lower``/``upper``.
+    """
     pairs: set[tuple[int, int]] = set()
+    try:
+        import _sre
+
+        tolower = _sre.unicode_tolower
+    except (ImportError, AttributeError):  # pragma: no cover - non-CPython
+        tolower = None
+    by_lower: dict[int, list[int]] = {}
     for cp in range(MAX_CODEPOINT + 1):
         if 0xD800 <= cp <= 0xDFFF:
             continue
-        c = chr(cp)
+        if tolower is not None:
+            lo = tolower(cp)
+            by_lower.setdefault(lo, []).append(cp)
+            continue
+        c = chr(cp)  # pragma: no cover - fallback
         for v in (c.lower(), c.upper(), c.casefold()):
             if len(v) == 1 and v != c:
                 pairs.add((cp, ord(v)))
                 pairs.add((ord(v), cp))
+    for group in by_lower.values():
+        for a in group:
+            for b in group:
+                if a != b:
+                    pairs.add((a, b))
+    try:
+        from re import _casefix
+
+        for lo, extras in _casefix._EXTRA_CASES.items():
+            for group_member in by_lower.get(lo, [lo]):
+                for e in extras:
+                    for other in by_lower.get(e, [e]):
+                        pairs.add((group_member, other))
+                        pairs.add((other, group_member))
+    except (ImportError, AttributeError):  # pragma: no cover - other Python versions
+        pass
     return tuple(sorted(pairs))
 
 

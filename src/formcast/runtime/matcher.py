@@ -121,6 +121,10 @@ class GrammarMatcher:
         self._history.append(state)
         self._tokens.append(token_id)
         self._chunks.append(text)
+        self._trim()
+
+    def _trim(self) -> None:
+        """Forget history beyond ``max_rollback_tokens`` (its text is kept as a prefix)."""
         limit = self._max_rollback
         if limit is not None and len(self._tokens) > limit:
             # keep the dropped text: fold it into a prefix chunk that cannot be rolled back
@@ -132,23 +136,32 @@ class GrammarMatcher:
 
     def accept_tokens(self, token_ids: Iterable[int]) -> bool:
         """Accept all tokens or none: on the first rejection the state is restored."""
-        for done, t in enumerate(token_ids):
-            if not self.accept_token(t):
-                self.rollback(done)
-                return False
-        return True
+        limit, self._max_rollback = self._max_rollback, None  # keep every step undoable
+        try:
+            for done, t in enumerate(token_ids):
+                if not self.accept_token(t):
+                    self.rollback(done)
+                    return False
+            return True
+        finally:
+            self._max_rollback = limit
+            self._trim()
 
     def validate_tokens(self, token_ids: Sequence[int]) -> int:
         """Length of the longest prefix of ``token_ids`` that would be accepted (no state change).
 
         For speculative decoding: accept that many draft tokens, reject the rest.
         """
+        limit, self._max_rollback = self._max_rollback, None  # keep every step undoable
         n = 0
-        for t in token_ids:
-            if not self.accept_token(t):
-                break
-            n += 1
-        self.rollback(n)
+        try:
+            for t in token_ids:
+                if not self.accept_token(t):
+                    break
+                n += 1
+            self.rollback(n)
+        finally:
+            self._max_rollback = limit
         return n
 
     def accept_bytes(self, data: bytes | str) -> bool:
