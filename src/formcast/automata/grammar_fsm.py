@@ -563,7 +563,8 @@ def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 8_000) -> Exp
                 sets.append(target)
             pattern_ids.append(j)
         rows.append(np.asarray(pattern_ids, dtype=np.int64)[inverse.reshape(-1)].tolist())
-        split_rows.append(gsplit_r[members].any(axis=0).tolist())
+        any_split: np.ndarray = np.asarray(gsplit_r[members].any(axis=0), dtype=bool)
+        split_rows.append(any_split.tolist())
         i += 1
     small = np.asarray(rows, dtype=np.int32)
     ssmall = np.asarray(split_rows, dtype=bool)

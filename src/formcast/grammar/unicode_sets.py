@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 from functools import cache
+from typing import Any
 
 from ..errors import UnsupportedFeatureError
 from .ir import MAX_CODEPOINT, merge_ranges
@@ -190,9 +191,10 @@ def _case_pairs() -> tuple[tuple[int, int], ...]:
                 if a != b:
                     pairs.add((a, b))
     try:
-        from re import _casefix
+        import importlib
 
-        for lo, extras in _casefix._EXTRA_CASES.items():
+        casefix: Any = importlib.import_module("re._casefix")
+        for lo, extras in casefix._EXTRA_CASES.items():
             for group_member in by_lower.get(lo, [lo]):
                 for e in extras:
                     for other in by_lower.get(e, [e]):

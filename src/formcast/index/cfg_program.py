@@ -28,7 +28,7 @@ from ..automata.grammar_fsm import GrammarAutomaton, build_expanded_lexer, split
 from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
 from ..vocab.vocabulary import Vocabulary
 from .bitmask import bool_to_bitmask
-from .compiled import ids_to_bool
+from .compiled import LimitStop, ids_to_bool
 
 __all__ = ["CfgProgram"]
 
@@ -86,7 +86,7 @@ class CfgProgram:
     def initial_state(self) -> ParserState:
         return self.pda.initial
 
-    def advance(self, state: ParserState, token_id: int) -> ParserState | None:
+    def advance(self, state: ParserState, token_id: int) -> ParserState | LimitStop | None:
         key = (state, token_id)
         nxt = self._steps.get(key)
         if nxt is None:
@@ -97,11 +97,10 @@ class CfgProgram:
             if len(self._steps) > 1_000_000:
                 self._steps.clear()
             self._steps[key] = nxt
-        return None if nxt.is_dead else nxt
+        return _result(nxt)
 
-    def advance_bytes(self, state: ParserState, data: bytes) -> ParserState | None:
-        nxt = self.pda.step_bytes(state, data)
-        return None if nxt.is_dead else nxt
+    def advance_bytes(self, state: ParserState, data: bytes) -> ParserState | LimitStop | None:
+        return _result(self.pda.step_bytes(state, data))
 
     def is_accepting(self, state: ParserState) -> bool:
         return state.accepting
@@ -209,6 +208,12 @@ class CfgProgram:
             words |= self._stop_words
         words.setflags(write=False)
         return words
+
+
+def _result(state: ParserState) -> ParserState | LimitStop | None:
+    if not state.is_dead:
+        return state
+    return LimitStop(state.error) if state.error else None
 
 
 def _augmented_table(table: np.ndarray, split: np.ndarray) -> np.ndarray:

@@ -26,7 +26,15 @@ from ..automata.dfa import DEAD, ByteDFA, bounded_equivalence, describe_bytes
 from ..vocab.vocabulary import Vocabulary
 from .bitmask import bool_to_bitmask
 
-__all__ = ["CompiledGrammar", "GrammarProgram", "RegexProgram"]
+__all__ = ["CompiledGrammar", "GrammarProgram", "LimitStop", "RegexProgram"]
+
+
+@dataclass(frozen=True)
+class LimitStop:
+    """Returned by a program's ``advance`` when a run-time limit (not the grammar) refused the
+    step: the matcher then stops with this reason instead of treating the token as invalid."""
+
+    reason: str
 
 
 class GrammarProgram(Protocol):
@@ -35,7 +43,8 @@ class GrammarProgram(Protocol):
     def initial_state(self) -> Any: ...
 
     def advance(self, state: Any, token_id: int) -> Any | None:
-        """State after the text token ``token_id`` or None if it is not allowed."""
+        """State after the text token ``token_id``; None if the grammar does not allow it;
+        a :class:`LimitStop` if a run-time limit refused it."""
         ...
 
     def advance_bytes(self, state: Any, data: bytes) -> Any | None:

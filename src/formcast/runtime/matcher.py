@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ConfigurationError, DeadEndDiagnostic
 from ..index.bitmask import bitmask_to_bool
-from ..index.compiled import CompiledGrammar
+from ..index.compiled import CompiledGrammar, LimitStop
 
 __all__ = ["GrammarMatcher"]
 
@@ -46,6 +46,7 @@ class GrammarMatcher:
         "_history",
         "_max_rollback",
         "_program",
+        "_stop_reason",
         "_terminated",
         "_tokens",
         "compiled",
@@ -68,6 +69,7 @@ class GrammarMatcher:
         self._chunks: list[bytes] = []  # text of each step (b"" for a stop token)
         self._dropped_prefix = b""  # text older than max_rollback_tokens
         self._terminated = False
+        self._stop_reason: str | None = None  # set when a run-time limit stopped the parser
 
     # -- state queries ---------------------------------------------------------------------------
     @property
@@ -91,13 +93,22 @@ class GrammarMatcher:
         """True once a stop token has been accepted."""
         return self._terminated
 
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a run-time parser limit stopped this matcher (None while it runs).
+
+        A stopped matcher allows no token; :meth:`diagnose` reports the limit, and
+        :meth:`rollback` or :meth:`reset` resume it.
+        """
+        return self._stop_reason
+
     # -- advancing -------------------------------------------------------------------------------
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token; ``False`` (state unchanged) if it is not allowed.
 
         A stop token is accepted only in an accepting state, and terminates the matcher.
         """
-        if self._terminated:
+        if self._terminated or self._stop_reason is not None:
             return False
         vocab = self.compiled.vocab
         if not isinstance(token_id, (int, np.integer)) or not 0 <= token_id < vocab.vocab_size:
@@ -111,6 +122,9 @@ class GrammarMatcher:
             return True
         nxt = self._program.advance(self._history[-1], token_id)
         if nxt is None:
+            return False
+        if isinstance(nxt, LimitStop):
+            self._stop_reason = nxt.reason
             return False
         self._push(nxt, token_id, vocab.tokens[token_id])
         return True
@@ -166,11 +180,14 @@ class GrammarMatcher:
 
     def accept_bytes(self, data: bytes | str) -> bool:
         """Advance by raw text (e.g. forced bytes); counts as one step for :meth:`rollback`."""
-        if self._terminated:
+        if self._terminated or self._stop_reason is not None:
             return False
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         nxt = self._program.advance_bytes(self._history[-1], raw)
         if nxt is None:
+            return False
+        if isinstance(nxt, LimitStop):
+            self._stop_reason = nxt.reason
             return False
         self._push(nxt, -1, raw)
         return True
@@ -181,6 +198,7 @@ class GrammarMatcher:
             raise ConfigurationError(
                 f"cannot roll back {num_tokens} tokens: {len(self._tokens)} can be undone"
             )
+        self._stop_reason = None
         if num_tokens == 0:
             return
         del self._history[-num_tokens:]
@@ -195,6 +213,7 @@ class GrammarMatcher:
         self._chunks = []
         self._dropped_prefix = b""
         self._terminated = False
+        self._stop_reason = None
 
     def fork(self) -> GrammarMatcher:
         """An independent copy at the same point (beam search, parallel sampling)."""
@@ -207,11 +226,12 @@ class GrammarMatcher:
         twin._chunks = list(self._chunks)
         twin._dropped_prefix = self._dropped_prefix
         twin._terminated = self._terminated
+        twin._stop_reason = self._stop_reason
         return twin
 
     # -- masks -----------------------------------------------------------------------------------
     def _words(self) -> np.ndarray:
-        if self._terminated:
+        if self._terminated or self._stop_reason is not None:
             return np.zeros_like(self._program.token_mask(self._history[-1]))
         return self._program.token_mask(self._history[-1])
 
@@ -247,7 +267,7 @@ class GrammarMatcher:
 
     def find_jump_forward_bytes(self) -> bytes:
         """Bytes the grammar forces next (may be empty): emit them without sampling."""
-        if self._terminated:
+        if self._terminated or self._stop_reason is not None:
             return b""
         return self._program.forced_bytes(self._history[-1])
 
@@ -285,7 +305,13 @@ class GrammarMatcher:
         vocab = self.compiled.vocab
         desc, nxt = self._program.expected(state)
         accepting = self._program.is_accepting(state)
-        if self._terminated:
+        if self._stop_reason is not None:
+            reason = (
+                f"a run-time parser limit stopped the matcher: {self._stop_reason}; "
+                "raise it in ParserLimits if the input is trusted"
+            )
+            desc = f"{desc} (stopped: {self._stop_reason})"
+        elif self._terminated:
             reason = "the matcher is terminated (a stop token was accepted); reset() to reuse it"
         elif accepting and not nxt:
             reason = "the output is complete but no stop token is allowed"
