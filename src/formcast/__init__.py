@@ -17,6 +17,8 @@ imported lazily by the functions that need them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .config import CompileLimits
 from .errors import (
     ConfigurationError,
@@ -44,7 +46,30 @@ from .index.compiler import GrammarCompiler
 from .runtime.matcher import GrammarMatcher
 from .vocab.vocabulary import Vocabulary
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .generation import GenerationResult, GenerationTimings, generate, stream
+    from .models import load_model
+
 __version__ = "0.1.0"
+
+# generation API: loaded on first use (it still imports no model library until a model loads)
+_LAZY = {
+    "generate": "generation",
+    "stream": "generation",
+    "GenerationResult": "generation",
+    "GenerationTimings": "generation",
+    "load_model": "models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy exports of the generation API."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module 'formcast' has no attribute {name!r}")
+
 
 __all__ = [
     "CompileLimits",
@@ -53,6 +78,8 @@ __all__ = [
     "DeadEndDiagnostic",
     "DeadEndError",
     "FormcastError",
+    "GenerationResult",
+    "GenerationTimings",
     "GrammarCompiler",
     "GrammarError",
     "GrammarMatcher",
@@ -68,6 +95,9 @@ __all__ = [
     "apply_token_bitmask_inplace",
     "bitmask_to_bool",
     "bool_to_bitmask",
+    "generate",
     "get_bitmask_shape",
+    "load_model",
     "reset_token_bitmask",
+    "stream",
 ]

@@ -48,6 +48,8 @@ __all__ = ["GrammarAutomaton", "compile_grammar_automaton"]
 
 # inlining stops when an inlined body would exceed this many IR nodes per reference
 _INLINE_MAX_NODES = 20_000
+# rules used more than once are inlined only up to this size
+_INLINE_SHARED_MAX_NODES = 300
 # recursive rules up to this size are expanded once at their call sites
 _EXPAND_MAX_NODES = 400
 _EXPAND_ROUNDS = 3
@@ -189,6 +191,11 @@ def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
         reachable.add(name)
         todo.extend(_refs_in(rules[name].body))
     graph = {n: _refs_in(rules[n].body) for n in reachable}
+    uses: dict[str, int] = dict.fromkeys(reachable, 0)
+    for n in reachable:
+        for node in iter_nodes(rules[n].body):
+            if isinstance(node, RuleRef):
+                uses[node.name] += 1
     comps = _sccs(graph)  # reverse topological order: callees first
     recursive: set[str] = set()
     for comp in comps:
@@ -200,7 +207,14 @@ def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
         for name in comp:
             body = _substitute(rules[name].body, inlinable)
             bodies[name] = body
-            if name not in recursive and name != grammar.start and _size(body) <= _INLINE_MAX_NODES:
+            if name in recursive or name == grammar.start:
+                continue
+            size = _size(body)
+            # small rules are inlined everywhere; larger ones only where used once (a shared
+            # definition stays one rule, compiled once, instead of one copy per use)
+            if size <= _INLINE_SHARED_MAX_NODES or (
+                uses[name] <= 1 and size <= _INLINE_MAX_NODES
+            ):
                 inlinable[name] = body
     others = sorted(n for n in reachable if n not in inlinable and n != grammar.start)
     kept = [grammar.start, *others]

@@ -8,6 +8,9 @@ Subcommands::
     formcast mask --regex RE --prefix P allowed tokens after a prefix (debugging)
     formcast check --regex RE TEXT      does TEXT match? (exit status 0 / 1)
     formcast sample --regex RE          constrained samples from random logits
+    formcast generate --prompt P --regex RE | --schema FILE | --grammar FILE
+                                        constrained generation with a real model (default:
+                                        the bundled SmolLM2-135M-Instruct on llama.cpp)
 
 Results go to stdout; progress and diagnostics go to stderr (``--json`` for machine output).
 """
@@ -198,6 +201,12 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from ..generation.cli import run_generate
+
+    return run_generate(args)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="formcast", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -238,6 +247,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-tokens", type=int, default=64)
     s.add_argument("--temperature", type=float, default=1.0)
     s.set_defaults(func=_cmd_sample)
+
+    from ..generation.cli import add_generate_arguments
+
+    g = sub.add_parser("generate", help="constrained generation with a real model (offline)")
+    add_generate_arguments(g)
+    g.set_defaults(func=_cmd_generate)
     return p
 
 

@@ -17,7 +17,14 @@ Nothing here imports a model library: the wrappers in :mod:`formcast.integration
 
 from __future__ import annotations
 
-from .api import Prompt, compile_constraint, generate, get_compiler, stream
+from .api import (
+    FrontEndUnavailableError,
+    Prompt,
+    compile_constraint,
+    generate,
+    get_compiler,
+    stream,
+)
 from .chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
 from .model import LanguageModel, Logits
 from .results import (
@@ -33,6 +40,7 @@ __all__ = [
     "SMOLLM2_CHAT",
     "ChatTemplate",
     "FinishReason",
+    "FrontEndUnavailableError",
     "GenerationResult",
     "GenerationTimings",
     "LanguageModel",

@@ -8,6 +8,10 @@ One decoding step (the order is fixed)::
       -> mask (-inf) -> temperature -> top-k -> top-p -> sample     (formcast.sampling)
       -> matcher.accept_token
 
+Sampling runs :func:`~formcast.sampling.sample_token` on the allowed ids only (cached per
+mask): the same distribution, and for a seeded generator the same token, as the full-vocabulary
+chain (masked tokens have probability 0; ids stay in increasing order), at O(allowed) cost.
+
 Jump-forward, and why it is done this way.  When the grammar forces the next bytes
 (``find_jump_forward_bytes()`` is non-empty) there are usually several token spellings of
 them (``"name"`` can be ``"``+``name``+``"`` or ``"name`` + ``"``); inserting one spelling
@@ -40,7 +44,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Generator, Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -52,7 +56,7 @@ from ..errors import (
     UnsupportedFeatureError,
     VocabularyError,
 )
-from ..index.bitmask import allocate_token_bitmask, bool_to_bitmask
+from ..index.bitmask import allocate_token_bitmask
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
 from ..runtime.matcher import GrammarMatcher
@@ -62,13 +66,21 @@ from .chat import Message
 from .model import LanguageModel
 from .results import FinishReason, GenerationResult, GenerationTimings
 
-__all__ = ["Prompt", "compile_constraint", "generate", "get_compiler", "stream"]
+__all__ = [
+    "FrontEndUnavailableError",
+    "Prompt",
+    "allowed_token_ids",
+    "compile_constraint",
+    "generate",
+    "get_compiler",
+    "stream",
+]
 
 Prompt: TypeAlias = "str | Sequence[int] | Sequence[Message]"
 """A prompt: text (the chat template is applied for instruct models), chat messages, or token
 ids (used as they are)."""
 
-JSON_KINDS = frozenset({"json_schema", "json"})
+JSON_KINDS = frozenset({"json_schema", "builtin_json"})
 _perf = time.perf_counter
 
 # -- compilers, one per vocabulary ---------------------------------------------------------------
@@ -92,15 +104,23 @@ def get_compiler(vocab: Vocabulary) -> GrammarCompiler:
         return comp
 
 
-def _compiler_method(compiler: GrammarCompiler, name: str, what: str) -> Any:
+class FrontEndUnavailableError(UnsupportedFeatureError):
+    """This formcast build lacks the compiler front-end a constraint needs (e.g. JSON Schema)."""
+
+
+def _call_front_end(compiler: GrammarCompiler, name: str, what: str, *args: Any, **kw: Any) -> Any:
+    """``compiler.<name>(*args, **kw)``; a missing method or front-end module is reported as
+    :class:`FrontEndUnavailableError` (never as an AttributeError/ImportError)."""
+    hint = f"this formcast build has no working GrammarCompiler.{name} yet; use regex= meanwhile"
     fn = getattr(compiler, name, None)
     if fn is None:
-        raise UnsupportedFeatureError(
-            what,
-            hint=f"this formcast build has no GrammarCompiler.{name} yet; "
-            "constrain with regex= meanwhile",
-        )
-    return fn
+        raise FrontEndUnavailableError(what, hint=hint)
+    try:
+        return fn(*args, **kw)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("formcast"):
+            raise FrontEndUnavailableError(what, hint=f"{hint} ({exc})") from exc
+        raise
 
 
 def compile_constraint(
@@ -122,12 +142,13 @@ def compile_constraint(
         compiler: the compiler to use (default: the shared one of ``vocab``).
 
     Returns:
-        ``(None, None)`` when no constraint is given; ``kind`` is ``"json_schema"``,
-        ``"regex"``, ``"json"`` or ``"grammar"``.
+        ``(None, None)`` when no constraint is given; ``kind`` is the compiled grammar's kind
+        (``"regex"``, ``"json_schema"``, ``"builtin_json"``, ``"gbnf"``, ``"lark"``).
 
     Raises:
         ConfigurationError: more than one constraint, or a schema that is not JSON.
-        UnsupportedFeatureError: the compiler lacks the needed front-end.
+        FrontEndUnavailableError: this build lacks the needed front-end (an
+            :class:`~formcast.errors.UnsupportedFeatureError`).
         GrammarError: the constraint does not compile (syntax, unsupported feature, limits).
     """
     named = (("schema", schema), ("regex", regex), ("grammar", grammar))
@@ -140,15 +161,18 @@ def compile_constraint(
     if regex is not None:
         if not isinstance(regex, str):
             raise ConfigurationError(f"regex must be str, got {type(regex).__name__}")
-        return comp.compile_regex(regex), "regex"
+        cg = comp.compile_regex(regex)
+        return cg, cg.kind
     if grammar is not None:
         if not isinstance(grammar, str):
             raise ConfigurationError(f"grammar must be str, got {type(grammar).__name__}")
         if grammar.strip() == "json":
-            fn = _compiler_method(comp, "compile_builtin_json_grammar", "json grammar")
-            return fn(), "json"
-        fn = _compiler_method(comp, "compile_grammar", f"{grammar_syntax} grammar")
-        return fn(grammar, syntax=grammar_syntax), "grammar"
+            cg = _call_front_end(comp, "compile_builtin_json_grammar", "json grammar")
+        else:
+            cg = _call_front_end(
+                comp, "compile_grammar", f"{grammar_syntax} grammar", grammar, syntax=grammar_syntax
+            )
+        return cg, cg.kind
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
@@ -158,8 +182,8 @@ def compile_constraint(
         raise ConfigurationError(
             f"schema must be a JSON Schema object or boolean, got {type(schema).__name__}"
         )
-    fn = _compiler_method(comp, "compile_json_schema", "JSON Schema")
-    return fn(schema), "json_schema"
+    cg = _call_front_end(comp, "compile_json_schema", "JSON Schema", schema)
+    return cg, cg.kind
 
 
 # -- prompts -------------------------------------------------------------------------------------
@@ -184,12 +208,12 @@ def _prompt_ids(
                 "chat messages need a chat template: the model has none (or chat=False); "
                 "pass the prompt as text or token ids"
             )
-        messages = [m for m in prompt if isinstance(m, Mapping)]
+        messages: list[Message] = list(prompt)  # type: ignore[arg-type]  # render() checks
         ids = model.tokenize(template.render(messages, system=system))
     elif isinstance(prompt, Sequence) and all(
         isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in prompt
     ):
-        ids = [int(t) for t in prompt]  # type: ignore[arg-type]
+        ids = [int(t) for t in prompt if isinstance(t, (int, np.integer))]
         bad = [t for t in ids if not 0 <= t < model.vocab.vocab_size]
         if bad:
             raise ConfigurationError(
@@ -252,22 +276,72 @@ class _StopScanner:
         return held
 
 
-def _single_token(row: np.ndarray) -> int:
-    """The id of the only allowed token in a bitmask row, or -1."""
+_BIT_OFFSETS = np.arange(32, dtype=np.int32)
+
+
+def allowed_token_ids(row: np.ndarray) -> np.ndarray:
+    """Sorted ids (``int32``) of the tokens allowed by one int32 bitmask row.
+
+    One pass over the ``ceil(V/32)`` words; a narrow allowed set (a digit, a key, a literal)
+    only unpacks its non-zero words.
+    """
     nz = np.flatnonzero(row)
-    if nz.size != 1:
-        return -1
-    word = int(row[nz[0]]) & 0xFFFFFFFF
-    if word & (word - 1):
-        return -1
-    return int(nz[0]) * 32 + word.bit_length() - 1
+    if nz.size * 8 >= row.size:  # dense: unpack everything
+        octets = np.ascontiguousarray(row, dtype="<i4").view(np.uint8)
+        dense: np.ndarray = np.flatnonzero(np.unpackbits(octets, bitorder="little"))
+        return dense.astype(np.int32)
+    octets = np.ascontiguousarray(row[nz], dtype="<i4").view(np.uint8)
+    bits = np.unpackbits(octets, bitorder="little").reshape(nz.size, 32).astype(bool)
+    ids: np.ndarray = (nz[:, None].astype(np.int32) * 32 + _BIT_OFFSETS)[bits]
+    return ids
 
 
-def _first_allowed_stop(row: np.ndarray, stop_ids: frozenset[int]) -> int:
-    for t in sorted(stop_ids):
-        if (int(row[t >> 5]) >> (t & 31)) & 1:
-            return t
-    raise FormcastError("internal error: no stop token allowed where one was expected")
+class _AllowedIdsCache:
+    """Bitmask row bytes -> allowed ids, LRU bounded by memory.  Shared by all generations:
+    a state seen before (by any request) costs one hash of the row instead of an unpack."""
+
+    def __init__(self, max_bytes: int = 64 << 20) -> None:
+        self._data: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._max = max_bytes
+        self._lock = threading.Lock()
+
+    def get(self, row: np.ndarray) -> np.ndarray:
+        key = row.tobytes()
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+                return hit
+        ids = allowed_token_ids(row)
+        ids.setflags(write=False)
+        size = len(key) + ids.nbytes
+        with self._lock:
+            if key not in self._data and size <= self._max:
+                self._data[key] = ids
+                self._bytes += size
+                while self._bytes > self._max:
+                    old_key, old = self._data.popitem(last=False)
+                    self._bytes -= len(old_key) + old.nbytes
+        return ids
+
+
+_ALLOWED_IDS = _AllowedIdsCache()
+
+
+def _sample_allowed(
+    logits: Any, ids: np.ndarray, params: SamplingParams, rng: np.random.Generator
+) -> int:
+    """:func:`~formcast.sampling.sample_token` restricted to the allowed ``ids``.
+
+    Exactly the distribution (and, for a seeded ``rng``, exactly the token) of
+    ``sample_token(logits, bitmask_row, params, rng)``: masked tokens have probability 0, the
+    chain (temperature, top-k, top-p, softmax) only ever sees the allowed tokens, the allowed
+    ids are in increasing order (same greedy tie-break, same inverted CDF, one ``rng.random()``
+    draw) -- but the work is O(allowed) instead of O(vocabulary) after the gather.
+    """
+    sub = np.take(np.asarray(logits), ids)
+    return int(ids[sample_token(sub, None, params, rng)])
 
 
 def _run(
@@ -289,7 +363,7 @@ def _run(
     row = bitmask[0]
     stop_flags = np.zeros(vocab.vocab_size, dtype=bool)
     stop_flags[list(stop_ids)] = True
-    text_words = ~bool_to_bitmask(stop_flags, vocab.vocab_size)
+    n_stops = len(stop_ids)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     scanner = _StopScanner(stops)
 
@@ -311,18 +385,17 @@ def _run(
     prefill = _perf() - t0
 
     while True:
-        forced = -1
+        allowed: np.ndarray | None = None
         if matcher is not None:
             tm = _perf()
             ok = matcher.fill_next_token_bitmask(bitmask)
-            if ok and not np.any(row & text_words):  # the output is complete: only stop tokens
-                stop_token = _first_allowed_stop(row, stop_ids)
+            allowed = _ALLOWED_IDS.get(row)
+            if ok and allowed.size <= n_stops and stop_flags[allowed].all():  # only stops: done
+                stop_token = int(allowed[0])
                 matcher.accept_token(stop_token)
                 mask_times.append(_perf() - tm)
                 reason = "completed"
                 break
-            if ok:
-                forced = _single_token(row)
             mask_times.append(_perf() - tm)
             if not ok:
                 diagnostic = matcher.diagnose()
@@ -331,8 +404,8 @@ def _run(
         if len(out_ids) >= max_tokens:
             reason = "max_tokens"
             break
-        if forced >= 0:
-            tok = forced
+        if allowed is not None and allowed.size == 1:  # forced: any sampler would pick it
+            tok = int(allowed[0])
             n_forced += 1
         else:
             if pending:
@@ -341,7 +414,10 @@ def _run(
                 decode_times.append(_perf() - td)
                 pending = []
             ts = _perf()
-            tok = sample_token(logits, row if matcher is not None else None, params, rng)
+            if allowed is None:
+                tok = sample_token(logits, None, params, rng)
+            else:
+                tok = _sample_allowed(logits, allowed, params, rng)
             sample_times.append(_perf() - ts)
         if not out_ids:
             ttft = _perf() - t_call
@@ -582,7 +658,7 @@ def stream(
     chat: bool | None = None,
     system: str | None = None,
     compiler: GrammarCompiler | None = None,
-) -> Iterator[str | GenerationResult]:
+) -> Generator[str | GenerationResult, None, GenerationResult]:
     """Like :func:`generate`, but yields the text as it is produced.
 
     Yields non-empty ``str`` pieces, each made of whole characters (a multi-byte UTF-8
@@ -593,8 +669,9 @@ def stream(
 
     A stream shows progress, not a commitment: act on the output (execute a tool call, store a
     record) only after the final result says ``"completed"`` and it passes your validation.
-    Closing the iterator early stops generation (the model is left mid-sequence; the next
-    call starts over).
+    Closing the generator early (``.close()``, or leaving a ``for`` loop and dropping it) stops
+    generation; the model is left mid-sequence and the next call starts over.  The generator's
+    return value (``StopIteration.value``) is the result as well.
     """
     loop = _prepare(
         model,

@@ -14,12 +14,13 @@ Lifetime: immutable values, shared freely.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ConfigurationError
 
-__all__ = ["CHATML", "SMOLLM2_CHAT", "ChatTemplate", "Message"]
+__all__ = ["CHATML", "SMOLLM2_CHAT", "ChatTemplate", "Message", "chat_template_from_jinja"]
 
 Message = Mapping[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": "..."}``."""
@@ -109,3 +110,30 @@ SMOLLM2_CHAT = ChatTemplate(
 )
 """SmolLM2-Instruct's template (from its GGUF ``tokenizer.chat_template``): ChatML with a default
 system message when the conversation does not start with one."""
+
+
+_CHATML_SYSTEM = re.compile(r"<\|im_start\|>system(?:\\n|\n)(.+?)<\|im_end\|>", re.S)
+
+
+def chat_template_from_jinja(source: str) -> ChatTemplate | None:
+    """Recognise a model's jinja chat template (GGUF ``tokenizer.chat_template``, HF
+    ``tokenizer.chat_template``) when it is ChatML; ``None`` for anything else.
+
+    The default system message is taken over when the template inserts a literal one for
+    conversations that do not start with a system message (SmolLM2, Qwen2.5).  Other formats
+    are not guessed: pass a :class:`ChatTemplate` explicitly.
+    """
+    if "<|im_start|>" not in source or "<|im_end|>" not in source:
+        return None
+    default_system = None
+    if "messages[0]['role'] != 'system'" in source or 'messages[0]["role"] != "system"' in source:
+        m = _CHATML_SYSTEM.search(source)
+        if m is not None and "{{" not in m.group(1) and "{%" not in m.group(1):
+            default_system = m.group(1)
+    return ChatTemplate(
+        name="chatml",
+        turn_start=CHATML.turn_start,
+        turn_end=CHATML.turn_end,
+        generation_prompt=CHATML.generation_prompt,
+        default_system=default_system,
+    )

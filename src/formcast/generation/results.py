@@ -160,8 +160,8 @@ class GenerationResult:
             and ``finish_reason == "completed"``; otherwise ``None``.
         diagnostic: why no token was allowed, when ``finish_reason == "dead_end"``.
         stop_token_id: the stop token that ended a completed generation.
-        constraint: ``"regex"``, ``"json_schema"``, ``"grammar"``, ``"json"``, the compiled
-            kind, or ``None`` (unconstrained).
+        constraint: the compiled constraint's kind (``"regex"``, ``"json_schema"``,
+            ``"builtin_json"``, ``"gbnf"``, ``"lark"``) or ``None`` (unconstrained).
         prompt_ids: the prompt as token ids (chat template applied).
         timings: :class:`GenerationTimings`.
     """

@@ -27,21 +27,22 @@ slower).
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
-import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import ConfigurationError, VocabularyError
-from ..generation.chat import CHATML, ChatTemplate
+from ..generation.chat import ChatTemplate, chat_template_from_jinja
 from ..generation.model import Logits
 from ..vocab.vocabulary import Vocabulary
 from . import ModelFileError, require
 
-__all__ = ["LlamaCppModel", "chat_template_from_metadata", "check_llama_vocabulary"]
+__all__ = ["LlamaCppModel", "check_llama_vocabulary"]
 
 _PIECE_BUFFER = 512
 
@@ -124,27 +125,15 @@ def check_llama_vocabulary(
         )
 
 
-_CHATML_SYSTEM = re.compile(r"<\|im_start\|>system(?:\\n|\n)(.+?)<\|im_end\|>", re.S)
+_OPEN: weakref.WeakSet[LlamaCppModel] = weakref.WeakSet()
 
 
-def chat_template_from_metadata(metadata: Mapping[str, str]) -> ChatTemplate | None:
-    """The chat template of a GGUF's ``tokenizer.chat_template`` when it is ChatML (with its
-    default system message, if the template inserts one); ``None`` for anything else."""
-    source = metadata.get("tokenizer.chat_template") or ""
-    if "<|im_start|>" not in source or "<|im_end|>" not in source:
-        return None
-    default_system = None
-    if "messages[0]['role'] != 'system'" in source or 'messages[0]["role"] != "system"' in source:
-        m = _CHATML_SYSTEM.search(source)
-        if m is not None and "{{" not in m.group(1) and "{%" not in m.group(1):
-            default_system = m.group(1)
-    return ChatTemplate(
-        name="chatml",
-        turn_start=CHATML.turn_start,
-        turn_end=CHATML.turn_end,
-        generation_prompt=CHATML.generation_prompt,
-        default_system=default_system,
-    )
+@atexit.register
+def _close_all() -> None:
+    # llama-cpp-python frees models in __del__, which at interpreter exit can run after its own
+    # module globals are gone ("TypeError: 'NoneType' object is not callable"); free them first.
+    for model in list(_OPEN):
+        model.close()
 
 
 class LlamaCppModel:
@@ -243,13 +232,22 @@ class LlamaCppModel:
         self._vocab = vocab
         self._name = name or (os.path.basename(path) if path else vocab.name)
         if chat_template == "auto":
-            self._chat: ChatTemplate | None = chat_template_from_metadata(
-                getattr(llm, "metadata", {}) or {}
+            metadata = getattr(llm, "metadata", None) or {}
+            self._chat: ChatTemplate | None = chat_template_from_jinja(
+                metadata.get("tokenizer.chat_template") or ""
             )
         else:
             self._chat = chat_template
         self._n_vocab = int(llm.n_vocab())
         self._recurrent = bool(self._lc.llama_model_is_recurrent(llm.model))
+        _OPEN.add(self)
+
+    def close(self) -> None:
+        """Free the llama.cpp model and context now (the wrapper is unusable afterwards)."""
+        close = getattr(self.llm, "close", None)
+        if close is not None:
+            close()
+        _OPEN.discard(self)
 
     # -- LanguageModel -------------------------------------------------------------------------
     @property
