@@ -70,7 +70,8 @@ class CfgProgram:
             self._aug = [
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
             ]
-        self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        # classification per position class: (alive per string, alive as token words, candidates)
+        self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._masks: OrderedDict[ParserState, np.ndarray] = OrderedDict()
         self._mask_cache_size = mask_cache_size
         self._steps: dict[tuple[ParserState, int], ParserState] = {}
@@ -152,8 +153,9 @@ class CfgProgram:
         return info
 
     # -- masks ----------------------------------------------------------------------------------
-    def classify(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(alive: bool per distinct token string, candidate string indices) for a stack top."""
+    def classify(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For a stack top: (sorted indices of the distinct strings that stay alive, the same as
+        token bitmask words, sorted candidate string indices)."""
         trie = self.vocab.trie
         lexer, lex_class = self.lexer, self._lex_class
         if lexer is not None and lex_class is not None:
@@ -169,10 +171,14 @@ class CfgProgram:
         hit = self._classes.get(key)
         if hit is not None:
             return hit
-        ends = trie.walk(table, start + 2 * n)
-        alive = (ends != DEAD) & (ends != 3 * n)
-        cands = np.flatnonzero(ends == 3 * n).astype(np.int64)
-        hit = (alive, cands)
+        idx, ends = trie.walk_pairs(table, start + 2 * n)
+        sink = ends == 3 * n
+        alive = np.sort(idx[~sink])
+        cands = np.sort(idx[sink])
+        size = self.vocab.vocab_size
+        words = bool_to_bitmask(trie.token_mask_of(alive, size), size)
+        words.setflags(write=False)
+        hit = (alive, words, cands)
         with self._lock:
             self._classes[key] = hit
         return hit
@@ -180,19 +186,29 @@ class CfgProgram:
     def _compute_mask(self, state: ParserState) -> np.ndarray:
         self.mask_computations += 1
         trie = self.vocab.trie
-        allowed = np.zeros(trie.num_strings + 1, dtype=bool)
+        words: np.ndarray | None = None
+        alives: list[np.ndarray] = []
         cand_parts: list[np.ndarray] = []
         for pos in {(f.rule, f.state) for f in state.frames}:
-            alive, cands = self.classify(*pos)
-            allowed[:-1] |= alive
+            alive, alive_words, cands = self.classify(*pos)
+            words = alive_words.copy() if words is None else np.bitwise_or(words, alive_words)
+            alives.append(alive)
             if cands.size:
                 cand_parts.append(cands)
+        if words is None:
+            words = np.zeros_like(self._stop_words)
         if cand_parts:
             cands = np.unique(np.concatenate(cand_parts)) if len(cand_parts) > 1 else cand_parts[0]
-            cands = cands[~allowed[cands]]
+            already = np.zeros(cands.size, dtype=bool)
+            for alive in alives:
+                if alive.size:
+                    pos = np.minimum(np.searchsorted(alive, cands), alive.size - 1)
+                    already |= alive[pos] == cands
+            cands = cands[~already]
             strings = trie.strings
             step = self.pda.step
             self.candidates_checked += int(cands.size)
+            ok: list[int] = []
             for idx in cands.tolist():
                 st = state
                 for b in strings[idx]:
@@ -202,8 +218,12 @@ class CfgProgram:
                             self._limit_errors[state] = st.error
                         break
                 else:
-                    allowed[idx] = True
-        words = bool_to_bitmask(allowed[trie.token_to_unique], self.vocab.vocab_size)
+                    ok.append(idx)
+            if ok:
+                ids = trie.unique_token_ids(np.asarray(ok, dtype=np.int64))
+                np.bitwise_or.at(
+                    words, ids >> 5, np.left_shift(1, ids & 31).astype(np.int64).astype(np.int32)
+                )
         if state.accepting:
             words |= self._stop_words
         words.setflags(write=False)

@@ -132,10 +132,8 @@ class RegexProgram:
         trie = vocab.trie
         if state == DEAD:
             return np.zeros_like(self._stop_words)
-        alive = trie.walk(self.dfa.table, state) != DEAD
-        ext = np.append(alive, False)
-        allowed = ext[trie.token_to_unique]
-        words = bool_to_bitmask(allowed, vocab.vocab_size)
+        alive, _ = trie.walk_pairs(self.dfa.table, state)
+        words = bool_to_bitmask(trie.token_mask_of(alive, vocab.vocab_size), vocab.vocab_size)
         if self.dfa.accepting[state]:
             words |= self._stop_words
         words.setflags(write=False)

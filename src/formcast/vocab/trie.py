@@ -50,6 +50,7 @@ class TokenTrie:
             )
         self.token_to_unique = t2u
         self.num_strings = u
+        self._csr: tuple[np.ndarray, np.ndarray] | None = None
         lengths = np.fromiter(map(len, strings), dtype=np.int32, count=u)
         self.lengths = lengths
         self.max_len = int(lengths.max()) if u else 0
@@ -176,6 +177,81 @@ class TokenTrie:
                     break
             buf[off[d] + nodes] = states
         return np.take(buf, self.string_node)
+
+    def walk_pairs(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct strings that stay alive from ``start`` and their end states.
+
+        Returns ``(string indices, end states)`` (states non-zero).  When few first bytes
+        survive, the walk never materializes per-node or per-string arrays, so its cost is
+        O(live trie nodes) instead of O(vocabulary); otherwise it is :meth:`walk` plus one scan.
+        """
+        if self.num_levels == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        flat = table.reshape(-1)
+        states = np.take(flat, self.level_bytes[1] + start * 256)
+        nodes = np.flatnonzero(states)
+        if nodes.size * 8 >= states.size:
+            full = self.walk(table, start)
+            idx = np.flatnonzero(full)
+            return idx, full[idx]
+        states = states[nodes]
+        out_idx: list[np.ndarray] = []
+        out_states: list[np.ndarray] = []
+        d = 1
+        while True:
+            ends = np.take(self.level_end_string[d], nodes)
+            has_end = ends >= 0
+            if has_end.any():
+                out_idx.append(ends[has_end])
+                out_states.append(states[has_end])
+            if d >= self.num_levels:
+                break
+            counts = np.take(self.level_child_count[d], nodes)
+            total = int(counts.sum())
+            if total == 0:
+                break
+            starts = np.take(self.level_child_start[d], nodes)
+            offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
+            nodes = offsets + np.arange(total, dtype=np.int64)
+            parent_states = np.repeat(states, counts)
+            d += 1
+            np.left_shift(parent_states, 8, out=parent_states)
+            np.add(parent_states, np.take(self.level_bytes[d], nodes), out=parent_states)
+            states = np.take(flat, parent_states)
+            live = states != 0
+            if not live.all():
+                nodes = nodes[live]
+                states = states[live]
+                if nodes.size == 0:
+                    break
+        if not out_idx:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        return np.concatenate(out_idx), np.concatenate(out_states)
+
+    def token_mask_of(self, unique: np.ndarray, vocab_size: int) -> np.ndarray:
+        """``bool[vocab_size]``: the token ids whose bytes are one of the ``unique`` strings."""
+        out = np.zeros(vocab_size, dtype=bool)
+        if unique.size * 4 > self.num_strings:
+            ext = np.zeros(self.num_strings + 1, dtype=bool)
+            ext[unique] = True
+            out[:] = ext[self.token_to_unique]
+        elif unique.size:
+            out[self.unique_token_ids(unique)] = True
+        return out
+
+    def unique_token_ids(self, unique: np.ndarray) -> np.ndarray:
+        """Token ids of the given distinct strings (a string may be several ids).  O(k)."""
+        if self._csr is None:
+            order = np.argsort(self.token_to_unique, kind="stable")
+            keys = self.token_to_unique[order]
+            starts = np.searchsorted(keys, np.arange(self.num_strings + 1))
+            self._csr = (starts, order)
+        starts, order = self._csr
+        lo = starts[unique]
+        hi = starts[unique + 1]
+        counts = hi - lo
+        idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        return order[idx]
 
     def walk_alive(self, table: np.ndarray, start: int) -> np.ndarray:
         """Boolean per distinct string: the automaton is still alive after all its bytes."""
