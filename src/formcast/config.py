@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
 
-__all__ = ["CompileLimits", "limits_from_env"]
+__all__ = ["CompileLimits", "WorkBudget", "limits_from_env"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,10 @@ class CompileLimits:
         max_minimize_states: DFAs larger than this are not minimized (correct, but
             equivalent states then cache their masks separately).
         max_alternatives: branches of one alternation (e.g. enum values).
+        max_compile_work: total automaton-construction work for one constraint, in units of
+            NFA states built and DFA states constructed (deterministic "fuel"; one unit is
+            about 0.7 us on one core of a 2-core VM, so the default is a few seconds; hopeless
+            constraints are refused right after NFA construction, from a projection).
     """
 
     max_pattern_length: int = 100_000
@@ -35,6 +39,7 @@ class CompileLimits:
     max_dfa_states: int = 65_536
     max_minimize_states: int = 20_000
     max_alternatives: int = 100_000
+    max_compile_work: int = 5_000_000
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -66,3 +71,41 @@ def limits_from_env(base: CompileLimits | None = None) -> CompileLimits:
                 f"environment variable {_ENV_PREFIX + f.name.upper()}={raw!r} is not an integer"
             ) from None
     return replace(base, **changes) if changes else base
+
+
+class WorkBudget:
+    """Mutable fuel counter shared by every automaton built for one constraint.
+
+    Lifetime: one compile.  ``spend`` raises :class:`LimitExceededError` when the total passes
+    :attr:`CompileLimits.max_compile_work`.
+    """
+
+    __slots__ = ("limit", "used")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def check_projected(self, amount: int) -> None:
+        """Raise now if spending ``amount`` more would certainly exceed the limit."""
+        if self.used + amount > self.limit:
+            from .errors import LimitExceededError
+
+            raise LimitExceededError(
+                "max_compile_work",
+                self.limit,
+                f"projected {self.used + amount} units: the constraint's automata are too large "
+                "to build (long bounded repeats or huge alternations)",
+            )
+
+    def spend(self, amount: int) -> None:
+        self.used += amount
+        if self.used > self.limit:
+            from .errors import LimitExceededError
+
+            raise LimitExceededError(
+                "max_compile_work",
+                self.limit,
+                "the constraint's automata are too large to build (long bounded repeats or "
+                "huge alternations)",
+            )

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import CompileLimits
+from ..config import CompileLimits, WorkBudget
 from ..errors import LimitExceededError
 from ..grammar.ir import Node
 from .nfa import NFA, build_nfa
@@ -27,6 +27,9 @@ from .nfa import NFA, build_nfa
 __all__ = ["DEAD", "ByteDFA", "compile_dfa", "describe_bytes", "nfa_to_dfa"]
 
 DEAD = 0
+# fuel per DFA state built: ~80 us of Python work, with one unit ~ 0.7 us (see WorkBudget)
+_DFA_STATE_COST = 100
+_PROJECTED_COST_PER_NFA_STATE = 50
 # minimization is skipped when states x byte classes exceeds this (it costs ~10 us per unit)
 _MINIMIZE_WORK = 300_000
 
@@ -84,10 +87,13 @@ class ByteDFA:
         return h.hexdigest()
 
 
-def compile_dfa(node: Node, limits: CompileLimits | None = None) -> ByteDFA:
-    """Regular IR → minimized byte DFA."""
+def compile_dfa(
+    node: Node, limits: CompileLimits | None = None, budget: WorkBudget | None = None
+) -> ByteDFA:
+    """Regular IR → minimized byte DFA (within the compile-work ``budget``)."""
     limits = limits or CompileLimits()
-    return nfa_to_dfa(build_nfa(node, limits), limits)
+    budget = budget or WorkBudget(limits.max_compile_work)
+    return nfa_to_dfa(build_nfa(node, limits, budget=budget), limits, budget=budget)
 
 
 def _byte_classes(nfa: NFA) -> tuple[np.ndarray, list[int]]:
@@ -103,13 +109,22 @@ def _byte_classes(nfa: NFA) -> tuple[np.ndarray, list[int]]:
     return class_of.astype(np.int32), reps
 
 
-def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None, *, minimize: bool = True) -> ByteDFA:
+def nfa_to_dfa(
+    nfa: NFA,
+    limits: CompileLimits | None = None,
+    *,
+    minimize: bool = True,
+    budget: WorkBudget | None = None,
+) -> ByteDFA:
     """Subset construction, pruning of states that cannot reach acceptance, minimization.
 
     ``minimize=False`` skips Hopcroft (the token index merges states with equal masks anyway,
     see :func:`bounded_equivalence`); the result is then correct but possibly larger.
     """
     limits = limits or CompileLimits()
+    budget = budget or WorkBudget(limits.max_compile_work)
+    # subset construction builds roughly one DFA state per NFA state on repeat chains
+    budget.check_projected(len(nfa.eps) * _PROJECTED_COST_PER_NFA_STATE)
     class_of, reps = _byte_classes(nfa)
     n_classes = len(reps)
     ref_rules = sorted({r for refs in nfa.refs for r, _ in refs})
@@ -165,6 +180,7 @@ def nfa_to_dfa(nfa: NFA, limits: CompileLimits | None = None, *, minimize: bool 
                     bucket = set()
                     acc[c] = bucket
                 bucket.update(tgts)
+        budget.spend(_DFA_STATE_COST + len(cur) + len(acc))
         row: dict[int, int] = {}
         # group classes with identical target sets to compute each closure once
         by_targets: dict[frozenset[int], list[int]] = {}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import CompileLimits
+from ..config import CompileLimits, WorkBudget
 from ..errors import (
     GrammarError,
     LimitExceededError,
@@ -50,6 +50,11 @@ __all__ = ["GrammarAutomaton", "compile_grammar_automaton"]
 _INLINE_MAX_NODES = 20_000
 # rules used more than once are inlined only up to this size
 _INLINE_SHARED_MAX_NODES = 300
+# a bounded repeat whose copies would exceed this many IR nodes calls its item as a rule
+_OUTLINE_MIN_NODES = 2_000
+# ... and whose item has at least this many IR nodes (a string character stays inline: a call
+# per character would make every multi-character token cross a return)
+_OUTLINE_MIN_ITEM = 60
 # recursive rules up to this size are expanded once at their call sites
 _EXPAND_MAX_NODES = 400
 _EXPAND_ROUNDS = 3
@@ -212,9 +217,7 @@ def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
             size = _size(body)
             # small rules are inlined everywhere; larger ones only where used once (a shared
             # definition stays one rule, compiled once, instead of one copy per use)
-            if size <= _INLINE_SHARED_MAX_NODES or (
-                uses[name] <= 1 and size <= _INLINE_MAX_NODES
-            ):
+            if size <= _INLINE_SHARED_MAX_NODES or (uses[name] <= 1 and size <= _INLINE_MAX_NODES):
                 inlinable[name] = body
     others = sorted(n for n in reachable if n not in inlinable and n != grammar.start)
     kept = [grammar.start, *others]
@@ -245,12 +248,65 @@ def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
     return kept, {n: expanded[n] for n in kept}
 
 
+def _outline_repeats(names: list[str], bodies: dict[str, Node]) -> None:
+    """Move large repeated items into rules of their own (in place).
+
+    ``X{1,20}`` with a large ``X`` would copy X's automaton twenty times; as a rule, X is
+    compiled once and the repeat becomes twenty calls.  Iterative, shares identical items.
+    """
+    made: dict[Node, str] = {}
+    todo = list(names)
+    while todo:
+        name = todo.pop()
+        body = bodies[name]
+        # post-order rebuild, replacing big repeated items by references
+        stack: list[tuple[Node, bool]] = [(body, False)]
+        out: list[Node] = []
+        changed = False
+        while stack:
+            n, done = stack.pop()
+            if isinstance(n, (Concat, Alt)):
+                if not done:
+                    stack.append((n, True))
+                    stack.extend((item, False) for item in reversed(n.items))
+                else:
+                    k = len(n.items)
+                    items = out[-k:]
+                    del out[-k:]
+                    out.append(concat(items) if isinstance(n, Concat) else alt(items))
+            elif isinstance(n, Repeat):
+                if not done:
+                    stack.append((n, True))
+                    stack.append((n.item, False))
+                    continue
+                item = out.pop()
+                copies = max(n.min, n.max or n.min)
+                size = _size(item)
+                if copies > 1 and size >= _OUTLINE_MIN_ITEM and size * copies > _OUTLINE_MIN_NODES:
+                    rule = made.get(item)
+                    if rule is None:
+                        rule = f"{name}#rep{len(made)}"
+                        made[item] = rule
+                        bodies[rule] = item
+                        names.append(rule)
+                        todo.append(rule)
+                    item = RuleRef(rule)
+                    changed = True
+                out.append(repeat(item, n.min, n.max))
+            else:
+                out.append(n)
+        if changed:
+            bodies[name] = out[0]
+
+
 def compile_grammar_automaton(
     grammar: Grammar, limits: CompileLimits | None = None
 ) -> GrammarAutomaton:
     """Compile a grammar IR to per-rule byte DFAs (see the module docstring)."""
     limits = limits or CompileLimits()
+    budget = WorkBudget(limits.max_compile_work)
     names, bodies = _inline(grammar)
+    _outline_repeats(names, bodies)
     # productivity fixpoint: drop references to rules that can never finish
     productive: set[str] = set()
     while True:
@@ -262,8 +318,9 @@ def compile_grammar_automaton(
             if dead:
                 body = _substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
-            nfa = build_nfa(body, limits, rule_ids=ids)
-            dfas.append(nfa_to_dfa(nfa, limits, minimize=len(nfa.eps) <= _MINIMIZE_NFA_STATES))
+            nfa = build_nfa(body, limits, rule_ids=ids, budget=budget)
+            minimize = len(nfa.eps) <= _MINIMIZE_NFA_STATES
+            dfas.append(nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget))
         changed = True
         new_productive: set[str] = set()
         while changed:
@@ -485,7 +542,7 @@ class ExpandedLexer:
     entry: dict[tuple[int, int], int]
 
 
-def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 8_000) -> ExpandedLexer | None:
+def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 30_000) -> ExpandedLexer | None:
     """Determinize the call-expanded automaton; None if it exceeds ``max_states``.
 
     Walking a token through it follows calls into callees exactly, so a token that stays alive

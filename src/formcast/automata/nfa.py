@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..config import CompileLimits
+from ..config import CompileLimits, WorkBudget
 from ..errors import LimitExceededError, UnsupportedFeatureError
 from ..grammar.ir import (
     Alt,
@@ -34,6 +34,9 @@ from .utf8 import utf8_sequences
 if TYPE_CHECKING:  # pragma: no cover
     from .dfa import ByteDFA
 
+# fuel charged per NFA state created (relative to one unit of subset-construction work)
+_NFA_STATE_COST = 15
+_PROJECTED_DFA_COST = 50
 # character sets with more ranges than this are compiled to a minimal DFA once and embedded
 _EMBED_RANGES = 8
 
@@ -50,8 +53,13 @@ class NFA:
     start: int = 0
     accept: int = 0
     limit: int = 1_000_000
+    budget: WorkBudget | None = None
 
     def new_state(self) -> int:
+        if self.budget is not None and len(self.eps) % 64 == 0:
+            self.budget.spend(64 * _NFA_STATE_COST)
+            # each NFA state will cost about one DFA state later: refuse hopeless sizes early
+            self.budget.check_projected(len(self.eps) * _PROJECTED_DFA_COST)
         if len(self.eps) >= self.limit:
             raise LimitExceededError(
                 "max_nfa_states", self.limit, "bounded repeats are unrolled; lower the bounds"
@@ -68,6 +76,7 @@ def build_nfa(
     *,
     inline: Node | None = None,
     rule_ids: Mapping[str, int] | None = None,
+    budget: WorkBudget | None = None,
 ) -> NFA:
     """Build the NFA of an IR tree.
 
@@ -78,7 +87,8 @@ def build_nfa(
     (used when that sub-DFA is itself being built).
     """
     limits = limits or CompileLimits()
-    nfa = NFA(limit=limits.max_nfa_states)
+    budget = budget or WorkBudget(limits.max_compile_work)
+    nfa = NFA(limit=limits.max_nfa_states, budget=budget)
     s = nfa.new_state()
     a = nfa.new_state()
     nfa.start, nfa.accept = s, a
@@ -106,7 +116,7 @@ def build_nfa(
             if len(n.ranges) > _EMBED_RANGES and n is not inline:
                 sub = sub_dfas.get(n)
                 if sub is None:
-                    sub = _sub_dfa(n, limits)
+                    sub = _sub_dfa(n, limits, budget)
                     sub_dfas[n] = sub
                 _embed(nfa, sub, frm, to)
                 continue
@@ -135,7 +145,7 @@ def build_nfa(
             ):
                 sub = sub_dfas.get(n.item)
                 if sub is None:
-                    sub = _sub_dfa(n.item, limits)
+                    sub = _sub_dfa(n.item, limits, budget)
                     sub_dfas[n.item] = sub
                 n = Repeat(_Embedded(sub), n.min, n.max)
             _repeat(nfa, n, frm, to, work)
@@ -216,10 +226,11 @@ def _worth_embedding(item: Node) -> bool:
     return not (isinstance(item, CharSet) and len(item.ranges) <= 2 and item.ranges[-1][1] < 0x80)
 
 
-def _sub_dfa(node: Node, limits: CompileLimits) -> ByteDFA:
+def _sub_dfa(node: Node, limits: CompileLimits, budget: WorkBudget) -> ByteDFA:
     from .dfa import nfa_to_dfa
 
-    return nfa_to_dfa(build_nfa(node, limits, inline=node), limits)
+    nfa = build_nfa(node, limits, inline=node, budget=budget)
+    return nfa_to_dfa(nfa, limits, budget=budget)
 
 
 def _embed(nfa: NFA, dfa: ByteDFA, frm: int, to: int) -> None:

@@ -98,7 +98,7 @@ class GrammarCompiler:
         def build() -> CompiledGrammar:
             t0 = time.perf_counter()
             node = parse_regex(pattern, dialect=dialect, limits=self.limits)
-            dfa = compile_dfa(node, self.limits)
+            dfa = compile_dfa(node, self.limits)  # within limits.max_compile_work
             if dfa.is_empty:
                 raise UnsatisfiableGrammarError(f"the regex {pattern!r} matches no string at all")
             program = RegexProgram(dfa, self.vocab)
