@@ -202,8 +202,8 @@ class CfgProgram:
             already = np.zeros(cands.size, dtype=bool)
             for alive in alives:
                 if alive.size:
-                    pos = np.minimum(np.searchsorted(alive, cands), alive.size - 1)
-                    already |= alive[pos] == cands
+                    at = np.minimum(np.searchsorted(alive, cands), alive.size - 1)
+                    already |= alive[at] == cands
             cands = cands[~already]
             strings = trie.strings
             step = self.pda.step
