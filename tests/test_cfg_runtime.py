@@ -247,7 +247,8 @@ def test_max_stack_depth_stops_the_parser_without_raising() -> None:
     assert 10 <= depth < 20  # the limit counts frames: the start rule's frame is one of them
     before = (m.state, m.accepted_bytes())
     # the limit stopped the matcher (sticky): nothing is allowed and the reason is reported
-    assert m.stop_reason is not None and "max_stack_depth=20" in m.stop_reason
+    assert m.stop_reason is not None
+    assert "max_stack_depth=20" in m.stop_reason
     assert not m.accept_bytes(b"[")
     assert not m.accept_token(ord("["))
     assert m.allowed_token_ids().size == 0
