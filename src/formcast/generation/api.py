@@ -344,6 +344,10 @@ def _sample_allowed(
     return int(ids[sample_token(sub, None, params, rng)])
 
 
+# upper bound on background mask precomputation during the prompt's prefill
+_WARM_UP_SECONDS = 2.0
+
+
 def _run(
     model: LanguageModel,
     prompt_ids: list[int],
@@ -380,9 +384,16 @@ def _run(
     diagnostic: DeadEndDiagnostic | None = None
     stop_token: int | None = None
 
+    # precompute token classifications on the other core while the model reads the prompt
+    warm_stop = threading.Event()
+    if compiled is not None:
+        threading.Thread(
+            target=compiled.warm_up, args=(_WARM_UP_SECONDS, warm_stop), daemon=True
+        ).start()
     t0 = _perf()
     logits = model.start(prompt_ids)
     prefill = _perf() - t0
+    warm_stop.set()
 
     while True:
         allowed: np.ndarray | None = None

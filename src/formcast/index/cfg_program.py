@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 
@@ -139,6 +140,36 @@ class CfgProgram:
             if state.is_dead:
                 break
         return bytes(out)
+
+    def warm_up(self, should_stop: Callable[[], bool]) -> int:
+        """Classify stack-top positions nearest each rule's start first, until ``should_stop()``.
+
+        The initial state's mask comes first; then positions in breadth-first order of every
+        rule's DFA (start rule first).  Thread-safe.
+        """
+        if should_stop():
+            return 0
+        self.token_mask(self.pda.initial)
+        done = 1
+        for rule, dfa in enumerate(self.auto.dfas):
+            seen = {dfa.start}
+            queue = [dfa.start]
+            while queue:
+                if should_stop():
+                    return done
+                q = queue.pop(0)
+                if (dfa.table[q] != DEAD).any():
+                    self.classify(rule, q)
+                    done += 1
+                for nxt in np.unique(dfa.table[q]).tolist():
+                    if nxt != DEAD and nxt not in seen:
+                        seen.add(nxt)
+                        queue.append(nxt)
+                for _, ret in self.auto.refs[rule][q]:
+                    if ret not in seen:
+                        seen.add(ret)
+                        queue.append(ret)
+        return done
 
     def cache_info(self) -> dict[str, int]:
         info = dict(self.pda.cache_info())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -66,6 +67,11 @@ class GrammarProgram(Protocol):
         ...
 
     def cache_info(self) -> dict[str, int]: ...
+
+    def warm_up(self, should_stop: Callable[[], bool]) -> int:
+        """Precompute per-state token classifications, nearest states first, until
+        ``should_stop()``; returns how many were computed.  Thread-safe."""
+        ...
 
 
 class RegexProgram:
@@ -170,6 +176,22 @@ class RegexProgram:
             "steps_cached": len(self._steps),
         }
 
+    def warm_up(self, should_stop: Callable[[], bool]) -> int:
+        """Masks of the states nearest the start first (BFS), until ``should_stop()``."""
+        done = 0
+        seen = {self.dfa.start}
+        queue = [self.dfa.start]
+        table = self.dfa.table
+        while queue and not should_stop():
+            state = queue.pop(0)
+            self.token_mask(state)
+            done += 1
+            for nxt in np.unique(table[state]).tolist():
+                if nxt != DEAD and nxt not in seen:
+                    seen.add(nxt)
+                    queue.append(nxt)
+        return done
+
     def precompute(self, max_states: int | None = None) -> int:
         """Compute the masks of all (or the first ``max_states``) states now; returns count."""
         n = self.dfa.num_states
@@ -233,6 +255,23 @@ class CompiledGrammar:
 
     def cache_info(self) -> dict[str, int]:
         return self.program.cache_info()
+
+    def warm_up(self, max_seconds: float = 0.5, stop: threading.Event | None = None) -> int:
+        """Precompute token classifications for up to ``max_seconds`` (or until ``stop`` is set).
+
+        Masks are otherwise computed lazily on a state's first visit (milliseconds each); warming
+        up moves that cost off the decoding path.  Safe to call from a background thread, e.g.
+        while the model processes the prompt (``formcast.generate`` does).  Returns the number
+        of states or positions prepared.
+        """
+        import time
+
+        deadline = time.perf_counter() + max_seconds
+
+        def should_stop() -> bool:
+            return time.perf_counter() > deadline or (stop is not None and stop.is_set())
+
+        return self.program.warm_up(should_stop)
 
 
 def grammar_key(kind: str, source: str, options: str, vocab: Vocabulary) -> str:
