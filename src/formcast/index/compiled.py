@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
