@@ -26,6 +26,7 @@ Lifetime: pure functions over immutable-by-convention objects; costs are bounded
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -58,6 +59,7 @@ __all__ = [
     "difference",
     "finite_set_dfa",
     "intersect",
+    "length_bounds",
     "length_dfa",
     "union",
 ]
@@ -79,6 +81,7 @@ class CharDFA:
 
     trans: list[list[Edge]]
     accept: list[bool]
+    minimal: bool = False
 
     @property
     def num_states(self) -> int:
@@ -144,8 +147,9 @@ class _NFA:
                     self.edges[cur].append((((ord(ch), ord(ch)),), nxt))
                     cur = nxt
             elif isinstance(n, CharSet):
-                if n.ranges:
-                    self.edges[a].append((n.ranges, b))
+                ranges = scalar_ranges(n.ranges)
+                if ranges:
+                    self.edges[a].append((ranges, b))
             elif isinstance(n, Concat):
                 cur = a
                 for i, item in enumerate(n.items):
@@ -183,6 +187,22 @@ class _NFA:
                 raise UnsupportedFeatureError(
                     f"IR node {type(n).__name__} in a string constraint", "", ""
                 )
+
+
+def scalar_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """``ranges`` without the surrogate block U+D800..U+DFFF (not Unicode scalar values)."""
+    if not any(lo <= 0xDFFF and hi >= 0xD800 for lo, hi in ranges):
+        return ranges
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if hi < 0xD800 or lo > 0xDFFF:
+            out.append((lo, hi))
+            continue
+        if lo < 0xD800:
+            out.append((lo, 0xD7FF))
+        if hi > 0xDFFF:
+            out.append((0xE000, hi))
+    return tuple(out)
 
 
 def _closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
@@ -311,51 +331,101 @@ def trim(dfa: CharDFA) -> CharDFA:
 
 
 def minimize(dfa: CharDFA) -> CharDFA:
-    """Trim, then merge equivalent states (Moore refinement over range signatures)."""
+    """Trim, then merge equivalent states (Hopcroft's algorithm over range symbols)."""
+    if dfa.minimal:
+        return dfa
     dfa = trim(dfa)
     n = dfa.num_states
     if n <= 1:
+        dfa.minimal = True
         return dfa
-    block = [1 if a else 0 for a in dfa.accept]
-    n_blocks = len(set(block))
-    while True:
-        sigs: dict[tuple[object, ...], int] = {}
-        new_block = [0] * n
-        for s in range(n):
-            row: list[tuple[int, int, int]] = []
-            for lo, hi, t in dfa.trans[s]:
-                b = block[t]
-                if row and row[-1][2] == b and row[-1][1] == lo - 1:
-                    row[-1] = (row[-1][0], hi, b)
+    # symbols: the elementary intervals between all edge boundaries
+    points = sorted({p for row in dfa.trans for lo, hi, _ in row for p in (lo, hi + 1)})
+    n_sym = len(points) - 1
+    dead = n  # the implicit dead state, made explicit
+    inv: list[dict[int, list[int]]] = [{} for _ in range(n_sym)]
+    for src, row in enumerate(dfa.trans):
+        covered: set[int] = set()
+        for lo, hi, t in row:
+            a = bisect_left(points, lo)
+            b = bisect_left(points, hi + 1)
+            for sym in range(a, b):
+                inv[sym].setdefault(t, []).append(src)
+                covered.add(sym)
+        for sym in range(n_sym):
+            if sym not in covered:
+                inv[sym].setdefault(dead, []).append(src)
+    for sym in range(n_sym):
+        inv[sym].setdefault(dead, []).append(dead)
+    final = {s for s in range(n) if dfa.accept[s]}
+    rest = set(range(n + 1)) - final
+    blocks: list[set[int]] = [b for b in (final, rest) if b]
+    block_of = [0] * (n + 1)
+    for i, members in enumerate(blocks):
+        for x in members:
+            block_of[x] = i
+    work: set[tuple[int, int]] = set()
+    smallest = min(range(len(blocks)), key=lambda i: len(blocks[i]))
+    for sym in range(n_sym):
+        work.add((smallest, sym))
+    while work:
+        bi, sym = work.pop()
+        splitter = blocks[bi]
+        preds: set[int] = set()
+        table = inv[sym]
+        for t in splitter:
+            got = table.get(t)
+            if got:
+                preds.update(got)
+        if not preds:
+            continue
+        touched: dict[int, set[int]] = {}
+        for x in preds:
+            touched.setdefault(block_of[x], set()).add(x)
+        for bj, inside in touched.items():
+            block = blocks[bj]
+            if len(inside) == len(block):
+                continue
+            outside = block - inside
+            blocks[bj] = inside
+            blocks.append(outside)
+            nj = len(blocks) - 1
+            for x in outside:
+                block_of[x] = nj
+            for sym2 in range(n_sym):
+                if (bj, sym2) in work:
+                    work.add((nj, sym2))
                 else:
-                    row.append((lo, hi, b))
-            key = (block[s], tuple(row))
-            new_block[s] = sigs.setdefault(key, len(sigs))
-        if len(sigs) == n_blocks:
-            break
-        block, n_blocks = new_block, len(sigs)
-    # renumber so that the start state's block is 0
-    order: dict[int, int] = {block[0]: 0}
-    for s in range(n):
-        order.setdefault(block[s], len(order))
+                    work.add((bj, sym2) if len(inside) <= len(outside) else (nj, sym2))
+    # renumber: the start state's block first; the dead block disappears
+    dead_block = block_of[dead]
+    order: dict[int, int] = {block_of[0]: 0}
+    for x in range(n):
+        if block_of[x] != dead_block:
+            order.setdefault(block_of[x], len(order))
     trans: list[list[Edge]] = [[] for _ in range(len(order))]
     accept = [False] * len(order)
     done = [False] * len(order)
-    for s in range(n):
-        b = order[block[s]]
-        if done[b]:
+    for x in range(n):
+        found = order.get(block_of[x])
+        if found is None or done[found]:
             continue
+        b = found
         done[b] = True
-        accept[b] = dfa.accept[s]
+        accept[b] = dfa.accept[x]
         row2: list[Edge] = []
-        for lo, hi, t in dfa.trans[s]:
-            tb = order[block[t]]
+        for lo, hi, t in dfa.trans[x]:
+            tb = order.get(block_of[t])
+            if tb is None:
+                continue
             if row2 and row2[-1][2] == tb and row2[-1][1] == lo - 1:
                 row2[-1] = (row2[-1][0], hi, tb)
             else:
                 row2.append((lo, hi, tb))
         trans[b] = row2
-    return CharDFA(trans, accept)
+    out = CharDFA(trans, accept)
+    out.minimal = True
+    return out
 
 
 # -- Boolean operations ---------------------------------------------------------------------------
@@ -487,6 +557,44 @@ def any_string_dfa() -> CharDFA:
     return CharDFA([[(a, b, 0) for a, b in ANY_CHAR.ranges]], [True])
 
 
+def length_bounds(dfa: CharDFA) -> tuple[int, int | None]:
+    """Shortest and longest accepted length (None: unbounded); ``(0, 0)`` when empty."""
+    d = trim(dfa)
+    n = d.num_states
+    if n == 0:
+        return 0, 0
+    dist = [-1] * n
+    dist[0] = 0
+    queue = [0]
+    for s in queue:
+        for _, _, t in d.trans[s]:
+            if dist[t] < 0:
+                dist[t] = dist[s] + 1
+                queue.append(t)
+    shortest = min(dist[s] for s in range(n) if d.accept[s])
+    # longest path in a trimmed DFA: unbounded iff there is a cycle
+    indeg = [0] * n
+    for s in range(n):
+        for _, _, t in d.trans[s]:
+            indeg[t] += 1
+    order: list[int] = [s for s in range(n) if indeg[s] == 0]
+    for s in order:
+        for _, _, t in d.trans[s]:
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                order.append(t)
+    if len(order) < n:
+        return shortest, None
+    longest = [-1] * n
+    longest[0] = 0
+    for s in order:
+        if longest[s] < 0:
+            continue
+        for _, _, t in d.trans[s]:
+            longest[t] = max(longest[t], longest[s] + 1)
+    return shortest, max(longest[s] for s in range(n) if d.accept[s])
+
+
 # -- back to IR -----------------------------------------------------------------------------------
 def _charset_node(ranges: list[tuple[int, int]]) -> Node:
     if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
@@ -513,11 +621,31 @@ def _size(node: Node, memo: dict[int, int]) -> int:
     return v
 
 
+def _depth(node: Node, memo: dict[int, int]) -> int:
+    k = id(node)
+    got = memo.get(k)
+    if got is not None:
+        return got
+    if isinstance(node, (Concat, Alt)):
+        v = 1 + max(_depth(i, memo) for i in node.items)
+    elif isinstance(node, Repeat):
+        v = 1 + _depth(node.item, memo)
+    else:
+        v = 1
+    memo[k] = v
+    return v
+
+
+#: Deepest expression :func:`dfa_to_node` returns (IR nodes hash recursively).
+MAX_EXPRESSION_DEPTH = 60
+
+
 def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
     """A regular IR node for ``L(dfa)``, by state elimination.
 
     Raises:
-        LimitExceededError: the expression would exceed ``max_size`` nodes/characters.
+        LimitExceededError: the expression would exceed ``max_size`` nodes/characters or
+            :data:`MAX_EXPRESSION_DEPTH` levels of nesting.
     """
     dfa = minimize(dfa)
     n = dfa.num_states
@@ -543,6 +671,7 @@ def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
             add(s, final, EMPTY)
     add(start, 0, EMPTY)
     memo: dict[int, int] = {}
+    depth_memo: dict[int, int] = {}
     remaining = set(range(n))
     while remaining:
         # eliminate the state with the fewest in × out edges first
@@ -560,13 +689,17 @@ def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
             a = out[p].pop(q)
             for r, b in succs:
                 node = concat([a, star, b])
-                if _size(node, memo) > max_size:
+                old = out[p].get(r)
+                if old is not None:
+                    node = alt([old, node])
+                if _size(node, memo) > max_size or _depth(node, depth_memo) > MAX_EXPRESSION_DEPTH:
                     raise LimitExceededError(
                         "max_expression_size",
                         max_size,
                         "a combination of string constraints has no compact regular expression",
                     )
-                add(p, r, node)
+                out[p][r] = node
+                inc[r].add(p)
         for r, _ in succs:
             inc[r].discard(q)
         out[q].clear()

@@ -1,0 +1,130 @@
+"""``JsonSchemaOptions``: how a JSON Schema is turned into a grammar (one frozen dataclass)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ...errors import ConfigurationError
+
+__all__ = ["JsonSchemaOptions"]
+
+
+@dataclass(frozen=True)
+class JsonSchemaOptions:
+    """Options of :func:`~formcast.grammar.json_schema.schema_to_grammar`.
+
+    Output shape:
+        whitespace: ``"compact"`` (default: no whitespace at all) or ``"flexible"`` (up to
+            ``max_whitespace`` characters of ``[ \\t\\n\\r]`` around every ``{ } [ ] , :`` —
+            never unbounded, so a model cannot spend its budget on newlines).
+        max_whitespace: characters allowed in one whitespace gap with ``"flexible"``.
+        item_sep: the separator between array items / object members: ``","`` plus optional
+            spaces (``", "`` gives ``json.dumps``' default look).
+        key_sep: the separator between a key and its value: ``":"`` plus optional spaces.
+        indent: ``None`` or a number of spaces: pretty-printed layout (a newline and
+            ``indent × depth`` spaces after ``{``, ``[`` and each separator, before ``}``/``]``).
+            Values of unconstrained type (``{}``) and ``const``/``enum`` values stay compact.
+            Nesting below ``max_indent_depth`` keeps that depth's indentation.
+        max_indent_depth: see ``indent``.
+
+    Semantics:
+        lenient: False (default) — a keyword or feature that formcast cannot enforce raises
+            :class:`~formcast.errors.UnsupportedFeatureError` naming it and its JSON pointer.
+            True — such keywords are ignored and listed in the second return value
+            (the grammar may then accept instances the schema rejects).
+        oneof_as_anyof: compile a ``oneOf`` whose branches are not provably disjoint (and whose
+            exact form needs a negation formcast cannot build) as ``anyOf`` — it may then accept
+            an instance that matches two branches.  Default False: fail closed.
+        allow_extra_properties: None (default) follows the spec — when ``additionalProperties``
+            is absent, properties not declared may be generated (any value).  False: when it is
+            absent, generate declared properties only (a subset of the valid documents: always
+            sound).  True is the same as None (an explicit ``additionalProperties: false`` is
+            always honoured).
+        format_assertion: True (default) — ``format`` constrains strings (known formats are
+            exact or a documented subset; unknown formats fail closed).  False — ``format`` is
+            an annotation, as in the 2019-09/2020-12 default vocabulary.
+        default_draft: the draft assumed when the schema has no ``$schema``: one of
+            ``"4"``, ``"6"``, ``"7"``, ``"2019-09"``, ``"2020-12"`` (default).
+        registry: a :class:`referencing.Registry` with the remote resources ``$ref`` may use.
+            Without it, references outside the schema (except the official meta-schemas) fail
+            closed.
+
+    Limits (each raises :class:`~formcast.errors.LimitExceededError` naming the field):
+        max_schema_bytes: size of the schema as compact JSON.
+        max_depth: nesting depth of subschemas.
+        max_ref_depth: ``$ref`` chains followed while merging (``allOf`` with ``$ref`` etc.).
+        max_enum: values of one ``enum``.
+        max_union: branches after distributing ``anyOf``/``oneOf``/``allOf`` combinations.
+        max_rules: grammar rules produced.
+        max_automaton_states: states of any automaton built to combine string or number
+            constraints (``pattern`` + ``maxLength``, ``patternProperties``...).
+        max_expression_size: size of a regular expression read back from such an automaton.
+        max_count_states: states used to count object members / array items when
+            ``minProperties``/``maxProperties``/``contains`` need counting.
+    """
+
+    lenient: bool = False
+    whitespace: str = "compact"
+    max_whitespace: int = 4
+    item_sep: str = ","
+    key_sep: str = ":"
+    indent: int | None = None
+    max_indent_depth: int = 32
+    oneof_as_anyof: bool = False
+    allow_extra_properties: bool | None = None
+    format_assertion: bool = True
+    default_draft: str = "2020-12"
+    registry: Any = None
+    max_schema_bytes: int = 10_000_000
+    max_depth: int = 128
+    max_ref_depth: int = 64
+    max_enum: int = 10_000
+    max_union: int = 1_000
+    max_rules: int = 100_000
+    max_automaton_states: int = 10_000
+    max_expression_size: int = 50_000
+    max_count_states: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.whitespace not in ("compact", "flexible"):
+            raise ConfigurationError(
+                f"JsonSchemaOptions.whitespace must be 'compact' or 'flexible', "
+                f"got {self.whitespace!r}"
+            )
+        if self.item_sep.strip() != "," or self.item_sep.replace(",", "").strip(" \t\n\r"):
+            raise ConfigurationError(
+                f"JsonSchemaOptions.item_sep must be ',' with optional whitespace, "
+                f"got {self.item_sep!r}"
+            )
+        if self.key_sep.strip() != ":" or self.key_sep.replace(":", "").strip(" \t\n\r"):
+            raise ConfigurationError(
+                f"JsonSchemaOptions.key_sep must be ':' with optional whitespace, "
+                f"got {self.key_sep!r}"
+            )
+        if self.indent is not None and (
+            isinstance(self.indent, bool) or not isinstance(self.indent, int) or self.indent < 0
+        ):
+            raise ConfigurationError(
+                f"JsonSchemaOptions.indent must be None or an int >= 0, got {self.indent!r}"
+            )
+        if self.indent is not None and self.whitespace == "flexible":
+            raise ConfigurationError(
+                "JsonSchemaOptions: indent and whitespace='flexible' exclude each other"
+            )
+        if self.default_draft not in ("4", "6", "7", "2019-09", "2020-12"):
+            raise ConfigurationError(
+                f"JsonSchemaOptions.default_draft must be one of 4, 6, 7, 2019-09, 2020-12; "
+                f"got {self.default_draft!r}"
+            )
+        for f in fields(self):
+            if f.name.startswith("max_"):
+                v = getattr(self, f.name)
+                lowest = 0 if f.name == "max_whitespace" else 1
+                if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
+                    raise ConfigurationError(
+                        f"JsonSchemaOptions.{f.name} must be an int >= {lowest}, got {v!r}"
+                    )
+        for name in ("lenient", "oneof_as_anyof", "format_assertion"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(f"JsonSchemaOptions.{name} must be a bool")
