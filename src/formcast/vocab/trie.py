@@ -157,26 +157,33 @@ class TokenTrie:
         nodes = np.flatnonzero(states)
         states = states[nodes]
         while d < self.num_levels:
-            counts = np.take(self.level_child_count[d], nodes)
-            total = int(counts.sum())
-            if total == 0:
-                break
-            starts = np.take(self.level_child_start[d], nodes)
-            offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
-            nodes = offsets + np.arange(total, dtype=np.int64)
-            parent_states = np.repeat(states, counts)
+            nodes, states = self._sparse_step(flat, d, nodes, states)
             d += 1
-            np.left_shift(parent_states, 8, out=parent_states)
-            np.add(parent_states, np.take(self.level_bytes[d], nodes), out=parent_states)
-            states = np.take(flat, parent_states)
-            live = states != 0
-            if not live.all():
-                nodes = nodes[live]
-                states = states[live]
-                if nodes.size == 0:
-                    break
+            if nodes.size == 0:
+                break
             buf[off[d] + nodes] = states
         return np.take(buf, self.string_node)
+
+    def _sparse_step(
+        self, flat: np.ndarray, d: int, nodes: np.ndarray, states: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Children (at level ``d + 1``) of live ``nodes`` at level ``d`` that stay alive, with
+        their states.  O(children)."""
+        counts = np.take(self.level_child_count[d], nodes)
+        total = int(counts.sum())
+        if total == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        starts = np.take(self.level_child_start[d], nodes)
+        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
+        children = offsets + np.arange(total, dtype=np.int64)
+        parent_states = np.repeat(states, counts)
+        np.left_shift(parent_states, 8, out=parent_states)
+        np.add(parent_states, np.take(self.level_bytes[d + 1], children), out=parent_states)
+        child_states = np.take(flat, parent_states)
+        live = child_states != 0
+        if not live.all():
+            return children[live], child_states[live]
+        return children, child_states
 
     def walk_pairs(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
         """The distinct strings that stay alive from ``start`` and their end states.
@@ -206,24 +213,10 @@ class TokenTrie:
                 out_states.append(states[has_end])
             if d >= self.num_levels:
                 break
-            counts = np.take(self.level_child_count[d], nodes)
-            total = int(counts.sum())
-            if total == 0:
-                break
-            starts = np.take(self.level_child_start[d], nodes)
-            offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
-            nodes = offsets + np.arange(total, dtype=np.int64)
-            parent_states = np.repeat(states, counts)
+            nodes, states = self._sparse_step(flat, d, nodes, states)
             d += 1
-            np.left_shift(parent_states, 8, out=parent_states)
-            np.add(parent_states, np.take(self.level_bytes[d], nodes), out=parent_states)
-            states = np.take(flat, parent_states)
-            live = states != 0
-            if not live.all():
-                nodes = nodes[live]
-                states = states[live]
-                if nodes.size == 0:
-                    break
+            if nodes.size == 0:
+                break
         if not out_idx:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(out_idx), np.concatenate(out_states)
