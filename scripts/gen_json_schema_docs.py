@@ -56,8 +56,11 @@ These restrict *what is generated*; every generated document is valid. They show
 instances that the grammar rejects (false negatives in the test-suite ratchet), never as invalid
 instances accepted.
 
-* **Property order.** Declared properties are generated in schema order (after an `allOf`
-  merge: the order of first appearance), then undeclared ones. A document with the same
+* **Property order.** Declared properties are generated in schema order, then undeclared
+  ones. When a schema object combines `properties` with `$ref`/`allOf`/`anyOf`/`oneOf`/`if`,
+  the parts are merged in the order their keywords appear in the object (`{"$ref": ...,
+  "properties": ...}` puts the referenced properties first); keys that are only `required`
+  (or only named by `dependentRequired`) follow the declared ones. A document with the same
   members in another order is not in the grammar.
 * **Duplicate keys.** Two undeclared members may repeat a key (validators see only the last
   one); declared keys appear at most once and never as "extra" keys, whatever their spelling.

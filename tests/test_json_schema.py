@@ -432,7 +432,19 @@ def test_any_of_and_one_of() -> None:
 
 
 def test_one_of_that_cannot_be_made_exact() -> None:
-    schema = {"oneOf": [{"additionalProperties": {"type": "string"}}, {"required": ["a"]}]}
+    # overlapping object branches: made exact with a "witness member" negation
+    check(
+        {"oneOf": [{"additionalProperties": {"type": "string"}}, {"required": ["a"]}]},
+        [{}, {"b": "x"}, {"a": 1}, {"a": "x", "b": 1}],
+        [{"a": "x"}, {"b": 1}, 3],
+    )
+    # the negation of uniqueItems is not compiled: fail closed
+    schema = {
+        "oneOf": [
+            {"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True},
+            {"type": "array", "maxItems": 1},
+        ]
+    }
     with pytest.raises(UnsupportedFeatureError) as e:
         schema_to_grammar(schema)
     assert e.value.feature == "oneOf"
@@ -731,3 +743,167 @@ def test_separators_and_indent() -> None:
     rr = recognizer(schema, indent=2, key_sep=": ")
     assert rr.matches(json.dumps(x, indent=2))
     assert not rr.matches(compact(x))
+
+
+# -- merge order, extensions, lenient ------------------------------------------------------------
+def test_parts_merge_in_keyword_order() -> None:
+    defs = {"base": {"properties": {"id": {"type": "integer"}}, "required": ["id"]}}
+    ref_first = {"$defs": defs, "$ref": "#/$defs/base", "properties": {"name": {"type": "string"}}}
+    rr = recognizer(ref_first)
+    assert rr.matches('{"id":1,"name":"x"}')
+    assert not rr.matches('{"name":"x","id":1}')
+    props_first = {
+        "$defs": defs,
+        "properties": {"name": {"type": "string"}},
+        "$ref": "#/$defs/base",
+    }
+    rr = recognizer(props_first)
+    assert rr.matches('{"name":"x","id":1}')
+    assert not rr.matches('{"id":1,"name":"x"}')
+    # a bare "required" next to a $ref does not reorder the referenced properties
+    rr = recognizer(
+        {"$defs": {"t": {"properties": {"a": {}, "b": {}}}}, "required": ["b"], "$ref": "#/$defs/t"}
+    )
+    assert rr.matches('{"a":1,"b":2}')
+    assert rr.matches('{"b":2}')
+    assert not rr.matches('{"a":1}')
+
+
+def test_extension_keywords_and_misspellings() -> None:
+    schema_to_grammar({"type": "string", "_format": "date", "$license": "MIT", "readonly": True})
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_grammar({"type": "object", "additonalProperties": False})
+    assert "did you mean 'additionalProperties'" in str(e.value)
+    with pytest.raises(UnsupportedFeatureError) as e:
+        schema_to_grammar({"type": "string", "regexp": "^a"})  # an ajv-keywords constraint
+    assert e.value.feature == "regexp"
+
+
+def test_lenient_drops_unique_items_and_lists_it() -> None:
+    schema = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
+    grammar, ignored = schema_to_grammar(schema, JsonSchemaOptions(lenient=True))
+    assert ignored
+    assert "uniqueItems" in ignored[0]
+    assert ReferenceRecognizer(grammar).matches('["a","b"]')
+
+
+def test_not_of_a_recursive_definition() -> None:
+    schema = {
+        "$defs": {
+            "list": {
+                "type": "object",
+                "properties": {"next": {"$ref": "#/$defs/list"}},
+                "required": ["next"],
+            }
+        },
+        "not": {"$ref": "#/$defs/list"},
+    }
+    # nothing satisfies "list" (it needs an infinite chain), so everything satisfies its negation
+    check(schema, [1, {}, {"next": {}}, {"next": {"next": 1}}], [])
+
+
+def test_unevaluated_items() -> None:
+    check(
+        {"prefixItems": [{"type": "integer"}], "unevaluatedItems": False},
+        [[], [1]],
+        [[1, 2], ["a"]],
+    )
+    check(
+        {"allOf": [{"prefixItems": [True, True]}], "unevaluatedItems": {"type": "string"}},
+        [[1, 2], [1, 2, "x"]],
+        [[1, 2, 3]],
+    )
+
+
+def test_string_constraints_intersect() -> None:
+    check(
+        {"type": "string", "format": "date", "pattern": "^2020-"},
+        ["2020-02-29", "2020-12-31"],
+        ["2021-01-01", "2020-13-01"],
+    )
+    check(
+        {"type": "string", "not": {"pattern": "^a"}, "maxLength": 2},
+        ["", "b", "ba"],
+        ["a", "ab", "bbb"],
+    )
+
+
+def test_pattern_properties_with_names_and_declared_keys() -> None:
+    schema = {
+        "properties": {"id": {"type": "integer"}},
+        "patternProperties": {"^s_": {"type": "string"}, "_n$": {"type": "number"}},
+        "additionalProperties": {"type": "null"},
+        "propertyNames": {"maxLength": 4},
+    }
+    check(
+        schema,
+        [{"id": 1, "s_a": "x", "b_n": 2, "zz": None}, {}],
+        [{"s_a": 1}, {"b_n": "x"}, {"zz": 1}, {"longer": None}, {"id": "x"}],
+    )
+    rr = recognizer(schema)
+    assert not rr.matches('{"s_n":"x"}')
+    assert not rr.matches('{"s_n":1}')
+
+
+def test_negated_additional_properties_needs_a_witness_member() -> None:
+    check({"not": {"type": "object", "additionalProperties": False}}, [1, {"a": 1}], [{}])
+    check(
+        {"not": {"properties": {"a": {}}, "additionalProperties": False}},
+        [{"b": 1}, {"a": 1, "z": 2}],
+        [{}, {"a": 1}, "x"],
+    )
+    check(
+        {"not": {"additionalProperties": {"type": "string"}}},
+        [{"a": 1}, {"a": "x", "b": 2}],
+        [{}, {"a": "x"}],
+    )
+    check(
+        {
+            "oneOf": [
+                {"properties": {"a": {}}, "additionalProperties": False},
+                {"properties": {"b": {}}, "additionalProperties": False},
+            ]
+        },
+        [{"a": 1}, {"b": 1}],
+        [{}, {"a": 1, "b": 2}],
+    )
+    check(
+        {"not": {"patternProperties": {"^x": {"type": "integer"}}, "additionalProperties": False}},
+        [{"y": 1}, {"x": "s"}, {"xa": 1, "q": 2}],
+        [{}, {"x": 1}, {"x": 1, "xb": 2}],
+    )
+    check(
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "not": {"additionalProperties": False},
+            "maxProperties": 2,
+        },
+        [{"b": 1}, {"a": 1}, {"a": 1, "b": 2}],
+        [{}, {"a": 1, "b": 2, "c": 3}],
+    )
+
+
+def test_draft4_id_and_definitions() -> None:
+    schema = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "id": "http://example.com/root.json",
+        "definitions": {"n": {"id": "#num", "type": "number", "maximum": 3}},
+        "properties": {
+            "x": {"$ref": "#num"},
+            "y": {"$ref": "http://example.com/root.json#/definitions/n"},
+        },
+    }
+    check(schema, [{"x": 1, "y": 3}], [{"x": 4}, {"y": "a"}])
+
+
+def test_url_and_regex_formats_are_safe_subsets() -> None:
+    import re
+
+    rr = recognizer({"type": "string", "format": "regex"})
+    assert rr.matches(json.dumps("a\\.b"))
+    assert not rr.matches(json.dumps("(unclosed"))
+    re.compile("a\\.b")
+    rr = recognizer({"type": "string", "format": "url"})
+    assert rr.matches('"https://example.com/a/b"')
+    assert not rr.matches('"mailto:x@y.z"')

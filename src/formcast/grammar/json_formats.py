@@ -122,6 +122,9 @@ _TEMPLATE_LITERAL = (
     f"\\u00A0-\\uD7FF\\uE000-\\uFFFD\\U00010000-\\U0010FFFF]|{_PCT})"
 )
 _URI_TEMPLATE = f"(?:{_TEMPLATE_LITERAL}|{_EXPRESSION})*"
+_URL = f"https?://{_HOSTNAME}(?::[1-9][0-9]{{0,3}})?(?:/[A-Za-z0-9._~-]*)*"
+# a regex made of literal characters (metacharacters escaped) matches itself: always valid
+_REGEX = "(?:[^\\\\^$.|?*+()\\[\\]{}\\x00-\\x1f]|\\\\[\\\\^$.|?*+()\\[\\]{}/])*"
 _BASE64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
 
 _SPECS = [
@@ -166,6 +169,19 @@ _SPECS = [
         "relative-json-pointer", _REL_JSON_POINTER, True, "draft-handrews-relative-json-pointer"
     ),
     FormatSpec("byte", _BASE64, True, "OpenAPI: base64 with padding (RFC 4648)"),
+    FormatSpec(
+        "regex",
+        _REGEX,
+        False,
+        "ECMA 262 regexes made of literal characters and escaped metacharacters",
+    ),
+    FormatSpec(
+        "url",
+        _URL,
+        False,
+        "not a JSON Schema format: http(s)://hostname[:port][/path] only, valid under every "
+        "common `url` definition",
+    ),
 ]
 
 #: The supported formats by name.

@@ -68,6 +68,10 @@ def schema_to_grammar(
         )
     try:
         size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+    except RecursionError:
+        raise LimitExceededError(
+            "max_depth", options.max_depth, "the schema is nested too deeply"
+        ) from None
     except (TypeError, ValueError) as e:
         raise ConfigurationError(f"the schema is not JSON-serializable: {e}") from None
     if size > options.max_schema_bytes:
@@ -75,6 +79,12 @@ def schema_to_grammar(
             "max_schema_bytes", options.max_schema_bytes, f"schema has {size} bytes"
         )
     norm = Normalizer(schema, options)
-    root = norm.run()
-    grammar = Emitter(norm, options).grammar(root)
+    try:
+        root = norm.run()
+        grammar = Emitter(norm, options).grammar(root)
+    except RecursionError:
+        # a safety net: the limits above normally stop deep schemas first
+        raise LimitExceededError(
+            "max_depth", options.max_depth, "the schema's structure is too deep to compile"
+        ) from None
     return grammar, list(norm.ignored)

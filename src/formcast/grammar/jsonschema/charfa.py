@@ -27,7 +27,7 @@ Lifetime: pure functions over immutable-by-convention objects; costs are bounded
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ...errors import LimitExceededError, UnsupportedFeatureError
@@ -602,11 +602,14 @@ def _charset_node(ranges: list[tuple[int, int]]) -> Node:
     return CharSet.of(ranges)
 
 
-def _size(node: Node, memo: dict[int, int]) -> int:
-    k = id(node)
-    got = memo.get(k)
-    if got is not None:
-        return got
+_Memo = dict[int, tuple[Node, int]]
+
+
+def _size(node: Node, memo: _Memo) -> int:
+    """Tree size (shared subtrees counted every time: that is what hashing walks)."""
+    got = memo.get(id(node))
+    if got is not None and got[0] is node:  # ids of freed nodes are reused
+        return got[1]
     if isinstance(node, (Concat, Alt)):
         v = 1 + sum(_size(i, memo) for i in node.items)
     elif isinstance(node, Repeat):
@@ -617,22 +620,21 @@ def _size(node: Node, memo: dict[int, int]) -> int:
         v = len(node.text)
     else:
         v = 1
-    memo[k] = v
+    memo[id(node)] = (node, v)
     return v
 
 
-def _depth(node: Node, memo: dict[int, int]) -> int:
-    k = id(node)
-    got = memo.get(k)
-    if got is not None:
-        return got
+def _depth(node: Node, memo: _Memo) -> int:
+    got = memo.get(id(node))
+    if got is not None and got[0] is node:
+        return got[1]
     if isinstance(node, (Concat, Alt)):
         v = 1 + max(_depth(i, memo) for i in node.items)
     elif isinstance(node, Repeat):
         v = 1 + _depth(node.item, memo)
     else:
         v = 1
-    memo[k] = v
+    memo[id(node)] = (node, v)
     return v
 
 
@@ -640,13 +642,21 @@ def _depth(node: Node, memo: dict[int, int]) -> int:
 MAX_EXPRESSION_DEPTH = 60
 
 
-def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
+def dfa_to_node(
+    dfa: CharDFA,
+    max_size: int = 20_000,
+    label: Callable[[list[tuple[int, int]]], Node] | None = None,
+) -> Node:
     """A regular IR node for ``L(dfa)``, by state elimination.
 
     Raises:
         LimitExceededError: the expression would exceed ``max_size`` nodes/characters or
             :data:`MAX_EXPRESSION_DEPTH` levels of nesting.
+
+    ``label`` turns an edge's code point ranges into a node (default: the CharSet itself);
+    a JSON encoder there yields the encoded language directly.
     """
+    label = label or _charset_node
     dfa = minimize(dfa)
     n = dfa.num_states
     if n == 0:
@@ -666,12 +676,12 @@ def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
         for lo, hi, t in dfa.trans[s]:
             by_target.setdefault(t, []).append((lo, hi))
         for t, ranges in by_target.items():
-            add(s, t, _charset_node(ranges))
+            add(s, t, label(ranges))
         if dfa.accept[s]:
             add(s, final, EMPTY)
     add(start, 0, EMPTY)
-    memo: dict[int, int] = {}
-    depth_memo: dict[int, int] = {}
+    memo: _Memo = {}
+    depth_memo: _Memo = {}
     remaining = set(range(n))
     while remaining:
         # eliminate the state with the fewest in × out edges first
@@ -685,20 +695,27 @@ def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
         star = repeat(loop, 0, None) if loop is not None else EMPTY
         preds = [p for p in inc[q] if p != q]
         succs = list(out[q].items())
+        star_size = _size(star, memo)
+        star_depth = _depth(star, depth_memo)
         for p in preds:
             a = out[p].pop(q)
+            a_size, a_depth = _size(a, memo), _depth(a, depth_memo)
             for r, b in succs:
-                node = concat([a, star, b])
                 old = out[p].get(r)
+                # estimate before building: hashing a huge tree (alt() dedups) is the cost
+                est = a_size + star_size + _size(b, memo) + 2
+                deep = max(a_depth, star_depth, _depth(b, depth_memo)) + 2
                 if old is not None:
-                    node = alt([old, node])
-                if _size(node, memo) > max_size or _depth(node, depth_memo) > MAX_EXPRESSION_DEPTH:
+                    est += _size(old, memo)
+                    deep = max(deep, _depth(old, depth_memo) + 1)
+                if est > max_size or deep > MAX_EXPRESSION_DEPTH:
                     raise LimitExceededError(
                         "max_expression_size",
                         max_size,
                         "a combination of string constraints has no compact regular expression",
                     )
-                out[p][r] = node
+                node = concat([a, star, b])
+                out[p][r] = node if old is None else alt([old, node])
                 inc[r].add(p)
         for r, _ in succs:
             inc[r].discard(q)
@@ -707,11 +724,16 @@ def dfa_to_node(dfa: CharDFA, max_size: int = 20_000) -> Node:
     return out[start].get(final, NOTHING)
 
 
-def dfa_to_rules(dfa: CharDFA, prefix: str) -> tuple[Node, list[Rule]]:
+def dfa_to_rules(
+    dfa: CharDFA,
+    prefix: str,
+    label: Callable[[list[tuple[int, int]]], Node] | None = None,
+) -> tuple[Node, list[Rule]]:
     """Right-linear rules for ``L(dfa)``: one rule ``{prefix}_{state}`` per state.
 
     Returns the start node (a :class:`RuleRef`, or NOTHING for the empty language) and rules.
     """
+    label = label or _charset_node
     dfa = minimize(dfa)
     if dfa.num_states == 0:
         return NOTHING, []
@@ -722,6 +744,6 @@ def dfa_to_rules(dfa: CharDFA, prefix: str) -> tuple[Node, list[Rule]]:
             by_target.setdefault(t, []).append((lo, hi))
         branches: list[Node] = [EMPTY] if dfa.accept[s] else []
         for t, ranges in by_target.items():
-            branches.append(concat([_charset_node(ranges), RuleRef(f"{prefix}_{t}")]))
+            branches.append(concat([label(ranges), RuleRef(f"{prefix}_{t}")]))
         rules.append(Rule(f"{prefix}_{s}", alt(branches)))
     return RuleRef(f"{prefix}_0"), rules

@@ -29,7 +29,12 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-from ...errors import GrammarError, LimitExceededError, UnsatisfiableGrammarError
+from ...errors import (
+    GrammarError,
+    LimitExceededError,
+    UnsatisfiableGrammarError,
+    UnsupportedFeatureError,
+)
 from .. import json_formats
 from ..ir import (
     ANY_CHAR,
@@ -69,6 +74,7 @@ from .nodes import (
     SRef,
     SStr,
     SUnion,
+    Witness,
     to_decimal,
     value_key,
 )
@@ -82,7 +88,7 @@ from .numbers import (
 )
 from .options import JsonSchemaOptions
 from .regexlang import pattern_node, restrict_length
-from .strings import any_string_body, encode_node, encode_text, quoted
+from .strings import any_string_body, encode_node, encode_ranges, encode_text, quoted
 
 __all__ = ["Emitter", "string_dfa"]
 
@@ -155,7 +161,12 @@ def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
 
 
 def _not_in_set(words: list[str]) -> Node:
-    """Decoded strings that are not one of ``words`` (a trie complement, built directly)."""
+    """Canonically *encoded* strings whose decoded text is not one of ``words``.
+
+    A trie complement built directly (no automaton, no re-encoding pass): at every trie node
+    the string may end (unless a word ends there), continue into a child, or continue with any
+    other character followed by anything.
+    """
     trie: dict[str, Any] = {}
     ends = "\0end"
     for w in words:
@@ -163,7 +174,7 @@ def _not_in_set(words: list[str]) -> Node:
         for ch in w:
             t = t.setdefault(ch, {})
         t[ends] = True
-    any_star = repeat(ANY_CHAR, 0, None)
+    any_star = Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
 
     def build(t: dict[str, Any]) -> Node:
         kids = sorted(k for k in t if k != ends)
@@ -171,11 +182,12 @@ def _not_in_set(words: list[str]) -> Node:
         if ends not in t:
             branches.append(EMPTY)
         for k in kids:
-            branches.append(concat([Literal(k), build(t[k])]))
-        others = CharSet.of((ord(k), ord(k)) for k in kids).negate() if kids else ANY_CHAR
-        others = CharSet.of(r for r in others.ranges if not (r[0] >= 0xD800 and r[1] <= 0xDFFF))
-        branches.append(concat([others, any_star]))
-        return alt(branches)
+            branches.append(concat([literal(encode_text(k)), build(t[k])]))
+        taken = CharSet.of((ord(k), ord(k)) for k in kids)
+        others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
+        if others:
+            branches.append(Concat((encode_ranges(others), any_star)))
+        return branches[0] if len(branches) == 1 else Alt(tuple(branches))
 
     return build(trie)
 
@@ -296,13 +308,16 @@ class Emitter:
             )
             self.add_rule(name, body)
 
-    def _dfa_node(self, d: charfa.CharDFA, stem: str) -> Node:
+    def _dfa_node(self, d: charfa.CharDFA, stem: str, *, encoded: bool = False) -> Node:
+        """IR of ``L(d)`` (a regular node, else right-linear rules); ``encoded``: the JSON
+        spelling of the strings rather than the strings themselves."""
+        label = encode_ranges if encoded else None
         try:
             if d.num_states > _MAX_ELIMINATION_STATES:
                 raise LimitExceededError("max_expression_size", self.options.max_expression_size)
-            return charfa.dfa_to_node(d, self.options.max_expression_size)
+            return charfa.dfa_to_node(d, self.options.max_expression_size, label)
         except LimitExceededError:
-            start, rules = charfa.dfa_to_rules(d, self._name(stem))
+            start, rules = charfa.dfa_to_rules(d, self._name(stem), label)
             for r in rules:
                 self.add_rule(r.name, r.body)
             return start
@@ -432,17 +447,17 @@ class Emitter:
         node = self.string_content(s)
         if isinstance(node, Nothing):
             return NOTHING
-        return self.terminal("str", concat([literal('"'), encode_node(node), literal('"')]))
+        return self.terminal("str", concat([literal('"'), node, literal('"')]))
 
     def string_content(self, s: SStr) -> Node:
-        """Decoded-string IR of ``s`` (regular when possible)."""
+        """Encoded IR of the content of the strings ``s`` accepts (regular when possible)."""
         pos, neg = _string_parts(s)
         if len(pos) == 1 and not neg and not s.excluded:
             r = restrict_length(pos[0], s.min_len, s.max_len)
             if r is not None:
-                return r
+                return encode_node(r)
         d = string_dfa(s, self.options)
-        return self._dfa_node(d, "strdfa")
+        return self._dfa_node(d, "strdfa", encoded=True)
 
     def const_node(self, v: Any) -> Node:
         sep, ksep = self.options.item_sep, self.options.key_sep
@@ -582,6 +597,15 @@ class Emitter:
         top = len(distinct) if hi is None else min(hi, len(distinct))
         if hi is None and k > top:
             top = min(top, k)
+        # count the sequences first (distinct values: at most N!/(N-n)! of length n)
+        total, perm = 0, 1
+        for n in range(top + 1):
+            if n:
+                perm *= len(distinct) - n + 1
+            if n >= lo:
+                total += perm
+            if total > _MAX_UNIQUE_SEQUENCES:
+                return None
         budget = [_MAX_UNIQUE_SEQUENCES]
 
         def build(i: int, used: frozenset[str]) -> Node | None:
@@ -658,22 +682,38 @@ class Emitter:
         norm = self.norm
         if norm.is_empty(s):
             return NOTHING
+        witness = s.witnesses[0] if s.witnesses else None
+        if len(s.witnesses) > 1:
+            norm.unsupported(
+                "not", s.where or "#", "several negated additionalProperties constraints at once"
+            )
+            witness = None
         lay = self.layout(depth)
-        members: list[tuple[Node, bool]] = []
+        # (member, member as the witness, required)
+        members: list[tuple[Node, Node, bool]] = []
         for k, v in s.props.items():
             required = k in s.required
             if not required and norm.is_empty(v):
                 continue
             node = concat([quoted(k), lay.ksep, self.emit(v, depth + 1)])
-            members.append((node, required))
+            wnode: Node = NOTHING
+            if witness is not None and k not in witness.excluded:
+                wv = self._witness_value(witness, k, v)
+                if not norm.is_empty(wv):
+                    wnode = concat([quoted(k), lay.ksep, self.emit(wv, depth + 1)])
+            members.append((node, wnode, required))
         cells = self.extra_cells(s)
         extra: Node = alt(
-            concat([key, lay.ksep, self.emit(value, depth + 1)]) for key, value in cells
+            concat([key, lay.ksep, self.emit(value, depth + 1)]) for key, value, _ in cells
         )
+        wextra: Node = NOTHING
+        if witness is not None:
+            wextra = self._witness_extras(s, witness, cells, lay, depth)
         lo, hi = s.min_props, s.max_props
         n = len(members)
         cap = hi if hi is not None else max(lo, 1)
-        if (n + 1) * (cap + 1) > self.options.max_count_states:
+        flags = (0, 1) if witness is not None else (1,)
+        if (n + 2) * (cap + 1) * len(flags) > self.options.max_count_states:
             raise LimitExceededError(
                 "max_count_states",
                 self.options.max_count_states,
@@ -704,19 +744,92 @@ class Emitter:
                 )
             return alt(options)
 
-        for i in range(n - 1, -1, -1):
-            node, required = members[i]
+        def tail_f(c: int, f: int) -> Node:
+            return tail(c) if f else RuleRef(f"{stem}_w_{c}")
+
+        if witness is not None:  # the extras still owe the witness
             for c in range(cap + 1):
                 options: list[Node] = []
                 if hi is None or c < hi:
                     nc = min(c + 1, cap)
-                    nxt = tail(nc) if i + 1 == n else RuleRef(f"{stem}_{i + 1}_{nc}")
-                    options.append(concat([lay.lead(c), node, nxt]))
-                if not required:
-                    options.append(tail(c) if i + 1 == n else RuleRef(f"{stem}_{i + 1}_{c}"))
-                self.add_rule(f"{stem}_{i}_{c}", alt(options))
-        start: Node = tail(0) if n == 0 else RuleRef(f"{stem}_0_0")
-        return concat([literal("{"), start])
+                    options.append(concat([lay.lead(c), extra, RuleRef(f"{stem}_w_{nc}")]))
+                    options.append(concat([lay.lead(c), wextra, tail(nc)]))
+                self.add_rule(f"{stem}_w_{c}", alt(options))
+
+        def state(i: int, c: int, f: int) -> Node:
+            return tail_f(c, f) if i == n else RuleRef(f"{stem}_{i}_{c}_{f}")
+
+        for i in range(n - 1, -1, -1):
+            node, wnode, required = members[i]
+            for c in range(cap + 1):
+                for f in flags:
+                    options = []
+                    if hi is None or c < hi:
+                        nc = min(c + 1, cap)
+                        options.append(concat([lay.lead(c), node, state(i + 1, nc, f)]))
+                        if f == 0 and not isinstance(wnode, Nothing):
+                            options.append(concat([lay.lead(c), wnode, state(i + 1, nc, 1)]))
+                    if not required:
+                        options.append(state(i + 1, c, f))
+                    self.add_rule(f"{stem}_{i}_{c}_{f}", alt(options))
+        return concat([literal("{"), state(0, 0, flags[0])])
+
+    def _witness_value(self, w: Witness, key: str, value: S) -> S:
+        """``value`` restricted to what breaks ``w.rule`` for ``key`` (NOTHING if unknown)."""
+        try:
+            return self.norm.conj(
+                value, self.norm.negate(self.norm.rule_effect(w.rule, key), None), None
+            )
+        except UnsupportedFeatureError:
+            return NOTHING_S  # cannot serve as the witness: a subset of the language, sound
+
+    def _witness_extras(
+        self,
+        s: SObj,
+        w: Witness,
+        cells: list[tuple[Node, S, charfa.CharDFA | None]],
+        lay: _Layout,
+        depth: int,
+    ) -> Node:
+        """Undeclared members that break ``w.rule``: key classes of the rule's patterns
+        intersected with the object's own extra-key classes."""
+        norm = self.norm
+        mx = self.options.max_automaton_states
+        rule = w.rule
+        base = charfa.complement(charfa.finite_set_dfa(sorted(w.excluded | rule.exempt), mx), mx)
+        classes: list[tuple[charfa.CharDFA, frozenset[str]]] = [(base, frozenset())]
+        for p, _ in rule.patterns:
+            pd = charfa.dfa_from_node(pattern_node(p), mx)
+            nxt: list[tuple[charfa.CharDFA, frozenset[str]]] = []
+            for cd, matched in classes:
+                inside = charfa.intersect(cd, pd, mx)
+                outside = charfa.difference(cd, pd, mx)
+                if not inside.is_empty():
+                    nxt.append((inside, matched | {p}))
+                if not outside.is_empty():
+                    nxt.append((outside, matched))
+            classes = nxt
+        declared_out = charfa.complement(charfa.finite_set_dfa(sorted(s.props), mx), mx)
+        branches: list[Node] = []
+        for wd, matched in classes:
+            subs = [sub for p, sub in rule.patterns if p in matched]
+            eff = norm.conj_all(subs, None) if subs else rule.additional
+            try:
+                neg = norm.negate(eff, None)
+            except UnsupportedFeatureError:
+                continue
+            if norm.is_empty(neg):
+                continue
+            for _, value, cell in cells:
+                kd = charfa.intersect(cell if cell is not None else declared_out, wd, mx)
+                if kd.is_empty():
+                    continue
+                val = norm.conj(value, neg, None)
+                if norm.is_empty(val):
+                    continue
+                key = self._key_terminal(self._dfa_node(kd, "keydfa", encoded=True))
+                branches.append(concat([key, lay.ksep, self.emit(val, depth + 1)]))
+        return alt(branches)
 
     def _additional(self, rule: KeyRule) -> S:
         if self.options.allow_extra_properties is False and id(rule) in self.norm.implicit_rules:
@@ -749,7 +862,7 @@ class Emitter:
             return out
         return charfa.CharDFA([], [])
 
-    def extra_cells(self, s: SObj) -> list[tuple[Node, S]]:
+    def extra_cells(self, s: SObj) -> list[tuple[Node, S, charfa.CharDFA | None]]:
         """Key classes for undeclared members, each with the schema its values must satisfy."""
         norm = self.norm
         mx = self.options.max_automaton_states
@@ -771,13 +884,12 @@ class Emitter:
             if norm.is_empty(value):
                 return []
             if names is None:
-                key = _not_in_set(declared)
-            else:
-                cell = charfa.difference(names, charfa.finite_set_dfa(declared, mx), mx)
-                if cell.is_empty():
-                    return []
-                key = self._dfa_node(cell, "keydfa")
-            return [(self._key_terminal(key), value)]
+                return [(self._key_terminal(_not_in_set(declared)), value, None)]
+            cell = charfa.difference(names, charfa.finite_set_dfa(declared, mx), mx)
+            if cell.is_empty():
+                return []
+            key = self._dfa_node(cell, "keydfa", encoded=True)
+            return [(self._key_terminal(key), value, cell)]
         base = charfa.complement(charfa.finite_set_dfa(declared, mx), mx)
         if names is not None:
             base = charfa.intersect(base, names, mx)
@@ -793,7 +905,7 @@ class Emitter:
                 if not outside.is_empty():
                     nxt.append((outside, matched))
             cells = nxt
-        out: list[tuple[Node, S]] = []
+        out: list[tuple[Node, S, charfa.CharDFA | None]] = []
         for cd, matched in cells:
             value = ANY
             for rule in s.rules:
@@ -803,11 +915,11 @@ class Emitter:
                 value = norm.conj(value, eff, None)
             if norm.is_empty(value):
                 continue
-            out.append((self._key_terminal(self._dfa_node(cd, "keydfa")), value))
+            out.append((self._key_terminal(self._dfa_node(cd, "keydfa", encoded=True)), value, cd))
         return out
 
-    def _key_terminal(self, decoded: Node) -> Node:
-        return self.terminal("key", concat([literal('"'), encode_node(decoded), literal('"')]))
+    def _key_terminal(self, encoded: Node) -> Node:
+        return self.terminal("key", concat([literal('"'), encoded, literal('"')]))
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -825,6 +937,7 @@ def _whole_array(s: SArr) -> bool:
 def _whole_object(s: SObj) -> bool:
     return (
         not s.props
+        and not s.witnesses
         and not s.names
         and s.min_props == 0
         and s.max_props is None
@@ -984,11 +1097,11 @@ def _finish(rules: list[Rule], start: str) -> Grammar:
             if user not in by_name or user in inlined:
                 continue
             budget = _MAX_INLINE_DEPTH - depth_of(user)
-            chosen = [c for c in children if depth_of(c) <= budget]
+            chosen = [ch for ch in children if depth_of(ch) <= budget]
             if not chosen:
                 continue
             ur = by_name[user]
-            body = _rebuild(ur.body, {c: by_name[c].body for c in chosen})
+            body = _rebuild(ur.body, {ch: by_name[ch].body for ch in chosen})
             by_name[user] = Rule(ur.name, body, ur.terminal, ur.lazy)
             depth.pop(user, None)
             gone = set(chosen)

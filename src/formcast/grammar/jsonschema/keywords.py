@@ -110,9 +110,11 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "any",
         _ALL,
-        "negation of types, `const`/`enum` of scalars, numeric "
-        "bounds, string lengths/patterns/formats, `required`, single properties, array "
-        "lengths/`items`/`contains`, member counts",
+        "negation of types, `const`/`enum` (any values), numeric bounds and `multipleOf`, "
+        "string lengths/patterns/formats, `required`, properties, `additionalProperties`/"
+        '`patternProperties` ("some other member breaks it", once per object), array lengths/'
+        "`items`/`prefixItems`/`contains`, member counts, recursive `$ref` (a negated rule); "
+        "`uniqueItems`, `propertyNames` and `items` after `prefixItems` fail closed",
     ),
     _K(
         "if",

@@ -38,6 +38,7 @@ __all__ = [
     "SRef",
     "SStr",
     "SUnion",
+    "Witness",
     "dedupe_values",
     "json_equal",
     "json_type",
@@ -182,6 +183,19 @@ class KeyRule:
 
 
 @dataclass(eq=False)
+class Witness:
+    """ "Some member breaks ``rule``": the negation of an ``additionalProperties`` /
+    ``patternProperties`` constraint.
+
+    Holds when the object has a member ``(k, v)`` with ``k`` not in ``excluded`` (the keys the
+    negated schema declared) whose value fails what ``rule`` requires of ``k``.
+    """
+
+    excluded: frozenset[str]
+    rule: KeyRule
+
+
+@dataclass(eq=False)
 class SObj(S):
     """Objects.
 
@@ -198,6 +212,7 @@ class SObj(S):
         where: JSON pointer of the schema (for error messages).
         declared: the keys listed in ``properties`` (they come first when merging, so that a
             ``required`` next to a ``$ref`` does not reorder the referenced properties).
+        witnesses: members that must exist (from negated ``additionalProperties``).
     """
 
     props: dict[str, S] = field(default_factory=dict)
@@ -211,6 +226,7 @@ class SObj(S):
     eval_all: bool = False
     where: str = ""
     declared: tuple[str, ...] = ()
+    witnesses: tuple[Witness, ...] = ()
 
 
 @dataclass(eq=False)

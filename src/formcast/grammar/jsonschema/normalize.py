@@ -54,6 +54,7 @@ from .nodes import (
     SRef,
     SStr,
     SUnion,
+    Witness,
     dedupe_values,
     json_equal,
     to_decimal,
@@ -99,6 +100,26 @@ _OBJ_KEYS = (
 
 class _Pending(Exception):
     """A definition was needed while it is still being normalized (recursion)."""
+
+
+class _OutOfBudget(Exception):
+    """A disjointness proof took too much work (the branches are then treated as overlapping)."""
+
+
+#: conj() calls one ``oneOf`` disjointness proof may make.
+_DISJOINT_BUDGET = 2_000
+
+
+def _value_kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    return "array" if isinstance(v, list) else "object"
 
 
 def _escape_pointer(seg: str) -> str:
@@ -199,6 +220,7 @@ class Normalizer:
         self._thunks: dict[str, Callable[[], S]] = {}
         self._ref_depth = 0
         self._keep: list[S] = []  # nodes whose id() names a deferred definition
+        self._budget: int | None = None  # conj() calls left for a disjointness proof
         #: ids of the KeyRules whose ``additional`` comes from an absent additionalProperties
         self.implicit_rules: set[int] = set()
         draft = _draft_of(schema, options.default_draft)
@@ -321,27 +343,46 @@ class Normalizer:
             if isinstance(ref, str):
                 return self._lookup(ref, ctx)
         self._check_keywords(schema, ctx)
-        parts: list[S] = [self._typed(schema, ctx)]
+        # the parts are merged in the order their keywords appear in the schema object, so that
+        # properties are generated in the order a reader sees them ("$ref" first when written
+        # first, the schema's own "properties" first when they come before "allOf"...)
+        keys = list(schema)
+        typed_at = min(
+            (
+                keys.index(k)
+                for k in ("type", *_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS)
+                if k in schema
+            ),
+            default=0,
+        )
+        ordered: list[tuple[int, int, S]] = []
+
+        def add(keyword: str, part: S) -> None:
+            pos = keys.index(keyword) if keyword in schema else len(keys)
+            ordered.append((pos, len(ordered), part))
+
+        ordered.append((typed_at, 0, self._typed(schema, ctx)))
         if "$ref" in schema:
             ref = schema["$ref"]
             if not isinstance(ref, str):
                 raise ConfigurationError(f"invalid schema at {ctx.pointer}: $ref must be a string")
-            parts.append(self._lookup(ref, ctx.child("$ref")))
+            add("$ref", self._lookup(ref, ctx.child("$ref")))
         for kw in ("$dynamicRef", "$recursiveRef"):
             if kw in schema:
                 self.unsupported(kw, ctx.pointer, "dynamic references are not compiled")
         if "allOf" in schema:
             for i, sub in enumerate(self._schema_list(schema, "allOf", ctx)):
-                parts.append(self.normalize(sub, ctx.child("allOf", i)))
+                add("allOf", self.normalize(sub, ctx.child("allOf", i)))
         if "anyOf" in schema:
             subs = self._schema_list(schema, "anyOf", ctx)
-            parts.append(
-                self.union([self.normalize(s, ctx.child("anyOf", i)) for i, s in enumerate(subs)])
+            add(
+                "anyOf",
+                self.union([self.normalize(s, ctx.child("anyOf", i)) for i, s in enumerate(subs)]),
             )
         if "oneOf" in schema:
             subs = self._schema_list(schema, "oneOf", ctx)
             branches = [self.normalize(s, ctx.child("oneOf", i)) for i, s in enumerate(subs)]
-            parts.append(self.one_of(branches, ctx.child("oneOf")))
+            add("oneOf", self.one_of(branches, ctx.child("oneOf")))
         if "enum" in schema:
             values = schema["enum"]
             if not isinstance(values, list):
@@ -352,15 +393,17 @@ class Normalizer:
                     self.options.max_enum,
                     f"enum of {len(values)} values at {ctx.pointer}",
                 )
-            parts.append(SConst(dedupe_values(values)))
+            add("enum", SConst(dedupe_values(values)))
         if "const" in schema:
-            parts.append(SConst((schema["const"],)))
+            add("const", SConst((schema["const"],)))
         if "not" in schema:
             inner = self.normalize(schema["not"], ctx.child("not"))
-            parts.append(self._negate_or_fail(inner, ctx.child("not"), "not"))
+            add("not", self._negate_or_fail(inner, ctx.child("not"), "not"))
         if "if" in schema and ("then" in schema or "else" in schema):
-            parts.append(self._if_then_else(schema, ctx))
-        parts.extend(self._dependencies(schema, ctx))
+            add("if", self._if_then_else(schema, ctx))
+        for kw, part in self._dependencies(schema, ctx):
+            add(kw, part)
+        parts = [part for _, _, part in sorted(ordered, key=lambda t: (t[0], t[1]))]
         result = self.conj_all(parts, ctx)
         if "unevaluatedProperties" in schema:
             u = self.normalize(schema["unevaluatedProperties"], ctx.child("unevaluatedProperties"))
@@ -638,8 +681,8 @@ class Normalizer:
         return out
 
     # -- dependencies, conditionals, unevaluated ----------------------------------------------
-    def _dependencies(self, schema: dict[str, Any], ctx: Ctx) -> list[S]:
-        out: list[S] = []
+    def _dependencies(self, schema: dict[str, Any], ctx: Ctx) -> list[tuple[str, S]]:
+        out: list[tuple[str, S]] = []
         deps: list[tuple[str, Any, str]] = []
         for kw in ("dependentRequired", "dependentSchemas", "dependencies"):
             src = schema.get(kw)
@@ -655,12 +698,14 @@ class Normalizer:
                     raise ConfigurationError(
                         f"invalid schema at {ctx.pointer}: {kw}/{key} must list strings"
                     )
-                present: S = SObj(props={k: ANY for k in [key, *v]}, required=frozenset([key, *v]))
+                # the dependencies first: a document usually states them before the key
+                order = dict.fromkeys([*v, key])
+                present: S = SObj(props=dict.fromkeys(order, ANY), required=frozenset(order))
             else:
                 sub = self.normalize(v, ctx.child(kw, key))
                 present = self.conj(SObj(props={key: ANY}, required=frozenset([key])), sub, ctx)
             absent = SObj(props={key: NOTHING_S})
-            out.append(self.union([*_others("object"), absent, present]))
+            out.append((kw, self.union([*_others("object"), absent, present])))
         return out
 
     def _if_then_else(self, schema: dict[str, Any], ctx: Ctx) -> S:
@@ -764,10 +809,70 @@ class Normalizer:
             return self.union(branches)
 
     def disjoint(self, a: S, b: S, ctx: Ctx | None) -> bool:
+        """True only when no value matches both (False: maybe overlapping)."""
+        quick = self._quick_disjoint(a, b, 0)
+        if quick is not None:
+            return quick
+        saved = self._budget
+        self._budget = _DISJOINT_BUDGET
         try:
             return self.is_empty(self.conj(a, b, ctx))
-        except (UnsupportedFeatureError, _Pending, LimitExceededError):
+        except (UnsupportedFeatureError, _Pending, LimitExceededError, _OutOfBudget):
             return False
+        finally:
+            self._budget = saved
+
+    def _top(self, s: S, depth: int) -> S | None:
+        if isinstance(s, SRef):
+            if depth > 20:
+                return None
+            try:
+                return self._top(self.resolve(s.key), depth + 1)
+            except _Pending:
+                return None
+        return s
+
+    def _kinds(self, s: S, depth: int = 0) -> set[str] | None:
+        """The JSON types ``s`` may have (None: unknown)."""
+        s2 = self._top(s, depth)
+        if s2 is None:
+            return None
+        if isinstance(s2, SAny):
+            return set(_all_kinds())
+        if isinstance(s2, SNothing):
+            return set()
+        if isinstance(s2, SUnion):
+            out: set[str] = set()
+            for i in s2.items:
+                got = self._kinds(i, depth + 1)
+                if got is None:
+                    return None
+                out |= got
+            return out
+        if isinstance(s2, SConst):
+            return {_value_kind(v) for v in s2.values}
+        kind = _kind(s2)
+        return {kind} if kind else None
+
+    def _quick_disjoint(self, a: S, b: S, depth: int) -> bool | None:
+        """Cheap proofs: different types, or an object discriminator (a required key whose
+        constant values differ).  None when undecided."""
+        ka, kb = self._kinds(a), self._kinds(b)
+        if ka is not None and kb is not None and not (ka & kb):
+            return True
+        ta, tb = self._top(a, depth), self._top(b, depth)
+        if isinstance(ta, SObj) and isinstance(tb, SObj):
+            for k in ta.props.keys() & tb.props.keys():
+                if k not in ta.required and k not in tb.required:
+                    continue
+                va, vb = self._top(ta.props[k], depth), self._top(tb.props[k], depth)
+                if (
+                    isinstance(va, SConst)
+                    and isinstance(vb, SConst)
+                    and not any(json_equal(x, y) for x in va.values for y in vb.values)
+                ):
+                    return True
+        return None
 
     # -- union / intersection -----------------------------------------------------------------
     def union(self, items: Iterable[S]) -> S:
@@ -799,6 +904,10 @@ class Normalizer:
         return out
 
     def conj(self, a: S, b: S, ctx: Ctx | None) -> S:
+        if self._budget is not None:
+            self._budget -= 1
+            if self._budget < 0:
+                raise _OutOfBudget
         if isinstance(a, SNothing) or isinstance(b, SNothing):
             return NOTHING_S
         if isinstance(a, SAny):
@@ -895,6 +1004,7 @@ class Normalizer:
             eval_all=a.eval_all or b.eval_all,
             where=a.where or b.where,
             declared=declared,
+            witnesses=a.witnesses + b.witnesses,
         )
 
     # -- value check --------------------------------------------------------------------------
@@ -985,6 +1095,13 @@ class Normalizer:
             return False
         if not s.required <= v.keys():
             return False
+        for w in s.witnesses:
+            if not any(
+                k not in w.excluded
+                and not self.accepts(self.rule_effect(w.rule, k), x, ctx, depth + 1)
+                for k, x in v.items()
+            ):
+                return False
         for k, x in v.items():
             if k in s.props:
                 if not self.accepts(s.props[k], x, ctx, depth + 1):
@@ -1184,16 +1301,17 @@ class Normalizer:
                 )
         for k in s.required:
             out.append(SObj(props={k: NOTHING_S}, declared=(k,) if k in s.declared else ()))
+        if s.witnesses:
+            raise UnsupportedFeatureError(
+                "not", where, "negation of a negated additionalProperties is not compiled"
+            )
         for rule in s.rules:
             trivial = isinstance(rule.additional, SAny) and all(
                 isinstance(sub, SAny) for _, sub in rule.patterns
             )
             if not trivial:
-                raise UnsupportedFeatureError(
-                    "not",
-                    where,
-                    "negation of additionalProperties/patternProperties is not compiled",
-                )
+                # some member outside the declared keys breaks the rule
+                out.append(SObj(witnesses=(Witness(frozenset(s.props), rule),)))
         if any(not isinstance(n, SAny) for n in s.names):
             raise UnsupportedFeatureError("not", where, "negation of propertyNames is not compiled")
         if s.min_props > 0:
@@ -1258,12 +1376,23 @@ def _tighten(node: SNum, v: Decimal, excl: bool, *, low: bool) -> SNum:
     return node
 
 
+def _lcm(a: Fraction, b: Fraction) -> Fraction:
+    """The least positive rational whose multiples are the common multiples of ``a`` and ``b``."""
+    return Fraction(math.lcm(a.numerator, b.numerator), math.gcd(a.denominator, b.denominator))
+
+
 def _merge_num(a: SNum, b: SNum) -> S:
+    multiples = a.multiples + b.multiples
+    if len(multiples) > 1:
+        m = multiples[0]
+        for x in multiples[1:]:
+            m = _lcm(m, x)
+        multiples = (m,)
     out = replace(
         a,
         integer=a.integer or b.integer,
         non_integer=a.non_integer or b.non_integer,
-        multiples=a.multiples + tuple(m for m in b.multiples if m not in a.multiples),
+        multiples=multiples,
         non_multiples=a.non_multiples
         + tuple(m for m in b.non_multiples if m not in a.non_multiples),
         excluded=a.excluded + tuple(x for x in b.excluded if x not in a.excluded),

@@ -83,7 +83,7 @@ class JsonSchemaOptions:
     max_union: int = 1_000
     max_rules: int = 100_000
     max_automaton_states: int = 10_000
-    max_expression_size: int = 50_000
+    max_expression_size: int = 5_000
     max_count_states: int = 10_000
 
     def __post_init__(self) -> None:

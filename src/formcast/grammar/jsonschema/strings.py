@@ -33,10 +33,19 @@ from ..ir import (
     alt,
     concat,
     literal,
+    merge_ranges,
     repeat,
 )
 
-__all__ = ["any_string_body", "any_unit", "encode_char", "encode_node", "encode_text", "quoted"]
+__all__ = [
+    "any_string_body",
+    "any_unit",
+    "encode_char",
+    "encode_node",
+    "encode_ranges",
+    "encode_text",
+    "quoted",
+]
 
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 #: Code points that are written as an escape in the canonical encoding.
@@ -119,6 +128,14 @@ def _encode_ranges(ranges: tuple[tuple[int, int], ...]) -> Node:
 
 def _encode_charset(cs: CharSet) -> Node:
     return _encode_ranges(cs.ranges)
+
+
+def encode_ranges(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> Node:
+    """The canonical spellings of one character from ``ranges`` (merged first)."""
+    merged = merge_ranges(ranges)
+    if len(merged) == 1 and merged[0][0] == merged[0][1]:
+        return literal(encode_char(chr(merged[0][0])))
+    return _encode_ranges(merged)
 
 
 def _has_special(cs: CharSet) -> bool:
