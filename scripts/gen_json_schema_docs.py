@@ -44,9 +44,15 @@ value (`false`, `minimum` above `maximum`, a required property whose schema is `
 raises `UnsatisfiableGrammarError` at compile time. Resource limits raise
 `LimitExceededError` naming the limit.
 
-Unknown keywords fail closed too (misspellings get a "did you mean" hint: validators silently
-ignore `additonalProperties`, formcast does not), except annotations and extension keywords
-starting with {prefixes}.
+**Unknown keywords.** A keyword in no known vocabulary (`"self"`, `"hide"`, a tool's own
+metadata) is an annotation, as the specification and every validator treat it: it cannot
+change which instances are valid, so ignoring it loses nothing. Each one is listed in the
+returned warnings (`CompiledGrammar.warnings`); `JsonSchemaOptions(unknown_keywords="error")`
+makes them fail closed instead. Two kinds of unknown keyword *might* constrain and always fail
+closed: a probable misspelling of a constraining keyword (`additonalProperties`, with a "did
+you mean" hint: validators silently ignore it, formcast does not) and the constraining
+keywords of other vocabularies listed below (draft 3, ajv-keywords, ajv-formats). Extension
+keywords starting with {prefixes} are annotations without a warning.
 """
 
 DEPARTURES = """\

@@ -593,16 +593,28 @@ def test_merging_with_a_recursive_ref_is_deferred() -> None:
 
 
 # -- errors, limits, unsatisfiable ---------------------------------------------------------------
-def test_unknown_keywords_fail_closed_with_pointer() -> None:
-    schema = {"properties": {"a": {"items": {"frobnicate": 3}}}}
+def test_unknown_keywords_are_annotations_or_fail_closed_on_request() -> None:
+    schema = {"properties": {"a": {"items": {"frobnicate": 3, "type": "integer"}}}}
+    # default: an annotation (the specification's reading), listed in the warnings
+    grammar, ignored = schema_to_grammar(schema)
+    assert ignored == [
+        "frobnicate at #/properties/a/items (unknown keyword, treated as an annotation)"
+    ]
+    assert ReferenceRecognizer(grammar).matches('{"a":[1,2]}')
+    assert not ReferenceRecognizer(grammar).matches('{"a":["x"]}')
+    strict = JsonSchemaOptions(unknown_keywords="error")
     with pytest.raises(UnsupportedFeatureError) as e:
-        schema_to_grammar(schema)
+        schema_to_grammar(schema, strict)
     assert e.value.feature == "frobnicate"
     assert e.value.where == "#/properties/a/items"
-    _grammar, ignored = schema_to_grammar(schema, JsonSchemaOptions(lenient=True))
+    _grammar, ignored = schema_to_grammar(
+        schema, JsonSchemaOptions(unknown_keywords="error", lenient=True)
+    )
     assert ignored == [
-        "frobnicate at #/properties/a/items (unknown keyword (formcast fails closed))"
+        "frobnicate at #/properties/a/items (unknown keyword (unknown_keywords='error'))"
     ]
+    with pytest.raises(ConfigurationError):
+        JsonSchemaOptions(unknown_keywords="maybe")
     # annotations and x- extensions are fine
     schema_to_grammar(
         {

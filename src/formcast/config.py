@@ -6,6 +6,7 @@ Environment variables are read here and nowhere else (:func:`limits_from_env`).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
@@ -31,6 +32,13 @@ class CompileLimits:
             NFA states built and DFA states constructed (deterministic "fuel"; one unit is
             about 0.7 us on one core of a 2-core VM, so the default is a few seconds; hopeless
             constraints are refused right after NFA construction, from a projection).
+            It also covers the token-index preparation of a grammar (call-expanded lexer,
+            position classes).
+        max_compile_seconds: optional wall-clock cap on one compile, in seconds (``None``,
+            the default: none).  Unlike ``max_compile_work`` it depends on the machine and its
+            load, so the same constraint may compile on one run and not on the next; use it
+            where a hard latency bound matters more than reproducibility (a server facing
+            untrusted schemas).
     """
 
     max_pattern_length: int = 100_000
@@ -40,14 +48,28 @@ class CompileLimits:
     max_minimize_states: int = 20_000
     max_alternatives: int = 100_000
     max_compile_work: int = 5_000_000
+    max_compile_seconds: float | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if not isinstance(value, int) or value <= 0:
+            if f.name == "max_compile_seconds":
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+                ):
+                    raise ConfigurationError(
+                        f"CompileLimits.max_compile_seconds must be None or a positive number, "
+                        f"got {value!r}"
+                    )
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigurationError(
                     f"CompileLimits.{f.name} must be a positive int, got {value!r}"
                 )
+
+    def budget(self) -> WorkBudget:
+        """A fresh :class:`WorkBudget` for one compile under these limits."""
+        return WorkBudget(self.max_compile_work, self.max_compile_seconds)
 
 
 _ENV_PREFIX = "FORMCAST_LIMIT_"
@@ -59,18 +81,18 @@ def limits_from_env(base: CompileLimits | None = None) -> CompileLimits:
     Example: ``FORMCAST_LIMIT_MAX_DFA_STATES=200000``.
     """
     base = base or CompileLimits()
-    changes: dict[str, int] = {}
+    changes: dict[str, int | float] = {}
     for f in fields(base):
         raw = os.environ.get(_ENV_PREFIX + f.name.upper())
         if raw is None:
             continue
         try:
-            changes[f.name] = int(raw)
+            changes[f.name] = float(raw) if f.name == "max_compile_seconds" else int(raw)
         except ValueError:
             raise ConfigurationError(
-                f"environment variable {_ENV_PREFIX + f.name.upper()}={raw!r} is not an integer"
+                f"environment variable {_ENV_PREFIX + f.name.upper()}={raw!r} is not a number"
             ) from None
-    return replace(base, **changes) if changes else base
+    return replace(base, **changes) if changes else base  # type: ignore[arg-type]
 
 
 class WorkBudget:
@@ -80,11 +102,13 @@ class WorkBudget:
     :attr:`CompileLimits.max_compile_work`.
     """
 
-    __slots__ = ("limit", "used")
+    __slots__ = ("deadline", "limit", "seconds", "used")
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, seconds: float | None = None) -> None:
         self.limit = limit
         self.used = 0
+        self.seconds = seconds
+        self.deadline = None if seconds is None else time.monotonic() + seconds
 
     def check_projected(self, amount: int) -> None:
         """Raise now if spending ``amount`` more would certainly exceed the limit."""
@@ -100,6 +124,14 @@ class WorkBudget:
 
     def spend(self, amount: int) -> None:
         self.used += amount
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            from .errors import LimitExceededError
+
+            raise LimitExceededError(
+                "max_compile_seconds",
+                float(self.seconds or 0.0),
+                "the compile ran out of wall-clock time (raise the limit, or None)",
+            )
         if self.used > self.limit:
             from .errors import LimitExceededError
 

@@ -92,7 +92,7 @@ def compile_dfa(
 ) -> ByteDFA:
     """Regular IR → minimized byte DFA (within the compile-work ``budget``)."""
     limits = limits or CompileLimits()
-    budget = budget or WorkBudget(limits.max_compile_work)
+    budget = budget or limits.budget()
     return nfa_to_dfa(build_nfa(node, limits, budget=budget), limits, budget=budget)
 
 
@@ -122,7 +122,7 @@ def nfa_to_dfa(
     see :func:`bounded_equivalence`); the result is then correct but possibly larger.
     """
     limits = limits or CompileLimits()
-    budget = budget or WorkBudget(limits.max_compile_work)
+    budget = budget or limits.budget()
     # subset construction builds roughly one DFA state per NFA state on repeat chains
     budget.check_projected(len(nfa.eps) * _PROJECTED_COST_PER_NFA_STATE)
     class_of, reps = _byte_classes(nfa)
@@ -389,7 +389,12 @@ def describe_bytes(values: np.ndarray | list[int]) -> str:
 
 
 def bounded_equivalence(
-    table: np.ndarray, labels: np.ndarray, depth: int, *, budget: int = 40_000_000
+    table: np.ndarray,
+    labels: np.ndarray,
+    depth: int,
+    *,
+    budget: int = 40_000_000,
+    work: WorkBudget | None = None,
 ) -> np.ndarray:
     """Classes of states indistinguishable by any string of at most ``depth`` bytes.
 
@@ -398,11 +403,11 @@ def bounded_equivalence(
     depend only on strings as long as the vocabulary's longest token, so states of one class
     share their mask: the states of ``[a-z]{1,1000}`` with 128 or more letters left form one
     class.  Moore refinement for ``depth`` rounds (stops early when stable); returns the
-    identity when ``n_states * byte_classes * depth`` exceeds ``budget``.
+    identity when ``n_states * byte_classes * depth`` exceeds ``budget``.  ``work``: the
+    compile's fuel, charged per round.
     """
     n = table.shape[0]
-    cols, col_idx = np.unique(table, axis=1, return_index=True)
-    del col_idx
+    cols = _unique_columns(table)
     k = cols.shape[1]
     if n * max(k, 1) * depth > budget:
         return np.arange(n, dtype=np.int64)
@@ -410,6 +415,8 @@ def bounded_equivalence(
     part = part.reshape(-1).astype(np.int64)
     n_blocks = int(part.max()) + 1
     for _ in range(depth):
+        if work is not None:
+            work.spend(n * k // 64 + 1)
         new_part = _refine(part, cols, n_blocks)
         new_blocks = int(new_part.max()) + 1
         part = new_part
@@ -417,6 +424,33 @@ def bounded_equivalence(
             break
         n_blocks = new_blocks
     return part
+
+
+def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group the equal columns of ``table``: ``(class_of_column, first_column_of_class)``.
+
+    Hashes each column with random 64-bit weights and checks the grouping exactly (falling
+    back to a lexicographic sort on a collision): O(rows x columns).
+    """
+    n = table.shape[0]
+    weights = np.asarray(
+        np.random.default_rng(0x5EED).integers(1, 1 << 62, size=n, dtype=np.int64)
+    )
+    with np.errstate(over="ignore"):
+        h = (table.astype(np.int64) * weights[:, None]).sum(axis=0)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(table[:, first][:, inverse], table):
+        _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return inverse.astype(np.int64), first.astype(np.int64)
+
+
+def _unique_columns(table: np.ndarray) -> np.ndarray:
+    """The distinct columns of ``table`` (any order)."""
+    _, first = column_classes(table)
+    out: np.ndarray = table[:, first]
+    return out
 
 
 def _refine(part: np.ndarray, cols: np.ndarray, n_blocks: int) -> np.ndarray:
@@ -433,5 +467,12 @@ def _refine(part: np.ndarray, cols: np.ndarray, n_blocks: int) -> np.ndarray:
         sig = np.empty((n, k + 1), dtype=np.int64)
         sig[:, 0] = part
         sig[:, 1:] = succ
-        _, new_part = np.unique(sig, axis=0, return_inverse=True)
+        # hash the rows, then check the grouping exactly (a sort of the rows on a collision)
+        weights = np.random.default_rng(0xB10C).integers(1, 1 << 62, size=k + 1, dtype=np.int64)
+        with np.errstate(over="ignore"):
+            h = sig @ weights
+        _, first, new_part = np.unique(h, return_index=True, return_inverse=True)
+        new_part = new_part.reshape(-1)
+        if not np.array_equal(sig[first][new_part], sig):
+            _, new_part = np.unique(sig, axis=0, return_inverse=True)
     return new_part.reshape(-1).astype(np.int64)

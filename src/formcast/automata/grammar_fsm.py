@@ -16,7 +16,8 @@ Lifetime: per grammar; the result is immutable.  Work is bounded by :class:`Comp
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,9 +40,11 @@ from ..grammar.ir import (
     alt,
     concat,
     iter_nodes,
+    node_refs,
+    node_size,
     repeat,
 )
-from .dfa import DEAD, ByteDFA, nfa_to_dfa
+from .dfa import DEAD, ByteDFA, column_classes, nfa_to_dfa
 from .nfa import build_nfa
 
 __all__ = ["GrammarAutomaton", "compile_grammar_automaton"]
@@ -92,46 +95,77 @@ class GrammarAutomaton:
         return sum(d.num_states for d in self.dfas)
 
 
-def _refs_in(node: Node) -> set[str]:
-    return {n.name for n in iter_nodes(node) if isinstance(n, RuleRef)}
+def _refs_in(node: Node) -> frozenset[str]:
+    return node_refs(node)
 
 
 def _size(node: Node) -> int:
-    return sum(1 for _ in iter_nodes(node))
+    return node_size(node)
 
 
-def _substitute(node: Node, bodies: dict[str, Node]) -> Node:
-    """Replace references to rules in ``bodies`` by the bodies (iterative post-order)."""
-    # post-order rebuild without recursion
+def _rebuild(
+    node: Node, leaf: Callable[[Node], Node | None], descend: Callable[[Node], bool]
+) -> Node:
+    """Post-order rebuild of ``node`` without recursion.
+
+    ``leaf(n)`` may replace a node outright (returning None keeps going); subtrees for which
+    ``descend`` is False are kept as they are, and a node whose children come back unchanged is
+    kept (same object).  Shared subtrees are rebuilt once (memo by identity), so the cost is
+    linear in the DAG, not the tree.
+    """
+    memo: dict[int, Node] = {}
     stack: list[tuple[Node, bool]] = [(node, False)]
     out: list[Node] = []
     while stack:
         n, done = stack.pop()
-        if isinstance(n, RuleRef):
-            out.append(bodies.get(n.name, n))
-        elif isinstance(n, (Concat, Alt)):
-            if not done:
-                stack.append((n, True))
-                for item in reversed(n.items):
-                    stack.append((item, False))
-            else:
-                k = len(n.items)
-                items = out[-k:]
-                del out[-k:]
-                out.append(concat(items) if isinstance(n, Concat) else alt(items))
-        elif isinstance(n, Repeat):
-            if not done:
-                stack.append((n, True))
+        if not done:
+            hit = memo.get(id(n))
+            if hit is not None:
+                out.append(hit)
+                continue
+            rep = leaf(n)
+            if rep is not None:
+                memo[id(n)] = rep
+                out.append(rep)
+                continue
+            if not descend(n) or not isinstance(n, (Concat, Alt, Repeat)):
+                out.append(n)
+                continue
+            stack.append((n, True))
+            if isinstance(n, Repeat):
                 stack.append((n.item, False))
             else:
-                item = out.pop()
-                out.append(repeat(item, n.min, n.max))
+                stack.extend((item, False) for item in reversed(n.items))
+            continue
+        if isinstance(n, Repeat):
+            item = out.pop()
+            res: Node = n if item is n.item else repeat(item, n.min, n.max)
         else:
-            out.append(n)
+            assert isinstance(n, (Concat, Alt))
+            k = len(n.items)
+            items = out[-k:]
+            del out[-k:]
+            if all(a is b for a, b in zip(items, n.items)):
+                res = n
+            else:
+                res = concat(items) if isinstance(n, Concat) else alt(items)
+        memo[id(n)] = res
+        out.append(res)
     return out[0]
 
 
-def _sccs(graph: dict[str, set[str]]) -> list[list[str]]:
+def _substitute(node: Node, bodies: dict[str, Node]) -> Node:
+    """Replace references to rules in ``bodies`` by the bodies; subtrees that reference none of
+    them are kept as they are.  Linear in the part of the DAG that does."""
+    names = bodies.keys()
+
+    def leaf(n: Node) -> Node | None:
+        return bodies.get(n.name) if isinstance(n, RuleRef) else None
+
+    return _rebuild(node, leaf, lambda n: not node_refs(n).isdisjoint(names))
+
+
+def _sccs(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
     """Tarjan's strongly connected components, iterative."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -256,55 +290,44 @@ def _outline_repeats(names: list[str], bodies: dict[str, Node]) -> None:
     """
     made: dict[Node, str] = {}
     todo = list(names)
+
+    def leaf(n: Node) -> Node | None:
+        if not isinstance(n, Repeat):
+            return None
+        copies = max(n.min, n.max or n.min)
+        size = node_size(n.item)
+        if copies > 1 and size >= _OUTLINE_MIN_ITEM and size * copies > _OUTLINE_MIN_NODES:
+            rule = made.get(n.item)
+            if rule is None:
+                rule = f"{current[0]}#rep{len(made)}"
+                made[n.item] = rule
+                bodies[rule] = n.item
+                names.append(rule)
+                todo.append(rule)
+            return repeat(RuleRef(rule), n.min, n.max)
+        return None
+
+    def descend(n: Node) -> bool:
+        # only a subtree with at least _OUTLINE_MIN_ITEM + 1 nodes can hold a big repeat
+        return node_size(n) > _OUTLINE_MIN_ITEM
+
+    current = [""]
     while todo:
         name = todo.pop()
-        body = bodies[name]
-        # post-order rebuild, replacing big repeated items by references
-        stack: list[tuple[Node, bool]] = [(body, False)]
-        out: list[Node] = []
-        changed = False
-        while stack:
-            n, done = stack.pop()
-            if isinstance(n, (Concat, Alt)):
-                if not done:
-                    stack.append((n, True))
-                    stack.extend((item, False) for item in reversed(n.items))
-                else:
-                    k = len(n.items)
-                    items = out[-k:]
-                    del out[-k:]
-                    out.append(concat(items) if isinstance(n, Concat) else alt(items))
-            elif isinstance(n, Repeat):
-                if not done:
-                    stack.append((n, True))
-                    stack.append((n.item, False))
-                    continue
-                item = out.pop()
-                copies = max(n.min, n.max or n.min)
-                size = _size(item)
-                if copies > 1 and size >= _OUTLINE_MIN_ITEM and size * copies > _OUTLINE_MIN_NODES:
-                    rule = made.get(item)
-                    if rule is None:
-                        rule = f"{name}#rep{len(made)}"
-                        made[item] = rule
-                        bodies[rule] = item
-                        names.append(rule)
-                        todo.append(rule)
-                    item = RuleRef(rule)
-                    changed = True
-                out.append(repeat(item, n.min, n.max))
-            else:
-                out.append(n)
-        if changed:
-            bodies[name] = out[0]
+        current[0] = name
+        bodies[name] = _rebuild(bodies[name], leaf, descend)
 
 
 def compile_grammar_automaton(
-    grammar: Grammar, limits: CompileLimits | None = None
+    grammar: Grammar, limits: CompileLimits | None = None, *, budget: WorkBudget | None = None
 ) -> GrammarAutomaton:
-    """Compile a grammar IR to per-rule byte DFAs (see the module docstring)."""
+    """Compile a grammar IR to per-rule byte DFAs (see the module docstring).
+
+    ``budget``: the compile's fuel (and deadline), shared with later stages; a fresh one from
+    ``limits`` by default.
+    """
     limits = limits or CompileLimits()
-    budget = WorkBudget(limits.max_compile_work)
+    budget = budget or limits.budget()
     names, bodies = _inline(grammar)
     _outline_repeats(names, bodies)
     # productivity fixpoint: drop references to rules that can never finish
@@ -542,7 +565,13 @@ class ExpandedLexer:
     entry: dict[tuple[int, int], int]
 
 
-def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 30_000) -> ExpandedLexer | None:
+class _TooLarge(Exception):
+    """The expanded lexer outgrew its state cap."""
+
+
+def build_expanded_lexer(
+    auto: GrammarAutomaton, max_states: int = 30_000, *, budget: WorkBudget | None = None
+) -> ExpandedLexer | None:
     """Determinize the call-expanded automaton; None if it exceeds ``max_states``.
 
     Walking a token through it follows calls into callees exactly, so a token that stays alive
@@ -568,9 +597,8 @@ def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 30_000) -> Ex
                 calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)
     # byte classes: identical columns everywhere
     cols = np.concatenate([gtable, gsplit.astype(np.int64)], axis=0)
-    _, cls_of_byte = np.unique(cols.T, axis=0, return_inverse=True)
-    cls_of_byte = cls_of_byte.reshape(-1)
-    reps = [int(np.flatnonzero(cls_of_byte == c)[0]) for c in range(int(cls_of_byte.max()) + 1)]
+    cls_of_byte, first = column_classes(cols)
+    reps = first.tolist()
 
     closure_cache: dict[int, frozenset[int]] = {}
 
@@ -606,37 +634,69 @@ def build_expanded_lexer(auto: GrammarAutomaton, max_states: int = 30_000) -> Ex
                 sets.append(start)
             entry[(r, q)] = j
     reps_arr = np.asarray(reps, dtype=np.int64)
-    gtable_r = gtable[:, reps_arr]
-    gsplit_r = gsplit[:, reps_arr]
+    # per global state, successors and split flags per byte class, as Python lists (the loop
+    # below groups classes with dicts: far cheaper than numpy calls per lexer state)
+    gsucc: list[list[int]] = gtable[:, reps_arr].tolist()
+    gsplit_l: list[list[bool]] = gsplit[:, reps_arr].tolist()
+    n_cls = len(reps)
+
+    def set_id(target: frozenset[int]) -> int:
+        j = ids.get(target)
+        if j is None:
+            j = len(sets)
+            if j >= max_states:
+                raise _TooLarge
+            ids[target] = j
+            sets.append(target)
+        return j
+
+    single: dict[int, int] = {0: 0}  # global successor -> lexer state of its closure
+    multi: dict[tuple[int, ...], int] = {}  # successors of several members -> lexer state
     i = 1
-    while i < len(sets):
-        members = np.fromiter(sets[i], dtype=np.int64)
-        succ = gtable_r[members]  # (|S|, classes): successor global ids, 0 = dead
-        if members.size == 1:
-            patterns, inverse = np.unique(succ[0], return_inverse=True)
-            pattern_sets = [closure1(int(v)) if v else frozenset() for v in patterns.tolist()]
-        else:
-            patterns2, inverse = np.unique(succ.T, axis=0, return_inverse=True)
-            pattern_sets = []
-            for pat in patterns2:
-                live_ids = [int(v) for v in set(pat.tolist()) if v]
-                pattern_sets.append(
-                    frozenset().union(*(closure1(v) for v in live_ids)) if live_ids else frozenset()
-                )
-        pattern_ids: list[int] = []
-        for target in pattern_sets:
-            j = ids.get(target)
-            if j is None:
-                j = len(sets)
-                if j >= max_states:
-                    return None
-                ids[target] = j
-                sets.append(target)
-            pattern_ids.append(j)
-        rows.append(np.asarray(pattern_ids, dtype=np.int64)[inverse.reshape(-1)].tolist())
-        any_split: np.ndarray = np.asarray(gsplit_r[members].any(axis=0), dtype=bool)
-        split_rows.append(any_split.tolist())
-        i += 1
+    try:
+        while i < len(sets):
+            if budget is not None:
+                budget.spend(n_cls)
+            members = sorted(sets[i])
+            if len(members) == 1:
+                g = members[0]
+                row = []
+                for v in gsucc[g]:
+                    j = single.get(v)
+                    if j is None:
+                        j = set_id(closure1(v))
+                        single[v] = j
+                    row.append(j)
+                rows.append(row)
+                split_rows.append(gsplit_l[g])
+            else:
+                row = []
+                for tup in zip(*(gsucc[m] for m in members), strict=True):
+                    j = multi.get(tup)
+                    if j is None:
+                        live_ids = {v for v in tup if v}
+                        if len(live_ids) == 1:
+                            (only,) = live_ids
+                            j = single.get(only)
+                            if j is None:
+                                j = set_id(closure1(only))
+                                single[only] = j
+                        else:
+                            j = set_id(
+                                frozenset().union(*(closure1(v) for v in live_ids))
+                                if live_ids
+                                else frozenset()
+                            )
+                        multi[tup] = j
+                    row.append(j)
+                rows.append(row)
+                flags = [False] * n_cls
+                for m in members:
+                    flags = [a or b for a, b in zip(flags, gsplit_l[m], strict=True)]
+                split_rows.append(flags)
+            i += 1
+    except _TooLarge:
+        return None
     small = np.asarray(rows, dtype=np.int32)
     ssmall = np.asarray(split_rows, dtype=bool)
     table = np.ascontiguousarray(small[:, cls_of_byte])

@@ -39,6 +39,8 @@ _NFA_STATE_COST = 15
 _PROJECTED_DFA_COST = 50
 # character sets with more ranges than this are compiled to a minimal DFA once and embedded
 _EMBED_RANGES = 8
+# composite nodes at least this large are built once per exit state and shared
+_SHARE_MIN_NODES = 6
 
 __all__ = ["NFA", "build_nfa"]
 
@@ -87,17 +89,33 @@ def build_nfa(
     (used when that sub-DFA is itself being built).
     """
     limits = limits or CompileLimits()
-    budget = budget or WorkBudget(limits.max_compile_work)
+    budget = budget or limits.budget()
     nfa = NFA(limit=limits.max_nfa_states, budget=budget)
     s = nfa.new_state()
     a = nfa.new_state()
     nfa.start, nfa.accept = s, a
-    # work items: (node, from_state, to_state)
-    work: list[tuple[Node, int, int]] = [(node, s, a)]
+    # work items: (node, from_state, to_state, own) -- ``own``: every edge leaving from_state
+    # belongs to this node's fragment (a fresh state), so the fragment can be shared
+    work: list[tuple[Node, int, int, bool]] = [(node, s, a, True)]
     charset_cache: dict[tuple[tuple[int, int], ...], list[list[tuple[int, int]]]] = {}
     sub_dfas: dict[Node, ByteDFA] = {}
+    # (node, to_state) -> entry state of a fragment already built for that node and exit: an
+    # IR that is a DAG (inlined rules, shared suffixes of optional properties) is built in
+    # space linear in the DAG rather than in its tree unfolding
+    shared: dict[tuple[Node, int], int] = {}
     while work:
-        n, frm, to = work.pop()
+        n, frm, to, own = work.pop()
+        if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
+            key = (n, to)
+            entry = shared.get(key)
+            if entry is not None:
+                nfa.eps[frm].append(entry)
+                continue
+            if not own:
+                entry = nfa.new_state()
+                nfa.eps[frm].append(entry)
+                frm = entry
+            shared[key] = frm
         if isinstance(n, Empty):
             nfa.eps[frm].append(to)
         elif isinstance(n, Nothing):
@@ -130,11 +148,11 @@ def build_nfa(
             k = len(n.items)
             for i, item in enumerate(n.items):
                 nxt = to if i == k - 1 else nfa.new_state()
-                work.append((item, cur, nxt))
+                work.append((item, cur, nxt, own if i == 0 else True))
                 cur = nxt
         elif isinstance(n, Alt):
             for item in n.items:
-                work.append((item, frm, to))
+                work.append((item, frm, to, False))
         elif isinstance(n, Repeat):
             copies = max(n.min, n.max or 0) + 1
             if (
@@ -164,18 +182,20 @@ def build_nfa(
     return nfa
 
 
-def _repeat(nfa: NFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, int]]) -> None:
+def _repeat(
+    nfa: NFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, int, bool]]
+) -> None:
     cur = frm
     for _ in range(n.min):
         nxt = nfa.new_state()
-        work.append((n.item, cur, nxt))
+        work.append((n.item, cur, nxt, False))
         cur = nxt
     if n.max is None:
         # cur --eps--> loop; loop --item--> loop; loop --eps--> to
         loop = nfa.new_state()
         nfa.eps[cur].append(loop)
         body_end = nfa.new_state()
-        work.append((n.item, loop, body_end))
+        work.append((n.item, loop, body_end, False))
         nfa.eps[body_end].append(loop)
         nfa.eps[loop].append(to)
         return
@@ -183,7 +203,7 @@ def _repeat(nfa: NFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, 
     nfa.eps[cur].append(to)
     for i in range(optional):
         nxt = to if i == optional - 1 else nfa.new_state()
-        work.append((n.item, cur, nxt))
+        work.append((n.item, cur, nxt, False))
         if nxt != to:
             nfa.eps[nxt].append(to)
         cur = nxt

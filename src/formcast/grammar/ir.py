@@ -14,7 +14,8 @@ Lifetime: per grammar; never mutated.  Construction helpers normalise (flatten n
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "ANY_CHAR",
@@ -38,6 +39,8 @@ __all__ = [
     "iter_nodes",
     "literal",
     "merge_ranges",
+    "node_refs",
+    "node_size",
     "repeat",
 ]
 
@@ -108,27 +111,116 @@ class Literal(Node):
     text: str
 
 
-@dataclass(frozen=True, slots=True)
-class Concat(Node):
+_NO_REFS: frozenset[str] = frozenset()
+
+
+def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str]]:
+    """(tree size, referenced rule names) of a composite node's children.  O(len(items))."""
+    size = 1
+    refs = _NO_REFS
+    for it in items:
+        size += node_size(it)
+        r = node_refs(it)
+        if r and not r <= refs:
+            refs = refs | r
+    return size, refs
+
+
+class _Composite(Node):
+    """Composite nodes cache their hash, tree size and referenced rule names at construction,
+    so hashing, equality and the automaton layer's size/reference queries are O(1) per node
+    instead of a walk of the (often shared, DAG-shaped) subtree."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Concat(_Composite):
     """The items in sequence.  Use :func:`concat` to build (it flattens and simplifies)."""
 
     items: tuple[Node, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+    size: int = field(init=False, repr=False, compare=False)
+    refs: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[type[Concat], tuple[Any, ...]]:
+        # rebuilt through __init__: the cached hash is per process (string hashing is salted)
+        return (Concat, (self.items,))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((Concat, self.items)))
+        size, refs = _summary(self.items)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "refs", refs)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            type(other) is Concat and other._hash == self._hash and other.items == self.items
+        )
 
 
-@dataclass(frozen=True, slots=True)
-class Alt(Node):
+@dataclass(frozen=True, slots=True, eq=False)
+class Alt(_Composite):
     """Any one of the items.  Use :func:`alt` to build (it flattens and simplifies)."""
 
     items: tuple[Node, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+    size: int = field(init=False, repr=False, compare=False)
+    refs: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[type[Alt], tuple[Any, ...]]:
+        # rebuilt through __init__: the cached hash is per process (string hashing is salted)
+        return (Alt, (self.items,))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((Alt, self.items)))
+        size, refs = _summary(self.items)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "refs", refs)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            type(other) is Alt and other._hash == self._hash and other.items == self.items
+        )
 
 
-@dataclass(frozen=True, slots=True)
-class Repeat(Node):
+@dataclass(frozen=True, slots=True, eq=False)
+class Repeat(_Composite):
     """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
 
     item: Node
     min: int
     max: int | None
+    _hash: int = field(init=False, repr=False, compare=False)
+    size: int = field(init=False, repr=False, compare=False)
+    refs: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[type[Repeat], tuple[Any, ...]]:
+        # rebuilt through __init__: the cached hash is per process (string hashing is salted)
+        return (Repeat, (self.item, self.min, self.max))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((Repeat, self.item, self.min, self.max)))
+        object.__setattr__(self, "size", 1 + node_size(self.item))
+        object.__setattr__(self, "refs", node_refs(self.item))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            type(other) is Repeat
+            and other._hash == self._hash
+            and other.min == self.min
+            and other.max == self.max
+            and other.item == self.item
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +367,20 @@ def iter_nodes(node: Node) -> Iterator[Node]:
             stack.append(n.item)
 
 
+def node_size(node: Node) -> int:
+    """Number of nodes in the tree under ``node`` (shared subtrees counted per use).  O(1)."""
+    return node.size if isinstance(node, (Concat, Alt, Repeat)) else 1
+
+
+def node_refs(node: Node) -> frozenset[str]:
+    """Names of the rules referenced anywhere under ``node``.  O(1)."""
+    if isinstance(node, (Concat, Alt, Repeat)):
+        return node.refs
+    if isinstance(node, RuleRef):
+        return frozenset((node.name,))
+    return _NO_REFS
+
+
 def is_regular(node: Node) -> bool:
-    """True when the tree contains no :class:`RuleRef`."""
-    return not any(isinstance(n, RuleRef) for n in iter_nodes(node))
+    """True when the tree contains no :class:`RuleRef`.  O(1)."""
+    return not node_refs(node)

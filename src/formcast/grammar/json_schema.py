@@ -43,8 +43,9 @@ def schema_to_grammar(
         options: see :class:`JsonSchemaOptions` (defaults: compact output, strict).
 
     Returns:
-        ``(grammar, ignored)``: the IR grammar (start rule ``root``) and the features that were
-        ignored — always empty unless ``options.lenient``.
+        ``(grammar, ignored)``: the IR grammar (start rule ``root``) and warnings — the
+        features that were ignored (``options.lenient``) and the unknown keywords treated as
+        annotations (``options.unknown_keywords="annotate"``, the default).
 
     Raises:
         UnsupportedFeatureError: a keyword or feature that cannot be enforced (with pointer).

@@ -27,6 +27,7 @@ import numpy as np
 from ..automata.dfa import DEAD, bounded_equivalence, describe_bytes
 from ..automata.grammar_fsm import GrammarAutomaton, build_expanded_lexer, split_bytes
 from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
+from ..config import WorkBudget
 from ..vocab.vocabulary import Vocabulary
 from .bitmask import bool_to_bitmask
 from .compiled import LimitStop, ids_to_bool
@@ -42,6 +43,8 @@ class CfgProgram:
         vocab: the model's vocabulary.
         limits: run-time parser limits.
         mask_cache_size: parser states whose masks are kept (LRU).
+        budget: the compile's fuel and deadline (:class:`~formcast.config.WorkBudget`),
+            charged while the token index is prepared.
     """
 
     def __init__(
@@ -51,11 +54,12 @@ class CfgProgram:
         limits: ParserLimits | None = None,
         *,
         mask_cache_size: int = 50_000,
+        budget: WorkBudget | None = None,
     ) -> None:
         self.auto = auto
         self.vocab = vocab
         self.pda = PushdownAutomaton(auto, limits)
-        self.lexer = build_expanded_lexer(auto)
+        self.lexer = build_expanded_lexer(auto, budget=budget)
         self._lex_class: np.ndarray | None = None
         if self.lexer is not None:
             self._lex_aug = _augmented_table(self.lexer.table, self.lexer.split)
@@ -66,7 +70,7 @@ class CfgProgram:
             labels[DEAD] = 0
             labels[3 * n] = 1
             depth = max(vocab.trie.max_len, 1)
-            self._lex_class = bounded_equivalence(self._lex_aug, labels, depth)
+            self._lex_class = bounded_equivalence(self._lex_aug, labels, depth, work=budget)
         else:  # too large to determinize: classify per rule (calls become candidates)
             self._aug = [
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))

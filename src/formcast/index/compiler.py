@@ -115,10 +115,11 @@ class GrammarCompiler:
 
     # -- context-free grammars ------------------------------------------------------------------
     def _program_for(self, grammar: Grammar) -> GrammarProgram:
-        auto = compile_grammar_automaton(grammar, self.limits)
+        budget = self.limits.budget()  # one fuel tank (and deadline) for every stage
+        auto = compile_grammar_automaton(grammar, self.limits, budget=budget)
         if auto.is_regular:
             return RegexProgram(auto.dfas[0], self.vocab)
-        return CfgProgram(auto, self.vocab, self.parser_limits)
+        return CfgProgram(auto, self.vocab, self.parser_limits, budget=budget)
 
     def compile_grammar_ir(
         self,

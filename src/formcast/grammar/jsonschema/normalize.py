@@ -430,10 +430,18 @@ class Normalizer:
             info = keyword_info(key)
             if info is None:
                 guess = suggest(key)
-                hint = "unknown keyword (formcast fails closed)"
                 if guess:
-                    hint += f"; did you mean {guess!r}? validators ignore a misspelt keyword"
-                self.unsupported(key, ctx.pointer, hint)
+                    hint = (
+                        f"unknown keyword; did you mean {guess!r}? validators ignore a misspelt "
+                        "keyword, so formcast fails closed"
+                    )
+                    self.unsupported(key, ctx.pointer, hint)
+                elif self.options.unknown_keywords == "error":
+                    self.unsupported(key, ctx.pointer, "unknown keyword (unknown_keywords='error')")
+                else:
+                    self.ignored.append(
+                        f"{key} at {ctx.pointer} (unknown keyword, treated as an annotation)"
+                    )
             elif info.status == "unsupported" and key not in ("$dynamicRef", "$recursiveRef"):
                 self.unsupported(key, ctx.pointer, info.note)
 

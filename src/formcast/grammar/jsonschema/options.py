@@ -41,6 +41,12 @@ class JsonSchemaOptions:
             absent, generate declared properties only (a subset of the valid documents: always
             sound).  True is the same as None (an explicit ``additionalProperties: false`` is
             always honoured).
+        unknown_keywords: what a keyword in no known vocabulary means.  ``"annotate"``
+            (default): an annotation, as the specification says (validators ignore it, so the
+            language is unchanged); each one is listed in the returned warnings.  ``"error"``:
+            fail closed with :class:`~formcast.errors.UnsupportedFeatureError`.  Either way a
+            probable misspelling of a constraining keyword (``"maxLenght"``) and the
+            constraining keywords of other vocabularies (draft 3, ajv-keywords...) fail closed.
         format_assertion: True (default) — ``format`` constrains strings (known formats are
             exact or a documented subset; unknown formats fail closed).  False — ``format`` is
             an annotation, as in the 2019-09/2020-12 default vocabulary.
@@ -73,6 +79,7 @@ class JsonSchemaOptions:
     max_indent_depth: int = 32
     oneof_as_anyof: bool = False
     allow_extra_properties: bool | None = None
+    unknown_keywords: str = "annotate"
     format_assertion: bool = True
     default_draft: str = "2020-12"
     registry: Any = None
@@ -111,6 +118,11 @@ class JsonSchemaOptions:
         if self.indent is not None and self.whitespace == "flexible":
             raise ConfigurationError(
                 "JsonSchemaOptions: indent and whitespace='flexible' exclude each other"
+            )
+        if self.unknown_keywords not in ("annotate", "error"):
+            raise ConfigurationError(
+                f"JsonSchemaOptions.unknown_keywords must be 'annotate' or 'error', "
+                f"got {self.unknown_keywords!r}"
             )
         if self.default_draft not in ("4", "6", "7", "2019-09", "2020-12"):
             raise ConfigurationError(
