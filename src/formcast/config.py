@@ -30,8 +30,9 @@ class CompileLimits:
         max_alternatives: branches of one alternation (e.g. enum values).
         max_compile_work: total automaton-construction work for one constraint, in units of
             NFA states built and DFA states constructed (deterministic "fuel"; one unit is
-            about 0.7 us on one core of a 2-core VM, so the default is a few seconds; hopeless
-            constraints are refused right after NFA construction, from a projection).
+            about 0.7 us on one core of a 2-core VM, so the default stops a compile after
+            about 2 s there; hopeless constraints are refused right after NFA construction,
+            from a projection).
             It also covers the token-index preparation of a grammar (call-expanded lexer,
             position classes).
         max_compile_seconds: optional wall-clock cap on one compile, in seconds (``None``,
@@ -47,7 +48,7 @@ class CompileLimits:
     max_dfa_states: int = 65_536
     max_minimize_states: int = 20_000
     max_alternatives: int = 100_000
-    max_compile_work: int = 5_000_000
+    max_compile_work: int = 3_000_000
     max_compile_seconds: float | None = None
 
     def __post_init__(self) -> None:

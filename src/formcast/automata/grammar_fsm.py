@@ -45,7 +45,7 @@ from ..grammar.ir import (
     repeat,
 )
 from .dfa import DEAD, ByteDFA, column_classes, nfa_to_dfa
-from .nfa import build_nfa
+from .nfa import SubAutomaton, build_nfa
 
 __all__ = ["GrammarAutomaton", "compile_grammar_automaton"]
 
@@ -332,6 +332,7 @@ def compile_grammar_automaton(
     _outline_repeats(names, bodies)
     # productivity fixpoint: drop references to rules that can never finish
     productive: set[str] = set()
+    sub_dfas: dict[Node, SubAutomaton] = {}  # shared by every rule's NFA
     while True:
         ids = {n: i for i, n in enumerate(names)}
         dfas = []
@@ -341,7 +342,7 @@ def compile_grammar_automaton(
             if dead:
                 body = _substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
-            nfa = build_nfa(body, limits, rule_ids=ids, budget=budget)
+            nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
             minimize = len(nfa.eps) <= _MINIMIZE_NFA_STATES
             dfas.append(nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget))
         changed = True

@@ -42,7 +42,7 @@ _EMBED_RANGES = 8
 # composite nodes at least this large are built once per exit state and shared
 _SHARE_MIN_NODES = 6
 
-__all__ = ["NFA", "build_nfa"]
+__all__ = ["NFA", "SubAutomaton", "build_nfa"]
 
 
 @dataclass
@@ -56,6 +56,21 @@ class NFA:
     accept: int = 0
     limit: int = 1_000_000
     budget: WorkBudget | None = None
+
+    def new_states(self, k: int) -> int:
+        """Allocate ``k`` states at once; returns the first id (they are consecutive)."""
+        first = len(self.eps)
+        if self.budget is not None:
+            self.budget.spend(k * _NFA_STATE_COST)
+            self.budget.check_projected((first + k) * _PROJECTED_DFA_COST)
+        if first + k > self.limit:
+            raise LimitExceededError(
+                "max_nfa_states", self.limit, "bounded repeats are unrolled; lower the bounds"
+            )
+        self.eps.extend([] for _ in range(k))
+        self.edges.extend([] for _ in range(k))
+        self.refs.extend([] for _ in range(k))
+        return first
 
     def new_state(self) -> int:
         if self.budget is not None and len(self.eps) % 64 == 0:
@@ -79,6 +94,7 @@ def build_nfa(
     inline: Node | None = None,
     rule_ids: Mapping[str, int] | None = None,
     budget: WorkBudget | None = None,
+    sub_dfas: dict[Node, SubAutomaton] | None = None,
 ) -> NFA:
     """Build the NFA of an IR tree.
 
@@ -86,7 +102,9 @@ def build_nfa(
     :class:`UnsupportedFeatureError`); with it, each ``RuleRef(name)`` becomes a reference edge
     labelled ``rule_ids[name]`` (used for the rules of a context-free grammar).
     ``inline`` is a node that must be expanded in place rather than embedded as a sub-DFA
-    (used when that sub-DFA is itself being built).
+    (used when that sub-DFA is itself being built).  ``sub_dfas``: a cache of the sub-DFAs
+    compiled for large character sets and repeated items, shared by the calls of one compile
+    (e.g. every rule of a grammar).
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
@@ -98,7 +116,8 @@ def build_nfa(
     # belongs to this node's fragment (a fresh state), so the fragment can be shared
     work: list[tuple[Node, int, int, bool]] = [(node, s, a, True)]
     charset_cache: dict[tuple[tuple[int, int], ...], list[list[tuple[int, int]]]] = {}
-    sub_dfas: dict[Node, ByteDFA] = {}
+    if sub_dfas is None:
+        sub_dfas = {}
     # (node, to_state) -> entry state of a fragment already built for that node and exit: an
     # IR that is a DAG (inlined rules, shared suffixes of optional properties) is built in
     # space linear in the DAG rather than in its tree unfolding
@@ -134,7 +153,7 @@ def build_nfa(
             if len(n.ranges) > _EMBED_RANGES and n is not inline:
                 sub = sub_dfas.get(n)
                 if sub is None:
-                    sub = _sub_dfa(n, limits, budget)
+                    sub = _sub_dfa(n, limits, budget, sub_dfas)
                     sub_dfas[n] = sub
                 _embed(nfa, sub, frm, to)
                 continue
@@ -163,12 +182,12 @@ def build_nfa(
             ):
                 sub = sub_dfas.get(n.item)
                 if sub is None:
-                    sub = _sub_dfa(n.item, limits, budget)
+                    sub = _sub_dfa(n.item, limits, budget, sub_dfas)
                     sub_dfas[n.item] = sub
                 n = Repeat(_Embedded(sub), n.min, n.max)
             _repeat(nfa, n, frm, to, work)
         elif isinstance(n, _Embedded):
-            _embed(nfa, n.dfa, frm, to)
+            _embed(nfa, n.sub, frm, to)
         elif isinstance(n, RuleRef) and rule_ids is not None:
             nfa.refs[frm].append((rule_ids[n.name], to))
         elif isinstance(n, RuleRef):
@@ -233,10 +252,53 @@ def _add_sequences(nfa: NFA, seqs: list[list[tuple[int, int]]], frm: int, to: in
 
 
 @dataclass(frozen=True, eq=False)
+class SubAutomaton:
+    """A compiled sub-DFA ready to be copied into NFAs: its start, its accepting states and
+    its edges as ``(state, lo, hi, target)`` with byte ranges merged (state 0, dead, dropped).
+    Built once per sub-DFA; copying it is then plain list work."""
+
+    start: int
+    n_states: int
+    accepting: tuple[int, ...]
+    edges: tuple[tuple[int, int, int, int], ...]
+
+    @staticmethod
+    def of(dfa: ByteDFA) -> SubAutomaton:
+        import numpy as np
+
+        table = dfa.table
+        n = table.shape[0]
+        edges: list[tuple[int, int, int, int]] = []
+        if n > 1:
+            rows = table[1:]
+            # a new range starts at byte 0 and wherever the target changes
+            change = np.ones((n - 1, 256), dtype=bool)
+            change[:, 1:] = rows[:, 1:] != rows[:, :-1]
+            rr, starts = np.nonzero(change)
+            ends = np.empty_like(starts)
+            ends[:-1] = starts[1:] - 1
+            ends[-1] = 255
+            ends[np.r_[rr[1:] != rr[:-1], True]] = 255
+            tgts = rows[rr, starts]
+            keep = tgts != 0
+            edges = list(
+                zip(
+                    (rr[keep] + 1).tolist(),
+                    starts[keep].tolist(),
+                    ends[keep].tolist(),
+                    tgts[keep].tolist(),
+                    strict=True,
+                )
+            )
+        acc = tuple(int(x) for x in np.flatnonzero(dfa.accepting) if x)
+        return SubAutomaton(start=dfa.start, n_states=n, accepting=acc, edges=tuple(edges))
+
+
+@dataclass(frozen=True, eq=False)
 class _Embedded(Node):
     """A precompiled sub-automaton standing in for an IR subtree (internal to this module)."""
 
-    dfa: ByteDFA
+    sub: SubAutomaton
 
 
 def _worth_embedding(item: Node) -> bool:
@@ -246,32 +308,23 @@ def _worth_embedding(item: Node) -> bool:
     return not (isinstance(item, CharSet) and len(item.ranges) <= 2 and item.ranges[-1][1] < 0x80)
 
 
-def _sub_dfa(node: Node, limits: CompileLimits, budget: WorkBudget) -> ByteDFA:
+def _sub_dfa(
+    node: Node, limits: CompileLimits, budget: WorkBudget, cache: dict[Node, SubAutomaton]
+) -> SubAutomaton:
     from .dfa import nfa_to_dfa
 
-    nfa = build_nfa(node, limits, inline=node, budget=budget)
-    return nfa_to_dfa(nfa, limits, budget=budget)
+    nfa = build_nfa(node, limits, inline=node, budget=budget, sub_dfas=cache)
+    return SubAutomaton.of(nfa_to_dfa(nfa, limits, budget=budget))
 
 
-def _embed(nfa: NFA, dfa: ByteDFA, frm: int, to: int) -> None:
-    """Copy a DFA into the NFA between ``frm`` and ``to`` (byte rows become range edges)."""
-    if dfa.start == 0:
+def _embed(nfa: NFA, sub: SubAutomaton, frm: int, to: int) -> None:
+    """Copy a sub-DFA into the NFA between ``frm`` and ``to``.  O(its edges), no numpy."""
+    if sub.start == 0:
         return
-    import numpy as np
-
-    n = dfa.table.shape[0]
-    ids = [0] + [nfa.new_state() for _ in range(1, n)]
-    nfa.eps[frm].append(ids[dfa.start])
-    table = dfa.table
-    for s in range(1, n):
-        row = table[s]
-        if dfa.accepting[s]:
-            nfa.eps[ids[s]].append(to)
-        change = np.flatnonzero(np.diff(row)) + 1
-        starts = np.concatenate(([0], change))
-        ends = np.concatenate((change - 1, [255]))
-        edges = nfa.edges[ids[s]]
-        for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-            t = int(row[lo])
-            if t:
-                edges.append((lo, hi, ids[t]))
+    base = nfa.new_states(sub.n_states - 1) - 1  # local state s (>= 1) -> base + s
+    nfa.eps[frm].append(base + sub.start)
+    for s in sub.accepting:
+        nfa.eps[base + s].append(to)
+    edges = nfa.edges
+    for s, lo, hi, t in sub.edges:
+        edges[base + s].append((lo, hi, base + t))

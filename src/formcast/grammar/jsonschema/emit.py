@@ -175,6 +175,12 @@ def _not_in_set(words: list[str]) -> Node:
             t = t.setdefault(ch, {})
         t[ends] = True
     any_star = Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
+    # "a character that needs escaping or is not ASCII, then anything": one shared node for
+    # every trie node whose children are plain printable ASCII (the usual case), so the
+    # automaton layer builds those escapes and UTF-8 sequences once, not once per trie node
+    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x80, 0x10FFFF)))
+    special_tail = Concat((encode_ranges(special), any_star))
+    plain = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
 
     def build(t: dict[str, Any]) -> Node:
         kids = sorted(k for k in t if k != ends)
@@ -184,9 +190,20 @@ def _not_in_set(words: list[str]) -> Node:
         for k in kids:
             branches.append(concat([literal(encode_text(k)), build(t[k])]))
         taken = CharSet.of((ord(k), ord(k)) for k in kids)
-        others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
-        if others:
-            branches.append(Concat((encode_ranges(others), any_star)))
+        if kids and all(ord(k) in plain for k in kids):
+            rest = CharSet.of(
+                (max(lo, a), min(hi, b))
+                for lo, hi in taken.negate().ranges
+                for a, b in plain.ranges
+                if lo <= b and a <= hi
+            )
+            if rest.ranges:
+                branches.append(Concat((encode_ranges(rest.ranges), any_star)))
+            branches.append(special_tail)
+        else:
+            others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
+            if others:
+                branches.append(Concat((encode_ranges(others), any_star)))
         return branches[0] if len(branches) == 1 else Alt(tuple(branches))
 
     return build(trie)
