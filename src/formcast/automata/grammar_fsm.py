@@ -213,8 +213,12 @@ def _sccs(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
     return result
 
 
-def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
-    """Inline non-recursive rules; returns (kept rule names, start first; bodies)."""
+def _inline(
+    grammar: Grammar, expand_rounds: int = _EXPAND_ROUNDS
+) -> tuple[list[str], dict[str, Node]]:
+    """Inline non-recursive rules; returns (kept rule names, start first; bodies).
+
+    ``expand_rounds``: rounds of call-site expansion of small recursive rules."""
     rules = grammar.rule_map()
     if grammar.start not in rules:
         raise GrammarError(f"the start rule {grammar.start!r} is not defined")
@@ -261,7 +265,7 @@ def _inline(grammar: Grammar) -> tuple[list[str], dict[str, Node]]:
     expanded: dict[str, Node] = {}
     for name in kept:
         body = bodies[name]
-        for _ in range(_EXPAND_ROUNDS):
+        for _ in range(expand_rounds):
             callees = {c: small[c] for c in _refs_in(body) if c in small and c != name}
             if not callees:
                 break
@@ -319,16 +323,23 @@ def _outline_repeats(names: list[str], bodies: dict[str, Node]) -> None:
 
 
 def compile_grammar_automaton(
-    grammar: Grammar, limits: CompileLimits | None = None, *, budget: WorkBudget | None = None
+    grammar: Grammar,
+    limits: CompileLimits | None = None,
+    *,
+    budget: WorkBudget | None = None,
+    expand_calls: bool = True,
 ) -> GrammarAutomaton:
     """Compile a grammar IR to per-rule byte DFAs (see the module docstring).
 
     ``budget``: the compile's fuel (and deadline), shared with later stages; a fresh one from
-    ``limits`` by default.
+    ``limits`` by default.  ``expand_calls``: expand small recursive rules into their callers
+    (fewer tokens cross a call boundary, so cold masks verify fewer candidates; it copies the
+    callee into every call site, which costs compile time where the callee is called from
+    many places — JSON Schema's "any value" — so the JSON Schema front-end turns it off).
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
-    names, bodies = _inline(grammar)
+    names, bodies = _inline(grammar, _EXPAND_ROUNDS if expand_calls else 0)
     _outline_repeats(names, bodies)
     # productivity fixpoint: drop references to rules that can never finish
     productive: set[str] = set()
