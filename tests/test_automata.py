@@ -351,3 +351,69 @@ def test_trie_of_only_special_or_empty_tokens():
     assert trie.strings == []
     dfa = compile_dfa(parse_regex("x*"))
     assert trie.walk(dfa.table, dfa.start).size == 0
+
+
+# -- compile-time sharing, fuel and deadline ----------------------------------------------------
+def _dfa_matches(dfa: ByteDFA, data: bytes) -> bool:
+    s = dfa.start
+    for b in data:
+        s = int(dfa.table[s, b])
+        if s == DEAD:
+            return False
+    return bool(dfa.accepting[s])
+
+
+def test_shared_subtrees_are_built_once_per_exit() -> None:
+    """Optional members sharing their suffix (the shape JSON objects take): the NFA is linear in
+    the IR's DAG, not in its tree unfolding, and the language is unchanged."""
+    from formcast.automata.dfa import nfa_to_dfa
+    from formcast.automata.nfa import build_nfa
+    from formcast.grammar.ir import alt, concat, literal, node_size, repeat
+
+    n = 12
+    suffix = literal("}")
+    for i in reversed(range(n)):
+        member = concat([literal(f',"k{i}":'), repeat(parse_regex("[0-9]+"), 1, 1)])
+        suffix = alt([suffix, concat([member, suffix])])
+    node = concat([literal("{"), suffix])
+    assert node_size(node) > 2**n  # the tree unfolding is exponential...
+    nfa = build_nfa(node)
+    assert len(nfa.eps) < 40 * n  # ...the NFA is not
+    dfa = nfa_to_dfa(nfa)
+    pattern = re.compile("{" + "".join(f'(,"k{i}":[0-9]+)?' for i in range(n)) + "}")
+    rnd = random.Random(7)
+    for _ in range(300):
+        keys = sorted(rnd.sample(range(n), rnd.randint(0, 4)))
+        if rnd.random() < 0.3:
+            rnd.shuffle(keys)
+        text = "{" + "".join(f',"k{i}":{rnd.randint(0, 99)}' for i in keys) + "}"
+        assert _dfa_matches(dfa, text.encode()) == bool(pattern.fullmatch(text)), text
+
+
+def test_compile_deadline_and_fuel_name_their_limit() -> None:
+    from formcast.config import CompileLimits
+    from formcast.errors import ConfigurationError, LimitExceededError
+
+    with pytest.raises(LimitExceededError) as e:
+        compile_dfa(parse_regex("[a-z]{1,40}@[a-z]{1,40}"), CompileLimits(max_compile_seconds=1e-9))
+    assert e.value.limit == "max_compile_seconds"
+    with pytest.raises(LimitExceededError) as e:
+        compile_dfa(parse_regex("[a-z]{1,400}"), CompileLimits(max_compile_work=10_000))
+    assert e.value.limit == "max_compile_work"
+    assert compile_dfa(parse_regex("[a-z]{1,4}"), CompileLimits(max_compile_seconds=60)).num_states
+    for bad in (0, -1.0, True, "2"):
+        with pytest.raises(ConfigurationError):
+            CompileLimits(max_compile_seconds=bad)  # type: ignore[arg-type]
+
+
+@given(st.integers(1, 40), st.integers(1, 30), st.integers(1, 4), st.integers(0, 2**31))
+@settings(max_examples=60, deadline=None)
+def test_column_classes_group_equal_columns(rows: int, cols: int, values: int, seed: int) -> None:
+    from formcast.automata.dfa import column_classes
+
+    table = np.random.default_rng(seed).integers(0, values, size=(rows, cols), dtype=np.int32)
+    cls, first = column_classes(table)
+    for a in range(cols):
+        assert np.array_equal(table[:, a], table[:, first[cls[a]]])
+        for b in range(cols):
+            assert (cls[a] == cls[b]) == np.array_equal(table[:, a], table[:, b])
