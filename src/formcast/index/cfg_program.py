@@ -208,8 +208,11 @@ class CfgProgram:
             return hit
         idx, ends = trie.walk_pairs(table, start + 2 * n)
         sink = ends == 3 * n
-        alive = np.sort(idx[~sink])
-        cands = np.sort(idx[sink])
+        if idx.size > 1 and not bool((idx[1:] > idx[:-1]).all()):
+            order = np.argsort(idx, kind="stable")  # the sparse walk lists level by level
+            idx, sink = idx[order], sink[order]
+        alive = idx[~sink]
+        cands = idx[sink]
         size = self.vocab.vocab_size
         words = bool_to_bitmask(trie.token_mask_of(alive, size), size)
         words.setflags(write=False)

@@ -121,6 +121,11 @@ class TokenTrie:
         self.level_child_start.append(np.zeros(prev_n_nodes, dtype=np.int64))
         self.level_child_count.append(np.zeros(prev_n_nodes, dtype=np.int64))
         self.num_levels = len(self.level_bytes) - 1
+        # levels (1-based) on which a dense walk may switch to sparse mode: those holding at
+        # least 1/64 of the widest level (below them a level costs its call overhead anyway)
+        widest = max(sizes) if sizes else 0
+        wide = [d for d in range(1, len(sizes)) if sizes[d] * 64 >= widest]
+        self._dense_check_levels = max(wide) if wide else 0
 
     def walk(self, table: np.ndarray, start: int) -> np.ndarray:
         """End state of every distinct string from ``start`` (0 where the automaton died).
@@ -139,12 +144,16 @@ class TokenTrie:
         states = np.take(flat, idx)
         buf[off[1] : off[1] + states.size] = states
         d = 1
+        dense_check = self._dense_check_levels
         while d < self.num_levels:
-            live = int(np.count_nonzero(states))
-            if live == 0:
-                return np.take(buf, self.string_node)
-            if live * 8 < states.size:
-                break  # switch to sparse mode
+            # deep levels hold few nodes: there the per-level call overhead dominates, so the
+            # switch to sparse mode is only considered on the wide levels
+            if d <= dense_check:
+                live = int(np.count_nonzero(states))
+                if live == 0:
+                    return np.take(buf, self.string_node)
+                if live * 8 < states.size:
+                    break  # switch to sparse mode
             d += 1
             idx = np.take(states, self.level_parent[d])
             np.left_shift(idx, 8, out=idx)
