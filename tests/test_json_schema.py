@@ -919,3 +919,41 @@ def test_url_and_regex_formats_are_safe_subsets() -> None:
     rr = recognizer({"type": "string", "format": "url"})
     assert rr.matches('"https://example.com/a/b"')
     assert not rr.matches('"mailto:x@y.z"')
+
+
+def test_malformed_identifier_is_not_a_base_uri() -> None:
+    # draft 4 "id" must be a string; here it is a property map written in the wrong place
+    schema = {
+        "$schema": "http://json-schema.org/draft-04/schema#",
+        "type": "array",
+        "items": {"id": {"type": "integer"}, "type": "object"},
+    }
+    # (jsonschema itself raises AttributeError on this schema, so no differential check)
+    grammar, ignored = schema_to_grammar(schema)
+    assert ignored == []
+    rr = ReferenceRecognizer(grammar)
+    for doc in ("[]", "[{}]", '[{"id":1}]'):
+        assert rr.matches(doc), doc
+    for doc in ("[1]", "{}"):
+        assert not rr.matches(doc), doc
+
+
+def test_compile_wall_clock_cap() -> None:
+    from formcast import GrammarCompiler, Vocabulary
+    from formcast.errors import CompileTimeoutError
+
+    vocab = Vocabulary.from_tokens(
+        [bytes([i]) for i in range(256)] + [b"<eos>"], stop_token_ids=[256]
+    )
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"}}}
+    compiler = GrammarCompiler(vocab, cache_size=0)
+    with pytest.raises(CompileTimeoutError) as e:
+        compiler.compile_json_schema(schema, JsonSchemaOptions(max_compile_seconds=1e-9))
+    assert e.value.limit == "max_compile_seconds"
+    assert isinstance(e.value, LimitExceededError)
+    # the default cap (2 s) and no cap both compile it
+    assert compiler.compile_json_schema(schema).warnings == ()
+    compiler.compile_json_schema(schema, JsonSchemaOptions(max_compile_seconds=None))
+    for bad in (0, -1, True, "1"):
+        with pytest.raises(ConfigurationError):
+            JsonSchemaOptions(max_compile_seconds=bad)  # type: ignore[arg-type]

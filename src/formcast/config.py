@@ -7,11 +7,20 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 
 from .errors import ConfigurationError
 
-__all__ = ["CompileLimits", "WorkBudget", "limits_from_env"]
+__all__ = [
+    "CompileLimits",
+    "WorkBudget",
+    "check_deadline",
+    "compile_scope",
+    "limits_from_env",
+]
 
 
 @dataclass(frozen=True)
@@ -123,16 +132,20 @@ class WorkBudget:
                 "to build (long bounded repeats or huge alternations)",
             )
 
-    def spend(self, amount: int) -> None:
-        self.used += amount
+    def check_time(self) -> None:
+        """Raise :class:`LimitExceededError` (``max_compile_seconds``) past the deadline."""
         if self.deadline is not None and time.monotonic() > self.deadline:
-            from .errors import LimitExceededError
+            from .errors import CompileTimeoutError
 
-            raise LimitExceededError(
+            raise CompileTimeoutError(
                 "max_compile_seconds",
                 float(self.seconds or 0.0),
                 "the compile ran out of wall-clock time (raise the limit, or None)",
             )
+
+    def spend(self, amount: int) -> None:
+        self.used += amount
+        self.check_time()
         if self.used > self.limit:
             from .errors import LimitExceededError
 
@@ -142,3 +155,26 @@ class WorkBudget:
                 "the constraint's automata are too large to build (long bounded repeats or "
                 "huge alternations)",
             )
+
+
+_SCOPE: ContextVar[WorkBudget | None] = ContextVar("formcast_compile_budget", default=None)
+
+
+@contextmanager
+def compile_scope(budget: WorkBudget) -> Iterator[WorkBudget]:
+    """Make ``budget`` the current compile's budget (for :func:`check_deadline`), in this
+    thread or task only."""
+    token = _SCOPE.set(budget)
+    try:
+        yield budget
+    finally:
+        _SCOPE.reset(token)
+
+
+def check_deadline() -> None:
+    """Raise ``LimitExceededError("max_compile_seconds")`` when the current compile (see
+    :func:`compile_scope`) is past its deadline; a no-op outside a compile.  O(1): called from
+    the loops of front-ends that do not spend fuel."""
+    budget = _SCOPE.get()
+    if budget is not None and budget.deadline is not None:
+        budget.check_time()

@@ -104,6 +104,11 @@ class LimitExceededError(GrammarError):
         super().__init__(msg)
 
 
+class CompileTimeoutError(LimitExceededError):
+    """A compile ran past its wall-clock cap (``max_compile_seconds``).  Never swallowed by
+    the fallbacks that catch other limits (it ends the compile)."""
+
+
 class VocabularyError(FormcastError, ValueError):
     """A vocabulary or tokenizer cannot be used (empty, bad stop ids, unknown format...)."""
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import CompileLimits, WorkBudget
+from ..config import CompileLimits, WorkBudget, check_deadline
 from ..errors import (
     GrammarError,
     LimitExceededError,
@@ -116,7 +116,11 @@ def _rebuild(
     memo: dict[int, Node] = {}
     stack: list[tuple[Node, bool]] = [(node, False)]
     out: list[Node] = []
+    steps = 0
     while stack:
+        steps += 1
+        if not steps & 1023:
+            check_deadline()
         n, done = stack.pop()
         if not done:
             hit = memo.get(id(n))
@@ -236,9 +240,11 @@ def _inline(
     graph = {n: _refs_in(rules[n].body) for n in reachable}
     uses: dict[str, int] = dict.fromkeys(reachable, 0)
     for n in reachable:
-        for node in iter_nodes(rules[n].body):
+        for k, node in enumerate(iter_nodes(rules[n].body)):
             if isinstance(node, RuleRef):
                 uses[node.name] += 1
+            if not k & 4095:
+                check_deadline()
     comps = _sccs(graph)  # reverse topological order: callees first
     recursive: set[str] = set()
     for comp in comps:

@@ -17,7 +17,7 @@ from typing import Any
 from ..automata.dfa import compile_dfa
 from ..automata.grammar_fsm import compile_grammar_automaton
 from ..automata.pda import ParserLimits
-from ..config import CompileLimits
+from ..config import CompileLimits, WorkBudget, compile_scope
 from ..errors import ConfigurationError, UnsatisfiableGrammarError
 from ..grammar.ir import Grammar
 from ..grammar.regex import parse_regex
@@ -114,8 +114,10 @@ class GrammarCompiler:
         return self._cached("regex", pattern, f"dialect={dialect}", build)
 
     # -- context-free grammars ------------------------------------------------------------------
-    def _program_for(self, grammar: Grammar, *, expand_calls: bool = True) -> GrammarProgram:
-        budget = self.limits.budget()  # one fuel tank (and deadline) for every stage
+    def _program_for(
+        self, grammar: Grammar, *, expand_calls: bool = True, budget: WorkBudget | None = None
+    ) -> GrammarProgram:
+        budget = budget or self.limits.budget()  # one fuel tank (and deadline) for every stage
         auto = compile_grammar_automaton(
             grammar, self.limits, budget=budget, expand_calls=expand_calls
         )
@@ -217,10 +219,15 @@ class GrammarCompiler:
 
         def build() -> CompiledGrammar:
             t0 = time.perf_counter()
-            grammar, ignored = js.schema_to_grammar(schema, opts)
-            # call-site expansion copies "any value" into every undeclared-member slot: measured
-            # on MaskBench it triples compile time and does not speed masks up
-            program = self._program_for(grammar, expand_calls=False)
+            seconds = [
+                x for x in (self.limits.max_compile_seconds, opts.max_compile_seconds) if x
+            ]
+            budget = WorkBudget(self.limits.max_compile_work, min(seconds) if seconds else None)
+            with compile_scope(budget):
+                grammar, ignored = js.schema_to_grammar(schema, opts)
+                # call-site expansion copies "any value" into every undeclared-member slot:
+                # measured on MaskBench it triples compile time and does not speed masks up
+                program = self._program_for(grammar, expand_calls=False, budget=budget)
             return CompiledGrammar(
                 kind="json_schema",
                 source=canonical,

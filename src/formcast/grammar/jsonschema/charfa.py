@@ -30,6 +30,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from ...config import check_deadline
 from ...errors import LimitExceededError, UnsupportedFeatureError
 from ..ir import (
     ANY_CHAR,
@@ -267,6 +268,8 @@ def dfa_from_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
     accept: list[bool] = []
     k = 0
     while k < len(order):
+        if not k & 63:
+            check_deadline()
         cur = order[k]
         k += 1
         accept.append(final in cur)
@@ -441,6 +444,8 @@ def _product(
     accept: list[bool] = []
     k = 0
     while k < len(order):
+        if not k & 63:
+            check_deadline()
         sa, sb = order[k]
         k += 1
         fa = sa >= 0 and a.accept[sa]
@@ -684,6 +689,7 @@ def dfa_to_node(
     depth_memo: _Memo = {}
     remaining = set(range(n))
     while remaining:
+        check_deadline()
         # eliminate the state with the fewest in × out edges first
         q = min(
             remaining,
@@ -698,6 +704,7 @@ def dfa_to_node(
         star_size = _size(star, memo)
         star_depth = _depth(star, depth_memo)
         for p in preds:
+            check_deadline()
             a = out[p].pop(q)
             a_size, a_depth = _size(a, memo), _depth(a, depth_memo)
             for r, b in succs:
@@ -739,6 +746,7 @@ def dfa_to_rules(
         return NOTHING, []
     rules: list[Rule] = []
     for s in range(dfa.num_states):
+        check_deadline()
         by_target: dict[int, list[tuple[int, int]]] = {}
         for lo, hi, t in dfa.trans[s]:
             by_target.setdefault(t, []).append((lo, hi))

@@ -29,7 +29,9 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
+from ...config import check_deadline
 from ...errors import (
+    CompileTimeoutError,
     GrammarError,
     LimitExceededError,
     UnsatisfiableGrammarError,
@@ -183,6 +185,7 @@ def _not_in_set(words: list[str]) -> Node:
     plain = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
 
     def build(t: dict[str, Any]) -> Node:
+        check_deadline()
         kids = sorted(k for k in t if k != ends)
         branches: list[Node] = []
         if ends not in t:
@@ -333,6 +336,8 @@ class Emitter:
             if d.num_states > _MAX_ELIMINATION_STATES:
                 raise LimitExceededError("max_expression_size", self.options.max_expression_size)
             return charfa.dfa_to_node(d, self.options.max_expression_size, label)
+        except CompileTimeoutError:
+            raise
         except LimitExceededError:
             start, rules = charfa.dfa_to_rules(d, self._name(stem), label)
             for r in rules:
@@ -348,6 +353,7 @@ class Emitter:
         return _finish(list(self.rules.values()), "root")
 
     def emit(self, s: S, depth: int) -> Node:
+        check_deadline()
         if isinstance(s, SAny):
             self._any_rules()
             return RuleRef("any_value")

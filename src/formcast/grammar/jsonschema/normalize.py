@@ -29,7 +29,9 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from ...config import check_deadline
 from ...errors import (
+    CompileTimeoutError,
     ConfigurationError,
     GrammarError,
     LimitExceededError,
@@ -314,6 +316,7 @@ class Normalizer:
         return self.normalize(self.root_schema, self.root_ctx, entered=True)
 
     def normalize(self, schema: Any, ctx: Ctx, *, entered: bool = False) -> S:
+        check_deadline()
         """Normalize ``schema`` found at ``ctx`` (``entered``: ctx.resolver already applies the
         schema's own ``$id``)."""
         if ctx.depth > self.options.max_depth:
@@ -330,12 +333,13 @@ class Normalizer:
         draft = _draft_of(schema, ctx.draft) if "$schema" in schema else ctx.draft
         if not entered:
             spec = _spec_for(draft)
-            ctx = Ctx(
-                ctx.resolver.in_subresource(spec.create_resource(schema)),
-                draft,
-                ctx.pointer,
-                ctx.depth,
-            )
+            try:
+                resolver = ctx.resolver.in_subresource(spec.create_resource(schema))
+            except (AttributeError, TypeError):
+                # a malformed identifier ("id": {...}, a property map written in the wrong
+                # place): it identifies nothing, so the base URI stays the enclosing one
+                resolver = ctx.resolver
+            ctx = Ctx(resolver, draft, ctx.pointer, ctx.depth)
         elif draft != ctx.draft:
             ctx = Ctx(ctx.resolver, draft, ctx.pointer, ctx.depth)
         if "$ref" in schema and draft in _LEGACY:
@@ -541,6 +545,8 @@ class Normalizer:
     def _pattern_ok(self, p: str, ctx: Ctx) -> bool:
         try:
             pattern_node(p)
+        except CompileTimeoutError:
+            raise
         except GrammarError as e:
             self.unsupported("pattern", ctx.pointer, f"{p!r}: {e}")
             return False
@@ -805,6 +811,8 @@ class Normalizer:
                 parts = [b] + [strip_eval(self.negate(branches[j], ctx)) for j in overlaps[i]]
                 out.append(self.conj_all(parts, ctx))
             return self.union(out)
+        except CompileTimeoutError:
+            raise
         except (UnsupportedFeatureError, _Pending, LimitExceededError) as e:
             if self.options.oneof_as_anyof:
                 self.ignored.append(f"oneOf at {ctx.pointer} compiled as anyOf")
@@ -825,6 +833,8 @@ class Normalizer:
         self._budget = _DISJOINT_BUDGET
         try:
             return self.is_empty(self.conj(a, b, ctx))
+        except CompileTimeoutError:
+            raise
         except (UnsupportedFeatureError, _Pending, LimitExceededError, _OutOfBudget):
             return False
         finally:
@@ -884,6 +894,7 @@ class Normalizer:
 
     # -- union / intersection -----------------------------------------------------------------
     def union(self, items: Iterable[S]) -> S:
+        check_deadline()
         flat: list[S] = []
         for it in items:
             parts = it.items if isinstance(it, SUnion) else (it,)
@@ -912,6 +923,7 @@ class Normalizer:
         return out
 
     def conj(self, a: S, b: S, ctx: Ctx | None) -> S:
+        check_deadline()
         if self._budget is not None:
             self._budget -= 1
             if self._budget < 0:
@@ -1164,6 +1176,8 @@ class Normalizer:
 
             try:
                 return string_dfa(s, self.options).is_empty()
+            except CompileTimeoutError:
+                raise
             except GrammarError:
                 return False
         if isinstance(s, SArr):
@@ -1341,6 +1355,8 @@ def _universal_pattern(p: str) -> bool:
 
     try:
         d = charfa.dfa_from_node(pattern_node(p), 2_000)
+    except CompileTimeoutError:
+        raise
     except GrammarError:
         return False
     return (

@@ -57,6 +57,11 @@ class JsonSchemaOptions:
             closed.
 
     Limits (each raises :class:`~formcast.errors.LimitExceededError` naming the field):
+        max_compile_seconds: wall-clock cap on one ``compile_json_schema`` (front-end,
+            automata and token index together), default 2 s; ``None`` for no cap.  It depends
+            on the machine and its load: set ``None`` where reproducible compiles matter more
+            than bounded latency (batch jobs, tests); the deterministic
+            ``CompileLimits.max_compile_work`` fuel applies either way.
         max_schema_bytes: size of the schema as compact JSON.
         max_depth: nesting depth of subschemas.
         max_ref_depth: ``$ref`` chains followed while merging (``allOf`` with ``$ref`` etc.).
@@ -83,6 +88,7 @@ class JsonSchemaOptions:
     format_assertion: bool = True
     default_draft: str = "2020-12"
     registry: Any = None
+    max_compile_seconds: float | None = 2.0
     max_schema_bytes: int = 10_000_000
     max_depth: int = 128
     max_ref_depth: int = 64
@@ -129,8 +135,16 @@ class JsonSchemaOptions:
                 f"JsonSchemaOptions.default_draft must be one of 4, 6, 7, 2019-09, 2020-12; "
                 f"got {self.default_draft!r}"
             )
+        secs = self.max_compile_seconds
+        if secs is not None and (
+            isinstance(secs, bool) or not isinstance(secs, (int, float)) or secs <= 0
+        ):
+            raise ConfigurationError(
+                f"JsonSchemaOptions.max_compile_seconds must be None or a positive number, "
+                f"got {secs!r}"
+            )
         for f in fields(self):
-            if f.name.startswith("max_"):
+            if f.name.startswith("max_") and f.name != "max_compile_seconds":
                 v = getattr(self, f.name)
                 lowest = 0 if f.name == "max_whitespace" else 1
                 if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
