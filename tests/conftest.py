@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run by default, so CI is reproducible; set
+# HYPOTHESIS_PROFILE=explore to draw fresh random examples (and find new counterexamples).
+settings.register_profile("formcast", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "formcast"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # the shared data checkout sits next to the repository: <repo>/../shared/data
