@@ -407,7 +407,7 @@ def bounded_equivalence(
     compile's fuel, charged per round.
     """
     n = table.shape[0]
-    cols = _unique_columns(table)
+    cols = table[:, column_classes(table)[1]]  # the distinct columns
     k = cols.shape[1]
     if n * max(k, 1) * depth > budget:
         return np.arange(n, dtype=np.int64)
@@ -444,13 +444,6 @@ def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
     return inverse.astype(np.int64), first.astype(np.int64)
-
-
-def _unique_columns(table: np.ndarray) -> np.ndarray:
-    """The distinct columns of ``table`` (any order)."""
-    _, first = column_classes(table)
-    out: np.ndarray = table[:, first]
-    return out
 
 
 def _refine(part: np.ndarray, cols: np.ndarray, n_blocks: int) -> np.ndarray:

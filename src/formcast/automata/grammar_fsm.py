@@ -16,7 +16,7 @@ Lifetime: per grammar; the result is immutable.  Work is bounded by :class:`Comp
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -31,18 +31,16 @@ from ..errors import (
 )
 from ..grammar.ir import (
     NOTHING,
-    Alt,
-    Concat,
     Grammar,
     Node,
     Repeat,
     RuleRef,
-    alt,
-    concat,
     iter_nodes,
     node_refs,
     node_size,
+    rebuild,
     repeat,
+    substitute,
 )
 from .dfa import DEAD, ByteDFA, column_classes, nfa_to_dfa
 from .nfa import SubAutomaton, build_nfa
@@ -93,80 +91,6 @@ class GrammarAutomaton:
     @property
     def num_states(self) -> int:
         return sum(d.num_states for d in self.dfas)
-
-
-def _refs_in(node: Node) -> frozenset[str]:
-    return node_refs(node)
-
-
-def _size(node: Node) -> int:
-    return node_size(node)
-
-
-def _rebuild(
-    node: Node, leaf: Callable[[Node], Node | None], descend: Callable[[Node], bool]
-) -> Node:
-    """Post-order rebuild of ``node`` without recursion.
-
-    ``leaf(n)`` may replace a node outright (returning None keeps going); subtrees for which
-    ``descend`` is False are kept as they are, and a node whose children come back unchanged is
-    kept (same object).  Shared subtrees are rebuilt once (memo by identity), so the cost is
-    linear in the DAG, not the tree.
-    """
-    memo: dict[int, Node] = {}
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    out: list[Node] = []
-    steps = 0
-    while stack:
-        steps += 1
-        if not steps & 1023:
-            check_deadline()
-        n, done = stack.pop()
-        if not done:
-            hit = memo.get(id(n))
-            if hit is not None:
-                out.append(hit)
-                continue
-            rep = leaf(n)
-            if rep is not None:
-                memo[id(n)] = rep
-                out.append(rep)
-                continue
-            if not descend(n) or not isinstance(n, (Concat, Alt, Repeat)):
-                out.append(n)
-                continue
-            stack.append((n, True))
-            if isinstance(n, Repeat):
-                stack.append((n.item, False))
-            else:
-                stack.extend((item, False) for item in reversed(n.items))
-            continue
-        if isinstance(n, Repeat):
-            item = out.pop()
-            res: Node = n if item is n.item else repeat(item, n.min, n.max)
-        else:
-            assert isinstance(n, (Concat, Alt))
-            k = len(n.items)
-            items = out[-k:]
-            del out[-k:]
-            if all(a is b for a, b in zip(items, n.items)):
-                res = n
-            else:
-                res = concat(items) if isinstance(n, Concat) else alt(items)
-        memo[id(n)] = res
-        out.append(res)
-    return out[0]
-
-
-def _substitute(node: Node, bodies: dict[str, Node]) -> Node:
-    """Replace references to rules in ``bodies`` by the bodies; subtrees that reference none of
-    them are kept as they are.  Linear in the part of the DAG that does."""
-    names = bodies.keys()
-
-    def leaf(n: Node) -> Node | None:
-        return bodies.get(n.name) if isinstance(n, RuleRef) else None
-
-    return _rebuild(node, leaf, lambda n: not node_refs(n).isdisjoint(names))
 
 
 def _sccs(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
@@ -236,8 +160,8 @@ def _inline(
         if name not in rules:
             raise GrammarError(f"rule {name!r} is referenced but never defined")
         reachable.add(name)
-        todo.extend(_refs_in(rules[name].body))
-    graph = {n: _refs_in(rules[n].body) for n in reachable}
+        todo.extend(node_refs(rules[name].body))
+    graph = {n: node_refs(rules[n].body) for n in reachable}
     uses: dict[str, int] = dict.fromkeys(reachable, 0)
     for n in reachable:
         for k, node in enumerate(iter_nodes(rules[n].body)):
@@ -254,11 +178,11 @@ def _inline(
     inlinable: dict[str, Node] = {}
     for comp in comps:
         for name in comp:
-            body = _substitute(rules[name].body, inlinable)
+            body = substitute(rules[name].body, inlinable)
             bodies[name] = body
             if name in recursive or name == grammar.start:
                 continue
-            size = _size(body)
+            size = node_size(body)
             # small rules are inlined everywhere; larger ones only where used once (a shared
             # definition stays one rule, compiled once, instead of one copy per use)
             if size <= _INLINE_SHARED_MAX_NODES or (uses[name] <= 1 and size <= _INLINE_MAX_NODES):
@@ -267,16 +191,16 @@ def _inline(
     kept = [grammar.start, *others]
     # call-site expansion of small recursive rules (a few rounds): callers see the callees'
     # bytes directly (same language), so fewer tokens cross a call boundary
-    small = {n: bodies[n] for n in kept if _size(bodies[n]) <= _EXPAND_MAX_NODES}
+    small = {n: bodies[n] for n in kept if node_size(bodies[n]) <= _EXPAND_MAX_NODES}
     expanded: dict[str, Node] = {}
     for name in kept:
         body = bodies[name]
         for _ in range(expand_rounds):
-            callees = {c: small[c] for c in _refs_in(body) if c in small and c != name}
+            callees = {c: small[c] for c in node_refs(body) if c in small and c != name}
             if not callees:
                 break
-            new_body = _substitute(body, callees)
-            if _size(new_body) > _EXPANDED_MAX_NODES:
+            new_body = substitute(body, callees)
+            if node_size(new_body) > _EXPANDED_MAX_NODES:
                 break
             body = new_body
         expanded[name] = body
@@ -287,7 +211,7 @@ def _inline(
         name = todo.pop()
         if name not in live:
             live.add(name)
-            todo.extend(_refs_in(expanded[name]))
+            todo.extend(node_refs(expanded[name]))
     kept = [n for n in kept if n in live]
     return kept, {n: expanded[n] for n in kept}
 
@@ -325,7 +249,7 @@ def _outline_repeats(names: list[str], bodies: dict[str, Node]) -> None:
     while todo:
         name = todo.pop()
         current[0] = name
-        bodies[name] = _rebuild(bodies[name], leaf, descend)
+        bodies[name] = rebuild(bodies[name], leaf, descend)
 
 
 def compile_grammar_automaton(
@@ -355,9 +279,9 @@ def compile_grammar_automaton(
         dfas = []
         for n in names:
             body = bodies[n]
-            dead = {r for r in _refs_in(body) if r not in ids}
+            dead = {r for r in node_refs(body) if r not in ids}
             if dead:
-                body = _substitute(body, dict.fromkeys(dead, NOTHING))
+                body = substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
             nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
             minimize = len(nfa.eps) <= _MINIMIZE_NFA_STATES
@@ -669,6 +593,14 @@ def build_expanded_lexer(
         return j
 
     single: dict[int, int] = {0: 0}  # global successor -> lexer state of its closure
+
+    def single_id(v: int) -> int:
+        j = single.get(v)
+        if j is None:
+            j = set_id(closure1(v))
+            single[v] = j
+        return j
+
     multi: dict[tuple[int, ...], int] = {}  # successors of several members -> lexer state
     i = 1
     try:
@@ -678,14 +610,7 @@ def build_expanded_lexer(
             members = sorted(sets[i])
             if len(members) == 1:
                 g = members[0]
-                row = []
-                for v in gsucc[g]:
-                    j = single.get(v)
-                    if j is None:
-                        j = set_id(closure1(v))
-                        single[v] = j
-                    row.append(j)
-                rows.append(row)
+                rows.append([single_id(v) for v in gsucc[g]])
                 split_rows.append(gsplit_l[g])
             else:
                 row = []
@@ -694,11 +619,7 @@ def build_expanded_lexer(
                     if j is None:
                         live_ids = {v for v in tup if v}
                         if len(live_ids) == 1:
-                            (only,) = live_ids
-                            j = single.get(only)
-                            if j is None:
-                                j = set_id(closure1(only))
-                                single[only] = j
+                            j = single_id(next(iter(live_ids)))
                         else:
                             j = set_id(
                                 frozenset().union(*(closure1(v) for v in live_ids))

@@ -13,9 +13,11 @@ Lifetime: per grammar; never mutated.  Construction helpers normalise (flatten n
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..config import check_deadline
 
 __all__ = [
     "ANY_CHAR",
@@ -41,7 +43,9 @@ __all__ = [
     "merge_ranges",
     "node_refs",
     "node_size",
+    "rebuild",
     "repeat",
+    "substitute",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
@@ -135,20 +139,20 @@ class _Composite(Node):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Concat(_Composite):
-    """The items in sequence.  Use :func:`concat` to build (it flattens and simplifies)."""
+class _Items(_Composite):
+    """A node made of a tuple of child nodes (:class:`Concat`, :class:`Alt`)."""
 
     items: tuple[Node, ...]
     _hash: int = field(init=False, repr=False, compare=False)
     size: int = field(init=False, repr=False, compare=False)
     refs: frozenset[str] = field(init=False, repr=False, compare=False)
 
-    def __reduce__(self) -> tuple[type[Concat], tuple[Any, ...]]:
+    def __reduce__(self) -> tuple[type[_Items], tuple[Any, ...]]:
         # rebuilt through __init__: the cached hash is per process (string hashing is salted)
-        return (Concat, (self.items,))
+        return (type(self), (self.items,))
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((Concat, self.items)))
+        object.__setattr__(self, "_hash", hash((type(self), self.items)))
         size, refs = _summary(self.items)
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "refs", refs)
@@ -158,36 +162,20 @@ class Concat(_Composite):
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
-            type(other) is Concat and other._hash == self._hash and other.items == self.items
+            type(other) is type(self)
+            and other._hash == self._hash  # type: ignore[attr-defined]
+            and other.items == self.items  # type: ignore[attr-defined]
         )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Alt(_Composite):
+class Concat(_Items):
+    """The items in sequence.  Use :func:`concat` to build (it flattens and simplifies)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Alt(_Items):
     """Any one of the items.  Use :func:`alt` to build (it flattens and simplifies)."""
-
-    items: tuple[Node, ...]
-    _hash: int = field(init=False, repr=False, compare=False)
-    size: int = field(init=False, repr=False, compare=False)
-    refs: frozenset[str] = field(init=False, repr=False, compare=False)
-
-    def __reduce__(self) -> tuple[type[Alt], tuple[Any, ...]]:
-        # rebuilt through __init__: the cached hash is per process (string hashing is salted)
-        return (Alt, (self.items,))
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_hash", hash((Alt, self.items)))
-        size, refs = _summary(self.items)
-        object.__setattr__(self, "size", size)
-        object.__setattr__(self, "refs", refs)
-
-    def __hash__(self) -> int:
-        return self._hash
-
-    def __eq__(self, other: object) -> bool:
-        return self is other or (
-            type(other) is Alt and other._hash == self._hash and other.items == self.items
-        )
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -384,3 +372,69 @@ def node_refs(node: Node) -> frozenset[str]:
 def is_regular(node: Node) -> bool:
     """True when the tree contains no :class:`RuleRef`.  O(1)."""
     return not node_refs(node)
+
+
+def rebuild(
+    node: Node, leaf: Callable[[Node], Node | None], descend: Callable[[Node], bool]
+) -> Node:
+    """Post-order rebuild of ``node`` without recursion.
+
+    ``leaf(n)`` may replace a node outright (returning None keeps going); subtrees for which
+    ``descend`` is False are kept as they are, and a node whose children come back unchanged is
+    kept (same object).  Shared subtrees are rebuilt once (memo by identity), so the cost is
+    linear in the DAG, not the tree.
+    """
+    memo: dict[int, Node] = {}
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    out: list[Node] = []
+    steps = 0
+    while stack:
+        steps += 1
+        if not steps & 1023:
+            check_deadline()
+        n, done = stack.pop()
+        if not done:
+            hit = memo.get(id(n))
+            if hit is not None:
+                out.append(hit)
+                continue
+            rep = leaf(n)
+            if rep is not None:
+                memo[id(n)] = rep
+                out.append(rep)
+                continue
+            if not descend(n) or not isinstance(n, (Concat, Alt, Repeat)):
+                out.append(n)
+                continue
+            stack.append((n, True))
+            if isinstance(n, Repeat):
+                stack.append((n.item, False))
+            else:
+                stack.extend((item, False) for item in reversed(n.items))
+            continue
+        if isinstance(n, Repeat):
+            item = out.pop()
+            res: Node = n if item is n.item else repeat(item, n.min, n.max)
+        else:
+            assert isinstance(n, (Concat, Alt))  # narrowing only: descend() let it through
+            k = len(n.items)
+            items = out[-k:]
+            del out[-k:]
+            if all(a is b for a, b in zip(items, n.items)):
+                res = n
+            else:
+                res = concat(items) if isinstance(n, Concat) else alt(items)
+        memo[id(n)] = res
+        out.append(res)
+    return out[0]
+
+
+def substitute(node: Node, bodies: dict[str, Node]) -> Node:
+    """Replace references to rules in ``bodies`` by the bodies; subtrees that reference none of
+    them are kept as they are.  Linear in the part of the DAG that does."""
+    names = bodies.keys()
+
+    def leaf(n: Node) -> Node | None:
+        return bodies.get(n.name) if isinstance(n, RuleRef) else None
+
+    return rebuild(node, leaf, lambda n: not node_refs(n).isdisjoint(names))

@@ -58,6 +58,7 @@ from ..ir import (
     is_regular,
     literal,
     repeat,
+    substitute,
 )
 from . import charfa
 from .nodes import (
@@ -243,6 +244,22 @@ class _Layout:
 
     def close(self, count: int, bracket: str) -> Node:
         return concat([self.close0 if count == 0 else self.close1, literal(bracket)])
+
+
+def _counted_run(
+    lay: _Layout, placed: int, lo: int, hi: int | None, elem: Node, bracket: str
+) -> Node:
+    """After ``placed`` elements of an array/object: close ``bracket`` (once ``lo`` is
+    reached) or go on with separated ``elem`` elements, at most ``hi`` in all."""
+    need = max(0, lo - placed)
+    room = None if hi is None else hi - placed
+    options: list[Node] = []
+    if need == 0:
+        options.append(lay.close(placed, bracket))
+    if not isinstance(elem, Nothing) and (room is None or room >= 1):
+        rest = repeat(concat([lay.sep, elem]), max(need - 1, 0), None if room is None else room - 1)
+        options.append(concat([lay.lead(placed), elem, rest, lay.close(1, bracket)]))
+    return alt(options)
 
 
 class Emitter:
@@ -548,28 +565,8 @@ class Emitter:
 
         def from_pos(i: int) -> Node:
             if i >= k:
-                need = max(0, lo - i)
-                room = None if hi is None else hi - i
-                options: list[Node] = []
-                if need == 0:
-                    options.append(lay.close(i, "]"))
-                if not isinstance(tail, Nothing) and (room is None or room >= 1):
-                    options.append(
-                        concat(
-                            [
-                                lay.lead(i),
-                                tail,
-                                repeat(
-                                    concat([lay.sep, tail]),
-                                    max(need - 1, 0),
-                                    None if room is None else room - 1,
-                                ),
-                                lay.close(1, "]"),
-                            ]
-                        )
-                    )
-                return alt(options)
-            options = []
+                return _counted_run(lay, i, lo, hi, tail, "]")
+            options: list[Node] = []
             if i >= lo:
                 options.append(lay.close(i, "]"))
             if hi is None or i < hi:
@@ -745,27 +742,7 @@ class Emitter:
         stem = self._name("members")
 
         def tail(c: int) -> Node:
-            need = max(0, lo - c)
-            room = None if hi is None else hi - c
-            options: list[Node] = []
-            if need == 0:
-                options.append(lay.close(c, "}"))
-            if not isinstance(extra, Nothing) and (room is None or room >= 1):
-                options.append(
-                    concat(
-                        [
-                            lay.lead(c),
-                            extra,
-                            repeat(
-                                concat([lay.sep, extra]),
-                                max(need - 1, 0),
-                                None if room is None else room - 1,
-                            ),
-                            lay.close(1, "}"),
-                        ]
-                    )
-                )
-            return alt(options)
+            return _counted_run(lay, c, lo, hi, extra, "}")
 
         def tail_f(c: int, f: int) -> Node:
             return tail(c) if f else RuleRef(f"{stem}_w_{c}")
@@ -1019,24 +996,6 @@ def _productive(node: Node, ok: dict[str, bool]) -> bool:
     return True
 
 
-def _rebuild(node: Node, sub: dict[str, Node]) -> Node:
-    """``node`` with RuleRefs replaced per ``sub`` (simplifying through the IR builders).
-
-    Subtrees without a substituted reference are returned as they are (no re-hashing).
-    """
-    if isinstance(node, RuleRef):
-        return sub.get(node.name, node)
-    if isinstance(node, (Concat, Alt)):
-        items = [_rebuild(i, sub) for i in node.items]
-        if all(a is b for a, b in zip(items, node.items)):
-            return node
-        return concat(items) if isinstance(node, Concat) else alt(items)
-    if isinstance(node, Repeat):
-        item = _rebuild(node.item, sub)
-        return node if item is node.item else repeat(item, node.min, node.max)
-    return node
-
-
 _MAX_INLINE_DEPTH = 40
 _MAX_INLINE_PASSES = 8
 
@@ -1086,7 +1045,7 @@ def _finish(rules: list[Rule], start: str) -> Grammar:
         for t in touched:
             if t in by_name:
                 r = by_name[t]
-                by_name[t] = Rule(r.name, _rebuild(r.body, dead), r.terminal, r.lazy)
+                by_name[t] = Rule(r.name, substitute(r.body, dead), r.terminal, r.lazy)
                 refs[t] = list(_refs(by_name[t].body))
     # 2. inline rules used once (not the start, not terminals, not self-referencing), keeping
     #    trees shallow (IR nodes hash recursively)
@@ -1124,7 +1083,7 @@ def _finish(rules: list[Rule], start: str) -> Grammar:
             if not chosen:
                 continue
             ur = by_name[user]
-            body = _rebuild(ur.body, {ch: by_name[ch].body for ch in chosen})
+            body = substitute(ur.body, {ch: by_name[ch].body for ch in chosen})
             by_name[user] = Rule(ur.name, body, ur.terminal, ur.lazy)
             depth.pop(user, None)
             gone = set(chosen)
