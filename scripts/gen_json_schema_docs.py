@@ -86,9 +86,12 @@ instances accepted.
   characters per gap; `indent=N` pretty-prints (values of unconstrained type and constants stay
   compact).
 * **Formats** are a documented subset of the valid strings where marked "subset" below.
-* **Large bounds** (`maxLength: 100000`, `maxItems: 10**6`) become bounded repetitions in the
-  IR, never unrolled there. The automaton layer may refuse a bound it cannot afford with
-  `LimitExceededError` (fail closed), never by accepting longer output.
+* **Large bounds** (`maxLength: 100000`, `maxItems: 10000`, `minLength: 5000`) are never
+  unrolled: a repeat of 64 or more copies becomes a *counted rule* (the item's automaton once;
+  the parser frame keeps the count), so its compile cost does not depend on the bound. Masks
+  stay exact at the bound; states that differ only in counts out of one token's reach share one
+  mask. Shorter repeats are unrolled into the surrounding automaton. What cannot be compiled
+  within the limits fails closed with `LimitExceededError`, never by accepting longer output.
 * **`unevaluatedProperties`/`unevaluatedItems`** are applied conservatively: only annotations
   formcast can attribute statically count as evaluated (a key evaluated by another `anyOf`
   branch that also matches, by `contains`, or by an `if` without `then`/`else` is treated as

@@ -31,7 +31,12 @@ from ..errors import (
 )
 from ..grammar.ir import (
     NOTHING,
+    Alt,
+    ByteSet,
+    CharSet,
+    Concat,
     Grammar,
+    Literal,
     Node,
     Repeat,
     RuleRef,
@@ -45,7 +50,7 @@ from ..grammar.ir import (
 from .dfa import DEAD, ByteDFA, column_classes, nfa_to_dfa
 from .nfa import SubAutomaton, build_nfa
 
-__all__ = ["GrammarAutomaton", "compile_grammar_automaton"]
+__all__ = ["GrammarAutomaton", "compile_grammar_automaton", "has_counted_repeat"]
 
 # inlining stops when an inlined body would exceed this many IR nodes per reference
 _INLINE_MAX_NODES = 20_000
@@ -56,6 +61,10 @@ _OUTLINE_MIN_NODES = 2_000
 # ... and whose item has at least this many IR nodes (a string character stays inline: a call
 # per character would make every multi-character token cross a return)
 _OUTLINE_MIN_ITEM = 60
+# a bounded repeat of at least this many copies (of an item that always consumes a byte) becomes
+# a *counted rule*: the item's automaton once, the iteration count kept in the parser frame,
+# so ``maxLength: 100000`` costs what ``maxLength: 64`` costs
+_COUNT_MIN_COPIES = 64
 # recursive rules up to this size are expanded once at their call sites
 _EXPAND_MAX_NODES = 400
 _EXPAND_ROUNDS = 3
@@ -76,6 +85,9 @@ class GrammarAutomaton:
         boundary: per rule, ``bool[n_states]``: the state can call a rule or return.
         tail: per rule, per state: True when the state is accepting and has no outgoing edge
             (a call whose return lands there is a tail call).
+        counts: per rule, ``None`` or ``(lo, hi)`` for a *counted rule*: the rule's DFA is one
+            iteration of its item, repeated ``lo`` to ``hi`` times (``hi`` None: unbounded); an
+            accepting state ends an iteration.  The parser frame carries the count.
     """
 
     names: tuple[str, ...]
@@ -83,6 +95,11 @@ class GrammarAutomaton:
     refs: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]
     boundary: tuple[np.ndarray, ...]
     tail: tuple[np.ndarray, ...]
+    counts: tuple[tuple[int, int | None] | None, ...] = ()
+
+    def count_of(self, rule: int) -> tuple[int, int | None] | None:
+        """``(lo, hi)`` of a counted rule, None for an ordinary rule.  O(1)."""
+        return self.counts[rule] if self.counts else None
 
     @property
     def is_regular(self) -> bool:
@@ -216,40 +233,96 @@ def _inline(
     return kept, {n: expanded[n] for n in kept}
 
 
-def _outline_repeats(names: list[str], bodies: dict[str, Node]) -> None:
-    """Move large repeated items into rules of their own (in place).
+def _consumes(node: Node, memo: dict[int, bool]) -> bool:
+    """True when every string of ``node`` has at least one byte (a rule call may be empty)."""
+    k = id(node)
+    got = memo.get(k)
+    if got is not None:
+        return got
+    if isinstance(node, (Literal,)):
+        out = bool(node.text)
+    elif isinstance(node, (CharSet, ByteSet)):
+        out = True
+    elif isinstance(node, Concat):
+        out = any(_consumes(i, memo) for i in node.items)
+    elif isinstance(node, Alt):
+        out = all(_consumes(i, memo) for i in node.items)
+    elif isinstance(node, Repeat):
+        out = node.min > 0 and _consumes(node.item, memo)
+    else:  # Empty, Nothing (vacuous, but never counted), RuleRef
+        out = False
+    memo[k] = out
+    return out
 
-    ``X{1,20}`` with a large ``X`` would copy X's automaton twenty times; as a rule, X is
-    compiled once and the repeat becomes twenty calls.  Iterative, shares identical items.
+
+def has_counted_repeat(node: Node) -> bool:
+    """True when compiling ``node`` would make a counted rule (a long bounded repeat), so a
+    regular expression needs the pushdown program rather than one DFA.  O(tree size)."""
+    memo: dict[int, bool] = {}
+    return any(
+        isinstance(n, Repeat)
+        and max(n.min, n.max or n.min) >= _COUNT_MIN_COPIES
+        and _consumes(n.item, memo)
+        for n in iter_nodes(node)
+    )
+
+
+def _outline_repeats(
+    names: list[str], bodies: dict[str, Node]
+) -> dict[str, tuple[int, int | None]]:
+    """Move large repeated items into rules of their own (in place); returns the counted rules.
+
+    * ``X{lo,hi}`` with at least :data:`_COUNT_MIN_COPIES` copies of an ``X`` that always
+      consumes becomes a call to a *counted rule* whose body is ``X`` (compiled once whatever
+      the bounds; the parser counts iterations).
+    * ``X{1,20}`` with a large ``X`` would copy X's automaton twenty times; as a rule, X is
+      compiled once and the repeat becomes twenty calls.
+
+    Iterative, shares identical items (and identical counted repeats).
     """
     made: dict[Node, str] = {}
+    counted: dict[tuple[Node, int, int | None], str] = {}
+    counts: dict[str, tuple[int, int | None]] = {}
+    consumes: dict[int, bool] = {}
     todo = list(names)
+
+    def new_rule(stem: str, body: Node) -> str:
+        rule = f"{current[0]}#{stem}{len(made) + len(counted)}"
+        bodies[rule] = body
+        names.append(rule)
+        todo.append(rule)
+        return rule
 
     def leaf(n: Node) -> Node | None:
         if not isinstance(n, Repeat):
             return None
         copies = max(n.min, n.max or n.min)
+        if copies >= _COUNT_MIN_COPIES and _consumes(n.item, consumes):
+            key = (n.item, n.min, n.max)
+            rule = counted.get(key)
+            if rule is None:
+                rule = new_rule("count", n.item)
+                counted[key] = rule
+                counts[rule] = (n.min, n.max)
+            return RuleRef(rule)
         size = node_size(n.item)
         if copies > 1 and size >= _OUTLINE_MIN_ITEM and size * copies > _OUTLINE_MIN_NODES:
             rule = made.get(n.item)
             if rule is None:
-                rule = f"{current[0]}#rep{len(made)}"
+                rule = new_rule("rep", n.item)
                 made[n.item] = rule
-                bodies[rule] = n.item
-                names.append(rule)
-                todo.append(rule)
             return repeat(RuleRef(rule), n.min, n.max)
         return None
 
     def descend(n: Node) -> bool:
-        # only a subtree with at least _OUTLINE_MIN_ITEM + 1 nodes can hold a big repeat
-        return node_size(n) > _OUTLINE_MIN_ITEM
+        return True  # a counted repeat can be small (``[a-z]{0,500}``); rebuild is DAG-linear
 
     current = [""]
     while todo:
         name = todo.pop()
         current[0] = name
         bodies[name] = rebuild(bodies[name], leaf, descend)
+    return counts
 
 
 def compile_grammar_automaton(
@@ -270,7 +343,7 @@ def compile_grammar_automaton(
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
     names, bodies = _inline(grammar, _EXPAND_ROUNDS if expand_calls else 0)
-    _outline_repeats(names, bodies)
+    count_by_name = _outline_repeats(names, bodies)
     # productivity fixpoint: drop references to rules that can never finish
     productive: set[str] = set()
     sub_dfas: dict[Node, SubAutomaton] = {}  # shared by every rule's NFA
@@ -313,7 +386,8 @@ def compile_grammar_automaton(
     refs: list[tuple[tuple[tuple[int, int], ...], ...]] = []
     boundary: list[np.ndarray] = []
     tail: list[np.ndarray] = []
-    for dfa in dfas:
+    counts = tuple(count_by_name.get(name) for name in names)
+    for r, dfa in enumerate(dfas):
         n = dfa.table.shape[0]
         per_state: list[tuple[tuple[int, int], ...]] = []
         bnd = np.array(dfa.accepting, dtype=bool)
@@ -332,13 +406,16 @@ def compile_grammar_automaton(
         bnd[DEAD] = False
         refs.append(tuple(per_state))
         boundary.append(bnd)
-        tail.append(np.asarray(dfa.accepting, dtype=bool) & ~has_out)
+        # an accepting state of a counted rule ends an iteration, not the rule: no tail calls
+        no_tail = counts[r] is not None
+        tail.append(np.asarray(dfa.accepting, dtype=bool) & ~has_out & (not no_tail))
     auto = GrammarAutomaton(
         names=tuple(names),
         dfas=tuple(dfas),
         refs=tuple(refs),
         boundary=tuple(boundary),
         tail=tuple(tail),
+        counts=counts if any(c is not None for c in counts) else (),
     )
     _check_left_recursion(auto)
     return auto
@@ -407,7 +484,8 @@ def _epsilon_reach(auto: GrammarAutomaton, r: int, nullable: list[bool]) -> tupl
     calls: set[int] = set()
     seen = {dfa.start}
     todo = [dfa.start]
-    can_accept = False
+    count = auto.count_of(r)
+    can_accept = count is not None and count[0] == 0  # zero iterations
     while todo:
         s = todo.pop()
         if dfa.accepting[s]:
@@ -448,6 +526,7 @@ def first_follow(
                 first[r] = new
                 changed = True
     follow = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+    restart = restart_bytes(auto, first)
     changed = True
     while changed:
         changed = False
@@ -459,11 +538,22 @@ def first_follow(
                     for c2, _ in auto.refs[caller][ret]:
                         new |= all_bytes if nullable[c2] else first[c2]
                     if dfa.accepting[ret]:
-                        new |= follow[caller]
+                        new |= follow[caller] | restart[caller]
                     if (new != follow[callee]).any():
                         follow[callee] = new
                         changed = True
     return nullable, first, follow
+
+
+def restart_bytes(auto: GrammarAutomaton, first: list[np.ndarray]) -> list[np.ndarray]:
+    """Per rule, the bytes that may follow the end of an iteration *within* the rule: the
+    first bytes of a counted rule that can iterate again (none for ordinary rules)."""
+    none = np.zeros(256, dtype=bool)
+    out = []
+    for r in range(len(auto.dfas)):
+        count = auto.count_of(r)
+        out.append(first[r] if count is not None and count[1] != 1 else none)
+    return out
 
 
 def split_bytes(auto: GrammarAutomaton) -> list[np.ndarray]:
@@ -475,6 +565,7 @@ def split_bytes(auto: GrammarAutomaton) -> list[np.ndarray]:
     with such a byte, so only tokens that do need verifying.
     """
     nullable, first, follow = first_follow(auto)
+    restart = restart_bytes(auto, first)
     all_bytes = np.ones(256, dtype=bool)
     out: list[np.ndarray] = []
     for r in range(len(auto.dfas)):
@@ -486,9 +577,30 @@ def split_bytes(auto: GrammarAutomaton) -> list[np.ndarray]:
             for callee, _ in auto.refs[r][q]:
                 row |= all_bytes if nullable[callee] else first[callee]
             if dfa.accepting[q]:
-                row |= follow[r]
+                row |= follow[r] | restart[r]
             sb[q] = row
         out.append(sb)
+    return out
+
+
+def counted_splits(auto: GrammarAutomaton) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per counted rule: (``bool[n_states, 256]`` bytes that may start a callee at each state,
+    ``bool[256]`` bytes that may follow the rule), for its window automaton
+    (:func:`formcast.automata.counted.window_table`)."""
+    if not auto.counts:
+        return {}
+    nullable, first, follow = first_follow(auto)
+    all_bytes = np.ones(256, dtype=bool)
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r, count in enumerate(auto.counts):
+        if count is None:
+            continue
+        n = auto.dfas[r].table.shape[0]
+        calls = np.zeros((n, 256), dtype=bool)
+        for q in range(1, n):
+            for callee, _ in auto.refs[r][q]:
+                calls[q] |= all_bytes if nullable[callee] else first[callee]
+        out[r] = (calls, follow[r])
     return out
 
 
@@ -520,7 +632,8 @@ def build_expanded_lexer(
     is allowed whatever the stack holds; only tokens that pass a plausible *return* (FOLLOW
     filtered) depend on the stack.  Cost: subset construction over byte classes.
     """
-    _, _, follow = first_follow(auto)
+    _, first_bytes, follow = first_follow(auto)
+    restart = restart_bytes(auto, first_bytes)
     offsets = np.cumsum([0] + [d.table.shape[0] for d in auto.dfas])
     n_global = int(offsets[-1])
     # global tables: next global id per byte (0 = dead), accepting, follow per global state
@@ -533,7 +646,10 @@ def build_expanded_lexer(
         gtable[off : off + t.shape[0]] = np.where(t != DEAD, t + off, 0)
         gtable[off] = 0
         acc = np.asarray(dfa.accepting, dtype=bool)
-        gsplit[off : off + t.shape[0]] = acc[:, None] & follow[r][None, :]
+        gsplit[off : off + t.shape[0]] = acc[:, None] & (follow[r] | restart[r])[None, :]
+        count = auto.count_of(r)
+        if count is not None and count[0] == 0:  # zero iterations: the call may return at once
+            gsplit[off + dfa.start] |= follow[r]
         for q, lst in enumerate(auto.refs[r]):
             for callee, _ in lst:
                 calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)

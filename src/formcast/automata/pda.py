@@ -58,18 +58,28 @@ class ParserLimits:
 
 
 class Frame:
-    """An interned stack frame: rule id, DFA state, parent (return) frame, depth."""
+    """An interned stack frame: rule id, DFA state, parent (return) frame, depth.
 
-    __slots__ = ("depth", "parent", "rule", "state")
+    Frames of a counted rule also carry ``need`` (iterations still required, the current one
+    included) and ``left`` (iterations still allowed, the current one included; -1 when
+    unbounded); both are 0 in ordinary frames.
+    """
 
-    def __init__(self, rule: int, state: int, parent: Frame | None) -> None:
+    __slots__ = ("depth", "left", "need", "parent", "rule", "state")
+
+    def __init__(
+        self, rule: int, state: int, parent: Frame | None, need: int = 0, left: int = 0
+    ) -> None:
         self.rule: int = rule
         self.state: int = state
         self.parent: Frame | None = parent
+        self.need: int = need
+        self.left: int = left
         self.depth: int = 1 if parent is None else parent.depth + 1
 
     def __repr__(self) -> str:
-        return f"Frame(rule={self.rule}, state={self.state}, depth={self.depth})"
+        count = f", need={self.need}, left={self.left}" if self.need or self.left else ""
+        return f"Frame(rule={self.rule}, state={self.state}{count}, depth={self.depth})"
 
 
 class ParserState:
@@ -112,13 +122,16 @@ class PushdownAutomaton:
         self._has_bytes = [(d.table != DEAD).any(axis=1).tolist() for d in auto.dfas]
         self._tail = [t.tolist() for t in auto.tail]
         self._starts = [d.start for d in auto.dfas]
+        self._counts = [auto.count_of(r) for r in range(len(auto.dfas))]
+        self.has_counts = any(c is not None for c in self._counts)
         self._lock = threading.RLock()
         self._reset_caches()
         self.initial = self._initial()
 
     def _reset_caches(self) -> None:
         # keyed by the parent's id: the frame references its parent, so the id stays unique
-        self._frames: dict[tuple[int, int, int], Frame] = {}
+        self._frames: dict[tuple[int, int, int, int, int], Frame] = {}
+        self._capped: dict[tuple[int, int], Frame] = {}  # (id(frame), cap) -> capped frame
         self._states: dict[tuple[frozenset[Frame], bool], ParserState] = {}
         self._closures: dict[Frame, tuple[frozenset[Frame], bool]] = {}
         self._steps: dict[tuple[ParserState, int], ParserState] = {}
@@ -133,13 +146,58 @@ class PushdownAutomaton:
                 self.initial = self._initial()
 
     # -- interning ------------------------------------------------------------------------------
-    def frame(self, rule: int, state: int, parent: Frame | None) -> Frame:
-        key = (rule, state, id(parent))
+    def frame(
+        self, rule: int, state: int, parent: Frame | None, need: int = 0, left: int = 0
+    ) -> Frame:
+        key = (rule, state, need, left, id(parent))
         f = self._frames.get(key)
         if f is None:
-            f = Frame(rule, state, parent)
+            f = Frame(rule, state, parent, need, left)
             self._frames[key] = f
         return f
+
+    def _call(self, callee: int, ret: Frame | None) -> Frame:
+        """The frame entering ``callee`` that returns to ``ret``."""
+        count = self._counts[callee]
+        if count is None:
+            return self.frame(callee, self._starts[callee], ret)
+        lo, hi = count
+        return self.frame(callee, self._starts[callee], ret, lo, -1 if hi is None else hi)
+
+    def capped(self, state: ParserState, cap: int) -> ParserState:
+        """``state`` with every counter clipped to ``cap`` (``need``, and ``left`` unless
+        unbounded).  For input shorter than ``cap`` iterations, the clipped state accepts
+        exactly what ``state`` accepts, so masks can be shared across counts: a token of at
+        most ``cap - 1`` bytes completes at most ``cap - 1`` iterations (each consumes a byte).
+        O(stack depth) the first time a frame is seen, O(1) after."""
+        if not self.has_counts or not state.frames:
+            return state
+        frames = frozenset(self._cap_frame(f, cap) for f in state.frames)
+        if frames == state.frames:
+            return state
+        with self._lock:
+            return self._state(frames, state.accepting)
+
+    def _cap_frame(self, fr: Frame, cap: int) -> Frame:
+        chain: list[Frame] = []
+        cur: Frame | None = fr
+        base: Frame | None = None
+        while cur is not None:
+            hit = self._capped.get((id(cur), cap))
+            if hit is not None:
+                base = hit
+                break
+            chain.append(cur)
+            cur = cur.parent
+        for f in reversed(chain):
+            if f.need > cap or f.left > cap or base is not f.parent:
+                new = self.frame(f.rule, f.state, base, min(f.need, cap), min(f.left, cap))
+            else:
+                new = f
+            self._capped[(id(f), cap)] = new
+            base = new
+        assert base is not None  # the chain holds fr itself
+        return base
 
     def _state(self, frames: frozenset[Frame], accepting: bool) -> ParserState:
         key = (frames, accepting)
@@ -157,7 +215,7 @@ class PushdownAutomaton:
 
     # -- closure and steps ----------------------------------------------------------------------
     def _initial(self) -> ParserState:
-        tops, acc, err = self._closure(self.frame(0, self._starts[0], None))
+        tops, acc, err = self._closure(self._call(0, None))
         if err:
             return self.dead(err)
         return self._state(tops, acc)
@@ -171,6 +229,7 @@ class PushdownAutomaton:
         refs_of = self.auto.refs
         tail_of = self._tail
         starts = self._starts
+        counts = self._counts
         tops: set[Frame] = set()
         accepting = False
         seen = {start}
@@ -188,19 +247,39 @@ class PushdownAutomaton:
                 tops.add(fr)
             if accepting_of[r][q]:
                 parent = fr.parent
-                if parent is None:
+                done = True
+                if counts[r] is not None:  # an iteration ends: maybe another, maybe return
+                    need, left = max(fr.need - 1, 0), fr.left - 1 if fr.left > 0 else -1
+                    if left != 0:
+                        again = self.frame(r, starts[r], parent, need, left)
+                        if again not in seen:
+                            seen.add(again)
+                            todo.append(again)
+                    done = need == 0
+                if not done:
+                    pass
+                elif parent is None:
                     accepting = True
                 elif parent not in seen:
                     seen.add(parent)
                     todo.append(parent)
             for callee, ret in refs_of[r][q]:
-                ret_frame = fr.parent if tail_of[r][ret] else self.frame(r, ret, fr.parent)
-                child = self.frame(callee, starts[callee], ret_frame)
+                if tail_of[r][ret]:
+                    ret_frame = fr.parent
+                else:
+                    ret_frame = self.frame(r, ret, fr.parent, fr.need, fr.left)
+                child = self._call(callee, ret_frame)
                 if child.depth > max_depth:
                     return frozenset(), False, f"parser limit max_stack_depth={max_depth} exceeded"
                 if child not in seen:
                     seen.add(child)
                     todo.append(child)
+                if child.need == 0 and counts[callee] is not None:  # zero iterations
+                    if ret_frame is None:
+                        accepting = True
+                    elif ret_frame not in seen:
+                        seen.add(ret_frame)
+                        todo.append(ret_frame)
         result = frozenset(tops)
         self._closures[start] = (result, accepting)
         return result, accepting, None
@@ -227,7 +306,7 @@ class PushdownAutomaton:
             q2 = int(tables[fr.rule][fr.state, byte])
             if q2 == DEAD:
                 continue
-            tops, acc, err = self._closure(self.frame(fr.rule, q2, fr.parent))
+            tops, acc, err = self._closure(self.frame(fr.rule, q2, fr.parent, fr.need, fr.left))
             if err:
                 return self.dead(err)
             new |= tops

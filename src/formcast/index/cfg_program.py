@@ -18,14 +18,21 @@ lookup.  Lifetime: per (grammar, vocabulary); thread-safe.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
 
+from ..automata.counted import window_table
 from ..automata.dfa import DEAD, bounded_equivalence, describe_bytes
-from ..automata.grammar_fsm import GrammarAutomaton, build_expanded_lexer, split_bytes
+from ..automata.grammar_fsm import (
+    GrammarAutomaton,
+    build_expanded_lexer,
+    counted_splits,
+    split_bytes,
+)
 from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
 from ..config import WorkBudget
 from ..vocab.vocabulary import Vocabulary
@@ -76,7 +83,13 @@ class CfgProgram:
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
             ]
         # classification per position class: (alive per string, alive as token words, candidates)
-        self._classes: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._classes: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        # counted rules: masks are shared by states equal up to counts clipped to the longest
+        # token + 1; stack tops of counted rules are classified on window automata
+        self._cap = vocab.trie.max_len + 1
+        self._counted = counted_splits(auto)
+        self._sigs: dict[int, bytes] = {}
+        self._rule_aug: dict[int, np.ndarray] = {}
         self._masks: OrderedDict[ParserState, np.ndarray] = OrderedDict()
         self._mask_cache_size = mask_cache_size
         self._steps: dict[tuple[ParserState, int], ParserState] = {}
@@ -112,6 +125,8 @@ class CfgProgram:
         return state.accepting
 
     def token_mask(self, state: ParserState) -> np.ndarray:
+        if self._counted:
+            state = self.pda.capped(state, self._cap)
         mask = self._masks.get(state)
         if mask is not None:
             return mask
@@ -162,7 +177,7 @@ class CfgProgram:
                 if should_stop():
                     return done
                 q = queue.pop(0)
-                if (dfa.table[q] != DEAD).any():
+                if (dfa.table[q] != DEAD).any() and rule not in self._counted:
                     self.classify(rule, q)
                     done += 1
                 for nxt in np.unique(dfa.table[q]).tolist():
@@ -191,7 +206,6 @@ class CfgProgram:
     def classify(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For a stack top: (sorted indices of the distinct strings that stay alive, the same as
         token bitmask words, sorted candidate string indices)."""
-        trie = self.vocab.trie
         lexer, lex_class = self.lexer, self._lex_class
         if lexer is not None and lex_class is not None:
             table = self._lex_aug
@@ -206,7 +220,16 @@ class CfgProgram:
         hit = self._classes.get(key)
         if hit is not None:
             return hit
-        idx, ends = trie.walk_pairs(table, start + 2 * n)
+        hit = self._walk(table, start + 2 * n)
+        with self._lock:
+            self._classes[key] = hit
+        return hit
+
+    def _walk(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Walk the vocabulary through an augmented table: (alive, alive words, candidates)."""
+        trie = self.vocab.trie
+        n = (table.shape[0] - 1) // 3
+        idx, ends = trie.walk_pairs(table, start)
         sink = ends == 3 * n
         if idx.size > 1 and not bool((idx[1:] > idx[:-1]).all()):
             order = np.argsort(idx, kind="stable")  # the sparse walk lists level by level
@@ -216,10 +239,78 @@ class CfgProgram:
         size = self.vocab.vocab_size
         words = bool_to_bitmask(trie.token_mask_of(alive, size), size)
         words.setflags(write=False)
-        hit = (alive, words, cands)
-        with self._lock:
-            self._classes[key] = hit
+        return alive, words, cands
+
+    def _classify_counted(
+        self, rule: int, state: int, need: int, left: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Classification of a counted rule's stack top (counts already clipped).
+
+        Two windows per item automaton serve almost every count: once the lower bound is met,
+        a ``cap``-level window with the return allowed everywhere, entered ``left`` levels
+        below its top; while iterations are still needed and the upper bound is out of a
+        token's reach, a ``2 * cap``-level window with the return allowed from level
+        ``cap - 1`` on, entered ``need`` levels below that.  Only a narrow range (both bounds
+        within reach) gets a window of its own.  Windows and classifications are shared by
+        every grammar with the same item automaton on the same vocabulary (a JSON string
+        character is the same in every schema).
+        """
+        sig = self._signature(rule)
+        key = (sig, state, need, left)
+        shared = _COUNTED_SHARE
+        hit = shared.classes.get(key)
+        if hit is not None:
+            return hit
+        cap = self._cap
+        if need == 0:
+            window, level = (0, cap), cap - (cap if left < 0 else min(left, cap))
+        elif left < 0 or left >= cap:
+            window, level = (cap, 2 * cap), cap - need
+        else:
+            window, level = (need, left), 0
+        table = self._window(rule, *window)
+        if table is None:  # overlapping iterations: every crossing token is a candidate
+            table, level = self._rule_aug.get(rule), 0
+            if table is None:
+                dfa = self.auto.dfas[rule]
+                table = _augmented_table(dfa.table, split_bytes(self.auto)[rule])
+                self._rule_aug[rule] = table
+        n3 = table.shape[0] - 1
+        start = level * self.auto.dfas[rule].table.shape[0] + state
+        hit = self._walk(table, start + 2 * (n3 // 3))
+        shared.put_class(key, hit)
         return hit
+
+    def _signature(self, rule: int) -> bytes:
+        """What a counted rule's windows depend on: the vocabulary, the item automaton, the
+        bytes that may start a callee or follow the rule.  Memoized per rule."""
+        sig = self._sigs.get(rule)
+        if sig is None:
+            dfa = self.auto.dfas[rule]
+            calls, follow = self._counted[rule]
+            h = hashlib.blake2b(digest_size=16)
+            h.update(self.vocab.fingerprint.encode())
+            for part in (dfa.table, dfa.accepting.astype(np.uint8), calls, follow):
+                h.update(np.ascontiguousarray(part).tobytes())
+            h.update(str((dfa.start, dfa.table.shape)).encode())
+            sig = h.digest()
+            self._sigs[rule] = sig
+        return sig
+
+    def _window(self, rule: int, need: int, levels: int) -> np.ndarray | None:
+        """The augmented window table of a counted rule: ``levels`` levels, the return allowed
+        from level ``need - 1`` on (shared, LRU: they are large)."""
+        key = (self._signature(rule), need, levels)
+        shared = _COUNTED_SHARE
+        found, aug = shared.window(key)
+        if found:
+            return aug
+        dfa = self.auto.dfas[rule]
+        calls, follow = self._counted[rule]
+        got = window_table(dfa.table, dfa.accepting, dfa.start, calls, follow, need, levels)
+        aug = None if got is None else _augmented_table(*got)
+        shared.put_window(key, aug)
+        return aug
 
     def _compute_mask(self, state: ParserState) -> np.ndarray:
         self.mask_computations += 1
@@ -227,8 +318,15 @@ class CfgProgram:
         words: np.ndarray | None = None
         alives: list[np.ndarray] = []
         cand_parts: list[np.ndarray] = []
-        for pos in {(f.rule, f.state) for f in state.frames}:
-            alive, alive_words, cands = self.classify(*pos)
+        counted = self._counted
+        positions = {
+            (f.rule, f.state, f.need, f.left) if f.rule in counted else (f.rule, f.state)
+            for f in state.frames
+        }
+        for pos in positions:
+            alive, alive_words, cands = (
+                self._classify_counted(*pos) if len(pos) == 4 else self.classify(*pos)
+            )
             words = alive_words.copy() if words is None else np.bitwise_or(words, alive_words)
             alives.append(alive)
             if cands.size:
@@ -266,6 +364,44 @@ class CfgProgram:
             words |= self._stop_words
         words.setflags(write=False)
         return words
+
+
+# a position's classification: (alive string indices, alive as bitmask words, candidates)
+_Class = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+class _CountedShare:
+    """Window tables and counted-position classifications shared by every grammar in the
+    process (keyed by :meth:`CfgProgram._signature`), bounded LRUs; thread-safe."""
+
+    def __init__(self, max_windows: int = 6, max_classes: int = 4_096) -> None:
+        self._lock = threading.Lock()
+        self._windows: OrderedDict[tuple[bytes, int, int], np.ndarray | None] = OrderedDict()
+        self.classes: dict[tuple[bytes, int, int, int], _Class] = {}
+        self._max_windows = max_windows
+        self._max_classes = max_classes
+
+    def window(self, key: tuple[bytes, int, int]) -> tuple[bool, np.ndarray | None]:
+        with self._lock:
+            if key not in self._windows:
+                return False, None
+            self._windows.move_to_end(key)
+            return True, self._windows[key]
+
+    def put_window(self, key: tuple[bytes, int, int], table: np.ndarray | None) -> None:
+        with self._lock:
+            self._windows[key] = table
+            while len(self._windows) > self._max_windows:
+                self._windows.popitem(last=False)
+
+    def put_class(self, key: tuple[bytes, int, int, int], hit: _Class) -> None:
+        with self._lock:
+            if len(self.classes) >= self._max_classes:
+                self.classes.clear()
+            self.classes[key] = hit
+
+
+_COUNTED_SHARE = _CountedShare()
 
 
 def _result(state: ParserState) -> ParserState | LimitStop | None:

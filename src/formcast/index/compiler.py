@@ -15,11 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..automata.dfa import compile_dfa
-from ..automata.grammar_fsm import compile_grammar_automaton
+from ..automata.grammar_fsm import compile_grammar_automaton, has_counted_repeat
 from ..automata.pda import ParserLimits
 from ..config import CompileLimits, WorkBudget, compile_scope
 from ..errors import ConfigurationError, UnsatisfiableGrammarError
-from ..grammar.ir import Grammar
+from ..grammar.ir import Grammar, Rule
 from ..grammar.regex import parse_regex
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
@@ -98,10 +98,22 @@ class GrammarCompiler:
         def build() -> CompiledGrammar:
             t0 = time.perf_counter()
             node = parse_regex(pattern, dialect=dialect, limits=self.limits)
-            dfa = compile_dfa(node, self.limits)  # within limits.max_compile_work
-            if dfa.is_empty:
-                raise UnsatisfiableGrammarError(f"the regex {pattern!r} matches no string at all")
-            program = RegexProgram(dfa, self.vocab)
+            program: GrammarProgram
+            if has_counted_repeat(node):
+                # a long bounded repeat (``.{0,5000}``) is counted by the parser, not unrolled
+                try:
+                    program = self._program_for(Grammar((Rule("regex", node),), "regex"))
+                except UnsatisfiableGrammarError:
+                    raise UnsatisfiableGrammarError(
+                        f"the regex {pattern!r} matches no string at all"
+                    ) from None
+            else:
+                dfa = compile_dfa(node, self.limits)  # within limits.max_compile_work
+                if dfa.is_empty:
+                    raise UnsatisfiableGrammarError(
+                        f"the regex {pattern!r} matches no string at all"
+                    )
+                program = RegexProgram(dfa, self.vocab)
             return CompiledGrammar(
                 kind="regex",
                 source=pattern,
@@ -219,9 +231,7 @@ class GrammarCompiler:
 
         def build() -> CompiledGrammar:
             t0 = time.perf_counter()
-            seconds = [
-                x for x in (self.limits.max_compile_seconds, opts.max_compile_seconds) if x
-            ]
+            seconds = [x for x in (self.limits.max_compile_seconds, opts.max_compile_seconds) if x]
             budget = WorkBudget(self.limits.max_compile_work, min(seconds) if seconds else None)
             with compile_scope(budget):
                 grammar, ignored = js.schema_to_grammar(schema, opts)

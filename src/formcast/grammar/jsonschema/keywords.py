@@ -145,7 +145,13 @@ KEYWORDS: tuple[Keyword, ...] = (
         "closed when it needs more than `max_automaton_states` states",
     ),
     # -- strings
-    _K("minLength", "exact", "string", _ALL, "code points; bounded repetition (never unrolled)"),
+    _K(
+        "minLength",
+        "exact",
+        "string",
+        _ALL,
+        "code points; long bounds are counted by the parser (never unrolled)",
+    ),
     _K(
         "maxLength",
         "exact",
@@ -183,7 +189,9 @@ KEYWORDS: tuple[Keyword, ...] = (
     ),
     _K("prefixItems", "exact", "array", "2020-12", "positional schemas"),
     _K("additionalItems", "exact", "array", "4, 6, 7, 2019-09", "with array-form `items`"),
-    _K("minItems", "exact", "array", _ALL, "bounded repetition (never unrolled)"),
+    _K(
+        "minItems", "exact", "array", _ALL, "long bounds are counted by the parser (never unrolled)"
+    ),
     _K("maxItems", "exact", "array", _ALL, "see `minItems`"),
     _K(
         "contains",
