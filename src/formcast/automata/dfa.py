@@ -275,49 +275,58 @@ def _empty_dfa() -> ByteDFA:
 def _minimize(
     table: np.ndarray, accepting: np.ndarray, start: int, limits: CompileLimits
 ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Hopcroft's algorithm on a class-compressed table (row 0 dead).  O(k n log n)."""
+    """Hopcroft's algorithm on a class-compressed table (row 0 dead).  O(k n log n).
+
+    Predecessor lists are kept per target state, so a splitter visits only the byte classes
+    that lead into it (most lead to the dead state, which never splits)."""
     n, k = table.shape
     if n <= 2 or n > limits.max_minimize_states or n * k > _MINIMIZE_WORK:
         return table, accepting, start
-    # inverse transitions per class: inv[c][t] = sources
-    inv: list[dict[int, list[int]]] = []
+    # predecessors per target state: inv_t[t] = [(class, sources), ...]; transitions into the
+    # dead state are left out (it is a block of its own, never a splitter)
+    inv_t: list[list[tuple[int, list[int]]]] = [[] for _ in range(n)]
     for c in range(k):
         col = table[:, c]
         order = np.argsort(col, kind="stable")
         sorted_t = col[order]
-        cuts = np.flatnonzero(np.diff(sorted_t)) + 1
-        d: dict[int, list[int]] = {}
-        for grp in np.split(order, cuts):
-            d[int(col[grp[0]])] = grp.tolist()
-        inv.append(d)
-    acc_states = [s for s in range(n) if accepting[s]]
-    rej_states = [s for s in range(n) if not accepting[s]]
-    blocks: list[set[int]] = [set(b) for b in (acc_states, rej_states) if b]
+        cuts = (np.flatnonzero(sorted_t[1:] != sorted_t[:-1]) + 1).tolist()
+        bounds = [0, *cuts, n]
+        targets = sorted_t[bounds[:-1]].tolist()
+        order_l = order.tolist()
+        for i, t in enumerate(targets):
+            if t != DEAD:
+                inv_t[t].append((c, order_l[bounds[i] : bounds[i + 1]]))
+    acc_states = [s for s in range(1, n) if accepting[s]]
+    rej_states = [s for s in range(1, n) if not accepting[s]]
+    blocks: list[set[int]] = [{DEAD}] + [set(b) for b in (acc_states, rej_states) if b]
     block_of = [0] * n
     for i, b in enumerate(blocks):
         for s in b:
             block_of[s] = i
-    smaller = min(range(len(blocks)), key=lambda i: len(blocks[i]))
-    # splitters are whole blocks, used for every byte class at once
-    work: list[int] = [smaller]
-    in_work = [i == smaller for i in range(len(blocks))]
+    # splitters are whole blocks, all byte classes of one block at once; the dead block is
+    # left out of the work list (Hopcroft may leave out any one initial block)
+    work = list(range(1, len(blocks)))
+    in_work = [i > 0 for i in range(len(blocks))]
     while work:
         a = work.pop()
         in_work[a] = False
-        members_a = list(blocks[a])
-        for c in range(k):
-            inv_c = inv[c]
+        by_class: dict[int, list[int]] = {}
+        for t in blocks[a]:
+            for c, srcs in inv_t[t]:
+                lst = by_class.get(c)
+                if lst is None:
+                    by_class[c] = list(srcs)
+                else:
+                    lst.extend(srcs)
+        for c in sorted(by_class):
             touched: dict[int, list[int]] = {}
-            for t in members_a:
-                srcs = inv_c.get(t)
-                if srcs:
-                    for src in srcs:
-                        blk = block_of[src]
-                        lst = touched.get(blk)
-                        if lst is None:
-                            touched[blk] = [src]
-                        else:
-                            lst.append(src)
+            for src in by_class[c]:
+                blk = block_of[src]
+                lst = touched.get(blk)
+                if lst is None:
+                    touched[blk] = [src]
+                else:
+                    lst.append(src)
             for y, members in touched.items():
                 yb = blocks[y]
                 if len(members) == len(yb):

@@ -16,9 +16,11 @@ Lifetime: per grammar; the result is immutable.  Work is bounded by :class:`Comp
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -356,9 +358,7 @@ def compile_grammar_automaton(
             if dead:
                 body = substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
-            nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
-            minimize = len(nfa.eps) <= _MINIMIZE_NFA_STATES
-            dfas.append(nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget))
+            dfas.append(_rule_dfa(body, ids, names, limits, budget, sub_dfas))
         changed = True
         new_productive: set[str] = set()
         while changed:
@@ -419,6 +419,88 @@ def compile_grammar_automaton(
     )
     _check_left_recursion(auto)
     return auto
+
+
+class _RuleDfaCache:
+    """Rule automata shared by every compile in the process (bounded LRU, thread-safe).
+
+    Keyed by the rule body (IR nodes compare structurally and cache their hash) and the
+    compile limits; call edges are stored by callee *name*, so a rule compiled in one grammar
+    serves another that numbers its rules differently.  What repeats across compiles is the
+    boilerplate: JSON Schema's "any value" rules, shared definitions, common string formats.
+    """
+
+    def __init__(self, max_entries: int = 512, max_states: int = 200_000) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[
+            tuple[Node, CompileLimits], tuple[ByteDFA, tuple[str, ...], int]
+        ] = OrderedDict()
+        self._states = 0
+        self._max_entries = max_entries
+        self._max_states = max_states
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[Node, CompileLimits]) -> tuple[ByteDFA, tuple[str, ...], int] | None:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return hit
+
+    def put(
+        self, key: tuple[Node, CompileLimits], dfa: ByteDFA, callees: tuple[str, ...], work: int
+    ) -> None:
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (dfa, callees, work)
+            self._states += dfa.num_states
+            while self._items and (
+                len(self._items) > self._max_entries or self._states > self._max_states
+            ):
+                _, (old, _, _) = self._items.popitem(last=False)
+                self._states -= old.num_states
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._states = 0
+
+
+RULE_DFA_CACHE = _RuleDfaCache()
+
+
+def _rule_dfa(
+    body: Node,
+    ids: dict[str, int],
+    names: list[str],
+    limits: CompileLimits,
+    budget: WorkBudget,
+    sub_dfas: dict[Node, SubAutomaton],
+) -> ByteDFA:
+    """One rule's DFA, from :data:`RULE_DFA_CACHE` when an equal body was compiled before.
+
+    A hit is charged the fuel its build cost, so whether a compile fits the limits does not
+    depend on what the process compiled before (up to sub-automata that a cold compile would
+    have shared between rules)."""
+    key = (body, limits)
+    hit = RULE_DFA_CACHE.get(key)
+    if hit is not None:
+        dfa, callees, work = hit
+        budget.spend(work)
+        if not callees:
+            return dfa
+        return replace(dfa, ref_rules=tuple(ids[c] for c in callees))
+    before = budget.used
+    nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
+    minimize = len(nfa.eps) <= _MINIMIZE_NFA_STATES
+    dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
+    RULE_DFA_CACHE.put(key, dfa, tuple(names[i] for i in dfa.ref_rules), budget.used - before)
+    return dfa
 
 
 def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:
@@ -675,25 +757,22 @@ def build_expanded_lexer(
             closure_cache[g] = hit
         return hit
 
-    ids: dict[frozenset[int], int] = {frozenset(): 0}
-    sets: list[frozenset[int]] = [frozenset()]
-    rows: list[list[int]] = [[0] * len(reps)]
-    split_rows: list[list[bool]] = [[False] * len(reps)]
-    entry: dict[tuple[int, int], int] = {}
     if auto.num_states >= max_states:
         return None
+    # lexer state g (< n_global) is the closure of global state g: a state without calls is
+    # its own closure, so its row is its global row (vectorized); states with calls and the
+    # unions met while determinizing are appended after n_global (Python, per byte class)
+    ids: dict[frozenset[int], int] = {frozenset(): 0}
+    sets: list[frozenset[int]] = []
+    for g in range(n_global):
+        target = closure1(g) if calls[g] else frozenset((g,))
+        ids.setdefault(target, g)
+    entry: dict[tuple[int, int], int] = {}
     for r, dfa in enumerate(auto.dfas):
+        off = int(offsets[r])
         for q in range(1, dfa.table.shape[0]):
-            start = closure1(int(offsets[r]) + q)
-            j = ids.get(start)
-            if j is None:
-                j = len(sets)
-                ids[start] = j
-                sets.append(start)
-            entry[(r, q)] = j
+            entry[(r, q)] = off + q
     reps_arr = np.asarray(reps, dtype=np.int64)
-    # per global state, successors and split flags per byte class, as Python lists (the loop
-    # below groups classes with dicts: far cheaper than numpy calls per lexer state)
     gsucc: list[list[int]] = gtable[:, reps_arr].tolist()
     gsplit_l: list[list[bool]] = gsplit[:, reps_arr].tolist()
     n_cls = len(reps)
@@ -701,59 +780,66 @@ def build_expanded_lexer(
     def set_id(target: frozenset[int]) -> int:
         j = ids.get(target)
         if j is None:
-            j = len(sets)
+            j = n_global + len(sets)
             if j >= max_states:
                 raise _TooLarge
             ids[target] = j
             sets.append(target)
         return j
 
-    single: dict[int, int] = {0: 0}  # global successor -> lexer state of its closure
-
-    def single_id(v: int) -> int:
-        j = single.get(v)
-        if j is None:
-            j = set_id(closure1(v))
-            single[v] = j
-        return j
-
     multi: dict[tuple[int, ...], int] = {}  # successors of several members -> lexer state
-    i = 1
+    rows: list[list[int]] = []
+    split_rows: list[list[bool]] = []
+
+    def union_row(members: list[int]) -> None:
+        if budget is not None:
+            budget.spend(n_cls)
+        row = []
+        for tup in zip(*(gsucc[m] for m in members), strict=True):
+            j = multi.get(tup)
+            if j is None:
+                live_ids = {v for v in tup if v}
+                if len(live_ids) == 1:
+                    j = next(iter(live_ids))  # lexer state v is closure1(v)
+                else:
+                    j = set_id(
+                        frozenset().union(*(closure1(v) for v in live_ids))
+                        if live_ids
+                        else frozenset()
+                    )
+                multi[tup] = j
+            row.append(j)
+        rows.append(row)
+        flags = [False] * n_cls
+        for m in members:
+            flags = [x or y for x, y in zip(flags, gsplit_l[m], strict=True)]
+        split_rows.append(flags)
+
+    with_calls = [g for g in range(n_global) if calls[g]]
+    if budget is not None:
+        budget.spend(n_global * n_cls // 16 + 1)
     try:
+        for g in with_calls:
+            union_row(sorted(closure1(g)))
+        i = 0
         while i < len(sets):
-            if budget is not None:
-                budget.spend(n_cls)
-            members = sorted(sets[i])
-            if len(members) == 1:
-                g = members[0]
-                rows.append([single_id(v) for v in gsucc[g]])
-                split_rows.append(gsplit_l[g])
-            else:
-                row = []
-                for tup in zip(*(gsucc[m] for m in members), strict=True):
-                    j = multi.get(tup)
-                    if j is None:
-                        live_ids = {v for v in tup if v}
-                        if len(live_ids) == 1:
-                            j = single_id(next(iter(live_ids)))
-                        else:
-                            j = set_id(
-                                frozenset().union(*(closure1(v) for v in live_ids))
-                                if live_ids
-                                else frozenset()
-                            )
-                        multi[tup] = j
-                    row.append(j)
-                rows.append(row)
-                flags = [False] * n_cls
-                for m in members:
-                    flags = [a or b for a, b in zip(flags, gsplit_l[m], strict=True)]
-                split_rows.append(flags)
+            union_row(sorted(sets[i]))
             i += 1
     except _TooLarge:
         return None
-    small = np.asarray(rows, dtype=np.int32)
-    ssmall = np.asarray(split_rows, dtype=bool)
-    table = np.ascontiguousarray(small[:, cls_of_byte])
-    split = np.ascontiguousarray(ssmall[:, cls_of_byte])
+    table = np.empty((n_global + len(sets), 256), dtype=np.int32)
+    split = np.empty((n_global + len(sets), 256), dtype=bool)
+    table[:n_global] = gtable
+    split[:n_global] = gsplit
+    if rows:
+        small = np.asarray(rows, dtype=np.int32)[:, cls_of_byte]
+        ssmall = np.asarray(split_rows, dtype=bool)[:, cls_of_byte]
+        k = len(with_calls)
+        if k:
+            table[with_calls] = small[:k]
+            split[with_calls] = ssmall[:k]
+        table[n_global:] = small[k:]
+        split[n_global:] = ssmall[k:]
+    table[0] = 0
+    split[0] = False
     return ExpandedLexer(table=table, split=split, entry=entry)

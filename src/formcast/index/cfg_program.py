@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..automata.counted import window_table
-from ..automata.dfa import DEAD, bounded_equivalence, describe_bytes
+from ..automata.dfa import DEAD, bounded_equivalence, column_classes, describe_bytes
 from ..automata.grammar_fsm import (
     GrammarAutomaton,
     build_expanded_lexer,
@@ -71,13 +71,15 @@ class CfgProgram:
         if self.lexer is not None:
             self._lex_aug = _augmented_table(self.lexer.table, self.lexer.split)
             self._aug: list[np.ndarray] = []
-            # start positions with the same future over the longest token share a classification
-            n = self.lexer.table.shape[0]
-            labels = np.full(3 * n + 1, 2, dtype=np.int64)
+            # start positions with the same future over the longest token share a
+            # classification: states labelled by their outgoing split flags (a Mealy machine
+            # whose outputs are the flags), so that equal futures mean equal walks through
+            # the augmented table; a third of its rows
+            split_class, _ = column_classes(np.ascontiguousarray(self.lexer.split.T))
+            labels = split_class + 1
             labels[DEAD] = 0
-            labels[3 * n] = 1
             depth = max(vocab.trie.max_len, 1)
-            self._lex_class = bounded_equivalence(self._lex_aug, labels, depth, work=budget)
+            self._lex_class = bounded_equivalence(self.lexer.table, labels, depth, work=budget)
         else:  # too large to determinize: classify per rule (calls become candidates)
             self._aug = [
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
@@ -211,7 +213,7 @@ class CfgProgram:
             table = self._lex_aug
             n = lexer.table.shape[0]
             start = lexer.entry[(rule, state)]
-            key = (-1, int(lex_class[start + 2 * n]))
+            key = (-1, int(lex_class[start]))
         else:
             table = self._aug[rule]
             n = self.auto.dfas[rule].table.shape[0]
