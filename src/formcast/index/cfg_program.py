@@ -41,6 +41,11 @@ from .compiled import LimitStop, ids_to_bool
 
 __all__ = ["CfgProgram"]
 
+# a position's classification: (alive string indices, alive as bitmask words, candidates)
+_Class = tuple[np.ndarray, np.ndarray, np.ndarray]
+# the byte whose column is cut for the shared walks (see CfgProgram.__init__)
+_EXIT_BYTE = ord('"')
+
 
 class CfgProgram:
     """Matcher program of a context-free grammar (see the module docstring).
@@ -71,15 +76,28 @@ class CfgProgram:
         if self.lexer is not None:
             self._lex_aug = _augmented_table(self.lexer.table, self.lexer.split)
             self._aug: list[np.ndarray] = []
-            # start positions with the same future over the longest token share a
-            # classification: states labelled by their outgoing split flags (a Mealy machine
-            # whose outputs are the flags), so that equal futures mean equal walks through
-            # the augmented table; a third of its rows
-            split_class, _ = column_classes(np.ascontiguousarray(self.lexer.split.T))
+            # Tokens without the exit byte are classified on the lexer with that byte cut
+            # (its column dead): there every JSON string body is the same automaton, whatever
+            # follows the closing quote, so one walk serves every string-valued position.
+            # Tokens with the exit byte (a few thousand) are walked per position on the full
+            # lexer, over a trie of their own.  Exact for any exit byte; '"' is what ends the
+            # permissive lexemes of JSON.
+            cut = self.lexer.table.copy()
+            cut[:, _EXIT_BYTE] = DEAD
+            cut_split = self.lexer.split.copy()
+            cut_split[:, _EXIT_BYTE] = False
+            self._cut_aug = _augmented_table(cut, cut_split)
+            self._exit_trie, self._exit_idx = vocab.trie.with_byte(_EXIT_BYTE)
+            self._has_exit = np.zeros(vocab.trie.num_strings + 1, dtype=bool)
+            self._has_exit[self._exit_idx] = True
+            # start positions with the same (cut) future over the longest token share that
+            # walk: states labelled by their outgoing split flags (a Mealy machine whose
+            # outputs are the flags), so that equal futures mean equal augmented walks
+            split_class, _ = column_classes(np.ascontiguousarray(cut_split.T))
             labels = split_class + 1
             labels[DEAD] = 0
             depth = max(vocab.trie.max_len, 1)
-            self._lex_class = bounded_equivalence(self.lexer.table, labels, depth, work=budget)
+            self._lex_class = bounded_equivalence(cut, labels, depth, work=budget)
         else:  # too large to determinize: classify per rule (calls become candidates)
             self._aug = [
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
@@ -210,10 +228,7 @@ class CfgProgram:
         token bitmask words, sorted candidate string indices)."""
         lexer, lex_class = self.lexer, self._lex_class
         if lexer is not None and lex_class is not None:
-            table = self._lex_aug
-            n = lexer.table.shape[0]
-            start = lexer.entry[(rule, state)]
-            key = (-1, int(lex_class[start]))
+            return self._classify_lexer(lexer.entry[(rule, state)], lex_class)
         else:
             table = self._aug[rule]
             n = self.auto.dfas[rule].table.shape[0]
@@ -223,6 +238,37 @@ class CfgProgram:
         if hit is not None:
             return hit
         hit = self._walk(table, start + 2 * n)
+        with self._lock:
+            self._classes[key] = hit
+        return hit
+
+    def _classify_lexer(self, start: int, lex_class: np.ndarray) -> _Class:
+        """Classification of lexer state ``start``: the shared walk of the tokens without the
+        exit byte (per class of the cut lexer) plus a walk of the tokens with it."""
+        key = (-3, start)
+        hit = self._classes.get(key)
+        if hit is not None:
+            return hit
+        n = self._lex_aug.shape[0] // 3
+        base_key = (-1, int(lex_class[start]))
+        base = self._classes.get(base_key)
+        if base is None:
+            alive, words, cands = self._walk(self._cut_aug, start + 2 * n)
+            base = (alive, words, cands[~self._has_exit[cands]])
+            with self._lock:
+                self._classes[base_key] = base
+        # the tokens with the exit byte, from this very state
+        sub, ends = self._exit_trie.walk_pairs(self._lex_aug, start + 2 * n)
+        idx = self._exit_idx[sub]
+        sink = ends == 3 * n
+        size = self.vocab.vocab_size
+        alive_x = idx[~sink]
+        words = base[1]
+        if alive_x.size:
+            words = words | bool_to_bitmask(self.vocab.trie.token_mask_of(alive_x, size), size)
+        words.setflags(write=False)
+        cands = np.concatenate((base[2], idx[sink])) if sink.any() else base[2]
+        hit = (np.concatenate((base[0], alive_x)), words, cands)
         with self._lock:
             self._classes[key] = hit
         return hit
@@ -318,7 +364,6 @@ class CfgProgram:
         self.mask_computations += 1
         trie = self.vocab.trie
         words: np.ndarray | None = None
-        alives: list[np.ndarray] = []
         cand_parts: list[np.ndarray] = []
         counted = self._counted
         positions = {
@@ -326,23 +371,20 @@ class CfgProgram:
             for f in state.frames
         }
         for pos in positions:
-            alive, alive_words, cands = (
+            _, alive_words, cands = (
                 self._classify_counted(*pos) if len(pos) == 4 else self.classify(*pos)
             )
             words = alive_words.copy() if words is None else np.bitwise_or(words, alive_words)
-            alives.append(alive)
             if cands.size:
                 cand_parts.append(cands)
         if words is None:
             words = np.zeros_like(self._stop_words)
         if cand_parts:
             cands = np.unique(np.concatenate(cand_parts)) if len(cand_parts) > 1 else cand_parts[0]
-            already = np.zeros(cands.size, dtype=bool)
-            for alive in alives:
-                if alive.size:
-                    at = np.minimum(np.searchsorted(alive, cands), alive.size - 1)
-                    already |= alive[at] == cands
-            cands = cands[~already]
+            # a candidate some stack top already allows needs no check
+            tok = trie.first_token[cands]
+            already = (np.take(words, tok >> 5) >> (tok & 31).astype(np.int32)) & 1
+            cands = cands[already == 0]
             strings = trie.strings
             step = self.pda.step
             self.candidates_checked += int(cands.size)
@@ -366,10 +408,6 @@ class CfgProgram:
             words |= self._stop_words
         words.setflags(write=False)
         return words
-
-
-# a position's classification: (alive string indices, alive as bitmask words, candidates)
-_Class = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 class _CountedShare:

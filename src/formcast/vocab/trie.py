@@ -33,9 +33,13 @@ class TokenTrie:
         token_to_unique: ``int64[vocab_size]``; index into ``strings`` or ``len(strings)`` for
             ids that are never text (special, empty or past the tokenizer).
         lengths: ``int32[len(strings)]`` byte length of each string.
+        first_token: ``int64[len(strings)]``: one token id of each string (the smallest).
     """
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary | None = None) -> None:
+        self._with_byte: dict[int, tuple[TokenTrie, np.ndarray]] = {}
+        if vocab is None:  # filled in by _of_strings
+            return
         specials = vocab.special_token_ids
         text_ids = [tid for tid, tb in enumerate(vocab.tokens) if tb and tid not in specials]
         uniq = {vocab.tokens[tid]: 0 for tid in text_ids}
@@ -49,12 +53,44 @@ class TokenTrie:
                 (index[vocab.tokens[tid]] for tid in text_ids), dtype=np.int64, count=len(text_ids)
             )
         self.token_to_unique = t2u
+        # one token id per distinct string (the smallest)
+        first = np.full(u, -1, dtype=np.int64)
+        text = np.flatnonzero(t2u < u)[::-1]
+        first[t2u[text]] = text
+        self.first_token = first
         self.num_strings = u
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
         lengths = np.fromiter(map(len, strings), dtype=np.int32, count=u)
         self.lengths = lengths
         self.max_len = int(lengths.max()) if u else 0
         self._build_levels(strings, lengths)
+
+    @classmethod
+    def _of_strings(cls, strings: list[bytes]) -> TokenTrie:
+        """A trie of some distinct byte strings, sorted (no token ids)."""
+        self = cls()
+        self.strings = strings
+        self.token_to_unique = np.zeros(0, dtype=np.int64)
+        self.first_token = np.zeros(0, dtype=np.int64)
+        self.num_strings = len(strings)
+        self._csr = None
+        lengths = np.fromiter(map(len, strings), dtype=np.int32, count=len(strings))
+        self.lengths = lengths
+        self.max_len = int(lengths.max()) if strings else 0
+        self._build_levels(strings, lengths)
+        return self
+
+    def with_byte(self, byte: int) -> tuple[TokenTrie, np.ndarray]:
+        """(a trie of the strings that contain ``byte``, their indices in ``strings``).
+        Built once per byte and kept."""
+        hit = self._with_byte.get(byte)
+        if hit is None:
+            needle = bytes([byte])
+            idx = [i for i, s in enumerate(self.strings) if needle in s]
+            sub = TokenTrie._of_strings([self.strings[i] for i in idx])
+            hit = (sub, np.asarray(idx, dtype=np.int64))
+            self._with_byte[byte] = hit
+        return hit
 
     def _build_levels(self, strings: list[bytes], lengths: np.ndarray) -> None:
         u = len(strings)

@@ -1,0 +1,109 @@
+"""The exit-byte split of the token index (``cfg_program._EXIT_BYTE``).
+
+Tokens without the exit byte are classified on the lexer with that byte's column cut (one walk
+shared by every position whose cut futures agree); tokens with it are walked per position.
+The split must be exact for any byte, so the CFG oracle tests run again with the exit byte set
+to characters of the oracle's alphabet (``a``, ``(`` and the lead byte of ``é``), and a JSON
+Schema walk compares masks with a brute-force check of every token.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from unittest import mock
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import formcast.index.cfg_program as cfg_program
+import test_cfg_oracle as oracle_tests
+from formcast import GrammarCompiler, GrammarMatcher, Vocabulary
+from test_cfg_oracle import SETTINGS, RandomGrammar, grammars, vocabularies
+
+
+@contextmanager
+def exit_byte(byte: int) -> Iterator[None]:
+    with mock.patch.object(cfg_program, "_EXIT_BYTE", byte):
+        yield
+
+
+EXIT_BYTES = [ord("a"), ord("("), "é".encode()[0]]
+
+
+@SETTINGS
+@given(g=grammars(), vocab=vocabularies(), data=st.data(), byte=st.sampled_from(EXIT_BYTES))
+def test_masks_match_the_oracle_with_any_exit_byte(
+    g: RandomGrammar, vocab: Vocabulary, data, byte: int
+) -> None:
+    with exit_byte(byte):
+        oracle_tests.test_masks_match_the_oracle_on_random_walks.hypothesis.inner_test(
+            g, vocab, data
+        )
+
+
+def _json_vocab() -> Vocabulary:
+    chars = ['"', "\\", "a", "b", ",", ":", "{", "}", "[", "]", "1", "é", "n", "u", "l", " "]
+    toks = [c.encode() for c in chars]
+    toks += [
+        b'{"',
+        b'":"',
+        b'",',
+        b'"}',
+        b'":',
+        b'","',
+        b'"]',
+        b'a"',
+        b'b",',
+        b'\\"',
+        b'":1',
+        b'1,"',
+        b"}}",
+        b'"}}',
+        b"]]",
+        b"],",
+        b'"]]',
+        b'{"b":{"',
+    ]
+    return Vocabulary.from_tokens([*toks, b"<eos>"], stop_token_ids=[len(toks)], name="json")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
+        {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+        {"type": "object", "additionalProperties": {"type": "string", "enum": ["a", "b\\"]}},
+        {  # recursive: tokens like '"}}' return from the inner rule (candidates)
+            "$defs": {
+                "node": {
+                    "type": "object",
+                    "properties": {"a": {"type": "string"}, "b": {"$ref": "#/$defs/node"}},
+                }
+            },
+            "$ref": "#/$defs/node",
+        },
+        {"type": "array", "items": {"$ref": "#"}},
+    ],
+    ids=["two-strings", "array-anyof", "enum-values", "recursive-object", "nested-arrays"],
+)
+def test_json_masks_are_exact_token_by_token(schema: dict) -> None:
+    """Every token is allowed iff feeding its bytes keeps the matcher alive (brute force), on
+    random walks."""
+    vocab = _json_vocab()
+    compiled = GrammarCompiler(vocab, cache_size=0).compile_json_schema(schema)
+    for seed in range(6):
+        rng = random.Random(seed)
+        m = GrammarMatcher(compiled)
+        for step in range(40):
+            allowed = {int(t) for t in m.allowed_token_ids()}
+            for t in range(len(vocab.tokens) - 1):
+                probe = m.fork()
+                assert (t in allowed) == probe.accept_token(t), (json.dumps(schema), step, t)
+            nxt = sorted(allowed - set(vocab.stop_token_ids))
+            if not nxt:
+                break
+            assert m.accept_token(rng.choice(nxt))
