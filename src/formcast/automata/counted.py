@@ -42,15 +42,28 @@ def window_table(
         call_split: ``bool[n, 256]``: bytes that may start a callee at each state.
         exit_split: ``bool[256]``: bytes that may follow the counted rule.
         need: iterations still required (the current one included); 0 when met.
-        iterations: ``m``, iterations that may begin within the token (the current included).
+        iterations: ``m``, iterations that may begin within the token (the current included);
+            -1 for a single level that restarts into itself, when neither bound is within a
+            token's reach (the rule may return there iff ``need`` is 0).
 
     State ``(q, i)`` is ``i * n + q``; ``(0, i)`` is dead and mapped to 0.  O(m * n * 256).
     """
     n = table.shape[0]
-    m = iterations
     acc = np.asarray(accepting, dtype=bool)
     live = table != DEAD
     restart_live = live[start]
+    if iterations < 0:  # one level that restarts into itself: no bound within reach
+        if bool((live[acc] & restart_live[None, :]).any()):
+            return None
+        own1 = np.where(live, table, 0).astype(np.int32)
+        own1[acc] = np.where(restart_live[None, :], table[start][None, :], own1[acc])
+        own1[DEAD] = 0
+        split1 = call_split.copy()
+        if need == 0:
+            split1[acc] |= exit_split[None, :]
+        split1[DEAD] = False
+        return own1, split1
+    m = iterations
     if bool((live[acc] & restart_live[None, :]).any()) and m > 1:
         return None
     levels = np.arange(m, dtype=np.int64)[:, None, None] * n  # (m, 1, 1)

@@ -310,9 +310,12 @@ class CfgProgram:
         if hit is not None:
             return hit
         cap = self._cap
-        if need == 0:
+        far = left < 0 or left >= cap  # the upper bound is out of a token's reach
+        if far and need in (0, cap):  # no bound within reach: one self-restarting level
+            window, level = (need, -1), 0
+        elif need == 0:
             window, level = (0, cap), cap - (cap if left < 0 else min(left, cap))
-        elif left < 0 or left >= cap:
+        elif far:
             window, level = (cap, 2 * cap), cap - need
         else:
             window, level = (need, left), 0
