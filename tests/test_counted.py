@@ -276,3 +276,28 @@ def test_counted_regex_through_the_compiler(pattern: str, ok: str, too_long: str
         m = GrammarMatcher(compiled)
         got = m.accept_bytes(text.encode()) and m.is_accepting()
         assert got == bool(re.fullmatch(pattern, text, re.DOTALL)), (pattern, len(text))
+
+
+def test_counts_survive_parser_cache_resets() -> None:
+    """The parser's caches are cleared every few hundred entries; a matcher that keeps
+    walking a long counted string through the resets stays exact at the bound."""
+    from formcast.automata.pda import ParserLimits
+
+    vocab = _char_vocab()
+    compiled = GrammarCompiler(
+        vocab, parser_limits=ParserLimits(max_cache_entries=300), cache_size=0
+    ).compile_json_schema({"type": "string", "minLength": 150, "maxLength": 400})
+    m = GrammarMatcher(compiled)
+    assert m.accept_token(257)
+    resets = []
+    for i in range(400):
+        allowed = set(m.allowed_token_ids().tolist())
+        assert (257 in allowed) == (i >= 150), i  # the closing quote
+        assert (ord("x") in allowed) == (i < 400), i
+        assert (256 in allowed) == (i <= 350), i  # fifty more
+        assert m.accept_token(ord("x"))
+        resets.append(compiled.cache_info()["cache_resets"])
+    assert resets[-1] > 2
+    assert not m.is_token_allowed(ord("x"))
+    assert m.accept_token(257)
+    assert m.is_accepting()

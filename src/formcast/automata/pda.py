@@ -131,7 +131,9 @@ class PushdownAutomaton:
     def _reset_caches(self) -> None:
         # keyed by the parent's id: the frame references its parent, so the id stays unique
         self._frames: dict[tuple[int, int, int, int, int], Frame] = {}
-        self._capped: dict[tuple[int, int], Frame] = {}  # (id(frame), cap) -> capped frame
+        # (frame, cap) -> capped frame; keyed by the frame itself (identity hash), which keeps
+        # it alive, so no id is reused while its entry exists
+        self._capped: dict[tuple[Frame, int], Frame] = {}
         self._states: dict[tuple[frozenset[Frame], bool], ParserState] = {}
         self._closures: dict[Frame, tuple[frozenset[Frame], bool]] = {}
         self._steps: dict[tuple[ParserState, int], ParserState] = {}
@@ -172,10 +174,10 @@ class PushdownAutomaton:
         O(stack depth) the first time a frame is seen, O(1) after."""
         if not self.has_counts or not state.frames:
             return state
-        frames = frozenset(self._cap_frame(f, cap) for f in state.frames)
-        if frames == state.frames:
-            return state
         with self._lock:
+            frames = frozenset(self._cap_frame(f, cap) for f in state.frames)
+            if frames == state.frames:
+                return state
             return self._state(frames, state.accepting)
 
     def _cap_frame(self, fr: Frame, cap: int) -> Frame:
@@ -183,7 +185,7 @@ class PushdownAutomaton:
         cur: Frame | None = fr
         base: Frame | None = None
         while cur is not None:
-            hit = self._capped.get((id(cur), cap))
+            hit = self._capped.get((cur, cap))
             if hit is not None:
                 base = hit
                 break
@@ -194,7 +196,7 @@ class PushdownAutomaton:
                 new = self.frame(f.rule, f.state, base, min(f.need, cap), min(f.left, cap))
             else:
                 new = f
-            self._capped[(id(f), cap)] = new
+            self._capped[(f, cap)] = new
             base = new
         assert base is not None  # the chain holds fr itself
         return base

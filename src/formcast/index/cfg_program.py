@@ -162,7 +162,9 @@ class CfgProgram:
         desc = describe_bytes(nb)
         if state.accepting:
             desc += " or the end of output"
-        err = state.error or self._limit_errors.get(state)
+        err = state.error or self._limit_errors.get(
+            self.pda.capped(state, self._cap) if self._counted else state
+        )
         if err:
             desc += f" (tokens were cut by a parser limit: {err})"
         return desc, tuple(int(b) for b in nb)
