@@ -107,3 +107,28 @@ def test_json_masks_are_exact_token_by_token(schema: dict) -> None:
             if not nxt:
                 break
             assert m.accept_token(rng.choice(nxt))
+
+
+def test_walks_are_shared_across_grammars_and_stay_exact() -> None:
+    """A string body, a number, a key: the second schema reuses the first one's walks (by
+    canonical digest of the cut lexer) and its masks are still exact token by token."""
+    vocab = _json_vocab()
+    first = {"type": "object", "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}}
+    second = {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}}
+    GrammarMatcher(GrammarCompiler(vocab, cache_size=0).compile_json_schema(first)).accept_bytes(
+        b'{"a":"x","n":1,"zz":"q"}'
+    )
+    hits = cfg_program._SHARED_WALKS.hits
+    compiled = GrammarCompiler(vocab, cache_size=0).compile_json_schema(second)
+    rng = random.Random(7)
+    for _ in range(4):
+        m = GrammarMatcher(compiled)
+        for _ in range(30):
+            allowed = {int(t) for t in m.allowed_token_ids()}
+            for t in range(len(vocab.tokens) - 1):
+                assert (t in allowed) == m.fork().accept_token(t)
+            nxt = sorted(allowed - set(vocab.stop_token_ids))
+            if not nxt:
+                break
+            assert m.accept_token(rng.choice(nxt))
+    assert cfg_program._SHARED_WALKS.hits > hits

@@ -87,6 +87,7 @@ class CfgProgram:
             cut_split = self.lexer.split.copy()
             cut_split[:, _EXIT_BYTE] = False
             self._cut_aug = _augmented_table(cut, cut_split)
+            self._cut, self._cut_split = cut, cut_split
             self._exit_trie, self._exit_idx = vocab.trie.with_byte(_EXIT_BYTE)
             self._has_exit = np.zeros(vocab.trie.num_strings + 1, dtype=bool)
             self._has_exit[self._exit_idx] = True
@@ -255,8 +256,15 @@ class CfgProgram:
         base_key = (-1, int(lex_class[start]))
         base = self._classes.get(base_key)
         if base is None:
-            alive, words, cands = self._walk(self._cut_aug, start + 2 * n)
-            base = (alive, words, cands[~self._has_exit[cands]])
+            # only permissive states (a dense walk ahead) are worth a digest
+            wide = np.count_nonzero(self._cut[start]) >= _SHARED_WALK_MIN_BYTES
+            sig = self._cut_signature(start) if wide else None
+            base = None if sig is None else _SHARED_WALKS.get(sig)
+            if base is None:
+                _, words, cands = self._walk(self._cut_aug, start + 2 * n)
+                base = (_NO_STRINGS, words, cands[~self._has_exit[cands]])
+                if sig is not None:
+                    _SHARED_WALKS.put(sig, base)
             with self._lock:
                 self._classes[base_key] = base
         # the tokens with the exit byte, from this very state
@@ -274,6 +282,37 @@ class CfgProgram:
         with self._lock:
             self._classes[key] = hit
         return hit
+
+    def _cut_signature(self, start: int) -> bytes | None:
+        """A canonical digest of what the cut lexer can do from ``start`` (its reachable states
+        numbered breadth-first in byte order, their rows and return flags), with the
+        vocabulary; None past :data:`_SHARED_WALK_STATES` reachable states.  Equal digests
+        mean equal walks, in any grammar: a JSON string body, a number, a key is walked once
+        per process and vocabulary.  O(reachable states x 256)."""
+        table = self._cut
+        seen = np.zeros(table.shape[0], dtype=bool)
+        seen[DEAD] = seen[start] = True
+        parts = [np.asarray([start], dtype=np.int64)]
+        frontier = parts[0]
+        total = 1
+        while frontier.size:  # breadth-first, one level at a time, in byte order
+            flat = table[frontier].reshape(-1)
+            targets, first = np.unique(flat, return_index=True)
+            targets = targets[np.argsort(first)]
+            frontier = targets[~seen[targets]].astype(np.int64)
+            total += frontier.size
+            if total > _SHARED_WALK_STATES:
+                return None
+            seen[frontier] = True
+            parts.append(frontier)
+        states = np.concatenate(parts)
+        renumber = np.full(table.shape[0], -1, dtype=np.int64)
+        renumber[states] = np.arange(states.size)
+        h = hashlib.blake2b(digest_size=16)
+        h.update(self.vocab.fingerprint.encode())
+        h.update(np.ascontiguousarray(renumber[table[states]]).tobytes())
+        h.update(np.packbits(self._cut_split[states]).tobytes())
+        return h.digest()
 
     def _walk(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Walk the vocabulary through an augmented table: (alive, alive words, candidates)."""
@@ -447,6 +486,40 @@ class _CountedShare:
 
 
 _COUNTED_SHARE = _CountedShare()
+
+
+class _SharedWalks:
+    """Classifications of cut-lexer start states by canonical digest (see
+    :meth:`CfgProgram._cut_signature`), shared by every grammar in the process; bounded LRU,
+    thread-safe.  Entries hold bitmask words and candidates (no per-string arrays)."""
+
+    def __init__(self, max_entries: int = 1_024) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[bytes, _Class] = OrderedDict()
+        self._max = max_entries
+        self.hits = 0
+
+    def get(self, sig: bytes) -> _Class | None:
+        with self._lock:
+            hit = self._items.get(sig)
+            if hit is not None:
+                self._items.move_to_end(sig)
+                self.hits += 1
+            return hit
+
+    def put(self, sig: bytes, hit: _Class) -> None:
+        with self._lock:
+            self._items[sig] = hit
+            while len(self._items) > self._max:
+                self._items.popitem(last=False)
+
+
+_SHARED_WALKS = _SharedWalks()
+_NO_STRINGS = np.zeros(0, dtype=np.int64)
+# start states reaching more cut-lexer states than this are walked per grammar
+_SHARED_WALK_STATES = 96
+# ... and those with fewer live first bytes than this (their walks are sparse and cheap)
+_SHARED_WALK_MIN_BYTES = 16
 
 
 def _result(state: ParserState) -> ParserState | LimitStop | None:
