@@ -157,10 +157,15 @@ def nfa_to_dfa(
                     stack.append(t)
         return frozenset(seen)
 
+    accept_state = nfa.accept
+
     def single_closure(s: int) -> frozenset[int]:
+        # only states with outgoing edges (and the accepting state) are kept: pure epsilon
+        # states change neither the transitions nor acceptance, and closures that differ
+        # only in them are one DFA state
         r = closure_cache.get(s)
         if r is None:
-            r = closure([s])
+            r = frozenset(t for t in closure([s]) if cmap[t] or t == accept_state)
             closure_cache[s] = r
         return r
 
@@ -168,7 +173,6 @@ def nfa_to_dfa(
     ids: dict[frozenset[int], int] = {start_set: 0}
     sets: list[frozenset[int]] = [start_set]
     trans: list[dict[int, int]] = []
-    accept_state = nfa.accept
     i = 0
     while i < len(sets):
         cur = sets[i]
