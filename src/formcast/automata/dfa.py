@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import CompileLimits, WorkBudget
+from ..config import CompileLimits, WorkBudget, check_deadline
 from ..errors import LimitExceededError
 from ..grammar.ir import Node
 from .nfa import NFA, build_nfa
@@ -311,7 +311,11 @@ def _minimize(
     # left out of the work list (Hopcroft may leave out any one initial block)
     work = list(range(1, len(blocks)))
     in_work = [i > 0 for i in range(len(blocks))]
+    rounds = 0
     while work:
+        rounds += 1
+        if not rounds & 255:
+            check_deadline()
         a = work.pop()
         in_work[a] = False
         by_class: dict[int, list[int]] = {}
