@@ -3,17 +3,20 @@
 The mask of a parser state is built from two parts:
 
 1. **Context-independent tokens.** For each scan-ready stack top ``(rule, state)`` the whole
-   vocabulary is walked once (vectorized trie walk) through that rule's byte DFA, on an
+   vocabulary is walked once (vectorized trie walk) through the call-expanded lexer, on an
    augmented table that also remembers whether the walk passed a *boundary* (a state where the
-   rule may call another rule or return) after its first byte.  Tokens that stay alive are
-   allowed whatever the stack below holds; tokens that die without passing a boundary are
-   rejected; tokens that die after passing one are *candidates*.  This classification depends
-   only on ``(rule, state)``: it is computed once per grammar and shared by every request.
-2. **Candidates** (tokens that cross a call or return) are verified by running the pushdown
-   automaton over their bytes from the actual state, with memoized byte steps.
+   rule may return) after its first byte.  Tokens that stay alive are allowed whatever the
+   stack below holds; tokens that die without passing a boundary are rejected; tokens that die
+   after passing one are *candidates*.  This classification depends only on the stack top:
+   it is computed once and shared by every request, and the walk of the tokens without ``"``
+   is shared further, by every position (and every grammar in the process) whose lexer agrees
+   once ``"`` is cut (see :meth:`CfgProgram._classify_lexer`).  Stack tops of counted rules
+   are classified on window automata (see :mod:`formcast.automata.counted`).
+2. **Candidates** (tokens that cross a return) are verified by running the pushdown automaton
+   over their bytes from the actual state, with memoized byte steps.
 
-The finished mask is cached per (interned) parser state, so a state seen before costs one dict
-lookup.  Lifetime: per (grammar, vocabulary); thread-safe.
+The finished mask is cached per (interned, count-clipped) parser state, so a state seen before
+costs one dict lookup.  Lifetime: per (grammar, vocabulary); thread-safe.
 """
 
 from __future__ import annotations
@@ -227,8 +230,9 @@ class CfgProgram:
 
     # -- masks ----------------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For a stack top: (sorted indices of the distinct strings that stay alive, the same as
-        token bitmask words, sorted candidate string indices)."""
+        """For a stack top: (indices of distinct strings that stay alive -- possibly partial
+        where a walk is shared, so use the words --, the alive tokens as bitmask words,
+        candidate string indices)."""
         lexer, lex_class = self.lexer, self._lex_class
         if lexer is not None and lex_class is not None:
             return self._classify_lexer(lexer.entry[(rule, state)], lex_class)
