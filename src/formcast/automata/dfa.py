@@ -131,17 +131,16 @@ def nfa_to_dfa(
     ref_symbol = {r: n_classes + j for j, r in enumerate(ref_rules)}
     n_symbols = n_classes + len(ref_rules)
     # per NFA state: symbol (byte class, or n_classes + j for a rule reference) -> targets
-    cmap: list[dict[int, list[int]]] = []
+    class_of_l: list[int] = class_of.tolist()
+    cmap: list[dict[int, frozenset[int]]] = []
     for edges, refs in zip(nfa.edges, nfa.refs):
         d: dict[int, list[int]] = {}
         for lo, hi, tgt in edges:
-            c0 = int(class_of[lo])
-            c1 = int(class_of[hi])
-            for c in range(c0, c1 + 1):
+            for c in range(class_of_l[lo], class_of_l[hi] + 1):
                 d.setdefault(c, []).append(tgt)
         for r, tgt in refs:
             d.setdefault(ref_symbol[r], []).append(tgt)
-        cmap.append(d)
+        cmap.append({c: frozenset(t) for c, t in d.items()})
 
     eps = nfa.eps
     closure_cache: dict[int, frozenset[int]] = {}
@@ -176,20 +175,17 @@ def nfa_to_dfa(
     i = 0
     while i < len(sets):
         cur = sets[i]
-        acc: dict[int, set[int]] = {}
+        acc: dict[int, frozenset[int]] = {}
         for s in cur:
             for c, tgts in cmap[s].items():
-                bucket = acc.get(c)
-                if bucket is None:
-                    bucket = set()
-                    acc[c] = bucket
-                bucket.update(tgts)
+                have = acc.get(c)
+                acc[c] = tgts if have is None else have | tgts
         budget.spend(_DFA_STATE_COST + len(cur) + len(acc))
         row: dict[int, int] = {}
         # group classes with identical target sets to compute each closure once
         by_targets: dict[frozenset[int], list[int]] = {}
         for c, tgt_set in acc.items():
-            by_targets.setdefault(frozenset(tgt_set), []).append(c)
+            by_targets.setdefault(tgt_set, []).append(c)
         for tg, classes in by_targets.items():
             if len(tg) == 1:
                 (only,) = tg
