@@ -78,3 +78,30 @@ def test_fuel_is_charged_on_a_hit() -> None:
     for _ in range(2):  # cold, then with whatever the failed attempt cached
         with pytest.raises(LimitExceededError):
             compile_grammar_automaton(grammar, tight)
+
+
+def test_ir_equality_is_iterative_and_linear_in_the_dag() -> None:
+    """Cache keys are rule bodies compared structurally: a deep body must not overflow the
+    stack, and a DAG whose tree unfolding is exponential must compare in linear time."""
+    from formcast.grammar.ir import Alt, Concat, Literal, Repeat
+
+    def deep(n: int):
+        node = Literal("x")
+        for i in range(n):
+            node = Concat((Literal(str(i % 7)), Repeat(node, 0, 2)))
+        return node
+
+    a, b = deep(20_000), deep(20_000)
+    assert a is not b
+    assert hash(a) == hash(b)
+    assert a == b
+    assert a != deep(19_999)
+
+    def dag(n: int, last: str):
+        node = Literal(last)
+        for _ in range(n):
+            node = Alt((Concat((node, Literal("b"))), Concat((node, Literal("c")))))
+        return node
+
+    assert dag(80, "a") == dag(80, "a")  # 2**80 paths, 160 distinct pairs
+    assert dag(80, "a") != dag(80, "z")

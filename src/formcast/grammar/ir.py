@@ -164,7 +164,7 @@ class _Items(_Composite):
         return self is other or (
             type(other) is type(self)
             and other._hash == self._hash  # type: ignore[attr-defined]
-            and other.items == self.items  # type: ignore[attr-defined]
+            and _structurally_equal(self, other)  # type: ignore[arg-type]
         )
 
 
@@ -205,10 +205,42 @@ class Repeat(_Composite):
         return self is other or (
             type(other) is Repeat
             and other._hash == self._hash
-            and other.min == self.min
-            and other.max == self.max
-            and other.item == self.item
+            and _structurally_equal(self, other)
         )
+
+
+def _structurally_equal(a: _Composite, b: _Composite) -> bool:
+    """Equality of two composite nodes without recursion (deep IR would overflow the stack)
+    and linear in their DAGs (a pair of shared subtrees is compared once)."""
+    stack: list[tuple[Node, Node]] = [(a, b)]
+    seen: set[tuple[int, int]] = set()
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, _Items):
+            assert isinstance(y, _Items)  # narrowing only: same type
+            if x._hash != y._hash or len(x.items) != len(y.items):
+                return False
+        elif isinstance(x, Repeat):
+            assert isinstance(y, Repeat)  # narrowing only: same type
+            if x._hash != y._hash or x.min != y.min or x.max != y.max:
+                return False
+        else:
+            if x != y:  # a leaf: plain fields
+                return False
+            continue
+        pair = (id(x), id(y))
+        if pair in seen:
+            continue
+        seen.add(pair)
+        if isinstance(x, _Items):
+            stack.extend(zip(x.items, y.items))  # type: ignore[union-attr]
+        else:
+            stack.append((x.item, y.item))  # type: ignore[union-attr]
+    return True
 
 
 @dataclass(frozen=True, slots=True)
