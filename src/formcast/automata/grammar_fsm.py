@@ -504,25 +504,26 @@ def _rule_dfa(
 
 
 def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:
-    """Accepting state reachable from the start via bytes and calls to productive rules."""
+    """Accepting state reachable from the start via bytes and calls to productive rules.
+
+    Breadth-first, one level of states at a time (numpy): O(depth) array operations."""
     if dfa.start == DEAD:
         return False
-    seen = {dfa.start}
-    todo = [dfa.start]
-    while todo:
-        s = todo.pop()
-        if dfa.accepting[s]:
+    check_deadline()
+    seen = np.zeros(dfa.table.shape[0], dtype=bool)
+    seen[DEAD] = True
+    seen[dfa.start] = True
+    cols = [j for j, callee in enumerate(dfa.ref_rules) if callee in productive_ids]
+    frontier = np.asarray([dfa.start], dtype=np.int64)
+    while frontier.size:
+        if bool(dfa.accepting[frontier].any()):
             return True
-        nxt = set(np.unique(dfa.table[s]).tolist())
-        if dfa.ref_table is not None:
-            for j, callee in enumerate(dfa.ref_rules):
-                if callee in productive_ids:
-                    nxt.add(int(dfa.ref_table[s, j]))
-        nxt.discard(DEAD)
-        for t in nxt:
-            if t not in seen:
-                seen.add(t)
-                todo.append(t)
+        nxt = dfa.table[frontier].reshape(-1)
+        if cols and dfa.ref_table is not None:
+            nxt = np.concatenate((nxt, dfa.ref_table[frontier][:, cols].reshape(-1)))
+        nxt = np.unique(nxt)
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
     return False
 
 
@@ -600,6 +601,7 @@ def first_follow(
     while changed:
         changed = False
         for r in range(n_rules):
+            check_deadline()
             dfa = auto.dfas[r]
             new = first[r] | (dfa.table[dfa.start] != DEAD)
             for callee, _ in auto.refs[r][dfa.start]:
@@ -613,6 +615,7 @@ def first_follow(
     while changed:
         changed = False
         for caller in range(n_rules):
+            check_deadline()
             dfa = auto.dfas[caller]
             for calls in auto.refs[caller]:
                 for callee, ret in calls:
@@ -723,6 +726,7 @@ def build_expanded_lexer(
     gsplit = np.zeros((n_global, 256), dtype=bool)
     calls: list[list[int]] = [[] for _ in range(n_global)]
     for r, dfa in enumerate(auto.dfas):
+        check_deadline()
         off = int(offsets[r])
         t = dfa.table.astype(np.int64)
         gtable[off : off + t.shape[0]] = np.where(t != DEAD, t + off, 0)
@@ -764,6 +768,7 @@ def build_expanded_lexer(
     # unions met while determinizing are appended after n_global (Python, per byte class)
     ids: dict[frozenset[int], int] = {frozenset(): 0}
     sets: list[frozenset[int]] = []
+    check_deadline()
     for g in range(n_global):
         target = closure1(g) if calls[g] else frozenset((g,))
         ids.setdefault(target, g)
