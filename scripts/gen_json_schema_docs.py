@@ -42,8 +42,9 @@ enforce raises `UnsupportedFeatureError` naming the keyword and its JSON pointer
 of ignored features (the grammar may then accept invalid instances). A schema that admits no
 value (`false`, `minimum` above `maximum`, a required property whose schema is `false`...)
 raises `UnsatisfiableGrammarError` at compile time. Resource limits raise
-`LimitExceededError` naming the limit; a compile longer than `max_compile_seconds` (2 s by
-default, `None` for no cap) raises its subclass `CompileTimeoutError`.
+`LimitExceededError` naming the limit; a compile longer than `max_compile_seconds` (1.8 s by
+default, so that it stops within about 2 s; `None` for no cap) raises its subclass
+`CompileTimeoutError`.
 
 **Unknown keywords.** A keyword in no known vocabulary (`"self"`, `"hide"`, a tool's own
 metadata) is an annotation, as the specification and every validator treat it: it cannot

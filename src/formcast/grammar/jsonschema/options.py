@@ -58,7 +58,8 @@ class JsonSchemaOptions:
 
     Limits (each raises :class:`~formcast.errors.LimitExceededError` naming the field):
         max_compile_seconds: wall-clock cap on one ``compile_json_schema`` (front-end,
-            automata and token index together), default 2 s; ``None`` for no cap.  It depends
+            automata and token index together), default 1.8 s (checks are periodic, so a compile
+            stops within about 2 s); ``None`` for no cap.  It depends
             on the machine and its load: set ``None`` where reproducible compiles matter more
             than bounded latency (batch jobs, tests); the deterministic
             ``CompileLimits.max_compile_work`` fuel applies either way.
@@ -88,7 +89,7 @@ class JsonSchemaOptions:
     format_assertion: bool = True
     default_draft: str = "2020-12"
     registry: Any = None
-    max_compile_seconds: float | None = 2.0
+    max_compile_seconds: float | None = 1.8
     max_schema_bytes: int = 10_000_000
     max_depth: int = 128
     max_ref_depth: int = 64
