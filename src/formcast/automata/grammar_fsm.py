@@ -388,6 +388,7 @@ def compile_grammar_automaton(
     tail: list[np.ndarray] = []
     counts = tuple(count_by_name.get(name) for name in names)
     for r, dfa in enumerate(dfas):
+        check_deadline()
         n = dfa.table.shape[0]
         per_state: list[tuple[tuple[int, int], ...]] = []
         bnd = np.array(dfa.accepting, dtype=bool)
@@ -542,6 +543,7 @@ def _check_left_recursion(auto: GrammarAutomaton) -> None:
                 nullable[r] = True
                 changed = True
     for r in range(n_rules):
+        check_deadline()
         calls, _ = _epsilon_reach(auto, r, nullable)
         # transitive closure of "calls before consuming"
         seen = set(calls)
@@ -740,8 +742,10 @@ def build_expanded_lexer(
             for callee, _ in lst:
                 calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)
     # byte classes: identical columns everywhere
+    check_deadline()
     cols = np.concatenate([gtable, gsplit.astype(np.int64)], axis=0)
     cls_of_byte, first = column_classes(cols)
+    check_deadline()
     reps = first.tolist()
 
     closure_cache: dict[int, frozenset[int]] = {}

@@ -37,7 +37,7 @@ from ..automata.grammar_fsm import (
     split_bytes,
 )
 from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
-from ..config import WorkBudget
+from ..config import WorkBudget, check_deadline
 from ..vocab.vocabulary import Vocabulary
 from .bitmask import bool_to_bitmask
 from .compiled import LimitStop, ids_to_bool
@@ -77,7 +77,11 @@ class CfgProgram:
         self.lexer = build_expanded_lexer(auto, budget=budget)
         self._lex_class: np.ndarray | None = None
         if self.lexer is not None:
+            # the steps below are single numpy passes over the lexer: the compile's deadline is
+            # checked between them (a large lexer takes a tenth of a second per pass)
+            check_deadline()
             self._lex_aug = _augmented_table(self.lexer.table, self.lexer.split)
+            check_deadline()
             self._aug: list[np.ndarray] = []
             # Tokens without the exit byte are classified on the lexer with that byte cut
             # (its column dead): there every JSON string body is the same automaton, whatever
@@ -89,7 +93,9 @@ class CfgProgram:
             cut[:, _EXIT_BYTE] = DEAD
             cut_split = self.lexer.split.copy()
             cut_split[:, _EXIT_BYTE] = False
+            check_deadline()
             self._cut_aug = _augmented_table(cut, cut_split)
+            check_deadline()
             self._cut, self._cut_split = cut, cut_split
             self._exit_trie, self._exit_idx = vocab.trie.with_byte(_EXIT_BYTE)
             self._has_exit = np.zeros(vocab.trie.num_strings + 1, dtype=bool)
@@ -98,6 +104,7 @@ class CfgProgram:
             # walk: states labelled by their outgoing split flags (a Mealy machine whose
             # outputs are the flags), so that equal futures mean equal augmented walks
             split_class, _ = column_classes(np.ascontiguousarray(cut_split.T))
+            check_deadline()
             labels = split_class + 1
             labels[DEAD] = 0
             depth = max(vocab.trie.max_len, 1)
