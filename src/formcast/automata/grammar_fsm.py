@@ -16,14 +16,13 @@ Lifetime: per grammar; the result is immutable.  Work is bounded by :class:`Comp
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._lru import LruCache
 from ..config import CompileLimits, WorkBudget, check_deadline
 from ..errors import (
     GrammarError,
@@ -235,32 +234,46 @@ def _inline(
     return kept, {n: expanded[n] for n in kept}
 
 
-def _consumes(node: Node, memo: dict[int, bool]) -> bool:
-    """True when every string of ``node`` has at least one byte (a rule call may be empty)."""
-    k = id(node)
-    got = memo.get(k)
-    if got is not None:
-        return got
-    if isinstance(node, (Literal,)):
-        out = bool(node.text)
-    elif isinstance(node, (CharSet, ByteSet)):
-        out = True
-    elif isinstance(node, Concat):
-        out = any(_consumes(i, memo) for i in node.items)
-    elif isinstance(node, Alt):
-        out = all(_consumes(i, memo) for i in node.items)
-    elif isinstance(node, Repeat):
-        out = node.min > 0 and _consumes(node.item, memo)
-    else:  # Empty, Nothing (vacuous, but never counted), RuleRef
-        out = False
-    memo[k] = out
-    return out
+def _consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
+    """True when every string of ``node`` has at least one byte (a rule call may be empty).
+
+    Post-order without recursion (deep IR would overflow the stack), memoized by identity
+    in ``memo`` (shared across calls; it holds the node, so no id is reused while its entry
+    exists), so linear in the DAG."""
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in memo:
+            continue
+        kids: tuple[Node, ...] = ()
+        if isinstance(n, (Concat, Alt)):
+            kids = n.items
+        elif isinstance(n, Repeat):
+            kids = (n.item,)
+        if not ready and kids:
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+            continue
+        if isinstance(n, Literal):
+            out = bool(n.text)
+        elif isinstance(n, (CharSet, ByteSet)):
+            out = True
+        elif isinstance(n, Concat):
+            out = any(memo[id(k)][1] for k in n.items)
+        elif isinstance(n, Alt):
+            out = all(memo[id(k)][1] for k in n.items)
+        elif isinstance(n, Repeat):
+            out = n.min > 0 and memo[id(n.item)][1]
+        else:  # Empty, Nothing (vacuous, but never counted), RuleRef
+            out = False
+        memo[id(n)] = (n, out)
+    return memo[id(node)][1]
 
 
 def has_counted_repeat(node: Node) -> bool:
     """True when compiling ``node`` would make a counted rule (a long bounded repeat), so a
     regular expression needs the pushdown program rather than one DFA.  O(tree size)."""
-    memo: dict[int, bool] = {}
+    memo: dict[int, tuple[Node, bool]] = {}
     return any(
         isinstance(n, Repeat)
         and max(n.min, n.max or n.min) >= _COUNT_MIN_COPIES
@@ -285,7 +298,7 @@ def _outline_repeats(
     made: dict[Node, str] = {}
     counted: dict[tuple[Node, int, int | None], str] = {}
     counts: dict[str, tuple[int, int | None]] = {}
-    consumes: dict[int, bool] = {}
+    consumes: dict[int, tuple[Node, bool]] = {}
     todo = list(names)
 
     def new_rule(stem: str, body: Node) -> str:
@@ -422,57 +435,14 @@ def compile_grammar_automaton(
     return auto
 
 
-class _RuleDfaCache:
-    """Rule automata shared by every compile in the process (bounded LRU, thread-safe).
-
-    Keyed by the rule body (IR nodes compare structurally and cache their hash) and the
-    compile limits; call edges are stored by callee *name*, so a rule compiled in one grammar
-    serves another that numbers its rules differently.  What repeats across compiles is the
-    boilerplate: JSON Schema's "any value" rules, shared definitions, common string formats.
-    """
-
-    def __init__(self, max_entries: int = 512, max_states: int = 200_000) -> None:
-        self._lock = threading.Lock()
-        self._items: OrderedDict[
-            tuple[Node, CompileLimits], tuple[ByteDFA, tuple[str, ...], int]
-        ] = OrderedDict()
-        self._states = 0
-        self._max_entries = max_entries
-        self._max_states = max_states
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: tuple[Node, CompileLimits]) -> tuple[ByteDFA, tuple[str, ...], int] | None:
-        with self._lock:
-            hit = self._items.get(key)
-            if hit is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return hit
-
-    def put(
-        self, key: tuple[Node, CompileLimits], dfa: ByteDFA, callees: tuple[str, ...], work: int
-    ) -> None:
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = (dfa, callees, work)
-            self._states += dfa.num_states
-            while self._items and (
-                len(self._items) > self._max_entries or self._states > self._max_states
-            ):
-                _, (old, _, _) = self._items.popitem(last=False)
-                self._states -= old.num_states
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self._states = 0
-
-
-RULE_DFA_CACHE = _RuleDfaCache()
+#: Rule automata shared by every compile in the process: keyed by the rule body (IR nodes
+#: compare structurally and cache their hash) and the compile limits; values are (DFA, callee
+#: *names* of its call edges, fuel its build cost), so a rule compiled in one grammar serves
+#: another that numbers its rules differently.  What repeats across compiles is the
+#: boilerplate: JSON Schema's "any value" rules, shared definitions, common string formats.
+RULE_DFA_CACHE: LruCache[tuple[Node, CompileLimits], tuple[ByteDFA, tuple[str, ...], int]] = (
+    LruCache(512, max_weight=200_000, weight=lambda entry: entry[0].num_states)
+)
 
 
 def _rule_dfa(
@@ -489,8 +459,8 @@ def _rule_dfa(
     depend on what the process compiled before (up to sub-automata that a cold compile would
     have shared between rules)."""
     key = (body, limits)
-    hit = RULE_DFA_CACHE.get(key)
-    if hit is not None:
+    found, hit = RULE_DFA_CACHE.get(key)
+    if found and hit is not None:
         dfa, callees, work = hit
         budget.spend(work)
         if not callees:
@@ -500,7 +470,7 @@ def _rule_dfa(
     nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
     minimize = len(nfa.eps) <= _MINIMIZE_NFA_STATES
     dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
-    RULE_DFA_CACHE.put(key, dfa, tuple(names[i] for i in dfa.ref_rules), budget.used - before)
+    RULE_DFA_CACHE.put(key, (dfa, tuple(names[i] for i in dfa.ref_rules), budget.used - before))
     return dfa
 
 

@@ -258,13 +258,12 @@ class PushdownAutomaton:
                             seen.add(again)
                             todo.append(again)
                     done = need == 0
-                if not done:
-                    pass
-                elif parent is None:
-                    accepting = True
-                elif parent not in seen:
-                    seen.add(parent)
-                    todo.append(parent)
+                if done:
+                    if parent is None:
+                        accepting = True
+                    elif parent not in seen:
+                        seen.add(parent)
+                        todo.append(parent)
             for callee, ret in refs_of[r][q]:
                 if tail_of[r][ret]:
                     ret_frame = fr.parent

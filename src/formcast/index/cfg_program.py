@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._lru import LruCache
 from ..automata.counted import window_table
 from ..automata.dfa import DEAD, bounded_equivalence, column_classes, describe_bytes
 from ..automata.grammar_fsm import (
@@ -44,8 +45,9 @@ from .compiled import LimitStop, ids_to_bool
 
 __all__ = ["CfgProgram"]
 
-# a position's classification: (alive string indices, alive as bitmask words, candidates)
-_Class = tuple[np.ndarray, np.ndarray, np.ndarray]
+# a position's classification: (the tokens allowed whatever the stack holds, as bitmask words;
+# candidate string indices, to verify from the parser state)
+_Class = tuple[np.ndarray, np.ndarray]
 # the byte whose column is cut for the shared walks (see CfgProgram.__init__)
 _EXIT_BYTE = ord('"')
 
@@ -114,7 +116,7 @@ class CfgProgram:
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
             ]
         # classification per position class: (alive per string, alive as token words, candidates)
-        self._classes: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._classes: dict[tuple[int, ...], _Class] = {}
         # counted rules: masks are shared by states equal up to counts clipped to the longest
         # token + 1; stack tops of counted rules are classified on window automata
         self._cap = vocab.trie.max_len + 1
@@ -236,10 +238,9 @@ class CfgProgram:
         return info
 
     # -- masks ----------------------------------------------------------------------------------
-    def classify(self, rule: int, state: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For a stack top: (indices of distinct strings that stay alive -- possibly partial
-        where a walk is shared, so use the words --, the alive tokens as bitmask words,
-        candidate string indices)."""
+    def classify(self, rule: int, state: int) -> _Class:
+        """For a stack top: (the tokens that stay alive, as bitmask words; candidate string
+        indices)."""
         lexer, lex_class = self.lexer, self._lex_class
         if lexer is not None and lex_class is not None:
             return self._classify_lexer(lexer.entry[(rule, state)], lex_class)
@@ -270,10 +271,10 @@ class CfgProgram:
             # only permissive states (a dense walk ahead) are worth a digest
             wide = np.count_nonzero(self._cut[start]) >= _SHARED_WALK_MIN_BYTES
             sig = self._cut_signature(start) if wide else None
-            base = None if sig is None else _SHARED_WALKS.get(sig)
+            base = None if sig is None else _SHARED_WALKS.get(sig)[1]
             if base is None:
-                _, words, cands = self._walk(self._cut_aug, start + 2 * n)
-                base = (_NO_STRINGS, words, cands[~self._has_exit[cands]])
+                words, cands = self._walk(self._cut_aug, start + 2 * n)
+                base = (words, cands[~self._has_exit[cands]])
                 if sig is not None:
                     _SHARED_WALKS.put(sig, base)
             with self._lock:
@@ -284,12 +285,12 @@ class CfgProgram:
         sink = ends == 3 * n
         size = self.vocab.vocab_size
         alive_x = idx[~sink]
-        words = base[1]
+        words = base[0]
         if alive_x.size:
             words = words | bool_to_bitmask(self.vocab.trie.token_mask_of(alive_x, size), size)
         words.setflags(write=False)
-        cands = np.concatenate((base[2], idx[sink])) if sink.any() else base[2]
-        hit = (np.concatenate((base[0], alive_x)), words, cands)
+        cands = np.concatenate((base[1], idx[sink])) if sink.any() else base[1]
+        hit = (words, cands)
         with self._lock:
             self._classes[key] = hit
         return hit
@@ -325,41 +326,33 @@ class CfgProgram:
         h.update(np.packbits(self._cut_split[states]).tobytes())
         return h.digest()
 
-    def _walk(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Walk the vocabulary through an augmented table: (alive, alive words, candidates)."""
+    def _walk(self, table: np.ndarray, start: int) -> _Class:
+        """Walk the vocabulary through an augmented table: (alive words, candidates)."""
         trie = self.vocab.trie
         n = (table.shape[0] - 1) // 3
         idx, ends = trie.walk_pairs(table, start)
         sink = ends == 3 * n
-        if idx.size > 1 and not bool((idx[1:] > idx[:-1]).all()):
-            order = np.argsort(idx, kind="stable")  # the sparse walk lists level by level
-            idx, sink = idx[order], sink[order]
-        alive = idx[~sink]
-        cands = idx[sink]
         size = self.vocab.vocab_size
-        words = bool_to_bitmask(trie.token_mask_of(alive, size), size)
+        words = bool_to_bitmask(trie.token_mask_of(idx[~sink], size), size)
         words.setflags(write=False)
-        return alive, words, cands
+        return words, idx[sink]
 
-    def _classify_counted(
-        self, rule: int, state: int, need: int, left: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _classify_counted(self, rule: int, state: int, need: int, left: int) -> _Class:
         """Classification of a counted rule's stack top (counts already clipped).
 
-        Two windows per item automaton serve almost every count: once the lower bound is met,
-        a ``cap``-level window with the return allowed everywhere, entered ``left`` levels
-        below its top; while iterations are still needed and the upper bound is out of a
-        token's reach, a ``2 * cap``-level window with the return allowed from level
-        ``cap - 1`` on, entered ``need`` levels below that.  Only a narrow range (both bounds
-        within reach) gets a window of its own.  Windows and classifications are shared by
-        every grammar with the same item automaton on the same vocabulary (a JSON string
-        character is the same in every schema).
+        Where neither bound is within a token's reach (deep inside a long string), one
+        self-restarting level.  Otherwise two windows per item automaton serve almost every
+        count: once the lower bound is met, a ``cap``-level window with the return allowed
+        everywhere, entered ``left`` levels below its top; while iterations are still needed
+        and the upper bound is out of reach, a ``2 * cap``-level window with the return allowed
+        from level ``cap - 1`` on, entered ``need`` levels below that.  Only a narrow range
+        (both bounds within reach) gets a window of its own.  Windows and classifications
+        are shared by every grammar with the same item automaton on the same vocabulary (a
+        JSON string character is the same in every schema).
         """
-        sig = self._signature(rule)
-        key = (sig, state, need, left)
-        shared = _COUNTED_SHARE
-        hit = shared.classes.get(key)
-        if hit is not None:
+        key = (self._signature(rule), state, need, left)
+        found, hit = _COUNTED_CLASSES.get(key)
+        if found and hit is not None:
             return hit
         cap = self._cap
         far = left < 0 or left >= cap  # the upper bound is out of a token's reach
@@ -381,7 +374,7 @@ class CfgProgram:
         n3 = table.shape[0] - 1
         start = level * self.auto.dfas[rule].table.shape[0] + state
         hit = self._walk(table, start + 2 * (n3 // 3))
-        shared.put_class(key, hit)
+        _COUNTED_CLASSES.put(key, hit)
         return hit
 
     def _signature(self, rule: int) -> bytes:
@@ -404,15 +397,14 @@ class CfgProgram:
         """The augmented window table of a counted rule: ``levels`` levels, the return allowed
         from level ``need - 1`` on (shared, LRU: they are large)."""
         key = (self._signature(rule), need, levels)
-        shared = _COUNTED_SHARE
-        found, aug = shared.window(key)
+        found, aug = _COUNTED_WINDOWS.get(key)
         if found:
             return aug
         dfa = self.auto.dfas[rule]
         calls, follow = self._counted[rule]
         got = window_table(dfa.table, dfa.accepting, dfa.start, calls, follow, need, levels)
         aug = None if got is None else _augmented_table(*got)
-        shared.put_window(key, aug)
+        _COUNTED_WINDOWS.put(key, aug)
         return aug
 
     def _compute_mask(self, state: ParserState) -> np.ndarray:
@@ -426,7 +418,7 @@ class CfgProgram:
             for f in state.frames
         }
         for pos in positions:
-            _, alive_words, cands = (
+            alive_words, cands = (
                 self._classify_counted(*pos) if len(pos) == 4 else self.classify(*pos)
             )
             words = alive_words.copy() if words is None else np.bitwise_or(words, alive_words)
@@ -465,68 +457,14 @@ class CfgProgram:
         return words
 
 
-class _CountedShare:
-    """Window tables and counted-position classifications shared by every grammar in the
-    process (keyed by :meth:`CfgProgram._signature`), bounded LRUs; thread-safe."""
-
-    def __init__(self, max_windows: int = 6, max_classes: int = 4_096) -> None:
-        self._lock = threading.Lock()
-        self._windows: OrderedDict[tuple[bytes, int, int], np.ndarray | None] = OrderedDict()
-        self.classes: dict[tuple[bytes, int, int, int], _Class] = {}
-        self._max_windows = max_windows
-        self._max_classes = max_classes
-
-    def window(self, key: tuple[bytes, int, int]) -> tuple[bool, np.ndarray | None]:
-        with self._lock:
-            if key not in self._windows:
-                return False, None
-            self._windows.move_to_end(key)
-            return True, self._windows[key]
-
-    def put_window(self, key: tuple[bytes, int, int], table: np.ndarray | None) -> None:
-        with self._lock:
-            self._windows[key] = table
-            while len(self._windows) > self._max_windows:
-                self._windows.popitem(last=False)
-
-    def put_class(self, key: tuple[bytes, int, int, int], hit: _Class) -> None:
-        with self._lock:
-            if len(self.classes) >= self._max_classes:
-                self.classes.clear()
-            self.classes[key] = hit
-
-
-_COUNTED_SHARE = _CountedShare()
-
-
-class _SharedWalks:
-    """Classifications of cut-lexer start states by canonical digest (see
-    :meth:`CfgProgram._cut_signature`), shared by every grammar in the process; bounded LRU,
-    thread-safe.  Entries hold bitmask words and candidates (no per-string arrays)."""
-
-    def __init__(self, max_entries: int = 1_024) -> None:
-        self._lock = threading.Lock()
-        self._items: OrderedDict[bytes, _Class] = OrderedDict()
-        self._max = max_entries
-        self.hits = 0
-
-    def get(self, sig: bytes) -> _Class | None:
-        with self._lock:
-            hit = self._items.get(sig)
-            if hit is not None:
-                self._items.move_to_end(sig)
-                self.hits += 1
-            return hit
-
-    def put(self, sig: bytes, hit: _Class) -> None:
-        with self._lock:
-            self._items[sig] = hit
-            while len(self._items) > self._max:
-                self._items.popitem(last=False)
-
-
-_SHARED_WALKS = _SharedWalks()
-_NO_STRINGS = np.zeros(0, dtype=np.int64)
+#: Window tables of counted rules, by (item signature, need, levels); None where the window is
+#: not deterministic.  Few: they are large.
+_COUNTED_WINDOWS: LruCache[tuple[bytes, int, int], np.ndarray | None] = LruCache(6)
+#: Classifications of counted stack tops, by (item signature, state, need, left).
+_COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], _Class] = LruCache(4_096)
+#: Classifications of cut-lexer start states by canonical digest (see
+#: :meth:`CfgProgram._cut_signature`): shared by every grammar in the process.
+_SHARED_WALKS: LruCache[bytes, _Class] = LruCache(1_024)
 # start states reaching more cut-lexer states than this are walked per grammar
 _SHARED_WALK_STATES = 96
 # ... and those with fewer live first bytes than this (their walks are sparse and cheap)

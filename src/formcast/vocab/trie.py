@@ -38,13 +38,16 @@ class TokenTrie:
 
     def __init__(self, vocab: Vocabulary | None = None) -> None:
         self._with_byte: dict[int, tuple[TokenTrie, np.ndarray]] = {}
-        if vocab is None:  # filled in by _of_strings
+        self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        if vocab is None:  # a trie of plain strings: see _of_strings
+            self.token_to_unique = np.zeros(0, dtype=np.int64)
+            self.first_token = np.zeros(0, dtype=np.int64)
+            self._set_strings([])
             return
         specials = vocab.special_token_ids
         text_ids = [tid for tid, tb in enumerate(vocab.tokens) if tb and tid not in specials]
         uniq = {vocab.tokens[tid]: 0 for tid in text_ids}
         strings = sorted(uniq)
-        self.strings: list[bytes] = strings
         index = {s: i for i, s in enumerate(strings)}
         u = len(strings)
         t2u = np.full(vocab.vocab_size, u, dtype=np.int64)
@@ -58,26 +61,22 @@ class TokenTrie:
         text = np.flatnonzero(t2u < u)[::-1]
         first[t2u[text]] = text
         self.first_token = first
-        self.num_strings = u
-        self._csr: tuple[np.ndarray, np.ndarray] | None = None
-        lengths = np.fromiter(map(len, strings), dtype=np.int32, count=u)
+        self._set_strings(strings)
+
+    def _set_strings(self, strings: list[bytes]) -> None:
+        """Store the sorted distinct ``strings`` and build their levels."""
+        self.strings: list[bytes] = strings
+        self.num_strings = len(strings)
+        lengths = np.fromiter(map(len, strings), dtype=np.int32, count=len(strings))
         self.lengths = lengths
-        self.max_len = int(lengths.max()) if u else 0
+        self.max_len = int(lengths.max()) if strings else 0
         self._build_levels(strings, lengths)
 
     @classmethod
     def _of_strings(cls, strings: list[bytes]) -> TokenTrie:
         """A trie of some distinct byte strings, sorted (no token ids)."""
         self = cls()
-        self.strings = strings
-        self.token_to_unique = np.zeros(0, dtype=np.int64)
-        self.first_token = np.zeros(0, dtype=np.int64)
-        self.num_strings = len(strings)
-        self._csr = None
-        lengths = np.fromiter(map(len, strings), dtype=np.int32, count=len(strings))
-        self.lengths = lengths
-        self.max_len = int(lengths.max()) if strings else 0
-        self._build_levels(strings, lengths)
+        self._set_strings(strings)
         return self
 
     def with_byte(self, byte: int) -> tuple[TokenTrie, np.ndarray]:

@@ -1,0 +1,71 @@
+"""A bounded, thread-safe LRU map: the process-wide caches of the automaton and index layers.
+
+Lifetime: one per cache, for the process.  ``get`` and ``put`` are O(1) under one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+__all__ = ["LruCache"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LruCache(Generic[K, V]):
+    """Least-recently-used map with at most ``max_entries`` entries and, with ``weight``, at
+    most ``max_weight`` total weight (oldest entries go first).  Counts ``hits`` and
+    ``misses``.  Mutation: ``get`` refreshes an entry, ``put`` inserts (an existing key keeps
+    its value) and evicts.
+    """
+
+    def __init__(
+        self,
+        max_entries: int,
+        *,
+        max_weight: int | None = None,
+        weight: Callable[[V], int] | None = None,
+    ) -> None:
+        self._lock = threading.Lock()
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._max_entries = max_entries
+        self._max_weight = max_weight
+        self._weight = weight
+        self._total = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: K) -> tuple[bool, V | None]:
+        """``(True, value)`` for a cached key (values may be None), else ``(False, None)``."""
+        with self._lock:
+            if key not in self._items:
+                self.misses += 1
+                return False, None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return True, self._items[key]
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = value
+            self._total += self._weight(value) if self._weight else 0
+            while self._items and (
+                len(self._items) > self._max_entries
+                or (self._max_weight is not None and self._total > self._max_weight)
+            ):
+                _, old = self._items.popitem(last=False)
+                self._total -= self._weight(old) if self._weight else 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._total = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
