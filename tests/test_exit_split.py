@@ -132,3 +132,34 @@ def test_walks_are_shared_across_grammars_and_stay_exact() -> None:
                 break
             assert m.accept_token(rng.choice(nxt))
     assert cfg_program._SHARED_WALKS.hits > hits
+
+
+def _key_position_signatures(compiled: object, prefix: bytes) -> set[bytes]:
+    program = compiled.program  # type: ignore[attr-defined]
+    state = program.pda.initial
+    for b in prefix:
+        state = program.pda.step(state, b)
+    sigs = set()
+    for frame in state.frames:
+        sig = program._cut_signature(program.lexer.entry[(frame.rule, frame.state)])
+        if sig is not None:
+            sigs.add(sig)
+    return sigs
+
+
+def test_undeclared_key_positions_share_one_digest() -> None:
+    """Objects with different declared keys: their undeclared-key automata differ, but the
+    cut futures agree, so the digest (taken on the quotient by stable classes) is shared and
+    the masks stay exact."""
+    vocab = _json_vocab()
+    first = {"type": "object", "properties": {"dev": {"type": "integer"}, "ab": {}}}
+    second = {"type": "object", "properties": {"zeta": {"type": "string"}}, "required": ["zeta"]}
+    a = GrammarCompiler(vocab, cache_size=0).compile_json_schema(first)
+    b = GrammarCompiler(vocab, cache_size=0).compile_json_schema(second)
+    assert _key_position_signatures(a, b'{"') & _key_position_signatures(b, b'{"zeta":"q","')
+    for compiled, prefix in ((a, b'{"'), (b, b'{"zeta":"q","')):
+        m = GrammarMatcher(compiled)
+        assert m.accept_bytes(prefix)
+        allowed = {int(t) for t in m.allowed_token_ids()}
+        for t in range(len(vocab.tokens) - 1):
+            assert (t in allowed) == m.fork().accept_token(t), t

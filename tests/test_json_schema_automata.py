@@ -227,3 +227,18 @@ def test_any_unit_escapes() -> None:
         assert rr.matches(text), text
     for text in ['"', "\\", "\\x", "\\ud83d", "\\ude00", "\u0001", "ab"]:
         assert not rr.matches(text), text
+
+
+def test_undeclared_keys_are_exactly_the_other_strings() -> None:
+    """``_not_in_set``: the canonical encoding of a key is accepted iff the key is not
+    declared, for keys that diverge from a declared one with any kind of character (DEL was
+    once left out of the diverging characters, so ``{"d\\x7f": ...}`` was rejected)."""
+    from formcast.grammar.jsonschema.emit import _not_in_set
+
+    declared = ["dev", "d", "ab", "é", "a\u007fb"]
+    rr = ReferenceRecognizer.for_node(_not_in_set(declared))
+    alphabet = ["d", "e", "v", "a", "b", "\u007f", "\u0001", '"', "\\", "é", "😀", " "]
+    keys = ["".join(t) for n in range(4) for t in itertools.product(alphabet, repeat=n)]
+    rng = random.Random(7)
+    for key in [*rng.sample(keys, 1500), *declared, "dev\u007f", "\u007f", "a\u007f"]:
+        assert rr.matches(encode_text(key)) == (key not in declared), repr(key)

@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
         "integrations",
     },
 }
-SHARED = {"errors", "config", "_types", "_lru", "__init__", "models"}
+SHARED = {"errors", "config", "_types", "_lru", "_gc", "__init__", "models"}
 HEAVY = ("torch", "tokenizers", "transformers", "llama_cpp", "tiktoken", "jsonschema", "gguf")
 
 

@@ -42,6 +42,7 @@ from ..grammar.ir import (
     Repeat,
     RuleRef,
     iter_nodes,
+    iter_refs,
     node_refs,
     node_size,
     rebuild,
@@ -182,11 +183,9 @@ def _inline(
     graph = {n: node_refs(rules[n].body) for n in reachable}
     uses: dict[str, int] = dict.fromkeys(reachable, 0)
     for n in reachable:
-        for k, node in enumerate(iter_nodes(rules[n].body)):
-            if isinstance(node, RuleRef):
-                uses[node.name] += 1
-            if not k & 4095:
-                check_deadline()
+        check_deadline()
+        for name in iter_refs(rules[n].body):
+            uses[name] += 1
     comps = _sccs(graph)  # reverse topological order: callees first
     recursive: set[str] = set()
     for comp in comps:
@@ -360,7 +359,6 @@ def compile_grammar_automaton(
     names, bodies = _inline(grammar, _EXPAND_ROUNDS if expand_calls else 0)
     count_by_name = _outline_repeats(names, bodies)
     # productivity fixpoint: drop references to rules that can never finish
-    productive: set[str] = set()
     sub_dfas: dict[Node, SubAutomaton] = {}  # shared by every rule's NFA
     while True:
         ids = {n: i for i, n in enumerate(names)}
@@ -372,27 +370,16 @@ def compile_grammar_automaton(
                 body = substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
             dfas.append(_rule_dfa(body, ids, names, limits, budget, sub_dfas))
-        changed = True
-        new_productive: set[str] = set()
-        while changed:
-            changed = False
-            for n, dfa in zip(names, dfas):
-                if n in new_productive:
-                    continue
-                if _can_finish(dfa, {ids[p] for p in new_productive}):
-                    new_productive.add(n)
-                    changed = True
+        new_productive = {names[r] for r in _productive_rules(dfas)}
         if grammar.start not in new_productive:
             raise UnsatisfiableGrammarError(
                 f"the start rule {grammar.start!r} can never finish: every derivation "
                 'needs infinitely many steps (e.g. root ::= "a" root)'
             )
         if new_productive == set(names):
-            productive = new_productive
             break
         names = [n for n in names if n in new_productive]
         bodies = {n: bodies[n] for n in names}
-    del productive
     total = sum(d.num_states for d in dfas)
     if total > limits.max_dfa_states:
         raise LimitExceededError("max_dfa_states", limits.max_dfa_states, f"grammar has {total}")
@@ -472,6 +459,32 @@ def _rule_dfa(
     dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
     RULE_DFA_CACHE.put(key, (dfa, tuple(names[i] for i in dfa.ref_rules), budget.used - before))
     return dfa
+
+
+def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
+    """Rules that can finish (least fixpoint).  A rule without calls can finish when its
+    language is not empty (every state of a rule DFA is live); one with calls is searched
+    again only when more of its callees became productive since its last search."""
+    productive: set[int] = set()
+    searched_with: dict[int, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for r, dfa in enumerate(dfas):
+            if r in productive:
+                continue
+            if not dfa.ref_rules:
+                ok = dfa.start != DEAD
+            else:
+                k = sum(1 for c in dfa.ref_rules if c in productive)
+                if searched_with.get(r) == k:
+                    continue
+                searched_with[r] = k
+                ok = _can_finish(dfa, productive)
+            if ok:
+                productive.add(r)
+                changed = True
+    return productive
 
 
 def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:

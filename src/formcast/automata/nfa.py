@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .._lru import LruCache
 from ..config import CompileLimits, WorkBudget
 from ..errors import LimitExceededError, UnsupportedFeatureError
 from ..grammar.ir import (
@@ -122,6 +123,8 @@ def build_nfa(
     # IR that is a DAG (inlined rules, shared suffixes of optional properties) is built in
     # space linear in the DAG rather than in its tree unfolding
     shared: dict[tuple[Node, int], int] = {}
+    # (item, state where the rest of its concatenation starts) -> entry state of that item
+    chained: dict[tuple[Node, int], int] = {}
     while work:
         n, frm, to, own = work.pop()
         if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
@@ -151,11 +154,7 @@ def build_nfa(
                 nfa.edges[frm].append((lo, hi, to))
         elif isinstance(n, CharSet):
             if len(n.ranges) > _EMBED_RANGES and n is not inline:
-                sub = sub_dfas.get(n)
-                if sub is None:
-                    sub = _sub_dfa(n, limits, budget, sub_dfas)
-                    sub_dfas[n] = sub
-                _embed(nfa, sub, frm, to)
+                _embed(nfa, _sub_dfa(n, limits, budget, sub_dfas), frm, to)
                 continue
             seqs = charset_cache.get(n.ranges)
             if seqs is None:
@@ -163,31 +162,56 @@ def build_nfa(
                 charset_cache[n.ranges] = seqs
             _add_sequences(nfa, seqs, frm, to)
         elif isinstance(n, Concat):
-            cur = frm
-            k = len(n.items)
-            for i, item in enumerate(n.items):
-                nxt = to if i == k - 1 else nfa.new_state()
-                work.append((item, cur, nxt, own if i == 0 else True))
-                cur = nxt
+            # built from the end, each item hash-consed with the state where the rest of the
+            # concatenation starts: concatenations that end alike share their tails (the
+            # optional members of a JSON object reach the same next member after "{" and
+            # after ",", and would otherwise copy its value's automaton for each)
+            items = _fold_loops(n.items)
+            nxt = to
+            for item in reversed(items[1:]):
+                link = (item, nxt)
+                entry = chained.get(link)
+                if entry is None:
+                    entry = nfa.new_state()
+                    chained[link] = entry
+                    work.append((item, entry, nxt, True))
+                nxt = entry
+            link = (items[0], nxt)
+            entry = chained.get(link)
+            if entry is not None:
+                nfa.eps[frm].append(entry)
+            else:
+                if own:
+                    chained[link] = frm
+                work.append((items[0], frm, nxt, own))
         elif isinstance(n, Alt):
             for item in n.items:
                 work.append((item, frm, to, False))
         elif isinstance(n, Repeat):
             copies = max(n.min, n.max or 0) + 1
+            # an item copied many times, or looped over (a JSON string's characters), is
+            # compiled once to its minimal DFA: fewer NFA and DFA states than Thompson's copy
             if (
-                copies > 2
+                (copies > 2 or n.max is None)
                 and n.item is not inline
                 and _worth_embedding(n.item)
                 and (rule_ids is None or is_regular(n.item))
             ):
-                sub = sub_dfas.get(n.item)
-                if sub is None:
-                    sub = _sub_dfa(n.item, limits, budget, sub_dfas)
-                    sub_dfas[n.item] = sub
-                n = Repeat(_Embedded(sub), n.min, n.max)
+                n = Repeat(_Embedded(_sub_dfa(n.item, limits, budget, sub_dfas)), n.min, n.max)
             _repeat(nfa, n, frm, to, work)
         elif isinstance(n, _Embedded):
             _embed(nfa, n.sub, frm, to)
+        elif isinstance(n, _SepLoop):
+            # frm -> L --x--> E -(sep)-> L, E -> to: one copy of x for "x (sep x)*"
+            loop = nfa.new_state()
+            end = nfa.new_state()
+            nfa.eps[frm].append(loop)
+            nfa.eps[end].append(to)
+            work.append((n.item, loop, end, True))
+            if isinstance(n.sep, Empty):
+                nfa.eps[end].append(loop)
+            else:
+                work.append((n.sep, end, loop, False))
         elif isinstance(n, RuleRef) and rule_ids is not None:
             nfa.refs[frm].append((rule_ids[n.name], to))
         elif isinstance(n, RuleRef):
@@ -301,6 +325,47 @@ class _Embedded(Node):
     sub: SubAutomaton
 
 
+@dataclass(frozen=True, eq=False)
+class _SepLoop(Node):
+    """``item (sep item)*`` built with one copy of ``item`` (internal to this module)."""
+
+    item: Node
+    sep: Node
+
+
+def _fold_loops(items: tuple[Node, ...]) -> tuple[Node, ...]:
+    """Concatenation items with ``x (y x)*`` (a separated list: JSON arrays, extra object
+    members) and ``x x*`` folded into :class:`_SepLoop` (``x`` may span several items):
+    Thompson's construction would copy ``x`` twice, and the DFA built from it would carry two
+    equivalent copies of x's states for minimization to merge.  O(items x loop body) equality
+    checks (IR nodes cache their hash)."""
+    out: list[Node] = []
+    changed = False
+    for node in items:
+        if isinstance(node, Repeat) and node.min == 0 and node.max is None and out:
+            body = node.item.items if isinstance(node.item, Concat) else (node.item,)
+            for t in range(len(body)):
+                x = body[t:]
+                if len(x) <= len(out) and all(
+                    p == q for p, q in zip(out[len(out) - len(x) :], x, strict=True)
+                ):
+                    del out[len(out) - len(x) :]
+                    sep = body[:t]
+                    out.append(
+                        _SepLoop(
+                            x[0] if len(x) == 1 else Concat(x),
+                            Empty() if not sep else sep[0] if len(sep) == 1 else Concat(sep),
+                        )
+                    )
+                    changed = True
+                    break
+            else:
+                out.append(node)
+            continue
+        out.append(node)
+    return tuple(out) if changed else items
+
+
 def _worth_embedding(item: Node) -> bool:
     """True when an item repeated many times is better compiled once and copied as a DFA."""
     if isinstance(item, (Literal, Empty, Nothing, ByteSet)):
@@ -308,13 +373,37 @@ def _worth_embedding(item: Node) -> bool:
     return not (isinstance(item, CharSet) and len(item.ranges) <= 2 and item.ranges[-1][1] < 0x80)
 
 
+#: Sub-automata shared by every compile in the process, keyed by the IR node and the limits;
+#: values are (automaton, fuel its build cost).  What repeats: a JSON string's characters,
+#: large character classes, format pieces.
+SUB_DFA_CACHE: LruCache[tuple[Node, CompileLimits], tuple[SubAutomaton, int]] = LruCache(
+    1024, max_weight=200_000, weight=lambda entry: entry[0].n_states
+)
+
+
 def _sub_dfa(
     node: Node, limits: CompileLimits, budget: WorkBudget, cache: dict[Node, SubAutomaton]
 ) -> SubAutomaton:
-    from .dfa import nfa_to_dfa
+    """The minimal DFA of ``node`` ready to embed: from the compile's ``cache``, else from
+    :data:`SUB_DFA_CACHE` (charged the fuel its build cost, so whether a compile fits its
+    limits does not depend on what the process compiled before), else built."""
+    sub = cache.get(node)
+    if sub is not None:
+        return sub
+    key = (node, limits)
+    found, hit = SUB_DFA_CACHE.get(key)
+    if found and hit is not None:
+        sub, work = hit
+        budget.spend(work)
+    else:
+        from .dfa import nfa_to_dfa
 
-    nfa = build_nfa(node, limits, inline=node, budget=budget, sub_dfas=cache)
-    return SubAutomaton.of(nfa_to_dfa(nfa, limits, budget=budget))
+        before = budget.used
+        nfa = build_nfa(node, limits, inline=node, budget=budget, sub_dfas=cache)
+        sub = SubAutomaton.of(nfa_to_dfa(nfa, limits, budget=budget))
+        SUB_DFA_CACHE.put(key, (sub, budget.used - before))
+    cache[node] = sub
+    return sub
 
 
 def _embed(nfa: NFA, sub: SubAutomaton, frm: int, to: int) -> None:

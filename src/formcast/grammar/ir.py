@@ -39,6 +39,7 @@ __all__ = [
     "concat",
     "is_regular",
     "iter_nodes",
+    "iter_refs",
     "literal",
     "merge_ranges",
     "node_refs",
@@ -384,6 +385,21 @@ def iter_nodes(node: Node) -> Iterator[Node]:
         if isinstance(n, (Concat, Alt)):
             stack.extend(reversed(n.items))
         elif isinstance(n, Repeat):
+            stack.append(n.item)
+
+
+def iter_refs(node: Node) -> Iterator[str]:
+    """The rule names of every :class:`RuleRef` under ``node``, once per occurrence in the
+    tree; subtrees without references (their cached ``refs`` is empty) are skipped, so the
+    cost is the size of the part of the tree that leads to references."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, RuleRef):
+            yield n.name
+        elif isinstance(n, (Concat, Alt)):
+            stack.extend(i for i in n.items if not is_regular(i))
+        elif isinstance(n, Repeat) and not is_regular(n.item):
             stack.append(n.item)
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .._lru import LruCache
 from ..automata.counted import window_table
-from ..automata.dfa import DEAD, bounded_equivalence, column_classes, describe_bytes
+from ..automata.dfa import DEAD, column_classes, describe_bytes, equivalence_classes
 from ..automata.grammar_fsm import (
     GrammarAutomaton,
     build_expanded_lexer,
@@ -110,7 +110,15 @@ class CfgProgram:
             labels = split_class + 1
             labels[DEAD] = 0
             depth = max(vocab.trie.max_len, 1)
-            self._lex_class = bounded_equivalence(cut, labels, depth, work=budget)
+            self._lex_class, stable = equivalence_classes(cut, labels, depth, work=budget)
+            # walk digests are taken on the quotient by stable classes (a congruence), so
+            # positions with one future share a digest whatever their automata look like
+            # (every object's undeclared-key position, whatever its declared keys); on the
+            # cut lexer itself when the classes are only depth-bounded
+            self._digest_class = (
+                self._lex_class if stable else np.arange(cut.shape[0], dtype=np.int64)
+            )
+            self._class_rep: np.ndarray | None = None
         else:  # too large to determinize: classify per rule (calls become candidates)
             self._aug = [
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
@@ -296,19 +304,28 @@ class CfgProgram:
         return hit
 
     def _cut_signature(self, start: int) -> bytes | None:
-        """A canonical digest of what the cut lexer can do from ``start`` (its reachable states
-        numbered breadth-first in byte order, their rows and return flags), with the
-        vocabulary; None past :data:`_SHARED_WALK_STATES` reachable states.  Equal digests
-        mean equal walks, in any grammar: a JSON string body, a number, a key is walked once
-        per process and vocabulary.  O(reachable states x 256)."""
-        table = self._cut
-        seen = np.zeros(table.shape[0], dtype=bool)
-        seen[DEAD] = seen[start] = True
-        parts = [np.asarray([start], dtype=np.int64)]
+        """A canonical digest of what the cut lexer can do from ``start``: the states of its
+        quotient by stable classes reachable from ``start``'s class, numbered breadth-first
+        in byte order, their rows and return flags, with the vocabulary; None past
+        :data:`_SHARED_WALK_STATES` reachable classes.  Equal digests mean equal walks, in
+        any grammar: a JSON string body, a number, an undeclared key is walked once per
+        process and vocabulary.  O(reachable classes x 256)."""
+        part = self._digest_class
+        if self._class_rep is None:  # a member of each class (its rows stand for the class)
+            rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
+            rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
+            self._class_rep = rep
+        rep = self._class_rep
+        cut = self._cut
+        dead = int(part[DEAD])
+        first_cls = int(part[start])
+        seen = np.zeros(rep.size, dtype=bool)
+        seen[dead] = seen[first_cls] = True
+        parts = [np.asarray([first_cls], dtype=np.int64)]
         frontier = parts[0]
         total = 1
         while frontier.size:  # breadth-first, one level at a time, in byte order
-            flat = table[frontier].reshape(-1)
+            flat = part[cut[rep[frontier]]].reshape(-1)
             targets, first = np.unique(flat, return_index=True)
             targets = targets[np.argsort(first)]
             frontier = targets[~seen[targets]].astype(np.int64)
@@ -318,12 +335,12 @@ class CfgProgram:
             seen[frontier] = True
             parts.append(frontier)
         states = np.concatenate(parts)
-        renumber = np.full(table.shape[0], -1, dtype=np.int64)
+        renumber = np.full(rep.size, -1, dtype=np.int64)
         renumber[states] = np.arange(states.size)
         h = hashlib.blake2b(digest_size=16)
         h.update(self.vocab.fingerprint.encode())
-        h.update(np.ascontiguousarray(renumber[table[states]]).tobytes())
-        h.update(np.packbits(self._cut_split[states]).tobytes())
+        h.update(np.ascontiguousarray(renumber[part[cut[rep[states]]]]).tobytes())
+        h.update(np.packbits(self._cut_split[rep[states]]).tobytes())
         return h.digest()
 
     def _walk(self, table: np.ndarray, start: int) -> _Class:

@@ -25,7 +25,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -56,6 +55,7 @@ from ..ir import (
     alt,
     concat,
     is_regular,
+    iter_refs,
     literal,
     repeat,
     substitute,
@@ -178,10 +178,10 @@ def _not_in_set(words: list[str]) -> Node:
             t = t.setdefault(ch, {})
         t[ends] = True
     any_star = Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
-    # "a character that needs escaping or is not ASCII, then anything": one shared node for
+    # "a character that needs escaping, DEL or is not ASCII, then anything": one shared node for
     # every trie node whose children are plain printable ASCII (the usual case), so the
     # automaton layer builds those escapes and UTF-8 sequences once, not once per trie node
-    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x80, 0x10FFFF)))
+    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)))
     special_tail = Concat((encode_ranges(special), any_star))
     plain = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
 
@@ -968,18 +968,6 @@ def encode_key(text: str) -> str:
 
 
 # -- grammar clean-up -----------------------------------------------------------------------------
-def _refs(node: Node) -> Iterator[str]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, RuleRef):
-            yield n.name
-        elif isinstance(n, (Concat, Alt)):
-            stack.extend(n.items)
-        elif isinstance(n, Repeat):
-            stack.append(n.item)
-
-
 def _productive(node: Node, ok: dict[str, bool]) -> bool:
     if isinstance(node, (Literal, CharSet, Empty)):
         return True
@@ -1016,7 +1004,7 @@ def _ir_depth(node: Node) -> int:
 
 def _finish(rules: list[Rule], start: str) -> Grammar:
     by_name = {r.name: r for r in rules}
-    refs: dict[str, list[str]] = {n: list(_refs(r.body)) for n, r in by_name.items()}
+    refs: dict[str, list[str]] = {n: list(iter_refs(r.body)) for n, r in by_name.items()}
     users: dict[str, set[str]] = {}
     for n, rs in refs.items():
         for m in rs:
@@ -1046,7 +1034,7 @@ def _finish(rules: list[Rule], start: str) -> Grammar:
             if t in by_name:
                 r = by_name[t]
                 by_name[t] = Rule(r.name, substitute(r.body, dead), r.terminal, r.lazy)
-                refs[t] = list(_refs(by_name[t].body))
+                refs[t] = list(iter_refs(by_name[t].body))
     # 2. inline rules used once (not the start, not terminals, not self-referencing), keeping
     #    trees shallow (IR nodes hash recursively)
     counts: dict[str, int] = {}
