@@ -71,9 +71,6 @@ _COUNT_MIN_COPIES = 64
 _EXPAND_MAX_NODES = 400
 _EXPAND_ROUNDS = 3
 _EXPANDED_MAX_NODES = 4_000
-# rule automata from NFAs larger than this are not minimized (masks are shared by bounded
-# equivalence in the token index, so minimization only saves table memory)
-_MINIMIZE_NFA_STATES = 1_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -345,6 +342,7 @@ def compile_grammar_automaton(
     *,
     budget: WorkBudget | None = None,
     expand_calls: bool = True,
+    minimize: bool = True,
 ) -> GrammarAutomaton:
     """Compile a grammar IR to per-rule byte DFAs (see the module docstring).
 
@@ -353,6 +351,10 @@ def compile_grammar_automaton(
     (fewer tokens cross a call boundary, so cold masks verify fewer candidates; it copies the
     callee into every call site, which costs compile time where the callee is called from
     many places — JSON Schema's "any value" — so the JSON Schema front-end turns it off).
+    ``minimize``: minimize each rule's DFA.  The NFAs share the tails of concatenations and
+    literals, so their DFAs come out close to minimal (JSON Schema objects: within about 15%),
+    and the token index merges states with equal futures anyway (bounded equivalence): the
+    JSON Schema front-end skips minimization, which measured faster end to end.
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
@@ -369,7 +371,7 @@ def compile_grammar_automaton(
             if dead:
                 body = substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
-            dfas.append(_rule_dfa(body, ids, names, limits, budget, sub_dfas))
+            dfas.append(_rule_dfa(body, ids, names, limits, budget, sub_dfas, minimize))
         new_productive = {names[r] for r in _productive_rules(dfas)}
         if grammar.start not in new_productive:
             raise UnsatisfiableGrammarError(
@@ -423,11 +425,13 @@ def compile_grammar_automaton(
 
 
 #: Rule automata shared by every compile in the process: keyed by the rule body (IR nodes
-#: compare structurally and cache their hash) and the compile limits; values are (DFA, callee
-#: *names* of its call edges, fuel its build cost), so a rule compiled in one grammar serves
-#: another that numbers its rules differently.  What repeats across compiles is the
+#: compare structurally and cache their hash), the compile limits and whether it is minimized;
+#: values are (DFA, callee *names* of its call edges, fuel its build cost), so a rule compiled
+#: in one grammar serves another that numbers its rules differently.  What repeats across compiles is the
 #: boilerplate: JSON Schema's "any value" rules, shared definitions, common string formats.
-RULE_DFA_CACHE: LruCache[tuple[Node, CompileLimits], tuple[ByteDFA, tuple[str, ...], int]] = (
+RULE_DFA_CACHE: LruCache[
+    tuple[Node, CompileLimits, bool], tuple[ByteDFA, tuple[str, ...], int]
+] = (
     LruCache(512, max_weight=200_000, weight=lambda entry: entry[0].num_states)
 )
 
@@ -439,13 +443,14 @@ def _rule_dfa(
     limits: CompileLimits,
     budget: WorkBudget,
     sub_dfas: dict[Node, SubAutomaton],
+    minimize: bool = True,
 ) -> ByteDFA:
     """One rule's DFA, from :data:`RULE_DFA_CACHE` when an equal body was compiled before.
 
     A hit is charged the fuel its build cost, so whether a compile fits the limits does not
     depend on what the process compiled before (up to sub-automata that a cold compile would
     have shared between rules)."""
-    key = (body, limits)
+    key = (body, limits, minimize)
     found, hit = RULE_DFA_CACHE.get(key)
     if found and hit is not None:
         dfa, callees, work = hit
@@ -455,28 +460,47 @@ def _rule_dfa(
         return replace(dfa, ref_rules=tuple(ids[c] for c in callees))
     before = budget.used
     nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
-    minimize = len(nfa.eps) <= _MINIMIZE_NFA_STATES
     dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
     RULE_DFA_CACHE.put(key, (dfa, tuple(names[i] for i in dfa.ref_rules), budget.used - before))
     return dfa
 
 
 def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
-    """Rules that can finish (least fixpoint).  A rule without calls can finish when its
-    language is not empty (every state of a rule DFA is live); one with calls is searched
-    again only when more of its callees became productive since its last search."""
+    """Rules that can finish (least fixpoint).  Every state of a rule DFA is live (it reaches
+    acceptance through bytes and calls), so a rule whose callees are all productive (or that
+    has none) can finish when its language is not empty: O(calls).  Others are searched
+    (:func:`_can_finish`), again only when more of their callees became productive."""
+    # callees before callers (depth-first post-order), so most rules are settled in O(calls)
+    order: list[int] = []
+    visited = [False] * len(dfas)
+    for root in range(len(dfas)):
+        if visited[root]:
+            continue
+        visited[root] = True
+        stack = [(root, iter(dfas[root].ref_rules))]
+        while stack:
+            node, it = stack[-1]
+            for c in it:
+                if not visited[c]:
+                    visited[c] = True
+                    stack.append((c, iter(dfas[c].ref_rules)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
     productive: set[int] = set()
     searched_with: dict[int, int] = {}
     changed = True
     while changed:
         changed = False
-        for r, dfa in enumerate(dfas):
+        for r in order:
+            dfa = dfas[r]
             if r in productive:
                 continue
-            if not dfa.ref_rules:
+            k = sum(1 for c in dfa.ref_rules if c in productive)
+            if k == len(dfa.ref_rules):
                 ok = dfa.start != DEAD
             else:
-                k = sum(1 for c in dfa.ref_rules if c in productive)
                 if searched_with.get(r) == k:
                     continue
                 searched_with[r] = k

@@ -125,6 +125,7 @@ def build_nfa(
     shared: dict[tuple[Node, int], int] = {}
     # (item, state where the rest of its concatenation starts) -> entry state of that item
     chained: dict[tuple[Node, int], int] = {}
+    byte_chain: dict[tuple[int, int], int] = {}  # (byte, next state) -> state that reads it
     while work:
         n, frm, to, own = work.pop()
         if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
@@ -143,12 +144,22 @@ def build_nfa(
         elif isinstance(n, Nothing):
             pass
         elif isinstance(n, Literal):
+            # built from the end, each byte hash-consed with the state it leads to: literals
+            # that end alike (enum values, the keys' '":') share their tails
             data = n.text.encode("utf-8")
-            cur = frm
-            for i, b in enumerate(data):
-                nxt = to if i == len(data) - 1 else nfa.new_state()
-                nfa.edges[cur].append((b, b, nxt))
-                cur = nxt
+            if not data:
+                nfa.eps[frm].append(to)
+                continue
+            nxt = to
+            for b in reversed(data[1:]):
+                byte_link = (b, nxt)
+                entry = byte_chain.get(byte_link)
+                if entry is None:
+                    entry = nfa.new_state()
+                    nfa.edges[entry].append((b, b, nxt))
+                    byte_chain[byte_link] = entry
+                nxt = entry
+            nfa.edges[frm].append((data[0], data[0], nxt))
         elif isinstance(n, ByteSet):
             for lo, hi in n.ranges:
                 nfa.edges[frm].append((lo, hi, to))
@@ -180,10 +191,14 @@ def build_nfa(
             entry = chained.get(link)
             if entry is not None:
                 nfa.eps[frm].append(entry)
-            else:
-                if own:
-                    chained[link] = frm
-                work.append((items[0], frm, nxt, own))
+            elif own:
+                chained[link] = frm
+                work.append((items[0], frm, nxt, True))
+            else:  # a fresh entry, so that the next occurrence (another alternative) links here
+                entry = nfa.new_state()
+                nfa.eps[frm].append(entry)
+                chained[link] = entry
+                work.append((items[0], entry, nxt, True))
         elif isinstance(n, Alt):
             for item in n.items:
                 work.append((item, frm, to, False))
@@ -337,7 +352,9 @@ def _fold_loops(items: tuple[Node, ...]) -> tuple[Node, ...]:
     """Concatenation items with ``x (y x)*`` (a separated list: JSON arrays, extra object
     members) and ``x x*`` folded into :class:`_SepLoop` (``x`` may span several items):
     Thompson's construction would copy ``x`` twice, and the DFA built from it would carry two
-    equivalent copies of x's states for minimization to merge.  O(items x loop body) equality
+    equivalent copies of x's states for minimization to merge.  concat() merges adjacent
+    literals ("[" with the first element's "{", "," with the next one's), so x's first item
+    may match the end of a longer literal on either side.  O(items x loop body) equality
     checks (IR nodes cache their hash)."""
     out: list[Node] = []
     changed = False
@@ -346,19 +363,35 @@ def _fold_loops(items: tuple[Node, ...]) -> tuple[Node, ...]:
             body = node.item.items if isinstance(node.item, Concat) else (node.item,)
             for t in range(len(body)):
                 x = body[t:]
-                if len(x) <= len(out) and all(
-                    p == q for p, q in zip(out[len(out) - len(x) :], x, strict=True)
-                ):
-                    del out[len(out) - len(x) :]
-                    sep = body[:t]
-                    out.append(
-                        _SepLoop(
-                            x[0] if len(x) == 1 else Concat(x),
-                            Empty() if not sep else sep[0] if len(sep) == 1 else Concat(sep),
-                        )
+                if len(x) > len(out):
+                    continue
+                j = len(out) - len(x)
+                head, first = out[j], x[0]
+                before = after = ""  # head = before + first, or first = after + head
+                if head != first:
+                    if not (isinstance(head, Literal) and isinstance(first, Literal)):
+                        continue
+                    if head.text.endswith(first.text):
+                        before = head.text[: len(head.text) - len(first.text)]
+                    elif first.text.endswith(head.text):
+                        after = first.text[: len(first.text) - len(head.text)]
+                    else:
+                        continue
+                if not all(p == q for p, q in zip(out[j + 1 :], x[1:], strict=True)):
+                    continue
+                del out[j:]
+                if before:
+                    out.append(Literal(before))
+                loop_item: tuple[Node, ...] = (first if before else head, *x[1:])
+                sep = (*body[:t], Literal(after)) if after else body[:t]
+                out.append(
+                    _SepLoop(
+                        loop_item[0] if len(loop_item) == 1 else Concat(loop_item),
+                        Empty() if not sep else sep[0] if len(sep) == 1 else Concat(sep),
                     )
-                    changed = True
-                    break
+                )
+                changed = True
+                break
             else:
                 out.append(node)
             continue

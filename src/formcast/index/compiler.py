@@ -141,6 +141,7 @@ class GrammarCompiler:
         expand_calls: bool = True,
         budget: WorkBudget | None = None,
         pushdown: bool = False,
+        minimize: bool = True,
     ) -> GrammarProgram:
         """The program of a grammar: one DFA when it is regular (unless ``pushdown``), else
         the pushdown program.  JSON Schema asks for the pushdown program even for regular
@@ -149,7 +150,7 @@ class GrammarCompiler:
         grammar on its own."""
         budget = budget or self.limits.budget()  # one fuel tank (and deadline) for every stage
         auto = compile_grammar_automaton(
-            grammar, self.limits, budget=budget, expand_calls=expand_calls
+            grammar, self.limits, budget=budget, expand_calls=expand_calls, minimize=minimize
         )
         if auto.is_regular and not pushdown:
             return RegexProgram(auto.dfas[0], self.vocab)
@@ -256,7 +257,7 @@ class GrammarCompiler:
                 # call-site expansion copies "any value" into every undeclared-member slot:
                 # measured on MaskBench it triples compile time and does not speed masks up
                 program = self._program_for(
-                    grammar, expand_calls=False, budget=budget, pushdown=True
+                    grammar, expand_calls=False, budget=budget, pushdown=True, minimize=False
                 )
             return CompiledGrammar(
                 kind="json_schema",

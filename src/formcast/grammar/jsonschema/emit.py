@@ -22,6 +22,7 @@ Lifetime: one :class:`Emitter` per compile.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import re
@@ -168,7 +169,7 @@ def _not_in_set(words: list[str]) -> Node:
 
     A trie complement built directly (no automaton, no re-encoding pass): at every trie node
     the string may end (unless a word ends there), continue into a child, or continue with any
-    other character followed by anything.
+    other character followed by anything (:func:`_diverge`, memoized by the children).
     """
     trie: dict[str, Any] = {}
     ends = "\0end"
@@ -177,40 +178,58 @@ def _not_in_set(words: list[str]) -> Node:
         for ch in w:
             t = t.setdefault(ch, {})
         t[ends] = True
-    any_star = Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
-    # "a character that needs escaping, DEL or is not ASCII, then anything": one shared node for
-    # every trie node whose children are plain printable ASCII (the usual case), so the
-    # automaton layer builds those escapes and UTF-8 sequences once, not once per trie node
-    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)))
-    special_tail = Concat((encode_ranges(special), any_star))
-    plain = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
 
     def build(t: dict[str, Any]) -> Node:
         check_deadline()
-        kids = sorted(k for k in t if k != ends)
+        kids = tuple(sorted(k for k in t if k != ends))
         branches: list[Node] = []
         if ends not in t:
             branches.append(EMPTY)
         for k in kids:
             branches.append(concat([literal(encode_text(k)), build(t[k])]))
-        taken = CharSet.of((ord(k), ord(k)) for k in kids)
-        if kids and all(ord(k) in plain for k in kids):
-            rest = CharSet.of(
-                (max(lo, a), min(hi, b))
-                for lo, hi in taken.negate().ranges
-                for a, b in plain.ranges
-                if lo <= b and a <= hi
-            )
-            if rest.ranges:
-                branches.append(Concat((encode_ranges(rest.ranges), any_star)))
-            branches.append(special_tail)
-        else:
-            others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
-            if others:
-                branches.append(Concat((encode_ranges(others), any_star)))
+        branches.extend(_diverge(kids))
         return branches[0] if len(branches) == 1 else Alt(tuple(branches))
 
     return build(trie)
+
+
+@functools.lru_cache(maxsize=1)
+def _any_star() -> Node:
+    return Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
+
+
+_PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
+    """Branches of an undeclared key at a trie node with children ``kids``: a character that
+    is none of them, then anything.  Where the children are plain printable ASCII (the usual
+    case) that is a plain character or "a character that needs escaping, DEL or is not ASCII",
+    one node shared by every such trie node, so the automaton layer builds those escapes and
+    UTF-8 sequences once.  Memoized (IR nodes are immutable): keys are made of few letters."""
+    any_star = _any_star()
+    taken = CharSet.of((ord(k), ord(k)) for k in kids)
+    if kids and all(ord(k) in _PLAIN for k in kids):
+        rest = CharSet.of(
+            (max(lo, a), min(hi, b))
+            for lo, hi in taken.negate().ranges
+            for a, b in _PLAIN.ranges
+            if lo <= b and a <= hi
+        )
+        out: list[Node] = []
+        if rest.ranges:
+            out.append(Concat((encode_ranges(rest.ranges), any_star)))
+        out.append(_special_tail())
+        return tuple(out)
+    others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
+    return (Concat((encode_ranges(others), any_star)),) if others else ()
+
+
+@functools.lru_cache(maxsize=1)
+def _special_tail() -> Node:
+    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)))
+    return Concat((encode_ranges(special), _any_star()))
 
 
 class _Layout:
