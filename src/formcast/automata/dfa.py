@@ -515,6 +515,22 @@ def equivalence_classes(
     return part, False
 
 
+_WEIGHTS: dict[int, np.ndarray] = {}
+
+
+def _hash_weights(size: int, seed: int) -> np.ndarray:
+    """``size`` random odd 62-bit weights for row/column hashing (fixed seed; cached, so
+    repeated hashing does not pay for a random generator each time)."""
+    have = _WEIGHTS.get(seed)
+    if have is None or have.size < size:
+        grown = max(size, 2 * (have.size if have is not None else 0), 1024)
+        have = np.random.default_rng(seed).integers(1, 1 << 62, size=grown, dtype=np.int64)
+        have |= 1
+        have.setflags(write=False)
+        _WEIGHTS[seed] = have
+    return have[:size]
+
+
 def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group the equal columns of ``table``: ``(class_of_column, first_column_of_class)``.
 
@@ -522,11 +538,9 @@ def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     back to a lexicographic sort on a collision): O(rows x columns).
     """
     n = table.shape[0]
-    weights = np.asarray(
-        np.random.default_rng(0x5EED).integers(1, 1 << 62, size=n, dtype=np.int64)
-    )
+    weights = _hash_weights(n, 0x5EED)
     with np.errstate(over="ignore"):
-        h = (table.astype(np.int64) * weights[:, None]).sum(axis=0)
+        h = weights @ table.astype(np.int64)
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if not np.array_equal(table[:, first][:, inverse], table):
@@ -536,25 +550,23 @@ def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _refine(part: np.ndarray, cols: np.ndarray, n_blocks: int) -> np.ndarray:
-    """One Moore round: new block = (block, blocks of successors), numbered densely."""
+    """One Moore round: new block = (block, blocks of successors), numbered densely.
+
+    Rows are hashed with random 64-bit weights and the grouping is checked exactly (a sort of
+    the rows on a collision).  O(n x k)."""
     n, k = cols.shape
     succ = part[cols]
-    # exact mixed-radix key while it fits in 63 bits, else row-wise unique
-    if (k + 1) * np.log2(max(n_blocks, 2)) < 62:
-        key = part.copy()
-        for j in range(k):
-            key = key * n_blocks + succ[:, j]
-        _, new_part = np.unique(key, return_inverse=True)
-    else:
+    weights = _hash_weights(k + 1, 0xB10C)
+    with np.errstate(over="ignore"):
+        h = succ @ weights[1:] + part * weights[0]
+    _, first, new_part = np.unique(h, return_index=True, return_inverse=True)
+    new_part = new_part.reshape(-1)
+    if not (
+        np.array_equal(part[first][new_part], part)
+        and np.array_equal(succ[first][new_part], succ)
+    ):
         sig = np.empty((n, k + 1), dtype=np.int64)
         sig[:, 0] = part
         sig[:, 1:] = succ
-        # hash the rows, then check the grouping exactly (a sort of the rows on a collision)
-        weights = np.random.default_rng(0xB10C).integers(1, 1 << 62, size=k + 1, dtype=np.int64)
-        with np.errstate(over="ignore"):
-            h = sig @ weights
-        _, first, new_part = np.unique(h, return_index=True, return_inverse=True)
-        new_part = new_part.reshape(-1)
-        if not np.array_equal(sig[first][new_part], sig):
-            _, new_part = np.unique(sig, axis=0, return_inverse=True)
+        _, new_part = np.unique(sig, axis=0, return_inverse=True)
     return new_part.reshape(-1).astype(np.int64)

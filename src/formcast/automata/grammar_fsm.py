@@ -427,8 +427,9 @@ def compile_grammar_automaton(
 #: Rule automata shared by every compile in the process: keyed by the rule body (IR nodes
 #: compare structurally and cache their hash), the compile limits and whether it is minimized;
 #: values are (DFA, callee *names* of its call edges, fuel its build cost), so a rule compiled
-#: in one grammar serves another that numbers its rules differently.  What repeats across compiles is the
-#: boilerplate: JSON Schema's "any value" rules, shared definitions, common string formats.
+#: in one grammar serves another that numbers its rules differently.  What repeats across
+#: compiles is the boilerplate: JSON Schema's "any value" rules, shared definitions, common
+#: string formats.
 RULE_DFA_CACHE: LruCache[
     tuple[Node, CompileLimits, bool], tuple[ByteDFA, tuple[str, ...], int]
 ] = (
