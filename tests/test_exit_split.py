@@ -141,7 +141,7 @@ def _key_position_signatures(compiled: object, prefix: bytes) -> set[bytes]:
         state = program.pda.step(state, b)
     sigs = set()
     for frame in state.frames:
-        sig = program._cut_signature(program.lexer.entry[(frame.rule, frame.state)])
+        sig = program._cut_signature(program.lexer.entry(frame.rule, frame.state))
         if sig is not None:
             sigs.add(sig)
     return sigs

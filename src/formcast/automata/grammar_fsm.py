@@ -706,12 +706,17 @@ class ExpandedLexer:
     Attributes:
         table: ``int32[n, 256]`` (state 0 dead).
         split: ``bool[n, 256]``: some member may *return* here and continue with that byte.
-        entry: ``(rule, state) -> DFA state`` for every rule position.
+        offsets: per rule, the lexer state of its state 0 (rule position ``(r, q)`` is lexer
+            state ``offsets[r] + q``, see :meth:`entry`).
     """
 
     table: np.ndarray
     split: np.ndarray
-    entry: dict[tuple[int, int], int]
+    offsets: np.ndarray
+
+    def entry(self, rule: int, state: int) -> int:
+        """The lexer state of rule position ``(rule, state)`` (``state`` live).  O(1)."""
+        return int(self.offsets[rule]) + state
 
 
 class _TooLarge(Exception):
@@ -749,9 +754,12 @@ def build_expanded_lexer(
         for q, lst in enumerate(auto.refs[r]):
             for callee, _ in lst:
                 calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)
-    # byte classes: identical columns everywhere
+    # byte classes: identical columns everywhere (a rule's split rows are its accepting flag
+    # times one byte vector, so those vectors stand for them)
     check_deadline()
-    cols = np.concatenate([gtable, gsplit.astype(np.int64)], axis=0)
+    split_vectors = [(follow[r] | restart[r]).astype(np.int64) for r in range(len(auto.dfas))]
+    split_vectors.extend(follow[r].astype(np.int64) for r in range(len(auto.dfas)))
+    cols = np.concatenate([gtable, np.stack(split_vectors)], axis=0)
     cls_of_byte, first = column_classes(cols)
     check_deadline()
     reps = first.tolist()
@@ -778,21 +786,17 @@ def build_expanded_lexer(
     # lexer state g (< n_global) is the closure of global state g: a state without calls is
     # its own closure, so its row is its global row (vectorized); states with calls and the
     # unions met while determinizing are appended after n_global (Python, per byte class)
+    # (a union of two or more live states is never a singleton: only call closures are keyed)
     ids: dict[frozenset[int], int] = {frozenset(): 0}
     sets: list[frozenset[int]] = []
     check_deadline()
-    for g in range(n_global):
-        target = closure1(g) if calls[g] else frozenset((g,))
-        ids.setdefault(target, g)
-    entry: dict[tuple[int, int], int] = {}
-    for r, dfa in enumerate(auto.dfas):
-        off = int(offsets[r])
-        for q in range(1, dfa.table.shape[0]):
-            entry[(r, q)] = off + q
+    with_calls = [g for g in range(n_global) if calls[g]]
+    for g in with_calls:
+        ids.setdefault(closure1(g), g)
     reps_arr = np.asarray(reps, dtype=np.int64)
-    gsucc: list[list[int]] = gtable[:, reps_arr].tolist()
-    gsplit_l: list[list[bool]] = gsplit[:, reps_arr].tolist()
     n_cls = len(reps)
+    g_succ = gtable[:, reps_arr]  # per global state and byte class: successor (0: dead)
+    g_split = gsplit[:, reps_arr]
 
     def set_id(target: frozenset[int]) -> int:
         j = ids.get(target)
@@ -805,34 +809,28 @@ def build_expanded_lexer(
         return j
 
     multi: dict[tuple[int, ...], int] = {}  # successors of several members -> lexer state
-    rows: list[list[int]] = []
-    split_rows: list[list[bool]] = []
+    rows: list[np.ndarray] = []
+    split_rows: list[np.ndarray] = []
 
     def union_row(members: list[int]) -> None:
+        # vectorized over byte classes: where at most one member lives on, the successor is
+        # that member's (lexer state v is closure1(v)); only classes where several live on are
+        # determinized in Python
         if budget is not None:
             budget.spend(n_cls)
-        row = []
-        for tup in zip(*(gsucc[m] for m in members), strict=True):
+        succ = g_succ[members]
+        row = succ.max(axis=0)
+        for c in np.flatnonzero(np.count_nonzero(succ, axis=0) >= 2).tolist():
+            tup = tuple(succ[:, c].tolist())
             j = multi.get(tup)
             if j is None:
                 live_ids = {v for v in tup if v}
-                if len(live_ids) == 1:
-                    j = next(iter(live_ids))  # lexer state v is closure1(v)
-                else:
-                    j = set_id(
-                        frozenset().union(*(closure1(v) for v in live_ids))
-                        if live_ids
-                        else frozenset()
-                    )
+                j = set_id(frozenset().union(*(closure1(v) for v in live_ids)))
                 multi[tup] = j
-            row.append(j)
+            row[c] = j
         rows.append(row)
-        flags = [False] * n_cls
-        for m in members:
-            flags = [x or y for x, y in zip(flags, gsplit_l[m], strict=True)]
-        split_rows.append(flags)
+        split_rows.append(np.asarray(g_split[members].any(axis=0)))
 
-    with_calls = [g for g in range(n_global) if calls[g]]
     if budget is not None:
         budget.spend(n_global * n_cls // 16 + 1)
     try:
@@ -859,4 +857,4 @@ def build_expanded_lexer(
         split[n_global:] = ssmall[k:]
     table[0] = 0
     split[0] = False
-    return ExpandedLexer(table=table, split=split, entry=entry)
+    return ExpandedLexer(table=table, split=split, offsets=offsets.astype(np.int64))

@@ -251,7 +251,7 @@ class CfgProgram:
         indices)."""
         lexer, lex_class = self.lexer, self._lex_class
         if lexer is not None and lex_class is not None:
-            return self._classify_lexer(lexer.entry[(rule, state)], lex_class)
+            return self._classify_lexer(lexer.entry(rule, state), lex_class)
         else:
             table = self._aug[rule]
             n = self.auto.dfas[rule].table.shape[0]
