@@ -175,13 +175,21 @@ def nfa_to_dfa(
     # n_classes + j for a rule reference) with their target sets; an interval spans many
     # classes at once (a JSON string's characters are a few intervals, not 60 classes)
     class_of_l: list[int] = class_of.tolist()
-    moves: list[list[_Segment]] = []
-    for edges, refs in zip(nfa.edges, nfa.refs):
-        raw: list[_Segment] = [
-            (class_of_l[lo], class_of_l[hi], frozenset((tgt,))) for lo, hi, tgt in edges
-        ]
-        raw.extend((ref_symbol[r], ref_symbol[r], frozenset((tgt,))) for r, tgt in refs)
-        moves.append(_disjoint(raw))
+    nfa_edges, nfa_refs = nfa.edges, nfa.refs
+    # (segments, symbols they cover), built on first use (only states met in DFA states)
+    moves_cache: dict[int, tuple[list[_Segment], int]] = {}
+
+    def moves(s: int) -> tuple[list[_Segment], int]:
+        got = moves_cache.get(s)
+        if got is None:
+            raw: list[_Segment] = [
+                (class_of_l[lo], class_of_l[hi], frozenset((tgt,))) for lo, hi, tgt in nfa_edges[s]
+            ]
+            raw.extend((ref_symbol[r], ref_symbol[r], frozenset((tgt,))) for r, tgt in nfa_refs[s])
+            segs = _disjoint(raw)
+            got = (segs, sum(hi - lo + 1 for lo, hi, _ in segs))
+            moves_cache[s] = got
+        return got
 
     eps = nfa.eps
     closure_cache: dict[int, frozenset[int]] = {}
@@ -205,7 +213,9 @@ def nfa_to_dfa(
         # only in them are one DFA state
         r = closure_cache.get(s)
         if r is None:
-            r = frozenset(t for t in closure([s]) if moves[t] or t == accept_state)
+            r = frozenset(
+                t for t in closure([s]) if nfa_edges[t] or nfa_refs[t] or t == accept_state
+            )
             closure_cache[s] = r
         return r
 
@@ -219,13 +229,14 @@ def nfa_to_dfa(
         cur = sets[i]
         if len(cur) == 1:
             (only_state,) = cur
-            segs = moves[only_state]
+            segs, width = moves(only_state)
         else:
             raw = []
             for s in cur:
-                raw.extend(moves[s])
+                raw.extend(moves(s)[0])
             segs = _disjoint(raw)
-        budget.spend(_DFA_STATE_COST + len(cur) + sum(hi - lo + 1 for lo, hi, _ in segs))
+            width = sum(hi - lo + 1 for lo, hi, _ in segs)
+        budget.spend(_DFA_STATE_COST + len(cur) + width)
         row: list[tuple[int, int, int]] = []
         # each distinct target set's closure is computed once per row
         seen_targets: dict[frozenset[int], int] = {}
@@ -234,7 +245,7 @@ def nfa_to_dfa(
             if j is None:
                 if len(tg) == 1:
                     (only,) = tg
-                    nxt_set = single_closure(only)
+                    nxt_set = closure_cache.get(only) or single_closure(only)
                 else:
                     nxt_set = frozenset().union(*(single_closure(t) for t in tg))
                 j = ids.get(nxt_set)
@@ -285,12 +296,28 @@ def nfa_to_dfa(
     m = len(order) + 1
     small = np.zeros((m, n_symbols), dtype=np.int32)
     acc_arr = np.zeros(m, dtype=bool)
+    # every live transition as (row, first symbol, width, target), then one scatter
+    seg_row: list[int] = []
+    seg_lo: list[int] = []
+    seg_width: list[int] = []
+    seg_target: list[int] = []
     for old in order:
         r = new_id[old]
         acc_arr[r] = accepting[old]
         for lo, hi, t in trans[old]:
             if live[t]:
-                small[r, lo : hi + 1] = new_id[t]
+                seg_row.append(r)
+                seg_lo.append(lo)
+                seg_width.append(hi - lo + 1)
+                seg_target.append(new_id[t])
+    if seg_row:
+        widths = np.asarray(seg_width, dtype=np.int64)
+        starts = np.cumsum(widths) - widths
+        offsets = np.arange(int(widths.sum()), dtype=np.int64) - np.repeat(starts, widths)
+        small[
+            np.repeat(np.asarray(seg_row, dtype=np.int64), widths),
+            np.repeat(np.asarray(seg_lo, dtype=np.int64), widths) + offsets,
+        ] = np.repeat(np.asarray(seg_target, dtype=np.int32), widths)
     start = 1
     if minimize:
         small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
