@@ -183,8 +183,10 @@ _HEX = CharSet.chars("0123456789abcdefABCDEF")
 _HEX_NOT_D = CharSet.chars("0123456789abcefABCEF")
 
 
+@lru_cache(maxsize=1)
 def any_unit() -> Node:
-    """One decoded code point written literally or with any JSON escape (see module doc)."""
+    """One decoded code point written literally or with any JSON escape (see module doc).
+    Built once per process (IR nodes are immutable)."""
     plain = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)])
     short = concat([literal("\\"), CharSet.chars('"\\/bfnrt')])
     # \uXXXX that is not a surrogate: first hex digit not d/D, or d/D then 0-7
@@ -214,6 +216,8 @@ def any_unit() -> Node:
     return alt([plain, short, bmp, pair])
 
 
+@lru_cache(maxsize=256)
 def any_string_body(lo: int = 0, hi: int | None = None) -> Node:
-    """A JSON string literal (quotes included) of ``lo`` to ``hi`` code points, any escapes."""
+    """A JSON string literal (quotes included) of ``lo`` to ``hi`` code points, any escapes.
+    Memoized (IR nodes are immutable)."""
     return concat([literal('"'), repeat(any_unit(), lo, hi), literal('"')])
