@@ -43,6 +43,7 @@ from ..grammar.ir import (
     RuleRef,
     iter_nodes,
     iter_refs,
+    node_copies,
     node_refs,
     node_size,
     rebuild,
@@ -269,6 +270,8 @@ def _consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
 def has_counted_repeat(node: Node) -> bool:
     """True when compiling ``node`` would make a counted rule (a long bounded repeat), so a
     regular expression needs the pushdown program rather than one DFA.  O(tree size)."""
+    if node_copies(node) < _COUNT_MIN_COPIES:
+        return False
     memo: dict[int, tuple[Node, bool]] = {}
     return any(
         isinstance(n, Repeat)
@@ -326,7 +329,9 @@ def _outline_repeats(
         return None
 
     def descend(n: Node) -> bool:
-        return True  # a counted repeat can be small (``[a-z]{0,500}``); rebuild is DAG-linear
+        # only subtrees holding a repeat of two or more copies can change (the count is
+        # cached per node), so strings' character loops and literals are not visited
+        return node_copies(n) >= 2
 
     current = [""]
     while todo:

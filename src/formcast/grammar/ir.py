@@ -42,6 +42,7 @@ __all__ = [
     "iter_refs",
     "literal",
     "merge_ranges",
+    "node_copies",
     "node_refs",
     "node_size",
     "rebuild",
@@ -119,20 +120,31 @@ class Literal(Node):
 _NO_REFS: frozenset[str] = frozenset()
 
 
-def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str]]:
-    """(tree size, referenced rule names) of a composite node's children.  O(len(items))."""
+def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int]:
+    """(tree size, referenced rule names, most copies of a bounded repeat) of a composite
+    node's children.  O(len(items))."""
     size = 1
     refs = _NO_REFS
+    copies = 0
     for it in items:
-        size += node_size(it)
-        r = node_refs(it)
-        if r and not r <= refs:
-            refs = refs | r
-    return size, refs
+        if isinstance(it, _Composite):
+            size += it.size  # type: ignore[attr-defined]
+            r = it.refs  # type: ignore[attr-defined]
+            if r and not r <= refs:
+                refs = refs | r
+            c = it.copies  # type: ignore[attr-defined]
+            if c > copies:
+                copies = c
+        else:
+            size += 1
+            if isinstance(it, RuleRef):
+                refs = refs | {it.name}
+    return size, refs, copies
 
 
 class _Composite(Node):
-    """Composite nodes cache their hash, tree size and referenced rule names at construction,
+    """Composite nodes cache their hash, tree size, referenced rule names and most copies of a
+    bounded repeat under them (:func:`node_copies`) at construction,
     so hashing, equality and the automaton layer's size/reference queries are O(1) per node
     instead of a walk of the (often shared, DAG-shaped) subtree."""
 
@@ -147,6 +159,7 @@ class _Items(_Composite):
     _hash: int = field(init=False, repr=False, compare=False)
     size: int = field(init=False, repr=False, compare=False)
     refs: frozenset[str] = field(init=False, repr=False, compare=False)
+    copies: int = field(init=False, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[type[_Items], tuple[Any, ...]]:
         # rebuilt through __init__: the cached hash is per process (string hashing is salted)
@@ -154,9 +167,10 @@ class _Items(_Composite):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((type(self), self.items)))
-        size, refs = _summary(self.items)
+        size, refs, copies = _summary(self.items)
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "refs", refs)
+        object.__setattr__(self, "copies", copies)
 
     def __hash__(self) -> int:
         return self._hash
@@ -189,6 +203,7 @@ class Repeat(_Composite):
     _hash: int = field(init=False, repr=False, compare=False)
     size: int = field(init=False, repr=False, compare=False)
     refs: frozenset[str] = field(init=False, repr=False, compare=False)
+    copies: int = field(init=False, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[type[Repeat], tuple[Any, ...]]:
         # rebuilt through __init__: the cached hash is per process (string hashing is salted)
@@ -198,6 +213,8 @@ class Repeat(_Composite):
         object.__setattr__(self, "_hash", hash((Repeat, self.item, self.min, self.max)))
         object.__setattr__(self, "size", 1 + node_size(self.item))
         object.__setattr__(self, "refs", node_refs(self.item))
+        own = max(self.min, self.max if self.max is not None else self.min)
+        object.__setattr__(self, "copies", max(own, node_copies(self.item)))
 
     def __hash__(self) -> int:
         return self._hash
@@ -406,6 +423,12 @@ def iter_refs(node: Node) -> Iterator[str]:
 def node_size(node: Node) -> int:
     """Number of nodes in the tree under ``node`` (shared subtrees counted per use).  O(1)."""
     return node.size if isinstance(node, (Concat, Alt, Repeat)) else 1
+
+
+def node_copies(node: Node) -> int:
+    """Most copies (``max(min, max)``) of a bounded repeat anywhere under ``node``; unbounded
+    repeats count their minimum.  O(1) (cached at construction)."""
+    return node.copies if isinstance(node, (Concat, Alt, Repeat)) else 0
 
 
 def node_refs(node: Node) -> frozenset[str]:
