@@ -505,12 +505,11 @@ def _augmented_table(table: np.ndarray, split: np.ndarray) -> np.ndarray:
     n = table.shape[0]
     sink = 3 * n
     out = np.zeros((3 * n + 1, 256), dtype=np.int32)
-    nxt = table.astype(np.int32)
-    alive = nxt != DEAD
-    passed_nxt = np.where(alive, nxt + n, sink)
-    plain_nxt = np.where(alive, nxt, DEAD)
+    plain_nxt = np.asarray(table, dtype=np.int32)  # DEAD is 0: dead stays dead
+    passed_nxt = out[n : 2 * n]
+    np.add(plain_nxt, n, out=passed_nxt)
+    passed_nxt[plain_nxt == DEAD] = sink
     out[:n] = np.where(split, passed_nxt, plain_nxt)
-    out[n : 2 * n] = passed_nxt
     out[2 * n : 3 * n] = plain_nxt
     out[sink] = sink
     out[0] = DEAD
