@@ -453,16 +453,28 @@ class CfgProgram:
             step = self.pda.step
             self.candidates_checked += int(cands.size)
             ok: list[int] = []
+            # candidates in string order (the trie's strings are sorted): each one resumes
+            # from the state after the prefix it shares with the previous one
+            prev = b""
+            path = [state]  # path[i]: the state after prev[:i] (alive)
             for idx in cands.tolist():
-                st = state
-                for b in strings[idx]:
+                data = strings[idx]
+                k = 0
+                limit = min(len(data), len(path) - 1)
+                while k < limit and data[k] == prev[k]:
+                    k += 1
+                del path[k + 1 :]
+                st = path[k]
+                for b in data[k:]:
                     st = step(st, b)
                     if st.is_dead:
                         if st.error:
                             self._limit_errors[state] = st.error
                         break
+                    path.append(st)
                 else:
                     ok.append(idx)
+                prev = data
             if ok:
                 ids = trie.unique_token_ids(np.asarray(ok, dtype=np.int64))
                 np.bitwise_or.at(
