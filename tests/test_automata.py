@@ -417,3 +417,64 @@ def test_column_classes_group_equal_columns(rows: int, cols: int, values: int, s
         assert np.array_equal(table[:, a], table[:, first[cls[a]]])
         for b in range(cols):
             assert (cls[a] == cls[b]) == np.array_equal(table[:, a], table[:, b])
+
+
+def _ir_cases() -> list[tuple[str, object]]:
+    """IR built with concat()/alt() (which merge adjacent literals) whose loops Thompson
+    construction folds (``x (sep x)*``, ``x x*``), with the regex each one means."""
+    from formcast.grammar.ir import CharSet, alt, concat, literal, repeat
+
+    digits = repeat(CharSet.chars("01"), 1, 2)
+    x = concat([literal("{"), digits, literal("}")])
+    x_re = r"\{[01]{1,2}\}"
+    return [
+        # "[" then an alternative: the first element's "{" stays apart, the loop's "," + "{"
+        # is merged into ",{" (the loop body's first literal is longer)
+        (
+            rf"\[(\]|{x_re}(,{x_re})*\])",
+            concat(
+                [
+                    literal("["),
+                    alt(
+                        [
+                            literal("]"),
+                            concat([x, repeat(concat([literal(","), x]), 0, None), literal("]")]),
+                        ]
+                    ),
+                ]
+            ),
+        ),
+        # "[" merged with the first element's "{" (the element's first literal is longer)
+        (rf"\[{x_re}({x_re})*", concat([literal("["), x, repeat(x, 0, None)])),
+        (
+            rf"\[{x_re}(;{x_re})*\]",
+            concat([literal("["), x, repeat(concat([literal(";"), x]), 0, None), literal("]")]),
+        ),
+        # enum values that share their closing bytes, concatenations that end alike
+        (
+            r"(ab|cb|b)x?(ab|cb)",
+            concat(
+                [
+                    alt([literal("ab"), literal("cb"), literal("b")]),
+                    repeat(literal("x"), 0, 1),
+                    alt([literal("ab"), literal("cb")]),
+                ]
+            ),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4))
+def test_folded_loops_and_shared_tails_keep_the_language(case: int) -> None:
+    pattern, node = _ir_cases()[case]
+    dfa = compile_dfa(node)  # type: ignore[arg-type]
+    rng = random.Random(case)
+    alphabet = "[]{},;01abcx"
+    samples = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14))) for _ in range(4000)
+    ]
+    # and strings of the language itself, which random ones rarely hit
+    samples += ["[{0}]", "[{01},{1}]", "[{0},{1},{10}]", "[]", "[{0}{1}{11}", "[{0}", "[{0};{1}]"]
+    samples += ["abab", "cbxab", "bcb", "bxcb", "abxcb"]
+    for text in samples:
+        assert dfa.matches(text.encode()) == (re.fullmatch(pattern, text) is not None), text
