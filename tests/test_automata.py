@@ -478,3 +478,69 @@ def test_folded_loops_and_shared_tails_keep_the_language(case: int) -> None:
     samples += ["abab", "cbxab", "bcb", "bxcb", "abxcb"]
     for text in samples:
         assert dfa.matches(text.encode()) == (re.fullmatch(pattern, text) is not None), text
+
+
+def _brute_equivalent(table: np.ndarray, labels: np.ndarray, depth: int, a: int, b: int) -> bool:
+    """States ``a`` and ``b`` reach equal labels on every string of at most ``depth`` symbols."""
+    frontier = [(a, b)]
+    for _ in range(depth + 1):
+        if any(labels[x] != labels[y] for x, y in frontier):
+            return False
+        frontier = list(
+            {
+                (int(table[x, c]), int(table[y, c]))
+                for x, y in frontier
+                for c in range(table.shape[1])
+            }
+        )
+    return True
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_equivalence_classes_match_brute_force(seed: int) -> None:
+    from formcast.automata.dfa import equivalence_classes
+
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(2, 12)), int(rng.integers(1, 4))
+    table = rng.integers(0, n, size=(n, k)).astype(np.int32)
+    table[0] = 0
+    labels = rng.integers(0, 2, size=n)
+    labels[0] = 5
+    depth = int(rng.integers(1, 6))
+    part, stable = equivalence_classes(table, labels, depth)
+    for a in range(n):
+        for b in range(n):
+            assert (part[a] == part[b]) == _brute_equivalent(table, labels, depth, a, b), (a, b)
+    if stable:  # a congruence: one label per class, successors of a class in one class
+        for a in range(n):
+            for b in range(n):
+                if part[a] == part[b]:
+                    assert labels[a] == labels[b]
+                    assert all(part[table[a, c]] == part[table[b, c]] for c in range(k))
+
+
+def test_equivalence_gives_up_with_the_identity_never_failing_the_compile() -> None:
+    from formcast.automata.dfa import equivalence_classes
+    from formcast.config import WorkBudget
+
+    # a chain of equal bytes needs one round per state to converge
+    n = 60
+    table = np.zeros((n, 1), dtype=np.int32)
+    table[1:-1, 0] = np.arange(2, n)
+    labels = np.ones(n, dtype=np.int64)
+    labels[0] = 0
+    labels[-1] = 2
+    part, stable = equivalence_classes(table, labels, 100, budget=10 * n)
+    assert stable
+    assert list(part) == list(range(n))
+    nearly_spent = WorkBudget(limit=5)
+    part, stable = equivalence_classes(table, labels, 100, work=nearly_spent)
+    assert stable
+    assert list(part) == list(range(n))
+    assert nearly_spent.used <= 5
+    part, stable = equivalence_classes(table, labels, 100)
+    assert stable
+    assert len(set(part.tolist())) == n
+    part, stable = equivalence_classes(table, labels, 3)
+    assert not stable
+    assert len(set(part.tolist())) < n

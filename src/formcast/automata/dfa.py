@@ -14,6 +14,7 @@ size); minimization by partition refinement (Moore) vectorized with numpy, skipp
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
@@ -492,7 +493,7 @@ def bounded_equivalence(
     labels: np.ndarray,
     depth: int,
     *,
-    budget: int = 40_000_000,
+    budget: int = 80_000_000,
     work: WorkBudget | None = None,
 ) -> np.ndarray:
     """Classes of states indistinguishable by any string of at most ``depth`` bytes.
@@ -502,8 +503,9 @@ def bounded_equivalence(
     depend only on strings as long as the vocabulary's longest token, so states of one class
     share their mask: the states of ``[a-z]{1,1000}`` with 128 or more letters left form one
     class.  Moore refinement for ``depth`` rounds (stops early when stable); returns the
-    identity when ``n_states * byte_classes * depth`` exceeds ``budget``.  ``work``: the
-    compile's fuel, charged per round.
+    identity when the work done (``n_states * byte_classes`` per round) would exceed
+    ``budget``.  ``work``: the compile's fuel, charged per round (see
+    :func:`equivalence_classes`).
     """
     return equivalence_classes(table, labels, depth, budget=budget, work=work)[0]
 
@@ -513,26 +515,42 @@ def equivalence_classes(
     labels: np.ndarray,
     depth: int,
     *,
-    budget: int = 40_000_000,
+    budget: int = 80_000_000,
     work: WorkBudget | None = None,
 ) -> tuple[np.ndarray, bool]:
     """:func:`bounded_equivalence`, and whether its classes are *stable*: each class's states
     carry one label and move, on every byte, into one class.  Stable classes (refinement
     converged within ``depth`` rounds, or the identity) are a congruence: their quotient
-    automaton is well defined and behaves like the original from any state."""
+    automaton is well defined and behaves like the original from any state.
+
+    ``budget`` caps the work actually done (``n_states x byte_classes`` per round): large
+    automata usually converge in a few dozen rounds, far fewer than ``depth``.  Past the cap,
+    or when the compile's fuel (``work``) or its deadline (within :data:`_DEADLINE_RESERVE`
+    seconds) would run out, the refinement stops and the identity is returned: correct, only
+    without shared walks; this step never fails a compile."""
     n = table.shape[0]
+    identity = np.arange(n, dtype=np.int64)
     cols = table[:, column_classes(table)[1]]  # the distinct columns
     k = cols.shape[1]
-    if n * max(k, 1) * depth > budget:
-        return np.arange(n, dtype=np.int64), True
+    per_round = n * max(k, 1)
     _, part = np.unique(labels, return_inverse=True)
     part = part.reshape(-1).astype(np.int64)
     n_blocks = int(part.max()) + 1
     if n_blocks == n:
         return part, True
+    done = 0
     for _ in range(depth):
+        done += per_round
+        if done > budget:
+            return identity, True
         if work is not None:
-            work.spend(n * k // 64 + 1)
+            units = per_round // 64 + 1
+            late = work.deadline is not None and (
+                time.monotonic() > work.deadline - _DEADLINE_RESERVE
+            )
+            if late or work.used + units > work.limit:
+                return identity, True
+            work.spend(units)
         new_part = _refine(part, cols, n_blocks)
         new_blocks = int(new_part.max()) + 1
         part = new_part
@@ -541,6 +559,10 @@ def equivalence_classes(
         n_blocks = new_blocks
     return part, False
 
+
+# seconds before the compile's deadline past which the token index's equivalence pass gives up
+# (it is an optimization: stopping it early never fails a compile)
+_DEADLINE_RESERVE = 0.15
 
 _WEIGHTS: dict[int, np.ndarray] = {}
 

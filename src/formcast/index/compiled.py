@@ -121,7 +121,7 @@ class RegexProgram:
             labels = self.dfa.accepting.astype(np.int64)
             labels[DEAD] = 2
             depth = max(self.vocab.trie.max_len, 1)
-            self._mask_class = bounded_equivalence(self.dfa.table, labels, depth)
+            self._mask_class = bounded_equivalence(self.dfa.table, labels, depth, budget=40_000_000)
         return self._mask_class
 
     def token_mask(self, state: int) -> np.ndarray:
