@@ -151,6 +151,11 @@ def _disjoint(raw: list[_Segment]) -> list[_Segment]:
     return out
 
 
+def _width(segs: list[_Segment]) -> int:
+    """Number of symbols the segments cover."""
+    return sum(hi - lo + 1 for lo, hi, _ in segs)
+
+
 def nfa_to_dfa(
     nfa: NFA,
     limits: CompileLimits | None = None,
@@ -188,7 +193,7 @@ def nfa_to_dfa(
             ]
             raw.extend((ref_symbol[r], ref_symbol[r], frozenset((tgt,))) for r, tgt in nfa_refs[s])
             segs = _disjoint(raw)
-            got = (segs, sum(hi - lo + 1 for lo, hi, _ in segs))
+            got = (segs, _width(segs))
             moves_cache[s] = got
         return got
 
@@ -236,7 +241,7 @@ def nfa_to_dfa(
             for s in cur:
                 raw.extend(moves(s)[0])
             segs = _disjoint(raw)
-            width = sum(hi - lo + 1 for lo, hi, _ in segs)
+            width = _width(segs)
         budget.spend(_DFA_STATE_COST + len(cur) + width)
         row: list[tuple[int, int, int]] = []
         # each distinct target set's closure is computed once per row

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -110,18 +111,22 @@ class GrammarAutomaton:
         return sum(d.num_states for d in self.dfas)
 
 
-def _sccs(graph: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
-    """Tarjan's strongly connected components, iterative."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    result: list[list[str]] = []
+_V = TypeVar("_V", str, int)
+
+
+def _sccs(graph: Mapping[_V, AbstractSet[_V]]) -> list[list[_V]]:
+    """Tarjan's strongly connected components, iterative; in reverse topological order (a
+    component comes after every component it reaches: callees first)."""
+    index: dict[_V, int] = {}
+    low: dict[_V, int] = {}
+    on_stack: set[_V] = set()
+    stack: list[_V] = []
+    result: list[list[_V]] = []
     counter = 0
     for root in graph:
         if root in index:
             continue
-        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        work: list[tuple[_V, Iterator[_V]]] = [(root, iter(sorted(graph[root])))]
         index[root] = low[root] = counter
         counter += 1
         stack.append(root)
@@ -476,24 +481,9 @@ def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
     acceptance through bytes and calls), so a rule whose callees are all productive (or that
     has none) can finish when its language is not empty: O(calls).  Others are searched
     (:func:`_can_finish`), again only when more of their callees became productive."""
-    # callees before callers (depth-first post-order), so most rules are settled in O(calls)
-    order: list[int] = []
-    visited = [False] * len(dfas)
-    for root in range(len(dfas)):
-        if visited[root]:
-            continue
-        visited[root] = True
-        stack = [(root, iter(dfas[root].ref_rules))]
-        while stack:
-            node, it = stack[-1]
-            for c in it:
-                if not visited[c]:
-                    visited[c] = True
-                    stack.append((c, iter(dfas[c].ref_rules)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
+    # callees before callers, so most rules are settled in O(calls)
+    graph = {r: set(dfa.ref_rules) for r, dfa in enumerate(dfas)}
+    order = [r for comp in _sccs(graph) for r in comp]
     productive: set[int] = set()
     searched_with: dict[int, int] = {}
     changed = True

@@ -494,7 +494,7 @@ _COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], _Class] = LruCache(4_096
 #: Classifications of cut-lexer start states by canonical digest (see
 #: :meth:`CfgProgram._cut_signature`): shared by every grammar in the process.
 _SHARED_WALKS: LruCache[bytes, _Class] = LruCache(1_024)
-# start states reaching more cut-lexer states than this are walked per grammar
+# start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96
 # ... and those with fewer live first bytes than this (their walks are sparse and cheap)
 _SHARED_WALK_MIN_BYTES = 16
