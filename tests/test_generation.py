@@ -493,3 +493,112 @@ def test_importing_formcast_loads_no_model_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+# -- the output is bounded by the schema and the budget; truncation never passes for a value ----
+def _endless(
+    vocab: Vocabulary, unit: bytes, head: bytes = b""
+) -> Callable[[list[int]], np.ndarray]:
+    """Logits that spell ``head`` and then repeat ``unit`` forever (never EOS)."""
+
+    def fn(seq: list[int]) -> np.ndarray:
+        done = vocab.decode(seq[1:])
+        want = head + unit * (len(done) // max(len(unit), 1) + 2)
+        logits = np.full(vocab.vocab_size, -5.0)
+        logits[want[len(done)]] = 10.0
+        return logits
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("schema", "head", "unit"),
+    [
+        ({"type": "array", "items": {"type": "integer"}}, b"[", b"1,"),
+        ({"type": "array", "items": {"type": "integer"}, "maxItems": 10**12}, b"[", b"1,"),
+        ({"type": "string"}, b'"', b"ab"),
+        ({"type": "string", "maxLength": 10**12}, b'"', b"ab"),
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, b'{"a":', b"11"),
+    ],
+)
+def test_unbounded_schema_is_bounded_by_the_budget(
+    schema: dict[str, object], head: bytes, unit: bytes
+) -> None:
+    vocab = byte_vocab()
+    model = CallableModel(_endless(vocab, unit, head), vocab)
+    result = generate(model, [65], schema=schema, max_tokens=12)
+    assert result.finish_reason == "max_tokens"
+    assert not result.completed
+    assert len(result.token_ids) == 12
+    assert result.value is None
+    assert result.parsed is None
+    assert result.parse_error is not None
+    assert "max_tokens" in result.parse_error
+    as_dict = result.to_dict()
+    assert as_dict["completed"] is False
+    assert as_dict["value"] is None
+    assert "max_tokens" in as_dict["parse_error"]
+
+
+def test_a_prefix_that_parses_is_still_no_value() -> None:
+    """The budget ends at ``123``, which parses as an integer: still no value."""
+    vocab = byte_vocab()
+    model = CallableModel(scripted(vocab, b"12345678"), vocab)
+    result = generate(model, [65], schema={"type": "integer"}, max_tokens=3)
+    assert json.loads(result.text) == 123  # the prefix parses ...
+    assert result.finish_reason == "max_tokens"
+    assert result.value is None  # ... but it is no document
+    assert result.parse_error is not None
+
+
+def test_stream_ends_with_the_result_that_says_truncated() -> None:
+    vocab = byte_vocab()
+    model = CallableModel(_endless(vocab, b"1,", b"["), vocab)
+    items = list(stream(model, [65], schema={"type": "array"}, max_tokens=7))
+    last = items[-1]
+    assert isinstance(last, GenerationResult)
+    assert last.finish_reason == "max_tokens"
+    assert last.value is None
+    assert last.parse_error is not None
+    assert all(isinstance(p, str) for p in items[:-1])
+    assert "".join(p for p in items[:-1] if isinstance(p, str)) == last.text == "[1,1,1,"
+
+
+def test_completed_null_is_told_apart_from_no_value() -> None:
+    vocab = byte_vocab()
+    result = generate(CallableModel(scripted(vocab, b"null"), vocab), [65], grammar="json")
+    assert result.finish_reason == "completed"
+    assert result.value is None
+    assert result.parse_error is None  # None *is* the document
+
+
+def test_cli_reports_truncation(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                               tmp_path: object) -> None:  # fmt: skip
+    from pathlib import Path
+
+    from formcast import models
+    from formcast.cli.main import main
+
+    vocab = byte_vocab()
+    model = CallableModel(
+        _endless(vocab, b"1,", b"["), vocab, tokenize=lambda s: list(s.encode())
+    )
+    monkeypatch.setattr(models, "load_model", lambda *a, **k: model)
+    schema = Path(str(tmp_path)) / "s.json"
+    schema.write_text('{"type": "array", "items": {"type": "integer"}}')
+    for extra in ([], ["--stream"]):
+        code = main(["generate", "--prompt", "x", "--no-chat", "--schema", str(schema),
+                     "--max-tokens", "5", "--json", *extra])  # fmt: skip
+        out = capsys.readouterr()
+        doc = json.loads(out.out.strip().splitlines()[-1])
+        assert code == 1
+        assert doc["finish_reason"] == "max_tokens"
+        assert doc["completed"] is False
+        assert doc["value"] is None
+        assert "max_tokens" in doc["parse_error"]
+    code = main(["generate", "--prompt", "x", "--no-chat", "--schema", str(schema),
+                 "--max-tokens", "5"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 1
+    assert out.out.strip() == "[1,1,"
+    assert "truncated" in out.err

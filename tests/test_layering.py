@@ -30,7 +30,10 @@ ALLOWED: dict[str, set[str]] = {
     },
 }
 SHARED = {"errors", "config", "_types", "_lru", "_gc", "__init__", "models"}
-HEAVY = ("torch", "tokenizers", "transformers", "llama_cpp", "tiktoken", "jsonschema", "gguf")
+HEAVY = (
+    "torch", "tokenizers", "transformers", "llama_cpp", "tiktoken", "jsonschema", "referencing",
+    "gguf",
+)
 
 
 def _modules() -> list[pathlib.Path]:

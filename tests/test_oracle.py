@@ -472,7 +472,7 @@ def test_mask_equals_bruteforce_oracle(ast, case, rnd, data):
 
     # 2. the walk
     vocab = case.vocab
-    matcher = GrammarMatcher(GrammarCompiler(vocab).compile_regex(pattern))
+    matcher = GrammarMatcher(GrammarCompiler(vocab).compile_regex(pattern, dialect="python"))
     bm = allocate_token_bitmask(1, vocab.vocab_size)
     prefix = b""
     for _step in range(12):
@@ -542,7 +542,7 @@ _RICH_COMPILER = GrammarCompiler(_RICH_VOCAB)
 def test_masked_generations_always_fullmatch(ast, rnd):
     """Sampling uniformly among allowed tokens: every finished generation fullmatches."""
     pattern = render(ast)
-    matcher = GrammarMatcher(_RICH_COMPILER.compile_regex(pattern))
+    matcher = GrammarMatcher(_RICH_COMPILER.compile_regex(pattern, dialect="python"))
     stop = len(_RICH_TOKENS)
     finished = 0
     for _ in range(6):
@@ -565,7 +565,7 @@ def test_masked_generations_always_fullmatch(ast, rnd):
 # -- fixed regressions (readable versions of what the property covers) -------------------------
 def _walk_masks(pattern: str, tokens: list[bytes], path: list[int]) -> list[set[bytes]]:
     vocab = Vocabulary.from_tokens([*tokens, b"<eos>"], stop_token_ids=[len(tokens)])
-    m = GrammarMatcher(GrammarCompiler(vocab).compile_regex(pattern))
+    m = GrammarMatcher(GrammarCompiler(vocab).compile_regex(pattern, dialect="python"))
     out = []
     for t in [*path, None]:
         out.append({vocab.tokens[i] for i in m.allowed_token_ids().tolist()})

@@ -18,9 +18,11 @@ V = TypeVar("V")
 
 class LruCache(Generic[K, V]):
     """Least-recently-used map with at most ``max_entries`` entries and, with ``weight``, at
-    most ``max_weight`` total weight (oldest entries go first).  Counts ``hits`` and
-    ``misses``.  Mutation: ``get`` refreshes an entry, ``put`` inserts (an existing key keeps
-    its value) and evicts.
+    most ``max_weight`` total weight (oldest entries go first; a weight is usually the entry's
+    bytes: see :class:`formcast.config.CacheLimits`).  Counts ``hits`` and ``misses``.
+    Mutation: ``get`` refreshes an entry, ``put`` inserts (an existing key keeps its value) and
+    evicts; an entry heavier than ``max_weight`` on its own is not kept.  For values that grow
+    after insertion (a compiled grammar's own caches), :meth:`reweigh` re-measures them.
     """
 
     def __init__(
@@ -55,12 +57,34 @@ class LruCache(Generic[K, V]):
                 return
             self._items[key] = value
             self._total += self._weight(value) if self._weight else 0
-            while self._items and (
-                len(self._items) > self._max_entries
-                or (self._max_weight is not None and self._total > self._max_weight)
-            ):
-                _, old = self._items.popitem(last=False)
-                self._total -= self._weight(old) if self._weight else 0
+            self._evict()
+
+    def reweigh(self) -> None:
+        """Re-measure every entry (values whose weight changed since ``put``) and evict the
+        oldest until the total fits again.  O(entries)."""
+        if self._weight is None:
+            return
+        with self._lock:
+            self._total = sum(self._weight(v) for v in self._items.values())
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._items and (
+            len(self._items) > self._max_entries
+            or (self._max_weight is not None and self._total > self._max_weight)
+        ):
+            _, old = self._items.popitem(last=False)
+            self._total -= self._weight(old) if self._weight else 0
+
+    @property
+    def total_weight(self) -> int:
+        """The weight (bytes) of the entries held, as measured when they were added."""
+        return self._total
+
+    def values(self) -> list[V]:
+        """A snapshot of the values, oldest first."""
+        with self._lock:
+            return list(self._items.values())
 
     def clear(self) -> None:
         with self._lock:

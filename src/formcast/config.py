@@ -5,21 +5,31 @@ Environment variables are read here and nowhere else (:func:`limits_from_env`).
 
 from __future__ import annotations
 
+import functools
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
+from typing import ParamSpec, TypeVar
 
 from .errors import ConfigurationError
 
 __all__ = [
+    "CACHE_ENTRY_BYTES",
+    "CacheLimits",
     "CompileLimits",
     "WorkBudget",
+    "charge",
     "check_deadline",
     "compile_scope",
+    "current_budget",
     "limits_from_env",
+    "metered",
+    "metered_cache",
 ]
 
 
@@ -37,18 +47,25 @@ class CompileLimits:
         max_minimize_states: DFAs larger than this are not minimized (correct, but
             equivalent states then cache their masks separately).
         max_alternatives: branches of one alternation (e.g. enum values).
-        max_compile_work: total automaton-construction work for one constraint, in units of
-            NFA states built and DFA states constructed (deterministic "fuel"; one unit is
-            about 0.7 us on one core of a 2-core VM, so the default stops a compile after
-            about 2 s there; hopeless constraints are refused right after NFA construction,
-            from a projection).
-            It also covers the token-index preparation of a grammar (call-expanded lexer,
-            position classes).
-        max_compile_seconds: optional wall-clock cap on one compile, in seconds (``None``,
-            the default: none).  Unlike ``max_compile_work`` it depends on the machine and its
-            load, so the same constraint may compile on one run and not on the next; use it
-            where a hard latency bound matters more than reproducibility (a server facing
-            untrusted schemas).
+        max_compile_work: the deterministic "fuel" of one whole compile: every stage charges
+            it (regex / GBNF / Lark parsing and IR building, the JSON Schema front-end's set
+            algebra and string automata, NFA and DFA construction, minimization, the token
+            index preparation: call-expanded lexer, position classes), and caches of compile
+            work charge a hit what the build cost.  So whether a constraint compiles is the
+            same on any machine, under any load, whatever was compiled before.  One unit is
+            about 0.5-0.7 us of cold-cache work on one core of the reference 2-core VM, so the
+            default stops a runaway compile after about 2 s there (1-3 s for the pathological
+            schemas of ``tests/test_compile_limits.py``; hopeless constraints are refused right
+            after NFA construction, from a projection).  Caches make a warm compile faster
+            than its fuel says, never cheaper in fuel.  Raises
+            :class:`~formcast.errors.CompileBudgetError` (a ``LimitExceededError`` no
+            internal fallback swallows).
+        max_compile_seconds: wall-clock cap on one compile, in seconds, checked wherever fuel
+            is charged (all compile paths).  The default, 30 s, is only a safety net, about
+            15x what the default fuel allows; ``None`` disables it.  A tight value depends on
+            the machine and its load (the same constraint may compile on one run and not the
+            next): use one where a hard latency bound matters more than reproducibility.
+            Raises :class:`~formcast.errors.CompileTimeoutError`.
     """
 
     max_pattern_length: int = 100_000
@@ -57,8 +74,8 @@ class CompileLimits:
     max_dfa_states: int = 65_536
     max_minimize_states: int = 20_000
     max_alternatives: int = 100_000
-    max_compile_work: int = 3_000_000
-    max_compile_seconds: float | None = None
+    max_compile_work: int = 4_000_000
+    max_compile_seconds: float | None = 30.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -80,6 +97,51 @@ class CompileLimits:
     def budget(self) -> WorkBudget:
         """A fresh :class:`WorkBudget` for one compile under these limits."""
         return WorkBudget(self.max_compile_work, self.max_compile_seconds)
+
+
+_MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class CacheLimits:
+    """Byte budgets of the caches a compiled grammar fills while it serves requests (one
+    object: ``GrammarCompiler(cache_limits=...)``).  Sizes are formcast's own accounting (the
+    arrays' bytes plus a fixed estimate per entry), checked whenever an entry is added; the
+    least recently used entries go first.
+
+    Attributes:
+        grammar_cache_bytes: the compiler's compiled grammars, each counted with what its
+            caches hold when a grammar is added (default 1 GiB; ``cache_size`` still caps
+            their number).
+        mask_cache_bytes: one grammar's token masks by parser state (default 128 MiB: 8,192
+            masks of a 128k-token vocabulary).
+        step_cache_bytes: one grammar's memoized token steps, ``(state, token) -> state``
+            (default 32 MiB).
+        parser_cache_bytes: one grammar's parser caches (interned frames and states, closures,
+            byte steps; default 256 MiB), as ``ParserLimits.max_cache_entries`` when that is
+            smaller.  States whose counters are out of a token's reach (deep inside a
+            ``maxLength: 1000000`` string) are never cached: they are freed with the request.
+        shared_cache_bytes: each process-wide cache of token classifications shared by all
+            grammars (counted positions, shared walks, window tables; default 256 MiB each).
+    """
+
+    grammar_cache_bytes: int = 1024 * _MIB
+    mask_cache_bytes: int = 128 * _MIB
+    step_cache_bytes: int = 32 * _MIB
+    parser_cache_bytes: int = 256 * _MIB
+    shared_cache_bytes: int = 256 * _MIB
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(
+                    f"CacheLimits.{f.name} must be an int >= 0 (bytes), got {value!r}"
+                )
+
+
+#: estimated bytes of one entry of a dict cache (key tuple, dict slot, small value object)
+CACHE_ENTRY_BYTES = 200
 
 
 _ENV_PREFIX = "FORMCAST_LIMIT_"
@@ -123,9 +185,9 @@ class WorkBudget:
     def check_projected(self, amount: int) -> None:
         """Raise now if spending ``amount`` more would certainly exceed the limit."""
         if self.used + amount > self.limit:
-            from .errors import LimitExceededError
+            from .errors import CompileBudgetError
 
-            raise LimitExceededError(
+            raise CompileBudgetError(
                 "max_compile_work",
                 self.limit,
                 f"projected {self.used + amount} units: the constraint's automata are too large "
@@ -147,13 +209,13 @@ class WorkBudget:
         self.used += amount
         self.check_time()
         if self.used > self.limit:
-            from .errors import LimitExceededError
+            from .errors import CompileBudgetError
 
-            raise LimitExceededError(
+            raise CompileBudgetError(
                 "max_compile_work",
                 self.limit,
-                "the constraint's automata are too large to build (long bounded repeats or "
-                "huge alternations)",
+                f"{self.used} units used: the constraint is too costly to compile (long bounded "
+                "repeats, huge alternations, or combinations of string constraints)",
             )
 
 
@@ -178,3 +240,78 @@ def check_deadline() -> None:
     budget = _SCOPE.get()
     if budget is not None and budget.deadline is not None:
         budget.check_time()
+
+
+def current_budget() -> WorkBudget | None:
+    """The budget of the compile running in this thread or task (see :func:`compile_scope`),
+    or None outside a compile."""
+    return _SCOPE.get()
+
+
+def charge(units: int) -> None:
+    """Spend ``units`` of the current compile's fuel (and check its deadline); a no-op outside
+    a compile.  For the stages that are not handed a :class:`WorkBudget` (front-ends, the JSON
+    Schema set algebra): every stage charges the one tank, so ``max_compile_work`` bounds the
+    whole compile deterministically.  One unit is about 0.7 us of work (see
+    :class:`CompileLimits`)."""
+    budget = _SCOPE.get()
+    if budget is not None:
+        budget.spend(units)
+
+
+_T = TypeVar("_T")
+
+
+def metered(build: Callable[[], _T]) -> tuple[_T, int]:
+    """``(build(), the fuel it charged)``.  Inside a compile the fuel is charged to it as usual
+    (same limit, same deadline); outside one it is only counted.  For process-wide caches of
+    compile work: a hit must charge what the build cost (:func:`charge`), so whether a compile
+    fits ``max_compile_work`` does not depend on what was compiled before."""
+    outer = _SCOPE.get()
+    if outer is None:
+        inner = WorkBudget(1 << 62)
+    else:
+        inner = WorkBudget(outer.limit)
+        inner.used, inner.seconds, inner.deadline = outer.used, outer.seconds, outer.deadline
+    start = inner.used
+    with compile_scope(inner):
+        value = build()
+    if outer is not None:
+        outer.used = inner.used
+    return value, inner.used - start
+
+
+_P = ParamSpec("_P")
+
+
+def metered_cache(maxsize: int) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]:
+    """``functools.lru_cache`` for compile work: each entry keeps the fuel its build cost
+    (:func:`metered`) and a hit charges it (:func:`charge`), so a cached front-end helper
+    (a parsed pattern, a format's IR) costs a compile the same fuel whether it was built by
+    this compile, an earlier one, or outside any.  Arguments must be hashable; exceptions are
+    not cached.  Thread-safe."""
+
+    def decorate(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+        store: OrderedDict[Hashable, tuple[_T, int]] = OrderedDict()
+        lock = threading.Lock()
+
+        @functools.wraps(fn)
+        def cached(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+            key: Hashable = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+            with lock:
+                got = store.get(key)
+                if got is not None:
+                    store.move_to_end(key)
+            if got is not None:
+                charge(got[1])
+                return got[0]
+            built = metered(lambda: fn(*args, **kwargs))
+            with lock:
+                store[key] = built
+                while len(store) > maxsize:
+                    store.popitem(last=False)
+            return built[0]
+
+        return cached
+
+    return decorate

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "CompileBudgetError",
+    "CompileTimeoutError",
     "ConfigurationError",
     "DeadEndDiagnostic",
     "DeadEndError",
@@ -104,7 +106,13 @@ class LimitExceededError(GrammarError):
         super().__init__(msg)
 
 
-class CompileTimeoutError(LimitExceededError):
+class CompileBudgetError(LimitExceededError):
+    """A compile ran out of its budget: the deterministic fuel (``max_compile_work``) or,
+    as :class:`CompileTimeoutError`, the wall clock.  Never swallowed by the fallbacks that
+    catch other limits (it ends the compile)."""
+
+
+class CompileTimeoutError(CompileBudgetError):
     """A compile ran past its wall-clock cap (``max_compile_seconds``).  Never swallowed by
     the fallbacks that catch other limits (it ends the compile)."""
 

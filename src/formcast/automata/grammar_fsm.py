@@ -8,8 +8,10 @@ taken after a call to another rule returns.  Before that:
   not a call).  Only the start rule and recursive rules stay rules.
 * **Productivity.** References to rules that can never finish are removed; an unproductive start
   rule raises :class:`UnsatisfiableGrammarError` (e.g. ``root ::= "a" root``).
-* **Left recursion** (a rule reachable from itself without consuming a byte) is rejected with
-  :class:`UnsupportedFeatureError` naming the rule; rewrite it as a repetition.
+* **Left recursion** (a rule reachable from itself without consuming a byte) is first
+  eliminated on the IR (:mod:`formcast.grammar.left_recursion`: same language, no left
+  recursion); what is left of it after that would be a bug and is rejected with
+  :class:`UnsupportedFeatureError` naming the rule.
 
 Lifetime: per grammar; the result is immutable.  Work is bounded by :class:`CompileLimits`.
 """
@@ -51,6 +53,7 @@ from ..grammar.ir import (
     repeat,
     substitute,
 )
+from ..grammar.left_recursion import eliminate_left_recursion
 from .dfa import DEAD, ByteDFA, column_classes, nfa_to_dfa
 from .nfa import SubAutomaton, build_nfa
 
@@ -368,6 +371,12 @@ def compile_grammar_automaton(
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
+    rewritten = eliminate_left_recursion(grammar)
+    if rewritten is not grammar:
+        # the rewrite leaves mutually recursive rules under stars; expanding them into their
+        # callers multiplies the ambiguity that subset construction has to resolve (random
+        # ambiguous grammars went from milliseconds to seconds), so they are left as calls
+        grammar, expand_calls = rewritten, False
     names, bodies = _inline(grammar, _EXPAND_ROUNDS if expand_calls else 0)
     count_by_name = _outline_repeats(names, bodies)
     # productivity fixpoint: drop references to rules that can never finish
@@ -532,7 +541,9 @@ def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:
 
 
 def _check_left_recursion(auto: GrammarAutomaton) -> None:
-    """Reject rules that can call themselves before consuming a byte."""
+    """Reject rules that can call themselves before consuming a byte (a safety net: the IR
+    pass :func:`~formcast.grammar.left_recursion.eliminate_left_recursion` removes left
+    recursion before the automata are built, so this never fires on its output)."""
     n_rules = len(auto.dfas)
     # nullable rules: accept reachable from start through calls to nullable rules only
     nullable = [False] * n_rules
@@ -557,7 +568,8 @@ def _check_left_recursion(auto: GrammarAutomaton) -> None:
                 raise UnsupportedFeatureError(
                     "left recursion",
                     f"rule {auto.names[r]!r}",
-                    "the rule can reach itself without consuming input; rewrite it as a "
+                    "the rule can still reach itself without consuming input after left-"
+                    "recursion elimination (please report this grammar); rewrite it as a "
                     'repetition, e.g. expr ::= term ("+" term)*',
                 )
             for c2 in _epsilon_reach(auto, c, nullable)[0]:
@@ -731,6 +743,8 @@ def build_expanded_lexer(
     restart = restart_bytes(auto, first_bytes)
     offsets = np.cumsum([0] + [d.table.shape[0] for d in auto.dfas])
     n_global = int(offsets[-1])
+    if budget is not None:  # the global tables and their byte classes (measured: ~20 units/state)
+        budget.spend(20 * n_global + 20 * len(auto.dfas))
     # global tables: next global id per byte (0 = dead), accepting, follow per global state
     gtable = np.zeros((n_global, 256), dtype=np.int64)
     gsplit = np.zeros((n_global, 256), dtype=bool)

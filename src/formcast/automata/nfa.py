@@ -146,7 +146,14 @@ def build_nfa(
         elif isinstance(n, Literal):
             # built from the end, each byte hash-consed with the state it leads to: literals
             # that end alike (enum values, the keys' '":') share their tails
-            data = n.text.encode("utf-8")
+            try:
+                data = n.text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UnsupportedFeatureError(
+                    "lone surrogate",
+                    f"literal {n.text[:40]!r}",
+                    "a surrogate code point has no UTF-8 form, so no output can contain it",
+                ) from None
             if not data:
                 nfa.eps[frm].append(to)
                 continue

@@ -16,13 +16,18 @@ grammar without left recursion, ambiguous ones included.
 
 Lifetime: one per compiled grammar, shared by its requests.  Caches are bounded by
 :class:`ParserLimits.max_cache_entries`; when full they are cleared (correctness never depends on
-them).  Limits exceeded on model output never raise: the step returns a dead state carrying an
-``error`` message.
+them).  *Far* frames (see ``far_count``: a counter deeper than any token reaches, as inside a
+``maxLength: 1000000`` string) are request-specific: they and the states holding them are
+interned weakly and never memoized, so they cost nothing once no matcher holds them, and a
+long generation does not grow the shared caches.  Limits exceeded on model output never raise:
+the step returns a dead state carrying an ``error`` message.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -65,10 +70,17 @@ class Frame:
     unbounded); both are 0 in ordinary frames.
     """
 
-    __slots__ = ("depth", "left", "need", "parent", "rule", "state")
+    __slots__ = ("__weakref__", "depth", "far", "left", "need", "parent", "rule", "state")
 
     def __init__(
-        self, rule: int, state: int, parent: Frame | None, need: int = 0, left: int = 0
+        self,
+        rule: int,
+        state: int,
+        parent: Frame | None,
+        need: int = 0,
+        left: int = 0,
+        *,
+        far: bool = False,
     ) -> None:
         self.rule: int = rule
         self.state: int = state
@@ -76,6 +88,8 @@ class Frame:
         self.need: int = need
         self.left: int = left
         self.depth: int = 1 if parent is None else parent.depth + 1
+        # a counter of this frame or below it is out of a token's reach: request-specific
+        self.far: bool = far
 
     def __repr__(self) -> str:
         count = f", need={self.need}, left={self.left}" if self.need or self.left else ""
@@ -91,7 +105,7 @@ class ParserState:
         error: set when a run-time limit stopped the parser (the state is then dead).
     """
 
-    __slots__ = ("accepting", "error", "frames", "uid")
+    __slots__ = ("__weakref__", "accepting", "error", "far", "frames", "uid")
 
     def __init__(
         self, frames: frozenset[Frame], accepting: bool, uid: int, error: str | None = None
@@ -100,6 +114,7 @@ class ParserState:
         self.accepting = accepting
         self.uid = uid
         self.error = error
+        self.far = any(f.far for f in frames)
 
     @property
     def is_dead(self) -> bool:
@@ -114,9 +129,20 @@ class ParserState:
 class PushdownAutomaton:
     """Runs a :class:`GrammarAutomaton` byte by byte (see the module docstring)."""
 
-    def __init__(self, auto: GrammarAutomaton, limits: ParserLimits | None = None) -> None:
+    def __init__(
+        self,
+        auto: GrammarAutomaton,
+        limits: ParserLimits | None = None,
+        *,
+        far_count: int | None = None,
+    ) -> None:
+        """``far_count``: frames with a counter above it (and the frames above those) are
+        *far*: request-specific, interned weakly, never memoized (see the module docstring).
+        ``CfgProgram`` passes its count cap (the longest token + 1).  None: none are far."""
         self.auto = auto
         self.limits = limits or ParserLimits()
+        self.far_count = far_count
+        self._uids = itertools.count()
         self._tables = [d.table for d in auto.dfas]
         self._accepting = [d.accepting.tolist() for d in auto.dfas]
         self._has_bytes = [(d.table != DEAD).any(axis=1).tolist() for d in auto.dfas]
@@ -137,11 +163,46 @@ class PushdownAutomaton:
         self._states: dict[tuple[frozenset[Frame], bool], ParserState] = {}
         self._closures: dict[Frame, tuple[frozenset[Frame], bool]] = {}
         self._steps: dict[tuple[ParserState, int], ParserState] = {}
+        # far frames and states: alive only while some matcher (or a state) holds them
+        self._far_frames: weakref.WeakValueDictionary[tuple[int, int, int, int, int], Frame] = (
+            weakref.WeakValueDictionary()
+        )
+        self._far_states: weakref.WeakValueDictionary[
+            tuple[frozenset[Frame], bool], ParserState
+        ] = weakref.WeakValueDictionary()
+        self._far_capped: weakref.WeakKeyDictionary[Frame, tuple[int, Frame]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._far_peak = 0
         self._dead = ParserState(frozenset(), False, -1)
         self.cache_resets = getattr(self, "cache_resets", -1) + 1
 
+    def _compact_far(self) -> None:
+        """Dicts never shrink: once the far entries of finished requests are gone (fewer than
+        an eighth of the peak), rebuild the weak tables so their slots are freed too."""
+        n = len(self._far_frames)
+        if n > self._far_peak:
+            self._far_peak = n
+        elif self._far_peak > 1024 and n < self._far_peak // 8:
+            self._far_frames = weakref.WeakValueDictionary(self._far_frames)
+            self._far_states = weakref.WeakValueDictionary(self._far_states)
+            self._far_capped = weakref.WeakKeyDictionary(self._far_capped)
+            self._far_peak = n
+
+    def cache_entries(self) -> int:
+        """Entries of the shared (strong) caches: what ``max_cache_entries`` bounds."""
+        return (
+            len(self._frames)
+            + len(self._steps)
+            + len(self._states)
+            + len(self._closures)
+            + len(self._capped)
+        )
+
     def _maybe_reset(self) -> None:
-        if len(self._frames) + len(self._steps) > self.limits.max_cache_entries:
+        if self.far_count is not None:
+            self._compact_far()
+        if self.cache_entries() > self.limits.max_cache_entries:
             initial = getattr(self, "initial", None)
             self._reset_caches()
             if initial is not None:
@@ -152,10 +213,15 @@ class PushdownAutomaton:
         self, rule: int, state: int, parent: Frame | None, need: int = 0, left: int = 0
     ) -> Frame:
         key = (rule, state, need, left, id(parent))
-        f = self._frames.get(key)
+        fc = self.far_count
+        far = fc is not None and (
+            need > fc or left > fc or (parent is not None and parent.far)
+        )
+        table = self._far_frames if far else self._frames
+        f = table.get(key)
         if f is None:
-            f = Frame(rule, state, parent, need, left)
-            self._frames[key] = f
+            f = Frame(rule, state, parent, need, left, far=far)
+            table[key] = f
         return f
 
     def _call(self, callee: int, ret: Frame | None) -> Frame:
@@ -185,7 +251,11 @@ class PushdownAutomaton:
         cur: Frame | None = fr
         base: Frame | None = None
         while cur is not None:
-            hit = self._capped.get((cur, cap))
+            if cur.far:
+                got = self._far_capped.get(cur)
+                hit = got[1] if got is not None and got[0] == cap else None
+            else:
+                hit = self._capped.get((cur, cap))
             if hit is not None:
                 base = hit
                 break
@@ -196,7 +266,10 @@ class PushdownAutomaton:
                 new = self.frame(f.rule, f.state, base, min(f.need, cap), min(f.left, cap))
             else:
                 new = f
-            self._capped[(f, cap)] = new
+            if f.far:
+                self._far_capped[f] = (cap, new)
+            else:
+                self._capped[(f, cap)] = new
             base = new
         assert base is not None  # the chain holds fr itself
         return base
@@ -205,8 +278,10 @@ class PushdownAutomaton:
         key = (frames, accepting)
         s = self._states.get(key)
         if s is None:
-            s = ParserState(frames, accepting, len(self._states))
-            self._states[key] = s
+            s = self._far_states.get(key)
+        if s is None:
+            s = ParserState(frames, accepting, next(self._uids))
+            (self._far_states if s.far else self._states)[key] = s
         return s
 
     def dead(self, error: str | None = None) -> ParserState:
@@ -282,7 +357,8 @@ class PushdownAutomaton:
                         seen.add(ret_frame)
                         todo.append(ret_frame)
         result = frozenset(tops)
-        self._closures[start] = (result, accepting)
+        if not start.far:  # a far frame's closure is needed once (its request's step)
+            self._closures[start] = (result, accepting)
         return result, accepting, None
 
     def step(self, state: ParserState, byte: int) -> ParserState:
@@ -294,7 +370,8 @@ class PushdownAutomaton:
         with self._lock:
             nxt = self._step(state, byte)
             self._maybe_reset()
-            self._steps[key] = nxt
+            if not (state.far or nxt.far):  # far states are request-specific
+                self._steps[key] = nxt
         return nxt
 
     def _step(self, state: ParserState, byte: int) -> ParserState:
@@ -339,5 +416,8 @@ class PushdownAutomaton:
             "states": len(self._states),
             "closures": len(self._closures),
             "steps": len(self._steps),
+            "capped": len(self._capped),
+            "far_frames": len(self._far_frames),
+            "far_states": len(self._far_states),
             "cache_resets": self.cache_resets,
         }

@@ -2,17 +2,24 @@
 
 Subcommands::
 
+    formcast --version
     formcast demo                       compile a regex against a real tokenizer, show the mask
                                         and a constrained sample (offline)
-    formcast compile --regex RE         compile and print statistics (or the error)
-    formcast mask --regex RE --prefix P allowed tokens after a prefix (debugging)
-    formcast check --regex RE TEXT      does TEXT match? (exit status 0 / 1)
-    formcast sample --regex RE          constrained samples from random logits
-    formcast generate --prompt P --regex RE | --schema FILE | --grammar FILE
-                                        constrained generation with a real model (default:
+    formcast compile C                  compile and print statistics (or the error)
+    formcast mask C --prefix P          allowed tokens after a prefix (debugging)
+    formcast check C TEXT               does TEXT match? (exit status 0 / 1)
+    formcast sample C                   constrained samples from random logits
+    formcast generate --prompt P [C]    constrained generation with a real model (default:
                                         the bundled SmolLM2-135M-Instruct on llama.cpp)
 
-Results go to stdout; progress and diagnostics go to stderr (``--json`` for machine output).
+where the constraint C is ``--regex RE`` (``--dialect ecma`` by default, or ``python``),
+``--schema FILE`` (``--lenient`` to ignore keywords formcast cannot enforce) or
+``--grammar FILE`` (GBNF, or Lark for ``*.lark``; ``json`` for any JSON value).
+
+Results go to stdout; progress, compile warnings and diagnostics go to stderr (``--json`` for
+machine output).  Exit status: 0 success, 1 no match / not completed, 2 usage or compile error.
+Bad option values (a negative ``--temperature``, ``--top-p`` outside (0, 1]) are rejected
+before any tokenizer or model loads.
 """
 
 from __future__ import annotations
@@ -27,9 +34,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import DeadEndError, FormcastError
+from ..generation.cli import (
+    add_constraint_arguments,
+    add_generate_arguments,
+    compile_from_args,
+    non_negative_int,
+    positive_int,
+    read_constraint,
+    temperature_type,
+)
 from ..index.bitmask import allocate_token_bitmask
 from ..index.compiled import CompiledGrammar
-from ..index.compiler import GrammarCompiler
 from ..runtime.matcher import GrammarMatcher
 from ..vocab.vocabulary import Vocabulary
 
@@ -53,12 +68,16 @@ def _load_vocab(spec: str) -> Vocabulary:
 
 
 def _compile(vocab: Vocabulary, args: argparse.Namespace) -> CompiledGrammar:
-    t0 = time.perf_counter()
-    _progress("compiling the constraint ...")
-    compiler = GrammarCompiler(vocab)
-    cg = compiler.compile_regex(args.regex, dialect=args.dialect)
-    _progress(f"compiled in {time.perf_counter() - t0:.3f} s")
-    return cg
+    compiled = compile_from_args(vocab, args)
+    if compiled is None:  # pragma: no cover - argparse requires a constraint
+        raise FormcastError("no constraint given: use --regex, --schema or --grammar")
+    return compiled
+
+
+def _byte_vocabulary() -> Vocabulary:
+    """One token per byte plus a stop token: ``check`` needs no real tokenizer."""
+    tokens = [bytes([b]) for b in range(256)] + [b"<|end|>"]
+    return Vocabulary.from_tokens(tokens, stop_token_ids=[256], name="bytes")
 
 
 def _token_repr(vocab: Vocabulary, tid: int) -> str:
@@ -101,23 +120,32 @@ def sample_constrained(
 def _cmd_demo(args: argparse.Namespace) -> int:
     import re
 
-    vocab = _load_vocab(args.tokenizer)
     args.regex = args.regex or DEMO_PATTERN
+    read_constraint(args)
+    vocab = _load_vocab(args.tokenizer)
     cg = _compile(vocab, args)
     m = GrammarMatcher(cg)
     allowed = m.allowed_token_ids()
     shown = ", ".join(_token_repr(vocab, int(t)) for t in allowed[:12])
     text, reason, times = sample_constrained(cg, seed=args.seed, max_tokens=args.max_tokens)
     decoded = text.decode("utf-8", "replace")
-    ok = re.fullmatch(args.regex, decoded) is not None
+    # an independent check with Python's re (ASCII classes for the ECMA dialect)
+    flags = re.ASCII if args.dialect == "ecma" else 0
+    try:
+        ok = re.fullmatch(args.regex, decoded, flags) is not None
+    except re.error:  # ECMA-only syntax: formcast's own matcher is the check
+        m2 = GrammarMatcher(cg)
+        ok = m2.accept_bytes(text) and m2.is_accepting()
     t_us = np.array(times) * 1e6
+    dfa = getattr(cg.program, "dfa", None)  # None: a long bounded repeat, counted by a parser
+    states = None if dfa is None else int(dfa.num_states)
     if args.json:
         print(
             json.dumps(
                 {
                     "regex": args.regex,
                     "tokenizer": args.tokenizer,
-                    "dfa_states": cg.dfa.num_states,
+                    "dfa_states": states,
                     "compile_seconds": cg.compile_seconds,
                     "allowed_first": int(allowed.size),
                     "sample": decoded,
@@ -133,7 +161,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     fp = vocab.fingerprint[:12]
     print(f"tokenizer:      {args.tokenizer} ({len(vocab)} tokens, fingerprint {fp})")
     ms = cg.compile_seconds * 1000
-    print(f"automaton:      {cg.dfa.num_states} DFA states, compiled in {ms:.1f} ms")
+    shape = "a counting parser" if states is None else f"{states} DFA states"
+    print(f"automaton:      {shape}, compiled in {ms:.1f} ms")
     print(f"first step:     {allowed.size} allowed tokens, e.g. {shown}")
     print(f"sample:         {decoded}   ({reason}, from random-noise logits, seed {args.seed})")
     print(f"re.fullmatch:   {'yes' if ok else 'NO'}")
@@ -145,19 +174,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
+    read_constraint(args)
     vocab = _load_vocab(args.tokenizer)
     cg = _compile(vocab, args)
-    info: dict[str, Any] = {
-        "kind": cg.kind,
-        "dfa_states": cg.dfa.num_states,
-        "compile_seconds": round(cg.compile_seconds, 6),
-        "fingerprint": cg.fingerprint[:16],
-    }
+    info: dict[str, Any] = {"kind": cg.kind}
+    dfa = getattr(cg.program, "dfa", None)  # a context-free grammar has no single DFA
+    if dfa is not None:
+        info["dfa_states"] = dfa.num_states
+    info["compile_seconds"] = round(cg.compile_seconds, 6)
+    info["fingerprint"] = cg.fingerprint[:16]
+    if cg.warnings:
+        info["warnings"] = list(cg.warnings)
     print(json.dumps(info) if args.json else "\n".join(f"{k}: {v}" for k, v in info.items()))
     return 0
 
 
 def _cmd_mask(args: argparse.Namespace) -> int:
+    read_constraint(args)
     vocab = _load_vocab(args.tokenizer)
     cg = _compile(vocab, args)
     m = GrammarMatcher(cg)
@@ -180,16 +213,15 @@ def _cmd_mask(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ..automata.dfa import compile_dfa
-    from ..grammar.regex import parse_regex
-
-    dfa = compile_dfa(parse_regex(args.regex, dialect=args.dialect))
-    ok = dfa.matches(args.text.encode("utf-8"))
+    cg = _compile(_byte_vocabulary(), args)
+    m = GrammarMatcher(cg)
+    ok = m.accept_bytes(args.text.encode("utf-8")) and m.is_accepting()
     print(json.dumps({"match": ok}) if args.json else ("match" if ok else "no match"))
     return 0 if ok else 1
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
+    read_constraint(args)
     vocab = _load_vocab(args.tokenizer)
     cg = _compile(vocab, args)
     for i in range(args.n):
@@ -209,19 +241,47 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="formcast", description=__doc__.split("\n\n")[0])
+    import formcast  # the package itself (its __version__), already imported
+
+    p.add_argument("--version", action="version", version=f"formcast {formcast.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp: argparse.ArgumentParser, *, regex_required: bool = True) -> None:
-        sp.add_argument("--regex", required=regex_required, help="regular expression (fullmatch)")
-        sp.add_argument("--dialect", default="python", choices=["python", "ecma"])
-        sp.add_argument("--tokenizer", default="llama3", help="llama3 | smollm2 | cl100k | PATH")
+    def common(sp: argparse.ArgumentParser, *, tokenizer: bool = True) -> None:
+        add_constraint_arguments(sp, required=True)
+        if tokenizer:
+            sp.add_argument(
+                "--tokenizer",
+                default="llama3",
+                help="llama3 | smollm2 | cl100k | PATH (default: %(default)s)",
+            )
         sp.add_argument("--json", action="store_true", help="machine-readable output")
 
+    def sampling(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--seed", type=non_negative_int, default=0, help="noise seed (default: %(default)s)"
+        )
+        sp.add_argument(
+            "--max-tokens",
+            type=positive_int,
+            default=64,
+            help="stop after this many tokens (default: %(default)s)",
+        )
+
     d = sub.add_parser("demo", help="compile a regex against Llama-3 and sample under it")
-    common(d, regex_required=False)
-    d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--max-tokens", type=int, default=64)
-    d.set_defaults(func=_cmd_demo)
+    d.add_argument("--regex", metavar="RE", help="the regex (default: an ISO 8601 timestamp)")
+    d.add_argument(
+        "--dialect",
+        choices=["ecma", "python"],
+        default="ecma",
+        help="dialect of --regex (default: %(default)s)",
+    )
+    d.add_argument(
+        "--tokenizer", default="llama3", help="llama3 | smollm2 | cl100k | PATH "
+        "(default: %(default)s)"
+    )
+    d.add_argument("--json", action="store_true", help="machine-readable output")
+    sampling(d)
+    d.set_defaults(func=_cmd_demo, schema=None, grammar=None, grammar_syntax=None, lenient=False)
 
     c = sub.add_parser("compile", help="compile a constraint and print statistics")
     common(c)
@@ -229,26 +289,30 @@ def _parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("mask", help="allowed tokens after a prefix")
     common(m)
-    m.add_argument("--prefix", default="")
-    m.add_argument("--limit", type=int, default=40)
+    m.add_argument("--prefix", default="", help="text already generated (default: empty)")
+    m.add_argument(
+        "--limit", type=non_negative_int, default=40, help="tokens listed (default: %(default)s)"
+    )
     m.set_defaults(func=_cmd_mask)
 
-    k = sub.add_parser("check", help="does a text match the regex?")
-    k.add_argument("--regex", required=True)
-    k.add_argument("--dialect", default="python", choices=["python", "ecma"])
-    k.add_argument("--json", action="store_true")
+    k = sub.add_parser("check", help="does a text match the constraint?")
+    common(k, tokenizer=False)
     k.add_argument("text")
     k.set_defaults(func=_cmd_check)
 
     s = sub.add_parser("sample", help="constrained samples from random logits")
     common(s)
-    s.add_argument("--n", type=int, default=3)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--max-tokens", type=int, default=64)
-    s.add_argument("--temperature", type=float, default=1.0)
+    s.add_argument(
+        "--n", type=positive_int, default=3, help="number of samples (default: %(default)s)"
+    )
+    sampling(s)
+    s.add_argument(
+        "--temperature",
+        type=temperature_type,
+        default=1.0,
+        help=">= 0; 0 = greedy (default: %(default)s)",
+    )
     s.set_defaults(func=_cmd_sample)
-
-    from ..generation.cli import add_generate_arguments
 
     g = sub.add_parser("generate", help="constrained generation with a real model (offline)")
     add_generate_arguments(g)

@@ -26,7 +26,16 @@ call.  Greedy output is therefore identical to plain step-by-step masked decodin
 Token budget.  ``max_tokens`` counts text tokens.  A stop token that the grammar forces (the
 output is complete and nothing else is allowed) is accepted without a model call and without
 counting.  When the budget runs out the result is ``"max_tokens"`` with the truncated text:
-never ``"completed"``, never auto-completed.
+never ``"completed"``, never auto-completed, never parsed (``value``/``parsed`` ``None``,
+``parse_error`` says why).  The output is thus bounded by the constraint *and* the budget: a
+schema without ``maxItems``/``maxLength`` (or with ``10**12``) is bounded by ``max_tokens``.
+
+Regex dialect.  ``regex=`` is ECMA-262 by default (ASCII ``\\d \\w \\s``, as JSON Schema
+``pattern``); ``dialect="python"`` gives Python ``re``'s Unicode classes.
+
+Threads.  Masks are precomputed on a background thread while the model reads the prompt; the
+thread is stopped and joined before anything is yielded or returned (also when the prefill
+raises), so no thread outlives the call.
 
 Streaming.  Text pieces are decoded incrementally from the token bytes: a multi-byte UTF-8
 character split across tokens is held back until it is complete, and text that could be the
@@ -81,6 +90,9 @@ Prompt: TypeAlias = "str | Sequence[int] | Sequence[Message]"
 ids (used as they are)."""
 
 JSON_KINDS = frozenset({"json_schema", "builtin_json"})
+DEFAULT_REGEX_DIALECT = "ecma"
+"""The regex dialect of ``regex=``: ECMA-262 (``u`` flag), ASCII ``\\d \\w \\s`` -- the
+semantics of JSON Schema ``pattern``.  ``dialect="python"`` gives Python ``re``'s."""
 _perf = time.perf_counter
 
 # -- compilers, one per vocabulary ---------------------------------------------------------------
@@ -131,15 +143,20 @@ def compile_constraint(
     grammar: str | None = None,
     grammar_syntax: str = "gbnf",
     compiler: GrammarCompiler | None = None,
+    dialect: str = DEFAULT_REGEX_DIALECT,
 ) -> tuple[CompiledGrammar | None, str | None]:
     """Compile at most one constraint for ``vocab``; returns ``(compiled, kind)``.
 
     Args:
-        schema: a JSON Schema (``dict``, ``bool`` or JSON text); ``True`` is "any JSON value".
+        schema: a JSON Schema (``dict``, ``bool`` or JSON text; ``True`` is "any JSON value"),
+            or a Pydantic model class (its ``model_json_schema()``).
         regex: a regular expression (fullmatch semantics).
         grammar: grammar text in ``grammar_syntax`` (``"gbnf"`` or ``"lark"``), or ``"json"``
             for the built-in JSON grammar.
         compiler: the compiler to use (default: the shared one of ``vocab``).
+        dialect: the dialect of ``regex``: ``"ecma"`` (default: ECMA-262 with the ``u`` flag,
+            ASCII ``\\d \\w \\s``, as JSON Schema ``pattern``) or ``"python"`` (``re``: Unicode
+            ``\\d`` admits ``٣``); see docs/regex.md.
 
     Returns:
         ``(None, None)`` when no constraint is given; ``kind`` is the compiled grammar's kind
@@ -161,7 +178,7 @@ def compile_constraint(
     if regex is not None:
         if not isinstance(regex, str):
             raise ConfigurationError(f"regex must be str, got {type(regex).__name__}")
-        cg = comp.compile_regex(regex)
+        cg = comp.compile_regex(regex, dialect=dialect)
         return cg, cg.kind
     if grammar is not None:
         if not isinstance(grammar, str):
@@ -173,17 +190,34 @@ def compile_constraint(
                 comp, "compile_grammar", f"{grammar_syntax} grammar", grammar, syntax=grammar_syntax
             )
         return cg, cg.kind
-    if isinstance(schema, str):
+    if pydantic_model_class(schema) is not None:
+        schema = schema.model_json_schema()
+    elif isinstance(schema, str):
         try:
             schema = json.loads(schema)
         except json.JSONDecodeError as exc:
             raise ConfigurationError(f"schema is not valid JSON text: {exc}") from None
     if not isinstance(schema, (dict, bool)):
         raise ConfigurationError(
-            f"schema must be a JSON Schema object or boolean, got {type(schema).__name__}"
+            "schema must be a JSON Schema object or boolean, JSON text or a Pydantic model "
+            f"class, got {type(schema).__name__}"
         )
     cg = _call_front_end(comp, "compile_json_schema", "JSON Schema", schema)
     return cg, cg.kind
+
+
+def pydantic_model_class(schema: Any) -> Any:
+    """``schema`` if it is a Pydantic model class (``BaseModel`` subclass, v2), else ``None``.
+
+    Duck-typed (a class with ``model_json_schema`` and ``model_validate_json``), so pydantic is
+    never imported here."""
+    if (
+        isinstance(schema, type)
+        and callable(getattr(schema, "model_json_schema", None))
+        and callable(getattr(schema, "model_validate_json", None))
+    ):
+        return schema
+    return None
 
 
 # -- prompts -------------------------------------------------------------------------------------
@@ -346,6 +380,40 @@ def _sample_allowed(
 
 # upper bound on background mask precomputation during the prompt's prefill
 _WARM_UP_SECONDS = 2.0
+WARM_UP_THREAD_NAME = "formcast-warm-up"
+"""The name of the background thread that precomputes masks during the prefill (joined before
+the call yields or returns anything)."""
+
+
+def _parse_output(
+    text: str, reason: FinishReason, kind: str | None, schema_class: Any
+) -> tuple[Any, Any, str | None]:
+    """``(value, parsed, parse_error)`` of a generation's text.
+
+    Only a ``"completed"`` JSON output is parsed: anything else (a ``max_tokens`` prefix even
+    if it happens to parse, a dead end, a stop string) has ``value``/``parsed`` ``None`` and a
+    ``parse_error`` saying why, so a truncated output can never pass for a document (and a
+    completed JSON ``null`` is told apart by ``parse_error is None``).  With a Pydantic class,
+    ``parsed`` is ``schema_class.model_validate_json(text)`` (``None`` and the validation
+    error in ``parse_error`` if the class's own validators reject the document).
+    """
+    if kind not in JSON_KINDS:
+        return None, None, None
+    if reason != "completed":
+        return None, None, (
+            f"no JSON value: finish_reason is {reason!r}, the text is an unfinished prefix "
+            "of a document"
+        )
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:  # pragma: no cover - the grammar guarantees JSON
+        return None, None, f"internal error: the completed output is not JSON ({exc})"
+    if schema_class is None:
+        return value, value, None
+    try:
+        return value, schema_class.model_validate_json(text), None
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        return value, None, f"{schema_class.__name__} rejects the document: {exc}"
 
 
 def _run(
@@ -359,6 +427,7 @@ def _run(
     stops: tuple[str, ...],
     compile_s: float,
     t_call: float,
+    schema_class: Any = None,
 ) -> Generator[str, None, GenerationResult]:
     vocab = model.vocab
     stop_ids = vocab.stop_token_ids
@@ -384,16 +453,29 @@ def _run(
     diagnostic: DeadEndDiagnostic | None = None
     stop_token: int | None = None
 
-    # precompute token classifications on the other core while the model reads the prompt
+    # precompute token classifications on the other core while the model reads the prompt;
+    # the thread never outlives the prefill: it is stopped and joined before the first token
+    # (a daemon thread still running at interpreter exit is stopped wherever it is, possibly
+    # inside native code, which can abort the process: "terminate called without an active
+    # exception"); the join costs at most the one mask computation in progress
     warm_stop = threading.Event()
+    warmer: threading.Thread | None = None
     if compiled is not None:
-        threading.Thread(
-            target=compiled.warm_up, args=(_WARM_UP_SECONDS, warm_stop), daemon=True
-        ).start()
+        warmer = threading.Thread(
+            target=compiled.warm_up,
+            args=(_WARM_UP_SECONDS, warm_stop),
+            name=WARM_UP_THREAD_NAME,
+            daemon=True,
+        )
+        warmer.start()
     t0 = _perf()
-    logits = model.start(prompt_ids)
-    prefill = _perf() - t0
-    warm_stop.set()
+    try:
+        logits = model.start(prompt_ids)
+        prefill = _perf() - t0
+    finally:
+        warm_stop.set()
+        if warmer is not None:
+            warmer.join()
 
     while True:
         allowed: np.ndarray | None = None
@@ -466,12 +548,7 @@ def _run(
             emitted.append(tail)
             yield tail
     text = "".join(emitted)
-    value: Any = None
-    if reason == "completed" and kind in JSON_KINDS:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError:  # pragma: no cover - the grammar guarantees JSON
-            value = None
+    value, parsed, parse_error = _parse_output(text, reason, kind, schema_class)
     total = _perf() - t_call
     timings = GenerationTimings(
         compile_s=compile_s,
@@ -491,6 +568,8 @@ def _run(
         token_ids=tuple(out_ids),
         raw=bytes(raw),
         value=value,
+        parsed=parsed,
+        parse_error=parse_error,
         diagnostic=diagnostic,
         stop_token_id=stop_token,
         constraint=kind,
@@ -517,6 +596,7 @@ def _prepare(
     chat: bool | None,
     system: str | None,
     compiler: GrammarCompiler | None,
+    dialect: str,
 ) -> Generator[str, None, GenerationResult]:
     """Validate everything and compile, then return the (not yet started) decoding loop."""
     t_call = _perf()
@@ -560,6 +640,7 @@ def _prepare(
             grammar=grammar,
             grammar_syntax=grammar_syntax,
             compiler=compiler,
+            dialect=dialect,
         )
     compile_s = _perf() - t_compile if compiled is None and cg is not None else 0.0
 
@@ -570,7 +651,10 @@ def _prepare(
             f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's "
             f"context of {limit} tokens: lower max_tokens or load the model with a larger n_ctx"
         )
-    return _run(lm, ids, cg, kind, params, rng, max_tokens, stops, compile_s, t_call)
+    schema_class = pydantic_model_class(schema) if cg is not None else None
+    return _run(
+        lm, ids, cg, kind, params, rng, max_tokens, stops, compile_s, t_call, schema_class
+    )
 
 
 def generate(
@@ -591,6 +675,7 @@ def generate(
     chat: bool | None = None,
     system: str | None = None,
     compiler: GrammarCompiler | None = None,
+    dialect: str = DEFAULT_REGEX_DIALECT,
 ) -> GenerationResult:
     """Generate text from ``model`` under at most one constraint.
 
@@ -602,9 +687,11 @@ def generate(
             default model on llama.cpp, loaded once and cached).
         prompt: text (the model's chat template is applied when it has one, see ``chat``),
             chat messages ``[{"role": ..., "content": ...}]``, or token ids (used as given).
-        schema: a JSON Schema (dict, bool or JSON text): output is a JSON document valid for
-            it, and ``result.value`` is the parsed document.
-        regex: a regular expression the whole output must match.
+        schema: a JSON Schema (dict, bool or JSON text) or a Pydantic model class: output is
+            a JSON document valid for it; ``result.value`` is the parsed document and
+            ``result.parsed`` the class's instance (``Model.model_validate_json``), both only
+            when ``finish_reason == "completed"``.
+        regex: a regular expression the whole output must match, in ``dialect``.
         grammar: a GBNF (or ``grammar_syntax="lark"``) grammar, or ``"json"`` for any JSON.
         compiled: a constraint compiled beforehand with ``GrammarCompiler(model.vocab)``.
         max_tokens: the budget of text tokens (``>= 0``).
@@ -615,9 +702,15 @@ def generate(
         chat: apply the model's chat template to a text prompt (default: when it has one).
         system: the system message for the chat template (default: the template's own).
         compiler: the :class:`GrammarCompiler` to use (default: one shared per vocabulary).
+        dialect: the dialect of ``regex``: ``"ecma"`` (default; ECMA-262 ``u`` mode, ASCII
+            ``\\d \\w \\s`` as in JSON Schema ``pattern``) or ``"python"`` (``re``'s
+            Unicode classes).
 
     Returns:
-        A :class:`GenerationResult` (``finish_reason`` says how it ended).
+        A :class:`GenerationResult` (``finish_reason`` says how it ended).  The output is
+        bounded by the constraint *and* ``max_tokens``: a schema without ``maxItems`` /
+        ``maxLength`` (or with a huge one) is bounded by the budget alone, and running out
+        of it is ``"max_tokens"`` with ``value``/``parsed`` ``None`` -- never a completion.
 
     Raises:
         ConfigurationError: bad arguments (several constraints, bad sampling values, prompt
@@ -642,6 +735,7 @@ def generate(
         chat=chat,
         system=system,
         compiler=compiler,
+        dialect=dialect,
     )
     while True:
         try:
@@ -669,6 +763,7 @@ def stream(
     chat: bool | None = None,
     system: str | None = None,
     compiler: GrammarCompiler | None = None,
+    dialect: str = DEFAULT_REGEX_DIALECT,
 ) -> Generator[str | GenerationResult, None, GenerationResult]:
     """Like :func:`generate`, but yields the text as it is produced.
 
@@ -701,6 +796,7 @@ def stream(
         chat=chat,
         system=system,
         compiler=compiler,
+        dialect=dialect,
     )
     return _stream_items(loop)
 

@@ -11,9 +11,13 @@ Rules (``ws`` is the whitespace between tokens, see the options)::
     member  ::= STRING ws ":" ws value
     array   ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
     STRING  ::= '"' ( [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* '"'
-    NUMBER  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?
+    NUMBER  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?  # bounds below
 
-``STRING`` and ``NUMBER`` are terminal rules (lexemes).  A string accepts every Unicode scalar
+``STRING`` and ``NUMBER`` are terminal rules (lexemes).  :func:`json_grammar` can bound the
+whitespace of one gap and the digits of a number's integer part, fraction and exponent;
+:func:`builtin_json_grammar` (what ``GrammarCompiler.compile_builtin_json_grammar`` and
+``generate(grammar="json")`` use) applies ``JsonSchemaOptions``' default bounds, so that a model
+cannot spend its budget on whitespace or on ``1.000…``.  A string accepts every Unicode scalar
 value except ``"``, ``\\`` and the control characters below U+0020 (U+007F is allowed, as RFC 8259
 says); ``\\uXXXX`` accepts any four hex digits, lone surrogate escapes included (RFC 8259's
 grammar allows them).
@@ -36,13 +40,14 @@ from .ir import (
     literal,
     repeat,
 )
+from .jsonschema.numbers import any_number
+from .jsonschema.options import JsonSchemaOptions
 
-__all__ = ["JSON_WS_CHARS", "json_grammar"]
+__all__ = ["BUILTIN_JSON_BOUNDS", "JSON_WS_CHARS", "builtin_json_grammar", "json_grammar"]
 
 #: The four whitespace characters RFC 8259 allows between tokens.
 JSON_WS_CHARS = " \t\n\r"
 
-_DIGIT = CharSet(((0x30, 0x39),))
 _HEX = CharSet.chars("0123456789abcdefABCDEF")
 
 
@@ -58,27 +63,37 @@ def _string_body() -> Node:
     return concat([literal('"'), repeat(alt([plain, escape]), 0, None), literal('"')])
 
 
-def _number_body() -> Node:
-    integer = alt([literal("0"), concat([CharSet(((0x31, 0x39),)), repeat(_DIGIT, 0, None)])])
-    fraction = concat([literal("."), repeat(_DIGIT, 1, None)])
-    exponent = concat(
-        [
-            CharSet.chars("eE"),
-            repeat(CharSet.chars("+-"), 0, 1),
-            repeat(_DIGIT, 1, None),
-        ]
-    )
-    return concat(
-        [
-            repeat(literal("-"), 0, 1),
-            integer,
-            repeat(fraction, 0, 1),
-            repeat(exponent, 0, 1),
-        ]
-    )
+#: The bounds of :func:`builtin_json_grammar`.  Whitespace: at most 20 characters per gap, so
+#: pretty-printed JSON keeps its layout (a newline and indentation to depth 9 at two spaces,
+#: depth 4 at four; llama.cpp's ``json.gbnf`` allows a newline and 20) — the JSON Schema
+#: default of 4 (``JsonSchemaOptions.max_whitespace``) has ``indent`` for layout, the built-in
+#: grammar has none.  Numbers: ``JsonSchemaOptions``' digit defaults (integer part, fraction,
+#: exponent).
+BUILTIN_JSON_BOUNDS: dict[str, int | None] = {
+    "max_ws": 20,
+    "max_integer_digits": JsonSchemaOptions.max_integer_digits,
+    "max_fraction_digits": JsonSchemaOptions.max_fraction_digits,
+    "max_exponent_digits": JsonSchemaOptions.max_exponent_digits,
+}
 
 
-def json_grammar(whitespace: str = "flexible", max_ws: int | None = None) -> Grammar:
+def _check_bound(name: str, value: int | None, lowest: int) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int) or value < lowest
+    ):
+        raise ConfigurationError(
+            f"json_grammar({name}={value!r}) must be an int >= {lowest} or None"
+        )
+
+
+def json_grammar(
+    whitespace: str = "flexible",
+    max_ws: int | None = None,
+    *,
+    max_integer_digits: int | None = None,
+    max_fraction_digits: int | None = None,
+    max_exponent_digits: int | None = None,
+) -> Grammar:
     """The grammar of one JSON value (RFC 8259), start rule ``json``.
 
     Args:
@@ -87,13 +102,20 @@ def json_grammar(whitespace: str = "flexible", max_ws: int | None = None) -> Gra
         max_ws: with ``"flexible"``, the most whitespace characters allowed in any one gap
             (``None``: unbounded, which is what accepting every valid JSON text needs).  A bound
             keeps generation from spending its budget on whitespace.
+        max_integer_digits, max_fraction_digits, max_exponent_digits: the most digits of a
+            number's integer part (>= 1), fraction and exponent (>= 0; 0: none written);
+            ``None``: unbounded.
 
-    The default (flexible, unbounded) accepts exactly the JSON texts of RFC 8259.
+    The default (flexible, all unbounded) accepts exactly the JSON texts of RFC 8259; see
+    :func:`builtin_json_grammar` for the bounded one generation uses.
 
     Raises:
         ConfigurationError: an unknown ``whitespace`` mode, a negative ``max_ws``, or
-            ``max_ws`` with ``"compact"``.
+            ``max_ws`` with ``"compact"``; a digit bound that is not None or an int in range.
     """
+    _check_bound("max_integer_digits", max_integer_digits, 1)
+    _check_bound("max_fraction_digits", max_fraction_digits, 0)
+    _check_bound("max_exponent_digits", max_exponent_digits, 0)
     if whitespace not in ("flexible", "compact"):
         raise ConfigurationError(
             f"json_grammar(whitespace={whitespace!r}): use 'flexible' or 'compact'"
@@ -171,7 +193,26 @@ def json_grammar(whitespace: str = "flexible", max_ws: int | None = None) -> Gra
             ),
         ),
         Rule("STRING", _string_body(), terminal=True),
-        Rule("NUMBER", _number_body(), terminal=True),
+        Rule(
+            "NUMBER",
+            any_number(max_integer_digits, max_fraction_digits, max_exponent_digits),
+            terminal=True,
+        ),
         Rule("ws", ws_body),
     )
     return Grammar(rules, "json")
+
+
+def builtin_json_grammar() -> Grammar:
+    """:func:`json_grammar` with flexible whitespace and :data:`BUILTIN_JSON_BOUNDS`: at most 20
+    whitespace characters per gap, numbers of at most 64 integer, 20 fraction and 3 exponent
+    digits (``JsonSchemaOptions``' digit defaults).  At a bound the mask allows no more
+    whitespace or digits there: the value must go on or end."""
+    b = BUILTIN_JSON_BOUNDS
+    return json_grammar(
+        "flexible",
+        b["max_ws"],
+        max_integer_digits=b["max_integer_digits"],
+        max_fraction_digits=b["max_fraction_digits"],
+        max_exponent_digits=b["max_exponent_digits"],
+    )

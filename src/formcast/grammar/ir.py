@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import check_deadline
+from ..config import charge
 
 __all__ = [
     "ANY_CHAR",
@@ -337,6 +337,7 @@ def concat(items: Iterable[Node]) -> Node:
                 flat[-1] = Literal(flat[-1].text + p.text)  # type: ignore[union-attr]
                 continue
             flat.append(p)
+    charge(1 + len(flat) // 2)  # the compile's fuel: every front-end builds its IR here
     if not flat:
         return EMPTY
     if len(flat) == 1:
@@ -373,6 +374,7 @@ def alt(items: Iterable[Node]) -> Node:
             flat.insert(0, Literal(chr(merged[0][0])))
         else:
             flat.insert(0, CharSet(merged))
+    charge(1 + len(flat) + len(chars) // 4)  # the compile's fuel (dedup hashes each item)
     if not flat:
         return NOTHING
     if len(flat) == 1:
@@ -462,7 +464,7 @@ def rebuild(
     while stack:
         steps += 1
         if not steps & 1023:
-            check_deadline()
+            charge(1024)  # the compile's fuel (and deadline)
         n, done = stack.pop()
         if not done:
             hit = memo.get(id(n))

@@ -16,8 +16,8 @@ Lifetime: module constants; :func:`format_node` caches parsed IR per name.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 
+from ..config import metered_cache
 from .ir import ANY_CHAR, Node, repeat
 from .regex import parse_regex
 
@@ -45,8 +45,11 @@ class FormatSpec:
 _D = "[0-9]"
 _HEX = "[0-9A-Fa-f]"
 _LEAP = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+#: years 0001-9999: RFC 3339's grammar admits 0000, but no validator's calendar does (Python's
+#: ``datetime``, which ``jsonschema`` uses, starts at year 1)
+_YEAR = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
 _DATE = (
-    "(?:[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    f"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
     "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
     "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
     f"|{_LEAP}-02-29)"
@@ -77,8 +80,29 @@ _IPV6 = (
     f"|(?:(?:{_H16}:){{0,6}}{_H16})?::"
     ")"
 )
-_LABEL30 = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
-_TLD30 = "[A-Za-z](?:[A-Za-z0-9-]{0,28}[A-Za-z0-9])?"
+
+
+def _ldh_label(first: str) -> str:
+    """An RFC 1123 label of 1-30 letters, digits and hyphens (no hyphen first or last) whose
+    first character is in ``[{first}Xx]`` and that does not start with the IDNA ACE prefix
+    ``xn--`` (any case): an A-label is valid only if its Punycode decodes to a valid U-label
+    (RFC 5890/5891), which no regular language of bounded size checks, so none is accepted."""
+    alnum, ldh = "[A-Za-z0-9]", "[A-Za-z0-9-]"
+    return (
+        "(?:"
+        f"[{first}](?:{ldh}{{0,28}}{alnum})?"  # not x
+        "|[Xx]"
+        f"|[Xx][A-MO-Za-mo-z0-9](?:{ldh}{{0,27}}{alnum})?"  # x, not n
+        f"|[Xx]-{ldh}{{0,27}}{alnum}"
+        "|[Xx][Nn]"
+        f"|[Xx][Nn]{alnum}(?:{ldh}{{0,26}}{alnum})?"  # xn, not -
+        f"|[Xx][Nn]-{alnum}(?:{ldh}{{0,25}}{alnum})?"  # xn-, not -
+        ")"
+    )
+
+
+_LABEL30 = _ldh_label("A-WYZa-wyz0-9")
+_TLD30 = _ldh_label("A-WYZa-wyz")
 _HOSTNAME = f"(?:{_LABEL30}\\.){{0,7}}{_TLD30}"
 _IDN_LABEL = "[A-Za-z0-9]{1,30}"
 _IDN_HOSTNAME = f"(?:{_IDN_LABEL}\\.){{0,7}}[A-Za-z][A-Za-z0-9]{{0,29}}"
@@ -131,22 +155,32 @@ _SPECS = [
     FormatSpec(
         "date-time", f"{_DATE}T{_TIME}", False, "RFC 3339; upper-case T/Z only, no leap second"
     ),
-    FormatSpec("date", _DATE, True, "RFC 3339 full-date, month lengths and leap years checked"),
+    FormatSpec(
+        "date",
+        _DATE,
+        True,
+        "RFC 3339 full-date, month lengths and leap years checked; years 0001-9999 (year 0000 "
+        "is in the RFC's grammar but in no validator's calendar)",
+    ),
     FormatSpec("time", _TIME, False, "RFC 3339 full-time; upper-case Z only, no leap second"),
     FormatSpec("duration", _DURATION, True, "RFC 3339 appendix A (ISO 8601 durations)"),
     FormatSpec(
         "email",
         _EMAIL,
         False,
-        "dot-atom local part @ a hostname (no quoted local parts, no IP literals)",
+        "dot-atom local part @ a hostname of the `hostname` subset (no quoted local parts, no "
+        "IP literals, no A-labels)",
     ),
     FormatSpec("idn-email", _IDN_EMAIL, False, "ASCII subset of the email format"),
     FormatSpec(
         "hostname",
         _HOSTNAME,
         False,
-        "RFC 1123: up to 8 labels of up to 30 characters, alphabetic first character in the "
-        "last label",
+        "RFC 1123: up to 8 labels of up to 30 letters, digits and hyphens (not first or last), "
+        "alphabetic first character in the last label; no label starting with `xn--` (any "
+        "case): A-labels (Punycode IDNs, valid or not) are rejected, because their IDNA2008 "
+        "rules (the Punycode decodes, the U-label's code points and contexts are valid) are "
+        "not enforced",
     ),
     FormatSpec(
         "idn-hostname",
@@ -200,7 +234,7 @@ NUMBER_FORMATS: dict[str, tuple[int, int]] = {
 }
 
 
-@cache
+@metered_cache(1024)
 def format_node(name: str) -> Node | None:
     """The IR (decoded strings) of a known format; None for an unknown one."""
     spec = FORMATS.get(name)

@@ -262,6 +262,8 @@ class _Parser:
             raise self.error("nothing to repeat")
         if c == "{" and self._braces_lookahead():
             raise self.error("nothing to repeat")
+        if "\ud800" <= c <= "\udfff":  # a lone surrogate (a str can hold one; UTF-8 cannot)
+            raise self.unsupported("lone surrogate", start, "surrogates have no UTF-8 form")
         self.pos += 1
         return self._fold(Literal(c))
 

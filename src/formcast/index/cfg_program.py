@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from ..automata.grammar_fsm import (
     split_bytes,
 )
 from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
-from ..config import WorkBudget, check_deadline
+from ..config import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget, charge, check_deadline
 from ..vocab.vocabulary import Vocabulary
 from .bitmask import bool_to_bitmask
 from .compiled import LimitStop, ids_to_bool
@@ -59,9 +59,11 @@ class CfgProgram:
         auto: the compiled per-rule automata.
         vocab: the model's vocabulary.
         limits: run-time parser limits.
-        mask_cache_size: parser states whose masks are kept (LRU).
+        mask_cache_size: parser states whose masks are kept (LRU), at most.
         budget: the compile's fuel and deadline (:class:`~formcast.config.WorkBudget`),
             charged while the token index is prepared.
+        cache_limits: byte budgets of the masks, token steps and parser caches
+            (:class:`~formcast.config.CacheLimits`).
     """
 
     def __init__(
@@ -72,13 +74,25 @@ class CfgProgram:
         *,
         mask_cache_size: int = 50_000,
         budget: WorkBudget | None = None,
+        cache_limits: CacheLimits | None = None,
     ) -> None:
         self.auto = auto
         self.vocab = vocab
-        self.pda = PushdownAutomaton(auto, limits)
+        self.cache_limits = cache_limits = cache_limits or CacheLimits()
+        limits = limits or ParserLimits()
+        by_bytes = max(cache_limits.parser_cache_bytes // _PARSER_ENTRY_BYTES, 1)
+        if by_bytes < limits.max_cache_entries:
+            limits = replace(limits, max_cache_entries=by_bytes)
+        # counts above the cap are out of any token's reach: those states are request-specific
+        self._cap = vocab.trie.max_len + 1
+        self.pda = PushdownAutomaton(auto, limits, far_count=self._cap)
         self.lexer = build_expanded_lexer(auto, budget=budget)
         self._lex_class: np.ndarray | None = None
+        # the compile's fuel for the numpy passes below, charged before them: two augmented
+        # tables, the cut copies and the split classes (measured: ~35 units per lexer state)
+        spend = budget.spend if budget is not None else charge
         if self.lexer is not None:
+            spend(35 * int(self.lexer.table.shape[0]))
             # the steps below are single numpy passes over the lexer: the compile's deadline is
             # checked between them (a large lexer takes a tenth of a second per pass)
             check_deadline()
@@ -109,7 +123,9 @@ class CfgProgram:
             check_deadline()
             labels = split_class + 1
             labels[DEAD] = 0
-            depth = max(vocab.trie.max_len, 1)
+            # at least _STABLE_ROUNDS rounds: counters (a number's bounded digits) need as
+            # many rounds as they count to converge, and only converged classes share walks
+            depth = max(vocab.trie.max_len, _STABLE_ROUNDS)
             self._lex_class, stable = equivalence_classes(cut, labels, depth, work=budget)
             # walk digests are taken on the quotient by stable classes (a congruence), so
             # positions with one future share a digest whatever their automata look like
@@ -120,6 +136,7 @@ class CfgProgram:
             )
             self._class_rep: np.ndarray | None = None
         else:  # too large to determinize: classify per rule (calls become candidates)
+            spend(12 * auto.num_states)
             self._aug = [
                 _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
             ]
@@ -127,13 +144,16 @@ class CfgProgram:
         self._classes: dict[tuple[int, ...], _Class] = {}
         # counted rules: masks are shared by states equal up to counts clipped to the longest
         # token + 1; stack tops of counted rules are classified on window automata
-        self._cap = vocab.trie.max_len + 1
         self._counted = counted_splits(auto)
         self._sigs: dict[int, bytes] = {}
         self._rule_aug: dict[int, np.ndarray] = {}
-        self._masks: OrderedDict[ParserState, np.ndarray] = OrderedDict()
-        self._mask_cache_size = mask_cache_size
+        self._masks: LruCache[ParserState, np.ndarray] = LruCache(
+            mask_cache_size,
+            max_weight=cache_limits.mask_cache_bytes,
+            weight=lambda m: m.nbytes + CACHE_ENTRY_BYTES,
+        )
         self._steps: dict[tuple[ParserState, int], ParserState] = {}
+        self._max_steps = cache_limits.step_cache_bytes // CACHE_ENTRY_BYTES
         self._lock = threading.Lock()
         self._stop_words = bool_to_bitmask(
             ids_to_bool(vocab.stop_token_ids, vocab.vocab_size), vocab.vocab_size
@@ -154,9 +174,11 @@ class CfgProgram:
             if not data:
                 return None
             nxt = self.pda.step_bytes(state, data)
-            if len(self._steps) > 1_000_000:
-                self._steps.clear()
-            self._steps[key] = nxt
+            if not (state.far or nxt.far):  # far states are request-specific: not kept
+                if len(self._steps) >= self._max_steps:
+                    self._steps.clear()
+                if self._max_steps:
+                    self._steps[key] = nxt
         return _result(nxt)
 
     def advance_bytes(self, state: ParserState, data: bytes) -> ParserState | LimitStop | None:
@@ -168,14 +190,11 @@ class CfgProgram:
     def token_mask(self, state: ParserState) -> np.ndarray:
         if self._counted:
             state = self.pda.capped(state, self._cap)
-        mask = self._masks.get(state)
+        _, mask = self._masks.get(state)
         if mask is not None:
             return mask
         mask = self._compute_mask(state)
-        with self._lock:
-            self._masks[state] = mask
-            if len(self._masks) > self._mask_cache_size:
-                self._masks.popitem(last=False)
+        self._masks.put(state, mask)
         return mask
 
     def expected(self, state: ParserState) -> tuple[str, tuple[int, ...]]:
@@ -240,10 +259,33 @@ class CfgProgram:
             rule_states=self.auto.num_states,
             classified_positions=len(self._classes),
             masks_cached=len(self._masks),
+            mask_cache_bytes=self._masks.total_weight,
+            cache_bytes=self.cache_bytes(),
             mask_computations=self.mask_computations,
             candidates_checked=self.candidates_checked,
         )
         return info
+
+    def cache_bytes(self) -> int:
+        """Bytes held by this grammar's run-time caches (masks, position classifications,
+        token steps, parser caches), by formcast's accounting (see
+        :class:`~formcast.config.CacheLimits`)."""
+        classes = sum(w.nbytes + c.nbytes + CACHE_ENTRY_BYTES for w, c in self._classes.values())
+        return (
+            self._masks.total_weight
+            + classes
+            + len(self._steps) * CACHE_ENTRY_BYTES
+            + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
+        )
+
+    def nbytes(self) -> int:
+        """Bytes of the program: its tables (rule automata, lexer and its augmented tables)
+        plus :meth:`cache_bytes`."""
+        tables = sum(d.table.nbytes for d in self.auto.dfas) + sum(a.nbytes for a in self._aug)
+        if self.lexer is not None:
+            tables += self.lexer.table.nbytes + self._lex_aug.nbytes + self._cut_aug.nbytes
+            tables += self._cut.nbytes + self._cut_split.nbytes
+        return tables + self.cache_bytes()
 
     # -- masks ----------------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> _Class:
@@ -486,16 +528,38 @@ class CfgProgram:
         return words
 
 
+def _class_bytes(c: _Class) -> int:
+    return c[0].nbytes + c[1].nbytes + CACHE_ENTRY_BYTES
+
+
+#: bytes of one parser-cache entry (an interned frame or state, a closure, a byte step),
+#: measured with tracemalloc on a long string: about 260
+_PARSER_ENTRY_BYTES = 260
+_SHARED_BYTES = CacheLimits().shared_cache_bytes
+
 #: Window tables of counted rules, by (item signature, need, levels); None where the window is
 #: not deterministic.  Few: they are large.
-_COUNTED_WINDOWS: LruCache[tuple[bytes, int, int], np.ndarray | None] = LruCache(6)
+_COUNTED_WINDOWS: LruCache[tuple[bytes, int, int], np.ndarray | None] = LruCache(
+    6,
+    max_weight=_SHARED_BYTES,
+    weight=lambda t: (0 if t is None else t.nbytes) + CACHE_ENTRY_BYTES,
+)
 #: Classifications of counted stack tops, by (item signature, state, need, left).
-_COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], _Class] = LruCache(4_096)
+_COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], _Class] = LruCache(
+    4_096, max_weight=_SHARED_BYTES, weight=_class_bytes
+)
 #: Classifications of cut-lexer start states by canonical digest (see
 #: :meth:`CfgProgram._cut_signature`): shared by every grammar in the process.
-_SHARED_WALKS: LruCache[bytes, _Class] = LruCache(1_024)
+_SHARED_WALKS: LruCache[bytes, _Class] = LruCache(
+    1_024, max_weight=_SHARED_BYTES, weight=_class_bytes
+)
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96
+
+# refinement rounds the token index's equivalence pass may take even where the vocabulary's
+# longest token is shorter: the longest default number-digit counter (64 integer digits, see
+# JsonSchemaOptions) must converge for positions before a number to share walks
+_STABLE_ROUNDS = 96
 # ... and those with fewer live first bytes than this (their walks are sparse and cheap)
 _SHARED_WALK_MIN_BYTES = 16
 

@@ -23,7 +23,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .._lru import LruCache
 from ..automata.dfa import DEAD, ByteDFA, bounded_equivalence, describe_bytes
+from ..config import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget
 from ..vocab.vocabulary import Vocabulary
 from .bitmask import bool_to_bitmask
 
@@ -81,18 +83,33 @@ class RegexProgram:
     ``advance`` is O(token length), memoized per (state, token).
     """
 
-    def __init__(self, dfa: ByteDFA, vocab: Vocabulary) -> None:
+    def __init__(
+        self,
+        dfa: ByteDFA,
+        vocab: Vocabulary,
+        *,
+        budget: WorkBudget | None = None,
+        cache_limits: CacheLimits | None = None,
+    ) -> None:
         self.dfa = dfa
         self.vocab = vocab
-        self._masks: dict[int, np.ndarray] = {}  # by mask class (see _mask_class)
+        limits = cache_limits or CacheLimits()
+        # by mask class (see _mask_class), within CacheLimits.mask_cache_bytes
+        self._masks: LruCache[int, np.ndarray] = LruCache(
+            1 << 62,
+            max_weight=limits.mask_cache_bytes,
+            weight=lambda m: m.nbytes + CACHE_ENTRY_BYTES,
+        )
         self._mask_class: np.ndarray | None = None
         self._steps: dict[tuple[int, int], int] = {}
+        self._max_steps = limits.step_cache_bytes // CACHE_ENTRY_BYTES
         self._lock = threading.Lock()
         self._stop_words = bool_to_bitmask(
             ids_to_bool(vocab.stop_token_ids, vocab.vocab_size), vocab.vocab_size
         )
         self._mask_computations = 0
-        self._classes()  # part of compiling: cheap next to the first vocabulary walk
+        # part of compiling (charged to its fuel): cheap next to the first vocabulary walk
+        self._classes(budget)
 
     def initial_state(self) -> int:
         return self.dfa.start
@@ -105,7 +122,10 @@ class RegexProgram:
             if not data:
                 return None
             nxt = self.dfa.step(state, data)
-            self._steps[key] = nxt
+            if len(self._steps) >= self._max_steps:
+                self._steps.clear()
+            if self._max_steps:
+                self._steps[key] = nxt
         return nxt if nxt != DEAD else None
 
     def advance_bytes(self, state: int, data: bytes) -> int | None:
@@ -115,22 +135,23 @@ class RegexProgram:
     def is_accepting(self, state: int) -> bool:
         return bool(self.dfa.accepting[state])
 
-    def _classes(self) -> np.ndarray:
+    def _classes(self, budget: WorkBudget | None = None) -> np.ndarray:
         """Mask classes: states equivalent for every string up to the longest token."""
         if self._mask_class is None:
             labels = self.dfa.accepting.astype(np.int64)
             labels[DEAD] = 2
             depth = max(self.vocab.trie.max_len, 1)
-            self._mask_class = bounded_equivalence(self.dfa.table, labels, depth, budget=40_000_000)
+            self._mask_class = bounded_equivalence(
+                self.dfa.table, labels, depth, budget=40_000_000, work=budget
+            )
         return self._mask_class
 
     def token_mask(self, state: int) -> np.ndarray:
         cls = int(self._classes()[state])
-        mask = self._masks.get(cls)
+        _, mask = self._masks.get(cls)
         if mask is None:
             mask = self._compute_mask(state)
-            with self._lock:
-                self._masks[cls] = mask
+            self._masks.put(cls, mask)
         return mask
 
     def _compute_mask(self, state: int) -> np.ndarray:
@@ -172,9 +193,19 @@ class RegexProgram:
             "dfa_states": self.dfa.num_states,
             "mask_classes": self.num_mask_classes,
             "masks_cached": len(self._masks),
+            "mask_cache_bytes": self._masks.total_weight,
+            "cache_bytes": self.cache_bytes(),
             "mask_computations": self._mask_computations,
             "steps_cached": len(self._steps),
         }
+
+    def cache_bytes(self) -> int:
+        """Bytes held by the run-time caches (masks, token steps), by formcast's accounting."""
+        return self._masks.total_weight + len(self._steps) * CACHE_ENTRY_BYTES
+
+    def nbytes(self) -> int:
+        """Bytes of the program: the DFA's tables plus :meth:`cache_bytes`."""
+        return self.dfa.table.nbytes + self.cache_bytes()
 
     def warm_up(self, should_stop: Callable[[], bool]) -> int:
         """Masks of the states nearest the start first (BFS), until ``should_stop()``."""
@@ -223,6 +254,8 @@ class CompiledGrammar:
         program: the state machine and token index (see :class:`GrammarProgram`).
         compile_seconds: wall time spent compiling.
         warnings: what a lenient compile ignored (empty when strict).
+        compile_work: the fuel the compile used (units of ``CompileLimits.max_compile_work``):
+            deterministic, the same on any machine and whatever was compiled before.
     """
 
     kind: str
@@ -232,6 +265,7 @@ class CompiledGrammar:
     compile_seconds: float = 0.0
     warnings: tuple[str, ...] = ()
     options: str = ""
+    compile_work: int = 0
     _fingerprint: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -255,6 +289,12 @@ class CompiledGrammar:
 
     def cache_info(self) -> dict[str, int]:
         return self.program.cache_info()
+
+    def nbytes(self) -> int:
+        """Bytes held by this grammar (its program's tables and caches), by formcast's own
+        accounting; what the compiler's ``CacheLimits.grammar_cache_bytes`` counts."""
+        measure = getattr(self.program, "nbytes", None)
+        return int(measure()) if callable(measure) else 0
 
     def warm_up(self, max_seconds: float = 0.5, stop: threading.Event | None = None) -> int:
         """Precompute token classifications for up to ``max_seconds`` (or until ``stop`` is set).

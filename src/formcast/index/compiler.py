@@ -10,16 +10,16 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from .._gc import gc_paused
+from .._lru import LruCache
 from ..automata.dfa import compile_dfa
 from ..automata.grammar_fsm import compile_grammar_automaton, has_counted_repeat
 from ..automata.pda import ParserLimits
-from ..config import CompileLimits, WorkBudget, compile_scope
-from ..errors import ConfigurationError, UnsatisfiableGrammarError
+from ..config import CacheLimits, CompileLimits, WorkBudget, compile_scope, current_budget
+from ..errors import ConfigurationError, LimitExceededError, UnsatisfiableGrammarError
 from ..grammar.ir import Grammar, Rule
 from ..grammar.regex import parse_regex
 from ..vocab.vocabulary import Vocabulary
@@ -36,6 +36,9 @@ class GrammarCompiler:
         vocab: the model's :class:`~formcast.vocab.vocabulary.Vocabulary`.
         limits: compile limits (:class:`~formcast.config.CompileLimits`).
         cache_size: compiled grammars kept (least recently used evicted); 0 disables caching.
+        cache_limits: byte budgets of the caches (:class:`~formcast.config.CacheLimits`): the
+            compiled grammars kept here (``grammar_cache_bytes``, each grammar counted with
+            its caches) and each grammar's masks, token steps and parser caches.
         pause_gc: pause Python's cyclic garbage collector while a grammar compiles (about 30%
             of compile time is otherwise spent scanning short-lived containers; reference
             counting still frees memory, and the collector's previous state is restored, see
@@ -50,6 +53,7 @@ class GrammarCompiler:
         parser_limits: ParserLimits | None = None,
         cache_size: int = 128,
         pause_gc: bool = True,
+        cache_limits: CacheLimits | None = None,
     ) -> None:
         if not isinstance(vocab, Vocabulary):
             raise ConfigurationError(
@@ -63,37 +67,63 @@ class GrammarCompiler:
         self.parser_limits = parser_limits or ParserLimits()
         self.cache_size = cache_size
         self.pause_gc = pause_gc
-        self._cache: OrderedDict[str, CompiledGrammar] = OrderedDict()
+        self.cache_limits = cache_limits or CacheLimits()
+        self._cache: LruCache[str, CompiledGrammar] = LruCache(
+            cache_size,
+            max_weight=self.cache_limits.grammar_cache_bytes,
+            weight=lambda g: g.nbytes(),
+        )
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
+    def _budget(self, seconds: float | None = None) -> WorkBudget:
+        """A fresh fuel tank for one compile: ``limits.max_compile_work`` units, and the
+        tighter of ``limits.max_compile_seconds`` and ``seconds`` as its deadline."""
+        caps = [x for x in (self.limits.max_compile_seconds, seconds) if x is not None]
+        return WorkBudget(self.limits.max_compile_work, min(caps) if caps else None)
+
     def _cached(
-        self, kind: str, source: str, options: str, build: Callable[[], CompiledGrammar]
+        self,
+        kind: str,
+        source: str,
+        options: str | None,
+        build: Callable[[WorkBudget], CompiledGrammar],
+        *,
+        seconds: float | None = None,
     ) -> CompiledGrammar:
-        key = grammar_key(kind, source, options, self.vocab)
-        with self._lock:
-            hit = self._cache.get(key)
+        """The cached grammar of ``(kind, source, options)``, else ``build(budget)`` run under
+        one fresh budget (made current by :func:`~formcast.config.compile_scope`, so every
+        stage, front-end included, charges the same fuel and sees the same deadline).
+        ``options=None``: the constraint cannot be keyed exactly (it is built, not cached)."""
+        key = None if options is None else grammar_key(kind, source, options, self.vocab)
+        if key is not None:
+            _, hit = self._cache.get(key)
             if hit is not None:
-                self._cache.move_to_end(key)
-                self.hits += 1
+                with self._lock:
+                    self.hits += 1
                 return hit
-        with gc_paused(self.pause_gc):
-            compiled = build()
+        budget = self._budget(seconds)
+        with gc_paused(self.pause_gc), compile_scope(budget):
+            compiled = build(budget)
         with self._lock:
             self.misses += 1
-            if self.cache_size:
-                self._cache[key] = compiled
-                self._cache.move_to_end(key)
-                while len(self._cache) > self.cache_size:
-                    self._cache.popitem(last=False)
+        if self.cache_size and key is not None:
+            # grammars' caches grew since they were added: re-measure, then evict to fit
+            self._cache.put(key, compiled)
+            self._cache.reweigh()
         return compiled
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of the compiled grammars kept (as measured at the last insertion)."""
+        return self._cache.total_weight
 
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
 
-    def compile_regex(self, pattern: str, *, dialect: str = "python") -> CompiledGrammar:
+    def compile_regex(self, pattern: str, *, dialect: str = "ecma") -> CompiledGrammar:
         """Compile a regular expression (fullmatch semantics) to a :class:`CompiledGrammar`.
 
         Raises:
@@ -103,25 +133,29 @@ class GrammarCompiler:
         if not isinstance(pattern, str):
             raise ConfigurationError(f"pattern must be str, got {type(pattern).__name__}")
 
-        def build() -> CompiledGrammar:
+        def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()
             node = parse_regex(pattern, dialect=dialect, limits=self.limits)
             program: GrammarProgram
             if has_counted_repeat(node):
                 # a long bounded repeat (``.{0,5000}``) is counted by the parser, not unrolled
                 try:
-                    program = self._program_for(Grammar((Rule("regex", node),), "regex"))
+                    program = self._program_for(
+                        Grammar((Rule("regex", node),), "regex"), budget=budget
+                    )
                 except UnsatisfiableGrammarError:
                     raise UnsatisfiableGrammarError(
                         f"the regex {pattern!r} matches no string at all"
                     ) from None
             else:
-                dfa = compile_dfa(node, self.limits)  # within limits.max_compile_work
+                dfa = compile_dfa(node, self.limits, budget)  # within limits.max_compile_work
                 if dfa.is_empty:
                     raise UnsatisfiableGrammarError(
                         f"the regex {pattern!r} matches no string at all"
                     )
-                program = RegexProgram(dfa, self.vocab)
+                program = RegexProgram(
+                    dfa, self.vocab, budget=budget, cache_limits=self.cache_limits
+                )
             return CompiledGrammar(
                 kind="regex",
                 source=pattern,
@@ -129,6 +163,7 @@ class GrammarCompiler:
                 program=program,
                 compile_seconds=time.perf_counter() - t0,
                 options=f"dialect={dialect}",
+                compile_work=budget.used,
             )
 
         return self._cached("regex", pattern, f"dialect={dialect}", build)
@@ -148,13 +183,18 @@ class GrammarCompiler:
         grammars: its token index walks every string body once per process (the exit-byte
         cut, shared walks), where the DFA program walks each string position of each
         grammar on its own."""
-        budget = budget or self.limits.budget()  # one fuel tank (and deadline) for every stage
+        # one fuel tank (and deadline) for every stage: the compile's, else a fresh one
+        budget = budget or current_budget() or self._budget()
         auto = compile_grammar_automaton(
             grammar, self.limits, budget=budget, expand_calls=expand_calls, minimize=minimize
         )
         if auto.is_regular and not pushdown:
-            return RegexProgram(auto.dfas[0], self.vocab)
-        return CfgProgram(auto, self.vocab, self.parser_limits, budget=budget)
+            return RegexProgram(
+                auto.dfas[0], self.vocab, budget=budget, cache_limits=self.cache_limits
+            )
+        return CfgProgram(
+            auto, self.vocab, self.parser_limits, budget=budget, cache_limits=self.cache_limits
+        )
 
     def compile_grammar_ir(
         self,
@@ -169,14 +209,15 @@ class GrammarCompiler:
         Regular grammars get the DFA program; others the pushdown program.
 
         Raises:
-            UnsupportedFeatureError (left recursion), UnsatisfiableGrammarError,
+            UnsupportedFeatureError (left recursion too large to rewrite),
+            UnsatisfiableGrammarError,
             LimitExceededError, GrammarError (undefined rules).
         """
         src = source if source is not None else repr(grammar)
 
-        def build() -> CompiledGrammar:
+        def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()
-            program = self._program_for(grammar)
+            program = self._program_for(grammar, budget=budget)
             return CompiledGrammar(
                 kind=kind,
                 source=src,
@@ -184,6 +225,7 @@ class GrammarCompiler:
                 program=program,
                 compile_seconds=time.perf_counter() - t0,
                 warnings=warnings,
+                compile_work=budget.used,
             )
 
         return self._cached(kind, src, "", build)
@@ -200,7 +242,7 @@ class GrammarCompiler:
         if syntax not in ("gbnf", "lark"):
             raise ConfigurationError(f"unknown grammar syntax {syntax!r}; use 'gbnf' or 'lark'")
 
-        def build() -> CompiledGrammar:
+        def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()
             if syntax == "gbnf":
                 from ..grammar.gbnf import parse_gbnf
@@ -210,7 +252,7 @@ class GrammarCompiler:
                 from ..grammar.lark import parse_lark
 
                 ir = parse_lark(text, start=start or "start")
-            program = self._program_for(ir)
+            program = self._program_for(ir, budget=budget)
             return CompiledGrammar(
                 kind=syntax,
                 source=text,
@@ -218,15 +260,17 @@ class GrammarCompiler:
                 program=program,
                 compile_seconds=time.perf_counter() - t0,
                 options=f"start={start}",
+                compile_work=budget.used,
             )
 
         return self._cached(syntax, text, f"start={start}", build)
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
-        """Any JSON value (RFC 8259), compact or with bounded whitespace between tokens."""
-        from ..grammar.builtin import json_grammar
+        """Any JSON value (RFC 8259) with bounded whitespace between tokens and bounded number
+        digits (:func:`~formcast.grammar.builtin.builtin_json_grammar`)."""
+        from ..grammar.builtin import builtin_json_grammar
 
-        return self.compile_grammar_ir(json_grammar(), kind="builtin_json", source="json")
+        return self.compile_grammar_ir(builtin_json_grammar(), kind="builtin_json", source="json")
 
     def compile_json_schema(self, schema: Any, options: Any = None) -> CompiledGrammar:
         """Compile a JSON Schema (dict, JSON text, bool, or a Pydantic model class).
@@ -243,22 +287,30 @@ class GrammarCompiler:
         if isinstance(schema, str):
             try:
                 schema = json.loads(schema)
+            except RecursionError:
+                raise _too_deep(_text_depth(schema), "", _opts_max_depth(options)) from None
             except ValueError as exc:
                 raise ConfigurationError(f"the schema is not valid JSON: {exc}") from None
         opts = options if options is not None else js.JsonSchemaOptions()
-        canonical = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+        # the key keeps the schema's key order: properties are generated in schema order
+        try:
+            canonical = json.dumps(schema, ensure_ascii=False)
+        except RecursionError:
+            depth, pointer = _deepest(schema)
+            raise _too_deep(depth, pointer, _opts_max_depth(opts)) from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"the schema is not JSON-serializable: {exc}") from None
+        key_of = getattr(opts, "cache_key", None)
+        opts_key: str | None = key_of() if callable(key_of) else repr(opts)
 
-        def build() -> CompiledGrammar:
+        def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()
-            seconds = [x for x in (self.limits.max_compile_seconds, opts.max_compile_seconds) if x]
-            budget = WorkBudget(self.limits.max_compile_work, min(seconds) if seconds else None)
-            with compile_scope(budget):
-                grammar, ignored = js.schema_to_grammar(schema, opts)
-                # call-site expansion copies "any value" into every undeclared-member slot:
-                # measured on MaskBench it triples compile time and does not speed masks up
-                program = self._program_for(
-                    grammar, expand_calls=False, budget=budget, pushdown=True, minimize=False
-                )
+            grammar, ignored = js.schema_to_grammar(schema, opts)
+            # call-site expansion copies "any value" into every undeclared-member slot:
+            # measured on MaskBench it triples compile time and does not speed masks up
+            program = self._program_for(
+                grammar, expand_calls=False, budget=budget, pushdown=True, minimize=False
+            )
             return CompiledGrammar(
                 kind="json_schema",
                 source=canonical,
@@ -266,7 +318,70 @@ class GrammarCompiler:
                 program=program,
                 compile_seconds=time.perf_counter() - t0,
                 warnings=tuple(ignored),
-                options=repr(opts),
+                options=opts_key if opts_key is not None else repr(opts),
+                compile_work=budget.used,
             )
 
-        return self._cached("json_schema", canonical, repr(opts), build)
+        return self._cached(
+            "json_schema", canonical, opts_key, build, seconds=opts.max_compile_seconds
+        )
+
+
+def _opts_max_depth(options: Any) -> int:
+    """``options.max_depth`` (the default's when ``options`` is None)."""
+    if options is None:
+        from ..grammar.jsonschema.options import JsonSchemaOptions
+
+        options = JsonSchemaOptions()
+    return int(options.max_depth)
+
+
+def _too_deep(depth: int, pointer: str, max_depth: int) -> LimitExceededError:
+    where = f" at {pointer}" if pointer else ""
+    return LimitExceededError(
+        "max_depth",
+        max_depth,
+        f"the schema is nested {depth} levels deep{where}, deeper than JSON can be read here",
+    )
+
+
+def _text_depth(text: str) -> int:
+    """The deepest ``[``/``{`` nesting of a JSON text (outside strings); iterative."""
+    depth = best = 0
+    in_str = escaped = False
+    for ch in text:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def _deepest(value: Any) -> tuple[int, str]:
+    """The nesting depth of a JSON value and the JSON pointer of its deepest container;
+    iterative (values too deep for ``json.dumps`` are what it is for)."""
+    best, where = 0, ""
+    todo: list[tuple[Any, int, str]] = [(value, 1, "")]
+    seen: set[int] = set()
+    while todo:
+        v, d, ptr = todo.pop()
+        if not isinstance(v, (dict, list)) or id(v) in seen:
+            continue
+        seen.add(id(v))  # a cyclic value is as deep as json.dumps could go
+        if d > best:
+            best, where = d, ptr
+        items = v.items() if isinstance(v, dict) else enumerate(v)
+        for k, child in items:
+            esc = str(k).replace("~", "~0").replace("/", "~1")
+            todo.append((child, d + 1, f"{ptr}/{esc}"))
+    return best, where or "/"

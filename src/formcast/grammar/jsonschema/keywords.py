@@ -60,8 +60,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "exact",
         "any",
         _ALL,
-        "any JSON values (Unicode included), compact; numbers "
-        "also in their `.0` spelling; object values in every key order up to 4 keys",
+        "any JSON values (Unicode included), compact; numbers also in their `.0` spelling "
+        "(not with `type: integer`); object values in every key order up to 4 keys",
     ),
     _K("const", "exact", "any", "6, 7, 2019-09, 2020-12", "as `enum` with one value"),
     _K(
@@ -112,8 +112,9 @@ KEYWORDS: tuple[Keyword, ...] = (
         _ALL,
         "negation of types, `const`/`enum` (any values), numeric bounds and `multipleOf`, "
         "string lengths/patterns/formats, `required`, properties, `additionalProperties`/"
-        '`patternProperties` ("some other member breaks it", once per object), array lengths/'
-        "`items`/`prefixItems`/`contains`, member counts, recursive `$ref` (a negated rule); "
+        '`patternProperties` ("some other member breaks it", once per object, written last), '
+        "array lengths/`items`/`prefixItems`/`contains`, member counts (a negated "
+        "`maxProperties` as `minProperties`), recursive `$ref` (a negated rule); "
         "`uniqueItems`, `propertyNames` and `items` after `prefixItems` fail closed",
     ),
     _K(
@@ -187,7 +188,14 @@ KEYWORDS: tuple[Keyword, ...] = (
         _ALL,
         "schema form (all drafts) and array form (drafts 4-2019-09, = `prefixItems`)",
     ),
-    _K("prefixItems", "exact", "array", "2020-12", "positional schemas"),
+    _K(
+        "prefixItems",
+        "exact",
+        "array",
+        "2020-12",
+        "positional schemas; not a keyword of earlier drafts, where it is an annotation (listed "
+        "in the warnings) and a schema-form `items` applies to every item",
+    ),
     _K("additionalItems", "exact", "array", "4, 6, 7, 2019-09", "with array-form `items`"),
     _K(
         "minItems", "exact", "array", _ALL, "long bounds are counted by the parser (never unrolled)"
@@ -261,7 +269,15 @@ KEYWORDS: tuple[Keyword, ...] = (
         "6, 7, 2019-09, 2020-12",
         "string part intersected with every key class; declared keys checked",
     ),
-    _K("minProperties", "exact", "object", _ALL, "member counting (bounded by `max_count_states`)"),
+    _K(
+        "minProperties",
+        "partial",
+        "object",
+        _ALL,
+        "member counting (bounded by `max_count_states`); undeclared members count as one "
+        "(they may repeat a key, see Duplicate keys), so a count that needs two or more of them "
+        "fails closed",
+    ),
     _K("maxProperties", "exact", "object", _ALL, "see `minProperties`"),
     _K(
         "dependentRequired",

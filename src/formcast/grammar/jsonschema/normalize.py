@@ -26,12 +26,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
-from functools import lru_cache
 from typing import Any
 
-from ...config import check_deadline
+from ...config import charge, metered_cache
 from ...errors import (
-    CompileTimeoutError,
+    CompileBudgetError,
     ConfigurationError,
     GrammarError,
     LimitExceededError,
@@ -128,6 +127,74 @@ def _escape_pointer(seg: str) -> str:
     return seg.replace("~", "~0").replace("/", "~1")
 
 
+def _pointer(path: tuple[str | int, ...]) -> str:
+    return "#" + "".join("/" + _escape_pointer(str(s)) for s in path)
+
+
+def check_json(schema: Any) -> None:
+    """Raise :class:`ConfigurationError` naming the JSON pointer of the first part of
+    ``schema`` that is not JSON: a key that is not a string, a value of another Python type
+    (set, tuple, bytes, Decimal...), NaN or an infinity (``json.loads`` reads ``NaN`` and
+    ``Infinity``, but they have no JSON spelling, so no output could be one).  Iterative: any
+    depth is safe."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
+    while stack:
+        v, path = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise ConfigurationError(
+                        f"invalid schema at {_pointer(path)}: the key {k!r} is a "
+                        f"{type(k).__name__}, not a string (JSON object keys are strings)"
+                    )
+                stack.append((x, (*path, k)))
+        elif isinstance(v, list):
+            stack.extend((x, (*path, i)) for i, x in enumerate(v))
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise ConfigurationError(
+                    f"invalid schema at {_pointer(path)}: {v!r} is not a JSON number (NaN and "
+                    "the infinities have no JSON spelling)"
+                )
+        elif not isinstance(v, (str, int)) and v is not None:  # (bool is an int)
+            raise ConfigurationError(
+                f"invalid schema at {_pointer(path)}: a {type(v).__name__} is not a JSON value"
+            )
+
+
+def _printable(where: str) -> str:
+    """``where`` with lone surrogates (a property name may hold one) written as ``\\udXXX``, so
+    that an error message can be printed or logged as UTF-8."""
+    return where.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _lone_surrogate(text: str) -> bool:
+    return any("\ud800" <= c <= "\udfff" for c in text)
+
+
+def _check_utf8_value(v: Any, where: str, feature: str) -> None:
+    """Fail closed on a string (or key) of ``v`` with a lone surrogate: it has no UTF-8 form,
+    so it could only be written as a ``\\uXXXX`` escape, which formcast never generates."""
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        texts: list[str] = []
+        if isinstance(x, str):
+            texts = [x]
+        elif isinstance(x, dict):
+            texts = list(x)
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+        if any(_lone_surrogate(s) for s in texts):
+            raise UnsupportedFeatureError(
+                feature,
+                _printable(where),
+                "a string with a lone surrogate has no UTF-8 form (JSON text can only spell it "
+                "as a \\u escape, which formcast does not generate)",
+            )
+
+
 @dataclass(frozen=True)
 class Ctx:
     """Where a subschema is: resolver (base URI), draft, JSON pointer, nesting depth."""
@@ -159,6 +226,26 @@ def _draft_of(schema: Any, default: str) -> str:
         uri = schema.get("$schema")
         if isinstance(uri, str):
             return _DRAFT_URIS.get(uri.rstrip("#"), default)
+    return default
+
+
+def _resource_draft(resolver: Any, default: str) -> str:
+    """The draft of the resource ``resolver`` is in: its ``$schema``, else the default
+    specification it was registered with (``referencing`` keeps it per resource); ``default``
+    when that is unknown (a specification formcast does not read)."""
+    base = getattr(resolver, "_base_uri", None)
+    registry = getattr(resolver, "_registry", None)
+    if not isinstance(base, str) or registry is None:
+        return default
+    # never the registry's ``retrieve`` (a user's may fetch): the resource is already there,
+    # or among the subresources a crawl finds (cheap once crawled)
+    resource = registry.get(base)
+    if resource is None:
+        resource = registry.crawl().get(base)
+    spec = getattr(resource, "_specification", None)
+    for draft in ("4", "6", "7", "2019-09", "2020-12"):
+        if spec is _spec_for(draft):
+            return draft
     return default
 
 
@@ -196,7 +283,13 @@ def _others(kind: str) -> list[S]:
 
 
 def _nonneg_int(v: Any, where: str, key: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or (isinstance(v, float) and not math.isfinite(v))
+        or v < 0
+        or v != int(v)
+    ):
         raise ConfigurationError(f"invalid schema at {where}: {key} must be a non-negative integer")
     return int(v)
 
@@ -205,6 +298,7 @@ class Normalizer:
     """Normalizes one schema (see the module docstring)."""
 
     def __init__(self, schema: Any, options: JsonSchemaOptions) -> None:
+        check_json(schema)
         try:
             import referencing
             import referencing.exceptions
@@ -212,7 +306,7 @@ class Normalizer:
         except ImportError as e:  # pragma: no cover - a declared dependency of the extra
             raise ConfigurationError(
                 "JSON Schema support needs the 'referencing' package: "
-                "pip install 'formcast[jsonschema]'"
+                "pip install 'jsonschema>=4.20'"
             ) from e
         self.options = options
         self.ignored: list[str] = []
@@ -244,6 +338,7 @@ class Normalizer:
     # -- failure helpers ----------------------------------------------------------------------
     def unsupported(self, feature: str, where: str, hint: str = "") -> None:
         """Fail closed, or (lenient) record the ignored feature and let the caller go on."""
+        where = _printable(where)
         if self.options.lenient:
             self.ignored.append(f"{feature} at {where}" + (f" ({hint})" if hint else ""))
             return
@@ -299,7 +394,9 @@ class Normalizer:
         self._pending.add(key)
         target_ctx = Ctx(
             resolved.resolver,
-            _draft_of(contents, ctx.draft),
+            # the target is read in the draft of the resource it lies in (a draft-7 remote
+            # keeps draft 7's rules: ``$ref`` ignores a sibling ``$id``), not the referrer's
+            _draft_of(contents, _resource_draft(resolved.resolver, ctx.draft)),
             ref,
             ctx.depth + 1,
         )
@@ -316,7 +413,7 @@ class Normalizer:
         return self.normalize(self.root_schema, self.root_ctx, entered=True)
 
     def normalize(self, schema: Any, ctx: Ctx, *, entered: bool = False) -> S:
-        check_deadline()
+        charge(24 + (3 * len(schema) if isinstance(schema, dict) else 0))  # the compile's fuel
         """Normalize ``schema`` found at ``ctx`` (``entered``: ctx.resolver already applies the
         schema's own ``$id``)."""
         if ctx.depth > self.options.max_depth:
@@ -397,8 +494,10 @@ class Normalizer:
                     self.options.max_enum,
                     f"enum of {len(values)} values at {ctx.pointer}",
                 )
+            _check_utf8_value(values, ctx.child("enum").pointer, "enum")
             add("enum", SConst(dedupe_values(values)))
         if "const" in schema:
+            _check_utf8_value(schema["const"], ctx.child("const").pointer, "const")
             add("const", SConst((schema["const"],)))
         if "not" in schema:
             inner = self.normalize(schema["not"], ctx.child("not"))
@@ -449,6 +548,16 @@ class Normalizer:
             elif info.status == "unsupported" and key not in ("$dynamicRef", "$recursiveRef"):
                 self.unsupported(key, ctx.pointer, info.note)
 
+    def _foreign_keyword(self, key: str, ctx: Ctx) -> None:
+        """``key`` is a keyword of another draft than ``ctx.draft``, where it would change the
+        meaning of this draft's keywords: an annotation there (as for validators), listed in the
+        warnings, or fails closed with ``unknown_keywords="error"``."""
+        hint = f"not a keyword of draft {ctx.draft}"
+        if self.options.unknown_keywords == "error":
+            self.unsupported(key, ctx.pointer, f"{hint} (unknown_keywords='error')")
+        else:
+            self.ignored.append(f"{key} at {ctx.pointer} ({hint}, treated as an annotation)")
+
     # -- per-type keywords --------------------------------------------------------------------
     def _typed(self, schema: dict[str, Any], ctx: Ctx) -> S:
         t = schema.get("type")
@@ -479,7 +588,12 @@ class Normalizer:
 
     def _num_value(self, schema: dict[str, Any], key: str, ctx: Ctx) -> Decimal:
         v = schema[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        # (an int is never tested with isfinite: 10**400 does not fit a float)
+        if (
+            isinstance(v, bool)
+            or not isinstance(v, (int, float))
+            or (isinstance(v, float) and not math.isfinite(v))
+        ):
             raise ConfigurationError(f"invalid schema at {ctx.pointer}: {key} must be a number")
         return to_decimal(v)
 
@@ -545,7 +659,7 @@ class Normalizer:
     def _pattern_ok(self, p: str, ctx: Ctx) -> bool:
         try:
             pattern_node(p)
-        except CompileTimeoutError:
+        except CompileBudgetError:
             raise
         except GrammarError as e:
             self.unsupported("pattern", ctx.pointer, f"{p!r}: {e}")
@@ -558,13 +672,18 @@ class Normalizer:
         prefix_src: list[Any] | None = None
         rest_src: Any = None
         rest_key = ""
+        # not a keyword before 2020-12: a schema-form ``items`` applies to every item there
+        # (reading it as 2020-12 would exempt the first items from ``items``)
+        own_prefix = ctx.draft == "2020-12"
+        if not own_prefix and "prefixItems" in schema:
+            self._foreign_keyword("prefixItems", ctx)
         if isinstance(items, list):
             prefix_src = items
             prefix_key = "items"
             if "additionalItems" in schema:
                 rest_src, rest_key = schema["additionalItems"], "additionalItems"
         else:
-            if isinstance(schema.get("prefixItems"), list):
+            if own_prefix and isinstance(schema.get("prefixItems"), list):
                 prefix_src = schema["prefixItems"]
                 prefix_key = "prefixItems"
             if "items" in schema:
@@ -634,6 +753,9 @@ class Normalizer:
         )
         if implicit:
             self.implicit_rules.add(id(rule))
+        for k in props_src:
+            if _lone_surrogate(k):
+                _check_utf8_value(k, ctx.child("properties", k).pointer, "properties")
         props: dict[str, S] = {}
         for k, sub in props_src.items():
             value = self.normalize(sub, ctx.child("properties", k))
@@ -646,6 +768,7 @@ class Normalizer:
             raise ConfigurationError(
                 f"invalid schema at {ctx.pointer}: required must be a list of strings"
             )
+        _check_utf8_value(req_src, ctx.child("required").pointer, "required")
         for k in req_src:
             if k not in props:
                 props[k] = self.conj(self._key_effect(obj, k, ctx), ANY, ctx)
@@ -705,6 +828,8 @@ class Normalizer:
             if not isinstance(src, dict):
                 raise ConfigurationError(f"invalid schema at {ctx.pointer}: {kw} must be an object")
             for k, v in src.items():
+                names = [k, v if isinstance(v, list) else []]
+                _check_utf8_value(names, ctx.child(kw, k).pointer, kw)
                 deps.append((k, v, kw))
         for key, v, kw in deps:
             if isinstance(v, list):
@@ -811,7 +936,7 @@ class Normalizer:
                 parts = [b] + [strip_eval(self.negate(branches[j], ctx)) for j in overlaps[i]]
                 out.append(self.conj_all(parts, ctx))
             return self.union(out)
-        except CompileTimeoutError:
+        except CompileBudgetError:
             raise
         except (UnsupportedFeatureError, _Pending, LimitExceededError) as e:
             if self.options.oneof_as_anyof:
@@ -833,7 +958,7 @@ class Normalizer:
         self._budget = _DISJOINT_BUDGET
         try:
             return self.is_empty(self.conj(a, b, ctx))
-        except CompileTimeoutError:
+        except CompileBudgetError:
             raise
         except (UnsupportedFeatureError, _Pending, LimitExceededError, _OutOfBudget):
             return False
@@ -894,7 +1019,7 @@ class Normalizer:
 
     # -- union / intersection -----------------------------------------------------------------
     def union(self, items: Iterable[S]) -> S:
-        check_deadline()
+        charge(6)  # the compile's fuel (and deadline)
         flat: list[S] = []
         for it in items:
             parts = it.items if isinstance(it, SUnion) else (it,)
@@ -904,6 +1029,7 @@ class Normalizer:
                 if isinstance(p, SConst) and not p.values:
                     continue
                 flat.append(p)
+        charge(3 * len(flat))
         if not flat:
             return NOTHING_S
         if len(flat) == 1:
@@ -923,7 +1049,7 @@ class Normalizer:
         return out
 
     def conj(self, a: S, b: S, ctx: Ctx | None) -> S:
-        check_deadline()
+        charge(18)  # the compile's fuel (and deadline; measured: ~10 us a call with its merges)
         if self._budget is not None:
             self._budget -= 1
             if self._budget < 0:
@@ -946,9 +1072,9 @@ class Normalizer:
         if isinstance(b, SUnion):
             return self.union(self.conj(a, i, ctx) for i in b.items)
         if isinstance(a, SConst):
-            return SConst(tuple(v for v in a.values if self.accepts(b, v, ctx)))
+            return SConst(tuple(_typed_value(v, b) for v in a.values if self.accepts(b, v, ctx)))
         if isinstance(b, SConst):
-            return SConst(tuple(v for v in b.values if self.accepts(a, v, ctx)))
+            return SConst(tuple(_typed_value(v, a) for v in b.values if self.accepts(a, v, ctx)))
         if type(a) is not type(b):
             return NOTHING_S
         if isinstance(a, (SNull, SBool)):
@@ -1176,7 +1302,7 @@ class Normalizer:
 
             try:
                 return string_dfa(s, self.options).is_empty()
-            except CompileTimeoutError:
+            except CompileBudgetError:
                 raise
             except GrammarError:
                 return False
@@ -1184,7 +1310,8 @@ class Normalizer:
             lo, hi = s.min_items, s.max_items
             if hi is not None and lo > hi:
                 return True
-            if any(self.is_empty(s.at(i), seen) for i in range(lo)):
+            # (items past the prefix share one schema: never a loop over a huge minItems)
+            if any(self.is_empty(s.at(i), seen) for i in range(min(lo, len(s.prefix) + 1))):
                 return True
             return any(m > 0 and self.is_empty(c, seen) for c, m, _ in s.contains)
         if isinstance(s, SObj):
@@ -1281,8 +1408,13 @@ class Normalizer:
         return self.union(out)
 
     def _not_object_value(self, v: dict[str, Any], where: str) -> S:
-        """Objects different from ``v``: a key missing, a value different, or a key more."""
-        out: list[S] = [SObj(min_props=len(v) + 1)]
+        """Objects different from ``v``: a key missing, a value different, or a key more.
+
+        "A key more" is a member whose key is not one of ``v``'s (a witness that any value
+        satisfies), not ``minProperties: len(v) + 1``: members may repeat a key, and an object
+        that repeats one of ``v``'s keys can still equal ``v`` once a validator keeps the last
+        value (``{"a":2,"a":1}`` is ``{"a":1}``)."""
+        out: list[S] = [SObj(witnesses=(Witness(frozenset(v), KeyRule((), NOTHING_S)),))]
         for k, x in v.items():
             out.append(SObj(props={k: NOTHING_S}))
             out.append(SObj(props={k: self._not_value(x, where)}, required=frozenset([k])))
@@ -1344,18 +1476,35 @@ class Normalizer:
 
 
 # -- helpers on nodes -----------------------------------------------------------------------------
+class IntegerValue(int):
+    """An ``enum``/``const`` number that ``type: integer`` also constrains: written without
+    the ``N.0`` spelling (draft 4 does not count ``1.0`` as an integer; in later drafts it is
+    one, so leaving it out only narrows the output)."""
+
+
+def _typed_value(v: Any, other: S) -> Any:
+    integral = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if integral and isinstance(other, SNum) and other.integer:
+        return IntegerValue(int(to_decimal(v)))
+    return v
+
+
 def _all_kinds() -> tuple[str, ...]:
     return ("null", "boolean", "number", "string", "array", "object")
 
 
-@lru_cache(maxsize=4096)
+@metered_cache(4096)
 def _universal_pattern(p: str) -> bool:
     """True when every string contains a match of ``p`` (e.g. ``""``, ``"a*"``, ``"(x)?"``)."""
+    return _universal_pattern_uncached(p)
+
+
+def _universal_pattern_uncached(p: str) -> bool:
     from . import charfa
 
     try:
         d = charfa.dfa_from_node(pattern_node(p), 2_000)
-    except CompileTimeoutError:
+    except CompileBudgetError:
         raise
     except GrammarError:
         return False

@@ -2,10 +2,18 @@
 
 Spellings produced (departures from "any JSON number" are documented in ``docs/json_schema.md``):
 
-* an unconstrained ``number`` is any RFC 8259 number, exponents included;
+* an unconstrained ``number`` is any RFC 8259 number, exponents included (within the digit
+  bounds below);
 * an ``integer`` is ``-?(0|[1-9][0-9]*)`` (no fraction, no exponent, no ``-0``);
 * a *constrained* ``number`` (a bound, ``multipleOf``, an exclusion) is written without an
   exponent: ``-?(0|[1-9][0-9]*)(\\.[0-9]+)?``; trailing zeros in the fraction are allowed.
+
+Digit bounds (``JsonSchemaOptions.max_integer_digits`` / ``max_fraction_digits`` /
+``max_exponent_digits``; ``None``: unbounded) cap the integer part, the fraction and the
+exponent of every spelling, so that a model cannot pad a number (``1.000…``) until it runs out
+of tokens.  :func:`digit_limits` raises them for a constrained number as far as the schema's own
+numbers need: every bound, excluded value and ``multipleOf`` keeps a spelling, and so does a
+value between any two of them.
 
 :func:`integer_range` is the classic digit-range construction (for any size of integer, in time
 linear in the number of digits); :func:`decimal_range` extends it to decimal bounds digit by
@@ -19,6 +27,7 @@ Lifetime: pure functions; work linear in the number of digits of the bounds, and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from decimal import Decimal
 from fractions import Fraction
 
@@ -39,7 +48,10 @@ from .charfa import CharDFA, Edge, minimize
 __all__ = [
     "ANY_INTEGER",
     "ANY_NUMBER",
+    "any_integer",
+    "any_number",
     "decimal_range",
+    "digit_limits",
     "integer_range",
     "multiple_of_dfa",
     "non_integer_node",
@@ -56,26 +68,87 @@ def _digit_set(lo: int, hi: int) -> Node:
     return CharSet(((0x30 + lo, 0x30 + hi),))
 
 
-#: ``-?(0|[1-9][0-9]*)``
-ANY_INTEGER = concat(
-    [repeat(literal("-"), 0, 1), alt([literal("0"), concat([DIGIT19, repeat(DIGIT, 0, None)])])]
-)
-_UNSIGNED_INT = alt([literal("0"), concat([DIGIT19, repeat(DIGIT, 0, None)])])
-#: any RFC 8259 number
-ANY_NUMBER = concat(
-    [
-        repeat(literal("-"), 0, 1),
-        _UNSIGNED_INT,
-        repeat(concat([literal("."), repeat(DIGIT, 1, None)]), 0, 1),
-        repeat(
-            concat(
-                [CharSet.chars("eE"), repeat(CharSet.chars("+-"), 0, 1), repeat(DIGIT, 1, None)]
-            ),
-            0,
-            1,
-        ),
-    ]
-)
+def _digits(lo: int, hi: int | None) -> Node:
+    """``[0-9]{lo,hi}`` (``hi=None``: unbounded; ``hi < lo``: nothing)."""
+    if hi is not None and hi < lo:
+        return NOTHING
+    return repeat(DIGIT, lo, hi)
+
+
+def _unsigned_int(max_digits: int | None) -> Node:
+    """``0|[1-9][0-9]*`` with at most ``max_digits`` digits."""
+    if max_digits is not None and max_digits < 1:
+        return NOTHING
+    rest = None if max_digits is None else max_digits - 1
+    return alt([literal("0"), concat([DIGIT19, _digits(0, rest)])])
+
+
+def any_integer(max_digits: int | None = None) -> Node:
+    """``-?(0|[1-9][0-9]*)`` with at most ``max_digits`` digits (None: unbounded)."""
+    return concat([repeat(literal("-"), 0, 1), _unsigned_int(max_digits)])
+
+
+def any_number(
+    max_integer_digits: int | None = None,
+    max_fraction_digits: int | None = None,
+    max_exponent_digits: int | None = None,
+) -> Node:
+    """RFC 8259 numbers whose integer part, fraction and exponent have at most that many digits
+    (None: unbounded; ``0`` fraction or exponent digits: no fraction or no exponent)."""
+    parts: list[Node] = [repeat(literal("-"), 0, 1), _unsigned_int(max_integer_digits)]
+    if max_fraction_digits is None or max_fraction_digits > 0:
+        parts.append(repeat(concat([literal("."), _digits(1, max_fraction_digits)]), 0, 1))
+    if max_exponent_digits is None or max_exponent_digits > 0:
+        exponent = concat(
+            [
+                CharSet.chars("eE"),
+                repeat(CharSet.chars("+-"), 0, 1),
+                _digits(1, max_exponent_digits),
+            ]
+        )
+        parts.append(repeat(exponent, 0, 1))
+    return concat(parts)
+
+
+#: ``-?(0|[1-9][0-9]*)`` (unbounded)
+ANY_INTEGER = any_integer()
+_UNSIGNED_INT = _unsigned_int(None)
+#: any RFC 8259 number (unbounded)
+ANY_NUMBER = any_number()
+
+
+def digit_limits(
+    values: Iterable[Decimal | None],
+    multiples: Iterable[Fraction],
+    max_integer_digits: int | None,
+    max_fraction_digits: int | None,
+) -> tuple[int | None, int | None]:
+    """The digit bounds of a constrained number: the configured ones, raised where the schema's
+    own numbers need more.
+
+    ``values`` are the bounds and excluded values, ``multiples`` the ``multipleOf`` values (kept
+    or negated).  The integer bound becomes at least one more than the integer digits of any of
+    them (the first multiple of ``m`` at or above a bound ``b`` is below ``b + m``), the fraction
+    bound at least one more than their fraction digits (a value strictly between two bounds
+    with ``k`` fraction digits, their mean, has ``k + 1``; a non-multiple of ``m`` needs one
+    digit more than ``m``).  So a range that holds a value keeps one, and every number the
+    schema names keeps its spelling.  None stays None (unbounded).
+    """
+    need_int = need_frac = 0
+    for v in values:
+        if v is None:
+            continue
+        i, f = split_decimal(abs(v))
+        need_int = max(need_int, len(str(i)))
+        need_frac = max(need_frac, len(f))
+    for m in multiples:
+        q, r = divmod(m.numerator, m.denominator)
+        need_int = max(need_int, len(str(q)))
+        if r:
+            need_frac = max(need_frac, _modulus(m, False)[1])
+    lim_int = None if max_integer_digits is None else max(max_integer_digits, need_int + 1)
+    lim_frac = None if max_fraction_digits is None else max(max_fraction_digits, need_frac + 1)
+    return lim_int, lim_frac
 
 
 # -- integers -------------------------------------------------------------------------------------
@@ -102,8 +175,11 @@ def _same_length(x: str, y: str) -> Node:
     return alt(parts)
 
 
-def _nonneg_int_range(a: int, b: int | None) -> Node:
-    """Canonical decimal strings of the integers in ``[a, b]`` (``a >= 0``; ``b=None``: ∞)."""
+def _nonneg_int_range(a: int, b: int | None, max_digits: int | None = None) -> Node:
+    """Canonical decimal strings of the integers in ``[a, b]`` (``a >= 0``; ``b=None``: ∞).
+
+    ``max_digits`` caps the open end (``b=None``) only: ``a`` itself is always spelled.
+    """
     if b is not None and b < a:
         return NOTHING
     la = len(str(a))
@@ -114,12 +190,17 @@ def _nonneg_int_range(a: int, b: int | None) -> Node:
         hi = b if (b is not None and length == top_len) else 10**length - 1
         parts.append(_same_length(str(lo), str(hi)))
     if b is None:
-        parts.append(concat([DIGIT19, repeat(DIGIT, la, None)]))
+        longer = _digits(la, None if max_digits is None else max_digits - 1)
+        parts.append(concat([DIGIT19, longer]))
     return alt(parts)
 
 
-def integer_range(lo: int | None, hi: int | None) -> Node:
-    """Canonical spellings (no ``-0``, no leading zeros) of the integers in ``[lo, hi]``."""
+def integer_range(lo: int | None, hi: int | None, max_digits: int | None = None) -> Node:
+    """Canonical spellings (no ``-0``, no leading zeros) of the integers in ``[lo, hi]``.
+
+    ``max_digits`` caps the digits on an unbounded side (``None``: no cap); a bound's own length
+    always stays spellable (see :func:`digit_limits` for the cap a schema needs).
+    """
     if lo is not None and hi is not None and lo > hi:
         return NOTHING
     parts: list[Node] = []
@@ -127,9 +208,9 @@ def integer_range(lo: int | None, hi: int | None) -> Node:
         y_lo = 1 if hi is None or hi >= 0 else -hi
         y_hi = None if lo is None else -lo
         if y_hi is None or y_lo <= y_hi:
-            parts.append(concat([literal("-"), _nonneg_int_range(y_lo, y_hi)]))
+            parts.append(concat([literal("-"), _nonneg_int_range(y_lo, y_hi, max_digits)]))
     if hi is None or hi >= 0:
-        parts.append(_nonneg_int_range(max(lo, 0) if lo is not None else 0, hi))
+        parts.append(_nonneg_int_range(max(lo, 0) if lo is not None else 0, hi, max_digits))
     return alt(parts)
 
 
@@ -148,24 +229,35 @@ def split_decimal(d: Decimal) -> tuple[int, str]:
     return int(text[:-k]), text[-k:].rstrip("0")
 
 
-def _frac(a: str | None, sa: bool, b: str | None, sb: bool) -> Node:
-    """Digit strings ``f`` (at least one digit) with ``0.a <= 0.f <= 0.b``.
+def _nonzero_digits(room: int | None) -> Node:
+    """Digit strings of 1 to ``room`` digits that are not all zeros (``0.f > 0``)."""
+    if room is None:
+        return concat([repeat(DIGIT, 0, None), DIGIT19, repeat(DIGIT, 0, None)])
+    # 0{p} [1-9] [0-9]{0, room-1-p}: the first non-zero digit at position p
+    return alt(concat([literal("0" * p), DIGIT19, _digits(0, room - 1 - p)]) for p in range(room))
+
+
+def _frac(a: str | None, sa: bool, b: str | None, sb: bool, room: int | None = None) -> Node:
+    """Digit strings ``f`` (at least one digit, at most ``room``) with ``0.a <= 0.f <= 0.b``.
 
     ``a``/``b`` have no trailing zeros; None means no bound on that side; ``sa``/``sb`` make the
-    comparison strict.
+    comparison strict; ``room=None``: any number of digits.
     """
+    if room is not None and room < 1:
+        return NOTHING
     if a == "" and not sa:
         a = None
     if a is None and b is None:
-        return repeat(DIGIT, 1, None)
+        return _digits(1, room)
     if b == "":
         if sb or a is not None:
             return NOTHING
-        return repeat(literal("0"), 1, None)
+        return repeat(literal("0"), 1, room)
     if a == "" and b is None:  # 0.f > 0
-        return concat([repeat(DIGIT, 0, None), DIGIT19, repeat(DIGIT, 0, None)])
+        return _nonzero_digits(room)
     lo_d = int(a[0]) if a else 0
     hi_d = int(b[0]) if b is not None else 9
+    rest_room = None if room is None else room - 1
     parts: list[Node] = []
     middle: list[int] = []
     for d in range(lo_d, hi_d + 1):
@@ -179,51 +271,75 @@ def _frac(a: str | None, sa: bool, b: str | None, sb: bool) -> Node:
         nb = b[1:] if (on_hi and b is not None) else None
         nsb = sb if on_hi else False
         empty_ok = (na is None or (na == "" and not nsa)) and (nb is None or not nsb or nb != "")
-        rest = alt([EMPTY if empty_ok else NOTHING, _frac(na, nsa, nb, nsb)])
+        rest = alt([EMPTY if empty_ok else NOTHING, _frac(na, nsa, nb, nsb, rest_room)])
         parts.append(concat([Literal(str(d)), rest]))
     if middle:
-        parts.append(concat([_digit_set(middle[0], middle[-1]), repeat(DIGIT, 0, None)]))
+        parts.append(concat([_digit_set(middle[0], middle[-1]), _digits(0, rest_room)]))
     return alt(parts)
 
 
-def _frac_part(a: str | None, sa: bool, b: str | None, sb: bool) -> Node:
-    """The optional ``.digits`` part for a fraction between ``0.a`` and ``0.b``."""
+def _frac_part(a: str | None, sa: bool, b: str | None, sb: bool, room: int | None) -> Node:
+    """The optional ``.digits`` part (at most ``room`` digits) for a fraction between ``0.a``
+    and ``0.b``."""
     zero_ok = (a is None or (a == "" and not sa)) and (b is None or not sb or b != "")
-    return alt([EMPTY if zero_ok else NOTHING, concat([literal("."), _frac(a, sa, b, sb)])])
+    return alt([EMPTY if zero_ok else NOTHING, concat([literal("."), _frac(a, sa, b, sb, room)])])
 
 
-def _nonneg_decimal(lo: Decimal, lo_x: bool, hi: Decimal | None, hi_x: bool) -> Node:
-    """Decimal spellings of ``x`` with ``0 <= lo <(=) x <(=) hi``."""
+def _nonneg_decimal(
+    lo: Decimal,
+    lo_x: bool,
+    hi: Decimal | None,
+    hi_x: bool,
+    max_int: int | None = None,
+    max_frac: int | None = None,
+) -> Node:
+    """Decimal spellings of ``x`` with ``0 <= lo <(=) x <(=) hi`` (digit caps as in
+    :func:`decimal_range`)."""
     if hi is not None and (hi < lo or (hi == lo and (lo_x or hi_x))):
         return NOTHING
     i_lo, f_lo = split_decimal(lo)
     if hi is not None:
         i_hi, f_hi = split_decimal(hi)
         if i_lo == i_hi:
-            return concat([Literal(str(i_lo)), _frac_part(f_lo, lo_x, f_hi, hi_x)])
-    parts = [concat([Literal(str(i_lo)), _frac_part(f_lo, lo_x, None, False)])]
+            return concat([Literal(str(i_lo)), _frac_part(f_lo, lo_x, f_hi, hi_x, max_frac)])
+    parts = [concat([Literal(str(i_lo)), _frac_part(f_lo, lo_x, None, False, max_frac)])]
     mid_hi = None if hi is None else i_hi - 1
     if mid_hi is None or i_lo + 1 <= mid_hi:
         parts.append(
-            concat([_nonneg_int_range(i_lo + 1, mid_hi), _frac_part(None, False, None, False)])
+            concat(
+                [
+                    _nonneg_int_range(i_lo + 1, mid_hi, max_int),
+                    _frac_part(None, False, None, False, max_frac),
+                ]
+            )
         )
     if hi is not None:
-        parts.append(concat([Literal(str(i_hi)), _frac_part(None, False, f_hi, hi_x)]))
+        parts.append(concat([Literal(str(i_hi)), _frac_part(None, False, f_hi, hi_x, max_frac)]))
     return alt(parts)
 
 
-def decimal_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl: bool) -> Node:
+def decimal_range(
+    lo: Decimal | None,
+    lo_excl: bool,
+    hi: Decimal | None,
+    hi_excl: bool,
+    *,
+    max_int: int | None = None,
+    max_frac: int | None = None,
+) -> Node:
     """Exponent-free spellings of the numbers ``x`` with ``lo <(=) x <(=) hi`` (None: no bound).
 
-    Negative zero (``-0``, ``-0.0``) is not produced.
+    Negative zero (``-0``, ``-0.0``) is not produced.  ``max_frac`` caps the fraction digits of
+    every spelling, ``max_int`` the integer digits on an unbounded side (None: no cap); use
+    :func:`digit_limits` for caps that keep every value the bounds name.
     """
     parts: list[Node] = []
     # x >= 0
     if hi is None or hi > 0 or (hi == 0 and not hi_excl):
         if lo is None or lo < 0:
-            parts.append(_nonneg_decimal(Decimal(0), False, hi, hi_excl))
+            parts.append(_nonneg_decimal(Decimal(0), False, hi, hi_excl, max_int, max_frac))
         else:
-            parts.append(_nonneg_decimal(lo, lo_excl, hi, hi_excl))
+            parts.append(_nonneg_decimal(lo, lo_excl, hi, hi_excl, max_int, max_frac))
     # x < 0: x = -y with y > 0
     if lo is None or lo < 0:
         if hi is None or hi >= 0:
@@ -231,7 +347,8 @@ def decimal_range(lo: Decimal | None, lo_excl: bool, hi: Decimal | None, hi_excl
         else:
             y_lo, y_lo_x = -hi, hi_excl
         y_hi, y_hi_x = (None, False) if lo is None else (-lo, lo_excl)
-        parts.append(concat([literal("-"), _nonneg_decimal(y_lo, y_lo_x, y_hi, y_hi_x)]))
+        neg = _nonneg_decimal(y_lo, y_lo_x, y_hi, y_hi_x, max_int, max_frac)
+        parts.append(concat([literal("-"), neg]))
     return alt(parts)
 
 

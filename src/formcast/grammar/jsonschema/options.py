@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import ConfigurationError
 
 __all__ = ["JsonSchemaOptions"]
+
+#: the digit bounds of numbers (None: unbounded)
+_DIGIT_BOUNDS = ("max_integer_digits", "max_fraction_digits", "max_exponent_digits")
+#: limits that may be 0
+_ZERO_OK = ("max_whitespace", "max_fraction_digits", "max_exponent_digits")
 
 
 @dataclass(frozen=True)
@@ -19,6 +26,19 @@ class JsonSchemaOptions:
             ``max_whitespace`` characters of ``[ \\t\\n\\r]`` around every ``{ } [ ] , :`` —
             never unbounded, so a model cannot spend its budget on newlines).
         max_whitespace: characters allowed in one whitespace gap with ``"flexible"``.
+        max_integer_digits: digits of a number's integer part (default 64: every 128-bit
+            integer, and the 53-digit "bignums" of the JSON-Schema-Test-Suite).  Like
+            whitespace, numbers are bounded so that a model cannot spend its budget on
+            ``1000000…`` or ``1.000000…``: at the bound no further digit is allowed.  A
+            bound, excluded value or ``multipleOf`` of the schema that needs more raises the
+            bound for that number (one digit beyond the schema's longest, so a range keeps its
+            values); ``const``/``enum`` values are always written in full.  ``None``: unbounded.
+        max_fraction_digits: digits after the decimal point (default 20: every double that
+            Python prints without an exponent, ``0.00012345678901234567``), trailing zeros
+            included, raised like ``max_integer_digits``.  ``None``: unbounded.
+        max_exponent_digits: digits of an exponent, where one is written (only numbers with
+            no constraint but their type are; default 3: every double's exponent).  ``None``:
+            unbounded.
         item_sep: the separator between array items / object members: ``","`` plus optional
             spaces (``", "`` gives ``json.dumps``' default look).
         key_sep: the separator between a key and its value: ``":"`` plus optional spaces.
@@ -57,12 +77,13 @@ class JsonSchemaOptions:
             closed.
 
     Limits (each raises :class:`~formcast.errors.LimitExceededError` naming the field):
-        max_compile_seconds: wall-clock cap on one ``compile_json_schema`` (front-end,
-            automata and token index together), default 1.8 s (checks are periodic, so a compile
-            stops within about 2 s); ``None`` for no cap.  It depends
-            on the machine and its load: set ``None`` where reproducible compiles matter more
-            than bounded latency (batch jobs, tests); the deterministic
-            ``CompileLimits.max_compile_work`` fuel applies either way.
+        max_compile_seconds: an extra wall-clock cap on one ``compile_json_schema``
+            (front-end, automata and token index together); ``None`` (default): only the
+            compiler's ``CompileLimits.max_compile_seconds`` safety net (30 s).  The default
+            limit is the deterministic ``CompileLimits.max_compile_work`` fuel (about 2 s of
+            work on the reference machine, the same outcome on any machine); a wall-clock cap
+            depends on the machine and its load, so set one only where bounded latency
+            matters more than reproducible compiles.
         max_schema_bytes: size of the schema as compact JSON.
         max_depth: nesting depth of subschemas.
         max_ref_depth: ``$ref`` chains followed while merging (``allOf`` with ``$ref`` etc.).
@@ -79,6 +100,9 @@ class JsonSchemaOptions:
     lenient: bool = False
     whitespace: str = "compact"
     max_whitespace: int = 4
+    max_integer_digits: int | None = 64
+    max_fraction_digits: int | None = 20
+    max_exponent_digits: int | None = 3
     item_sep: str = ","
     key_sep: str = ":"
     indent: int | None = None
@@ -89,7 +113,7 @@ class JsonSchemaOptions:
     format_assertion: bool = True
     default_draft: str = "2020-12"
     registry: Any = None
-    max_compile_seconds: float | None = 1.8
+    max_compile_seconds: float | None = None
     max_schema_bytes: int = 10_000_000
     max_depth: int = 128
     max_ref_depth: int = 64
@@ -99,6 +123,24 @@ class JsonSchemaOptions:
     max_automaton_states: int = 10_000
     max_expression_size: int = 5_000
     max_count_states: int = 10_000
+
+    def cache_key(self) -> str | None:
+        """A text that differs whenever two options may give different grammars: every field
+        (``repr``), with the registry replaced by a digest of its resources (URI,
+        specification, contents in their order).  ``None`` when the registry cannot be
+        digested (it can retrieve resources on demand, or its contents are not JSON): such a
+        compile is not cached."""
+        parts: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "registry" and value is not None:
+                digest = _registry_digest(value)
+                if digest is None:
+                    return None
+                parts.append(f"registry=sha256:{digest}")
+            else:
+                parts.append(f"{f.name}={value!r}")
+        return "JsonSchemaOptions(" + ", ".join(parts) + ")"
 
     def __post_init__(self) -> None:
         if self.whitespace not in ("compact", "flexible"):
@@ -147,11 +189,41 @@ class JsonSchemaOptions:
         for f in fields(self):
             if f.name.startswith("max_") and f.name != "max_compile_seconds":
                 v = getattr(self, f.name)
-                lowest = 0 if f.name == "max_whitespace" else 1
+                if v is None and f.name in _DIGIT_BOUNDS:
+                    continue
+                lowest = 0 if f.name in _ZERO_OK else 1
                 if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
+                    none = " or None" if f.name in _DIGIT_BOUNDS else ""
                     raise ConfigurationError(
-                        f"JsonSchemaOptions.{f.name} must be an int >= {lowest}, got {v!r}"
+                        f"JsonSchemaOptions.{f.name} must be an int >= {lowest}{none}, got {v!r}"
                     )
         for name in ("lenient", "oneof_as_anyof", "format_assertion"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"JsonSchemaOptions.{name} must be a bool")
+
+
+def _registry_digest(registry: Any) -> str | None:
+    """SHA-256 of a :class:`referencing.Registry`'s resources (sorted by URI; contents as
+    JSON in their own key order), or None when it has a ``retrieve`` hook (its resources are
+    then not all known in advance) or is not a registry of JSON resources."""
+    try:
+        import referencing
+
+        if not isinstance(registry, referencing.Registry):
+            return None
+        # a registry made with ``retrieve=`` may fetch resources the digest cannot see
+        default_retrieve = getattr(referencing.Registry(), "_retrieve", None)
+        if getattr(registry, "_retrieve", None) is not default_retrieve:
+            return None
+        h = hashlib.sha256()
+        for uri in sorted(registry):
+            resource = registry[uri]
+            spec = getattr(resource, "_specification", None)
+            h.update(json.dumps([uri, getattr(spec, "name", repr(spec))]).encode())
+            h.update(b"\0")
+            text = json.dumps(resource.contents, ensure_ascii=False)
+            h.update(text.encode("utf-8", "surrogatepass"))
+            h.update(b"\0")
+        return h.hexdigest()
+    except (ImportError, TypeError, ValueError, RecursionError, AttributeError):
+        return None

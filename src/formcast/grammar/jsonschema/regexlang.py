@@ -15,9 +15,7 @@ Lifetime: pure functions; :func:`pattern_node` caches by pattern text.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
-from ...config import CompileLimits
+from ...config import CompileLimits, metered_cache
 from ...errors import LimitExceededError
 from ..ir import (
     ANY_CHAR,
@@ -104,7 +102,7 @@ def _open_class_at_end(text: str) -> bool:
     return in_class
 
 
-@lru_cache(maxsize=4096)
+@metered_cache(4096)
 def pattern_node(pattern: str, limits: CompileLimits | None = None) -> Node:
     """IR node of the strings that *contain* a match of the ECMA ``pattern``.
 

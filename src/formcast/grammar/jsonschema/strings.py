@@ -20,8 +20,7 @@ Lifetime: pure functions.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
+from ...config import metered_cache
 from ..ir import (
     NOTHING,
     Alt,
@@ -100,7 +99,7 @@ def _escapes_node(specials: list[int]) -> Node:
     return concat([literal("\\"), alt(branches)])
 
 
-@lru_cache(maxsize=4096)
+@metered_cache(4096)
 def _encode_ranges(ranges: tuple[tuple[int, int], ...]) -> Node:
     from .charfa import scalar_ranges
 
@@ -183,7 +182,7 @@ _HEX = CharSet.chars("0123456789abcdefABCDEF")
 _HEX_NOT_D = CharSet.chars("0123456789abcefABCEF")
 
 
-@lru_cache(maxsize=1)
+@metered_cache(1)
 def any_unit() -> Node:
     """One decoded code point written literally or with any JSON escape (see module doc).
     Built once per process (IR nodes are immutable)."""
@@ -216,7 +215,7 @@ def any_unit() -> Node:
     return alt([plain, short, bmp, pair])
 
 
-@lru_cache(maxsize=256)
+@metered_cache(256)
 def any_string_body(lo: int = 0, hi: int | None = None) -> Node:
     """A JSON string literal (quotes included) of ``lo`` to ``hi`` code points, any escapes.
     Memoized (IR nodes are immutable)."""
