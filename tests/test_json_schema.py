@@ -122,7 +122,7 @@ def test_enum_unicode_is_escaped_canonically() -> None:
     ("schema", "good", "bad"),
     [
         ({"type": "integer", "minimum": -12, "maximum": 130}, [-12, 0, 99, 130], [-13, 131, 1000]),
-        ({"type": "integer", "exclusiveMinimum": 0}, [1, 2, 10**30], [0, -1]),
+        ({"type": "integer", "exclusiveMinimum": 0}, [1, 2, 10**19], [0, -1]),
         ({"type": "integer", "minimum": 2.5, "maximum": 7.5}, [3, 7], [2, 8]),
         ({"type": "number", "minimum": 0, "maximum": 1}, [0, 0.5, 1, 0.999], [-0.1, 1.01, 2]),
         ({"type": "number", "exclusiveMinimum": 0}, [0.001, 5, 0.0001], [0, -0.5]),
@@ -141,6 +141,15 @@ def test_enum_unicode_is_escaped_canonically() -> None:
 )
 def test_numeric_bounds_exact(schema: dict[str, Any], good: list[Any], bad: list[Any]) -> None:
     check(schema, good, bad)
+
+
+def test_long_integers_need_a_raised_digit_bound() -> None:
+    """A valid 31-digit integer is past the default ``max_integer_digits`` (20) and is written
+    once the bound is lifted; the schema's own bounds raise it without being asked."""
+    schema = {"type": "integer", "exclusiveMinimum": 0}
+    assert not recognizer(schema).matches(compact(10**30))
+    check(schema, [1, 10**30], [0, -1], max_integer_digits=None)
+    check({"type": "integer", "minimum": 10**29}, [10**30], [10**28])
 
 
 def test_draft4_boolean_exclusive_bounds() -> None:

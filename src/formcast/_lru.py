@@ -12,6 +12,8 @@ from typing import Generic, TypeVar
 
 __all__ = ["LruCache"]
 
+_MISSING = object()
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -42,14 +44,22 @@ class LruCache(Generic[K, V]):
         self.misses = 0
 
     def get(self, key: K) -> tuple[bool, V | None]:
-        """``(True, value)`` for a cached key (values may be None), else ``(False, None)``."""
-        with self._lock:
-            if key not in self._items:
-                self.misses += 1
-                return False, None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return True, self._items[key]
+        """``(True, value)`` for a cached key (values may be None), else ``(False, None)``.
+
+        Lock-free (the hot path of every mask lookup): a dict read and a recency refresh are
+        each one atomic operation of the C ``OrderedDict``; a key evicted between them by
+        another thread is still returned, and only ``put``/eviction take the lock."""
+        items = self._items
+        value = items.get(key, _MISSING)
+        if value is _MISSING:
+            self.misses += 1
+            return False, None
+        try:  # noqa: SIM105 (hot path: contextlib.suppress costs a context manager)
+            items.move_to_end(key)
+        except KeyError:  # evicted by another thread in between
+            pass
+        self.hits += 1
+        return True, value  # type: ignore[return-value]
 
     def put(self, key: K, value: V) -> None:
         with self._lock:

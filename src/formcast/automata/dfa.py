@@ -535,34 +535,115 @@ def equivalence_classes(
     without shared walks; this step never fails a compile."""
     n = table.shape[0]
     identity = np.arange(n, dtype=np.int64)
-    cols = table[:, column_classes(table)[1]]  # the distinct columns
-    k = cols.shape[1]
-    per_round = n * max(k, 1)
+    cols = table[:, column_classes(table)[1]].astype(np.int64)  # the distinct columns
+    k = max(cols.shape[1], 1)
     _, part = np.unique(labels, return_inverse=True)
     part = part.reshape(-1).astype(np.int64)
     n_blocks = int(part.max()) + 1
     if n_blocks == n:
         return part, True
+    preds = _predecessors(cols, n)
+    touched = np.ones(n, dtype=bool)  # round one looks at every state
     done = 0
     for _ in range(depth):
-        done += per_round
+        size = int(np.count_nonzero(touched))
+        done += size * k
         if done > budget:
             return identity, True
         if work is not None:
-            units = per_round // 64 + 1
+            units = size * k // 64 + 1
             late = work.deadline is not None and (
                 time.monotonic() > work.deadline - _DEADLINE_RESERVE
             )
             if late or work.used + units > work.limit:
                 return identity, True
             work.spend(units)
-        new_part = _refine(part, cols, n_blocks)
-        new_blocks = int(new_part.max()) + 1
-        part = new_part
-        if new_blocks in (n_blocks, n):
+        moved = _refine_blocks(part, cols, np.flatnonzero(touched), n_blocks)
+        if moved.size == 0:
             return part, True
-        n_blocks = new_blocks
+        n_blocks = int(part.max()) + 1
+        if n_blocks == n:
+            return part, True
+        # only states with a successor that changed block can split next: their blocks
+        affected = preds.targets[_csr_take(preds.indptr, moved)]
+        touched = np.zeros(n_blocks, dtype=bool)
+        touched[part[affected]] = True
+        touched = touched[part]
     return part, False
+
+
+class _Csr:
+    """Predecessor lists in compressed rows: ``targets[indptr[t]:indptr[t + 1]]`` are the
+    states with a move into ``t``."""
+
+    __slots__ = ("indptr", "targets")
+
+    def __init__(self, indptr: np.ndarray, targets: np.ndarray) -> None:
+        self.indptr = indptr
+        self.targets = targets
+
+
+def _predecessors(cols: np.ndarray, n: int) -> _Csr:
+    """The (deduplicated) predecessors of every state of a transition table: O(n x k)."""
+    k = cols.shape[1]
+    dst = cols.reshape(-1)
+    src = np.repeat(np.arange(n, dtype=np.int64), k)
+    pair = np.unique(dst * n + src)
+    dst, src = pair // n, pair % n
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+    return _Csr(indptr, src)
+
+
+def _csr_take(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions ``indptr[r]..indptr[r + 1]`` for every ``r`` in ``rows``, concatenated."""
+    starts, ends = indptr[rows], indptr[rows + 1]
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
+def _refine_blocks(
+    part: np.ndarray, cols: np.ndarray, members: np.ndarray, n_blocks: int
+) -> np.ndarray:
+    """One Moore round over the blocks whose states are ``members`` (sorted; every state of
+    those blocks): a block splits by its states' successor blocks.  Updates ``part`` in place
+    (a block's part holding its lowest state keeps the block's number, the others get new
+    numbers from ``n_blocks`` on) and returns the states that changed number.  States
+    outside ``members`` cannot split this round: their successors kept their numbers.
+    Rows are hashed with random 64-bit weights and the grouping is checked exactly (a sort of
+    the rows on a collision).  O(len(members) x k)."""
+    k = cols.shape[1]
+    own = part[members]
+    succ = part[cols[members]]
+    weights = _hash_weights(k + 1, 0xB10C)
+    with np.errstate(over="ignore"):
+        h = succ @ weights[1:] + own * weights[0]
+    _, first, group = np.unique(h, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    if not (np.array_equal(own[first][group], own) and np.array_equal(succ[first][group], succ)):
+        sig = np.empty((members.size, k + 1), dtype=np.int64)
+        sig[:, 0] = own
+        sig[:, 1:] = succ
+        _, first, group = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+        group = group.reshape(-1)
+    n_groups = first.size
+    # the group of each block's lowest member keeps the block's number (members are sorted,
+    # so the first occurrence of a block is its lowest state)
+    _, block_first = np.unique(own, return_index=True)
+    keeps = np.zeros(n_groups, dtype=bool)
+    keeps[group[block_first]] = True
+    number = np.empty(n_groups, dtype=np.int64)
+    number[keeps] = own[first[keeps]]
+    fresh = np.flatnonzero(~keeps)
+    number[fresh] = n_blocks + np.arange(fresh.size, dtype=np.int64)
+    new = number[group]
+    changed = new != own
+    part[members] = new
+    return members[changed]
 
 
 # seconds before the compile's deadline past which the token index's equivalence pass gives up
@@ -603,24 +684,3 @@ def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return inverse.astype(np.int64), first.astype(np.int64)
 
 
-def _refine(part: np.ndarray, cols: np.ndarray, n_blocks: int) -> np.ndarray:
-    """One Moore round: new block = (block, blocks of successors), numbered densely.
-
-    Rows are hashed with random 64-bit weights and the grouping is checked exactly (a sort of
-    the rows on a collision).  O(n x k)."""
-    n, k = cols.shape
-    succ = part[cols]
-    weights = _hash_weights(k + 1, 0xB10C)
-    with np.errstate(over="ignore"):
-        h = succ @ weights[1:] + part * weights[0]
-    _, first, new_part = np.unique(h, return_index=True, return_inverse=True)
-    new_part = new_part.reshape(-1)
-    if not (
-        np.array_equal(part[first][new_part], part)
-        and np.array_equal(succ[first][new_part], succ)
-    ):
-        sig = np.empty((n, k + 1), dtype=np.int64)
-        sig[:, 0] = part
-        sig[:, 1:] = succ
-        _, new_part = np.unique(sig, axis=0, return_inverse=True)
-    return new_part.reshape(-1).astype(np.int64)

@@ -205,7 +205,7 @@ def json_grammar(
 
 def builtin_json_grammar() -> Grammar:
     """:func:`json_grammar` with flexible whitespace and :data:`BUILTIN_JSON_BOUNDS`: at most 20
-    whitespace characters per gap, numbers of at most 64 integer, 20 fraction and 3 exponent
+    whitespace characters per gap, numbers of at most 20 integer, 20 fraction and 3 exponent
     digits (``JsonSchemaOptions``' digit defaults).  At a bound the mask allows no more
     whitespace or digits there: the value must go on or end."""
     b = BUILTIN_JSON_BOUNDS

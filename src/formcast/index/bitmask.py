@@ -35,6 +35,9 @@ __all__ = [
 ]
 
 
+_INT32 = np.dtype(np.int32)
+
+
 def _is_index(value: object) -> bool:
     return not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, np.integer))
 
@@ -75,6 +78,16 @@ def writable_bitmask_row(bitmask: Any, index: Any, words: int) -> np.ndarray:
     ``bitmask``: ``int32[words]`` (then ``index`` must be 0) or ``int32[batch, words]``, numpy
     or a CPU torch tensor.  Raises :class:`ConfigurationError` for anything else (dtype, shape,
     a negative, too large or non-integer row index, a read-only array).  O(1), no copy."""
+    if (  # the common case, settled in a few attribute reads
+        type(bitmask) is np.ndarray
+        and bitmask.dtype is _INT32
+        and type(index) is int
+        and bitmask.flags.writeable
+    ):
+        if bitmask.ndim == 2 and 0 <= index < bitmask.shape[0] and bitmask.shape[1] >= words:
+            return bitmask[index]  # type: ignore[no-any-return]
+        if bitmask.ndim == 1 and index == 0 and bitmask.shape[0] >= words:
+            return bitmask
     arr = _as_numpy(bitmask, "bitmask")
     _check_int32(arr)
     if not _is_index(index):

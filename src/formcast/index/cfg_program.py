@@ -557,8 +557,9 @@ _SHARED_WALKS: LruCache[bytes, _Class] = LruCache(
 _SHARED_WALK_STATES = 96
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
-# longest token is shorter: the longest default number-digit counter (64 integer digits, see
-# JsonSchemaOptions) must converge for positions before a number to share walks
+# longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by
+# default, more where a schema's numbers need them; see JsonSchemaOptions) must converge for
+# positions before a number to share walks
 _STABLE_ROUNDS = 96
 # ... and those with fewer live first bytes than this (their walks are sparse and cheap)
 _SHARED_WALK_MIN_BYTES = 16

@@ -26,8 +26,10 @@ class JsonSchemaOptions:
             ``max_whitespace`` characters of ``[ \\t\\n\\r]`` around every ``{ } [ ] , :`` —
             never unbounded, so a model cannot spend its budget on newlines).
         max_whitespace: characters allowed in one whitespace gap with ``"flexible"``.
-        max_integer_digits: digits of a number's integer part (default 64: every 128-bit
-            integer, and the 53-digit "bignums" of the JSON-Schema-Test-Suite).  Like
+        max_integer_digits: digits of a number's integer part (default 20: every 64-bit
+            integer, signed or unsigned; the 53-digit "bignums" of the JSON-Schema-Test-Suite
+            need ``None`` or a larger bound — each digit of the bound is a lexer state that the
+            token index refines once, so the default is kept to what real data needs).  Like
             whitespace, numbers are bounded so that a model cannot spend its budget on
             ``1000000…`` or ``1.000000…``: at the bound no further digit is allowed.  A
             bound, excluded value or ``multipleOf`` of the schema that needs more raises the
@@ -100,7 +102,7 @@ class JsonSchemaOptions:
     lenient: bool = False
     whitespace: str = "compact"
     max_whitespace: int = 4
-    max_integer_digits: int | None = 64
+    max_integer_digits: int | None = 20
     max_fraction_digits: int | None = 20
     max_exponent_digits: int | None = 3
     item_sep: str = ","
