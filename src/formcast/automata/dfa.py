@@ -643,7 +643,8 @@ def _refine_blocks(
     new = number[group]
     changed = new != own
     part[members] = new
-    return members[changed]
+    moved: np.ndarray = members[changed]
+    return moved
 
 
 # seconds before the compile's deadline past which the token index's equivalence pass gives up
