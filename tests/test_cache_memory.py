@@ -127,3 +127,21 @@ def test_cache_limits_are_validated() -> None:
         CacheLimits(grammar_cache_bytes=1.5)  # type: ignore[arg-type]
     assert CacheLimits().mask_cache_bytes == 128 << 20
     assert np.int64(CacheLimits().grammar_cache_bytes) == 1 << 30
+
+
+def test_the_process_wide_automaton_caches_are_bounded_in_bytes() -> None:
+    """The rule and sub-automaton caches weigh an entry by its transition rows (1 KiB a state)
+    and keep to ``CacheLimits().shared_cache_bytes``, like the other shared caches."""
+    from formcast.automata.grammar_fsm import RULE_DFA_CACHE, compile_grammar_automaton
+    from formcast.automata.nfa import SUB_DFA_CACHE
+    from formcast.config import CacheLimits
+    from formcast.grammar.gbnf import parse_gbnf
+
+    budget = CacheLimits().shared_cache_bytes
+    for cache in (RULE_DFA_CACHE, SUB_DFA_CACHE):
+        assert cache._max_weight == budget
+    RULE_DFA_CACHE.clear()
+    compile_grammar_automaton(parse_gbnf('root ::= "a" [0-9]{3,5} "b"'))
+    entries = RULE_DFA_CACHE.values()
+    assert entries
+    assert RULE_DFA_CACHE.total_weight >= sum(1024 * e[0].num_states for e in entries)

@@ -26,7 +26,7 @@ from typing import TypeVar
 import numpy as np
 
 from .._lru import LruCache
-from ..config import CompileLimits, WorkBudget, check_deadline
+from ..config import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget, check_deadline
 from ..errors import (
     GrammarError,
     LimitExceededError,
@@ -451,8 +451,10 @@ def compile_grammar_automaton(
 #: string formats.
 RULE_DFA_CACHE: LruCache[
     tuple[Node, CompileLimits, bool], tuple[ByteDFA, tuple[str, ...], int]
-] = (
-    LruCache(512, max_weight=200_000, weight=lambda entry: entry[0].num_states)
+] = LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
+    512,
+    max_weight=CacheLimits().shared_cache_bytes,
+    weight=lambda entry: 1024 * entry[0].num_states + CACHE_ENTRY_BYTES,
 )
 
 

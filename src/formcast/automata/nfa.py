@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .._lru import LruCache
-from ..config import CompileLimits, WorkBudget
+from ..config import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget
 from ..errors import LimitExceededError, UnsupportedFeatureError
 from ..grammar.ir import (
     Alt,
@@ -415,9 +415,12 @@ def _worth_embedding(item: Node) -> bool:
 
 #: Sub-automata shared by every compile in the process, keyed by the IR node and the limits;
 #: values are (automaton, fuel its build cost).  What repeats: a JSON string's characters,
-#: large character classes, format pieces.
+#: large character classes, format pieces.  Bounded in bytes (``CacheLimits().shared_cache_bytes``;
+#: a state's transition row is 256 int32, 1 KiB).
 SUB_DFA_CACHE: LruCache[tuple[Node, CompileLimits], tuple[SubAutomaton, int]] = LruCache(
-    1024, max_weight=200_000, weight=lambda entry: entry[0].n_states
+    1024,
+    max_weight=CacheLimits().shared_cache_bytes,
+    weight=lambda entry: 1024 * entry[0].n_states + CACHE_ENTRY_BYTES,
 )
 
 
