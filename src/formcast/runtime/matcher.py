@@ -39,6 +39,8 @@ _STOP = object()  # history marker for an accepted stop token
 def _token_index(token_id: object, vocab_size: int) -> int | None:
     """``token_id`` as an ``int`` in ``[0, vocab_size)``, or None for anything else (a bool,
     a float, None, a negative or too large id).  numpy integers are ids like ``int``."""
+    if type(token_id) is int:  # the per-token common case (bool is a subclass, not this type)
+        return token_id if 0 <= token_id < vocab_size else None
     if isinstance(token_id, bool) or not isinstance(token_id, (int, np.integer)):
         return None
     value = int(token_id)
