@@ -3,8 +3,9 @@
     python benchmarks/compile_limits.py            # fuel: time to stop the pathological schemas
     python benchmarks/compile_limits.py --memory   # bytes per token of a long counted string
 
-Fuel: each pathological schema of ``tests/test_compile_limits.py`` is compiled in a fresh
-compiler with the wall clock off; it must stop with ``CompileBudgetError(max_compile_work)``
+Fuel: each pathological schema of ``tests/index/test_compile_fuel_is_deterministic.py`` is
+compiled in a fresh compiler with the wall clock off; it must stop with
+``CompileBudgetError(max_compile_work)``
 after about 2 s (the calibration target of ``CompileLimits.max_compile_work``), and a few
 MaskBench-like schemas that compile report their fuel and time (us per unit).
 Memory: a ``maxLength: 1000000`` string generated token by token; reports the bytes per token
@@ -24,9 +25,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from formcast import GrammarCompiler, GrammarMatcher, Vocabulary
-from formcast.config import CompileLimits
 from formcast.errors import CompileBudgetError
-from formcast.grammar.json_schema import JsonSchemaOptions
+from formcast.frontends.jsonschema.api import JsonSchemaOptions
+from formcast.limits import CompileLimits
 
 
 def byte_vocab() -> Vocabulary:

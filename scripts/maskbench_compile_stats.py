@@ -6,7 +6,7 @@ Usage::
         [--check-instances]
 
 For every ``*.json`` in DATA_DIR (default: the shared JSONSchemaBench ``maskbench/data``) it
-runs :func:`formcast.grammar.json_schema.schema_to_grammar` on the ``schema`` field and counts
+runs :func:`formcast.frontends.jsonschema.api.schema_to_grammar` on the ``schema`` field and counts
 successes, unsatisfiable schemas, and failures by exception type and keyword/limit.  With
 ``--check-instances`` it also runs the slow reference recognizer on the file's test instances
 (compact serialization) and counts valid-rejected / invalid-accepted.  No masks are computed.
@@ -30,7 +30,7 @@ from formcast.errors import (
     UnsatisfiableGrammarError,
     UnsupportedFeatureError,
 )
-from formcast.grammar.json_schema import JsonSchemaOptions, schema_to_grammar
+from formcast.frontends.jsonschema.api import JsonSchemaOptions, schema_to_grammar
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/data/JSONSchemaBench/maskbench/data"
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.setitimer(signal.ITIMER_REAL, 0)
         times.append(time.perf_counter() - t0)
         if args.check_instances and grammar is not None:
-            from formcast.grammar.reference import ReferenceRecognizer
+            from formcast.testing.reference import ReferenceRecognizer
 
             rr = ReferenceRecognizer(grammar)
             for t in doc.get("tests", []):

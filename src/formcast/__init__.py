@@ -1,39 +1,37 @@
-"""formcast: provably well-formed LLM output by masking logits with compiled constraints.
+"""formcast: language-model output that provably conforms to a regex, a JSON Schema or a grammar.
 
-Public API (the ecosystem's names)::
+A constraint compiles once into byte-level automata that know the tokenizer; at every step the
+matcher fills a token bitmask (illegal tokens get ``-inf``), the sampler draws from what is left,
+and the matcher advances.  Three lifetimes::
 
-    vocab = Vocabulary.from_huggingface(tokenizer)          # per model
-    compiler = GrammarCompiler(vocab)                        # per model, caches grammars
-    compiled = compiler.compile_regex(r"\\d{4}-\\d{2}-\\d{2}")  # per grammar, immutable
-    matcher = GrammarMatcher(compiled)                       # per request
+    vocab = Vocabulary.from_huggingface(tokenizer)           # per model
+    compiler = GrammarCompiler(vocab)                         # per model, caches grammars
+    compiled = compiler.compile_json_schema(schema)           # per grammar: immutable
+    matcher = GrammarMatcher(compiled)                        # per request
     bitmask = allocate_token_bitmask(1, vocab.vocab_size)
     matcher.fill_next_token_bitmask(bitmask)
     apply_token_bitmask_inplace(logits, bitmask)
     matcher.accept_token(token_id)
 
-``import formcast`` imports numpy only: tokenizers, torch, transformers and llama.cpp are
-imported lazily by the functions that need them.
+Or the whole loop: ``generate(load_model("smollm2"), prompt, schema=...)``.
+
+Layers (each folder imports only those above it in this list; see docs/architecture.md):
+``ir`` (the grammar IR and its passes) → ``automata`` (byte NFA/DFA) → ``frontends`` (regex,
+GBNF, Lark, JSON Schema → IR) → ``vocab`` (tokenizers → exact token bytes) → ``index`` (token
+classes per state, ``GrammarCompiler``, ``CompiledGrammar``) → ``runtime`` (``GrammarMatcher``)
+→ ``sampling`` → ``model`` (the ``LanguageModel`` protocol and its wrappers) → ``generation``
+(``generate``, ``stream``) → ``integrations`` (inside other engines) → ``cli``.
+
+``import formcast`` imports numpy only: tokenizers, torch, transformers, llama.cpp and
+jsonschema are imported by the functions that need them.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .config import CompileLimits
-from .errors import (
-    ConfigurationError,
-    DeadEndDiagnostic,
-    DeadEndError,
-    FormcastError,
-    GrammarError,
-    GrammarSyntaxError,
-    LimitExceededError,
-    SerializationError,
-    UnsatisfiableGrammarError,
-    UnsupportedFeatureError,
-    VocabularyError,
-)
-from .index.bitmask import (
+from ._version import __version__
+from .bitmask import (
     allocate_token_bitmask,
     apply_token_bitmask_inplace,
     bitmask_to_bool,
@@ -41,29 +39,53 @@ from .index.bitmask import (
     get_bitmask_shape,
     reset_token_bitmask,
 )
+from .errors import (
+    CompileBudgetError,
+    CompileTimeoutError,
+    ConfigurationError,
+    DeadEndDiagnostic,
+    DeadEndError,
+    FormcastError,
+    GrammarError,
+    GrammarSyntaxError,
+    LimitExceededError,
+    MissingDependencyError,
+    ModelFileError,
+    UnsatisfiableGrammarError,
+    UnsupportedFeatureError,
+    VocabularyError,
+)
+from .frontends.jsonschema.options import JsonSchemaOptions
 from .index.compiled import CompiledGrammar
 from .index.compiler import GrammarCompiler
+from .ir.nodes import Grammar, Rule
+from .limits import CacheLimits, CompileLimits, ParserLimits
 from .runtime.matcher import GrammarMatcher
+from .sampling import SamplingParams
+from .vocab.loaders import load_vocabulary
 from .vocab.vocabulary import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
     from .generation import GenerationResult, GenerationTimings, generate, stream
-    from .models import load_model
+    from .model import CallableModel, LanguageModel, LlamaCppModel, TransformersModel
+    from .model.loading import load_model
 
-__version__ = "0.1.0"
-
-# generation API: loaded on first use (it still imports no model library until a model loads)
+# loaded on first use (still no model library until a model loads)
 _LAZY = {
     "generate": "generation",
     "stream": "generation",
     "GenerationResult": "generation",
     "GenerationTimings": "generation",
-    "load_model": "models",
+    "load_model": "model.loading",
+    "LanguageModel": "model",
+    "CallableModel": "model",
+    "LlamaCppModel": "model",
+    "TransformersModel": "model",
 }
 
 
 def __getattr__(name: str) -> Any:
-    """Lazy exports of the generation API."""
+    """Lazy exports of the generation API and the model wrappers."""
     if name in _LAZY:
         import importlib
 
@@ -72,7 +94,11 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CacheLimits",
+    "CallableModel",
+    "CompileBudgetError",
     "CompileLimits",
+    "CompileTimeoutError",
     "CompiledGrammar",
     "ConfigurationError",
     "DeadEndDiagnostic",
@@ -80,12 +106,21 @@ __all__ = [
     "FormcastError",
     "GenerationResult",
     "GenerationTimings",
+    "Grammar",
     "GrammarCompiler",
     "GrammarError",
     "GrammarMatcher",
     "GrammarSyntaxError",
+    "JsonSchemaOptions",
+    "LanguageModel",
     "LimitExceededError",
-    "SerializationError",
+    "LlamaCppModel",
+    "MissingDependencyError",
+    "ModelFileError",
+    "ParserLimits",
+    "Rule",
+    "SamplingParams",
+    "TransformersModel",
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
     "Vocabulary",
@@ -98,6 +133,7 @@ __all__ = [
     "generate",
     "get_bitmask_shape",
     "load_model",
+    "load_vocabulary",
     "reset_token_bitmask",
     "stream",
 ]

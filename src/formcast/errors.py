@@ -21,7 +21,8 @@ __all__ = [
     "GrammarError",
     "GrammarSyntaxError",
     "LimitExceededError",
-    "SerializationError",
+    "MissingDependencyError",
+    "ModelFileError",
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
     "VocabularyError",
@@ -121,10 +122,6 @@ class VocabularyError(FormcastError, ValueError):
     """A vocabulary or tokenizer cannot be used (empty, bad stop ids, unknown format...)."""
 
 
-class SerializationError(FormcastError):
-    """A serialized artifact cannot be read (corrupt, other version, other tokenizer)."""
-
-
 @dataclass(frozen=True)
 class DeadEndDiagnostic:
     """Why no token (not even a stop token) is allowed in a matcher's current state.
@@ -163,3 +160,12 @@ class DeadEndError(FormcastError):
     def __init__(self, diagnostic: DeadEndDiagnostic) -> None:
         self.diagnostic = diagnostic
         super().__init__(str(diagnostic))
+
+
+class MissingDependencyError(FormcastError, ImportError):
+    """An optional library needed by an integration is not installed (the message says how to
+    install it)."""
+
+
+class ModelFileError(FormcastError):
+    """A model file is missing, unreadable, or fails its checksum (the message says the fix)."""

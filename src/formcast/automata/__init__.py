@@ -1,4 +1,4 @@
 """Byte-level automata: UTF-8 lowering, Thompson NFA, DFA construction and minimization.
 
-Tables are numpy arrays.  This layer imports only :mod:`formcast.grammar.ir`, errors and config.
+Tables are numpy arrays.  This layer imports only :mod:`formcast.ir.nodes`, errors and config.
 """

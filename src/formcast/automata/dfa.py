@@ -8,7 +8,7 @@ accepting state is reachable from it.  Hence "the automaton stays alive on bytes
 Lifetime: per grammar; immutable after construction (the arrays are made read-only).
 Construction: subset construction over byte equivalence classes, O(states x classes x NFA-set
 size); minimization by partition refinement (Moore) vectorized with numpy, skipped above
-:attr:`~formcast.config.CompileLimits.max_minimize_states` or when its work budget runs out
+:attr:`~formcast.limits.CompileLimits.max_minimize_states` or when its work budget runs out
 (the result is then correct but not minimal).
 """
 
@@ -21,9 +21,9 @@ from itertools import pairwise
 
 import numpy as np
 
-from ..config import CompileLimits, WorkBudget, check_deadline
 from ..errors import LimitExceededError
-from ..grammar.ir import Node
+from ..ir.nodes import Node
+from ..limits import CompileLimits, WorkBudget, check_deadline
 from .nfa import NFA, build_nfa
 
 __all__ = [

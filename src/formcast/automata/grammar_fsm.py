@@ -9,7 +9,7 @@ taken after a call to another rule returns.  Before that:
 * **Productivity.** References to rules that can never finish are removed; an unproductive start
   rule raises :class:`UnsatisfiableGrammarError` (e.g. ``root ::= "a" root``).
 * **Left recursion** (a rule reachable from itself without consuming a byte) is first
-  eliminated on the IR (:mod:`formcast.grammar.left_recursion`: same language, no left
+  eliminated on the IR (:mod:`formcast.ir.left_recursion`: same language, no left
   recursion); what is left of it after that would be a bug and is rejected with
   :class:`UnsupportedFeatureError` naming the rule.
 
@@ -25,15 +25,15 @@ from typing import TypeVar
 
 import numpy as np
 
-from .._lru import LruCache
-from ..config import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget, check_deadline
+from ..cache import LruCache
 from ..errors import (
     GrammarError,
     LimitExceededError,
     UnsatisfiableGrammarError,
     UnsupportedFeatureError,
 )
-from ..grammar.ir import (
+from ..ir.left_recursion import eliminate_left_recursion
+from ..ir.nodes import (
     NOTHING,
     Alt,
     ByteSet,
@@ -53,7 +53,7 @@ from ..grammar.ir import (
     repeat,
     substitute,
 )
-from ..grammar.left_recursion import eliminate_left_recursion
+from ..limits import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget, check_deadline
 from .dfa import DEAD, ByteDFA, column_classes, nfa_to_dfa
 from .nfa import SubAutomaton, build_nfa
 
@@ -544,7 +544,7 @@ def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:
 
 def _check_left_recursion(auto: GrammarAutomaton) -> None:
     """Reject rules that can call themselves before consuming a byte (a safety net: the IR
-    pass :func:`~formcast.grammar.left_recursion.eliminate_left_recursion` removes left
+    pass :func:`~formcast.ir.left_recursion.eliminate_left_recursion` removes left
     recursion before the automata are built, so this never fires on its output)."""
     n_rules = len(auto.dfas)
     # nullable rules: accept reachable from start through calls to nullable rules only

@@ -3,7 +3,7 @@
 States are integers; each has epsilon edges and byte-range edges ``(lo, hi, target)``.  Code
 point sets are lowered through :func:`~formcast.automata.utf8.utf8_sequences`, sharing the
 continuation-byte suffixes of one set.  Bounded repeats are unrolled (``X{2,4}`` = ``XX(X(X)?)?``)
-under :attr:`~formcast.config.CompileLimits.max_nfa_states`.
+under :attr:`~formcast.limits.CompileLimits.max_nfa_states`.
 
 Lifetime: built per compile and discarded after DFA construction.  Iterative (no recursion).
 """
@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._lru import LruCache
-from ..config import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget
+from ..cache import LruCache
 from ..errors import LimitExceededError, UnsupportedFeatureError
-from ..grammar.ir import (
+from ..ir.nodes import (
     Alt,
     ByteSet,
     CharSet,
@@ -30,6 +29,7 @@ from ..grammar.ir import (
     RuleRef,
     is_regular,
 )
+from ..limits import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget
 from .utf8 import utf8_sequences
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -28,38 +28,14 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
-from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..errors import ConfigurationError
+from ..limits import ParserLimits
 from .dfa import DEAD
 from .grammar_fsm import GrammarAutomaton
 
-__all__ = ["Frame", "ParserLimits", "ParserState", "PushdownAutomaton"]
-
-
-@dataclass(frozen=True)
-class ParserLimits:
-    """Run-time limits of the pushdown automaton (per matcher step).
-
-    Attributes:
-        max_stack_depth: deepest nesting accepted (frames on one stack).
-        max_stacks: scan-ready stacks in one state (bounds ambiguity blow-up).
-        max_closure_work: frames visited by one closure.
-        max_cache_entries: interned frames/states and memo entries before caches are reset.
-    """
-
-    max_stack_depth: int = 1_000_000
-    max_stacks: int = 4_096
-    max_closure_work: int = 200_000
-    max_cache_entries: int = 2_000_000
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if not isinstance(v, int) or v <= 0:
-                raise ConfigurationError(f"ParserLimits.{f.name} must be a positive int, got {v!r}")
+__all__ = ["Frame", "ParserState", "PushdownAutomaton"]
 
 
 class Frame:

@@ -33,8 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from .._version import __version__
+from ..bitmask import allocate_token_bitmask
 from ..errors import DeadEndError, FormcastError
-from ..generation.cli import (
+from ..index.compiled import CompiledGrammar
+from ..runtime.matcher import GrammarMatcher
+from ..vocab.vocabulary import Vocabulary
+from .generate import (
     add_constraint_arguments,
     add_generate_arguments,
     compile_from_args,
@@ -43,10 +48,6 @@ from ..generation.cli import (
     read_constraint,
     temperature_type,
 )
-from ..index.bitmask import allocate_token_bitmask
-from ..index.compiled import CompiledGrammar
-from ..runtime.matcher import GrammarMatcher
-from ..vocab.vocabulary import Vocabulary
 
 __all__ = ["main"]
 
@@ -234,16 +235,14 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    from ..generation.cli import run_generate
+    from .generate import run_generate
 
     return run_generate(args)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="formcast", description=__doc__.split("\n\n")[0])
-    import formcast  # the package itself (its __version__), already imported
-
-    p.add_argument("--version", action="version", version=f"formcast {formcast.__version__}")
+    p.add_argument("--version", action="version", version=f"formcast {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser, *, tokenizer: bool = True) -> None:

@@ -3,7 +3,7 @@
 ::
 
     import formcast.generation as fg
-    from formcast.models import load_model
+    from formcast.model.loading import load_model
 
     model = load_model("smollm2")                       # bundled SmolLM2-135M-Instruct, llama.cpp
     result = fg.generate(model, "Extract: Ada, 36", schema={"type": "object", ...})
@@ -17,6 +17,8 @@ Nothing here imports a model library: the wrappers in :mod:`formcast.integration
 
 from __future__ import annotations
 
+from ..model.chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
+from ..model.protocol import LanguageModel, Logits
 from .api import (
     FrontEndUnavailableError,
     Prompt,
@@ -25,14 +27,7 @@ from .api import (
     get_compiler,
     stream,
 )
-from .chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
-from .model import LanguageModel, Logits
-from .results import (
-    FINISH_REASONS,
-    FinishReason,
-    GenerationResult,
-    GenerationTimings,
-)
+from .results import FINISH_REASONS, FinishReason, GenerationResult, GenerationTimings
 
 __all__ = [
     "CHATML",

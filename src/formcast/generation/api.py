@@ -58,6 +58,7 @@ from typing import Any, TypeAlias
 
 import numpy as np
 
+from ..bitmask import allocate_token_bitmask
 from ..errors import (
     ConfigurationError,
     DeadEndDiagnostic,
@@ -65,14 +66,13 @@ from ..errors import (
     UnsupportedFeatureError,
     VocabularyError,
 )
-from ..index.bitmask import allocate_token_bitmask
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
+from ..model.chat import Message
+from ..model.protocol import LanguageModel
 from ..runtime.matcher import GrammarMatcher
 from ..sampling import SamplingParams, sample_token
 from ..vocab.vocabulary import Vocabulary
-from .chat import Message
-from .model import LanguageModel
 from .results import FinishReason, GenerationResult, GenerationTimings
 
 __all__ = [
@@ -266,7 +266,7 @@ def _prompt_ids(
 
 def _resolve_model(model: Any) -> LanguageModel:
     if isinstance(model, str):
-        from ..models import load_model
+        from ..model.loading import load_model
 
         return load_model(model)
     if not isinstance(model, LanguageModel):
@@ -680,10 +680,10 @@ def generate(
     """Generate text from ``model`` under at most one constraint.
 
     Args:
-        model: a model wrapper (:class:`~formcast.integrations.llama_cpp.LlamaCppModel`,
-            :class:`~formcast.integrations.transformers.TransformersModel`,
-            :class:`~formcast.integrations.numpy_loop.CallableModel`) or a model name /
-            GGUF path for :func:`formcast.models.load_model` (``"smollm2"``: the bundled
+        model: a model wrapper (:class:`~formcast.model.llama_cpp.LlamaCppModel`,
+            :class:`~formcast.model.transformers.TransformersModel`,
+            :class:`~formcast.model.callable.CallableModel`) or a model name /
+            GGUF path for :func:`formcast.model.loading.load_model` (``"smollm2"``: the bundled
             default model on llama.cpp, loaded once and cached).
         prompt: text (the model's chat template is applied when it has one, see ``chat``),
             chat messages ``[{"role": ..., "content": ...}]``, or token ids (used as given).

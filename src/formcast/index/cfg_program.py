@@ -28,7 +28,6 @@ from dataclasses import replace
 
 import numpy as np
 
-from .._lru import LruCache
 from ..automata.counted import window_table
 from ..automata.dfa import DEAD, column_classes, describe_bytes, equivalence_classes
 from ..automata.grammar_fsm import (
@@ -37,10 +36,18 @@ from ..automata.grammar_fsm import (
     counted_splits,
     split_bytes,
 )
-from ..automata.pda import ParserLimits, ParserState, PushdownAutomaton
-from ..config import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget, charge, check_deadline
+from ..automata.pda import ParserState, PushdownAutomaton
+from ..bitmask import bool_to_bitmask
+from ..cache import LruCache
+from ..limits import (
+    CACHE_ENTRY_BYTES,
+    CacheLimits,
+    ParserLimits,
+    WorkBudget,
+    charge,
+    check_deadline,
+)
 from ..vocab.vocabulary import Vocabulary
-from .bitmask import bool_to_bitmask
 from .compiled import LimitStop, ids_to_bool
 
 __all__ = ["CfgProgram"]
@@ -60,10 +67,10 @@ class CfgProgram:
         vocab: the model's vocabulary.
         limits: run-time parser limits.
         mask_cache_size: parser states whose masks are kept (LRU), at most.
-        budget: the compile's fuel and deadline (:class:`~formcast.config.WorkBudget`),
+        budget: the compile's fuel and deadline (:class:`~formcast.limits.WorkBudget`),
             charged while the token index is prepared.
         cache_limits: byte budgets of the masks, token steps and parser caches
-            (:class:`~formcast.config.CacheLimits`).
+            (:class:`~formcast.limits.CacheLimits`).
     """
 
     def __init__(
@@ -269,7 +276,7 @@ class CfgProgram:
     def cache_bytes(self) -> int:
         """Bytes held by this grammar's run-time caches (masks, position classifications,
         token steps, parser caches), by formcast's accounting (see
-        :class:`~formcast.config.CacheLimits`)."""
+        :class:`~formcast.limits.CacheLimits`)."""
         classes = sum(w.nbytes + c.nbytes + CACHE_ENTRY_BYTES for w, c in self._classes.values())
         return (
             self._masks.total_weight

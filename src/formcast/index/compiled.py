@@ -23,11 +23,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .._lru import LruCache
 from ..automata.dfa import DEAD, ByteDFA, bounded_equivalence, describe_bytes
-from ..config import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget
+from ..bitmask import bool_to_bitmask
+from ..cache import LruCache
+from ..limits import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget
 from ..vocab.vocabulary import Vocabulary
-from .bitmask import bool_to_bitmask
 
 __all__ = ["CompiledGrammar", "GrammarProgram", "LimitStop", "RegexProgram"]
 

@@ -14,14 +14,20 @@ from collections.abc import Callable
 from typing import Any
 
 from .._gc import gc_paused
-from .._lru import LruCache
 from ..automata.dfa import compile_dfa
 from ..automata.grammar_fsm import compile_grammar_automaton, has_counted_repeat
-from ..automata.pda import ParserLimits
-from ..config import CacheLimits, CompileLimits, WorkBudget, compile_scope, current_budget
+from ..cache import LruCache
 from ..errors import ConfigurationError, LimitExceededError, UnsatisfiableGrammarError
-from ..grammar.ir import Grammar, Rule
-from ..grammar.regex import parse_regex
+from ..frontends.regex import parse_regex
+from ..ir.nodes import Grammar, Rule
+from ..limits import (
+    CacheLimits,
+    CompileLimits,
+    ParserLimits,
+    WorkBudget,
+    compile_scope,
+    current_budget,
+)
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
 from .compiled import CompiledGrammar, GrammarProgram, RegexProgram, grammar_key
@@ -34,9 +40,9 @@ class GrammarCompiler:
 
     Args:
         vocab: the model's :class:`~formcast.vocab.vocabulary.Vocabulary`.
-        limits: compile limits (:class:`~formcast.config.CompileLimits`).
+        limits: compile limits (:class:`~formcast.limits.CompileLimits`).
         cache_size: compiled grammars kept (least recently used evicted); 0 disables caching.
-        cache_limits: byte budgets of the caches (:class:`~formcast.config.CacheLimits`): the
+        cache_limits: byte budgets of the caches (:class:`~formcast.limits.CacheLimits`): the
             compiled grammars kept here (``grammar_cache_bytes``, each grammar counted with
             its caches) and each grammar's masks, token steps and parser caches.
         pause_gc: pause Python's cyclic garbage collector while a grammar compiles (about 30%
@@ -93,7 +99,7 @@ class GrammarCompiler:
         seconds: float | None = None,
     ) -> CompiledGrammar:
         """The cached grammar of ``(kind, source, options)``, else ``build(budget)`` run under
-        one fresh budget (made current by :func:`~formcast.config.compile_scope`, so every
+        one fresh budget (made current by :func:`~formcast.limits.compile_scope`, so every
         stage, front-end included, charges the same fuel and sees the same deadline).
         ``options=None``: the constraint cannot be keyed exactly (it is built, not cached)."""
         key = None if options is None else grammar_key(kind, source, options, self.vocab)
@@ -245,11 +251,11 @@ class GrammarCompiler:
         def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()
             if syntax == "gbnf":
-                from ..grammar.gbnf import parse_gbnf
+                from ..frontends.gbnf import parse_gbnf
 
                 ir = parse_gbnf(text, start=start or "root")
             else:
-                from ..grammar.lark import parse_lark
+                from ..frontends.lark import parse_lark
 
                 ir = parse_lark(text, start=start or "start")
             program = self._program_for(ir, budget=budget)
@@ -267,8 +273,8 @@ class GrammarCompiler:
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Any JSON value (RFC 8259) with bounded whitespace between tokens and bounded number
-        digits (:func:`~formcast.grammar.builtin.builtin_json_grammar`)."""
-        from ..grammar.builtin import builtin_json_grammar
+        digits (:func:`~formcast.frontends.builtin_json.builtin_json_grammar`)."""
+        from ..frontends.builtin_json import builtin_json_grammar
 
         return self.compile_grammar_ir(builtin_json_grammar(), kind="builtin_json", source="json")
 
@@ -280,7 +286,7 @@ class GrammarCompiler:
         """
         import importlib
 
-        js: Any = importlib.import_module("formcast.grammar.json_schema")
+        js: Any = importlib.import_module("formcast.frontends.jsonschema.api")
 
         if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
             schema = schema.model_json_schema()
@@ -330,7 +336,7 @@ class GrammarCompiler:
 def _opts_max_depth(options: Any) -> int:
     """``options.max_depth`` (the default's when ``options`` is None)."""
     if options is None:
-        from ..grammar.jsonschema.options import JsonSchemaOptions
+        from ..frontends.jsonschema.options import JsonSchemaOptions
 
         options = JsonSchemaOptions()
     return int(options.max_depth)

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ..bitmask import bitmask_to_bool, writable_bitmask_row
 from ..errors import ConfigurationError, DeadEndDiagnostic
-from ..index.bitmask import bitmask_to_bool, writable_bitmask_row
 from ..index.compiled import CompiledGrammar, LimitStop
 
 __all__ = ["GrammarMatcher"]

@@ -26,7 +26,7 @@ happen by construction.  An empty mask is reported with :class:`~formcast.errors
 (the matcher's ``diagnose()`` says why its state allows nothing); it is never retried here.
 
 Bitmask layout: ``int32`` words, bit ``j % 32`` of word ``j // 32`` set means token ``j`` is
-allowed (the layout of :func:`formcast.index.bitmask.allocate_token_bitmask`).  The logits may
+allowed (the layout of :func:`formcast.bitmask.allocate_token_bitmask`).  The logits may
 be narrower than ``32 * words`` (bits past the logits' width are ignored) or wider (padded model
 logits: the columns past the bitmask's capacity are never allowed).
 
@@ -160,7 +160,7 @@ def _unpack_bitmask(bitmask: Any, width: int) -> npt.NDArray[np.bool_]:
 
     Bit ``j % 32`` of word ``j // 32`` is token ``j`` (little-endian bit and byte order).
     Columns past the bitmask's ``32 * words`` capacity are not allowed (fail closed, as in
-    :func:`formcast.index.bitmask.apply_token_bitmask_inplace`).
+    :func:`formcast.bitmask.apply_token_bitmask_inplace`).
     """
     words = np.asarray(bitmask)
     if words.dtype.kind not in "iu" or words.dtype.itemsize != 4 or words.ndim == 0:

@@ -1,6 +1,6 @@
 """Tokenizer adapters → :class:`Vocabulary` (exact bytes per token id, stop and special ids).
 
-Never imports :mod:`formcast.grammar` or :mod:`formcast.automata`.
+Never imports the grammar side (:mod:`formcast.ir`, :mod:`formcast.frontends`, :mod:`formcast.automata`).
 """
 
 from .vocabulary import Vocabulary

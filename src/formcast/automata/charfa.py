@@ -1,0 +1,784 @@
+"""Small code-point automata for the Boolean operations JSON Schema needs on string languages.
+
+A JSON Schema string constraint is often a *combination* of regular languages: ``pattern``
+together with ``maxLength``, two patterns merged from ``allOf``, the keys that match one
+``patternProperties`` pattern but not another, ``propertyNames``, ``not: {"const": ...}``.  The
+IR has no intersection or complement, so these are computed here on deterministic automata over
+Unicode scalar values and turned back into IR.
+
+* :func:`dfa_from_node` — regular IR (code points) → minimal :class:`CharDFA` (Thompson NFA,
+  subset construction with range partitioning, Moore minimization).  Bounded repeats are
+  unrolled, so the caller's ``max_states`` bounds the work.
+* :func:`intersect`, :func:`union`, :func:`complement`, :func:`difference` — product
+  constructions; :meth:`CharDFA.is_empty`.
+* :func:`finite_set_dfa`, :func:`length_dfa` — the automata of a finite set of strings and of
+  "between ``lo`` and ``hi`` code points".
+* :func:`dfa_to_node` — back to IR by state elimination, with a size budget; when the budget is
+  exceeded it raises :class:`~formcast.errors.LimitExceededError` and callers may fall back on
+  :func:`dfa_to_rules` (one right-linear rule per state: always linear in the DFA's size).
+
+Every function trims the states that cannot reach acceptance, so the IR produced never contains
+a dead path (a generation could otherwise walk into a branch that can never finish).
+
+Lifetime: pure functions over immutable-by-convention objects; costs are bounded by the
+``max_states`` arguments (states × ranges per state).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from ..errors import LimitExceededError, UnsupportedFeatureError
+from ..ir.nodes import (
+    ANY_CHAR,
+    EMPTY,
+    NOTHING,
+    Alt,
+    CharSet,
+    Concat,
+    Empty,
+    Literal,
+    Node,
+    Nothing,
+    Repeat,
+    Rule,
+    RuleRef,
+    alt,
+    concat,
+    repeat,
+)
+from ..limits import charge
+
+__all__ = [
+    "CharDFA",
+    "complement",
+    "dfa_from_node",
+    "dfa_to_node",
+    "dfa_to_rules",
+    "difference",
+    "finite_set_dfa",
+    "intersect",
+    "length_bounds",
+    "length_dfa",
+    "union",
+]
+
+Edge = tuple[int, int, int]  # (lo, hi, target) over code points, inclusive
+
+#: Default bound on the states of any automaton built here.
+DEFAULT_MAX_STATES = 20_000
+
+
+@dataclass
+class CharDFA:
+    """A deterministic automaton over code points.
+
+    ``trans[s]`` is a sorted list of disjoint ``(lo, hi, target)`` edges (a missing code point
+    leads to an implicit dead state); ``accept[s]`` tells whether ``s`` is final; the start
+    state is 0.  An automaton with no state at all is the empty language.
+    """
+
+    trans: list[list[Edge]]
+    accept: list[bool]
+    minimal: bool = False
+
+    @property
+    def num_states(self) -> int:
+        return len(self.accept)
+
+    def is_empty(self) -> bool:
+        return not any(self.accept)
+
+    def matches(self, text: str) -> bool:
+        if not self.accept:
+            return False
+        s = 0
+        for ch in text:
+            cp = ord(ch)
+            nxt = -1
+            for lo, hi, t in self.trans[s]:
+                if lo <= cp <= hi:
+                    nxt = t
+                    break
+                if lo > cp:
+                    break
+            if nxt < 0:
+                return False
+            s = nxt
+        return self.accept[s]
+
+
+_EMPTY_DFA = CharDFA([], [])
+
+#: compile fuel per NFA state built (see :func:`formcast.limits.charge`; one unit ~ 0.7 us)
+_NFA_STATE_FUEL = 2
+
+
+def _limit(n: int, max_states: int, what: str) -> None:
+    if n > max_states:
+        raise LimitExceededError(
+            "max_automaton_states", max_states, f"{what} needs more states than allowed"
+        )
+
+
+# -- NFA ------------------------------------------------------------------------------------------
+class _NFA:
+    def __init__(self, max_states: int) -> None:
+        self.eps: list[list[int]] = []
+        self.edges: list[list[tuple[tuple[tuple[int, int], ...], int]]] = []
+        self.max_states = max_states
+
+    def new(self) -> int:
+        self.eps.append([])
+        self.edges.append([])
+        _limit(len(self.eps), self.max_states * 4, "a string constraint's NFA")
+        return len(self.eps) - 1
+
+    def build(self, node: Node, frm: int, to: int) -> None:
+        work: list[tuple[Node, int, int]] = [(node, frm, to)]
+        while work:
+            n, a, b = work.pop()
+            if isinstance(n, Empty):
+                self.eps[a].append(b)
+            elif isinstance(n, Nothing):
+                pass
+            elif isinstance(n, Literal):
+                cur = a
+                for i, ch in enumerate(n.text):
+                    nxt = b if i == len(n.text) - 1 else self.new()
+                    self.edges[cur].append((((ord(ch), ord(ch)),), nxt))
+                    cur = nxt
+            elif isinstance(n, CharSet):
+                ranges = scalar_ranges(n.ranges)
+                if ranges:
+                    self.edges[a].append((ranges, b))
+            elif isinstance(n, Concat):
+                cur = a
+                for i, item in enumerate(n.items):
+                    nxt = b if i == len(n.items) - 1 else self.new()
+                    work.append((item, cur, nxt))
+                    cur = nxt
+            elif isinstance(n, Alt):
+                for item in n.items:
+                    work.append((item, a, b))
+            elif isinstance(n, Repeat):
+                cur = a
+                for _ in range(n.min):
+                    nxt = self.new()
+                    work.append((n.item, cur, nxt))
+                    cur = nxt
+                if n.max is None:
+                    loop = self.new()
+                    self.eps[cur].append(loop)
+                    back = self.new()
+                    work.append((n.item, loop, back))
+                    self.eps[back].append(loop)
+                    self.eps[loop].append(b)
+                else:
+                    for _ in range(n.max - n.min):
+                        nxt = self.new()
+                        self.eps[cur].append(b)
+                        work.append((n.item, cur, nxt))
+                        cur = nxt
+                    self.eps[cur].append(b)
+            elif isinstance(n, RuleRef):
+                raise UnsupportedFeatureError(
+                    "rule reference inside a string constraint", "", "string languages are regular"
+                )
+            else:
+                raise UnsupportedFeatureError(
+                    f"IR node {type(n).__name__} in a string constraint", "", ""
+                )
+
+
+def scalar_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """``ranges`` without the surrogate block U+D800..U+DFFF (not Unicode scalar values)."""
+    if not any(lo <= 0xDFFF and hi >= 0xD800 for lo, hi in ranges):
+        return ranges
+    out: list[tuple[int, int]] = []
+    for lo, hi in ranges:
+        if hi < 0xD800 or lo > 0xDFFF:
+            out.append((lo, hi))
+            continue
+        if lo < 0xD800:
+            out.append((lo, 0xD7FF))
+        if hi > 0xDFFF:
+            out.append((0xE000, hi))
+    return tuple(out)
+
+
+def _closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
+    seen = set(states)
+    stack = list(seen)
+    while stack:
+        s = stack.pop()
+        for t in eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+def _partition(edges: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:
+    """Split overlapping ``(lo, hi, target)`` edges into disjoint ranges with target sets."""
+    if not edges:
+        return []
+    events: list[tuple[int, int, int]] = []  # (point, +1/-1, target)
+    for lo, hi, t in edges:
+        events.append((lo, 1, t))
+        events.append((hi + 1, -1, t))
+    events.sort()
+    active: dict[int, int] = {}
+    out: list[tuple[int, int, frozenset[int]]] = []
+    i = 0
+    n = len(events)
+    while i < n:
+        point = events[i][0]
+        while i < n and events[i][0] == point:
+            _, d, t = events[i]
+            c = active.get(t, 0) + d
+            if c:
+                active[t] = c
+            else:
+                active.pop(t, None)
+            i += 1
+        if active and i < n:
+            nxt = events[i][0]
+            targets = frozenset(active)
+            if out and out[-1][1] == point - 1 and out[-1][2] == targets:
+                out[-1] = (out[-1][0], nxt - 1, targets)
+            else:
+                out.append((point, nxt - 1, targets))
+    return out
+
+
+def dfa_from_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The minimal DFA of a regular IR node over code points.
+
+    Raises:
+        LimitExceededError: more than ``max_states`` states (DFA) or ``4 * max_states`` (NFA).
+        UnsupportedFeatureError: a :class:`RuleRef` or another non-regular node.
+    """
+    nfa = _NFA(max_states)
+    start, final = nfa.new(), nfa.new()
+    nfa.build(node, start, final)
+    charge(len(nfa.eps) * _NFA_STATE_FUEL)
+    s0 = _closure(nfa.eps, [start])
+    index: dict[frozenset[int], int] = {s0: 0}
+    order = [s0]
+    trans: list[list[Edge]] = []
+    accept: list[bool] = []
+    k = spent = 0
+    while k < len(order):
+        if not k & 63:
+            charge(spent)  # the compile's fuel (and deadline): every 64 states
+            spent = 0
+        cur = order[k]
+        k += 1
+        accept.append(final in cur)
+        raw = [(lo, hi, t) for s in cur for ranges, t in nfa.edges[s] for lo, hi in ranges]
+        spent += 4 + len(cur) + 6 * len(raw)
+        row: list[Edge] = []
+        for lo, hi, targets in _partition(raw):
+            tgt = _closure(nfa.eps, targets)
+            j = index.get(tgt)
+            if j is None:
+                j = index[tgt] = len(order)
+                order.append(tgt)
+                _limit(len(order), max_states, "a string constraint's DFA")
+            if row and row[-1][2] == j and row[-1][1] == lo - 1:
+                row[-1] = (row[-1][0], hi, j)
+            else:
+                row.append((lo, hi, j))
+        trans.append(row)
+    charge(spent)
+    return minimize(CharDFA(trans, accept))
+
+
+# -- cleanup --------------------------------------------------------------------------------------
+def trim(dfa: CharDFA) -> CharDFA:
+    """Keep the states reachable from the start that can reach acceptance (renumbered)."""
+    n = dfa.num_states
+    if n == 0:
+        return _EMPTY_DFA
+    charge(n + sum(map(len, dfa.trans)) // 2)
+    reach = [False] * n
+    reach[0] = True
+    stack = [0]
+    while stack:
+        s = stack.pop()
+        for _, _, t in dfa.trans[s]:
+            if not reach[t]:
+                reach[t] = True
+                stack.append(t)
+    rev: list[list[int]] = [[] for _ in range(n)]
+    for s in range(n):
+        for _, _, t in dfa.trans[s]:
+            rev[t].append(s)
+    live = [False] * n
+    stack = [s for s in range(n) if dfa.accept[s] and reach[s]]
+    for s in stack:
+        live[s] = True
+    while stack:
+        s = stack.pop()
+        for p in rev[s]:
+            if not live[p] and reach[p]:
+                live[p] = True
+                stack.append(p)
+    if not live[0]:
+        return _EMPTY_DFA
+    keep = [s for s in range(n) if live[s]]
+    new = {s: i for i, s in enumerate(keep)}
+    trans: list[list[Edge]] = []
+    for s in keep:
+        row: list[Edge] = []
+        for lo, hi, t in dfa.trans[s]:
+            if t in new:
+                row.append((lo, hi, new[t]))
+        trans.append(row)
+    return CharDFA(trans, [dfa.accept[s] for s in keep])
+
+
+def minimize(dfa: CharDFA) -> CharDFA:
+    """Trim, then merge equivalent states (Hopcroft's algorithm over range symbols)."""
+    if dfa.minimal:
+        return dfa
+    dfa = trim(dfa)
+    n = dfa.num_states
+    if n <= 1:
+        dfa.minimal = True
+        return dfa
+    n_edges = sum(map(len, dfa.trans))
+    charge(4 * n_edges)  # the compile's fuel (measured: ~10 units per edge in all)
+    # symbols: the elementary intervals between all edge boundaries
+    points = sorted({p for row in dfa.trans for lo, hi, _ in row for p in (lo, hi + 1)})
+    n_sym = len(points) - 1
+    # the compile's fuel: the inverse table is O(states x symbols), each split O(symbols)
+    charge(5 * n_edges + (n + 1) * n_sym // 8 + n)
+    dead = n  # the implicit dead state, made explicit
+    inv: list[dict[int, list[int]]] = [{} for _ in range(n_sym)]
+    for src, row in enumerate(dfa.trans):
+        covered: set[int] = set()
+        for lo, hi, t in row:
+            a = bisect_left(points, lo)
+            b = bisect_left(points, hi + 1)
+            for sym in range(a, b):
+                inv[sym].setdefault(t, []).append(src)
+                covered.add(sym)
+        for sym in range(n_sym):
+            if sym not in covered:
+                inv[sym].setdefault(dead, []).append(src)
+    for sym in range(n_sym):
+        inv[sym].setdefault(dead, []).append(dead)
+    final = {s for s in range(n) if dfa.accept[s]}
+    rest = set(range(n + 1)) - final
+    blocks: list[set[int]] = [b for b in (final, rest) if b]
+    block_of = [0] * (n + 1)
+    for i, members in enumerate(blocks):
+        for x in members:
+            block_of[x] = i
+    work: set[tuple[int, int]] = set()
+    smallest = min(range(len(blocks)), key=lambda i: len(blocks[i]))
+    for sym in range(n_sym):
+        work.add((smallest, sym))
+    spent = 0
+    while work:
+        if spent > 4096:
+            charge(spent)
+            spent = 0
+        bi, sym = work.pop()
+        splitter = blocks[bi]
+        spent += 8 + len(splitter)
+        preds: set[int] = set()
+        table = inv[sym]
+        for t in splitter:
+            got = table.get(t)
+            if got:
+                preds.update(got)
+        if not preds:
+            continue
+        spent += len(preds)
+        touched: dict[int, set[int]] = {}
+        for x in preds:
+            touched.setdefault(block_of[x], set()).add(x)
+        for bj, inside in touched.items():
+            block = blocks[bj]
+            if len(inside) == len(block):
+                continue
+            outside = block - inside
+            spent += n_sym // 2 + len(block) // 2
+            blocks[bj] = inside
+            blocks.append(outside)
+            nj = len(blocks) - 1
+            for x in outside:
+                block_of[x] = nj
+            for sym2 in range(n_sym):
+                if (bj, sym2) in work:
+                    work.add((nj, sym2))
+                else:
+                    work.add((bj, sym2) if len(inside) <= len(outside) else (nj, sym2))
+    charge(spent + 2 * n_edges)
+    # renumber: the start state's block first; the dead block disappears
+    dead_block = block_of[dead]
+    order: dict[int, int] = {block_of[0]: 0}
+    for x in range(n):
+        if block_of[x] != dead_block:
+            order.setdefault(block_of[x], len(order))
+    trans: list[list[Edge]] = [[] for _ in range(len(order))]
+    accept = [False] * len(order)
+    done = [False] * len(order)
+    for x in range(n):
+        found = order.get(block_of[x])
+        if found is None or done[found]:
+            continue
+        b = found
+        done[b] = True
+        accept[b] = dfa.accept[x]
+        row2: list[Edge] = []
+        for lo, hi, t in dfa.trans[x]:
+            tb = order.get(block_of[t])
+            if tb is None:
+                continue
+            if row2 and row2[-1][2] == tb and row2[-1][1] == lo - 1:
+                row2[-1] = (row2[-1][0], hi, tb)
+            else:
+                row2.append((lo, hi, tb))
+        trans[b] = row2
+    out = CharDFA(trans, accept)
+    out.minimal = True
+    return out
+
+
+# -- Boolean operations ---------------------------------------------------------------------------
+def _product(
+    a: CharDFA, b: CharDFA, mode: str, max_states: int, *, complete: bool = False
+) -> CharDFA:
+    """Product automaton; with ``complete`` a missing edge goes to an explicit dead state (-1)."""
+    if mode == "and" and (a.num_states == 0 or b.num_states == 0):
+        return _EMPTY_DFA
+    index: dict[tuple[int, int], int] = {(0 if a.num_states else -1, 0 if b.num_states else -1): 0}
+    order = list(index)
+    trans: list[list[Edge]] = []
+    accept: list[bool] = []
+    k = spent = 0
+    while k < len(order):
+        if not k & 63:
+            charge(spent)  # the compile's fuel (and deadline): every 64 states
+            spent = 0
+        sa, sb = order[k]
+        k += 1
+        fa = sa >= 0 and a.accept[sa]
+        fb = sb >= 0 and b.accept[sb]
+        accept.append(fa and fb if mode == "and" else fa or fb)
+        ea = a.trans[sa] if sa >= 0 else []
+        eb = b.trans[sb] if sb >= 0 else []
+        # tag each edge uniquely (even: a's, odd: b's) so that adjacent edges never merge
+        raw = [(lo, hi, 2 * i) for i, (lo, hi, _) in enumerate(ea)]
+        raw += [(lo, hi, 2 * i + 1) for i, (lo, hi, _) in enumerate(eb)]
+        spent += 1 + 3 * len(raw)
+        row: list[Edge] = []
+        for lo, hi, tags in _partition(raw):
+            ta = tb = -1
+            for tag in tags:
+                if tag % 2 == 0:
+                    ta = ea[tag // 2][2]
+                else:
+                    tb = eb[tag // 2][2]
+            if mode == "and" and (ta < 0 or tb < 0):
+                continue
+            pair = (ta, tb)
+            j = index.get(pair)
+            if j is None:
+                j = index[pair] = len(order)
+                order.append(pair)
+                _limit(len(order), max_states, "a combination of string constraints")
+            row.append((lo, hi, j))
+        trans.append(row)
+    charge(spent)
+    return minimize(CharDFA(trans, accept))
+
+
+def intersect(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of ``L(a) ∩ L(b)``."""
+    return _product(a, b, "and", max_states)
+
+
+def union(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of ``L(a) ∪ L(b)``."""
+    return _product(a, b, "or", max_states)
+
+
+def complement(a: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of every string of scalar values not in ``L(a)``."""
+    n = a.num_states
+    if n == 0:
+        return any_string_dfa()
+    dead = n
+    trans: list[list[Edge]] = []
+    charge(n + sum(len(row) for row in a.trans) // 2)
+    for s in range(n + 1):
+        edges = a.trans[s] if s < n else []
+        row: list[Edge] = []
+        for lo, hi in ANY_CHAR.ranges:
+            cur = lo
+            for elo, ehi, t in edges:
+                if ehi < lo or elo > hi:
+                    continue
+                if elo > cur:
+                    row.append((cur, elo - 1, dead))
+                row.append((max(elo, lo), min(ehi, hi), t))
+                cur = min(ehi, hi) + 1
+            if cur <= hi:
+                row.append((cur, hi, dead))
+        trans.append(row)
+    accept = [not a.accept[s] for s in range(n)] + [True]
+    _limit(n + 1, max_states, "a negated string constraint")
+    return minimize(CharDFA(trans, accept))
+
+
+def difference(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of ``L(a) \\ L(b)``."""
+    return intersect(a, complement(b, max_states), max_states)
+
+
+def finite_set_dfa(words: Iterable[str], max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The (trie-shaped, then minimized) DFA of a finite set of strings."""
+    trans: list[dict[int, int]] = [{}]
+    accept = [False]
+    for w in words:
+        s = 0
+        for ch in w:
+            cp = ord(ch)
+            t = trans[s].get(cp)
+            if t is None:
+                t = len(accept)
+                trans[s][cp] = t
+                trans.append({})
+                accept.append(False)
+                _limit(len(accept), max_states, "a set of excluded strings")
+            s = t
+        accept[s] = True
+    charge(len(accept) // 2 + 1)
+    rows = [[(cp, cp, t) for cp, t in sorted(d.items())] for d in trans]
+    return minimize(CharDFA(rows, accept))
+
+
+def length_dfa(lo: int, hi: int | None, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
+    """The DFA of the strings with ``lo`` to ``hi`` code points (``hi=None``: no upper bound)."""
+    top = hi if hi is not None else lo
+    _limit(top + 1, max_states, f"a length bound of {top} characters combined with a pattern")
+    charge(top + 1)
+    trans: list[list[Edge]] = []
+    accept: list[bool] = []
+    for s in range(top + 1):
+        accept.append(s >= lo and (hi is None or s <= hi))
+        if s < top:
+            trans.append([(a, b, s + 1) for a, b in ANY_CHAR.ranges])
+        elif hi is None:
+            trans.append([(a, b, s) for a, b in ANY_CHAR.ranges])
+        else:
+            trans.append([])
+    return minimize(CharDFA(trans, accept))
+
+
+def any_string_dfa() -> CharDFA:
+    """Σ*: every string of scalar values."""
+    return CharDFA([[(a, b, 0) for a, b in ANY_CHAR.ranges]], [True])
+
+
+def length_bounds(dfa: CharDFA) -> tuple[int, int | None]:
+    """Shortest and longest accepted length (None: unbounded); ``(0, 0)`` when empty."""
+    d = trim(dfa)
+    n = d.num_states
+    if n == 0:
+        return 0, 0
+    dist = [-1] * n
+    dist[0] = 0
+    queue = [0]
+    for s in queue:
+        for _, _, t in d.trans[s]:
+            if dist[t] < 0:
+                dist[t] = dist[s] + 1
+                queue.append(t)
+    shortest = min(dist[s] for s in range(n) if d.accept[s])
+    # longest path in a trimmed DFA: unbounded iff there is a cycle
+    indeg = [0] * n
+    for s in range(n):
+        for _, _, t in d.trans[s]:
+            indeg[t] += 1
+    order: list[int] = [s for s in range(n) if indeg[s] == 0]
+    for s in order:
+        for _, _, t in d.trans[s]:
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                order.append(t)
+    if len(order) < n:
+        return shortest, None
+    longest = [-1] * n
+    longest[0] = 0
+    for s in order:
+        if longest[s] < 0:
+            continue
+        for _, _, t in d.trans[s]:
+            longest[t] = max(longest[t], longest[s] + 1)
+    return shortest, max(longest[s] for s in range(n) if d.accept[s])
+
+
+# -- back to IR -----------------------------------------------------------------------------------
+def _charset_node(ranges: list[tuple[int, int]]) -> Node:
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return Literal(chr(ranges[0][0]))
+    return CharSet.of(ranges)
+
+
+_Memo = dict[int, tuple[Node, int]]
+
+
+def _size(node: Node, memo: _Memo) -> int:
+    """Tree size (shared subtrees counted every time: that is what hashing walks)."""
+    got = memo.get(id(node))
+    if got is not None and got[0] is node:  # ids of freed nodes are reused
+        return got[1]
+    if isinstance(node, (Concat, Alt)):
+        v = 1 + sum(_size(i, memo) for i in node.items)
+    elif isinstance(node, Repeat):
+        v = 1 + _size(node.item, memo)
+    elif isinstance(node, CharSet):
+        v = len(node.ranges)
+    elif isinstance(node, Literal):
+        v = len(node.text)
+    else:
+        v = 1
+    memo[id(node)] = (node, v)
+    return v
+
+
+def _depth(node: Node, memo: _Memo) -> int:
+    got = memo.get(id(node))
+    if got is not None and got[0] is node:
+        return got[1]
+    if isinstance(node, (Concat, Alt)):
+        v = 1 + max(_depth(i, memo) for i in node.items)
+    elif isinstance(node, Repeat):
+        v = 1 + _depth(node.item, memo)
+    else:
+        v = 1
+    memo[id(node)] = (node, v)
+    return v
+
+
+#: Deepest expression :func:`dfa_to_node` returns (IR nodes hash recursively).
+MAX_EXPRESSION_DEPTH = 60
+
+
+def dfa_to_node(
+    dfa: CharDFA,
+    max_size: int = 20_000,
+    label: Callable[[list[tuple[int, int]]], Node] | None = None,
+) -> Node:
+    """A regular IR node for ``L(dfa)``, by state elimination.
+
+    Raises:
+        LimitExceededError: the expression would exceed ``max_size`` nodes/characters or
+            :data:`MAX_EXPRESSION_DEPTH` levels of nesting.
+
+    ``label`` turns an edge's code point ranges into a node (default: the CharSet itself);
+    a JSON encoder there yields the encoded language directly.
+    """
+    label = label or _charset_node
+    dfa = minimize(dfa)
+    n = dfa.num_states
+    if n == 0:
+        return NOTHING
+    # generalized NFA: states 0..n-1, start S=n, final F=n+1; edges[p][q] = node
+    start, final = n, n + 1
+    out: list[dict[int, Node]] = [{} for _ in range(n + 2)]
+    inc: list[set[int]] = [set() for _ in range(n + 2)]
+
+    def add(p: int, q: int, node: Node) -> None:
+        old = out[p].get(q)
+        out[p][q] = node if old is None else alt([old, node])
+        inc[q].add(p)
+
+    for s in range(n):
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in dfa.trans[s]:
+            by_target.setdefault(t, []).append((lo, hi))
+        for t, ranges in by_target.items():
+            add(s, t, label(ranges))
+        if dfa.accept[s]:
+            add(s, final, EMPTY)
+    add(start, 0, EMPTY)
+    memo: _Memo = {}
+    depth_memo: _Memo = {}
+    remaining = set(range(n))
+    while remaining:
+        # the compile's fuel: choosing the state is O(remaining), each new path O(1) nodes
+        charge(len(remaining) // 4 + 1)
+        # eliminate the state with the fewest in × out edges first
+        q = min(
+            remaining,
+            key=lambda s: (len(inc[s] - {s}) * len(set(out[s]) - {s}), s),
+        )
+        remaining.discard(q)
+        loop = out[q].pop(q, None)
+        inc[q].discard(q)
+        star = repeat(loop, 0, None) if loop is not None else EMPTY
+        preds = [p for p in inc[q] if p != q]
+        succs = list(out[q].items())
+        star_size = _size(star, memo)
+        star_depth = _depth(star, depth_memo)
+        for p in preds:
+            charge(1 + 3 * len(succs))
+            a = out[p].pop(q)
+            a_size, a_depth = _size(a, memo), _depth(a, depth_memo)
+            for r, b in succs:
+                old = out[p].get(r)
+                # estimate before building: hashing a huge tree (alt() dedups) is the cost
+                est = a_size + star_size + _size(b, memo) + 2
+                deep = max(a_depth, star_depth, _depth(b, depth_memo)) + 2
+                if old is not None:
+                    est += _size(old, memo)
+                    deep = max(deep, _depth(old, depth_memo) + 1)
+                if est > max_size or deep > MAX_EXPRESSION_DEPTH:
+                    raise LimitExceededError(
+                        "max_expression_size",
+                        max_size,
+                        "a combination of string constraints has no compact regular expression",
+                    )
+                node = concat([a, star, b])
+                out[p][r] = node if old is None else alt([old, node])
+                inc[r].add(p)
+        for r, _ in succs:
+            inc[r].discard(q)
+        out[q].clear()
+        inc[q].clear()
+    return out[start].get(final, NOTHING)
+
+
+def dfa_to_rules(
+    dfa: CharDFA,
+    prefix: str,
+    label: Callable[[list[tuple[int, int]]], Node] | None = None,
+) -> tuple[Node, list[Rule]]:
+    """Right-linear rules for ``L(dfa)``: one rule ``{prefix}_{state}`` per state.
+
+    Returns the start node (a :class:`RuleRef`, or NOTHING for the empty language) and rules.
+    """
+    label = label or _charset_node
+    dfa = minimize(dfa)
+    if dfa.num_states == 0:
+        return NOTHING, []
+    rules: list[Rule] = []
+    for s in range(dfa.num_states):
+        charge(2 + len(dfa.trans[s]))
+        by_target: dict[int, list[tuple[int, int]]] = {}
+        for lo, hi, t in dfa.trans[s]:
+            by_target.setdefault(t, []).append((lo, hi))
+        branches: list[Node] = [EMPTY] if dfa.accept[s] else []
+        for t, ranges in by_target.items():
+            branches.append(concat([label(ranges), RuleRef(f"{prefix}_{t}")]))
+        rules.append(Rule(f"{prefix}_{s}", alt(branches)))
+    return RuleRef(f"{prefix}_0"), rules

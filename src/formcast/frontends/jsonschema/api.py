@@ -1,0 +1,91 @@
+"""JSON Schema front-end: ``schema_to_grammar(schema) -> (Grammar, ignored)``.
+
+The grammar accepts the JSON texts (compact by default, see :class:`JsonSchemaOptions`) of the
+instances valid against the schema — for the keywords and cases listed as ``exact``/``partial``
+in :data:`KEYWORDS` (published as ``docs/json_schema.md``).  Anything formcast cannot enforce
+raises :class:`~formcast.errors.UnsupportedFeatureError` naming the keyword and its JSON
+pointer (``lenient=True`` ignores it and lists it instead); a schema that admits no value
+raises :class:`~formcast.errors.UnsatisfiableGrammarError`; resource limits raise
+:class:`~formcast.errors.LimitExceededError`.
+
+String content constrained by ``pattern``/``format``/``enum``/property names is generated in
+the canonical JSON escaping of ``json.dumps(ensure_ascii=False)`` (see
+:mod:`formcast.frontends.jsonschema.strings`).  Bounds such as ``maxLength: 100000`` become
+``Repeat(x, min, max)`` nodes, never unrolled here; an automaton layer that cannot afford a
+bound raises :class:`~formcast.errors.LimitExceededError` (fail closed).
+
+Lifetime: a pure function of the schema and options; no global state besides small caches of
+parsed patterns and formats.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...errors import ConfigurationError, LimitExceededError
+from ...ir.nodes import Grammar
+from .emit import Emitter
+from .keywords import KEYWORDS, Keyword
+from .normalize import Normalizer
+from .options import JsonSchemaOptions
+
+__all__ = ["KEYWORDS", "JsonSchemaOptions", "Keyword", "schema_to_grammar"]
+
+
+def schema_to_grammar(
+    schema: dict[str, Any] | bool | str, options: JsonSchemaOptions | None = None
+) -> tuple[Grammar, list[str]]:
+    """Compile a JSON Schema into a grammar of the JSON texts of its valid instances.
+
+    Args:
+        schema: the schema as a dict, a boolean, or JSON text.
+        options: see :class:`JsonSchemaOptions` (defaults: compact output, strict).
+
+    Returns:
+        ``(grammar, ignored)``: the IR grammar (start rule ``root``) and warnings — the
+        features that were ignored (``options.lenient``) and the unknown keywords treated as
+        annotations (``options.unknown_keywords="annotate"``, the default).
+
+    Raises:
+        UnsupportedFeatureError: a keyword or feature that cannot be enforced (with pointer).
+        UnsatisfiableGrammarError: no JSON value satisfies the schema.
+        LimitExceededError: a limit of ``options`` was exceeded.
+        ConfigurationError: the schema is malformed (not JSON, wrong keyword value types).
+    """
+    options = options or JsonSchemaOptions()
+    if isinstance(schema, str):
+        if len(schema.encode("utf-8")) > options.max_schema_bytes:
+            raise LimitExceededError(
+                "max_schema_bytes", options.max_schema_bytes, "schema text too large"
+            )
+        try:
+            schema = json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise ConfigurationError(f"the schema is not valid JSON: {e}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise ConfigurationError(
+            f"a JSON Schema is an object or a boolean, got {type(schema).__name__}"
+        )
+    try:
+        size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+    except RecursionError:
+        raise LimitExceededError(
+            "max_depth", options.max_depth, "the schema is nested too deeply"
+        ) from None
+    except (TypeError, ValueError) as e:
+        raise ConfigurationError(f"the schema is not JSON-serializable: {e}") from None
+    if size > options.max_schema_bytes:
+        raise LimitExceededError(
+            "max_schema_bytes", options.max_schema_bytes, f"schema has {size} bytes"
+        )
+    norm = Normalizer(schema, options)
+    try:
+        root = norm.run()
+        grammar = Emitter(norm, options).grammar(root)
+    except RecursionError:
+        # a safety net: the limits above normally stop deep schemas first
+        raise LimitExceededError(
+            "max_depth", options.max_depth, "the schema's structure is too deep to compile"
+        ) from None
+    return grammar, list(norm.ignored)

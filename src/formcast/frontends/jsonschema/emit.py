@@ -1,0 +1,1200 @@
+"""Normalized schema nodes → grammar IR rules.
+
+Each object and array node becomes a rule; each ``$ref`` target a rule (recursion stays a rule,
+never unrolled); strings and numbers become *terminal* rules whose bodies are regular (the
+lexemes of a lexer/parser runtime).
+
+Objects are generated with the declared properties in order (required ones never skipped),
+then the undeclared ("extra") members allowed by ``additionalProperties`` /
+``patternProperties`` / ``propertyNames``.  Commas are placed with states ``R(i, c)`` = "members
+from the ``i``-th declared key on, ``c`` members already written" (``c`` is capped where the
+bounds stop caring), one rule each, so the grammar stays linear in the number of properties.
+Undeclared keys are split into classes by which patterns they match (automaton products, see
+:mod:`.charfa`), so each class gets exactly the conjunction of schemas the spec prescribes.
+
+After emission the grammar is cleaned: rules that cannot derive any string are removed (with
+every reference to them, so generation can never walk into a dead end), single-use rules are
+inlined, unreachable ones dropped.  An empty start rule is an
+:class:`~formcast.errors.UnsatisfiableGrammarError`.
+
+Lifetime: one :class:`Emitter` per compile.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+from ...automata import charfa
+from ...errors import (
+    CompileBudgetError,
+    GrammarError,
+    LimitExceededError,
+    UnsatisfiableGrammarError,
+    UnsupportedFeatureError,
+)
+from ...ir.nodes import (
+    ANY_CHAR,
+    EMPTY,
+    NOTHING,
+    Alt,
+    CharSet,
+    Concat,
+    Empty,
+    Grammar,
+    Literal,
+    Node,
+    Nothing,
+    Repeat,
+    Rule,
+    RuleRef,
+    alt,
+    concat,
+    is_regular,
+    iter_refs,
+    literal,
+    repeat,
+    substitute,
+)
+from ...limits import charge, metered, metered_cache
+from . import formats as json_formats
+from .nodes import (
+    ANY,
+    NOTHING_S,
+    KeyRule,
+    S,
+    SAny,
+    SArr,
+    SBool,
+    SConst,
+    SNothing,
+    SNull,
+    SNum,
+    SObj,
+    SRef,
+    SStr,
+    SUnion,
+    Witness,
+    to_decimal,
+    value_key,
+)
+from .normalize import IntegerValue, Normalizer, int_bounds
+from .numbers import (
+    any_number,
+    decimal_range,
+    digit_limits,
+    integer_range,
+    multiple_of_dfa,
+    non_integer_node,
+)
+from .options import JsonSchemaOptions
+from .regexlang import pattern_node, restrict_length
+from .strings import any_string_body, encode_node, encode_ranges, encode_text, quoted
+
+__all__ = ["Emitter", "string_dfa"]
+
+_WS = CharSet.chars(" \t\n\r")
+#: DFAs larger than this become right-linear rules directly (state elimination is cubic).
+_MAX_ELIMINATION_STATES = 300
+_MAX_UNIQUE_SEQUENCES = 5_000
+
+
+def _string_parts(s: SStr) -> tuple[list[Node], list[Node]]:
+    pos: list[Node] = [pattern_node(p) for p in s.patterns]
+    neg: list[Node] = [pattern_node(p) for p in s.neg_patterns]
+    for f in s.formats:
+        n = json_formats.format_node(f)
+        if n is None:  # pragma: no cover - checked by the normalizer
+            raise GrammarError(f"unknown format {f!r}")
+        pos.append(n)
+    for f in s.neg_formats:
+        n = json_formats.format_node(f)
+        if n is None:  # pragma: no cover
+            raise GrammarError(f"unknown format {f!r}")
+        neg.append(n)
+    return pos, neg
+
+
+# values: (automaton, the fuel its build cost: a hit charges it, so whether a compile fits
+# max_compile_work does not depend on what was compiled before)
+_DFA_CACHE: dict[tuple[object, ...], tuple[charfa.CharDFA, int]] = {}
+_DFA_CACHE_SIZE = 256
+
+
+def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
+    """The automaton of the decoded strings ``s`` accepts (memoized by content)."""
+    key = (
+        s.min_len,
+        s.max_len,
+        s.patterns,
+        s.neg_patterns,
+        s.formats,
+        s.neg_formats,
+        tuple(sorted(s.excluded)),
+        options.max_automaton_states,
+    )
+    got = _DFA_CACHE.get(key)
+    if got is not None:
+        charge(got[1])
+        return got[0]
+    built = metered(lambda: _string_dfa(s, options))
+    if len(_DFA_CACHE) >= _DFA_CACHE_SIZE:
+        _DFA_CACHE.pop(next(iter(_DFA_CACHE)))
+    _DFA_CACHE[key] = built
+    return built[0]
+
+
+def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
+    mx = options.max_automaton_states
+    pos, neg = _string_parts(s)
+    d: charfa.CharDFA | None = None
+    for p in pos:
+        pd = charfa.dfa_from_node(p, mx)
+        d = pd if d is None else charfa.intersect(d, pd, mx)
+    if d is None:
+        d = charfa.any_string_dfa()
+    for n in neg:
+        d = charfa.difference(d, charfa.dfa_from_node(n, mx), mx)
+    if s.excluded:
+        d = charfa.difference(d, charfa.finite_set_dfa(sorted(s.excluded), mx), mx)
+    lo, hi = s.min_len, s.max_len
+    if (lo, hi) != (0, None) and not d.is_empty():
+        a, b = charfa.length_bounds(d)
+        if not (a >= lo and (hi is None or (b is not None and b <= hi))):
+            d = charfa.intersect(d, charfa.length_dfa(lo, hi, mx), mx)
+    return d
+
+
+def _not_in_set(words: list[str]) -> Node:
+    """Canonically *encoded* strings whose decoded text is not one of ``words``.
+
+    A trie complement built directly (no automaton, no re-encoding pass): at every trie node
+    the string may end (unless a word ends there), continue into a child, or continue with any
+    other character followed by anything (:func:`_diverge`, memoized by the children).
+    """
+    trie: dict[str, Any] = {}
+    ends = "\0end"
+    for w in words:
+        t = trie
+        for ch in w:
+            t = t.setdefault(ch, {})
+        t[ends] = True
+
+    def build(t: dict[str, Any]) -> Node:
+        charge(2 + len(t))  # the compile's fuel (and deadline)
+        kids = tuple(sorted(k for k in t if k != ends))
+        branches: list[Node] = []
+        if ends not in t:
+            branches.append(EMPTY)
+        for k in kids:
+            branches.append(concat([literal(encode_text(k)), build(t[k])]))
+        branches.extend(_diverge(kids))
+        return branches[0] if len(branches) == 1 else Alt(tuple(branches))
+
+    return build(trie)
+
+
+@metered_cache(1)
+def _any_star() -> Node:
+    return Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
+
+
+_PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
+
+
+@metered_cache(4096)
+def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
+    """Branches of an undeclared key at a trie node with children ``kids``: a character that
+    is none of them, then anything.  Where the children are plain printable ASCII (the usual
+    case) that is a plain character or "a character that needs escaping, DEL or is not ASCII",
+    one node shared by every such trie node, so the automaton layer builds those escapes and
+    UTF-8 sequences once.  Memoized (IR nodes are immutable): keys are made of few letters."""
+    any_star = _any_star()
+    taken = CharSet.of((ord(k), ord(k)) for k in kids)
+    if kids and all(ord(k) in _PLAIN for k in kids):
+        rest = CharSet.of(
+            (max(lo, a), min(hi, b))
+            for lo, hi in taken.negate().ranges
+            for a, b in _PLAIN.ranges
+            if lo <= b and a <= hi
+        )
+        out: list[Node] = []
+        if rest.ranges:
+            out.append(Concat((encode_ranges(rest.ranges), any_star)))
+        out.append(_special_tail())
+        return tuple(out)
+    others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
+    return (Concat((encode_ranges(others), any_star)),) if others else ()
+
+
+@metered_cache(1)
+def _special_tail() -> Node:
+    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)))
+    return Concat((encode_ranges(special), _any_star()))
+
+
+class _Layout:
+    """Punctuation of objects/arrays at one depth (compact, flexible or indented)."""
+
+    def __init__(self, options: JsonSchemaOptions, depth: int | None) -> None:
+        ws: Node = RuleRef("ws")
+        if options.whitespace == "flexible":
+            self.lead0: Node = ws
+            self.sep: Node = concat([ws, literal(","), ws])
+            self.close0: Node = ws
+            self.close1: Node = ws
+            self.ksep: Node = concat([ws, literal(":"), ws])
+        elif options.indent is not None and depth is not None:
+            d = min(depth, options.max_indent_depth)
+            inner = "\n" + " " * (options.indent * (d + 1))
+            self.lead0 = literal(inner)
+            self.sep = literal(options.item_sep.rstrip(" \t") + inner)
+            self.close0 = EMPTY
+            self.close1 = literal("\n" + " " * (options.indent * d))
+            self.ksep = literal(options.key_sep)
+        else:
+            self.lead0 = EMPTY
+            self.sep = literal(options.item_sep)
+            self.close0 = EMPTY
+            self.close1 = EMPTY
+            self.ksep = literal(options.key_sep)
+
+    def lead(self, count: int) -> Node:
+        return self.lead0 if count == 0 else self.sep
+
+    def close(self, count: int, bracket: str) -> Node:
+        return concat([self.close0 if count == 0 else self.close1, literal(bracket)])
+
+
+def _counted_run(
+    lay: _Layout, placed: int, lo: int, hi: int | None, elem: Node, bracket: str
+) -> Node:
+    """After ``placed`` elements of an array/object: close ``bracket`` (once ``lo`` is
+    reached) or go on with separated ``elem`` elements, at most ``hi`` in all."""
+    need = max(0, lo - placed)
+    room = None if hi is None else hi - placed
+    options: list[Node] = []
+    if need == 0:
+        options.append(lay.close(placed, bracket))
+    if not isinstance(elem, Nothing) and (room is None or room >= 1):
+        rest = repeat(concat([lay.sep, elem]), max(need - 1, 0), None if room is None else room - 1)
+        options.append(concat([lay.lead(placed), elem, rest, lay.close(1, bracket)]))
+    return alt(options)
+
+
+class Emitter:
+    """Builds the grammar of a normalized schema (see the module docstring)."""
+
+    def __init__(self, norm: Normalizer, options: JsonSchemaOptions) -> None:
+        self.norm = norm
+        self.options = options
+        self.rules: dict[str, Rule] = {}
+        self._memo: dict[tuple[int, int], str] = {}
+        self._def_rule: dict[tuple[str, int], str] = {}
+        self._terminals: dict[Node, str] = {}
+        self._counter = itertools.count()
+        self._layouts: dict[int | None, _Layout] = {}
+        self._keep: list[S] = []  # keeps memoized nodes alive (the memo is keyed by id)
+
+    # -- infrastructure -----------------------------------------------------------------------
+    def _name(self, stem: str) -> str:
+        return f"{stem}_{next(self._counter)}"
+
+    def add_rule(self, name: str, body: Node, *, terminal: bool = False) -> None:
+        if len(self.rules) >= self.options.max_rules:
+            raise LimitExceededError("max_rules", self.options.max_rules, "grammar rules emitted")
+        self.rules[name] = Rule(name, body, terminal=terminal)
+
+    def layout(self, depth: int | None) -> _Layout:
+        key = None if self.options.indent is None else depth
+        got = self._layouts.get(key)
+        if got is None:
+            got = self._layouts[key] = _Layout(self.options, key)
+        return got
+
+    def _depth_key(self, depth: int) -> int:
+        return 0 if self.options.indent is None else min(depth, self.options.max_indent_depth)
+
+    def terminal(self, stem: str, body: Node) -> Node:
+        if isinstance(body, Nothing):
+            return NOTHING
+        if not is_regular(body):
+            return body
+        name = self._terminals.get(body)
+        if name is None:
+            name = self._terminals[body] = self._name(stem)
+            self.add_rule(name, body, terminal=True)
+        return RuleRef(name)
+
+    def _any_rules(self) -> None:
+        if "any_value" in self.rules:
+            return
+        lay = self.layout(None)
+        self.add_rule("any_string", any_string_body(), terminal=True)
+        opt = self.options
+        number = any_number(
+            opt.max_integer_digits, opt.max_fraction_digits, opt.max_exponent_digits
+        )
+        self.add_rule("any_number", number, terminal=True)
+        v = RuleRef("any_value")
+        member = concat([RuleRef("any_string"), lay.ksep, v])
+        self.add_rule(
+            "any_value",
+            alt(
+                [
+                    RuleRef("any_object"),
+                    RuleRef("any_array"),
+                    RuleRef("any_string"),
+                    RuleRef("any_number"),
+                    literal("true"),
+                    literal("false"),
+                    literal("null"),
+                ]
+            ),
+        )
+        for name, item, o, c in (("any_object", member, "{", "}"), ("any_array", v, "[", "]")):
+            body = alt(
+                [
+                    concat([literal(o), lay.close(0, c)]),
+                    concat(
+                        [
+                            literal(o),
+                            lay.lead0,
+                            item,
+                            repeat(concat([lay.sep, item]), 0, None),
+                            lay.close(1, c),
+                        ]
+                    ),
+                ]
+            )
+            self.add_rule(name, body)
+
+    def _dfa_node(self, d: charfa.CharDFA, stem: str, *, encoded: bool = False) -> Node:
+        """IR of ``L(d)`` (a regular node, else right-linear rules); ``encoded``: the JSON
+        spelling of the strings rather than the strings themselves."""
+        label = encode_ranges if encoded else None
+        try:
+            if d.num_states > _MAX_ELIMINATION_STATES:
+                raise LimitExceededError("max_expression_size", self.options.max_expression_size)
+            return charfa.dfa_to_node(d, self.options.max_expression_size, label)
+        except CompileBudgetError:
+            raise
+        except LimitExceededError:
+            start, rules = charfa.dfa_to_rules(d, self._name(stem), label)
+            for r in rules:
+                self.add_rule(r.name, r.body)
+            return start
+
+    # -- entry --------------------------------------------------------------------------------
+    def grammar(self, root: S) -> Grammar:
+        if self.options.whitespace == "flexible":
+            self.add_rule("ws", repeat(_WS, 0, self.options.max_whitespace))
+        body = self.emit(root, 0)
+        self.add_rule("root", body)
+        return _finish(list(self.rules.values()), "root")
+
+    def emit(self, s: S, depth: int) -> Node:
+        charge(6)  # the compile's fuel (and deadline)
+        if isinstance(s, SAny):
+            self._any_rules()
+            return RuleRef("any_value")
+        if isinstance(s, SNothing):
+            return NOTHING
+        if isinstance(s, SNull):
+            return literal("null")
+        if isinstance(s, SBool):
+            return alt([literal("true"), literal("false")])
+        if isinstance(s, SNum):
+            return self.number(s)
+        if isinstance(s, SStr):
+            return self.string(s)
+        if isinstance(s, SConst):
+            return alt(self.const_node(v) for v in s.values)
+        if isinstance(s, SUnion):
+            return alt(self.emit(i, depth) for i in s.items)
+        if isinstance(s, SRef):
+            return self.ref(s.key, depth)
+        if isinstance(s, SArr):
+            if _whole_array(s):
+                self._any_rules()
+                return RuleRef("any_array")
+            return self._structure(s, depth, "arr", self.array_body)
+        if isinstance(s, SObj):
+            if _whole_object(s) and self.options.allow_extra_properties is not False:
+                self._any_rules()
+                return RuleRef("any_object")
+            return self._structure(s, depth, "obj", self.object_body)
+        raise AssertionError(type(s).__name__)  # pragma: no cover
+
+    def _structure(self, s: Any, depth: int, stem: str, build: Any) -> Node:
+        key = (id(s), self._depth_key(depth))
+        name = self._memo.get(key)
+        if name is None:
+            name = self._memo[key] = self._name(stem)
+            self._keep.append(s)
+            self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
+            self.add_rule(name, build(s, depth))
+        return RuleRef(name)
+
+    def ref(self, key: str, depth: int) -> Node:
+        dk = (key, self._depth_key(depth))
+        name = self._def_rule.get(dk)
+        if name is None:
+            label = re.sub(r"[^A-Za-z0-9_]+", "_", self.norm.def_names.get(key, ""))
+            label = label.strip("_")[-40:].strip("_")
+            name = self._def_rule[dk] = self._name(f"def_{label}" if label else "def")
+            self.add_rule(name, NOTHING)
+            target = self.norm.definition(key)
+            self.add_rule(name, self.emit(target, depth))
+        return RuleRef(name)
+
+    # -- scalars ------------------------------------------------------------------------------
+    def number(self, s: SNum) -> Node:
+        if s.unconstrained():
+            self._any_rules()
+            return RuleRef("any_number")
+        return self.terminal("num", self.number_node(s))
+
+    def number_node(self, s: SNum) -> Node:
+        mx = self.options.max_automaton_states
+        max_int, max_frac = digit_limits(
+            (s.lo, s.hi, *s.excluded),
+            (*s.multiples, *s.non_multiples),
+            self.options.max_integer_digits,
+            self.options.max_fraction_digits,
+        )
+        parts: list[Node] = []
+        if s.integer:
+            lo, hi = int_bounds(s)
+            points = sorted({int(x) for x in s.excluded if x == x.to_integral_value()})
+            cur = lo
+            for p in points:
+                if (cur is None or p >= cur) and (hi is None or p <= hi):
+                    parts.append(integer_range(cur, p - 1, max_int))
+                    cur = p + 1
+            parts.append(integer_range(cur, hi, max_int))
+        else:
+            intervals: list[tuple[Decimal | None, bool, Decimal | None, bool]] = [
+                (s.lo, s.lo_excl, s.hi, s.hi_excl)
+            ]
+            for x in sorted(set(s.excluded)):
+                nxt: list[tuple[Decimal | None, bool, Decimal | None, bool]] = []
+                for a, ax, b, bx in intervals:
+                    inside = (a is None or x > a or (x == a and not ax)) and (
+                        b is None or x < b or (x == b and not bx)
+                    )
+                    if inside:
+                        nxt.append((a, ax, x, True))
+                        nxt.append((x, True, b, bx))
+                    else:
+                        nxt.append((a, ax, b, bx))
+                intervals = nxt
+            parts.extend(
+                decimal_range(a, ax, b, bx, max_int=max_int, max_frac=max_frac)
+                for a, ax, b, bx in intervals
+            )
+        base = alt(parts)
+        extra: list[charfa.CharDFA] = []
+        for m in s.multiples:
+            extra.append(multiple_of_dfa(m, s.integer, mx))
+        for m in s.non_multiples:
+            extra.append(charfa.complement(multiple_of_dfa(m, s.integer, mx), mx))
+        if s.non_integer:
+            extra.append(charfa.dfa_from_node(non_integer_node(), mx))
+        if not extra or isinstance(base, Nothing):
+            return base
+        d = charfa.dfa_from_node(base, mx)
+        for e in extra:
+            d = charfa.intersect(d, e, mx)
+        return self._dfa_node(d, "numdfa")
+
+    def string(self, s: SStr) -> Node:
+        lo, hi = s.min_len, s.max_len
+        if hi is not None and lo > hi:
+            return NOTHING
+        if s.content_free():
+            if (lo, hi) == (0, None):
+                self._any_rules()
+                return RuleRef("any_string")
+            return self.terminal("str", any_string_body(lo, hi))
+        node = self.string_content(s)
+        if isinstance(node, Nothing):
+            return NOTHING
+        return self.terminal("str", concat([literal('"'), node, literal('"')]))
+
+    def string_content(self, s: SStr) -> Node:
+        """Encoded IR of the content of the strings ``s`` accepts (regular when possible)."""
+        pos, neg = _string_parts(s)
+        if len(pos) == 1 and not neg and not s.excluded:
+            r = restrict_length(pos[0], s.min_len, s.max_len)
+            if r is not None:
+                return encode_node(r)
+        d = string_dfa(s, self.options)
+        return self._dfa_node(d, "strdfa", encoded=True)
+
+    def const_node(self, v: Any) -> Node:
+        sep, ksep = self.options.item_sep, self.options.key_sep
+        if v is None:
+            return literal("null")
+        if isinstance(v, bool):
+            return literal("true" if v else "false")
+        if isinstance(v, (int, float)):
+            return alt(literal(t) for t in _number_spellings(v))
+        if isinstance(v, str):
+            return quoted(v)
+        if isinstance(v, list):
+            items: list[Node] = [literal("[")]
+            for i, x in enumerate(v):
+                if i:
+                    items.append(literal(sep))
+                items.append(self.const_node(x))
+            items.append(literal("]"))
+            return concat(items)
+        if isinstance(v, dict):
+            keys = list(v)
+            orders = itertools.permutations(keys) if len(keys) <= 4 else iter([tuple(keys)])
+            branches: list[Node] = []
+            for order in orders:
+                parts: list[Node] = [literal("{")]
+                for i, k in enumerate(order):
+                    if i:
+                        parts.append(literal(sep))
+                    parts.extend([quoted(k), literal(ksep), self.const_node(v[k])])
+                parts.append(literal("}"))
+                branches.append(concat(parts))
+            return alt(branches)
+        raise GrammarError(f"enum/const value {v!r} is not JSON")
+
+    # -- arrays -------------------------------------------------------------------------------
+    def array_body(self, s: SArr, depth: int) -> Node:
+        norm = self.norm
+        if norm.is_empty(s):
+            return NOTHING
+        lo, hi = s.min_items, s.max_items
+        for i, p in enumerate(s.prefix):
+            if norm.is_empty(p):
+                hi = i if hi is None else min(hi, i)
+                break
+        if norm.is_empty(s.items):
+            hi = len(s.prefix) if hi is None else min(hi, len(s.prefix))
+        if hi is not None and lo > hi:
+            return NOTHING
+        lay = self.layout(depth)
+        if s.unique and not (hi is not None and hi <= 1):
+            got = self._unique_array(s, lo, hi, depth, lay)
+            if got is not None:
+                return got
+            norm.unsupported(
+                "uniqueItems",
+                s.where or "#",
+                "enforced only when at most one item fits or the items come from a small "
+                "finite set of values",
+            )
+        if s.contains:
+            return self._contains_array(s, lo, hi, depth, lay)
+        item_nodes = [self.emit(p, depth + 1) for p in s.prefix]
+        tail = self.emit(s.items, depth + 1)
+        k = len(s.prefix)
+
+        def from_pos(i: int) -> Node:
+            if i >= k:
+                return _counted_run(lay, i, lo, hi, tail, "]")
+            options: list[Node] = []
+            if i >= lo:
+                options.append(lay.close(i, "]"))
+            if hi is None or i < hi:
+                options.append(concat([lay.lead(i), item_nodes[i], from_pos(i + 1)]))
+            return alt(options)
+
+        return concat([literal("["), from_pos(0)])
+
+    def _finite_values(self, s: S, seen: int = 0) -> list[Any] | None:
+        if seen > 50:
+            return None
+        if isinstance(s, SConst):
+            return list(s.values)
+        if isinstance(s, SNull):
+            return [None]
+        if isinstance(s, SBool):
+            return [False, True]
+        if isinstance(s, SRef):
+            return self._finite_values(self.norm.definition(s.key), seen + 1)
+        if isinstance(s, SUnion):
+            out: list[Any] = []
+            for i in s.items:
+                got = self._finite_values(i, seen + 1)
+                if got is None:
+                    return None
+                out.extend(got)
+            return out
+        if isinstance(s, SNothing):
+            return []
+        return None
+
+    def _unique_array(
+        self, s: SArr, lo: int, hi: int | None, depth: int, lay: _Layout
+    ) -> Node | None:
+        if s.contains:
+            return None
+        k = len(s.prefix)
+        tail_vals = self._finite_values(s.items)
+        if tail_vals is None:
+            return None
+        pos_vals: list[list[Any]] = []
+        for p in s.prefix:
+            got = self._finite_values(p)
+            if got is None:
+                return None
+            pos_vals.append(got)
+        distinct = {value_key(v) for vals in [*pos_vals, tail_vals] for v in vals}
+        top = len(distinct) if hi is None else min(hi, len(distinct))
+        if hi is None and k > top:
+            top = min(top, k)
+        # count the sequences first (distinct values: at most N!/(N-n)! of length n)
+        total, perm = 0, 1
+        for n in range(top + 1):
+            if n:
+                perm *= len(distinct) - n + 1
+            if n >= lo:
+                total += perm
+            if total > _MAX_UNIQUE_SEQUENCES:
+                return None
+        budget = [_MAX_UNIQUE_SEQUENCES]
+
+        def build(i: int, used: frozenset[str]) -> Node | None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                return None
+            options: list[Node] = []
+            if i >= lo:
+                options.append(lay.close(i, "]"))
+            if i < top:
+                vals = pos_vals[i] if i < k else tail_vals
+                for v in vals:
+                    key = value_key(v)
+                    if key in used:
+                        continue
+                    rest = build(i + 1, used | {key})
+                    if rest is None:
+                        return None
+                    options.append(concat([lay.lead(i), self.const_node(v), rest]))
+            return alt(options)
+
+        body = build(0, frozenset())
+        return None if body is None else concat([literal("["), body])
+
+    def _contains_array(self, s: SArr, lo: int, hi: int | None, depth: int, lay: _Layout) -> Node:
+        norm = self.norm
+        if len(s.contains) > 1:
+            norm.unsupported("contains", s.where or "#", "several contains constraints at once")
+        c, m, mc = s.contains[0]
+        k = len(s.prefix)
+        cap = hi if hi is not None else max(k, lo, 1)
+        jcap = m if mc is None else mc + 1
+        if (cap + 1) * (jcap + 1) > self.options.max_count_states:
+            raise LimitExceededError(
+                "max_count_states",
+                self.options.max_count_states,
+                f"contains at {s.where or '#'} with these item counts",
+            )
+        neg_c: S = ANY
+        if mc is not None:
+            neg_c = norm.negate(c, None)
+        cache: dict[int, tuple[Node, Node]] = {}
+
+        def items_at(i: int) -> tuple[Node, Node]:
+            key = min(i, k)
+            got = cache.get(key)
+            if got is None:
+                base = s.at(i)
+                with_c = self.emit(norm.conj(base, c, None), depth + 1)
+                without = self.emit(base if mc is None else norm.conj(base, neg_c, None), depth + 1)
+                got = cache[key] = (with_c, without)
+            return got
+
+        stem = self._name("contains")
+        for i in range(cap + 1):
+            for j in range(jcap + 1):
+                options: list[Node] = []
+                ok_count = j >= m and (mc is None or j <= mc)
+                if i >= lo and ok_count:
+                    options.append(lay.close(i, "]"))
+                if hi is None or i < hi:
+                    with_c, without = items_at(i)
+                    ni = min(i + 1, cap)
+                    if mc is None or j + 1 <= mc:
+                        nxt = RuleRef(f"{stem}_{ni}_{min(j + 1, jcap)}")
+                        options.append(concat([lay.lead(i), with_c, nxt]))
+                    options.append(concat([lay.lead(i), without, RuleRef(f"{stem}_{ni}_{j}")]))
+                self.add_rule(f"{stem}_{i}_{j}", alt(options))
+        state0: Node = RuleRef(f"{stem}_0_0")
+        return concat([literal("["), state0])
+
+    # -- objects ------------------------------------------------------------------------------
+    def object_body(self, s: SObj, depth: int) -> Node:
+        norm = self.norm
+        if norm.is_empty(s):
+            return NOTHING
+        witness = _merge_witnesses(s.witnesses)
+        if len(s.witnesses) > 1 and witness is None:
+            norm.unsupported(
+                "not", s.where or "#", "several negated additionalProperties constraints at once"
+            )
+        lay = self.layout(depth)
+        # (member, member as the witness, required)
+        members: list[tuple[Node, Node, bool]] = []
+        for k, v in s.props.items():
+            required = k in s.required
+            if not required and norm.is_empty(v):
+                continue
+            node = concat([quoted(k), lay.ksep, self.emit(v, depth + 1)])
+            wnode: Node = NOTHING
+            if witness is not None and k not in witness.excluded:
+                wv = self._witness_value(witness, k, v)
+                if not norm.is_empty(wv):
+                    wnode = concat([quoted(k), lay.ksep, self.emit(wv, depth + 1)])
+            members.append((node, wnode, required))
+        cells = self.extra_cells(s)
+        extra: Node = alt(
+            concat([key, lay.ksep, self.emit(value, depth + 1)]) for key, value, _ in cells
+        )
+        wextra: Node = NOTHING
+        if witness is not None:
+            wextra = self._witness_extras(s, witness, cells, lay, depth)
+        lo, hi = s.min_props, s.max_props
+        n = len(members)
+        # Undeclared members may repeat a key, and validators keep only the last value of a
+        # repeated key (json.loads does): so they count as one member towards ``lo`` however
+        # many are written (declared keys appear at most once), and the witness of "some
+        # member breaks it" is the last member, which nothing can overwrite.  ``hi`` bounds
+        # the members written (at least the members a validator sees: sound).
+        loose = False
+        if lo > n + 1 and not isinstance(extra, Nothing):
+            norm.unsupported(
+                "minProperties",
+                s.where or "#",
+                f"{lo} members need {lo - n} undeclared ones, and a grammar cannot keep their "
+                "keys distinct (a validator keeps only the last value of a repeated key)",
+            )
+            loose = True  # lenient: count every member written (duplicates may be accepted)
+        cap = hi if hi is not None else max(lo, 1)
+        flags = (0, 1) if witness is not None else (1,)
+        if (n + 2) * (cap + 1) * len(flags) > self.options.max_count_states:
+            raise LimitExceededError(
+                "max_count_states",
+                self.options.max_count_states,
+                f"object at {s.where or '#'} with {n} properties and these member counts",
+            )
+        stem = self._name("members")
+
+        def tail(c: int) -> Node:
+            if loose:
+                return _counted_run(lay, c, lo, hi, extra, "}")
+            return _extras_run(lay, c, lo, hi, extra)
+
+        def tail_f(c: int, f: int) -> Node:
+            if f:
+                return tail(c)
+            # the extras still owe the witness (one undeclared member towards ``lo``)
+            return RuleRef(f"{stem}_w_{c}") if loose or c + 1 >= lo else NOTHING
+
+        if witness is not None:  # the extras still owe the witness
+            # a witness that breaks a value rule is written last (a later member with its key
+            # would replace its value); one that only needs its key may be followed by more
+            last = not _pure_key_witness(witness)
+            for c in range(cap + 1):
+                options: list[Node] = []
+                if hi is None or c < hi:
+                    nc = min(c + 1, cap)
+                    options.append(concat([lay.lead(c), extra, RuleRef(f"{stem}_w_{nc}")]))
+                    if loose:
+                        after = tail(nc)
+                    elif last:
+                        after = lay.close(1, "}")
+                    else:  # ``lo`` was checked on the way in (tail_f)
+                        after = _extras_run(lay, nc, 0, hi, extra)
+                    options.append(concat([lay.lead(c), wextra, after]))
+                self.add_rule(f"{stem}_w_{c}", alt(options))
+
+        def state(i: int, c: int, f: int) -> Node:
+            return tail_f(c, f) if i == n else RuleRef(f"{stem}_{i}_{c}_{f}")
+
+        for i in range(n - 1, -1, -1):
+            node, wnode, required = members[i]
+            for c in range(cap + 1):
+                for f in flags:
+                    options = []
+                    if hi is None or c < hi:
+                        nc = min(c + 1, cap)
+                        options.append(concat([lay.lead(c), node, state(i + 1, nc, f)]))
+                        if f == 0 and not isinstance(wnode, Nothing):
+                            options.append(concat([lay.lead(c), wnode, state(i + 1, nc, 1)]))
+                    if not required:
+                        options.append(state(i + 1, c, f))
+                    self.add_rule(f"{stem}_{i}_{c}_{f}", alt(options))
+        return concat([literal("{"), state(0, 0, flags[0])])
+
+    def _witness_value(self, w: Witness, key: str, value: S) -> S:
+        """``value`` restricted to what breaks ``w.rule`` for ``key`` (NOTHING if unknown)."""
+        try:
+            return self.norm.conj(
+                value, self.norm.negate(self.norm.rule_effect(w.rule, key), None), None
+            )
+        except UnsupportedFeatureError:
+            return NOTHING_S  # cannot serve as the witness: a subset of the language, sound
+
+    def _witness_extras(
+        self,
+        s: SObj,
+        w: Witness,
+        cells: list[tuple[Node, S, charfa.CharDFA | None]],
+        lay: _Layout,
+        depth: int,
+    ) -> Node:
+        """Undeclared members that break ``w.rule``: key classes of the rule's patterns
+        intersected with the object's own extra-key classes."""
+        norm = self.norm
+        mx = self.options.max_automaton_states
+        rule = w.rule
+        base = charfa.complement(charfa.finite_set_dfa(sorted(w.excluded | rule.exempt), mx), mx)
+        classes: list[tuple[charfa.CharDFA, frozenset[str]]] = [(base, frozenset())]
+        for p, _ in rule.patterns:
+            pd = charfa.dfa_from_node(pattern_node(p), mx)
+            nxt: list[tuple[charfa.CharDFA, frozenset[str]]] = []
+            for cd, matched in classes:
+                inside = charfa.intersect(cd, pd, mx)
+                outside = charfa.difference(cd, pd, mx)
+                if not inside.is_empty():
+                    nxt.append((inside, matched | {p}))
+                if not outside.is_empty():
+                    nxt.append((outside, matched))
+            classes = nxt
+        declared_out = charfa.complement(charfa.finite_set_dfa(sorted(s.props), mx), mx)
+        branches: list[Node] = []
+        for wd, matched in classes:
+            subs = [sub for p, sub in rule.patterns if p in matched]
+            eff = norm.conj_all(subs, None) if subs else rule.additional
+            try:
+                neg = norm.negate(eff, None)
+            except UnsupportedFeatureError:
+                continue
+            if norm.is_empty(neg):
+                continue
+            for _, value, cell in cells:
+                kd = charfa.intersect(cell if cell is not None else declared_out, wd, mx)
+                if kd.is_empty():
+                    continue
+                val = norm.conj(value, neg, None)
+                if norm.is_empty(val):
+                    continue
+                key = self._key_terminal(self._dfa_node(kd, "keydfa", encoded=True))
+                branches.append(concat([key, lay.ksep, self.emit(val, depth + 1)]))
+        return alt(branches)
+
+    def _additional(self, rule: KeyRule) -> S:
+        if self.options.allow_extra_properties is False and id(rule) in self.norm.implicit_rules:
+            return NOTHING_S
+        return rule.additional
+
+    def _names_dfa(self, s: S, seen: int = 0) -> charfa.CharDFA | None:
+        """Automaton of the strings ``s`` accepts (None: every string)."""
+        mx = self.options.max_automaton_states
+        if seen > 50:
+            raise LimitExceededError("max_ref_depth", 50, "propertyNames through $ref chains")
+        if isinstance(s, SAny):
+            return None
+        if isinstance(s, SRef):
+            return self._names_dfa(self.norm.definition(s.key), seen + 1)
+        if isinstance(s, SStr):
+            if s.content_free() and (s.min_len, s.max_len) == (0, None):
+                return None
+            return string_dfa(s, self.options)
+        if isinstance(s, SConst):
+            return charfa.finite_set_dfa([v for v in s.values if isinstance(v, str)], mx)
+        if isinstance(s, SUnion):
+            out: charfa.CharDFA | None = charfa.CharDFA([], [])
+            for i in s.items:
+                d = self._names_dfa(i, seen + 1)
+                if d is None:
+                    return None
+                assert out is not None
+                out = charfa.union(out, d, mx)
+            return out
+        return charfa.CharDFA([], [])
+
+    def extra_cells(self, s: SObj) -> list[tuple[Node, S, charfa.CharDFA | None]]:
+        """Key classes for undeclared members, each with the schema its values must satisfy."""
+        norm = self.norm
+        mx = self.options.max_automaton_states
+        declared = sorted(s.props)
+        patterns: list[str] = []
+        for rule in s.rules:
+            for p, _ in rule.patterns:
+                if p not in patterns:
+                    patterns.append(p)
+        names: charfa.CharDFA | None = None
+        for n in s.names:
+            d = self._names_dfa(n)
+            if d is not None:
+                names = d if names is None else charfa.intersect(names, d, mx)
+        if not patterns:
+            value: S = ANY
+            for rule in s.rules:
+                value = norm.conj(value, self._additional(rule), None)
+            if norm.is_empty(value):
+                return []
+            if names is None:
+                return [(self._key_terminal(_not_in_set(declared)), value, None)]
+            cell = charfa.difference(names, charfa.finite_set_dfa(declared, mx), mx)
+            if cell.is_empty():
+                return []
+            key = self._dfa_node(cell, "keydfa", encoded=True)
+            return [(self._key_terminal(key), value, cell)]
+        base = charfa.complement(charfa.finite_set_dfa(declared, mx), mx)
+        if names is not None:
+            base = charfa.intersect(base, names, mx)
+        cells: list[tuple[charfa.CharDFA, frozenset[str]]] = [(base, frozenset())]
+        for p in patterns:
+            pd = charfa.dfa_from_node(pattern_node(p), mx)
+            nxt: list[tuple[charfa.CharDFA, frozenset[str]]] = []
+            for cd, matched in cells:
+                inside = charfa.intersect(cd, pd, mx)
+                outside = charfa.difference(cd, pd, mx)
+                if not inside.is_empty():
+                    nxt.append((inside, matched | {p}))
+                if not outside.is_empty():
+                    nxt.append((outside, matched))
+            cells = nxt
+        out: list[tuple[Node, S, charfa.CharDFA | None]] = []
+        for cd, matched in cells:
+            value = ANY
+            for rule in s.rules:
+                subs = [sub for p, sub in rule.patterns if p in matched]
+                # (a rule's exempt keys are declared ones: never in an extra class)
+                eff = norm.conj_all(subs, None) if subs else self._additional(rule)
+                value = norm.conj(value, eff, None)
+            if norm.is_empty(value):
+                continue
+            out.append((self._key_terminal(self._dfa_node(cd, "keydfa", encoded=True)), value, cd))
+        return out
+
+    def _key_terminal(self, encoded: Node) -> Node:
+        return self.terminal("key", concat([literal('"'), encoded, literal('"')]))
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _extras_run(lay: _Layout, placed: int, lo: int, hi: int | None, extra: Node) -> Node:
+    """After ``placed`` declared members of an object: close it (once ``lo`` is reached) or go
+    on with undeclared ``extra`` members, at most ``hi`` members in all.  Undeclared members
+    may repeat a key (a validator keeps the last value), so however many are written they
+    count as *one* member towards ``lo``."""
+    options: list[Node] = []
+    if placed >= lo:
+        options.append(lay.close(placed, "}"))
+    room = None if hi is None else hi - placed
+    if placed + 1 >= lo and not isinstance(extra, Nothing) and (room is None or room >= 1):
+        rest = repeat(concat([lay.sep, extra]), 0, None if room is None else room - 1)
+        options.append(concat([lay.lead(placed), extra, rest, lay.close(1, "}")]))
+    return alt(options)
+
+
+def _pure_key_witness(w: Witness) -> bool:
+    """``w`` only asks for a member whose key is not in ``w.excluded`` (any value breaks it)."""
+    r = w.rule
+    return not r.patterns and not r.exempt and isinstance(r.additional, SNothing)
+
+
+def _merge_witnesses(ws: tuple[Witness, ...]) -> Witness | None:
+    """One witness implying every one of ``ws`` (None when there is none, or when two of them
+    constrain values).  A "some key outside X" witness merges into another one by excluding
+    X too: one member then serves both (a subset of the language: sound)."""
+    if not ws:
+        return None
+    valued = [w for w in ws if not _pure_key_witness(w)]
+    if len(valued) > 1:
+        return None
+    excluded = frozenset().union(*(w.excluded for w in ws))
+    return Witness(excluded, valued[0].rule if valued else ws[0].rule)
+
+
+def _whole_array(s: SArr) -> bool:
+    return (
+        not s.prefix
+        and isinstance(s.items, SAny)
+        and s.min_items == 0
+        and s.max_items is None
+        and not s.contains
+        and not s.unique
+    )
+
+
+def _whole_object(s: SObj) -> bool:
+    return (
+        not s.props
+        and not s.witnesses
+        and not s.names
+        and s.min_props == 0
+        and s.max_props is None
+        and all(
+            isinstance(r.additional, SAny) and all(isinstance(x, SAny) for _, x in r.patterns)
+            for r in s.rules
+        )
+    )
+
+
+def _number_spellings(v: int | float) -> list[str]:
+    if isinstance(v, IntegerValue):  # also ``type: integer``: no ``N.0`` (draft 4 rejects it)
+        return [str(int(v))]
+    d = to_decimal(v)
+    if not d.is_finite():  # (the normalizer refuses them first, with their JSON pointer)
+        raise GrammarError(f"enum/const value {v!r} is not a JSON number")
+    out = [json.dumps(v)]
+    if d == d.to_integral_value():
+        i = int(d)
+        out += [str(i), f"{i}.0"]
+    else:
+        out.append(format(d.normalize(), "f"))
+    seen: list[str] = []
+    for t in out:
+        if t not in seen:
+            seen.append(t)
+    return seen
+
+
+def encode_key(text: str) -> str:
+    return '"' + encode_text(text) + '"'
+
+
+# -- grammar clean-up -----------------------------------------------------------------------------
+def _productive(node: Node, ok: dict[str, bool]) -> bool:
+    if isinstance(node, (Literal, CharSet, Empty)):
+        return True
+    if isinstance(node, Nothing):
+        return False
+    if isinstance(node, RuleRef):
+        return ok.get(node.name, False)
+    if isinstance(node, Concat):
+        return all(_productive(i, ok) for i in node.items)
+    if isinstance(node, Alt):
+        return any(_productive(i, ok) for i in node.items)
+    if isinstance(node, Repeat):
+        return node.min == 0 or _productive(node.item, ok)
+    return True
+
+
+_MAX_INLINE_DEPTH = 40
+_MAX_INLINE_PASSES = 8
+
+
+def _ir_depth(node: Node) -> int:
+    """Nesting depth of an IR tree (iterative: safe on any depth)."""
+    best = 0
+    stack = [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        if isinstance(n, (Concat, Alt)):
+            stack.extend((i, d + 1) for i in n.items)
+        elif isinstance(n, Repeat):
+            stack.append((n.item, d + 1))
+    return best
+
+
+def _finish(rules: list[Rule], start: str) -> Grammar:
+    by_name = {r.name: r for r in rules}
+    refs: dict[str, list[str]] = {n: list(iter_refs(r.body)) for n, r in by_name.items()}
+    users: dict[str, set[str]] = {}
+    for n, rs in refs.items():
+        for m in rs:
+            users.setdefault(m, set()).add(n)
+    # 1. productive rules (least fixpoint, driven by a worklist)
+    ok: dict[str, bool] = {}
+    pending = list(by_name)
+    while pending:
+        nxt: list[str] = []
+        for n in pending:
+            if not ok.get(n) and _productive(by_name[n].body, ok):
+                ok[n] = True
+                nxt.extend(u for u in users.get(n, ()) if not ok.get(u))
+        pending = list(dict.fromkeys(nxt))
+    if not ok.get(start):
+        raise UnsatisfiableGrammarError(
+            "the schema admits no JSON value (e.g. false, contradictory bounds, or a required "
+            "property whose schema is unsatisfiable)"
+        )
+    dead: dict[str, Node] = {name: NOTHING for name in by_name if not ok.get(name)}
+    if dead:
+        touched = {t for d in dead for t in users.get(d, ())}
+        for n in dead:
+            del by_name[n]
+            del refs[n]
+        for t in touched:
+            if t in by_name:
+                r = by_name[t]
+                by_name[t] = Rule(r.name, substitute(r.body, dead), r.terminal, r.lazy)
+                refs[t] = list(iter_refs(by_name[t].body))
+    # 2. inline rules used once (not the start, not terminals, not self-referencing), keeping
+    #    trees shallow (IR nodes hash recursively)
+    counts: dict[str, int] = {}
+    holder: dict[str, str] = {}
+    for n, rs in refs.items():
+        for m in rs:
+            counts[m] = counts.get(m, 0) + 1
+            holder[m] = n
+    depth: dict[str, int] = {}
+
+    def depth_of(name: str) -> int:
+        got = depth.get(name)
+        if got is None:
+            got = depth[name] = _ir_depth(by_name[name].body)
+        return got
+
+    for _ in range(_MAX_INLINE_PASSES):
+        plan: dict[str, list[str]] = {}
+        for n, c in counts.items():
+            if c != 1 or n == start or n not in by_name or by_name[n].terminal:
+                continue
+            user = holder[n]
+            if user == n or user not in by_name or n in refs[n] or n in plan:
+                continue
+            plan.setdefault(user, []).append(n)
+        # a rule inlined this pass must not receive inlines itself in the same pass
+        progress = False
+        inlined = {c for cs in plan.values() for c in cs}
+        for user, children in plan.items():
+            if user not in by_name or user in inlined:
+                continue
+            budget = _MAX_INLINE_DEPTH - depth_of(user)
+            chosen = [ch for ch in children if depth_of(ch) <= budget]
+            if not chosen:
+                continue
+            ur = by_name[user]
+            body = substitute(ur.body, {ch: by_name[ch].body for ch in chosen})
+            by_name[user] = Rule(ur.name, body, ur.terminal, ur.lazy)
+            depth.pop(user, None)
+            gone = set(chosen)
+            refs[user] = [x for x in refs[user] if x not in gone]
+            for child in chosen:
+                refs[user].extend(refs[child])
+                for m in refs[child]:
+                    holder[m] = user
+                del by_name[child]
+                del refs[child]
+                counts.pop(child, None)
+            progress = True
+        if not progress:
+            break
+    # 3. drop unreachable rules
+    reach = {start}
+    stack = [start]
+    while stack:
+        for name in refs[stack.pop()]:
+            if name not in reach and name in by_name:
+                reach.add(name)
+                stack.append(name)
+    ordered = [r for n, r in by_name.items() if n in reach]
+    ordered.sort(key=lambda r: r.name != start)
+    return Grammar(tuple(ordered), start)

@@ -1,0 +1,245 @@
+"""JSON Schema ``format`` values as regular languages (over decoded strings).
+
+Each known format maps to a regular expression whose language is **a subset of the strings
+valid for that format** (equal to it where the note says "exact").  Generating from a subset is
+sound: every string produced is valid; a valid-but-excluded string (a leap second, a 9-label
+hostname, lower-case ``t`` in a date-time) is merely never generated.  Unknown formats are
+reported by the JSON Schema front-end (:mod:`formcast.frontends.jsonschema.api`) instead of being
+ignored.
+
+``FORMATS`` maps a format name to a :class:`FormatSpec`; :func:`format_node` returns the IR.
+The docs table (``docs/json_schema.md``) is generated from ``FORMATS``.
+
+Lifetime: module constants; :func:`format_node` caches parsed IR per name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...ir.nodes import ANY_CHAR, Node, repeat
+from ...limits import metered_cache
+from ..regex import parse_regex
+
+__all__ = ["ANNOTATION_FORMATS", "FORMATS", "FormatSpec", "format_node"]
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """A supported ``format``.
+
+    Attributes:
+        name: the format name as written in schemas.
+        regex: a Python-dialect regular expression (fullmatch) of the strings generated.
+        exact: True when ``regex`` accepts exactly the valid strings; False for a documented
+            subset.
+        note: what the subset leaves out, or the standard followed.
+    """
+
+    name: str
+    regex: str
+    exact: bool
+    note: str
+
+
+_D = "[0-9]"
+_HEX = "[0-9A-Fa-f]"
+_LEAP = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
+#: years 0001-9999: RFC 3339's grammar admits 0000, but no validator's calendar does (Python's
+#: ``datetime``, which ``jsonschema`` uses, starts at year 1)
+_YEAR = "(?:[1-9][0-9]{3}|0[1-9][0-9]{2}|00[1-9][0-9]|000[1-9])"
+_DATE = (
+    f"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+    f"|{_LEAP}-02-29)"
+)
+_TIME = (
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]+)?"
+    "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+)
+_DUR_TIME = "T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = (
+    "P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)"
+    f"(?:{_DUR_TIME})?|{_DUR_TIME}|[0-9]+W)"
+)
+_OCTET = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+_IPV4 = f"{_OCTET}(?:\\.{_OCTET}){{3}}"
+_H16 = f"{_HEX}{{1,4}}"
+_LS32 = f"(?:{_H16}:{_H16}|{_IPV4})"
+_IPV6 = (
+    "(?:"
+    f"(?:{_H16}:){{6}}{_LS32}"
+    f"|::(?:{_H16}:){{5}}{_LS32}"
+    f"|(?:{_H16})?::(?:{_H16}:){{4}}{_LS32}"
+    f"|(?:(?:{_H16}:){{0,1}}{_H16})?::(?:{_H16}:){{3}}{_LS32}"
+    f"|(?:(?:{_H16}:){{0,2}}{_H16})?::(?:{_H16}:){{2}}{_LS32}"
+    f"|(?:(?:{_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}"
+    f"|(?:(?:{_H16}:){{0,4}}{_H16})?::{_LS32}"
+    f"|(?:(?:{_H16}:){{0,5}}{_H16})?::{_H16}"
+    f"|(?:(?:{_H16}:){{0,6}}{_H16})?::"
+    ")"
+)
+
+
+def _ldh_label(first: str) -> str:
+    """An RFC 1123 label of 1-30 letters, digits and hyphens (no hyphen first or last) whose
+    first character is in ``[{first}Xx]`` and that does not start with the IDNA ACE prefix
+    ``xn--`` (any case): an A-label is valid only if its Punycode decodes to a valid U-label
+    (RFC 5890/5891), which no regular language of bounded size checks, so none is accepted."""
+    alnum, ldh = "[A-Za-z0-9]", "[A-Za-z0-9-]"
+    return (
+        "(?:"
+        f"[{first}](?:{ldh}{{0,28}}{alnum})?"  # not x
+        "|[Xx]"
+        f"|[Xx][A-MO-Za-mo-z0-9](?:{ldh}{{0,27}}{alnum})?"  # x, not n
+        f"|[Xx]-{ldh}{{0,27}}{alnum}"
+        "|[Xx][Nn]"
+        f"|[Xx][Nn]{alnum}(?:{ldh}{{0,26}}{alnum})?"  # xn, not -
+        f"|[Xx][Nn]-{alnum}(?:{ldh}{{0,25}}{alnum})?"  # xn-, not -
+        ")"
+    )
+
+
+_LABEL30 = _ldh_label("A-WYZa-wyz0-9")
+_TLD30 = _ldh_label("A-WYZa-wyz")
+_HOSTNAME = f"(?:{_LABEL30}\\.){{0,7}}{_TLD30}"
+_IDN_LABEL = "[A-Za-z0-9]{1,30}"
+_IDN_HOSTNAME = f"(?:{_IDN_LABEL}\\.){{0,7}}[A-Za-z][A-Za-z0-9]{{0,29}}"
+_ATEXT = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
+_EMAIL = f"{_ATEXT}+(?:\\.{_ATEXT}+)*@{_HOSTNAME}"
+_IDN_EMAIL = f"{_ATEXT}+(?:\\.{_ATEXT}+)*@{_IDN_HOSTNAME}"
+_UUID = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
+# RFC 3986
+_UNRESERVED = "A-Za-z0-9._~\\-"
+_SUB_DELIMS = "!$&'()*+,;="
+_PCT = f"%{_HEX}{_HEX}"
+_PCHAR = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
+_SEGMENT = f"{_PCHAR}*"
+_SEGMENT_NZ = f"{_PCHAR}+"
+_SEGMENT_NZ_NC = f"(?:[{_UNRESERVED}{_SUB_DELIMS}@]|{_PCT})+"
+_USERINFO = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*"
+_REG_NAME = f"(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*"
+_HOST = f"(?:\\[{_IPV6}\\]|{_REG_NAME})"
+_AUTHORITY = f"(?:{_USERINFO}@)?{_HOST}(?::[0-9]*)?"
+_PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
+_PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
+_PATH_ROOTLESS = f"{_SEGMENT_NZ}(?:/{_SEGMENT})*"
+_PATH_NOSCHEME = f"{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*"
+_QUERY = f"(?:{_PCHAR}|[/?])*"
+_SCHEME = "[A-Za-z][A-Za-z0-9+.-]*"
+_HIER = f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_ROOTLESS}|)"
+_URI = f"{_SCHEME}:{_HIER}(?:\\?{_QUERY})?(?:#{_QUERY})?"
+_RELATIVE = (
+    f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_NOSCHEME}|)"
+    f"(?:\\?{_QUERY})?(?:#{_QUERY})?"
+)
+_URI_REFERENCE = f"(?:{_URI}|{_RELATIVE})"
+_JSON_POINTER = "(?:/(?:[^/~]|~[01])*)*"
+_REL_JSON_POINTER = f"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})"
+# RFC 6570 level 4
+_VARCHAR = f"(?:[A-Za-z0-9_]|{_PCT})"
+_VARSPEC = f"{_VARCHAR}(?:\\.?{_VARCHAR})*(?::[1-9][0-9]{{0,3}}|\\*)?"
+_EXPRESSION = f"\\{{[+#./;?&=,!@|]?{_VARSPEC}(?:,{_VARSPEC})*\\}}"
+_TEMPLATE_LITERAL = (
+    "(?:[\\x21\\x23\\x24\\x26\\x28-\\x3B\\x3D\\x3F-\\x5B\\x5D\\x5F\\x61-\\x7A\\x7E"
+    f"\\u00A0-\\uD7FF\\uE000-\\uFFFD\\U00010000-\\U0010FFFF]|{_PCT})"
+)
+_URI_TEMPLATE = f"(?:{_TEMPLATE_LITERAL}|{_EXPRESSION})*"
+_URL = f"https?://{_HOSTNAME}(?::[1-9][0-9]{{0,3}})?(?:/[A-Za-z0-9._~-]*)*"
+# a regex made of literal characters (metacharacters escaped) matches itself: always valid
+_REGEX = "(?:[^\\\\^$.|?*+()\\[\\]{}\\x00-\\x1f]|\\\\[\\\\^$.|?*+()\\[\\]{}/])*"
+_BASE64 = "(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?"
+
+_SPECS = [
+    FormatSpec(
+        "date-time", f"{_DATE}T{_TIME}", False, "RFC 3339; upper-case T/Z only, no leap second"
+    ),
+    FormatSpec(
+        "date",
+        _DATE,
+        True,
+        "RFC 3339 full-date, month lengths and leap years checked; years 0001-9999 (year 0000 "
+        "is in the RFC's grammar but in no validator's calendar)",
+    ),
+    FormatSpec("time", _TIME, False, "RFC 3339 full-time; upper-case Z only, no leap second"),
+    FormatSpec("duration", _DURATION, True, "RFC 3339 appendix A (ISO 8601 durations)"),
+    FormatSpec(
+        "email",
+        _EMAIL,
+        False,
+        "dot-atom local part @ a hostname of the `hostname` subset (no quoted local parts, no "
+        "IP literals, no A-labels)",
+    ),
+    FormatSpec("idn-email", _IDN_EMAIL, False, "ASCII subset of the email format"),
+    FormatSpec(
+        "hostname",
+        _HOSTNAME,
+        False,
+        "RFC 1123: up to 8 labels of up to 30 letters, digits and hyphens (not first or last), "
+        "alphabetic first character in the last label; no label starting with `xn--` (any "
+        "case): A-labels (Punycode IDNs, valid or not) are rejected, because their IDNA2008 "
+        "rules (the Punycode decodes, the U-label's code points and contexts are valid) are "
+        "not enforced",
+    ),
+    FormatSpec(
+        "idn-hostname",
+        _IDN_HOSTNAME,
+        False,
+        "ASCII letters and digits only (no hyphens, so no A-labels)",
+    ),
+    FormatSpec("ipv4", _IPV4, True, "dotted quad, no leading zeros"),
+    FormatSpec("ipv6", _IPV6, False, "RFC 4291 text forms; no zone index"),
+    FormatSpec("uuid", _UUID, True, "RFC 4122 8-4-4-4-12 hexadecimal"),
+    FormatSpec("uri", _URI, False, "RFC 3986 URI; no IPvFuture hosts"),
+    FormatSpec(
+        "uri-reference", _URI_REFERENCE, False, "RFC 3986 URI-reference; no IPvFuture hosts"
+    ),
+    FormatSpec("iri", _URI, False, "ASCII subset: RFC 3986 URI"),
+    FormatSpec("iri-reference", _URI_REFERENCE, False, "ASCII subset: RFC 3986 URI-reference"),
+    FormatSpec("uri-template", _URI_TEMPLATE, True, "RFC 6570 (level 4)"),
+    FormatSpec("json-pointer", _JSON_POINTER, True, "RFC 6901"),
+    FormatSpec(
+        "relative-json-pointer", _REL_JSON_POINTER, True, "draft-handrews-relative-json-pointer"
+    ),
+    FormatSpec("byte", _BASE64, True, "OpenAPI: base64 with padding (RFC 4648)"),
+    FormatSpec(
+        "regex",
+        _REGEX,
+        False,
+        "ECMA 262 regexes made of literal characters and escaped metacharacters",
+    ),
+    FormatSpec(
+        "url",
+        _URL,
+        False,
+        "not a JSON Schema format: http(s)://hostname[:port][/path] only, valid under every "
+        "common `url` definition",
+    ),
+]
+
+#: The supported formats by name.
+FORMATS: dict[str, FormatSpec] = {s.name: s for s in _SPECS}
+
+#: Formats that never constrain a string (OpenAPI annotations): any string is generated.
+ANNOTATION_FORMATS: dict[str, str] = {
+    "password": "OpenAPI UI hint; any string",
+    "binary": "OpenAPI: any string",
+}
+
+#: Formats that constrain numbers (OpenAPI): the integer range applied to integers.
+NUMBER_FORMATS: dict[str, tuple[int, int]] = {
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
+
+
+@metered_cache(1024)
+def format_node(name: str) -> Node | None:
+    """The IR (decoded strings) of a known format; None for an unknown one."""
+    spec = FORMATS.get(name)
+    if spec is not None:
+        return parse_regex(spec.regex, dialect="python")
+    if name in ANNOTATION_FORMATS:
+        return repeat(ANY_CHAR, 0, None)
+    return None

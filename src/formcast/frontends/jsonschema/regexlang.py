@@ -1,0 +1,297 @@
+"""Regular-language helpers over *decoded* strings (code points), for JSON Schema.
+
+* :func:`pattern_node` — a JSON Schema ``pattern`` (ECMA 262 syntax, **search** semantics: the
+  string must *contain* a match) as an IR node whose full matches are exactly the strings that
+  contain a match, anchors resolved exactly (see its docstring).
+* :func:`node_matches` — does a regular IR node fully match a string?  (A direct simulation on
+  sets of positions, used to test enum values and property names against patterns.)
+* :func:`length_bounds` — the least and greatest number of code points of a node's strings.
+* :func:`restrict_length` — a node for ``L(node) ∩ {w : lo ≤ |w| ≤ hi}`` computed structurally
+  when the node has a single variable-length repetition of fixed-width items (``^[a-z]+$``,
+  ``^\\d{3}-\\d*$``…); None when that is not the case (callers then use automata).
+
+Lifetime: pure functions; :func:`pattern_node` caches by pattern text.
+"""
+
+from __future__ import annotations
+
+from ...errors import LimitExceededError
+from ...ir.nodes import (
+    ANY_CHAR,
+    EMPTY,
+    NOTHING,
+    Alt,
+    ByteSet,
+    CharSet,
+    Concat,
+    Empty,
+    Literal,
+    Node,
+    Nothing,
+    Repeat,
+    alt,
+    concat,
+    repeat,
+)
+from ...limits import CompileLimits, metered_cache
+from ..regex import parse_regex
+
+__all__ = ["length_bounds", "node_matches", "pattern_node", "restrict_length", "split_top_level"]
+
+_ANY = r"[\s\S]*"
+
+
+def split_top_level(pattern: str) -> list[str]:
+    """Split a regex at its top-level ``|`` (outside groups, classes and escapes)."""
+    parts: list[str] = []
+    depth = 0
+    in_class = False
+    start = 0
+    i = 0
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            if c == "]":
+                in_class = False
+        elif c == "[":
+            in_class = True
+            # a leading ']' is a literal in Python but closes the class in ECMA: ECMA rules
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth = max(0, depth - 1)
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+def _ends_with_anchor(branch: str) -> bool:
+    if not branch.endswith("$"):
+        return False
+    k = len(branch) - 2
+    slashes = 0
+    while k >= 0 and branch[k] == "\\":
+        slashes += 1
+        k -= 1
+    if slashes % 2:
+        return False
+    # a '$' inside a character class (e.g. "[$]") is not an anchor; "[$" never ends a class
+    return not _open_class_at_end(branch[:-1])
+
+
+def _open_class_at_end(text: str) -> bool:
+    in_class = False
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class and c == "]":
+            in_class = False
+        elif not in_class and c == "[":
+            in_class = True
+        i += 1
+    return in_class
+
+
+@metered_cache(4096)
+def pattern_node(pattern: str, limits: CompileLimits | None = None) -> Node:
+    """IR node of the strings that *contain* a match of the ECMA ``pattern``.
+
+    The string is ``x m y`` with ``m`` a match; ``^`` holds only where ``x`` is empty and
+    nothing was consumed before it, ``$`` likewise at the end.  The union over "``x`` empty or
+    not" × "``y`` empty or not" resolves every anchor exactly; an anchor whose truth depends
+    on what an optional part matched (``a?^b``) fails closed.
+
+    Raises:
+        GrammarSyntaxError, UnsupportedFeatureError, LimitExceededError: from the regex
+        front-end (lookaround, backreferences...).
+    """
+    try:
+        from ..regex import _has_anchor, _Parser, _resolve_anchors
+    except ImportError:  # pragma: no cover - the regex front-end changed: textual fallback
+        return _pattern_node_textual(pattern, limits)
+    limits = limits or CompileLimits()
+    if len(pattern) > limits.max_pattern_length:
+        raise LimitExceededError(
+            "max_pattern_length", limits.max_pattern_length, f"pattern has {len(pattern)} chars"
+        )
+    raw = _Parser(pattern, "ecma", limits).parse()
+    star = repeat(ANY_CHAR, 0, None)
+    if not _has_anchor(raw):
+        return concat([star, raw, star])
+    plus = repeat(ANY_CHAR, 1, None)
+    parts: list[Node] = []
+    for before_empty in (True, False):
+        for after_empty in (True, False):
+            core = _resolve_anchors(
+                raw, "yes" if before_empty else "no", "yes" if after_empty else "no", pattern
+            )
+            parts.append(
+                concat([EMPTY if before_empty else plus, core, EMPTY if after_empty else plus])
+            )
+    return alt(parts)
+
+
+def _pattern_node_textual(pattern: str, limits: CompileLimits | None) -> Node:
+    branches = []
+    for b in split_top_level(pattern):
+        head = "" if b.startswith("^") else _ANY
+        tail = "" if _ends_with_anchor(b) else _ANY
+        branches.append(f"(?:{head}(?:{b}){tail})")
+    return parse_regex("|".join(branches), dialect="ecma", limits=limits)
+
+
+def node_matches(node: Node, text: str) -> bool:
+    """True when the regular IR ``node`` matches the whole of ``text``."""
+    return len(text) in _ends(node, text, frozenset((0,)))
+
+
+def _ends(node: Node, text: str, starts: frozenset[int]) -> frozenset[int]:
+    if not starts:
+        return starts
+    if isinstance(node, Empty):
+        return starts
+    if isinstance(node, Nothing):
+        return frozenset()
+    if isinstance(node, Literal):
+        k = len(node.text)
+        return frozenset(i + k for i in starts if text.startswith(node.text, i))
+    if isinstance(node, CharSet):
+        return frozenset(i + 1 for i in starts if i < len(text) and ord(text[i]) in node)
+    if isinstance(node, ByteSet):
+        return frozenset(
+            i + 1
+            for i in starts
+            if i < len(text) and any(lo <= ord(text[i]) <= hi for lo, hi in node.ranges)
+        )
+    if isinstance(node, Concat):
+        cur = starts
+        for item in node.items:
+            cur = _ends(item, text, cur)
+            if not cur:
+                break
+        return cur
+    if isinstance(node, Alt):
+        out: set[int] = set()
+        for item in node.items:
+            out |= _ends(item, text, starts)
+        return frozenset(out)
+    if isinstance(node, Repeat):
+        cur = starts
+        for _ in range(node.min):
+            nxt = _ends(node.item, text, cur)
+            if nxt == cur or not nxt:
+                cur = nxt
+                break
+            cur = nxt
+        result = set(cur)
+        frontier = cur
+        count = 0
+        while frontier and (node.max is None or count < node.max - node.min):
+            nxt = _ends(node.item, text, frontier) - result
+            result |= nxt
+            frontier = nxt
+            count += 1
+        return frozenset(result)
+    raise TypeError(f"node_matches: unsupported IR node {type(node).__name__}")
+
+
+def length_bounds(node: Node) -> tuple[int, int | None]:
+    """Least and greatest length (code points) of the strings of ``node`` (None: unbounded).
+
+    For the empty language this returns ``(0, 0)``.
+    """
+    if isinstance(node, Literal):
+        return len(node.text), len(node.text)
+    if isinstance(node, (CharSet, ByteSet)):
+        return 1, 1
+    if isinstance(node, (Empty, Nothing)):
+        return 0, 0
+    if isinstance(node, Concat):
+        lo = 0
+        hi_n: int | None = 0
+        for item in node.items:
+            a, b = length_bounds(item)
+            lo += a
+            if hi_n is not None:
+                hi_n = None if b is None else hi_n + b
+        return lo, hi_n
+    if isinstance(node, Alt):
+        bounds = [length_bounds(i) for i in node.items]
+        highs = [b for _, b in bounds if b is not None]
+        top = None if len(highs) < len(bounds) else max(highs)
+        return min(a for a, _ in bounds), top
+    if isinstance(node, Repeat):
+        a, b = length_bounds(node.item)
+        if node.max is None:
+            return a * node.min, (0 if b == 0 else None)
+        return a * node.min, (None if b is None else b * node.max)
+    return 0, None
+
+
+def _fixed(node: Node) -> int | None:
+    a, b = length_bounds(node)
+    return a if a == b else None
+
+
+def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
+    """``L(node) ∩ {lo ≤ |w| ≤ hi}`` structurally, or None when the shape is not simple.
+
+    Exact when it returns a node.  Handles an alternation branch by branch and, within a
+    concatenation, one repetition of a fixed-width item among fixed-width neighbours.
+    """
+    a, b = length_bounds(node)
+    if a >= lo and (hi is None or (b is not None and b <= hi)):
+        return node
+    if (hi is not None and a > hi) or (b is not None and b < lo):
+        return NOTHING
+    if isinstance(node, Alt):
+        parts = [restrict_length(i, lo, hi) for i in node.items]
+        if any(p is None for p in parts):
+            return None
+        return alt(p for p in parts if p is not None)
+    items = node.items if isinstance(node, Concat) else (node,)
+    var = [i for i, item in enumerate(items) if _fixed(item) is None]
+    if len(var) != 1:
+        return None
+    k = var[0]
+    fixed_total = sum(_fixed(item) or 0 for j, item in enumerate(items) if j != k)
+    r = items[k]
+    if isinstance(r, Alt):
+        # distribute: pre (x | y) post  ->  pre x post | pre y post
+        options = [
+            restrict_length(concat([*items[:k], o, *items[k + 1 :]]), lo, hi) for o in r.items
+        ]
+        if any(p is None for p in options):
+            return None
+        return alt(p for p in options if p is not None)
+    if not isinstance(r, Repeat):
+        return None
+    w = _fixed(r.item)
+    if w is None or w == 0:
+        return None
+    n_lo = max(r.min, -(-(lo - fixed_total) // w))
+    n_hi_len = None if hi is None else (hi - fixed_total) // w
+    if n_hi_len is None:
+        n_hi = r.max
+    elif r.max is None:
+        n_hi = n_hi_len
+    else:
+        n_hi = min(r.max, n_hi_len)
+    if n_hi is not None and n_hi < n_lo:
+        return NOTHING
+    return concat([*items[:k], repeat(r.item, n_lo, n_hi), *items[k + 1 :]])
+
+
+def any_string(lo: int = 0, hi: int | None = None) -> Node:
+    """Every string of ``lo`` to ``hi`` code points (decoded level)."""
+    return repeat(ANY_CHAR, lo, hi) if (lo, hi) != (0, 0) else EMPTY

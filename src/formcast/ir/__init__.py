@@ -1,0 +1,11 @@
+"""The grammar IR every front-end produces, and the passes that rewrite it.
+
+:mod:`.nodes` holds the immutable node types (``Literal``, ``CharSet``, ``Concat``, ``Alt``,
+``Repeat``, ``RuleRef``), ``Rule`` and ``Grammar``, and the smart constructors that keep nodes
+canonical; :mod:`.left_recursion` rewrites left-recursive rules.  Lifetime: per grammar;
+nodes are immutable and hash-consed by structure, so grammars can share them freely.
+"""
+
+from .nodes import Grammar, Rule
+
+__all__ = ["Grammar", "Rule"]

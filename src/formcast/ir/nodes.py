@@ -1,0 +1,513 @@
+"""The one grammar IR that every front-end (regex, GBNF, Lark, JSON Schema) lowers to.
+
+Nodes are immutable, hashable dataclasses.  A *regular* expression is a tree of nodes without
+:class:`RuleRef`; a context-free :class:`Grammar` is a set of named rules whose bodies may refer
+to each other with :class:`RuleRef`.
+
+Characters are Unicode code points (:class:`CharSet`, :class:`Literal`); the automata layer lowers
+them to UTF-8 byte sequences.  :class:`ByteSet` is available for raw-byte languages.
+
+Lifetime: per grammar; never mutated.  Construction helpers normalise (flatten nested
+``Concat``/``Alt``, merge ranges) in time linear in their input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..limits import charge
+
+__all__ = [
+    "ANY_CHAR",
+    "EMPTY",
+    "NOTHING",
+    "Alt",
+    "ByteSet",
+    "CharSet",
+    "Concat",
+    "Empty",
+    "Grammar",
+    "Literal",
+    "Node",
+    "Nothing",
+    "Repeat",
+    "Rule",
+    "RuleRef",
+    "alt",
+    "concat",
+    "is_regular",
+    "iter_nodes",
+    "iter_refs",
+    "literal",
+    "merge_ranges",
+    "node_copies",
+    "node_refs",
+    "node_size",
+    "rebuild",
+    "repeat",
+    "substitute",
+]
+
+MAX_CODEPOINT = 0x10FFFF
+
+
+class Node:
+    """Base class of IR nodes."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Empty(Node):
+    """Matches the empty string only."""
+
+
+@dataclass(frozen=True, slots=True)
+class Nothing(Node):
+    """Matches no string at all (the empty language)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CharSet(Node):
+    """One Unicode code point from ``ranges`` (sorted, disjoint, inclusive ``(lo, hi)`` pairs).
+
+    Surrogates (U+D800..U+DFFF) are never produced: they have no UTF-8 encoding.
+    """
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @staticmethod
+    def of(ranges: Iterable[tuple[int, int]]) -> CharSet:
+        return CharSet(merge_ranges(ranges))
+
+    @staticmethod
+    def chars(text: str) -> CharSet:
+        return CharSet(merge_ranges((ord(c), ord(c)) for c in text))
+
+    def negate(self) -> CharSet:
+        out: list[tuple[int, int]] = []
+        nxt = 0
+        for lo, hi in self.ranges:
+            if lo > nxt:
+                out.append((nxt, lo - 1))
+            nxt = hi + 1
+        if nxt <= MAX_CODEPOINT:
+            out.append((nxt, MAX_CODEPOINT))
+        return CharSet(tuple(out))
+
+    def __contains__(self, cp: object) -> bool:
+        if not isinstance(cp, int):
+            return False
+        return any(lo <= cp <= hi for lo, hi in self.ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class ByteSet(Node):
+    """One raw byte from ``ranges`` (sorted, disjoint, inclusive pairs within 0..255)."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Literal(Node):
+    """An exact string (stored as text; lowered to its UTF-8 bytes)."""
+
+    text: str
+
+
+_NO_REFS: frozenset[str] = frozenset()
+
+
+def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int]:
+    """(tree size, referenced rule names, most copies of a bounded repeat) of a composite
+    node's children.  O(len(items))."""
+    size = 1
+    refs = _NO_REFS
+    copies = 0
+    for it in items:
+        if isinstance(it, _Composite):
+            size += it.size  # type: ignore[attr-defined]
+            r = it.refs  # type: ignore[attr-defined]
+            if r and not r <= refs:
+                refs = refs | r
+            c = it.copies  # type: ignore[attr-defined]
+            if c > copies:
+                copies = c
+        else:
+            size += 1
+            if isinstance(it, RuleRef):
+                refs = refs | {it.name}
+    return size, refs, copies
+
+
+class _Composite(Node):
+    """Composite nodes cache their hash, tree size, referenced rule names and most copies of a
+    bounded repeat under them (:func:`node_copies`) at construction,
+    so hashing, equality and the automaton layer's size/reference queries are O(1) per node
+    instead of a walk of the (often shared, DAG-shaped) subtree."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Items(_Composite):
+    """A node made of a tuple of child nodes (:class:`Concat`, :class:`Alt`)."""
+
+    items: tuple[Node, ...]
+    _hash: int = field(init=False, repr=False, compare=False)
+    size: int = field(init=False, repr=False, compare=False)
+    refs: frozenset[str] = field(init=False, repr=False, compare=False)
+    copies: int = field(init=False, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[type[_Items], tuple[Any, ...]]:
+        # rebuilt through __init__: the cached hash is per process (string hashing is salted)
+        return (type(self), (self.items,))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((type(self), self.items)))
+        size, refs, copies = _summary(self.items)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "refs", refs)
+        object.__setattr__(self, "copies", copies)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            type(other) is type(self)
+            and other._hash == self._hash  # type: ignore[attr-defined]
+            and _structurally_equal(self, other)  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Concat(_Items):
+    """The items in sequence.  Use :func:`concat` to build (it flattens and simplifies)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Alt(_Items):
+    """Any one of the items.  Use :func:`alt` to build (it flattens and simplifies)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Repeat(_Composite):
+    """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
+
+    item: Node
+    min: int
+    max: int | None
+    _hash: int = field(init=False, repr=False, compare=False)
+    size: int = field(init=False, repr=False, compare=False)
+    refs: frozenset[str] = field(init=False, repr=False, compare=False)
+    copies: int = field(init=False, repr=False, compare=False)
+
+    def __reduce__(self) -> tuple[type[Repeat], tuple[Any, ...]]:
+        # rebuilt through __init__: the cached hash is per process (string hashing is salted)
+        return (Repeat, (self.item, self.min, self.max))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((Repeat, self.item, self.min, self.max)))
+        object.__setattr__(self, "size", 1 + node_size(self.item))
+        object.__setattr__(self, "refs", node_refs(self.item))
+        own = max(self.min, self.max if self.max is not None else self.min)
+        object.__setattr__(self, "copies", max(own, node_copies(self.item)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            type(other) is Repeat
+            and other._hash == self._hash
+            and _structurally_equal(self, other)
+        )
+
+
+def _structurally_equal(a: _Composite, b: _Composite) -> bool:
+    """Equality of two composite nodes without recursion (deep IR would overflow the stack)
+    and linear in their DAGs (a pair of shared subtrees is compared once)."""
+    stack: list[tuple[Node, Node]] = [(a, b)]
+    seen: set[tuple[int, int]] = set()
+    while stack:
+        x, y = stack.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, _Items):
+            assert isinstance(y, _Items)  # narrowing only: same type
+            if x._hash != y._hash or len(x.items) != len(y.items):
+                return False
+        elif isinstance(x, Repeat):
+            assert isinstance(y, Repeat)  # narrowing only: same type
+            if x._hash != y._hash or x.min != y.min or x.max != y.max:
+                return False
+        else:
+            if x != y:  # a leaf: plain fields
+                return False
+            continue
+        pair = (id(x), id(y))
+        if pair in seen:
+            continue
+        seen.add(pair)
+        if isinstance(x, _Items):
+            stack.extend(zip(x.items, y.items))  # type: ignore[union-attr]
+        else:
+            stack.append((x.item, y.item))  # type: ignore[union-attr]
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class RuleRef(Node):
+    """A reference to the rule called ``name`` of the enclosing :class:`Grammar`."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """A named rule.
+
+    Attributes:
+        name: unique within its grammar.
+        body: the rule's expression.
+        terminal: True when the front-end declares the rule a lexeme (e.g. Lark's upper-case
+            terminals); its body must then be regular.
+        lazy: for a terminal, end the lexeme at the first point it can end (llguidance's lazy
+            lexemes) instead of the longest match.
+    """
+
+    name: str
+    body: Node
+    terminal: bool = False
+    lazy: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Grammar:
+    """A context-free grammar: rules by name plus the start rule's name."""
+
+    rules: tuple[Rule, ...]
+    start: str
+
+    def rule_map(self) -> Mapping[str, Rule]:
+        return {r.name: r for r in self.rules}
+
+
+EMPTY = Empty()
+NOTHING = Nothing()
+ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
+
+
+def merge_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Sort and merge overlapping or adjacent inclusive ranges.  O(n log n)."""
+    out: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if lo > hi:
+            continue
+        if out and lo <= out[-1][1] + 1:
+            if hi > out[-1][1]:
+                out[-1][1] = hi
+        else:
+            out.append([lo, hi])
+    return tuple((a, b) for a, b in out)
+
+
+def literal(text: str) -> Node:
+    """A literal, or :data:`EMPTY` for the empty string."""
+    return Literal(text) if text else EMPTY
+
+
+def concat(items: Iterable[Node]) -> Node:
+    """Sequence with flattening: nested ``Concat`` merge, ``Empty`` vanish, ``Nothing`` absorbs,
+    adjacent literals join."""
+    flat: list[Node] = []
+    for item in items:
+        parts = item.items if isinstance(item, Concat) else (item,)
+        for p in parts:
+            if isinstance(p, Empty):
+                continue
+            if isinstance(p, Nothing):
+                return NOTHING
+            if isinstance(p, Literal) and flat and isinstance(flat[-1], Literal):
+                flat[-1] = Literal(flat[-1].text + p.text)  # type: ignore[union-attr]
+                continue
+            flat.append(p)
+    charge(1 + len(flat) // 2)  # the compile's fuel: every front-end builds its IR here
+    if not flat:
+        return EMPTY
+    if len(flat) == 1:
+        return flat[0]
+    return Concat(tuple(flat))
+
+
+def alt(items: Iterable[Node]) -> Node:
+    """Alternation with flattening: nested ``Alt`` merge, ``Nothing`` vanishes, duplicates go,
+    single-character sets merge into one ``CharSet``."""
+    flat: list[Node] = []
+    seen: set[Node] = set()
+    chars: list[tuple[int, int]] = []
+    has_chars = False
+    for item in items:
+        parts = item.items if isinstance(item, Alt) else (item,)
+        for p in parts:
+            if isinstance(p, Nothing):
+                continue
+            if isinstance(p, CharSet):
+                chars.extend(p.ranges)
+                has_chars = True
+                continue
+            if isinstance(p, Literal) and len(p.text) == 1:
+                chars.append((ord(p.text), ord(p.text)))
+                has_chars = True
+                continue
+            if p not in seen:
+                seen.add(p)
+                flat.append(p)
+    if has_chars:
+        merged = merge_ranges(chars)
+        if len(merged) == 1 and merged[0][0] == merged[0][1]:
+            flat.insert(0, Literal(chr(merged[0][0])))
+        else:
+            flat.insert(0, CharSet(merged))
+    charge(1 + len(flat) + len(chars) // 4)  # the compile's fuel (dedup hashes each item)
+    if not flat:
+        return NOTHING
+    if len(flat) == 1:
+        return flat[0]
+    return Alt(tuple(flat))
+
+
+def repeat(item: Node, lo: int, hi: int | None) -> Node:
+    """``item{lo,hi}`` with trivial cases folded."""
+    if hi is not None and hi < lo:
+        return NOTHING
+    if hi == 0 or isinstance(item, Empty):
+        return EMPTY
+    if isinstance(item, Nothing):
+        return EMPTY if lo == 0 else NOTHING
+    if lo == 1 and hi == 1:
+        return item
+    return Repeat(item, lo, hi)
+
+
+def iter_nodes(node: Node) -> Iterator[Node]:
+    """All nodes of a tree, pre-order, without recursion (safe on deep trees)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (Concat, Alt)):
+            stack.extend(reversed(n.items))
+        elif isinstance(n, Repeat):
+            stack.append(n.item)
+
+
+def iter_refs(node: Node) -> Iterator[str]:
+    """The rule names of every :class:`RuleRef` under ``node``, once per occurrence in the
+    tree; subtrees without references (their cached ``refs`` is empty) are skipped, so the
+    cost is the size of the part of the tree that leads to references."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, RuleRef):
+            yield n.name
+        elif isinstance(n, (Concat, Alt)):
+            stack.extend(i for i in n.items if not is_regular(i))
+        elif isinstance(n, Repeat) and not is_regular(n.item):
+            stack.append(n.item)
+
+
+def node_size(node: Node) -> int:
+    """Number of nodes in the tree under ``node`` (shared subtrees counted per use).  O(1)."""
+    return node.size if isinstance(node, (Concat, Alt, Repeat)) else 1
+
+
+def node_copies(node: Node) -> int:
+    """Most copies (``max(min, max)``) of a bounded repeat anywhere under ``node``; unbounded
+    repeats count their minimum.  O(1) (cached at construction)."""
+    return node.copies if isinstance(node, (Concat, Alt, Repeat)) else 0
+
+
+def node_refs(node: Node) -> frozenset[str]:
+    """Names of the rules referenced anywhere under ``node``.  O(1)."""
+    if isinstance(node, (Concat, Alt, Repeat)):
+        return node.refs
+    if isinstance(node, RuleRef):
+        return frozenset((node.name,))
+    return _NO_REFS
+
+
+def is_regular(node: Node) -> bool:
+    """True when the tree contains no :class:`RuleRef`.  O(1)."""
+    return not node_refs(node)
+
+
+def rebuild(
+    node: Node, leaf: Callable[[Node], Node | None], descend: Callable[[Node], bool]
+) -> Node:
+    """Post-order rebuild of ``node`` without recursion.
+
+    ``leaf(n)`` may replace a node outright (returning None keeps going); subtrees for which
+    ``descend`` is False are kept as they are, and a node whose children come back unchanged is
+    kept (same object).  Shared subtrees are rebuilt once (memo by identity), so the cost is
+    linear in the DAG, not the tree.
+    """
+    memo: dict[int, Node] = {}
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    out: list[Node] = []
+    steps = 0
+    while stack:
+        steps += 1
+        if not steps & 1023:
+            charge(1024)  # the compile's fuel (and deadline)
+        n, done = stack.pop()
+        if not done:
+            hit = memo.get(id(n))
+            if hit is not None:
+                out.append(hit)
+                continue
+            rep = leaf(n)
+            if rep is not None:
+                memo[id(n)] = rep
+                out.append(rep)
+                continue
+            if not descend(n) or not isinstance(n, (Concat, Alt, Repeat)):
+                out.append(n)
+                continue
+            stack.append((n, True))
+            if isinstance(n, Repeat):
+                stack.append((n.item, False))
+            else:
+                stack.extend((item, False) for item in reversed(n.items))
+            continue
+        if isinstance(n, Repeat):
+            item = out.pop()
+            res: Node = n if item is n.item else repeat(item, n.min, n.max)
+        else:
+            assert isinstance(n, (Concat, Alt))  # narrowing only: descend() let it through
+            k = len(n.items)
+            items = out[-k:]
+            del out[-k:]
+            if all(a is b for a, b in zip(items, n.items)):
+                res = n
+            else:
+                res = concat(items) if isinstance(n, Concat) else alt(items)
+        memo[id(n)] = res
+        out.append(res)
+    return out[0]
+
+
+def substitute(node: Node, bodies: dict[str, Node]) -> Node:
+    """Replace references to rules in ``bodies`` by the bodies; subtrees that reference none of
+    them are kept as they are.  Linear in the part of the DAG that does."""
+    names = bodies.keys()
+
+    def leaf(n: Node) -> Node | None:
+        return bodies.get(n.name) if isinstance(n, RuleRef) else None
+
+    return rebuild(node, leaf, lambda n: not node_refs(n).isdisjoint(names))

@@ -1,0 +1,342 @@
+"""Configuration objects: one frozen dataclass per concern.
+
+Environment variables are read here and nowhere else (:func:`limits_from_env`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, fields, replace
+from typing import ParamSpec, TypeVar
+
+from .errors import ConfigurationError
+
+__all__ = [
+    "CACHE_ENTRY_BYTES",
+    "CacheLimits",
+    "CompileLimits",
+    "ParserLimits",
+    "WorkBudget",
+    "charge",
+    "check_deadline",
+    "compile_scope",
+    "current_budget",
+    "limits_from_env",
+    "metered",
+    "metered_cache",
+]
+
+
+@dataclass(frozen=True)
+class CompileLimits:
+    """Hard limits on the work and memory of compiling one regular constraint.
+
+    Exceeding any raises :class:`~formcast.errors.LimitExceededError` naming the field.
+
+    Attributes:
+        max_pattern_length: characters of regex source accepted.
+        max_repeat: the largest ``m``/``n`` accepted in ``{m,n}``.
+        max_nfa_states: Thompson NFA states (after unrolling bounded repeats).
+        max_dfa_states: states of the byte DFA (each costs 1 KiB of transition table).
+        max_minimize_states: DFAs larger than this are not minimized (correct, but
+            equivalent states then cache their masks separately).
+        max_alternatives: branches of one alternation (e.g. enum values).
+        max_compile_work: the deterministic "fuel" of one whole compile: every stage charges
+            it (regex / GBNF / Lark parsing and IR building, the JSON Schema front-end's set
+            algebra and string automata, NFA and DFA construction, minimization, the token
+            index preparation: call-expanded lexer, position classes), and caches of compile
+            work charge a hit what the build cost.  So whether a constraint compiles is the
+            same on any machine, under any load, whatever was compiled before.  One unit is
+            about 0.3 us of compile work on one core of the reference 2-core VM (0.2-0.6 us by
+            stage; measured on MaskBench's slowest compiles), so the default (6.5 M) stops a
+            runaway compile after about 2 s there (1.5-3.5 s for the pathological schemas of
+            ``tests/test_compile_limits.py``; hopeless constraints are refused right
+            after NFA construction, from a projection).  Caches make a warm compile faster
+            than its fuel says, never cheaper in fuel.  Raises
+            :class:`~formcast.errors.CompileBudgetError` (a ``LimitExceededError`` no
+            internal fallback swallows).
+        max_compile_seconds: wall-clock cap on one compile, in seconds, checked wherever fuel
+            is charged (all compile paths).  The default, 30 s, is only a safety net, about
+            15x what the default fuel allows; ``None`` disables it.  A tight value depends on
+            the machine and its load (the same constraint may compile on one run and not the
+            next): use one where a hard latency bound matters more than reproducibility.
+            Raises :class:`~formcast.errors.CompileTimeoutError`.
+    """
+
+    max_pattern_length: int = 100_000
+    max_repeat: int = 100_000
+    max_nfa_states: int = 1_000_000
+    max_dfa_states: int = 65_536
+    max_minimize_states: int = 20_000
+    max_alternatives: int = 100_000
+    max_compile_work: int = 6_500_000
+    max_compile_seconds: float | None = 30.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "max_compile_seconds":
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0
+                ):
+                    raise ConfigurationError(
+                        f"CompileLimits.max_compile_seconds must be None or a positive number, "
+                        f"got {value!r}"
+                    )
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigurationError(
+                    f"CompileLimits.{f.name} must be a positive int, got {value!r}"
+                )
+
+    def budget(self) -> WorkBudget:
+        """A fresh :class:`WorkBudget` for one compile under these limits."""
+        return WorkBudget(self.max_compile_work, self.max_compile_seconds)
+
+
+_MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class CacheLimits:
+    """Byte budgets of the caches a compiled grammar fills while it serves requests (one
+    object: ``GrammarCompiler(cache_limits=...)``).  Sizes are formcast's own accounting (the
+    arrays' bytes plus a fixed estimate per entry), checked whenever an entry is added; the
+    least recently used entries go first.
+
+    Attributes:
+        grammar_cache_bytes: the compiler's compiled grammars, each counted with what its
+            caches hold when a grammar is added (default 1 GiB; ``cache_size`` still caps
+            their number).
+        mask_cache_bytes: one grammar's token masks by parser state (default 128 MiB: 8,192
+            masks of a 128k-token vocabulary).
+        step_cache_bytes: one grammar's memoized token steps, ``(state, token) -> state``
+            (default 32 MiB).
+        parser_cache_bytes: one grammar's parser caches (interned frames and states, closures,
+            byte steps; default 256 MiB), as ``ParserLimits.max_cache_entries`` when that is
+            smaller.  States whose counters are out of a token's reach (deep inside a
+            ``maxLength: 1000000`` string) are never cached: they are freed with the request.
+        shared_cache_bytes: each process-wide cache of token classifications shared by all
+            grammars (counted positions, shared walks, window tables; default 256 MiB each).
+    """
+
+    grammar_cache_bytes: int = 1024 * _MIB
+    mask_cache_bytes: int = 128 * _MIB
+    step_cache_bytes: int = 32 * _MIB
+    parser_cache_bytes: int = 256 * _MIB
+    shared_cache_bytes: int = 256 * _MIB
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigurationError(
+                    f"CacheLimits.{f.name} must be an int >= 0 (bytes), got {value!r}"
+                )
+
+
+#: estimated bytes of one entry of a dict cache (key tuple, dict slot, small value object)
+CACHE_ENTRY_BYTES = 200
+
+
+_ENV_PREFIX = "FORMCAST_LIMIT_"
+
+
+@dataclass(frozen=True)
+class ParserLimits:
+    """Run-time limits of the pushdown automaton (per matcher step).
+
+    Attributes:
+        max_stack_depth: deepest nesting accepted (frames on one stack).
+        max_stacks: scan-ready stacks in one state (bounds ambiguity blow-up).
+        max_closure_work: frames visited by one closure.
+        max_cache_entries: interned frames/states and memo entries before caches are reset.
+    """
+
+    max_stack_depth: int = 1_000_000
+    max_stacks: int = 4_096
+    max_closure_work: int = 200_000
+    max_cache_entries: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if not isinstance(v, int) or v <= 0:
+                raise ConfigurationError(f"ParserLimits.{f.name} must be a positive int, got {v!r}")
+
+
+def limits_from_env(base: CompileLimits | None = None) -> CompileLimits:
+    """Return ``base`` (default :class:`CompileLimits`) overridden by ``FORMCAST_LIMIT_<FIELD>``.
+
+    Example: ``FORMCAST_LIMIT_MAX_DFA_STATES=200000``.
+    """
+    base = base or CompileLimits()
+    changes: dict[str, int | float] = {}
+    for f in fields(base):
+        raw = os.environ.get(_ENV_PREFIX + f.name.upper())
+        if raw is None:
+            continue
+        try:
+            changes[f.name] = float(raw) if f.name == "max_compile_seconds" else int(raw)
+        except ValueError:
+            raise ConfigurationError(
+                f"environment variable {_ENV_PREFIX + f.name.upper()}={raw!r} is not a number"
+            ) from None
+    return replace(base, **changes) if changes else base  # type: ignore[arg-type]
+
+
+class WorkBudget:
+    """Mutable fuel counter shared by every automaton built for one constraint.
+
+    Lifetime: one compile.  ``spend`` raises :class:`LimitExceededError` when the total passes
+    :attr:`CompileLimits.max_compile_work`.
+    """
+
+    __slots__ = ("deadline", "limit", "seconds", "used")
+
+    def __init__(self, limit: int, seconds: float | None = None) -> None:
+        self.limit = limit
+        self.used = 0
+        self.seconds = seconds
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def check_projected(self, amount: int) -> None:
+        """Raise now if spending ``amount`` more would certainly exceed the limit."""
+        if self.used + amount > self.limit:
+            from .errors import CompileBudgetError
+
+            raise CompileBudgetError(
+                "max_compile_work",
+                self.limit,
+                f"projected {self.used + amount} units: the constraint's automata are too large "
+                "to build (long bounded repeats or huge alternations)",
+            )
+
+    def check_time(self) -> None:
+        """Raise :class:`LimitExceededError` (``max_compile_seconds``) past the deadline."""
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            from .errors import CompileTimeoutError
+
+            raise CompileTimeoutError(
+                "max_compile_seconds",
+                float(self.seconds or 0.0),
+                "the compile ran out of wall-clock time (raise the limit, or None)",
+            )
+
+    def spend(self, amount: int) -> None:
+        self.used += amount
+        self.check_time()
+        if self.used > self.limit:
+            from .errors import CompileBudgetError
+
+            raise CompileBudgetError(
+                "max_compile_work",
+                self.limit,
+                f"{self.used} units used: the constraint is too costly to compile (long bounded "
+                "repeats, huge alternations, or combinations of string constraints)",
+            )
+
+
+_SCOPE: ContextVar[WorkBudget | None] = ContextVar("formcast_compile_budget", default=None)
+
+
+@contextmanager
+def compile_scope(budget: WorkBudget) -> Iterator[WorkBudget]:
+    """Make ``budget`` the current compile's budget (for :func:`check_deadline`), in this
+    thread or task only."""
+    token = _SCOPE.set(budget)
+    try:
+        yield budget
+    finally:
+        _SCOPE.reset(token)
+
+
+def check_deadline() -> None:
+    """Raise ``LimitExceededError("max_compile_seconds")`` when the current compile (see
+    :func:`compile_scope`) is past its deadline; a no-op outside a compile.  O(1): called from
+    the loops of front-ends that do not spend fuel."""
+    budget = _SCOPE.get()
+    if budget is not None and budget.deadline is not None:
+        budget.check_time()
+
+
+def current_budget() -> WorkBudget | None:
+    """The budget of the compile running in this thread or task (see :func:`compile_scope`),
+    or None outside a compile."""
+    return _SCOPE.get()
+
+
+def charge(units: int) -> None:
+    """Spend ``units`` of the current compile's fuel (and check its deadline); a no-op outside
+    a compile.  For the stages that are not handed a :class:`WorkBudget` (front-ends, the JSON
+    Schema set algebra): every stage charges the one tank, so ``max_compile_work`` bounds the
+    whole compile deterministically.  One unit is about 0.7 us of work (see
+    :class:`CompileLimits`)."""
+    budget = _SCOPE.get()
+    if budget is not None:
+        budget.spend(units)
+
+
+_T = TypeVar("_T")
+
+
+def metered(build: Callable[[], _T]) -> tuple[_T, int]:
+    """``(build(), the fuel it charged)``.  Inside a compile the fuel is charged to it as usual
+    (same limit, same deadline); outside one it is only counted.  For process-wide caches of
+    compile work: a hit must charge what the build cost (:func:`charge`), so whether a compile
+    fits ``max_compile_work`` does not depend on what was compiled before."""
+    outer = _SCOPE.get()
+    if outer is None:
+        inner = WorkBudget(1 << 62)
+    else:
+        inner = WorkBudget(outer.limit)
+        inner.used, inner.seconds, inner.deadline = outer.used, outer.seconds, outer.deadline
+    start = inner.used
+    with compile_scope(inner):
+        value = build()
+    if outer is not None:
+        outer.used = inner.used
+    return value, inner.used - start
+
+
+_P = ParamSpec("_P")
+
+
+def metered_cache(maxsize: int) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]:
+    """``functools.lru_cache`` for compile work: each entry keeps the fuel its build cost
+    (:func:`metered`) and a hit charges it (:func:`charge`), so a cached front-end helper
+    (a parsed pattern, a format's IR) costs a compile the same fuel whether it was built by
+    this compile, an earlier one, or outside any.  Arguments must be hashable; exceptions are
+    not cached.  Thread-safe."""
+
+    def decorate(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+        store: OrderedDict[Hashable, tuple[_T, int]] = OrderedDict()
+        lock = threading.Lock()
+
+        @functools.wraps(fn)
+        def cached(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+            key: Hashable = (args, tuple(sorted(kwargs.items()))) if kwargs else args
+            with lock:
+                got = store.get(key)
+                if got is not None:
+                    store.move_to_end(key)
+            if got is not None:
+                charge(got[1])
+                return got[0]
+            built = metered(lambda: fn(*args, **kwargs))
+            with lock:
+                store[key] = built
+                while len(store) > maxsize:
+                    store.popitem(last=False)
+            return built[0]
+
+        return cached
+
+    return decorate
