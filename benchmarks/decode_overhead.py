@@ -153,7 +153,7 @@ def replay_cpu_us(compiled: Any, token_ids: tuple[int, ...], reps: int) -> list[
     step -- fill the bitmask, look up the allowed ids, accept the token -- replayed over a
     generated sequence (plus the final step) with a fresh matcher, ``reps`` times."""
     from formcast import GrammarMatcher, allocate_token_bitmask
-    from formcast.generation.api import _ALLOWED_IDS
+    from formcast.generation.loop import cached_allowed_ids
 
     bitmask = allocate_token_bitmask(1, compiled.vocab.vocab_size)
     out: list[float] = []
@@ -162,7 +162,7 @@ def replay_cpu_us(compiled: Any, token_ids: tuple[int, ...], reps: int) -> list[
         for tok in (*token_ids, None):
             t0 = time.thread_time_ns()
             matcher.fill_next_token_bitmask(bitmask)
-            _ALLOWED_IDS.get(bitmask[0])
+            cached_allowed_ids(bitmask[0])
             if tok is not None:
                 matcher.accept_token(tok)
             out.append((time.thread_time_ns() - t0) / 1e3)

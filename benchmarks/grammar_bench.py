@@ -500,7 +500,7 @@ def _profile_summary(prof: Any) -> dict[str, Any]:
     parts = {
         "total": total,
         "compile": cum("compile_grammar", "compiler.py") + cum("compile_grammar_ir", "compiler.py"),
-        "compile.expanded_lexer": cum("build_expanded_lexer", "grammar_fsm.py"),
+        "compile.expanded_lexer": cum("build_expanded_lexer", "lexer.py"),
         "compile.rule_dfas": cum("nfa_to_dfa", "dfa.py"),
         "masks": masks,
         # one vocabulary classification per new stack top (trie walk + its token words)

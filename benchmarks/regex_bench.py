@@ -297,19 +297,12 @@ class FormcastAdapter(Adapter):
             name="llama3",
         )
         self.vocab = inline
-        try:
-            from formcast.vocab import adapters  # type: ignore[attr-defined]
-        except ImportError:
-            self.notes.append("formcast.vocab.adapters missing: inline GPT-2 byte inversion used")
-            return
         from tokenizers import Tokenizer
 
         try:
             hf = Tokenizer.from_file(self.tok_path)
-            try:  # one stop id, like the peers, so the masks compare token for token
-                v = adapters.from_huggingface(hf, stop_token_ids=[EOS_ID], vocab_size=VOCAB_SIZE)
-            except TypeError:
-                v = adapters.from_huggingface(hf)
+            # one stop id, like the peers, so the masks compare token for token
+            v = Vocabulary.from_huggingface(hf, stop_token_ids=[EOS_ID], vocab_size=VOCAB_SIZE)
         except Exception as e:  # report, fall back
             self.notes.append(
                 f"from_huggingface(tokenizers.Tokenizer) failed ({type(e).__name__}: {e}); "
@@ -334,7 +327,7 @@ class FormcastAdapter(Adapter):
             )
             return
         self.vocab = v
-        self.notes.append("vocabulary from formcast.vocab.adapters.from_huggingface")
+        self.notes.append("vocabulary from formcast Vocabulary.from_huggingface")
 
     def new_compiler(self) -> Any:
         try:

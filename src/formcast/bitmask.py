@@ -17,7 +17,7 @@ Lifetime: stateless functions; a bitmask belongs to the caller.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,9 +27,15 @@ from .errors import ConfigurationError
 __all__ = [
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
+    "bitmask_has",
+    "bitmask_has_many",
+    "bitmask_set_many",
     "bitmask_to_bool",
+    "bitmask_to_ids",
+    "bitmask_words",
     "bool_to_bitmask",
     "get_bitmask_shape",
+    "ids_to_bitmask",
     "reset_token_bitmask",
     "writable_bitmask_row",
 ]
@@ -114,7 +120,12 @@ def get_bitmask_shape(batch_size: int, vocab_size: int) -> tuple[int, int]:
         raise ConfigurationError(
             f"batch_size and vocab_size must be positive, got {batch_size}, {vocab_size}"
         )
-    return batch_size, (vocab_size + 31) // 32
+    return batch_size, bitmask_words(vocab_size)
+
+
+def bitmask_words(vocab_size: int) -> int:
+    """Words of one bitmask row for ``vocab_size`` tokens: ``ceil(vocab_size / 32)``."""
+    return (vocab_size + 31) // 32
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
@@ -130,16 +141,64 @@ def reset_token_bitmask(bitmask: np.ndarray) -> None:
 def bool_to_bitmask(allowed: np.ndarray, vocab_size: int | None = None) -> np.ndarray:
     """Pack a boolean vector into ``int32`` words (bits past ``len(allowed)`` are zero)."""
     n = allowed.shape[-1] if vocab_size is None else vocab_size
-    words = (n + 31) // 32
-    padded = np.zeros(words * 32, dtype=bool)
+    padded = np.zeros(bitmask_words(n) * 32, dtype=bool)
     padded[: allowed.shape[-1]] = allowed
     return np.packbits(padded, bitorder="little").view("<i4").astype(np.int32, copy=False)
 
 
-def bitmask_to_bool(row: np.ndarray, vocab_size: int) -> np.ndarray:
-    """Unpack one bitmask row into ``bool[vocab_size]``."""
-    u8 = np.ascontiguousarray(row, dtype="<i4").view(np.uint8)
-    return np.unpackbits(u8, bitorder="little")[:vocab_size].astype(bool)
+def ids_to_bitmask(ids: Iterable[int], vocab_size: int) -> np.ndarray:
+    """``int32`` words with exactly the bits of ``ids`` set (the stop tokens, say).  O(V)."""
+    allowed = np.zeros(vocab_size, dtype=bool)
+    idx = np.fromiter(ids, dtype=np.int64)
+    if idx.size:
+        allowed[idx] = True
+    return bool_to_bitmask(allowed, vocab_size)
+
+
+def bitmask_to_bool(bitmask: Any, vocab_size: int) -> np.ndarray:
+    """Unpack bitmask words (one row ``[words]`` or rows ``[..., words]``; any 32-bit integer
+    words, a ``uint32`` buffer included) into ``bool[..., vocab_size]``; tokens past the
+    rows' ``32 * words`` capacity are False (fail closed).  One vectorized pass."""
+    octets = np.ascontiguousarray(bitmask, dtype="<i4").view(np.uint8)
+    bits: np.ndarray = np.unpackbits(octets, axis=-1, count=vocab_size, bitorder="little")
+    return bits.view(np.bool_)
+
+
+_BIT_OFFSETS = np.arange(32, dtype=np.int32)
+
+
+def bitmask_to_ids(row: np.ndarray) -> np.ndarray:
+    """Sorted ids (``int32``) of the tokens allowed by one ``int32`` bitmask row.
+
+    One pass over the ``ceil(V/32)`` words; a narrow allowed set (a digit, a key, a literal)
+    only unpacks its non-zero words.
+    """
+    nz = np.flatnonzero(row)
+    if nz.size * 8 >= row.size:  # dense: unpack everything
+        octets = np.ascontiguousarray(row, dtype="<i4").view(np.uint8)
+        dense: np.ndarray = np.flatnonzero(np.unpackbits(octets, bitorder="little"))
+        return dense.astype(np.int32)
+    octets = np.ascontiguousarray(row[nz], dtype="<i4").view(np.uint8)
+    bits = np.unpackbits(octets, bitorder="little").reshape(nz.size, 32).astype(bool)
+    ids: np.ndarray = (nz[:, None].astype(np.int32) * 32 + _BIT_OFFSETS)[bits]
+    return ids
+
+
+def bitmask_has(words: np.ndarray, token_id: int) -> bool:
+    """Whether bit ``token_id`` of the bitmask row ``words`` is set.  O(1)."""
+    return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
+
+
+def bitmask_has_many(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The bits of ``ids`` (an integer array) in the bitmask row ``words``: 1 where set, else
+    0, one per id.  O(len(ids))."""
+    return (np.take(words, ids >> 5) >> (ids & 31).astype(np.int32)) & 1  # type: ignore[no-any-return]
+
+
+def bitmask_set_many(words: np.ndarray, ids: np.ndarray) -> None:
+    """Set the bits of ``ids`` (an ``int64`` array, repeats allowed) in the writable bitmask
+    row ``words``, in place.  O(len(ids))."""
+    np.bitwise_or.at(words, ids >> 5, np.left_shift(1, ids & 31).astype(np.int64).astype(np.int32))
 
 
 def apply_token_bitmask_inplace(

@@ -91,11 +91,6 @@ class LruCache(Generic[K, V]):
         """The weight (bytes) of the entries held, as measured when they were added."""
         return self._total
 
-    def values(self) -> list[V]:
-        """A snapshot of the values, oldest first."""
-        with self._lock:
-            return list(self._items.values())
-
     def clear(self) -> None:
         with self._lock:
             self._items.clear()

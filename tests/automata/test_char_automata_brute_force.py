@@ -230,13 +230,13 @@ def test_any_unit_escapes() -> None:
 
 
 def test_undeclared_keys_are_exactly_the_other_strings() -> None:
-    """``_not_in_set``: the canonical encoding of a key is accepted iff the key is not
+    """``not_in_set``: the canonical encoding of a key is accepted iff the key is not
     declared, for keys that diverge from a declared one with any kind of character (DEL was
     once left out of the diverging characters, so ``{"d\\x7f": ...}`` was rejected)."""
-    from formcast.frontends.jsonschema.emit import _not_in_set
+    from formcast.frontends.jsonschema.keys import not_in_set
 
     declared = ["dev", "d", "ab", "é", "a\u007fb"]
-    rr = ReferenceRecognizer.for_node(_not_in_set(declared))
+    rr = ReferenceRecognizer.for_node(not_in_set(declared))
     alphabet = ["d", "e", "v", "a", "b", "\u007f", "\u0001", '"', "\\", "é", "😀", " "]
     keys = ["".join(t) for n in range(4) for t in itertools.product(alphabet, repeat=n)]
     rng = random.Random(7)

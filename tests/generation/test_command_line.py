@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import formcast
+from formcast.cli import common as cli_common
 from formcast.cli import generate as gen_cli
 from formcast.cli import main as cli
 from formcast.vocab.vocabulary import Vocabulary
@@ -54,7 +55,7 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 @pytest.fixture
 def vocab(monkeypatch: pytest.MonkeyPatch) -> Vocabulary:
     v = small_vocab()
-    monkeypatch.setattr(cli, "_load_vocab", lambda spec: v)
+    monkeypatch.setattr(cli_common, "load_vocab", lambda spec: v)
     return v
 
 
@@ -169,7 +170,7 @@ def test_bad_sample_temperature_fails_before_the_tokenizer_loads(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     loads: list[str] = []
-    monkeypatch.setattr(cli, "_load_vocab", lambda spec: loads.append(spec))
+    monkeypatch.setattr(cli_common, "load_vocab", lambda spec: loads.append(spec))
     code, _, err = run(["sample", "--regex", "a", "--temperature", "-1"], capsys)
     assert code == 2
     assert "argument --temperature: must be >= 0" in err
@@ -355,7 +356,7 @@ def test_demo_prints_ascii_digits(
     llama3: Vocabulary, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The old demo (Python's Unicode ``\\d``) printed samples like ``208૩-02-22``."""
-    monkeypatch.setattr(cli, "_load_vocab", lambda spec: llama3)
+    monkeypatch.setattr(cli_common, "load_vocab", lambda spec: llama3)
     for seed in range(4):
         code, out, _ = run(["demo", "--json", "--seed", str(seed)], capsys)
         result = json.loads(out)

@@ -28,6 +28,7 @@ from formcast import (
     allocate_token_bitmask,
     bitmask_to_bool,
 )
+from formcast.bitmask import bitmask_to_ids
 from formcast.errors import ModelFileError
 from formcast.generation import (
     CHATML,
@@ -40,7 +41,7 @@ from formcast.generation import (
     generate,
     stream,
 )
-from formcast.generation.api import _StopScanner, allowed_token_ids
+from formcast.generation.loop import StopScanner
 from formcast.model.callable import CallableModel
 from formcast.model.chat import chat_template_from_jinja
 from formcast.sampling import SamplingParams, sample_token
@@ -236,10 +237,10 @@ def test_seeded_sampling_is_reproducible() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=40))
-def test_allowed_token_ids_matches_bitmask_to_bool(words: list[int]) -> None:
+def test_bitmask_to_ids_matches_bitmask_to_bool(words: list[int]) -> None:
     row = np.array(words, dtype=np.uint32).view(np.int32)
     want = np.flatnonzero(bitmask_to_bool(row, 32 * len(words)))
-    assert allowed_token_ids(row).tolist() == want.tolist()
+    assert bitmask_to_ids(row).tolist() == want.tolist()
 
 
 # -- streaming -----------------------------------------------------------------------------------
@@ -283,7 +284,7 @@ def test_stream_validates_before_the_first_item() -> None:
 
 
 def test_stop_scanner_holds_back_possible_prefixes() -> None:
-    sc = _StopScanner(("END",))
+    sc = StopScanner(("END",))
     assert sc.feed("abcE") == ("abc", False)
     assert sc.feed("N") == ("", False)
     assert sc.feed("X") == ("ENX", False)

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from formcast.generation import GenerationResult, generate, stream
-from formcast.generation.api import WARM_UP_THREAD_NAME
+from formcast.generation.loop import WARM_UP_THREAD_NAME
 from formcast.index.compiled import CompiledGrammar
 from formcast.model.callable import CallableModel
 from formcast.vocab.vocabulary import Vocabulary

@@ -15,6 +15,7 @@ import pytest
 from formcast import GrammarCompiler, GrammarMatcher, Vocabulary
 from formcast.errors import ConfigurationError
 from formcast.limits import CACHE_ENTRY_BYTES, CacheLimits
+from index_helpers import lru_values
 
 LONG_STRING = {"type": "string", "maxLength": 1_000_000}
 
@@ -132,8 +133,8 @@ def test_cache_limits_are_validated() -> None:
 def test_the_process_wide_automaton_caches_are_bounded_in_bytes() -> None:
     """The rule and sub-automaton caches weigh an entry by its transition rows (1 KiB a state)
     and keep to ``CacheLimits().shared_cache_bytes``, like the other shared caches."""
-    from formcast.automata.grammar_fsm import RULE_DFA_CACHE, compile_grammar_automaton
-    from formcast.automata.nfa import SUB_DFA_CACHE
+    from formcast.automata.regular import SUB_DFA_CACHE
+    from formcast.automata.rules import RULE_DFA_CACHE, compile_grammar_automaton
     from formcast.frontends.gbnf import parse_gbnf
     from formcast.limits import CacheLimits
 
@@ -142,6 +143,6 @@ def test_the_process_wide_automaton_caches_are_bounded_in_bytes() -> None:
         assert cache._max_weight == budget
     RULE_DFA_CACHE.clear()
     compile_grammar_automaton(parse_gbnf('root ::= "a" [0-9]{3,5} "b"'))
-    entries = RULE_DFA_CACHE.values()
+    entries = lru_values(RULE_DFA_CACHE)
     assert entries
     assert RULE_DFA_CACHE.total_weight >= sum(1024 * e[0].num_states for e in entries)

@@ -1,10 +1,10 @@
-"""The exit-byte split of the token index (``cfg_program._EXIT_BYTE``).
+"""The exit-byte split of the token index (``CfgProgram(exit_byte=...)``).
 
 Tokens without the exit byte are classified on the lexer with that byte's column cut (one walk
 shared by every position whose cut futures agree); tokens with it are walked per position.
-The split must be exact for any byte, so the CFG oracle tests run again with the exit byte set
-to characters of the oracle's alphabet (``a``, ``(`` and the lead byte of ``é``), and a JSON
-Schema walk compares masks with a brute-force check of every token.
+The split must be exact for any byte (or none), so the CFG oracle tests run again with the exit
+byte set to characters of the oracle's alphabet (``a``, ``(`` and the lead byte of ``é``) and to
+None (no cut), and a JSON Schema walk compares masks with a brute-force check of every token.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -20,6 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import formcast.index.cfg_program as cfg_program
+import formcast.index.compiler as compiler
 from cfg_oracle import oracle_tests
 from formcast import GrammarCompiler, GrammarMatcher, Vocabulary
 
@@ -30,18 +32,24 @@ vocabularies = oracle_tests.vocabularies
 
 
 @contextmanager
-def exit_byte(byte: int) -> Iterator[None]:
-    with mock.patch.object(cfg_program, "_EXIT_BYTE", byte):
+def exit_byte(byte: int | None) -> Iterator[None]:
+    """Every grammar compiled inside gets a :class:`CfgProgram` cutting ``byte``."""
+    real = cfg_program.CfgProgram
+
+    def program(*args: Any, **kwargs: Any) -> cfg_program.CfgProgram:
+        return real(*args, **{**kwargs, "exit_byte": byte})
+
+    with mock.patch.object(compiler, "CfgProgram", program):
         yield
 
 
-EXIT_BYTES = [ord("a"), ord("("), "é".encode()[0]]
+EXIT_BYTES = [ord("a"), ord("("), "é".encode()[0], None]
 
 
 @SETTINGS
 @given(g=grammars(), vocab=vocabularies(), data=st.data(), byte=st.sampled_from(EXIT_BYTES))
 def test_masks_match_the_oracle_with_any_exit_byte(
-    g: RandomGrammar, vocab: Vocabulary, data, byte: int
+    g: RandomGrammar, vocab: Vocabulary, data, byte: int | None
 ) -> None:
     with exit_byte(byte):
         oracle_tests.test_masks_match_the_oracle_on_random_walks.hypothesis.inner_test(
@@ -145,7 +153,7 @@ def _key_position_signatures(compiled: object, prefix: bytes) -> set[bytes]:
         state = program.pda.step(state, b)
     sigs = set()
     for frame in state.frames:
-        sig = program._cut_signature(program.lexer.entry(frame.rule, frame.state))
+        sig = program._positions.cut_signature(program.lexer.entry(frame.rule, frame.state))
         if sig is not None:
             sigs.add(sig)
     return sigs

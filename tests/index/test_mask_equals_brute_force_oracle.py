@@ -44,7 +44,7 @@ from formcast import (
     allocate_token_bitmask,
     bitmask_to_bool,
 )
-from formcast.automata.dfa import compile_dfa
+from formcast.automata.regular import compile_dfa
 from formcast.frontends.regex import parse_regex
 
 ALPHABET = ("a", "b", "é", "中")

@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from formcast.automata.dfa import DEAD, ByteDFA, compile_dfa
+from formcast.automata.dfa import DEAD, ByteDFA
+from formcast.automata.regular import compile_dfa
 from formcast.errors import (
     FormcastError,
     GrammarSyntaxError,

@@ -1,4 +1,5 @@
-"""Unit tests of :mod:`formcast.vocab.adapters` on small tokenizers built in the test.
+"""Unit tests of the tokenizer sources (:mod:`formcast.vocab.sources`, through the
+``Vocabulary.from_*`` constructors) on small tokenizers built in the test.
 
 Expected bytes come from an oracle outside the adapter wherever one exists: the tokenizer's own
 encoder (the bytes of the ids a text encodes to must concatenate to that text), its decoder (for
@@ -21,13 +22,8 @@ from typing import Any
 import pytest
 
 from formcast.errors import VocabularyError
-from formcast.vocab.adapters import (
-    KNOWN_STOP_TOKENS,
-    from_gguf,
-    from_huggingface,
-    from_sentencepiece,
-    from_tiktoken,
-)
+from formcast.vocab.sources import KNOWN_STOP_TOKENS, RawVocabulary
+from formcast.vocab.sources.huggingface import read_huggingface
 from formcast.vocab.vocabulary import Vocabulary
 
 TEXTS = [
@@ -132,7 +128,7 @@ def byte_level_tokenizer(
 
 def test_byte_level_alphabet_inverts_the_gpt2_byte_map(tk: Any) -> None:
     tok = byte_level_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     oracle = byte_level_oracle(tk)
     alphabet = tk.pre_tokenizers.ByteLevel.alphabet()
     assert len(alphabet) == 256
@@ -149,7 +145,7 @@ def test_byte_level_alphabet_inverts_the_gpt2_byte_map(tk: Any) -> None:
 
 def test_byte_level_merged_and_partial_utf8_pieces(tk: Any) -> None:
     tok = byte_level_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     for word in MERGED_WORDS:
         assert vocab.tokens[tok.token_to_id(mapped(tk, word))] == word.encode()
     # a piece holding half of a character has exactly those bytes (no U+FFFD anywhere)
@@ -164,7 +160,7 @@ def test_byte_level_merged_and_partial_utf8_pieces(tk: Any) -> None:
 @pytest.mark.parametrize("texts", [TEXTS, list(random_texts(1, 200))], ids=["fixed", "random"])
 def test_byte_level_round_trip(tk: Any, texts: list[str]) -> None:
     tok = byte_level_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     for text in texts:
         ids = tok.encode(text).ids
         assert joined(vocab, ids) == text.encode(), text
@@ -173,7 +169,7 @@ def test_byte_level_round_trip(tk: Any, texts: list[str]) -> None:
 
 def test_byte_level_decoder_agrees_on_every_complete_token(tk: Any) -> None:
     tok = byte_level_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     for tid, tb in enumerate(vocab.tokens):
         if tid in vocab.special_token_ids:
             continue
@@ -186,7 +182,7 @@ def test_byte_level_decoder_agrees_on_every_complete_token(tk: Any) -> None:
 
 def test_special_and_added_tokens(tk: Any) -> None:
     tok = byte_level_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     eot, start, end = (tok.token_to_id(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>"))
     call = tok.token_to_id("<tool_call>")
     assert {eot, start, end} <= vocab.special_token_ids
@@ -201,7 +197,7 @@ def test_special_and_added_tokens(tk: Any) -> None:
 
 def test_added_tokens_are_the_text_they_match(tk: Any) -> None:
     tok = byte_level_tokenizer(tk, added=("    ", "<tool_call>"))
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     for text in ("    ", "a    b<tool_call>c"):
         assert joined(vocab, tok.encode(text).ids) == text.encode()
     assert vocab.tokens[tok.token_to_id("    ")] == b"    "
@@ -221,7 +217,7 @@ def test_added_tokens_under_a_byte_level_normalizer(tk: Any) -> None:
             tk.AddedToken(" yo", normalized=False, special=False),
         ]
     )
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     hi, yo = tok.token_to_id("Ġhi"), tok.token_to_id(" yo")
     assert vocab.tokens[hi] == "Ġhi".encode()
     assert vocab.tokens[yo] == b" yo"
@@ -247,7 +243,7 @@ def test_deepseek_style_added_latin1_tokens(tk: Any) -> None:
     tok.decoder = tk.decoders.ByteLevel()
     tok.add_special_tokens(["<｜end▁of▁sentence｜>"])
     tok.add_tokens([tk.AddedToken(c, special=False, normalized=True) for c in NON_UTF8_BYTE_CHARS])
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     for ch in NON_UTF8_BYTE_CHARS:
         tid = tok.token_to_id(ch)
         assert tid >= len(alphabet)
@@ -265,7 +261,7 @@ def test_holes_in_the_id_space_are_empty_special_ids(tk: Any) -> None:
     tok.decoder = tk.decoders.ByteLevel()
     tok.add_special_tokens(["<|endoftext|>"])
     eos = tok.token_to_id("<|endoftext|>")
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     assert len(vocab.tokens) == 261
     holes = set(range(256, 260)) - {eos}
     assert holes
@@ -278,45 +274,46 @@ def test_holes_in_the_id_space_are_empty_special_ids(tk: Any) -> None:
 def test_vocab_size_pads_the_logits_width(tk: Any) -> None:
     tok = byte_level_tokenizer(tk)
     n = tok.get_vocab_size(with_added_tokens=True)
-    vocab = from_huggingface(tok, vocab_size=n + 64)
+    vocab = Vocabulary.from_huggingface(tok, vocab_size=n + 64)
     assert (len(vocab.tokens), vocab.vocab_size) == (n, n + 64)
     assert not any(vocab.is_text_token(i) for i in range(n, n + 64))
     assert vocab.token_bytes(n + 10) == b""
     with pytest.raises(VocabularyError, match="vocab_size"):
-        from_huggingface(tok, vocab_size=n - 1)
+        Vocabulary.from_huggingface(tok, vocab_size=n - 1)
     with pytest.raises(VocabularyError, match="vocab_size"):
-        from_huggingface(tok, vocab_size="big")  # type: ignore[arg-type]
+        Vocabulary.from_huggingface(tok, vocab_size="big")  # type: ignore[arg-type]
 
 
 def test_explicit_stop_ids(tk: Any) -> None:
     tok = byte_level_tokenizer(tk)
     start = tok.token_to_id("<|im_start|>")
-    assert from_huggingface(tok, stop_token_ids=[start]).stop_token_ids == {start}
-    assert from_huggingface(tok, stop_token_ids=start).stop_token_ids == {start}
+    assert Vocabulary.from_huggingface(tok, stop_token_ids=[start]).stop_token_ids == {start}
+    assert Vocabulary.from_huggingface(tok, stop_token_ids=start).stop_token_ids == {start}
     # a text token given as a stop becomes special (it can then only end the output)
     h = tok.token_to_id("h")
-    v = from_huggingface(tok, stop_token_ids=(h,))
+    v = Vocabulary.from_huggingface(tok, stop_token_ids=(h,))
     assert h in v.special_token_ids
     with pytest.raises(VocabularyError, match="empty"):
-        from_huggingface(tok, stop_token_ids=[])
+        Vocabulary.from_huggingface(tok, stop_token_ids=[])
     with pytest.raises(VocabularyError, match="int"):
-        from_huggingface(tok, stop_token_ids=["eos"])  # type: ignore[list-item]
+        Vocabulary.from_huggingface(tok, stop_token_ids=["eos"])  # type: ignore[list-item]
     with pytest.raises(VocabularyError, match="int"):
-        from_huggingface(tok, stop_token_ids=[2.0])  # type: ignore[list-item]
+        Vocabulary.from_huggingface(tok, stop_token_ids=[2.0])  # type: ignore[list-item]
     np = pytest.importorskip("numpy")
-    assert from_huggingface(tok, stop_token_ids=np.array([start])).stop_token_ids == {start}
-    assert from_huggingface(tok, vocab_size=np.int64(5000)).vocab_size == 5000
+    stops = Vocabulary.from_huggingface(tok, stop_token_ids=np.array([start])).stop_token_ids
+    assert stops == {start}
+    assert Vocabulary.from_huggingface(tok, vocab_size=np.int64(5000)).vocab_size == 5000
     with pytest.raises(VocabularyError, match="out of range"):
-        from_huggingface(tok, stop_token_ids=[10**6])
+        Vocabulary.from_huggingface(tok, stop_token_ids=[10**6])
 
 
 def test_stop_inference_fails_with_advice(tk: Any) -> None:
     # "</s>" as a *non-special* added token is text, never an inferred stop
     tok = byte_level_tokenizer(tk, specials=("<pad>", "<|im_start|>"), added=("</s>",))
     with pytest.raises(VocabularyError, match="stop_token_ids") as exc:
-        from_huggingface(tok)
+        Vocabulary.from_huggingface(tok)
     assert "<pad>" in str(exc.value)
-    vocab = from_huggingface(tok, stop_token_ids=[tok.token_to_id("<pad>")])
+    vocab = Vocabulary.from_huggingface(tok, stop_token_ids=[tok.token_to_id("<pad>")])
     assert vocab.tokens[tok.token_to_id("</s>")] == b"</s>"
 
 
@@ -333,7 +330,7 @@ def test_stop_inference_fails_with_advice(tk: Any) -> None:
 def test_stop_inference_by_family(tk: Any, specials: tuple[str, ...], stops: set[str]) -> None:
     assert stops <= KNOWN_STOP_TOKENS
     tok = byte_level_tokenizer(tk, specials=specials)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     assert vocab.stop_token_ids == {tok.token_to_id(s) for s in stops}
 
 
@@ -351,18 +348,27 @@ def test_transformers_style_wrapper(tk: Any) -> None:
     tok = byte_level_tokenizer(tk, specials=("<|my_eos|>", "<|im_end|>"))
     my_eos, im_end = tok.token_to_id("<|my_eos|>"), tok.token_to_id("<|im_end|>")
     call = tok.token_to_id("<tool_call>")
-    vocab = from_huggingface(FakeTransformersTokenizer(tok, my_eos, [my_eos, call]))
+    vocab = Vocabulary.from_huggingface(FakeTransformersTokenizer(tok, my_eos, [my_eos, call]))
     assert vocab.stop_token_ids == {my_eos, im_end}  # declared EOS + known end tokens
     assert call in vocab.special_token_ids  # registered as special by transformers
     assert vocab.name == "org/toy-model"
-    assert from_huggingface(FakeTransformersTokenizer(tok, None, []), name="x").name == "x"
+    bare = FakeTransformersTokenizer(tok, None, [])
+    assert Vocabulary.from_huggingface(bare, name="x").name == "x"
 
 
-def test_vocabulary_classmethods_delegate(tk: Any) -> None:
+def test_vocabulary_classmethods_build_the_source_tables(tk: Any) -> None:
     tok = byte_level_tokenizer(tk)
-    direct = from_huggingface(tok, vocab_size=1000, name="toy")
+    raw = read_huggingface(tok, vocab_size=1000, name="toy")
+    assert isinstance(raw, RawVocabulary)
+    direct = Vocabulary(
+        raw.tokens,
+        stop_token_ids=raw.stop_token_ids,
+        special_token_ids=raw.special_token_ids,
+        vocab_size=raw.vocab_size,
+        name=raw.name,
+    )
     via = Vocabulary.from_huggingface(tok, vocab_size=1000, name="toy")
-    assert via.fingerprint == direct.fingerprint
+    assert via.fingerprint == direct.fingerprint == Vocabulary.from_raw(raw).fingerprint
     assert via.name == "toy"
 
 
@@ -382,7 +388,7 @@ def test_old_tokenizer_json_without_model_type() -> None:
         "decoder": {"type": "ByteLevel"},
         "added_tokens": [{"id": 5, "content": "<|endoftext|>", "special": True}],
     }
-    vocab = from_huggingface(JsonOnlyTokenizer(alphabet_spec))
+    vocab = Vocabulary.from_huggingface(JsonOnlyTokenizer(alphabet_spec))
     assert vocab.tokens == (b" ", b"h", b"i", b" h", b"", b"<|endoftext|>")
     assert vocab.special_token_ids == {4, 5}
     assert vocab.stop_token_ids == {5}
@@ -399,7 +405,7 @@ def test_metaspace_pre_tokenizer_without_decoder() -> None:
         "decoder": None,
         "added_tokens": [{"id": 3, "content": "</s>", "special": True}],
     }
-    vocab = from_huggingface(JsonOnlyTokenizer(spec))
+    vocab = Vocabulary.from_huggingface(JsonOnlyTokenizer(spec))
     assert vocab.tokens == (b"<unk>", b" a", b"b", b"</s>")
     assert vocab.special_token_ids == {0, 3}
 
@@ -429,7 +435,7 @@ def test_malformed_or_unsupported_tokenizer_json(changes: dict[str, Any], match:
     }
     spec.update(changes)
     with pytest.raises(VocabularyError, match=match):
-        from_huggingface(JsonOnlyTokenizer(spec))
+        Vocabulary.from_huggingface(JsonOnlyTokenizer(spec))
 
 
 # ============================================================================================
@@ -481,7 +487,7 @@ def spm_bpe_tokenizer(tk: Any) -> Any:
 
 def test_spm_byte_fallback_pieces_are_single_bytes(tk: Any) -> None:
     tok = spm_bpe_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     for b in range(256):
         assert vocab.tokens[tok.token_to_id(f"<0x{b:02X}>")] == bytes([b])
     assert vocab.tokens[tok.token_to_id("▁hello")] == b" hello"
@@ -491,7 +497,7 @@ def test_spm_byte_fallback_pieces_are_single_bytes(tk: Any) -> None:
 @pytest.mark.parametrize("texts", [TEXTS, list(random_texts(2, 200))], ids=["fixed", "random"])
 def test_spm_round_trip_with_dummy_prefix(tk: Any, texts: list[str]) -> None:
     tok = spm_bpe_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     for text in texts:
         ids = tok.encode(text, add_special_tokens=False).ids
         # the Prepend("▁") normalizer adds the dummy-prefix space; a literal "▁" in the text is
@@ -501,7 +507,7 @@ def test_spm_round_trip_with_dummy_prefix(tk: Any, texts: list[str]) -> None:
 
 def test_spm_decoder_agrees_on_every_complete_token(tk: Any) -> None:
     tok = spm_bpe_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     x = tok.token_to_id("x")
     checked = 0
     for tid, tb in enumerate(vocab.tokens):
@@ -523,7 +529,7 @@ def test_spm_decoder_agrees_on_every_complete_token(tk: Any) -> None:
 
 def test_spm_specials_and_stop(tk: Any) -> None:
     tok = spm_bpe_tokenizer(tk)
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     assert {0, 1, 2} <= vocab.special_token_ids
     assert vocab.stop_token_ids == {2}
     assert not vocab.is_text_token(0)
@@ -538,7 +544,7 @@ def test_unigram_metaspace(tk: Any) -> None:
     tok.pre_tokenizer = tk.pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
     tok.decoder = tk.decoders.Metaspace(replacement="▁", prepend_scheme="always")
     tok.add_special_tokens(["<s>", "</s>"])
-    vocab = from_huggingface(tok)
+    vocab = Vocabulary.from_huggingface(tok)
     assert vocab.tokens[tok.token_to_id("▁world")] == b" world"
     assert vocab.tokens[tok.token_to_id("<0xE2>")] == b"\xe2"
     assert 0 in vocab.special_token_ids  # the unknown piece, from unk_id
@@ -558,19 +564,19 @@ def test_wordpiece_is_rejected(tk: Any) -> None:
     tok = tk.Tokenizer(tk.models.WordPiece({"[UNK]": 0, "hello": 1, "##lo": 2}, unk_token="[UNK]"))
     tok.decoder = tk.decoders.WordPiece()
     with pytest.raises(VocabularyError, match="WordPiece"):
-        from_huggingface(tok)
+        Vocabulary.from_huggingface(tok)
 
 
 def test_wordlevel_is_rejected(tk: Any) -> None:
     tok = tk.Tokenizer(tk.models.WordLevel({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
     with pytest.raises(VocabularyError, match="WordLevel"):
-        from_huggingface(tok)
+        Vocabulary.from_huggingface(tok)
 
 
 def test_bpe_without_decoding_hints_is_rejected(tk: Any) -> None:
     tok = tk.Tokenizer(tk.models.BPE({"a": 0, "b": 1, "ab": 2}, [("a", "b")]))
     with pytest.raises(VocabularyError, match="unsupported Hugging Face tokenizer kind"):
-        from_huggingface(tok)
+        Vocabulary.from_huggingface(tok)
 
 
 def test_bpe_with_word_suffix_is_rejected(tk: Any) -> None:
@@ -581,20 +587,20 @@ def test_bpe_with_word_suffix_is_rejected(tk: Any) -> None:
     tok.pre_tokenizer = tk.pre_tokenizers.ByteLevel()
     tok.decoder = tk.decoders.BPEDecoder(suffix="</w>")
     with pytest.raises(VocabularyError, match="end_of_word_suffix"):
-        from_huggingface(tok)
+        Vocabulary.from_huggingface(tok)
 
 
 def test_regex_replace_decoder_is_rejected(tk: Any) -> None:
     tok = tk.Tokenizer(tk.models.BPE({"a": 0, "▁": 1}, []))
     tok.decoder = tk.decoders.Replace(tk.Regex("▁+"), " ")
     with pytest.raises(VocabularyError, match="regex"):
-        from_huggingface(tok)
+        Vocabulary.from_huggingface(tok)
 
 
 @pytest.mark.parametrize("obj", [object(), "gpt2", 42])
 def test_not_a_huggingface_tokenizer(obj: object) -> None:
     with pytest.raises(VocabularyError, match="not a Hugging Face tokenizer"):
-        from_huggingface(obj)
+        Vocabulary.from_huggingface(obj)
 
 
 # ============================================================================================
@@ -616,7 +622,7 @@ def toy_encoding() -> Any:
 
 def test_tiktoken_bytes_holes_and_specials(toy_encoding: Any) -> None:
     enc = toy_encoding
-    vocab = from_tiktoken(enc)
+    vocab = Vocabulary.from_tiktoken(enc)
     assert len(vocab.tokens) == enc.n_vocab == 306
     ranks = enc._mergeable_ranks  # the source data, as an oracle
     for piece, rank in ranks.items():
@@ -630,7 +636,7 @@ def test_tiktoken_bytes_holes_and_specials(toy_encoding: Any) -> None:
 
 
 def test_tiktoken_round_trip(toy_encoding: Any) -> None:
-    vocab = from_tiktoken(toy_encoding)
+    vocab = Vocabulary.from_tiktoken(toy_encoding)
     for text in [*TEXTS, *random_texts(4, 200)]:
         assert joined(vocab, toy_encoding.encode_ordinary(text)) == text.encode(), text
 
@@ -640,7 +646,7 @@ def test_tiktoken_options_and_errors(toy_encoding: Any) -> None:
     assert vocab.stop_token_ids == {301}
     assert (vocab.vocab_size, vocab.name) == (320, "n")
     with pytest.raises(VocabularyError, match=r"not a tiktoken\.Encoding"):
-        from_tiktoken(object())
+        Vocabulary.from_tiktoken(object())
 
 
 # ============================================================================================
@@ -682,7 +688,7 @@ def test_sentencepiece_pieces(spm_model: Path) -> None:
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-    vocab = from_sentencepiece(sp)
+    vocab = Vocabulary.from_sentencepiece(sp)
     assert len(vocab.tokens) == sp.get_piece_size()
     e = sp.piece_to_id("e")
     assert e != sp.unk_id()
@@ -709,7 +715,7 @@ def test_sentencepiece_round_trip(spm_model: Path) -> None:
     import sentencepiece as spm
 
     sp = spm.SentencePieceProcessor(model_file=str(spm_model))
-    vocab = from_sentencepiece(spm_model)
+    vocab = Vocabulary.from_sentencepiece(spm_model)
     for text in [*TEXTS, *random_texts(5, 200)]:
         ids = sp.encode(text)
         # dummy prefix; SentencePiece reads a literal "▁" as a space
@@ -719,10 +725,10 @@ def test_sentencepiece_round_trip(spm_model: Path) -> None:
 def test_sentencepiece_sources_agree(spm_model: Path) -> None:
     import sentencepiece as spm
 
-    by_path = from_sentencepiece(spm_model)
-    by_str = from_sentencepiece(str(spm_model))
-    by_bytes = from_sentencepiece(spm_model.read_bytes())
-    by_proc = from_sentencepiece(spm.SentencePieceProcessor(model_file=str(spm_model)))
+    by_path = Vocabulary.from_sentencepiece(spm_model)
+    by_str = Vocabulary.from_sentencepiece(str(spm_model))
+    by_bytes = Vocabulary.from_sentencepiece(spm_model.read_bytes())
+    by_proc = Vocabulary.from_sentencepiece(spm.SentencePieceProcessor(model_file=str(spm_model)))
     assert by_path.fingerprint == by_str.fingerprint == by_bytes.fingerprint == by_proc.fingerprint
     assert by_path.name == spm_model.name
     assert by_bytes.name == "sentencepiece"
@@ -749,8 +755,8 @@ def test_transformers_sentencepiece_tokenizer(spm_model: Path) -> None:
         n + 1: AddedToken("<|turn_end|>", special=True),
         n + 2: AddedToken("▁extra", special=False),
     }
-    vocab = from_huggingface(FakeSentencePieceTokenizer(sp, added, eos_token_id=n + 1))
-    ref = from_sentencepiece(sp)
+    vocab = Vocabulary.from_huggingface(FakeSentencePieceTokenizer(sp, added, eos_token_id=n + 1))
+    ref = Vocabulary.from_sentencepiece(sp)
     assert vocab.tokens[:n] == ref.tokens
     assert vocab.tokens[n:] == (b"", b"<|turn_end|>", b" extra")
     assert vocab.special_token_ids == ref.special_token_ids | {n, n + 1}
@@ -761,13 +767,13 @@ def test_transformers_sentencepiece_tokenizer(spm_model: Path) -> None:
 def test_sentencepiece_errors(tmp_path: Path) -> None:
     pytest.importorskip("sentencepiece")
     with pytest.raises(VocabularyError, match="not found"):
-        from_sentencepiece(tmp_path / "missing.model")
+        Vocabulary.from_sentencepiece(tmp_path / "missing.model")
     bad = tmp_path / "bad.model"
     bad.write_bytes(b"this is not a model")
     with pytest.raises(VocabularyError, match="cannot load"):
-        from_sentencepiece(bad)
+        Vocabulary.from_sentencepiece(bad)
     with pytest.raises(VocabularyError, match="SentencePieceProcessor"):
-        from_sentencepiece(3.14)
+        Vocabulary.from_sentencepiece(3.14)
 
 
 def test_sentencepiece_without_eos_needs_stop_ids(tmp_path: Path) -> None:
@@ -781,8 +787,8 @@ def test_sentencepiece_without_eos_needs_stop_ids(tmp_path: Path) -> None:
         minloglevel=2,
     )
     with pytest.raises(VocabularyError, match="stop_token_ids"):
-        from_sentencepiece(buf.getvalue())
-    assert from_sentencepiece(buf.getvalue(), stop_token_ids=[0]).stop_token_ids == {0}
+        Vocabulary.from_sentencepiece(buf.getvalue())
+    assert Vocabulary.from_sentencepiece(buf.getvalue(), stop_token_ids=[0]).stop_token_ids == {0}
 
 
 # ============================================================================================
@@ -871,7 +877,7 @@ def test_gguf_gpt2(gguf_mod: Any, tmp_path: Path) -> None:
         types=[c[1] for c in GPT2_CASES],
         ids={"eos_token_id": 0},
     )
-    vocab = from_gguf(path)
+    vocab = Vocabulary.from_gguf(path)
     for tid, (text, _, want, special) in enumerate(GPT2_CASES):
         assert vocab.tokens[tid] == want, text
         assert (tid in vocab.special_token_ids) == special, text
@@ -910,7 +916,7 @@ def test_gguf_sentencepiece_style(
         big_endian=big_endian,
         ids={"eos_token_id": 2, "eot_token_id": 9},
     )
-    vocab = from_gguf(path)
+    vocab = Vocabulary.from_gguf(path)
     for tid, (text, _, want, special) in enumerate(SPM_CASES):
         assert vocab.tokens[tid] == want, text
         assert (tid in vocab.special_token_ids) == special, text
@@ -927,7 +933,7 @@ def test_gguf_escaped_whitespace_bpe(gguf_mod: Any, tmp_path: Path) -> None:
         tokens=["<eos>", "▁hi", "Ġ"],
         types=[CONTROL, NORMAL, NORMAL],
     )
-    vocab = from_gguf(path)
+    vocab = Vocabulary.from_gguf(path)
     assert vocab.tokens == (b"<eos>", b" hi", "Ġ".encode())
     assert vocab.stop_token_ids == {0}  # inferred from the control token's text
 
@@ -941,7 +947,7 @@ def test_gguf_without_token_types_and_with_padding(gguf_mod: Any, tmp_path: Path
         types=None,
         ids={"eos_token_id": 0},
     )
-    vocab = from_gguf(path, vocab_size=64)
+    vocab = Vocabulary.from_gguf(path, vocab_size=64)
     assert vocab.tokens == (b"a", b" b")
     assert vocab.vocab_size == 64
 
@@ -953,23 +959,23 @@ def test_gguf_without_token_types_and_with_padding(gguf_mod: Any, tmp_path: Path
 def test_gguf_unsupported_models(gguf_mod: Any, tmp_path: Path, model: str, match: str) -> None:
     path = write_gguf(gguf_mod, tmp_path / "u.gguf", model=model, tokens=["a"], types=[NORMAL])
     with pytest.raises(VocabularyError, match=match):
-        from_gguf(path)
+        Vocabulary.from_gguf(path)
 
 
 def test_gguf_bad_vocabularies(gguf_mod: Any, tmp_path: Path) -> None:
     p = write_gguf(gguf_mod, tmp_path / "a.gguf", model="gpt2", tokens=["a", "b"], types=[1])
     with pytest.raises(VocabularyError, match="token_type"):
-        from_gguf(p)
+        Vocabulary.from_gguf(p)
     p = write_gguf(gguf_mod, tmp_path / "b.gguf", model="gpt2", tokens=[b"\xff"], types=[1])
     with pytest.raises(VocabularyError, match="token 0 is not valid UTF-8"):
-        from_gguf(p, stop_token_ids=[0])
+        Vocabulary.from_gguf(p, stop_token_ids=[0])
     p = write_gguf(gguf_mod, tmp_path / "c.gguf", model="llama", tokens=["<0xZZ>"], types=[BYTE])
     with pytest.raises(VocabularyError, match="byte token 0"):
-        from_gguf(p, stop_token_ids=[0])
+        Vocabulary.from_gguf(p, stop_token_ids=[0])
     p = write_gguf(gguf_mod, tmp_path / "d.gguf", model="gpt2", tokens=["a", "b"], types=[1, 1])
     with pytest.raises(VocabularyError, match="stop_token_ids"):
-        from_gguf(p)
-    assert from_gguf(p, stop_token_ids=[1]).stop_token_ids == {1}
+        Vocabulary.from_gguf(p)
+    assert Vocabulary.from_gguf(p, stop_token_ids=[1]).stop_token_ids == {1}
 
 
 def test_gguf_without_vocabulary(gguf_mod: Any, tmp_path: Path) -> None:
@@ -981,24 +987,24 @@ def test_gguf_without_vocabulary(gguf_mod: Any, tmp_path: Path) -> None:
     w.write_tensors_to_file()
     w.close()
     with pytest.raises(VocabularyError, match="no tokenizer vocabulary"):
-        from_gguf(path)
+        Vocabulary.from_gguf(path)
 
 
 def test_gguf_file_errors(gguf_mod: Any, tmp_path: Path) -> None:
     with pytest.raises(VocabularyError, match="not found"):
-        from_gguf(tmp_path / "missing.gguf")
+        Vocabulary.from_gguf(tmp_path / "missing.gguf")
     empty = tmp_path / "empty.gguf"
     empty.write_bytes(b"")
     with pytest.raises(VocabularyError, match="empty"):
-        from_gguf(empty)
+        Vocabulary.from_gguf(empty)
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"PK\x03\x04" + bytes(100))
     with pytest.raises(VocabularyError, match="not a GGUF file"):
-        from_gguf(junk)
+        Vocabulary.from_gguf(junk)
     v1 = tmp_path / "v1.gguf"
     v1.write_bytes(b"GGUF" + struct.pack("<IIII", 1, 0, 0, 0) + bytes(16))
     with pytest.raises(VocabularyError, match="version 1"):
-        from_gguf(v1)
+        Vocabulary.from_gguf(v1)
     good = write_gguf(
         gguf_mod,
         tmp_path / "good.gguf",
@@ -1012,21 +1018,22 @@ def test_gguf_file_errors(gguf_mod: Any, tmp_path: Path) -> None:
     truncated = tmp_path / "truncated.gguf"
     truncated.write_bytes(data[:cut])
     with pytest.raises(VocabularyError, match="truncated or corrupt"):
-        from_gguf(truncated)
+        Vocabulary.from_gguf(truncated)
     # a string length pointing far past the end of the file
     corrupt = tmp_path / "corrupt.gguf"
     at = data.index(b"tok10") - 8
     corrupt.write_bytes(data[:at] + struct.pack("<Q", 2**40) + data[at + 8 :])
     with pytest.raises(VocabularyError, match="truncated or corrupt"):
-        from_gguf(corrupt)
+        Vocabulary.from_gguf(corrupt)
 
 
 # ============================================================================================
 # module hygiene
 # ============================================================================================
-def test_importing_adapters_imports_no_tokenizer_library() -> None:
+def test_importing_the_sources_imports_no_tokenizer_library() -> None:
     code = (
-        "import sys, formcast.vocab.adapters\n"
+        "import sys, formcast.vocab.sources.huggingface, formcast.vocab.sources.tiktoken\n"
+        "import formcast.vocab.sources.sentencepiece, formcast.vocab.sources.gguf\n"
         "heavy = {'tokenizers', 'tiktoken', 'gguf', 'sentencepiece', 'transformers', 'torch'}\n"
         "print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))\n"
     )

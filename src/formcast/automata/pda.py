@@ -33,7 +33,7 @@ import numpy as np
 
 from ..limits import ParserLimits
 from .dfa import DEAD
-from .grammar_fsm import GrammarAutomaton
+from .rules import GrammarAutomaton
 
 __all__ = ["Frame", "ParserState", "PushdownAutomaton"]
 

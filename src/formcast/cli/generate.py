@@ -12,8 +12,11 @@ stdout carries only the generated text (or, with ``--json``, one JSON object; wi
 Progress (model load, compile) and the finish line with timings go to stderr.  Exit status: 0
 completed (or stopped by ``--stop``), 1 truncated (``max_tokens``) or dead end, 2 error.
 
-The parser and the command live here (the ``generation`` layer); ``formcast.cli.main``
-registers them.
+The options and the command live here; ``formcast.cli.main`` registers them, and the options
+shared with the other subcommands come from :mod:`formcast.cli.common`.
+
+Lifetime: functions, no state.  Costs: loading the model (seconds; cached per process by
+:func:`formcast.model.loading.load_model`), compiling the constraint, then the generation.
 """
 
 from __future__ import annotations
@@ -24,106 +27,29 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 from ..errors import ConfigurationError, FormcastError
-from ..generation.api import generate, get_compiler, stream
+from ..generation.api import generate, stream
 from ..generation.results import GenerationResult
-from ..index.compiled import CompiledGrammar
 from ..sampling import SamplingParams
-from ..vocab.vocabulary import Vocabulary
+from .common import (
+    add_constraint_arguments,
+    add_json_argument,
+    add_max_tokens_argument,
+    add_temperature_argument,
+    compile_from_args,
+    non_negative_int,
+    positive_int,
+    progress,
+    read_constraint,
+    timed,
+    top_p_type,
+)
 
-__all__ = [
-    "add_constraint_arguments",
-    "add_generate_arguments",
-    "compile_from_args",
-    "read_constraint",
-    "run_generate",
-]
-
-
-def _progress(msg: str) -> None:
-    print(f"[formcast] {msg}", file=sys.stderr, flush=True)
-
-
-# -- option types: bad values are rejected by the parser, before anything loads ------------------
-def _number(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-    return v
-
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-
-
-def temperature_type(text: str) -> float:
-    """``--temperature``: a finite number ``>= 0`` (0 = greedy)."""
-    v = _number(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0 (0 = greedy), got {text}")
-    return v
-
-
-def top_p_type(text: str) -> float:
-    """``--top-p``: a number in ``(0, 1]`` (1 = off)."""
-    v = _number(text)
-    if not 0.0 < v <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be in (0, 1] (1 = off), got {text}")
-    return v
-
-
-def non_negative_int(text: str) -> int:
-    """An integer ``>= 0`` (``--top-k``: 0 = off; ``--seed``)."""
-    v = _integer(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
-    return v
-
-
-def positive_int(text: str) -> int:
-    """An integer ``>= 1`` (``--max-tokens``, ``--n-ctx``, ``--threads``, ``--n``)."""
-    v = _integer(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text}")
-    return v
-
-
-def add_constraint_arguments(p: argparse.ArgumentParser, *, required: bool) -> None:
-    """``--schema FILE | --regex RE | --grammar FILE`` and their modifiers (every subcommand)."""
-    c = p.add_mutually_exclusive_group(required=required)
-    c.add_argument("--schema", metavar="FILE", help="JSON Schema file: output is valid JSON for it")
-    c.add_argument("--regex", metavar="RE", help="regular expression the whole output matches")
-    c.add_argument(
-        "--grammar", metavar="FILE", help="GBNF or Lark grammar file, or 'json' for any JSON"
-    )
-    p.add_argument(
-        "--grammar-syntax",
-        choices=["gbnf", "lark"],
-        default=None,
-        help="syntax of --grammar (default: lark for *.lark files, else gbnf)",
-    )
-    p.add_argument(
-        "--dialect",
-        choices=["ecma", "python"],
-        default="ecma",
-        help="dialect of --regex: ecma (ECMA-262, as in JSON Schema 'pattern': ASCII \\d \\w) "
-        "or python (re with str patterns: Unicode \\d \\w) (default: %(default)s)",
-    )
-    p.add_argument(
-        "--lenient",
-        action="store_true",
-        help="--schema only: ignore keywords formcast cannot enforce instead of failing; each "
-        "ignored keyword is reported on stderr (the output may then violate them)",
-    )
+__all__ = ["add_generate_arguments", "run_generate"]
 
 
 def add_generate_arguments(p: argparse.ArgumentParser) -> None:
@@ -145,18 +71,8 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads", type=positive_int, default=1, help="CPU threads (default: %(default)s)"
     )
-    p.add_argument(
-        "--max-tokens",
-        type=positive_int,
-        default=256,
-        help="stop after this many generated tokens (default: %(default)s)",
-    )
-    p.add_argument(
-        "--temperature",
-        type=temperature_type,
-        default=0.0,
-        help=">= 0; 0 = greedy (default: %(default)s)",
-    )
+    add_max_tokens_argument(p, default=256, what="generated tokens")
+    add_temperature_argument(p, default=0.0)
     p.add_argument(
         "--top-k", type=non_negative_int, default=0, help=">= 0; 0 = off (default: %(default)s)"
     )
@@ -168,15 +84,7 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--stop", action="append", default=None, help="stop string (repeatable)")
     p.add_argument("--stream", action="store_true", help="print text as it is generated")
-    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-
-
-def _read(path: str, what: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the {what} file {path!r}: {exc}") from None
+    add_json_argument(p, help="one JSON object on stdout")
 
 
 def _json_safe(obj: Any) -> Any:
@@ -187,65 +95,6 @@ def _json_safe(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_json_safe(v) for v in obj]
     return obj
-
-
-def read_constraint(args: argparse.Namespace) -> tuple[Any, str | None, str]:
-    """Read ``--schema`` / ``--grammar`` files: ``(schema, grammar, grammar_syntax)``.
-
-    Done before any model or tokenizer loads, so a missing or malformed file fails fast.
-    """
-    schema: Any = None
-    grammar: str | None = None
-    syntax = args.grammar_syntax or "gbnf"
-    if args.schema is not None:
-        try:
-            schema = json.loads(_read(args.schema, "schema"))
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"{args.schema!r} is not JSON: {exc}") from None
-    if args.grammar is not None:
-        if args.grammar == "json":
-            grammar = "json"
-        else:
-            grammar = _read(args.grammar, "grammar")
-            if args.grammar_syntax is None and args.grammar.endswith(".lark"):
-                syntax = "lark"
-    if args.lenient and args.schema is None:
-        raise ConfigurationError("--lenient applies to --schema only")
-    return schema, grammar, syntax
-
-
-def compile_from_args(
-    vocab: Vocabulary,
-    args: argparse.Namespace,
-    constraint: tuple[Any, str | None, str] | None = None,
-) -> CompiledGrammar | None:
-    """Compile the constraint named by ``args`` (None when there is none).
-
-    ``--regex`` uses ``--dialect`` and ``--schema`` uses ``--lenient``; every compile warning (a
-    keyword ignored by ``--lenient``, an unknown keyword treated as an annotation) goes to
-    stderr as a ``[formcast] warning:`` line.
-    """
-    schema, grammar, syntax = constraint if constraint is not None else read_constraint(args)
-    if schema is None and grammar is None and args.regex is None:
-        return None
-    comp = get_compiler(vocab)
-    _progress("compiling the constraint ...")
-    t0 = time.perf_counter()
-    compiled: CompiledGrammar
-    if args.regex is not None:
-        compiled = comp.compile_regex(args.regex, dialect=args.dialect)
-    elif grammar == "json":
-        compiled = comp.compile_builtin_json_grammar()
-    elif grammar is not None:
-        compiled = comp.compile_grammar(grammar, syntax=syntax)
-    else:
-        from ..frontends.jsonschema.options import JsonSchemaOptions
-
-        compiled = comp.compile_json_schema(schema, JsonSchemaOptions(lenient=args.lenient))
-    _progress(f"compiled in {time.perf_counter() - t0:.3f} s")
-    for warning in compiled.warnings:
-        _progress(f"warning: {warning}")
-    return compiled
 
 
 def _finish_line(result: GenerationResult) -> str:
@@ -277,11 +126,13 @@ def run_generate(args: argparse.Namespace) -> int:
     constraint = read_constraint(args)
     prompt = args.prompt if args.prompt is not None else sys.stdin.read()
 
-    t0 = time.perf_counter()
-    _progress(f"loading model {args.model!r} on {args.backend} ...")
-    model = load_model(args.model, backend=args.backend, n_ctx=args.n_ctx, n_threads=args.threads)
-    _progress(f"model ready ({time.perf_counter() - t0:.2f} s)")
-
+    model = timed(
+        f"loading model {args.model!r} on {args.backend} ...",
+        lambda: load_model(
+            args.model, backend=args.backend, n_ctx=args.n_ctx, n_threads=args.threads
+        ),
+        lambda _, s: f"model ready ({s:.2f} s)",
+    )
     t1 = time.perf_counter()
     compiled = compile_from_args(model.vocab, args, constraint)
     compile_s = time.perf_counter() - t1 if compiled is not None else 0.0
@@ -298,27 +149,47 @@ def run_generate(args: argparse.Namespace) -> int:
         "system": args.system,
     }
     if args.stream:
-        result: GenerationResult | None = None
-        for item in stream(model, prompt, **kwargs):
-            if isinstance(item, GenerationResult):
-                result = item
-            elif args.json:
-                print(json.dumps({"piece": item}), flush=True)
-            else:
-                sys.stdout.write(item)
-                sys.stdout.flush()
-        if result is None:  # pragma: no cover - a stream always ends with its result
-            raise FormcastError("internal error: the stream ended without a result")
+        result = _print_stream(stream(model, prompt, **kwargs), as_json=args.json)
     else:
         result = generate(model, prompt, **kwargs)
+    result = _with_compile_time(result, compile_s)
+    _print_result(result, args)
+    _print_finish(result)
+    return 0 if result.finish_reason in ("completed", "stop") else 1
+
+
+def _print_stream(
+    items: Iterator[str | GenerationResult], *, as_json: bool
+) -> GenerationResult:
+    """Print the pieces as they come (one ``{"piece": ...}`` line each with ``--json``);
+    returns the stream's result."""
+    result: GenerationResult | None = None
+    for item in items:
+        if isinstance(item, GenerationResult):
+            result = item
+        elif as_json:
+            print(json.dumps({"piece": item}), flush=True)
+        else:
+            sys.stdout.write(item)
+            sys.stdout.flush()
+    if result is None:  # pragma: no cover - a stream always ends with its result
+        raise FormcastError("internal error: the stream ended without a result")
+    return result
+
+
+def _with_compile_time(result: GenerationResult, compile_s: float) -> GenerationResult:
+    """The command compiled before calling the library: its time joins the result's timings."""
     timings = replace(
         result.timings,
         compile_s=compile_s,
         time_to_first_token_s=result.timings.time_to_first_token_s + compile_s,
         total_s=result.timings.total_s + compile_s,
     )
-    result = replace(result, timings=timings)
+    return replace(result, timings=timings)
 
+
+def _print_result(result: GenerationResult, args: argparse.Namespace) -> None:
+    """stdout: the text (after the streamed pieces, a newline), or the JSON object."""
     if args.json:
         out = result.to_dict()
         out["model"] = args.model if os.path.sep not in args.model else os.path.basename(args.model)
@@ -329,9 +200,12 @@ def run_generate(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(result.text + "\n")
     sys.stdout.flush()
-    _progress(_finish_line(result))
+
+
+def _print_finish(result: GenerationResult) -> None:
+    """stderr: the finish line with timings, the dead-end diagnostic, the truncation warning."""
+    progress(_finish_line(result))
     if result.diagnostic is not None:
-        _progress(str(result.diagnostic))
+        progress(str(result.diagnostic))
     if result.finish_reason == "max_tokens":
-        _progress("the output is truncated (max_tokens): it is NOT a complete document")
-    return 0 if result.finish_reason in ("completed", "stop") else 1
+        progress("the output is truncated (max_tokens): it is NOT a complete document")

@@ -20,6 +20,12 @@ Results go to stdout; progress, compile warnings and diagnostics go to stderr (`
 machine output).  Exit status: 0 success, 1 no match / not completed, 2 usage or compile error.
 Bad option values (a negative ``--temperature``, ``--top-p`` outside (0, 1]) are rejected
 before any tokenizer or model loads.
+
+The options several subcommands share, the constraint reading and the progress lines are in
+:mod:`formcast.cli.common`; ``generate`` is :mod:`formcast.cli.generate`.
+
+Lifetime: one process per command.  Costs: loading the tokenizer (seconds for a real one) and
+compiling the constraint dominate; ``sample`` and ``demo`` then cost one mask per token.
 """
 
 from __future__ import annotations
@@ -39,40 +45,23 @@ from ..errors import DeadEndError, FormcastError
 from ..index.compiled import CompiledGrammar
 from ..runtime.matcher import GrammarMatcher
 from ..vocab.vocabulary import Vocabulary
-from .generate import (
+from .common import (
     add_constraint_arguments,
-    add_generate_arguments,
+    add_json_argument,
+    add_max_tokens_argument,
+    add_temperature_argument,
+    add_tokenizer_argument,
+    compile_for_tokenizer,
     compile_from_args,
     non_negative_int,
     positive_int,
-    read_constraint,
-    temperature_type,
+    require_compiled,
 )
+from .generate import add_generate_arguments
 
 __all__ = ["main"]
 
 DEMO_PATTERN = r"(19|20)\d\d-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\dZ"
-
-
-def _progress(msg: str) -> None:
-    print(f"[formcast] {msg}", file=sys.stderr, flush=True)
-
-
-def _load_vocab(spec: str) -> Vocabulary:
-    from ..vocab.loaders import load_vocabulary
-
-    t0 = time.perf_counter()
-    _progress(f"loading tokenizer {spec!r} ...")
-    vocab = load_vocabulary(spec)
-    _progress(f"tokenizer ready: {len(vocab)} tokens ({time.perf_counter() - t0:.2f} s)")
-    return vocab
-
-
-def _compile(vocab: Vocabulary, args: argparse.Namespace) -> CompiledGrammar:
-    compiled = compile_from_args(vocab, args)
-    if compiled is None:  # pragma: no cover - argparse requires a constraint
-        raise FormcastError("no constraint given: use --regex, --schema or --grammar")
-    return compiled
 
 
 def _byte_vocabulary() -> Vocabulary:
@@ -119,24 +108,12 @@ def sample_constrained(
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    import re
-
     args.regex = args.regex or DEMO_PATTERN
-    read_constraint(args)
-    vocab = _load_vocab(args.tokenizer)
-    cg = _compile(vocab, args)
-    m = GrammarMatcher(cg)
-    allowed = m.allowed_token_ids()
-    shown = ", ".join(_token_repr(vocab, int(t)) for t in allowed[:12])
+    cg = compile_for_tokenizer(args)
+    allowed = GrammarMatcher(cg).allowed_token_ids()
     text, reason, times = sample_constrained(cg, seed=args.seed, max_tokens=args.max_tokens)
     decoded = text.decode("utf-8", "replace")
-    # an independent check with Python's re (ASCII classes for the ECMA dialect)
-    flags = re.ASCII if args.dialect == "ecma" else 0
-    try:
-        ok = re.fullmatch(args.regex, decoded, flags) is not None
-    except re.error:  # ECMA-only syntax: formcast's own matcher is the check
-        m2 = GrammarMatcher(cg)
-        ok = m2.accept_bytes(text) and m2.is_accepting()
+    ok = _fullmatch(cg, args.regex, args.dialect, text)
     t_us = np.array(times) * 1e6
     dfa = getattr(cg.program, "dfa", None)  # None: a long bounded repeat, counted by a parser
     states = None if dfa is None else int(dfa.num_states)
@@ -158,6 +135,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             )
         )
         return 0 if ok else 1
+    vocab = cg.vocab
+    shown = ", ".join(_token_repr(vocab, int(t)) for t in allowed[:12])
     print(f"regex:          {args.regex}")
     fp = vocab.fingerprint[:12]
     print(f"tokenizer:      {args.tokenizer} ({len(vocab)} tokens, fingerprint {fp})")
@@ -174,10 +153,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _fullmatch(cg: CompiledGrammar, regex: str, dialect: str, text: bytes) -> bool:
+    """An independent check of a sample with Python's ``re`` (ASCII classes for the ECMA
+    dialect); for ECMA-only syntax, formcast's own matcher is the check."""
+    import re
+
+    flags = re.ASCII if dialect == "ecma" else 0
+    try:
+        return re.fullmatch(regex, text.decode("utf-8", "replace"), flags) is not None
+    except re.error:
+        m = GrammarMatcher(cg)
+        return m.accept_bytes(text) and m.is_accepting()
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
-    read_constraint(args)
-    vocab = _load_vocab(args.tokenizer)
-    cg = _compile(vocab, args)
+    cg = compile_for_tokenizer(args)
     info: dict[str, Any] = {"kind": cg.kind}
     dfa = getattr(cg.program, "dfa", None)  # a context-free grammar has no single DFA
     if dfa is not None:
@@ -191,9 +181,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _cmd_mask(args: argparse.Namespace) -> int:
-    read_constraint(args)
-    vocab = _load_vocab(args.tokenizer)
-    cg = _compile(vocab, args)
+    cg = compile_for_tokenizer(args)
+    vocab = cg.vocab
     m = GrammarMatcher(cg)
     if args.prefix and not m.accept_bytes(args.prefix):
         print(f"the prefix {args.prefix!r} is not a prefix of the language", file=sys.stderr)
@@ -214,7 +203,7 @@ def _cmd_mask(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    cg = _compile(_byte_vocabulary(), args)
+    cg = require_compiled(compile_from_args(_byte_vocabulary(), args))
     m = GrammarMatcher(cg)
     ok = m.accept_bytes(args.text.encode("utf-8")) and m.is_accepting()
     print(json.dumps({"match": ok}) if args.json else ("match" if ok else "no match"))
@@ -222,9 +211,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
-    read_constraint(args)
-    vocab = _load_vocab(args.tokenizer)
-    cg = _compile(vocab, args)
+    cg = compile_for_tokenizer(args)
     for i in range(args.n):
         text, reason, _ = sample_constrained(
             cg, seed=args.seed + i, max_tokens=args.max_tokens, temperature=args.temperature
@@ -248,23 +235,14 @@ def _parser() -> argparse.ArgumentParser:
     def common(sp: argparse.ArgumentParser, *, tokenizer: bool = True) -> None:
         add_constraint_arguments(sp, required=True)
         if tokenizer:
-            sp.add_argument(
-                "--tokenizer",
-                default="llama3",
-                help="llama3 | smollm2 | cl100k | PATH (default: %(default)s)",
-            )
-        sp.add_argument("--json", action="store_true", help="machine-readable output")
+            add_tokenizer_argument(sp)
+        add_json_argument(sp)
 
     def sampling(sp: argparse.ArgumentParser) -> None:
         sp.add_argument(
             "--seed", type=non_negative_int, default=0, help="noise seed (default: %(default)s)"
         )
-        sp.add_argument(
-            "--max-tokens",
-            type=positive_int,
-            default=64,
-            help="stop after this many tokens (default: %(default)s)",
-        )
+        add_max_tokens_argument(sp, default=64, what="tokens")
 
     d = sub.add_parser("demo", help="compile a regex against Llama-3 and sample under it")
     d.add_argument("--regex", metavar="RE", help="the regex (default: an ISO 8601 timestamp)")
@@ -274,11 +252,8 @@ def _parser() -> argparse.ArgumentParser:
         default="ecma",
         help="dialect of --regex (default: %(default)s)",
     )
-    d.add_argument(
-        "--tokenizer", default="llama3", help="llama3 | smollm2 | cl100k | PATH "
-        "(default: %(default)s)"
-    )
-    d.add_argument("--json", action="store_true", help="machine-readable output")
+    add_tokenizer_argument(d)
+    add_json_argument(d)
     sampling(d)
     d.set_defaults(func=_cmd_demo, schema=None, grammar=None, grammar_syntax=None, lenient=False)
 
@@ -305,12 +280,7 @@ def _parser() -> argparse.ArgumentParser:
         "--n", type=positive_int, default=3, help="number of samples (default: %(default)s)"
     )
     sampling(s)
-    s.add_argument(
-        "--temperature",
-        type=temperature_type,
-        default=1.0,
-        help=">= 0; 0 = greedy (default: %(default)s)",
-    )
+    add_temperature_argument(s, default=1.0)
     s.set_defaults(func=_cmd_sample)
 
     g = sub.add_parser("generate", help="constrained generation with a real model (offline)")

@@ -12,7 +12,8 @@
     for item in fg.stream(model, "Today's date?", regex=r"\\d{4}-\\d{2}-\\d{2}"):
         ...                                             # str pieces, then the GenerationResult
 
-Nothing here imports a model library: the wrappers in :mod:`formcast.integrations` do, lazily.
+Nothing here imports a model library: the wrappers in :mod:`formcast.model` do, lazily; the
+decoding loop itself is :mod:`formcast.generation.loop`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 from ..model.chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
 from ..model.protocol import LanguageModel, Logits
 from .api import (
-    FrontEndUnavailableError,
     Prompt,
     compile_constraint,
     generate,
@@ -35,7 +35,6 @@ __all__ = [
     "SMOLLM2_CHAT",
     "ChatTemplate",
     "FinishReason",
-    "FrontEndUnavailableError",
     "GenerationResult",
     "GenerationTimings",
     "LanguageModel",

@@ -41,6 +41,9 @@ Streaming.  Text pieces are decoded incrementally from the token bytes: a multi-
 character split across tokens is held back until it is complete, and text that could be the
 start of a caller's stop string is held back until it is known not to be one.
 
+The loop itself (mask, sample, accept, stop scan, timings) is :mod:`formcast.generation.loop`;
+this module is the public surface: arguments, prompts, the shared compilers.
+
 Lifetime: stateless functions; a compiled constraint is cached per vocabulary by the module's
 :class:`~formcast.index.compiler.GrammarCompiler` (bounded LRU), so repeated calls with the same
 schema or regex compile once.
@@ -48,37 +51,31 @@ schema or regex compile once.
 
 from __future__ import annotations
 
-import codecs
-import json
+import inspect
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Generator, Mapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable, Generator, Mapping, Sequence
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import numpy as np
 
-from ..bitmask import allocate_token_bitmask
+from ..cache import LruCache
 from ..errors import (
     ConfigurationError,
-    DeadEndDiagnostic,
-    FormcastError,
-    UnsupportedFeatureError,
     VocabularyError,
 )
+from ..frontends.jsonschema.source import pydantic_model_class
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
 from ..model.chat import Message
 from ..model.protocol import LanguageModel
-from ..runtime.matcher import GrammarMatcher
-from ..sampling import SamplingParams, sample_token
+from ..sampling import SamplingParams
 from ..vocab.vocabulary import Vocabulary
-from .results import FinishReason, GenerationResult, GenerationTimings
+from .loop import decode
+from .results import GenerationResult
 
 __all__ = [
-    "FrontEndUnavailableError",
     "Prompt",
-    "allowed_token_ids",
     "compile_constraint",
     "generate",
     "get_compiler",
@@ -89,16 +86,15 @@ Prompt: TypeAlias = "str | Sequence[int] | Sequence[Message]"
 """A prompt: text (the chat template is applied for instruct models), chat messages, or token
 ids (used as they are)."""
 
-JSON_KINDS = frozenset({"json_schema", "builtin_json"})
 DEFAULT_REGEX_DIALECT = "ecma"
 """The regex dialect of ``regex=``: ECMA-262 (``u`` flag), ASCII ``\\d \\w \\s`` -- the
 semantics of JSON Schema ``pattern``.  ``dialect="python"`` gives Python ``re``'s."""
 _perf = time.perf_counter
 
 # -- compilers, one per vocabulary ---------------------------------------------------------------
-_COMPILERS: OrderedDict[str, GrammarCompiler] = OrderedDict()
-_COMPILERS_LOCK = threading.Lock()
 _MAX_COMPILERS = 4
+_COMPILERS: LruCache[str, GrammarCompiler] = LruCache(_MAX_COMPILERS)
+_COMPILERS_LOCK = threading.Lock()  # get-or-create in one step: one compiler per vocabulary
 
 
 def get_compiler(vocab: Vocabulary) -> GrammarCompiler:
@@ -106,33 +102,11 @@ def get_compiler(vocab: Vocabulary) -> GrammarCompiler:
     keyed by the vocabulary fingerprint, so an equal vocabulary reuses the cache)."""
     key = vocab.fingerprint
     with _COMPILERS_LOCK:
-        comp = _COMPILERS.get(key)
+        _, comp = _COMPILERS.get(key)
         if comp is None:
             comp = GrammarCompiler(vocab)
-            _COMPILERS[key] = comp
-            while len(_COMPILERS) > _MAX_COMPILERS:
-                _COMPILERS.popitem(last=False)
-        _COMPILERS.move_to_end(key)
+            _COMPILERS.put(key, comp)
         return comp
-
-
-class FrontEndUnavailableError(UnsupportedFeatureError):
-    """This formcast build lacks the compiler front-end a constraint needs (e.g. JSON Schema)."""
-
-
-def _call_front_end(compiler: GrammarCompiler, name: str, what: str, *args: Any, **kw: Any) -> Any:
-    """``compiler.<name>(*args, **kw)``; a missing method or front-end module is reported as
-    :class:`FrontEndUnavailableError` (never as an AttributeError/ImportError)."""
-    hint = f"this formcast build has no working GrammarCompiler.{name} yet; use regex= meanwhile"
-    fn = getattr(compiler, name, None)
-    if fn is None:
-        raise FrontEndUnavailableError(what, hint=hint)
-    try:
-        return fn(*args, **kw)
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").startswith("formcast"):
-            raise FrontEndUnavailableError(what, hint=f"{hint} ({exc})") from exc
-        raise
 
 
 def compile_constraint(
@@ -163,9 +137,8 @@ def compile_constraint(
         (``"regex"``, ``"json_schema"``, ``"builtin_json"``, ``"gbnf"``, ``"lark"``).
 
     Raises:
-        ConfigurationError: more than one constraint, or a schema that is not JSON.
-        FrontEndUnavailableError: this build lacks the needed front-end (an
-            :class:`~formcast.errors.UnsupportedFeatureError`).
+        ConfigurationError: more than one constraint, or a schema that is not JSON (read
+            once, by :func:`~formcast.frontends.jsonschema.source.load_schema`).
         GrammarError: the constraint does not compile (syntax, unsupported feature, limits).
     """
     named = (("schema", schema), ("regex", regex), ("grammar", grammar))
@@ -184,76 +157,27 @@ def compile_constraint(
         if not isinstance(grammar, str):
             raise ConfigurationError(f"grammar must be str, got {type(grammar).__name__}")
         if grammar.strip() == "json":
-            cg = _call_front_end(comp, "compile_builtin_json_grammar", "json grammar")
+            cg = comp.compile_builtin_json_grammar()
         else:
-            cg = _call_front_end(
-                comp, "compile_grammar", f"{grammar_syntax} grammar", grammar, syntax=grammar_syntax
-            )
+            cg = comp.compile_grammar(grammar, syntax=grammar_syntax)
         return cg, cg.kind
-    if pydantic_model_class(schema) is not None:
-        schema = schema.model_json_schema()
-    elif isinstance(schema, str):
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as exc:
-            raise ConfigurationError(f"schema is not valid JSON text: {exc}") from None
-    if not isinstance(schema, (dict, bool)):
-        raise ConfigurationError(
-            "schema must be a JSON Schema object or boolean, JSON text or a Pydantic model "
-            f"class, got {type(schema).__name__}"
-        )
-    cg = _call_front_end(comp, "compile_json_schema", "JSON Schema", schema)
+    cg = comp.compile_json_schema(schema)  # (text, dict, bool or Pydantic class: read there)
     return cg, cg.kind
-
-
-def pydantic_model_class(schema: Any) -> Any:
-    """``schema`` if it is a Pydantic model class (``BaseModel`` subclass, v2), else ``None``.
-
-    Duck-typed (a class with ``model_json_schema`` and ``model_validate_json``), so pydantic is
-    never imported here."""
-    if (
-        isinstance(schema, type)
-        and callable(getattr(schema, "model_json_schema", None))
-        and callable(getattr(schema, "model_validate_json", None))
-    ):
-        return schema
-    return None
 
 
 # -- prompts -------------------------------------------------------------------------------------
 def _prompt_ids(
     model: LanguageModel, prompt: Prompt, *, chat: bool | None, system: str | None
 ) -> list[int]:
-    template = model.chat_template
+    """The token ids of ``prompt`` (text, chat messages or ids); never empty."""
     if isinstance(prompt, str):
-        if chat is None:
-            chat = template is not None
-        if chat:
-            if template is None:
-                raise ConfigurationError(
-                    f"chat=True but model {model.name!r} has no chat template; pass chat=False "
-                    "or give the model a template (chat_template=...)"
-                )
-            prompt = template.render_user(prompt, system=system)
-        ids = model.tokenize(prompt)
+        ids = _text_prompt_ids(model, prompt, chat=chat, system=system)
     elif isinstance(prompt, Sequence) and prompt and isinstance(prompt[0], Mapping):
-        if chat is False or template is None:
-            raise ConfigurationError(
-                "chat messages need a chat template: the model has none (or chat=False); "
-                "pass the prompt as text or token ids"
-            )
-        messages: list[Message] = list(prompt)  # type: ignore[arg-type]  # render() checks
-        ids = model.tokenize(template.render(messages, system=system))
+        ids = _chat_prompt_ids(model, prompt, chat=chat, system=system)
     elif isinstance(prompt, Sequence) and all(
         isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in prompt
     ):
-        ids = [int(t) for t in prompt if isinstance(t, (int, np.integer))]
-        bad = [t for t in ids if not 0 <= t < model.vocab.vocab_size]
-        if bad:
-            raise ConfigurationError(
-                f"prompt token ids {bad[:5]} are out of range for vocab_size "
-                f"{model.vocab.vocab_size}"
-            )
+        ids = _checked_token_ids(model, prompt)
     else:
         raise ConfigurationError(
             "prompt must be text, a list of chat messages or a list of token ids, "
@@ -264,7 +188,53 @@ def _prompt_ids(
     return ids
 
 
+def _text_prompt_ids(
+    model: LanguageModel, prompt: str, *, chat: bool | None, system: str | None
+) -> list[int]:
+    """A text prompt, in the chat template when ``chat`` (default: when the model has one)."""
+    template = model.chat_template
+    if chat is None:
+        chat = template is not None
+    if chat:
+        if template is None:
+            raise ConfigurationError(
+                f"chat=True but model {model.name!r} has no chat template; pass chat=False "
+                "or give the model a template (chat_template=...)"
+            )
+        prompt = template.render_user(prompt, system=system)
+    return model.tokenize(prompt)
+
+
+def _chat_prompt_ids(
+    model: LanguageModel, prompt: Sequence[Any], *, chat: bool | None, system: str | None
+) -> list[int]:
+    """Chat messages, rendered by the model's chat template."""
+    template = model.chat_template
+    if chat is False or template is None:
+        raise ConfigurationError(
+            "chat messages need a chat template: the model has none (or chat=False); "
+            "pass the prompt as text or token ids"
+        )
+    messages: list[Message] = list(prompt)  # render() checks the messages
+    return model.tokenize(template.render(messages, system=system))
+
+
+def _checked_token_ids(model: LanguageModel, prompt: Sequence[Any]) -> list[int]:
+    """Token ids given by the caller, checked against the vocabulary size."""
+    ids = [int(t) for t in prompt if isinstance(t, (int, np.integer))]
+    bad = [t for t in ids if not 0 <= t < model.vocab.vocab_size]
+    if bad:
+        raise ConfigurationError(
+            f"prompt token ids {bad[:5]} are out of range for vocab_size "
+            f"{model.vocab.vocab_size}"
+        )
+    return ids
+
+
+# -- arguments -----------------------------------------------------------------------------------
 def _resolve_model(model: Any) -> LanguageModel:
+    """A model wrapper as given, or the one :func:`~formcast.model.loading.load_model` loads
+    (and caches) for a name or GGUF path."""
     if isinstance(model, str):
         from ..model.loading import load_model
 
@@ -277,336 +247,20 @@ def _resolve_model(model: Any) -> LanguageModel:
     return model
 
 
-# -- the decoding loop ---------------------------------------------------------------------------
-class _StopScanner:
-    """Cuts the text at the first caller stop string; holds back possible stop-string starts."""
-
-    __slots__ = ("held", "stops")
-
-    def __init__(self, stops: tuple[str, ...]) -> None:
-        self.stops = stops
-        self.held = ""
-
-    def feed(self, piece: str) -> tuple[str, bool]:
-        """``(text safe to emit, stop string found)``."""
-        if not self.stops:
-            return piece, False
-        buf = self.held + piece
-        hits = [i for i in (buf.find(s) for s in self.stops) if i >= 0]
-        if hits:
-            self.held = ""
-            return buf[: min(hits)], True
-        keep = 0
-        for s in self.stops:
-            for k in range(min(len(s) - 1, len(buf)), keep, -1):
-                if s.startswith(buf[len(buf) - k :]):
-                    keep = k
-                    break
-        self.held = buf[len(buf) - keep :] if keep else ""
-        return buf[: len(buf) - keep], False
-
-    def flush(self) -> str:
-        held, self.held = self.held, ""
-        return held
-
-
-_BIT_OFFSETS = np.arange(32, dtype=np.int32)
-
-
-def allowed_token_ids(row: np.ndarray) -> np.ndarray:
-    """Sorted ids (``int32``) of the tokens allowed by one int32 bitmask row.
-
-    One pass over the ``ceil(V/32)`` words; a narrow allowed set (a digit, a key, a literal)
-    only unpacks its non-zero words.
-    """
-    nz = np.flatnonzero(row)
-    if nz.size * 8 >= row.size:  # dense: unpack everything
-        octets = np.ascontiguousarray(row, dtype="<i4").view(np.uint8)
-        dense: np.ndarray = np.flatnonzero(np.unpackbits(octets, bitorder="little"))
-        return dense.astype(np.int32)
-    octets = np.ascontiguousarray(row[nz], dtype="<i4").view(np.uint8)
-    bits = np.unpackbits(octets, bitorder="little").reshape(nz.size, 32).astype(bool)
-    ids: np.ndarray = (nz[:, None].astype(np.int32) * 32 + _BIT_OFFSETS)[bits]
-    return ids
-
-
-class _AllowedIdsCache:
-    """Bitmask row bytes -> allowed ids, LRU bounded by memory.  Shared by all generations:
-    a state seen before (by any request) costs one hash of the row instead of an unpack."""
-
-    def __init__(self, max_bytes: int = 64 << 20) -> None:
-        self._data: OrderedDict[bytes, np.ndarray] = OrderedDict()
-        self._bytes = 0
-        self._max = max_bytes
-        self._lock = threading.Lock()
-
-    def get(self, row: np.ndarray) -> np.ndarray:
-        key = row.tobytes()
-        with self._lock:
-            hit = self._data.get(key)
-            if hit is not None:
-                self._data.move_to_end(key)
-                return hit
-        ids = allowed_token_ids(row)
-        ids.setflags(write=False)
-        size = len(key) + ids.nbytes
-        with self._lock:
-            if key not in self._data and size <= self._max:
-                self._data[key] = ids
-                self._bytes += size
-                while self._bytes > self._max:
-                    old_key, old = self._data.popitem(last=False)
-                    self._bytes -= len(old_key) + old.nbytes
-        return ids
-
-
-_ALLOWED_IDS = _AllowedIdsCache()
-
-
-def _sample_allowed(
-    logits: Any, ids: np.ndarray, params: SamplingParams, rng: np.random.Generator
-) -> int:
-    """:func:`~formcast.sampling.sample_token` restricted to the allowed ``ids``.
-
-    Exactly the distribution (and, for a seeded ``rng``, exactly the token) of
-    ``sample_token(logits, bitmask_row, params, rng)``: masked tokens have probability 0, the
-    chain (temperature, top-k, top-p, softmax) only ever sees the allowed tokens, the allowed
-    ids are in increasing order (same greedy tie-break, same inverted CDF, one ``rng.random()``
-    draw) -- but the work is O(allowed) instead of O(vocabulary) after the gather.
-    """
-    sub = np.take(np.asarray(logits), ids)
-    return int(ids[sample_token(sub, None, params, rng)])
-
-
-# upper bound on background mask precomputation during the prompt's prefill
-_WARM_UP_SECONDS = 2.0
-WARM_UP_THREAD_NAME = "formcast-warm-up"
-"""The name of the background thread that precomputes masks during the prefill (joined before
-the call yields or returns anything)."""
-
-
-def _parse_output(
-    text: str, reason: FinishReason, kind: str | None, schema_class: Any
-) -> tuple[Any, Any, str | None]:
-    """``(value, parsed, parse_error)`` of a generation's text.
-
-    Only a ``"completed"`` JSON output is parsed: anything else (a ``max_tokens`` prefix even
-    if it happens to parse, a dead end, a stop string) has ``value``/``parsed`` ``None`` and a
-    ``parse_error`` saying why, so a truncated output can never pass for a document (and a
-    completed JSON ``null`` is told apart by ``parse_error is None``).  With a Pydantic class,
-    ``parsed`` is ``schema_class.model_validate_json(text)`` (``None`` and the validation
-    error in ``parse_error`` if the class's own validators reject the document).
-    """
-    if kind not in JSON_KINDS:
-        return None, None, None
-    if reason != "completed":
-        return None, None, (
-            f"no JSON value: finish_reason is {reason!r}, the text is an unfinished prefix "
-            "of a document"
-        )
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:  # pragma: no cover - the grammar guarantees JSON
-        return None, None, f"internal error: the completed output is not JSON ({exc})"
-    if schema_class is None:
-        return value, value, None
-    try:
-        return value, schema_class.model_validate_json(text), None
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        return value, None, f"{schema_class.__name__} rejects the document: {exc}"
-
-
-def _run(
-    model: LanguageModel,
-    prompt_ids: list[int],
-    compiled: CompiledGrammar | None,
-    kind: str | None,
-    params: SamplingParams,
-    rng: np.random.Generator,
-    max_tokens: int,
-    stops: tuple[str, ...],
-    compile_s: float,
-    t_call: float,
-    schema_class: Any = None,
-) -> Generator[str, None, GenerationResult]:
-    vocab = model.vocab
-    stop_ids = vocab.stop_token_ids
-    matcher = GrammarMatcher(compiled) if compiled is not None else None
-    bitmask = allocate_token_bitmask(1, vocab.vocab_size)
-    row = bitmask[0]
-    stop_flags = np.zeros(vocab.vocab_size, dtype=bool)
-    stop_flags[list(stop_ids)] = True
-    n_stops = len(stop_ids)
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    scanner = _StopScanner(stops)
-
-    mask_times: list[float] = []
-    sample_times: list[float] = []
-    decode_times: list[float] = []
-    out_ids: list[int] = []
-    pending: list[int] = []
-    emitted: list[str] = []
-    raw = bytearray()
-    n_forced = 0
-    ttft = 0.0
-    reason: FinishReason = "max_tokens"
-    diagnostic: DeadEndDiagnostic | None = None
-    stop_token: int | None = None
-
-    # precompute token classifications on the other core while the model reads the prompt;
-    # the thread never outlives the prefill: it is stopped and joined before the first token
-    # (a daemon thread still running at interpreter exit is stopped wherever it is, possibly
-    # inside native code, which can abort the process: "terminate called without an active
-    # exception"); the join costs at most the one mask computation in progress
-    warm_stop = threading.Event()
-    warmer: threading.Thread | None = None
-    if compiled is not None:
-        warmer = threading.Thread(
-            target=compiled.warm_up,
-            args=(_WARM_UP_SECONDS, warm_stop),
-            name=WARM_UP_THREAD_NAME,
-            daemon=True,
-        )
-        warmer.start()
-    t0 = _perf()
-    try:
-        logits = model.start(prompt_ids)
-        prefill = _perf() - t0
-    finally:
-        warm_stop.set()
-        if warmer is not None:
-            warmer.join()
-
-    while True:
-        allowed: np.ndarray | None = None
-        if matcher is not None:
-            tm = _perf()
-            ok = matcher.fill_next_token_bitmask(bitmask)
-            allowed = _ALLOWED_IDS.get(row)
-            if ok and allowed.size <= n_stops and stop_flags[allowed].all():  # only stops: done
-                stop_token = int(allowed[0])
-                matcher.accept_token(stop_token)
-                mask_times.append(_perf() - tm)
-                reason = "completed"
-                break
-            mask_times.append(_perf() - tm)
-            if not ok:
-                diagnostic = matcher.diagnose()
-                reason = "dead_end"
-                break
-        if len(out_ids) >= max_tokens:
-            reason = "max_tokens"
-            break
-        if allowed is not None and allowed.size == 1:  # forced: any sampler would pick it
-            tok = int(allowed[0])
-            n_forced += 1
-        else:
-            if pending:
-                td = _perf()
-                logits = model.step(pending)
-                decode_times.append(_perf() - td)
-                pending = []
-            ts = _perf()
-            if allowed is None:
-                tok = sample_token(logits, None, params, rng)
-            else:
-                tok = _sample_allowed(logits, allowed, params, rng)
-            sample_times.append(_perf() - ts)
-        if not out_ids:
-            ttft = _perf() - t_call
-        if matcher is not None:
-            ta = _perf()
-            accepted = matcher.accept_token(tok)
-            mask_times[-1] += _perf() - ta
-            if not accepted:  # pragma: no cover - the sampler only returns allowed tokens
-                raise FormcastError(f"internal error: sampled token {tok} rejected by the matcher")
-        if tok in stop_ids:
-            stop_token = tok
-            reason = "completed"
-            break
-        out_ids.append(tok)
-        pending.append(tok)
-        data = vocab.token_bytes(tok)
-        raw += data
-        piece = decoder.decode(data)
-        if piece:
-            safe, hit = scanner.feed(piece)
-            if safe:
-                emitted.append(safe)
-                yield safe
-            if hit:
-                reason = "stop"
-                break
-
-    if reason != "stop":
-        tail, hit = scanner.feed(decoder.decode(b"", final=True))
-        if hit:
-            reason = "stop"
-        else:
-            tail += scanner.flush()
-        if tail:
-            emitted.append(tail)
-            yield tail
-    text = "".join(emitted)
-    value, parsed, parse_error = _parse_output(text, reason, kind, schema_class)
-    total = _perf() - t_call
-    timings = GenerationTimings(
-        compile_s=compile_s,
-        prefill_s=prefill,
-        time_to_first_token_s=ttft if out_ids else total,
-        total_s=total,
-        prompt_tokens=len(prompt_ids),
-        output_tokens=len(out_ids),
-        forced_tokens=n_forced,
-        decode_step_s=tuple(decode_times),
-        mask_step_s=tuple(mask_times),
-        sample_step_s=tuple(sample_times),
-    )
-    return GenerationResult(
-        text=text,
-        finish_reason=reason,
-        token_ids=tuple(out_ids),
-        raw=bytes(raw),
-        value=value,
-        parsed=parsed,
-        parse_error=parse_error,
-        diagnostic=diagnostic,
-        stop_token_id=stop_token,
-        constraint=kind,
-        prompt_ids=tuple(prompt_ids),
-        timings=timings,
-    )
-
-
-def _prepare(
-    model: Any,
-    prompt: Prompt,
-    *,
-    schema: Any,
-    regex: str | None,
-    grammar: str | None,
-    grammar_syntax: str,
-    compiled: CompiledGrammar | None,
-    max_tokens: int,
-    temperature: float,
-    top_k: int,
-    top_p: float,
-    seed: int | None,
-    stop: str | Sequence[str] | None,
-    chat: bool | None,
-    system: str | None,
-    compiler: GrammarCompiler | None,
-    dialect: str,
-) -> Generator[str, None, GenerationResult]:
-    """Validate everything and compile, then return the (not yet started) decoding loop."""
-    t_call = _perf()
-    lm = _resolve_model(model)
+def _check_max_tokens(max_tokens: Any) -> None:
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
         raise ConfigurationError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
-    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+
+
+def _seeded_rng(seed: Any) -> np.random.Generator:
+    """The sampler's generator: seeded by ``seed``, or fresh entropy for ``None``."""
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ConfigurationError(f"seed must be an int or None, got {seed!r}")
-    rng = np.random.default_rng(seed)
+    return np.random.default_rng(seed)
+
+
+def _stop_strings(stop: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``stop`` as a tuple of non-empty strings."""
     stops: tuple[str, ...]
     if stop is None:
         stops = ()
@@ -616,48 +270,36 @@ def _prepare(
         stops = tuple(stop)
     if any(not isinstance(s, str) or not s for s in stops):
         raise ConfigurationError(f"stop must be a non-empty string or a list of them, got {stop!r}")
+    return stops
 
-    t_compile = _perf()
-    if compiled is not None:
-        if any(v is not None for v in (schema, regex, grammar)):
-            raise ConfigurationError("give either compiled= or one of schema/regex/grammar")
-        if not isinstance(compiled, CompiledGrammar):
-            raise ConfigurationError(
-                f"compiled must be a CompiledGrammar, got {type(compiled).__name__}"
-            )
-        if compiled.vocab.fingerprint != lm.vocab.fingerprint:
-            raise VocabularyError(
-                f"the constraint was compiled for vocabulary {compiled.vocab.name!r}, not for "
-                f"the model's {lm.vocab.name!r}: compile it with GrammarCompiler(model.vocab)"
-            )
-        cg: CompiledGrammar | None = compiled
-        kind: str | None = compiled.kind
-    else:
-        cg, kind = compile_constraint(
-            lm.vocab,
-            schema=schema,
-            regex=regex,
-            grammar=grammar,
-            grammar_syntax=grammar_syntax,
-            compiler=compiler,
-            dialect=dialect,
+
+def _check_compiled(compiled: Any, model: LanguageModel, *constraints: Any) -> CompiledGrammar:
+    """``compiled=`` given instead of a constraint: alone, a CompiledGrammar, for the model's
+    vocabulary."""
+    if any(v is not None for v in constraints):
+        raise ConfigurationError("give either compiled= or one of schema/regex/grammar")
+    if not isinstance(compiled, CompiledGrammar):
+        raise ConfigurationError(
+            f"compiled must be a CompiledGrammar, got {type(compiled).__name__}"
         )
-    compile_s = _perf() - t_compile if compiled is None and cg is not None else 0.0
+    if compiled.vocab.fingerprint != model.vocab.fingerprint:
+        raise VocabularyError(
+            f"the constraint was compiled for vocabulary {compiled.vocab.name!r}, not for "
+            f"the model's {model.vocab.name!r}: compile it with GrammarCompiler(model.vocab)"
+        )
+    return compiled
 
-    ids = _prompt_ids(lm, prompt, chat=chat, system=system)
-    limit = lm.max_context
+
+def _check_context(model: LanguageModel, ids: list[int], max_tokens: int) -> None:
+    limit = model.max_context
     if limit is not None and len(ids) + max_tokens > limit:
         raise ConfigurationError(
             f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's "
             f"context of {limit} tokens: lower max_tokens or load the model with a larger n_ctx"
         )
-    schema_class = pydantic_model_class(schema) if cg is not None else None
-    return _run(
-        lm, ids, cg, kind, params, rng, max_tokens, stops, compile_s, t_call, schema_class
-    )
 
 
-def generate(
+def _prepare(
     model: LanguageModel | str,
     prompt: Prompt,
     *,
@@ -676,7 +318,60 @@ def generate(
     system: str | None = None,
     compiler: GrammarCompiler | None = None,
     dialect: str = DEFAULT_REGEX_DIALECT,
-) -> GenerationResult:
+) -> Generator[str, None, GenerationResult]:
+    """Validate everything and compile, then return the (not yet started) decoding loop.
+
+    The one signature of :func:`generate` and :func:`stream` (documented on ``generate``);
+    the checks run in this order, before the model is called."""
+    t_call = _perf()
+    lm = _resolve_model(model)
+    _check_max_tokens(max_tokens)
+    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+    rng = _seeded_rng(seed)
+    stops = _stop_strings(stop)
+    if compiled is not None:
+        cg: CompiledGrammar | None = _check_compiled(compiled, lm, schema, regex, grammar)
+        compile_s = 0.0
+    else:
+        t_compile = _perf()
+        cg, _ = compile_constraint(
+            lm.vocab,
+            schema=schema,
+            regex=regex,
+            grammar=grammar,
+            grammar_syntax=grammar_syntax,
+            compiler=compiler,
+            dialect=dialect,
+        )
+        compile_s = _perf() - t_compile if cg is not None else 0.0
+    ids = _prompt_ids(lm, prompt, chat=chat, system=system)
+    _check_context(lm, ids, max_tokens)
+    schema_class = pydantic_model_class(schema) if cg is not None else None
+    return decode(lm, ids, cg, params, rng, max_tokens, stops, compile_s, t_call, schema_class)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _takes_arguments_of(
+    template: Callable[_P, object],
+) -> Callable[[Callable[..., _R]], Callable[_P, _R]]:
+    """Give the decorated ``fn(model, prompt, **options)`` the parameters of ``template``: for
+    type checkers, ``help()`` and :func:`inspect.signature` (its own return type is kept)."""
+
+    def adopt(fn: Callable[..., _R]) -> Callable[_P, _R]:
+        returns = inspect.signature(fn).return_annotation
+        signature = inspect.signature(template).replace(return_annotation=returns)
+        fn.__signature__ = signature  # type: ignore[attr-defined]
+        return fn
+
+    return adopt
+
+
+# -- the public entry points ---------------------------------------------------------------------
+@_takes_arguments_of(_prepare)
+def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> GenerationResult:
     """Generate text from ``model`` under at most one constraint.
 
     Args:
@@ -718,25 +413,7 @@ def generate(
         GrammarError: the constraint does not compile (before the model runs).
         VocabularyError: a constraint compiled for another vocabulary.
     """
-    loop = _prepare(
-        model,
-        prompt,
-        schema=schema,
-        regex=regex,
-        grammar=grammar,
-        grammar_syntax=grammar_syntax,
-        compiled=compiled,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        stop=stop,
-        chat=chat,
-        system=system,
-        compiler=compiler,
-        dialect=dialect,
-    )
+    loop = _prepare(model, prompt, **options)
     while True:
         try:
             next(loop)
@@ -745,25 +422,9 @@ def generate(
             return result
 
 
+@_takes_arguments_of(_prepare)
 def stream(
-    model: LanguageModel | str,
-    prompt: Prompt,
-    *,
-    schema: Any = None,
-    regex: str | None = None,
-    grammar: str | None = None,
-    grammar_syntax: str = "gbnf",
-    compiled: CompiledGrammar | None = None,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int | None = None,
-    stop: str | Sequence[str] | None = None,
-    chat: bool | None = None,
-    system: str | None = None,
-    compiler: GrammarCompiler | None = None,
-    dialect: str = DEFAULT_REGEX_DIALECT,
+    model: LanguageModel | str, prompt: Prompt, **options: Any
 ) -> Generator[str | GenerationResult, None, GenerationResult]:
     """Like :func:`generate`, but yields the text as it is produced.
 
@@ -779,26 +440,7 @@ def stream(
     generation; the model is left mid-sequence and the next call starts over.  The generator's
     return value (``StopIteration.value``) is the result as well.
     """
-    loop = _prepare(
-        model,
-        prompt,
-        schema=schema,
-        regex=regex,
-        grammar=grammar,
-        grammar_syntax=grammar_syntax,
-        compiled=compiled,
-        max_tokens=max_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        top_p=top_p,
-        seed=seed,
-        stop=stop,
-        chat=chat,
-        system=system,
-        compiler=compiler,
-        dialect=dialect,
-    )
-    return _stream_items(loop)
+    return _stream_items(_prepare(model, prompt, **options))
 
 
 def _stream_items(

@@ -8,10 +8,13 @@ The mask of a parser state is built from two parts:
    rule may return) after its first byte.  Tokens that stay alive are allowed whatever the
    stack below holds; tokens that die without passing a boundary are rejected; tokens that die
    after passing one are *candidates*.  This classification depends only on the stack top:
-   it is computed once and shared by every request, and the walk of the tokens without ``"``
-   is shared further, by every position (and every grammar in the process) whose lexer agrees
-   once ``"`` is cut (see :meth:`CfgProgram._classify_lexer`).  Stack tops of counted rules
-   are classified on window automata (see :mod:`formcast.automata.counted`).
+   it is computed once and shared by every request.  Three classifiers produce it:
+   :class:`_ExitSplitClassifier` on the expanded lexer, where the walk of the tokens without
+   the program's *exit byte* (JSON's ``"``, given by the compiler) is shared further, by every
+   position (and every grammar in the process) whose lexer agrees once that byte is cut;
+   :class:`_RuleClassifier` per rule automaton where the lexer is too large to determinize;
+   :class:`_CountedClassifier` for the stack tops of counted rules, on window automata (see
+   :mod:`formcast.automata.counted`).
 2. **Candidates** (tokens that cross a return) are verified by running the pushdown automaton
    over their bytes from the actual state, with memoized byte steps.
 
@@ -25,19 +28,18 @@ import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
+from ..automata.analysis import counted_splits, split_bytes
 from ..automata.counted import window_table
-from ..automata.dfa import DEAD, column_classes, describe_bytes, equivalence_classes
-from ..automata.grammar_fsm import (
-    GrammarAutomaton,
-    build_expanded_lexer,
-    counted_splits,
-    split_bytes,
-)
+from ..automata.dfa import DEAD, describe_bytes
+from ..automata.equivalence import column_classes, equivalence_classes
+from ..automata.lexer import ExpandedLexer, build_expanded_lexer
 from ..automata.pda import ParserState, PushdownAutomaton
-from ..bitmask import bool_to_bitmask
+from ..automata.rules import GrammarAutomaton
+from ..bitmask import bitmask_has_many, bitmask_set_many, bool_to_bitmask, ids_to_bitmask
 from ..cache import LruCache
 from ..limits import (
     CACHE_ENTRY_BYTES,
@@ -47,318 +49,233 @@ from ..limits import (
     charge,
     check_deadline,
 )
+from ..vocab.trie import TokenTrie
 from ..vocab.vocabulary import Vocabulary
-from .compiled import LimitStop, ids_to_bool
+from .program import LimitStop, StepMemo
 
-__all__ = ["CfgProgram"]
-
-# a position's classification: (the tokens allowed whatever the stack holds, as bitmask words;
-# candidate string indices, to verify from the parser state)
-_Class = tuple[np.ndarray, np.ndarray]
-# the byte whose column is cut for the shared walks (see CfgProgram.__init__)
-_EXIT_BYTE = ord('"')
+__all__ = ["CfgProgram", "Classification"]
 
 
-class CfgProgram:
-    """Matcher program of a context-free grammar (see the module docstring).
+class Classification(NamedTuple):
+    """A stack top's classification."""
 
-    Args:
-        auto: the compiled per-rule automata.
-        vocab: the model's vocabulary.
-        limits: run-time parser limits.
-        mask_cache_size: parser states whose masks are kept (LRU), at most.
-        budget: the compile's fuel and deadline (:class:`~formcast.limits.WorkBudget`),
-            charged while the token index is prepared.
-        cache_limits: byte budgets of the masks, token steps and parser caches
-            (:class:`~formcast.limits.CacheLimits`).
+    #: the tokens allowed whatever the stack below holds, as read-only bitmask words
+    words: np.ndarray
+    #: the trie's string indices that cross a return: verified from the parser state
+    candidates: np.ndarray
+
+
+def _walk(vocab: Vocabulary, table: np.ndarray, start: int) -> Classification:
+    """Walk the vocabulary through an augmented table from ``start``."""
+    trie = vocab.trie
+    n = (table.shape[0] - 1) // 3
+    idx, ends = trie.walk_pairs(table, start)
+    sink = ends == 3 * n
+    size = vocab.vocab_size
+    words = bool_to_bitmask(trie.token_mask_of(idx[~sink], size), size)
+    words.setflags(write=False)
+    return Classification(words, idx[sink])
+
+
+def _class_bytes(c: Classification) -> int:
+    return c.words.nbytes + c.candidates.nbytes + CACHE_ENTRY_BYTES
+
+
+class _RuleClassifier:
+    """Classifies stack tops on each rule's own automaton: the plain position classifier,
+    used where the expanded lexer is too large to determinize (a call is a candidate there).
+    Classifications are kept per ``(rule, state)``.  Costs: one augmented table per rule at
+    construction (O(rule states x 256)); one vocabulary walk per new position."""
+
+    __slots__ = ("_aug", "_auto", "_by_position", "_lock", "_vocab")
+
+    def __init__(
+        self, auto: GrammarAutomaton, vocab: Vocabulary, spend: Callable[[int], None]
+    ) -> None:
+        self._auto = auto
+        self._vocab = vocab
+        spend(12 * auto.num_states)
+        self._aug = [_augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))]
+        self._by_position: dict[tuple[int, int], Classification] = {}
+        self._lock = threading.Lock()
+
+    def classify(self, rule: int, state: int) -> Classification:
+        key = (rule, state)
+        hit = self._by_position.get(key)
+        if hit is not None:
+            return hit
+        n = self._auto.dfas[rule].table.shape[0]
+        hit = _walk(self._vocab, self._aug[rule], state + 2 * n)
+        with self._lock:
+            self._by_position[key] = hit
+        return hit
+
+    def __len__(self) -> int:
+        return len(self._by_position)
+
+    def cache_bytes(self) -> int:
+        return sum(_class_bytes(c) for c in list(self._by_position.values()))
+
+    def table_bytes(self) -> int:
+        return sum(a.nbytes for a in self._aug)
+
+
+class _ExitSplitClassifier:
+    """Classifies stack tops on the call-expanded lexer, split at the exit byte.
+
+    Tokens without the exit byte are classified on the lexer with that byte cut (its column
+    dead): there, for JSON's ``"``, every string body is the same automaton whatever follows
+    the closing quote, so one walk serves every string-valued position, and positions whose
+    cut futures agree share it (per class of the cut lexer, and per canonical digest across
+    grammars: :data:`_SHARED_WALKS`).  Tokens with the exit byte (a few thousand) are walked
+    per position on the full lexer, over a trie of their own.  Exact for any exit byte;
+    ``None`` cuts nothing (every token is walked on the shared walk of its class).
+
+    Classifications are kept per lexer start state and per cut-lexer class.  Costs at
+    construction: two augmented tables, the cut copies and one equivalence pass
+    (O(lexer states x 256) each, charged to the compile's fuel by the caller); one walk per
+    new class plus one walk of the exit-byte tokens per new start state.
     """
+
+    __slots__ = (
+        "_by_class",
+        "_by_start",
+        "_class_rep",
+        "_cut",
+        "_cut_aug",
+        "_cut_split",
+        "_digest_class",
+        "_exit",
+        "_lex_aug",
+        "_lex_class",
+        "_lock",
+        "_vocab",
+        "exit_byte",
+        "lexer",
+    )
 
     def __init__(
         self,
-        auto: GrammarAutomaton,
+        lexer: ExpandedLexer,
         vocab: Vocabulary,
-        limits: ParserLimits | None = None,
-        *,
-        mask_cache_size: int = 50_000,
-        budget: WorkBudget | None = None,
-        cache_limits: CacheLimits | None = None,
+        exit_byte: int | None,
+        budget: WorkBudget | None,
     ) -> None:
-        self.auto = auto
-        self.vocab = vocab
-        self.cache_limits = cache_limits = cache_limits or CacheLimits()
-        limits = limits or ParserLimits()
-        by_bytes = max(cache_limits.parser_cache_bytes // _PARSER_ENTRY_BYTES, 1)
-        if by_bytes < limits.max_cache_entries:
-            limits = replace(limits, max_cache_entries=by_bytes)
-        # counts above the cap are out of any token's reach: those states are request-specific
-        self._cap = vocab.trie.max_len + 1
-        self.pda = PushdownAutomaton(auto, limits, far_count=self._cap)
-        self.lexer = build_expanded_lexer(auto, budget=budget)
-        self._lex_class: np.ndarray | None = None
-        # the compile's fuel for the numpy passes below, charged before them: two augmented
-        # tables, the cut copies and the split classes (measured: ~35 units per lexer state)
-        spend = budget.spend if budget is not None else charge
-        if self.lexer is not None:
-            spend(35 * int(self.lexer.table.shape[0]))
-            # the steps below are single numpy passes over the lexer: the compile's deadline is
-            # checked between them (a large lexer takes a tenth of a second per pass)
-            check_deadline()
-            self._lex_aug = _augmented_table(self.lexer.table, self.lexer.split)
-            check_deadline()
-            self._aug: list[np.ndarray] = []
-            # Tokens without the exit byte are classified on the lexer with that byte cut
-            # (its column dead): there every JSON string body is the same automaton, whatever
-            # follows the closing quote, so one walk serves every string-valued position.
-            # Tokens with the exit byte (a few thousand) are walked per position on the full
-            # lexer, over a trie of their own.  Exact for any exit byte; '"' is what ends the
-            # permissive lexemes of JSON.
-            cut = self.lexer.table.copy()
-            cut[:, _EXIT_BYTE] = DEAD
-            cut_split = self.lexer.split.copy()
-            cut_split[:, _EXIT_BYTE] = False
+        self.lexer = lexer
+        self.exit_byte = exit_byte
+        self._vocab = vocab
+        # the steps below are single numpy passes over the lexer: the compile's deadline is
+        # checked between them (a large lexer takes a tenth of a second per pass)
+        check_deadline()
+        self._lex_aug = _augmented_table(lexer.table, lexer.split)
+        check_deadline()
+        # the exit byte's tokens: (their trie, their string indices, per string: has it)
+        self._exit: tuple[TokenTrie, np.ndarray, np.ndarray] | None = None
+        if exit_byte is None:  # nothing cut: the cut lexer is the lexer
+            cut, cut_split, self._cut_aug = lexer.table, lexer.split, self._lex_aug
+        else:
+            cut = lexer.table.copy()
+            cut[:, exit_byte] = DEAD
+            cut_split = lexer.split.copy()
+            cut_split[:, exit_byte] = False
             check_deadline()
             self._cut_aug = _augmented_table(cut, cut_split)
             check_deadline()
-            self._cut, self._cut_split = cut, cut_split
-            self._exit_trie, self._exit_idx = vocab.trie.with_byte(_EXIT_BYTE)
-            self._has_exit = np.zeros(vocab.trie.num_strings + 1, dtype=bool)
-            self._has_exit[self._exit_idx] = True
-            # start positions with the same (cut) future over the longest token share that
-            # walk: states labelled by their outgoing split flags (a Mealy machine whose
-            # outputs are the flags), so that equal futures mean equal augmented walks
-            split_class, _ = column_classes(np.ascontiguousarray(cut_split.T))
-            check_deadline()
-            labels = split_class + 1
-            labels[DEAD] = 0
-            # at least _STABLE_ROUNDS rounds: counters (a number's bounded digits) need as
-            # many rounds as they count to converge, and only converged classes share walks
-            depth = max(vocab.trie.max_len, _STABLE_ROUNDS)
-            self._lex_class, stable = equivalence_classes(cut, labels, depth, work=budget)
-            # walk digests are taken on the quotient by stable classes (a congruence), so
-            # positions with one future share a digest whatever their automata look like
-            # (every object's undeclared-key position, whatever its declared keys); on the
-            # cut lexer itself when the classes are only depth-bounded
-            self._digest_class = (
-                self._lex_class if stable else np.arange(cut.shape[0], dtype=np.int64)
-            )
-            self._class_rep: np.ndarray | None = None
-        else:  # too large to determinize: classify per rule (calls become candidates)
-            spend(12 * auto.num_states)
-            self._aug = [
-                _augmented_table(d.table, sb) for d, sb in zip(auto.dfas, split_bytes(auto))
-            ]
-        # classification per position class: (alive per string, alive as token words, candidates)
-        self._classes: dict[tuple[int, ...], _Class] = {}
-        # counted rules: masks are shared by states equal up to counts clipped to the longest
-        # token + 1; stack tops of counted rules are classified on window automata
-        self._counted = counted_splits(auto)
-        self._sigs: dict[int, bytes] = {}
-        self._rule_aug: dict[int, np.ndarray] = {}
-        self._masks: LruCache[ParserState, np.ndarray] = LruCache(
-            mask_cache_size,
-            max_weight=cache_limits.mask_cache_bytes,
-            weight=lambda m: m.nbytes + CACHE_ENTRY_BYTES,
-        )
-        self._steps: dict[tuple[ParserState, int], ParserState] = {}
-        self._max_steps = cache_limits.step_cache_bytes // CACHE_ENTRY_BYTES
+            exit_trie, exit_idx = vocab.trie.with_byte(exit_byte)
+            has_exit = np.zeros(vocab.trie.num_strings + 1, dtype=bool)
+            has_exit[exit_idx] = True
+            self._exit = exit_trie, exit_idx, has_exit
+        self._cut, self._cut_split = cut, cut_split
+        # start positions with the same (cut) future over the longest token share that
+        # walk: states labelled by their outgoing split flags (a Mealy machine whose
+        # outputs are the flags), so that equal futures mean equal augmented walks
+        split_class, _ = column_classes(np.ascontiguousarray(cut_split.T))
+        check_deadline()
+        labels = split_class + 1
+        labels[DEAD] = 0
+        # at least _STABLE_ROUNDS rounds: counters (a number's bounded digits) need as
+        # many rounds as they count to converge, and only converged classes share walks
+        depth = max(vocab.trie.max_len, _STABLE_ROUNDS)
+        self._lex_class, stable = equivalence_classes(cut, labels, depth, work=budget)
+        # walk digests are taken on the quotient by stable classes (a congruence), so
+        # positions with one future share a digest whatever their automata look like
+        # (every object's undeclared-key position, whatever its declared keys); on the
+        # cut lexer itself when the classes are only depth-bounded
+        self._digest_class = self._lex_class if stable else np.arange(cut.shape[0], dtype=np.int64)
+        self._class_rep: np.ndarray | None = None
+        self._by_start: dict[int, Classification] = {}
+        self._by_class: dict[int, Classification] = {}
         self._lock = threading.Lock()
-        self._stop_words = bool_to_bitmask(
-            ids_to_bool(vocab.stop_token_ids, vocab.vocab_size), vocab.vocab_size
-        )
-        self.mask_computations = 0
-        self.candidates_checked = 0
-        self._limit_errors: dict[ParserState, str] = {}
 
-    # -- GrammarProgram protocol ----------------------------------------------------------------
-    def initial_state(self) -> ParserState:
-        return self.pda.initial
-
-    def advance(self, state: ParserState, token_id: int) -> ParserState | LimitStop | None:
-        key = (state, token_id)
-        nxt = self._steps.get(key)
-        if nxt is None:
-            data = self.vocab.token_bytes(token_id)
-            if not data:
-                return None
-            nxt = self.pda.step_bytes(state, data)
-            if not (state.far or nxt.far):  # far states are request-specific: not kept
-                if len(self._steps) >= self._max_steps:
-                    self._steps.clear()
-                if self._max_steps:
-                    self._steps[key] = nxt
-        return _result(nxt)
-
-    def advance_bytes(self, state: ParserState, data: bytes) -> ParserState | LimitStop | None:
-        return _result(self.pda.step_bytes(state, data))
-
-    def is_accepting(self, state: ParserState) -> bool:
-        return state.accepting
-
-    def token_mask(self, state: ParserState) -> np.ndarray:
-        if self._counted:
-            state = self.pda.capped(state, self._cap)
-        _, mask = self._masks.get(state)
-        if mask is not None:
-            return mask
-        mask = self._compute_mask(state)
-        self._masks.put(state, mask)
-        return mask
-
-    def expected(self, state: ParserState) -> tuple[str, tuple[int, ...]]:
-        nb = self.pda.next_bytes(state)
-        desc = describe_bytes(nb)
-        if state.accepting:
-            desc += " or the end of output"
-        err = state.error or self._limit_errors.get(
-            self.pda.capped(state, self._cap) if self._counted else state
-        )
-        if err:
-            desc += f" (tokens were cut by a parser limit: {err})"
-        return desc, tuple(int(b) for b in nb)
-
-    def forced_bytes(self, state: ParserState) -> bytes:
-        out = bytearray()
-        while not state.accepting and len(out) < 4096:
-            nb = self.pda.next_bytes(state)
-            if nb.size != 1:
-                break
-            b = int(nb[0])
-            out.append(b)
-            state = self.pda.step(state, b)
-            if state.is_dead:
-                break
-        return bytes(out)
-
-    def warm_up(self, should_stop: Callable[[], bool]) -> int:
-        """Classify stack-top positions nearest each rule's start first, until ``should_stop()``.
-
-        The initial state's mask comes first; then positions in breadth-first order of every
-        rule's DFA (start rule first).  Thread-safe.
-        """
-        if should_stop():
-            return 0
-        self.token_mask(self.pda.initial)
-        done = 1
-        for rule, dfa in enumerate(self.auto.dfas):
-            seen = {dfa.start}
-            queue = [dfa.start]
-            while queue:
-                if should_stop():
-                    return done
-                q = queue.pop(0)
-                if (dfa.table[q] != DEAD).any() and rule not in self._counted:
-                    self.classify(rule, q)
-                    done += 1
-                for nxt in np.unique(dfa.table[q]).tolist():
-                    if nxt != DEAD and nxt not in seen:
-                        seen.add(nxt)
-                        queue.append(nxt)
-                for _, ret in self.auto.refs[rule][q]:
-                    if ret not in seen:
-                        seen.add(ret)
-                        queue.append(ret)
-        return done
-
-    def cache_info(self) -> dict[str, int]:
-        info = dict(self.pda.cache_info())
-        info.update(
-            rules=len(self.auto.dfas),
-            rule_states=self.auto.num_states,
-            classified_positions=len(self._classes),
-            masks_cached=len(self._masks),
-            mask_cache_bytes=self._masks.total_weight,
-            cache_bytes=self.cache_bytes(),
-            mask_computations=self.mask_computations,
-            candidates_checked=self.candidates_checked,
-        )
-        return info
-
-    def cache_bytes(self) -> int:
-        """Bytes held by this grammar's run-time caches (masks, position classifications,
-        token steps, parser caches), by formcast's accounting (see
-        :class:`~formcast.limits.CacheLimits`)."""
-        classes = sum(w.nbytes + c.nbytes + CACHE_ENTRY_BYTES for w, c in self._classes.values())
-        return (
-            self._masks.total_weight
-            + classes
-            + len(self._steps) * CACHE_ENTRY_BYTES
-            + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
-        )
-
-    def nbytes(self) -> int:
-        """Bytes of the program: its tables (rule automata, lexer and its augmented tables)
-        plus :meth:`cache_bytes`."""
-        tables = sum(d.table.nbytes for d in self.auto.dfas) + sum(a.nbytes for a in self._aug)
-        if self.lexer is not None:
-            tables += self.lexer.table.nbytes + self._lex_aug.nbytes + self._cut_aug.nbytes
-            tables += self._cut.nbytes + self._cut_split.nbytes
-        return tables + self.cache_bytes()
-
-    # -- masks ----------------------------------------------------------------------------------
-    def classify(self, rule: int, state: int) -> _Class:
-        """For a stack top: (the tokens that stay alive, as bitmask words; candidate string
-        indices)."""
-        lexer, lex_class = self.lexer, self._lex_class
-        if lexer is not None and lex_class is not None:
-            return self._classify_lexer(lexer.entry(rule, state), lex_class)
-        else:
-            table = self._aug[rule]
-            n = self.auto.dfas[rule].table.shape[0]
-            start = state
-            key = (rule, state)
-        hit = self._classes.get(key)
-        if hit is not None:
-            return hit
-        hit = self._walk(table, start + 2 * n)
-        with self._lock:
-            self._classes[key] = hit
-        return hit
-
-    def _classify_lexer(self, start: int, lex_class: np.ndarray) -> _Class:
-        """Classification of lexer state ``start``: the shared walk of the tokens without the
-        exit byte (per class of the cut lexer) plus a walk of the tokens with it."""
-        key = (-3, start)
-        hit = self._classes.get(key)
+    def classify(self, rule: int, state: int) -> Classification:
+        """Classification of the lexer state entered at ``(rule, state)``: the shared walk of
+        the tokens without the exit byte (per class of the cut lexer) plus a walk of the
+        tokens with it."""
+        start = self.lexer.entry(rule, state)
+        hit = self._by_start.get(start)
         if hit is not None:
             return hit
         n = self._lex_aug.shape[0] // 3
-        base_key = (-1, int(lex_class[start]))
-        base = self._classes.get(base_key)
+        cls = int(self._lex_class[start])
+        base = self._by_class.get(cls)
         if base is None:
-            # only permissive states (a dense walk ahead) are worth a digest
-            wide = np.count_nonzero(self._cut[start]) >= _SHARED_WALK_MIN_BYTES
-            sig = self._cut_signature(start) if wide else None
-            base = None if sig is None else _SHARED_WALKS.get(sig)[1]
-            if base is None:
-                words, cands = self._walk(self._cut_aug, start + 2 * n)
-                base = (words, cands[~self._has_exit[cands]])
-                if sig is not None:
-                    _SHARED_WALKS.put(sig, base)
+            base = self._shared_walk(start, n)
             with self._lock:
-                self._classes[base_key] = base
-        # the tokens with the exit byte, from this very state
-        sub, ends = self._exit_trie.walk_pairs(self._lex_aug, start + 2 * n)
-        idx = self._exit_idx[sub]
-        sink = ends == 3 * n
-        size = self.vocab.vocab_size
-        alive_x = idx[~sink]
-        words = base[0]
-        if alive_x.size:
-            words = words | bool_to_bitmask(self.vocab.trie.token_mask_of(alive_x, size), size)
-        words.setflags(write=False)
-        cands = np.concatenate((base[1], idx[sink])) if sink.any() else base[1]
-        hit = (words, cands)
+                self._by_class[cls] = base
+        exit_tokens = self._exit
+        if exit_tokens is not None:
+            hit = self._with_exit_tokens(base, start, n, exit_tokens[0], exit_tokens[1])
+        else:
+            hit = base
         with self._lock:
-            self._classes[key] = hit
+            self._by_start[start] = hit
         return hit
 
-    def _cut_signature(self, start: int) -> bytes | None:
+    def _shared_walk(self, start: int, n: int) -> Classification:
+        """The walk of the tokens without the exit byte from ``start`` on the cut lexer, from
+        the process-wide :data:`_SHARED_WALKS` where a grammar already did it."""
+        # only permissive states (a dense walk ahead) are worth a digest
+        wide = np.count_nonzero(self._cut[start]) >= _SHARED_WALK_MIN_BYTES
+        sig = self.cut_signature(start) if wide else None
+        base = None if sig is None else _SHARED_WALKS.get(sig)[1]
+        if base is None:
+            words, cands = _walk(self._vocab, self._cut_aug, start + 2 * n)
+            if self._exit is not None:
+                cands = cands[~self._exit[2][cands]]
+            base = Classification(words, cands)
+            if sig is not None:
+                _SHARED_WALKS.put(sig, base)
+        return base
+
+    def _with_exit_tokens(
+        self,
+        base: Classification,
+        start: int,
+        n: int,
+        exit_trie: TokenTrie,
+        exit_idx: np.ndarray,
+    ) -> Classification:
+        """``base`` plus the tokens with the exit byte, walked from this very state."""
+        sub, ends = exit_trie.walk_pairs(self._lex_aug, start + 2 * n)
+        idx = exit_idx[sub]
+        sink = ends == 3 * n
+        vocab = self._vocab
+        size = vocab.vocab_size
+        alive_x = idx[~sink]
+        words = base.words
+        if alive_x.size:
+            words = words | bool_to_bitmask(vocab.trie.token_mask_of(alive_x, size), size)
+        words.setflags(write=False)
+        cands = np.concatenate((base.candidates, idx[sink])) if sink.any() else base.candidates
+        return Classification(words, cands)
+
+    def cut_signature(self, start: int) -> bytes | None:
         """A canonical digest of what the cut lexer can do from ``start``: the states of its
         quotient by stable classes reachable from ``start``'s class, numbered breadth-first
-        in byte order, their rows and return flags, with the vocabulary; None past
-        :data:`_SHARED_WALK_STATES` reachable classes.  Equal digests mean equal walks, in
-        any grammar: a JSON string body, a number, an undeclared key is walked once per
-        process and vocabulary.  O(reachable classes x 256)."""
+        in byte order, their rows and return flags, with the vocabulary and the exit byte;
+        None past :data:`_SHARED_WALK_STATES` reachable classes.  Equal digests mean equal
+        walks, in any grammar: a JSON string body, a number, an undeclared key is walked once
+        per process and vocabulary.  O(reachable classes x 256)."""
         part = self._digest_class
         if self._class_rep is None:  # a member of each class (its rows stand for the class)
             rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
@@ -387,34 +304,54 @@ class CfgProgram:
         renumber = np.full(rep.size, -1, dtype=np.int64)
         renumber[states] = np.arange(states.size)
         h = hashlib.blake2b(digest_size=16)
-        h.update(self.vocab.fingerprint.encode())
+        h.update(self._vocab.fingerprint.encode())
+        # the base walks drop the exit byte's candidates: programs cutting different bytes
+        # (or none) must not share them
+        h.update(b"" if self.exit_byte is None else bytes([self.exit_byte]))
         h.update(np.ascontiguousarray(renumber[part[cut[rep[states]]]]).tobytes())
         h.update(np.packbits(self._cut_split[rep[states]]).tobytes())
         return h.digest()
 
-    def _walk(self, table: np.ndarray, start: int) -> _Class:
-        """Walk the vocabulary through an augmented table: (alive words, candidates)."""
-        trie = self.vocab.trie
-        n = (table.shape[0] - 1) // 3
-        idx, ends = trie.walk_pairs(table, start)
-        sink = ends == 3 * n
-        size = self.vocab.vocab_size
-        words = bool_to_bitmask(trie.token_mask_of(idx[~sink], size), size)
-        words.setflags(write=False)
-        return words, idx[sink]
+    def __len__(self) -> int:
+        return len(self._by_start) + len(self._by_class)
 
-    def _classify_counted(self, rule: int, state: int, need: int, left: int) -> _Class:
-        """Classification of a counted rule's stack top (counts already clipped).
+    def cache_bytes(self) -> int:
+        kept = [*self._by_start.values(), *self._by_class.values()]
+        return sum(_class_bytes(c) for c in kept)
 
-        Where neither bound is within a token's reach (deep inside a long string), one
+    def table_bytes(self) -> int:
+        """The lexer, its augmented tables and the cut copies (each array once)."""
+        arrays = [self.lexer.table, self._lex_aug]
+        if self.exit_byte is not None:  # else the cut arrays are the lexer's own
+            arrays += [self._cut_aug, self._cut, self._cut_split]
+        return sum(a.nbytes for a in arrays)
+
+
+class _CountedClassifier:
+    """Classifies the stack tops of counted rules (counts already clipped), on window
+    automata shared by every grammar with the same item automaton on the same vocabulary
+    (:data:`_COUNTED_WINDOWS`, :data:`_COUNTED_CLASSES`).  ``rules``: the counted rules, each
+    with the bytes that may start a callee or follow the rule.  Costs: one window table per
+    new (item, bounds) window, one vocabulary walk per new position."""
+
+    __slots__ = ("_auto", "_cap", "_rule_aug", "_sigs", "_vocab", "rules")
+
+    def __init__(self, auto: GrammarAutomaton, vocab: Vocabulary, cap: int) -> None:
+        self._auto = auto
+        self._vocab = vocab
+        self._cap = cap
+        self.rules = counted_splits(auto)
+        self._sigs: dict[int, bytes] = {}
+        self._rule_aug: dict[int, np.ndarray] = {}
+
+    def classify(self, rule: int, state: int, need: int, left: int) -> Classification:
+        """Where neither bound is within a token's reach (deep inside a long string), one
         self-restarting level.  Otherwise two windows per item automaton serve almost every
         count: once the lower bound is met, a ``cap``-level window with the return allowed
         everywhere, entered ``left`` levels below its top; while iterations are still needed
         and the upper bound is out of reach, a ``2 * cap``-level window with the return allowed
         from level ``cap - 1`` on, entered ``need`` levels below that.  Only a narrow range
-        (both bounds within reach) gets a window of its own.  Windows and classifications
-        are shared by every grammar with the same item automaton on the same vocabulary (a
-        JSON string character is the same in every schema).
+        (both bounds within reach) gets a window of its own.
         """
         key = (self._signature(rule), state, need, left)
         found, hit = _COUNTED_CLASSES.get(key)
@@ -434,12 +371,12 @@ class CfgProgram:
         if table is None:  # overlapping iterations: every crossing token is a candidate
             table, level = self._rule_aug.get(rule), 0
             if table is None:
-                dfa = self.auto.dfas[rule]
-                table = _augmented_table(dfa.table, split_bytes(self.auto)[rule])
+                dfa = self._auto.dfas[rule]
+                table = _augmented_table(dfa.table, split_bytes(self._auto)[rule])
                 self._rule_aug[rule] = table
         n3 = table.shape[0] - 1
-        start = level * self.auto.dfas[rule].table.shape[0] + state
-        hit = self._walk(table, start + 2 * (n3 // 3))
+        start = level * self._auto.dfas[rule].table.shape[0] + state
+        hit = _walk(self._vocab, table, start + 2 * (n3 // 3))
         _COUNTED_CLASSES.put(key, hit)
         return hit
 
@@ -448,10 +385,10 @@ class CfgProgram:
         bytes that may start a callee or follow the rule.  Memoized per rule."""
         sig = self._sigs.get(rule)
         if sig is None:
-            dfa = self.auto.dfas[rule]
-            calls, follow = self._counted[rule]
+            dfa = self._auto.dfas[rule]
+            calls, follow = self.rules[rule]
             h = hashlib.blake2b(digest_size=16)
-            h.update(self.vocab.fingerprint.encode())
+            h.update(self._vocab.fingerprint.encode())
             for part in (dfa.table, dfa.accepting.astype(np.uint8), calls, follow):
                 h.update(np.ascontiguousarray(part).tobytes())
             h.update(str((dfa.start, dfa.table.shape)).encode())
@@ -466,12 +403,202 @@ class CfgProgram:
         found, aug = _COUNTED_WINDOWS.get(key)
         if found:
             return aug
-        dfa = self.auto.dfas[rule]
-        calls, follow = self._counted[rule]
+        dfa = self._auto.dfas[rule]
+        calls, follow = self.rules[rule]
         got = window_table(dfa.table, dfa.accepting, dfa.start, calls, follow, need, levels)
         aug = None if got is None else _augmented_table(*got)
         _COUNTED_WINDOWS.put(key, aug)
         return aug
+
+
+class CfgProgram:
+    """Matcher program of a context-free grammar (see the module docstring).
+
+    Args:
+        auto: the compiled per-rule automata.
+        vocab: the model's vocabulary.
+        limits: run-time parser limits.
+        mask_cache_size: parser states whose masks are kept (LRU), at most.
+        budget: the compile's fuel and deadline (:class:`~formcast.limits.WorkBudget`),
+            charged while the token index is prepared.
+        cache_limits: byte budgets of the masks, token steps and parser caches
+            (:class:`~formcast.limits.CacheLimits`).
+        exit_byte: the byte whose column is cut for the shared walks (see
+            :class:`_ExitSplitClassifier`): the byte that ends the grammar's permissive
+            lexemes (JSON's ``"``); None cuts nothing.  Masks are exact for any value.
+    """
+
+    def __init__(
+        self,
+        auto: GrammarAutomaton,
+        vocab: Vocabulary,
+        limits: ParserLimits | None = None,
+        *,
+        mask_cache_size: int = 50_000,
+        budget: WorkBudget | None = None,
+        cache_limits: CacheLimits | None = None,
+        exit_byte: int | None = None,
+    ) -> None:
+        self.auto = auto
+        self.vocab = vocab
+        self.cache_limits = cache_limits = cache_limits or CacheLimits()
+        limits = limits or ParserLimits()
+        by_bytes = max(cache_limits.parser_cache_bytes // _PARSER_ENTRY_BYTES, 1)
+        if by_bytes < limits.max_cache_entries:
+            limits = replace(limits, max_cache_entries=by_bytes)
+        # counts above the cap are out of any token's reach: those states are request-specific
+        self._cap = vocab.trie.max_len + 1
+        self.pda = PushdownAutomaton(auto, limits, far_count=self._cap)
+        self.lexer = build_expanded_lexer(auto, budget=budget)
+        # the compile's fuel for the numpy passes of the classifiers, charged before them:
+        # the lexer's two augmented tables, the cut copies and the split classes (measured:
+        # ~35 units per lexer state), else one augmented table per rule
+        spend = budget.spend if budget is not None else charge
+        self._positions: _ExitSplitClassifier | _RuleClassifier
+        if self.lexer is not None:
+            spend(35 * int(self.lexer.table.shape[0]))
+            self._positions = _ExitSplitClassifier(self.lexer, vocab, exit_byte, budget)
+        else:  # too large to determinize: classify per rule (calls become candidates)
+            self._positions = _RuleClassifier(auto, vocab, spend)
+        # counted rules: masks are shared by states equal up to counts clipped to the longest
+        # token + 1; stack tops of counted rules are classified on window automata
+        self._counted = _CountedClassifier(auto, vocab, self._cap)
+        self._masks: LruCache[ParserState, np.ndarray] = LruCache(
+            mask_cache_size,
+            max_weight=cache_limits.mask_cache_bytes,
+            weight=lambda m: m.nbytes + CACHE_ENTRY_BYTES,
+        )
+        self._steps: StepMemo[tuple[ParserState, int], ParserState] = StepMemo(
+            cache_limits.step_cache_bytes // CACHE_ENTRY_BYTES
+        )
+        self._stop_words = ids_to_bitmask(vocab.stop_token_ids, vocab.vocab_size)
+        self.mask_computations = 0
+        self.candidates_checked = 0
+        self._limit_errors: dict[ParserState, str] = {}
+
+    # -- GrammarProgram protocol ----------------------------------------------------------------
+    def initial_state(self) -> ParserState:
+        return self.pda.initial
+
+    def advance(self, state: ParserState, token_id: int) -> ParserState | LimitStop | None:
+        key = (state, token_id)
+        nxt = self._steps.get(key)
+        if nxt is None:
+            data = self.vocab.token_bytes(token_id)
+            if not data:
+                return None
+            nxt = self.pda.step_bytes(state, data)
+            if not (state.far or nxt.far):  # far states are request-specific: not kept
+                self._steps.remember(key, nxt)
+        return _result(nxt)
+
+    def advance_bytes(self, state: ParserState, data: bytes) -> ParserState | LimitStop | None:
+        return _result(self.pda.step_bytes(state, data))
+
+    def is_accepting(self, state: ParserState) -> bool:
+        return state.accepting
+
+    def token_mask(self, state: ParserState) -> np.ndarray:
+        if self._counted.rules:
+            state = self.pda.capped(state, self._cap)
+        _, mask = self._masks.get(state)
+        if mask is not None:
+            return mask
+        mask = self._compute_mask(state)
+        self._masks.put(state, mask)
+        return mask
+
+    def expected(self, state: ParserState) -> tuple[str, tuple[int, ...]]:
+        nb = self.pda.next_bytes(state)
+        desc = describe_bytes(nb)
+        if state.accepting:
+            desc += " or the end of output"
+        err = state.error or self._limit_errors.get(
+            self.pda.capped(state, self._cap) if self._counted.rules else state
+        )
+        if err:
+            desc += f" (tokens were cut by a parser limit: {err})"
+        return desc, tuple(int(b) for b in nb)
+
+    def forced_bytes(self, state: ParserState) -> bytes:
+        out = bytearray()
+        while not state.accepting and len(out) < 4096:
+            nb = self.pda.next_bytes(state)
+            if nb.size != 1:
+                break
+            b = int(nb[0])
+            out.append(b)
+            state = self.pda.step(state, b)
+            if state.is_dead:
+                break
+        return bytes(out)
+
+    def warm_up(self, should_stop: Callable[[], bool]) -> int:
+        """Classify stack-top positions nearest each rule's start first, until ``should_stop()``.
+
+        The initial state's mask comes first; then positions in breadth-first order of every
+        rule's DFA (start rule first).  Thread-safe.
+        """
+        if should_stop():
+            return 0
+        self.token_mask(self.pda.initial)
+        done = 1
+        counted = self._counted.rules
+        for rule, dfa in enumerate(self.auto.dfas):
+            seen = {dfa.start}
+            queue = [dfa.start]
+            while queue:
+                if should_stop():
+                    return done
+                q = queue.pop(0)
+                if (dfa.table[q] != DEAD).any() and rule not in counted:
+                    self.classify(rule, q)
+                    done += 1
+                for nxt in np.unique(dfa.table[q]).tolist():
+                    if nxt != DEAD and nxt not in seen:
+                        seen.add(nxt)
+                        queue.append(nxt)
+                for _, ret in self.auto.refs[rule][q]:
+                    if ret not in seen:
+                        seen.add(ret)
+                        queue.append(ret)
+        return done
+
+    def cache_info(self) -> dict[str, int]:
+        info = dict(self.pda.cache_info())
+        info.update(
+            rules=len(self.auto.dfas),
+            rule_states=self.auto.num_states,
+            classified_positions=len(self._positions),
+            masks_cached=len(self._masks),
+            mask_cache_bytes=self._masks.total_weight,
+            cache_bytes=self.cache_bytes(),
+            mask_computations=self.mask_computations,
+            candidates_checked=self.candidates_checked,
+        )
+        return info
+
+    def cache_bytes(self) -> int:
+        """Bytes held by this grammar's run-time caches (masks, position classifications,
+        token steps, parser caches), by formcast's accounting (see
+        :class:`~formcast.limits.CacheLimits`)."""
+        return (
+            self._masks.total_weight
+            + self._positions.cache_bytes()
+            + len(self._steps) * CACHE_ENTRY_BYTES
+            + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
+        )
+
+    def nbytes(self) -> int:
+        """Bytes of the program: its tables (rule automata, lexer and its augmented tables)
+        plus :meth:`cache_bytes`."""
+        tables = sum(d.table.nbytes for d in self.auto.dfas) + self._positions.table_bytes()
+        return tables + self.cache_bytes()
+
+    # -- masks ----------------------------------------------------------------------------------
+    def classify(self, rule: int, state: int) -> Classification:
+        """The classification of the stack top ``(rule, state)`` (of an uncounted rule)."""
+        return self._positions.classify(rule, state)
 
     def _compute_mask(self, state: ParserState) -> np.ndarray:
         self.mask_computations += 1
@@ -479,13 +606,14 @@ class CfgProgram:
         words: np.ndarray | None = None
         cand_parts: list[np.ndarray] = []
         counted = self._counted
+        rules = counted.rules
         positions = {
-            (f.rule, f.state, f.need, f.left) if f.rule in counted else (f.rule, f.state)
+            (f.rule, f.state, f.need, f.left) if f.rule in rules else (f.rule, f.state)
             for f in state.frames
         }
         for pos in positions:
             alive_words, cands = (
-                self._classify_counted(*pos) if len(pos) == 4 else self.classify(*pos)
+                counted.classify(*pos) if len(pos) == 4 else self._positions.classify(*pos)
             )
             words = alive_words.copy() if words is None else np.bitwise_or(words, alive_words)
             if cands.size:
@@ -495,9 +623,7 @@ class CfgProgram:
         if cand_parts:
             cands = np.unique(np.concatenate(cand_parts)) if len(cand_parts) > 1 else cand_parts[0]
             # a candidate some stack top already allows needs no check
-            tok = trie.first_token[cands]
-            already = (np.take(words, tok >> 5) >> (tok & 31).astype(np.int32)) & 1
-            cands = cands[already == 0]
+            cands = cands[bitmask_has_many(words, trie.first_token[cands]) == 0]
             strings = trie.strings
             step = self.pda.step
             self.candidates_checked += int(cands.size)
@@ -525,18 +651,11 @@ class CfgProgram:
                     ok.append(idx)
                 prev = data
             if ok:
-                ids = trie.unique_token_ids(np.asarray(ok, dtype=np.int64))
-                np.bitwise_or.at(
-                    words, ids >> 5, np.left_shift(1, ids & 31).astype(np.int64).astype(np.int32)
-                )
+                bitmask_set_many(words, trie.unique_token_ids(np.asarray(ok, dtype=np.int64)))
         if state.accepting:
             words |= self._stop_words
         words.setflags(write=False)
         return words
-
-
-def _class_bytes(c: _Class) -> int:
-    return c[0].nbytes + c[1].nbytes + CACHE_ENTRY_BYTES
 
 
 #: bytes of one parser-cache entry (an interned frame or state, a closure, a byte step),
@@ -552,12 +671,12 @@ _COUNTED_WINDOWS: LruCache[tuple[bytes, int, int], np.ndarray | None] = LruCache
     weight=lambda t: (0 if t is None else t.nbytes) + CACHE_ENTRY_BYTES,
 )
 #: Classifications of counted stack tops, by (item signature, state, need, left).
-_COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], _Class] = LruCache(
+_COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], Classification] = LruCache(
     4_096, max_weight=_SHARED_BYTES, weight=_class_bytes
 )
 #: Classifications of cut-lexer start states by canonical digest (see
-#: :meth:`CfgProgram._cut_signature`): shared by every grammar in the process.
-_SHARED_WALKS: LruCache[bytes, _Class] = LruCache(
+#: :meth:`_ExitSplitClassifier.cut_signature`): shared by every grammar in the process.
+_SHARED_WALKS: LruCache[bytes, Classification] = LruCache(
     1_024, max_weight=_SHARED_BYTES, weight=_class_bytes
 )
 # start states reaching more classes of the cut lexer than this are walked per grammar

@@ -7,17 +7,17 @@ tokenizer never reuses an old index.  Thread-safe.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from .._gc import gc_paused
-from ..automata.dfa import compile_dfa
-from ..automata.grammar_fsm import compile_grammar_automaton, has_counted_repeat
+from ..automata.regular import compile_dfa
+from ..automata.rules import compile_grammar_automaton, has_counted_repeat
 from ..cache import LruCache
-from ..errors import ConfigurationError, LimitExceededError, UnsatisfiableGrammarError
+from ..errors import ConfigurationError, UnsatisfiableGrammarError
+from ..frontends.jsonschema.options import JsonSchemaOptions
 from ..frontends.regex import parse_regex
 from ..ir.nodes import Grammar, Rule
 from ..limits import (
@@ -30,9 +30,17 @@ from ..limits import (
 )
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
-from .compiled import CompiledGrammar, GrammarProgram, RegexProgram, grammar_key
+from .compiled import CompiledGrammar, grammar_key
+from .program import GrammarProgram
+from .regex_program import RegexProgram
 
 __all__ = ["GrammarCompiler"]
+
+#: The token index's exit byte for context-free grammars (see
+#: :class:`~formcast.index.cfg_program.CfgProgram`): JSON's ``"``, which ends the permissive
+#: lexemes (string bodies) of JSON Schema, the builtin JSON grammar and most grammars' string
+#: literals.  Masks are exact for any byte; this one makes string bodies share their walks.
+_JSON_EXIT_BYTE = ord('"')
 
 
 class GrammarCompiler:
@@ -183,12 +191,13 @@ class GrammarCompiler:
         budget: WorkBudget | None = None,
         pushdown: bool = False,
         minimize: bool = True,
+        exit_byte: int | None = _JSON_EXIT_BYTE,
     ) -> GrammarProgram:
         """The program of a grammar: one DFA when it is regular (unless ``pushdown``), else
-        the pushdown program.  JSON Schema asks for the pushdown program even for regular
-        grammars: its token index walks every string body once per process (the exit-byte
-        cut, shared walks), where the DFA program walks each string position of each
-        grammar on its own."""
+        the pushdown program, whose token index cuts ``exit_byte`` for its shared walks.
+        JSON Schema asks for the pushdown program even for regular grammars: its token index
+        walks every string body once per process (the exit-byte cut, shared walks), where the
+        DFA program walks each string position of each grammar on its own."""
         # one fuel tank (and deadline) for every stage: the compile's, else a fresh one
         budget = budget or current_budget() or self._budget()
         auto = compile_grammar_automaton(
@@ -199,7 +208,12 @@ class GrammarCompiler:
                 auto.dfas[0], self.vocab, budget=budget, cache_limits=self.cache_limits
             )
         return CfgProgram(
-            auto, self.vocab, self.parser_limits, budget=budget, cache_limits=self.cache_limits
+            auto,
+            self.vocab,
+            self.parser_limits,
+            budget=budget,
+            cache_limits=self.cache_limits,
+            exit_byte=exit_byte,
         )
 
     def compile_grammar_ir(
@@ -278,40 +292,33 @@ class GrammarCompiler:
 
         return self.compile_grammar_ir(builtin_json_grammar(), kind="builtin_json", source="json")
 
-    def compile_json_schema(self, schema: Any, options: Any = None) -> CompiledGrammar:
+    def compile_json_schema(
+        self, schema: Any, options: JsonSchemaOptions | None = None
+    ) -> CompiledGrammar:
         """Compile a JSON Schema (dict, JSON text, bool, or a Pydantic model class).
 
-        See docs/json_schema.md for the supported keywords; unsupported ones fail closed with
+        The schema is read and checked once, by
+        :func:`~formcast.frontends.jsonschema.source.load_schema`, and handed to the front-end
+        as read.  See docs/json_schema.md for the supported keywords; unsupported ones fail
+        closed with
         :class:`~formcast.errors.UnsupportedFeatureError` unless ``options.lenient``.
         """
-        import importlib
+        # (imported here: the front-end costs ``import formcast`` ~0.2 s, and most uses of a
+        # compiler never compile a schema)
+        from ..frontends.jsonschema.api import schema_to_grammar
+        from ..frontends.jsonschema.source import load_schema
 
-        js: Any = importlib.import_module("formcast.frontends.jsonschema.api")
-
-        if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-            schema = schema.model_json_schema()
-        if isinstance(schema, str):
-            try:
-                schema = json.loads(schema)
-            except RecursionError:
-                raise _too_deep(_text_depth(schema), "", _opts_max_depth(options)) from None
-            except ValueError as exc:
-                raise ConfigurationError(f"the schema is not valid JSON: {exc}") from None
-        opts = options if options is not None else js.JsonSchemaOptions()
-        # the key keeps the schema's key order: properties are generated in schema order
-        try:
-            canonical = json.dumps(schema, ensure_ascii=False)
-        except RecursionError:
-            depth, pointer = _deepest(schema)
-            raise _too_deep(depth, pointer, _opts_max_depth(opts)) from None
-        except (TypeError, ValueError) as exc:
-            raise ConfigurationError(f"the schema is not JSON-serializable: {exc}") from None
-        key_of = getattr(opts, "cache_key", None)
-        opts_key: str | None = key_of() if callable(key_of) else repr(opts)
+        opts = options if options is not None else JsonSchemaOptions()
+        if not isinstance(opts, JsonSchemaOptions):
+            raise ConfigurationError(
+                f"options must be a JsonSchemaOptions, got {type(opts).__name__}"
+            )
+        loaded = load_schema(schema, opts)
+        opts_key = opts.cache_key()
 
         def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()
-            grammar, ignored = js.schema_to_grammar(schema, opts)
+            grammar, ignored = schema_to_grammar(loaded, opts)
             # call-site expansion copies "any value" into every undeclared-member slot:
             # measured on MaskBench it triples compile time and does not speed masks up
             program = self._program_for(
@@ -319,7 +326,7 @@ class GrammarCompiler:
             )
             return CompiledGrammar(
                 kind="json_schema",
-                source=canonical,
+                source=loaded.canonical,
                 vocab=self.vocab,
                 program=program,
                 compile_seconds=time.perf_counter() - t0,
@@ -329,65 +336,5 @@ class GrammarCompiler:
             )
 
         return self._cached(
-            "json_schema", canonical, opts_key, build, seconds=opts.max_compile_seconds
+            "json_schema", loaded.canonical, opts_key, build, seconds=opts.max_compile_seconds
         )
-
-
-def _opts_max_depth(options: Any) -> int:
-    """``options.max_depth`` (the default's when ``options`` is None)."""
-    if options is None:
-        from ..frontends.jsonschema.options import JsonSchemaOptions
-
-        options = JsonSchemaOptions()
-    return int(options.max_depth)
-
-
-def _too_deep(depth: int, pointer: str, max_depth: int) -> LimitExceededError:
-    where = f" at {pointer}" if pointer else ""
-    return LimitExceededError(
-        "max_depth",
-        max_depth,
-        f"the schema is nested {depth} levels deep{where}, deeper than JSON can be read here",
-    )
-
-
-def _text_depth(text: str) -> int:
-    """The deepest ``[``/``{`` nesting of a JSON text (outside strings); iterative."""
-    depth = best = 0
-    in_str = escaped = False
-    for ch in text:
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            best = max(best, depth)
-        elif ch in "]}":
-            depth -= 1
-    return best
-
-
-def _deepest(value: Any) -> tuple[int, str]:
-    """The nesting depth of a JSON value and the JSON pointer of its deepest container;
-    iterative (values too deep for ``json.dumps`` are what it is for)."""
-    best, where = 0, ""
-    todo: list[tuple[Any, int, str]] = [(value, 1, "")]
-    seen: set[int] = set()
-    while todo:
-        v, d, ptr = todo.pop()
-        if not isinstance(v, (dict, list)) or id(v) in seen:
-            continue
-        seen.add(id(v))  # a cyclic value is as deep as json.dumps could go
-        if d > best:
-            best, where = d, ptr
-        items = v.items() if isinstance(v, dict) else enumerate(v)
-        for k, child in items:
-            esc = str(k).replace("~", "~0").replace("/", "~1")
-            todo.append((child, d + 1, f"{ptr}/{esc}"))
-    return best, where or "/"

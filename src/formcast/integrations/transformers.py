@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ..bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, bool_to_bitmask
+from ..bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, ids_to_bitmask
 from ..errors import ConfigurationError, DeadEndError, FormcastError
 from ..index.compiled import CompiledGrammar
 from ..runtime.matcher import GrammarMatcher
@@ -90,9 +90,7 @@ class FormcastLogitsProcessor:
             )
         self._grammars = grammars
         self.vocab_size = sizes.pop()
-        stops = np.zeros(self.vocab_size, dtype=bool)
-        stops[sorted(grammars[0].vocab.stop_token_ids)] = True
-        self._stop_words = bool_to_bitmask(stops, self.vocab_size)
+        self._stop_words = ids_to_bitmask(grammars[0].vocab.stop_token_ids, self.vocab_size)
         self.mask_seconds: list[float] = []
         self.reset()
 

@@ -39,14 +39,9 @@ from .nodes import (
     EMPTY,
     NOTHING,
     Alt,
-    ByteSet,
-    CharSet,
     Concat,
-    Empty,
     Grammar,
-    Literal,
     Node,
-    Nothing,
     Repeat,
     Rule,
     RuleRef,
@@ -56,6 +51,7 @@ from .nodes import (
     node_size,
     repeat,
 )
+from .passes import node_nullable, nullable_rules, reachable_rules, rule_sccs
 
 __all__ = [
     "MAX_REWRITE_NODES",
@@ -70,133 +66,6 @@ _HINT = (
     "it could not be rewritten automatically; write the recursion as a repetition, "
     'e.g. expr ::= term ("+" term)*'
 )
-
-
-def _nullable_node(
-    node: Node,
-    nullable_rules: set[str],
-    memo: dict[int, tuple[Node, bool]],
-    scratch: dict[int, tuple[Node, bool]] | None = None,
-    settled: set[str] | None = None,
-) -> bool:
-    """Whether ``node`` derives the empty string, given the nullable rules.  Post-order without
-    recursion, memoized by identity (the memos hold the nodes, so no id is reused).
-
-    With ``scratch``, only nodes that reference ``settled`` rules alone are stored in ``memo``
-    (their answer is final); the others go to ``scratch`` (valid for one fixpoint round)."""
-    hit = memo.get(id(node))
-    if hit is None and scratch is not None:
-        hit = scratch.get(id(node))
-    if hit is not None:
-        return hit[1]
-    try:  # short-circuit first: most bodies start with a byte, so little is visited
-        return _nullable_lazy(node, nullable_rules, memo, scratch, settled)
-    except RecursionError:  # a very deep tree: the full post-order below has no recursion
-        pass
-
-    def get(k: Node) -> bool:
-        found = memo.get(id(k))
-        if found is None and scratch is not None:
-            found = scratch.get(id(k))
-        assert found is not None  # children are done first
-        return found[1]
-
-    def known(k: Node) -> bool:
-        return id(k) in memo or (scratch is not None and id(k) in scratch)
-
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    while stack:
-        n, ready = stack.pop()
-        if known(n):
-            continue
-        kids: tuple[Node, ...] = ()
-        if isinstance(n, (Concat, Alt)):
-            kids = n.items
-        elif isinstance(n, Repeat):
-            kids = (n.item,)
-        if not ready and kids:
-            stack.append((n, True))
-            stack.extend((k, False) for k in kids if not known(k))
-            continue
-        if isinstance(n, Empty):
-            out = True
-        elif isinstance(n, Literal):
-            out = not n.text
-        elif isinstance(n, (CharSet, ByteSet, Nothing)):
-            out = False
-        elif isinstance(n, RuleRef):
-            out = n.name in nullable_rules
-        elif isinstance(n, Concat):
-            out = all(get(k) for k in n.items)
-        elif isinstance(n, Alt):
-            out = any(get(k) for k in n.items)
-        elif isinstance(n, Repeat):
-            out = n.min == 0 or get(n.item)
-        else:  # pragma: no cover - every IR node type is listed above
-            out = False
-        if scratch is None or settled is None or node_refs(n) <= settled:
-            memo[id(n)] = (n, out)
-        else:
-            scratch[id(n)] = (n, out)
-    return get(node)
-
-
-def _nullable_lazy(
-    n: Node,
-    nullable_rules: set[str],
-    memo: dict[int, tuple[Node, bool]],
-    scratch: dict[int, tuple[Node, bool]] | None,
-    settled: set[str] | None,
-) -> bool:
-    """:func:`_nullable_node` by short-circuit recursion (``all``/``any`` stop early)."""
-    hit = memo.get(id(n))
-    if hit is None and scratch is not None:
-        hit = scratch.get(id(n))
-    if hit is not None:
-        return hit[1]
-    if isinstance(n, Empty):
-        return True
-    if isinstance(n, Literal):
-        return not n.text
-    if isinstance(n, (CharSet, ByteSet, Nothing)):
-        return False
-    if isinstance(n, RuleRef):
-        return n.name in nullable_rules
-    if isinstance(n, Concat):
-        out = all(_nullable_lazy(k, nullable_rules, memo, scratch, settled) for k in n.items)
-    elif isinstance(n, Alt):
-        out = any(_nullable_lazy(k, nullable_rules, memo, scratch, settled) for k in n.items)
-    elif isinstance(n, Repeat):
-        out = n.min == 0 or _nullable_lazy(n.item, nullable_rules, memo, scratch, settled)
-    else:  # pragma: no cover - every IR node type is listed above
-        out = False
-    if scratch is None or settled is None or node_refs(n) <= settled:
-        memo[id(n)] = (n, out)
-    else:
-        scratch[id(n)] = (n, out)
-    return out
-
-
-def _nullable_rules(rules: Mapping[str, Rule], comps: list[list[str]]) -> set[str]:
-    """The rules of ``comps`` (call-graph components, callees first) that derive the empty
-    string: least fixpoint per component, so a rule outside a cycle is looked at once and
-    subtrees whose rules are all settled are never walked again."""
-    nullable: set[str] = set()
-    settled: set[str] = set()
-    final: dict[int, tuple[Node, bool]] = {}
-    for comp in comps:
-        changed = True
-        while changed:
-            changed = False
-            scratch: dict[int, tuple[Node, bool]] = {}  # one round (the set grows)
-            for name in comp:
-                check_deadline()
-                body = rules[name].body
-                if name not in nullable and _nullable_node(body, nullable, final, scratch, settled):
-                    nullable.add(name)
-                    changed = len(comp) > 1  # a member may depend on it
-        settled.update(comp)
-    return nullable
 
 
 def _left_refs(node: Node, nullable: set[str], memo: dict[int, tuple[Node, bool]]) -> set[str]:
@@ -218,54 +87,9 @@ def _left_refs(node: Node, nullable: set[str], memo: dict[int, tuple[Node, bool]
         elif isinstance(n, Concat):
             for item in n.items:
                 stack.append(item)
-                if not _nullable_node(item, nullable, memo):
+                if not node_nullable(item, nullable, memo):
                     break
     return out
-
-
-def _sccs(graph: Mapping[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components (iterative Tarjan), members in ``graph`` order."""
-    order = {name: i for i, name in enumerate(graph)}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    result: list[list[str]] = []
-    for root in graph:
-        if root in index:
-            continue
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        work = [(root, iter(sorted(graph[root], key=order.__getitem__)))]
-        while work:
-            v, it = work[-1]
-            advanced = False
-            for w in it:
-                if w not in index:
-                    index[w] = low[w] = len(index)
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(graph[w], key=order.__getitem__))))
-                    advanced = True
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[v])
-            if low[v] == index[v]:
-                comp: list[str] = []
-                while True:
-                    w = stack.pop()
-                    on_stack.discard(w)
-                    comp.append(w)
-                    if w == v:
-                        break
-                result.append(sorted(comp, key=order.__getitem__))
-    return result
 
 
 def _cyclic(comps: list[list[str]], graph: Mapping[str, set[str]]) -> list[list[str]]:
@@ -275,29 +99,23 @@ def _cyclic(comps: list[list[str]], graph: Mapping[str, set[str]]) -> list[list[
 def _analyse(grammar: Grammar) -> tuple[dict[str, Rule], list[str], set[str], list[list[str]]]:
     """(rules, reachable rule names, nullable rules, left-recursive components)."""
     rules = dict(grammar.rule_map())
-    reachable: list[str] = []
-    seen: set[str] = set()
-    todo = [grammar.start]
-    while todo:
-        name = todo.pop()
-        if name in seen or name not in rules:
-            continue  # an undefined rule is reported by the automaton layer
-        seen.add(name)
-        reachable.append(name)
-        todo.extend(sorted(node_refs(rules[name].body)))
+    # an undefined rule is skipped here: it is reported by the automaton layer
+    reachable = reachable_rules(
+        grammar.start, lambda name: sorted(node_refs(rules[name].body)), rules
+    )
     call_graph = {n: {r for r in node_refs(rules[n].body) if r in rules} for n in reachable}
-    call_comps = _sccs(call_graph)  # callees first
+    call_comps = rule_sccs(call_graph)  # callees first
     recursive = {n for c in _cyclic(call_comps, call_graph) for n in c}
     if not recursive:
         return rules, reachable, set(), []
-    nullable = _nullable_rules(rules, call_comps)
+    nullable = nullable_rules(rules, call_comps)
     memo: dict[int, tuple[Node, bool]] = {}
     left_graph = {
         n: {r for r in _left_refs(rules[n].body, nullable, memo) if r in recursive}
         for n in reachable
         if n in recursive
     }
-    return rules, reachable, nullable, _cyclic(_sccs(left_graph), left_graph)
+    return rules, reachable, nullable, _cyclic(rule_sccs(left_graph), left_graph)
 
 
 def left_recursive_rules(grammar: Grammar) -> list[list[str]]:
@@ -320,7 +138,7 @@ class _Rewriter:
         self._taken = set(rules)
 
     def is_nullable(self, node: Node) -> bool:
-        return _nullable_node(node, self.nullable, self.memo)
+        return node_nullable(node, self.nullable, self.memo)
 
     def ne_name(self, rule: str) -> str:
         """Name of the rule for ``L(rule)`` minus the empty string (made on first use)."""

@@ -3,8 +3,9 @@
 :class:`LanguageModel` (the protocol: ``vocab``, ``start``, ``step``, ``tokenize``...),
 chat templates (:class:`ChatTemplate`), and the wrappers that implement the protocol:
 :class:`LlamaCppModel` (llama-cpp-python), :class:`TransformersModel` (torch, transformers),
-:class:`CallableModel` (any ``logits = f(token_ids)``, numpy only); :func:`load_model` loads a
-bundled model by name.  Importing this package imports no model library: each wrapper's module
+:class:`CallableModel` (any ``logits = f(token_ids)``, numpy only), which share their stored
+properties through :class:`~formcast.model.base.ModelBase`; :func:`load_model` loads a bundled
+model by name.  Importing this package imports no model library: each wrapper's module
 is imported when its name is first used, and the library itself when a model is loaded.
 """
 

@@ -25,13 +25,14 @@ import numpy as np
 
 from ..errors import ConfigurationError
 from ..vocab.vocabulary import Vocabulary
+from .base import ModelBase
 from .chat import ChatTemplate
 from .protocol import Logits
 
 __all__ = ["CallableModel"]
 
 
-class CallableModel:
+class CallableModel(ModelBase):
     """A :class:`~formcast.model.protocol.LanguageModel` around a logits function.
 
     Args:
@@ -70,22 +71,6 @@ class CallableModel:
         self._name = name
         self._seq: list[int] = []
         self.calls = 0
-
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._vocab
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def chat_template(self) -> ChatTemplate | None:
-        return self._chat
-
-    @property
-    def max_context(self) -> int | None:
-        return self._max_context
 
     @property
     def sequence(self) -> list[int]:

@@ -39,6 +39,7 @@ import numpy as np
 from .._optional import require
 from ..errors import ConfigurationError, ModelFileError, VocabularyError
 from ..vocab.vocabulary import Vocabulary
+from .base import ModelBase
 from .chat import ChatTemplate, chat_template_from_jinja
 from .protocol import Logits
 
@@ -136,7 +137,7 @@ def _close_all() -> None:
         model.close()
 
 
-class LlamaCppModel:
+class LlamaCppModel(ModelBase):
     """A llama.cpp model as a :class:`~formcast.model.protocol.LanguageModel`.
 
     Args:
@@ -233,9 +234,7 @@ class LlamaCppModel:
         self._name = name or (os.path.basename(path) if path else vocab.name)
         if chat_template == "auto":
             metadata = getattr(llm, "metadata", None) or {}
-            self._chat: ChatTemplate | None = chat_template_from_jinja(
-                metadata.get("tokenizer.chat_template") or ""
-            )
+            self._chat = chat_template_from_jinja(metadata.get("tokenizer.chat_template") or "")
         else:
             self._chat = chat_template
         self._n_vocab = int(llm.n_vocab())
@@ -250,18 +249,6 @@ class LlamaCppModel:
         _OPEN.discard(self)
 
     # -- LanguageModel -------------------------------------------------------------------------
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._vocab
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def chat_template(self) -> ChatTemplate | None:
-        return self._chat
-
     @property
     def max_context(self) -> int:
         return int(self.llm.n_ctx())
@@ -307,7 +294,5 @@ class LlamaCppModel:
                 "load the model with a larger n_ctx"
             )
 
-    def __repr__(self) -> str:
-        return (
-            f"LlamaCppModel(name={self._name!r}, n_vocab={self._n_vocab}, n_ctx={self.max_context})"
-        )
+    def _describe(self) -> str:
+        return f"n_vocab={self._n_vocab}, n_ctx={self.max_context}"

@@ -26,10 +26,10 @@ import hashlib
 import importlib.util
 import os
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..cache import LruCache
 from ..errors import ConfigurationError, ModelFileError
 from .chat import SMOLLM2_CHAT, ChatTemplate
 from .protocol import LanguageModel
@@ -166,9 +166,8 @@ def model_path(name: str = DEFAULT_MODEL, *, verify: bool = True) -> str:
     return path
 
 
-_LOADED: OrderedDict[tuple[Any, ...], LanguageModel] = OrderedDict()
-_LOADED_LOCK = threading.Lock()
 _MAX_LOADED = 2
+_LOADED: LruCache[tuple[Any, ...], LanguageModel] = LruCache(_MAX_LOADED)
 
 
 def load_model(
@@ -201,11 +200,9 @@ def load_model(
         raise ConfigurationError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
     key = (model, backend, n_ctx, n_threads, verify)
     if cache:
-        with _LOADED_LOCK:
-            hit = _LOADED.get(key)
-            if hit is not None:
-                _LOADED.move_to_end(key)
-                return hit
+        _, hit = _LOADED.get(key)
+        if hit is not None:
+            return hit
     asset = MODELS.get(model)
     if asset is not None:
         path = model_path(model, verify=verify)
@@ -244,8 +241,5 @@ def load_model(
             name=label,
         )
     if cache:
-        with _LOADED_LOCK:
-            _LOADED[key] = lm
-            while len(_LOADED) > _MAX_LOADED:
-                _LOADED.popitem(last=False)
+        _LOADED.put(key, lm)
     return lm

@@ -24,6 +24,7 @@ import numpy as np
 from .._optional import require
 from ..errors import ConfigurationError, ModelFileError, VocabularyError
 from ..vocab.vocabulary import Vocabulary
+from .base import ModelBase
 from .chat import ChatTemplate, chat_template_from_jinja
 from .protocol import Logits
 
@@ -78,7 +79,7 @@ def check_hf_vocabulary(
         )
 
 
-class TransformersModel:
+class TransformersModel(ModelBase):
     """A transformers causal LM as a :class:`~formcast.model.protocol.LanguageModel`.
 
     Args:
@@ -195,22 +196,6 @@ class TransformersModel:
         )
 
     # -- LanguageModel -------------------------------------------------------------------------
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._vocab
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def chat_template(self) -> ChatTemplate | None:
-        return self._chat
-
-    @property
-    def max_context(self) -> int | None:
-        return self._max_context
-
     def tokenize(self, text: str) -> list[int]:
         if self.tokenizer is None:
             raise ConfigurationError(
@@ -241,6 +226,3 @@ class TransformersModel:
         if self._cache is None:
             raise ConfigurationError("step() before start(): evaluate a prompt first")
         return self._forward(token_ids)
-
-    def __repr__(self) -> str:
-        return f"TransformersModel(name={self._name!r}, vocab_size={self._vocab.vocab_size})"

@@ -27,9 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from ..bitmask import bitmask_to_bool, writable_bitmask_row
+from ..bitmask import bitmask_has, bitmask_to_bool, bitmask_words, writable_bitmask_row
 from ..errors import ConfigurationError, DeadEndDiagnostic
-from ..index.compiled import CompiledGrammar, LimitStop
+from ..index.compiled import CompiledGrammar
+from ..index.program import LimitStop
 
 __all__ = ["GrammarMatcher"]
 
@@ -316,7 +317,7 @@ class GrammarMatcher:
         row index out of range or not an int) raises ``ConfigurationError`` before anything is
         written.  Words past the vocabulary's are zeroed.
         """
-        n = (self.compiled.vocab.vocab_size + 31) // 32
+        n = bitmask_words(self.compiled.vocab.vocab_size)
         row = writable_bitmask_row(bitmask, index, n)
         words = self._words()
         row[:n] = words
@@ -338,7 +339,7 @@ class GrammarMatcher:
             return False
         token_id = index
         words = self._words()
-        return bool((int(words[token_id >> 5]) >> (token_id & 31)) & 1)
+        return bitmask_has(words, token_id)
 
     def find_jump_forward_bytes(self) -> bytes:
         """Bytes the grammar forces next (may be empty): emit them without sampling."""

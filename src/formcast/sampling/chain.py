@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..bitmask import bitmask_to_bool
 from ..errors import ConfigurationError, FormcastError
 
 __all__ = [
@@ -168,12 +169,7 @@ def _unpack_bitmask(bitmask: Any, width: int) -> npt.NDArray[np.bool_]:
             "a token bitmask is an array of 32-bit integer words, "
             f"got dtype {words.dtype} with shape {words.shape}"
         )
-    as_bytes = np.ascontiguousarray(words, dtype="<i4").view(np.uint8)
-    bits = np.unpackbits(as_bytes, axis=-1, bitorder="little").astype(bool)
-    if bits.shape[-1] >= width:
-        return bits[..., :width]
-    pad = np.zeros((*bits.shape[:-1], width - bits.shape[-1]), dtype=bool)
-    return np.concatenate([bits, pad], axis=-1)
+    return bitmask_to_bool(words, width)
 
 
 def _mask(logits: Any, bitmask_row: Any | None) -> tuple[FloatArray, npt.NDArray[np.bool_]]:

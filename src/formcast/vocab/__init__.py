@@ -1,6 +1,9 @@
-"""Tokenizer adapters → :class:`Vocabulary` (exact bytes per token id, stop and special ids).
+"""Tokenizers → :class:`Vocabulary` (exact bytes per token id, stop and special ids).
 
-Never imports the grammar side (:mod:`formcast.ir`, :mod:`formcast.frontends`, :mod:`formcast.automata`).
+:mod:`.sources` reads each tokenizer library into raw tables, :class:`Vocabulary` is built from
+them, :mod:`.trie` arranges its text tokens for vectorized automaton walks, :mod:`.loaders`
+names a few vocabularies for the CLI.  Never imports the grammar side (:mod:`formcast.ir`,
+:mod:`formcast.frontends`, :mod:`formcast.automata`).
 """
 
 from .vocabulary import Vocabulary

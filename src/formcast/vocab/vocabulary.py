@@ -11,6 +11,7 @@ walks) are built lazily, once, and cached on the instance.
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import threading
 from array import array
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import VocabularyError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .sources import RawVocabulary
     from .trie import TokenTrie
 
 __all__ = ["Vocabulary"]
@@ -122,39 +124,90 @@ class Vocabulary:
         )
 
     @classmethod
-    def from_huggingface(cls, tokenizer: Any, **kwargs: Any) -> Vocabulary:
-        """From a ``tokenizers.Tokenizer`` or a transformers fast tokenizer (see
-        :func:`formcast.vocab.adapters.from_huggingface`)."""
-        from .adapters import from_huggingface
-
-        vocab: Vocabulary = from_huggingface(tokenizer, **kwargs)
-        return vocab
-
-    @classmethod
-    def from_tiktoken(cls, encoding: Any, **kwargs: Any) -> Vocabulary:
-        """From a ``tiktoken.Encoding`` (see :func:`formcast.vocab.adapters.from_tiktoken`)."""
-        from .adapters import from_tiktoken
-
-        vocab: Vocabulary = from_tiktoken(encoding, **kwargs)
-        return vocab
+    def from_raw(cls, raw: RawVocabulary) -> Vocabulary:
+        """Build from the tables a source read (:mod:`formcast.vocab.sources`)."""
+        return cls(
+            raw.tokens,
+            stop_token_ids=raw.stop_token_ids,
+            special_token_ids=raw.special_token_ids,
+            vocab_size=raw.vocab_size,
+            name=raw.name,
+        )
 
     @classmethod
-    def from_gguf(cls, path: Any, **kwargs: Any) -> Vocabulary:
+    def from_huggingface(
+        cls,
+        tokenizer: Any,
+        *,
+        stop_token_ids: int | Iterable[int] | None = None,
+        vocab_size: int | None = None,
+        name: str | None = None,
+    ) -> Vocabulary:
+        """From a ``tokenizers.Tokenizer`` or a transformers tokenizer (see
+        :func:`formcast.vocab.sources.huggingface.read_huggingface`)."""
+        from .sources.huggingface import read_huggingface
+
+        return cls.from_raw(
+            read_huggingface(
+                tokenizer, stop_token_ids=stop_token_ids, vocab_size=vocab_size, name=name
+            )
+        )
+
+    @classmethod
+    def from_tiktoken(
+        cls,
+        encoding: Any,
+        *,
+        stop_token_ids: int | Iterable[int] | None = None,
+        vocab_size: int | None = None,
+        name: str | None = None,
+    ) -> Vocabulary:
+        """From a ``tiktoken.Encoding`` (see
+        :func:`formcast.vocab.sources.tiktoken.read_tiktoken`)."""
+        from .sources.tiktoken import read_tiktoken
+
+        return cls.from_raw(
+            read_tiktoken(encoding, stop_token_ids=stop_token_ids, vocab_size=vocab_size, name=name)
+        )
+
+    @classmethod
+    def from_gguf(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        stop_token_ids: int | Iterable[int] | None = None,
+        vocab_size: int | None = None,
+        name: str | None = None,
+    ) -> Vocabulary:
         """From the tokenizer arrays of a GGUF file (see
-        :func:`formcast.vocab.adapters.from_gguf`)."""
-        from .adapters import from_gguf
+        :func:`formcast.vocab.sources.gguf.read_gguf`)."""
+        from .sources.gguf import read_gguf
 
-        vocab: Vocabulary = from_gguf(path, **kwargs)
-        return vocab
+        return cls.from_raw(
+            read_gguf(path, stop_token_ids=stop_token_ids, vocab_size=vocab_size, name=name)
+        )
 
     @classmethod
-    def from_sentencepiece(cls, processor_or_model_path: Any, **kwargs: Any) -> Vocabulary:
-        """From a ``sentencepiece.SentencePieceProcessor`` or a ``.model`` path (see
-        :func:`formcast.vocab.adapters.from_sentencepiece`)."""
-        from .adapters import from_sentencepiece
+    def from_sentencepiece(
+        cls,
+        processor_or_model_path: Any,
+        *,
+        stop_token_ids: int | Iterable[int] | None = None,
+        vocab_size: int | None = None,
+        name: str | None = None,
+    ) -> Vocabulary:
+        """From a ``sentencepiece.SentencePieceProcessor``, a ``.model`` path or its bytes (see
+        :func:`formcast.vocab.sources.sentencepiece.read_sentencepiece`)."""
+        from .sources.sentencepiece import read_sentencepiece
 
-        vocab: Vocabulary = from_sentencepiece(processor_or_model_path, **kwargs)
-        return vocab
+        return cls.from_raw(
+            read_sentencepiece(
+                processor_or_model_path,
+                stop_token_ids=stop_token_ids,
+                vocab_size=vocab_size,
+                name=name,
+            )
+        )
 
     # -- queries ------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -212,5 +265,9 @@ class Vocabulary:
                 if self._trie is None:
                     from .trie import TokenTrie
 
-                    self._trie = TokenTrie(self)
+                    self._trie = TokenTrie(
+                        self.tokens,
+                        special_token_ids=self.special_token_ids,
+                        vocab_size=self.vocab_size,
+                    )
         return self._trie

@@ -20,26 +20,28 @@ parsed patterns and formats.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ...errors import ConfigurationError, LimitExceededError
+from ...errors import LimitExceededError
 from ...ir.nodes import Grammar
 from .emit import Emitter
 from .keywords import KEYWORDS, Keyword
 from .normalize import Normalizer
 from .options import JsonSchemaOptions
+from .source import LoadedSchema, load_schema
 
-__all__ = ["KEYWORDS", "JsonSchemaOptions", "Keyword", "schema_to_grammar"]
+__all__ = ["KEYWORDS", "JsonSchemaOptions", "Keyword", "LoadedSchema", "schema_to_grammar"]
 
 
 def schema_to_grammar(
-    schema: dict[str, Any] | bool | str, options: JsonSchemaOptions | None = None
+    schema: LoadedSchema | dict[str, Any] | bool | str | type,
+    options: JsonSchemaOptions | None = None,
 ) -> tuple[Grammar, list[str]]:
     """Compile a JSON Schema into a grammar of the JSON texts of its valid instances.
 
     Args:
-        schema: the schema as a dict, a boolean, or JSON text.
+        schema: the schema as a dict, a boolean, JSON text, a Pydantic model class, or
+            already read by :func:`~.source.load_schema` (read once, then passed on).
         options: see :class:`JsonSchemaOptions` (defaults: compact output, strict).
 
     Returns:
@@ -52,34 +54,11 @@ def schema_to_grammar(
         UnsatisfiableGrammarError: no JSON value satisfies the schema.
         LimitExceededError: a limit of ``options`` was exceeded.
         ConfigurationError: the schema is malformed (not JSON, wrong keyword value types).
+            The schema is read and checked by :func:`~.source.load_schema`.
     """
     options = options or JsonSchemaOptions()
-    if isinstance(schema, str):
-        if len(schema.encode("utf-8")) > options.max_schema_bytes:
-            raise LimitExceededError(
-                "max_schema_bytes", options.max_schema_bytes, "schema text too large"
-            )
-        try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise ConfigurationError(f"the schema is not valid JSON: {e}") from None
-    if not isinstance(schema, (dict, bool)):
-        raise ConfigurationError(
-            f"a JSON Schema is an object or a boolean, got {type(schema).__name__}"
-        )
-    try:
-        size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
-    except RecursionError:
-        raise LimitExceededError(
-            "max_depth", options.max_depth, "the schema is nested too deeply"
-        ) from None
-    except (TypeError, ValueError) as e:
-        raise ConfigurationError(f"the schema is not JSON-serializable: {e}") from None
-    if size > options.max_schema_bytes:
-        raise LimitExceededError(
-            "max_schema_bytes", options.max_schema_bytes, f"schema has {size} bytes"
-        )
-    norm = Normalizer(schema, options)
+    loaded = load_schema(schema, options)
+    norm = Normalizer(loaded.value, options)
     try:
         root = norm.run()
         grammar = Emitter(norm, options).grammar(root)

@@ -37,30 +37,30 @@ from ...errors import (
     UnsupportedFeatureError,
 )
 from ...ir.nodes import (
-    ANY_CHAR,
-    EMPTY,
     NOTHING,
-    Alt,
     CharSet,
-    Concat,
-    Empty,
     Grammar,
-    Literal,
     Node,
     Nothing,
-    Repeat,
     Rule,
     RuleRef,
     alt,
     concat,
     is_regular,
-    iter_refs,
     literal,
     repeat,
-    substitute,
 )
-from ...limits import charge, metered, metered_cache
-from . import formats as json_formats
+from ...ir.passes import (
+    drop_unproductive,
+    drop_unreachable,
+    inline_single_use,
+    productive_rules,
+    rule_refs,
+)
+from ...limits import charge
+from .algebra import IntegerValue, int_bounds
+from .keys import not_in_set
+from .layout import Layout, counted_run, extras_run
 from .nodes import (
     ANY,
     NOTHING_S,
@@ -81,7 +81,7 @@ from .nodes import (
     to_decimal,
     value_key,
 )
-from .normalize import IntegerValue, Normalizer, int_bounds
+from .normalize import Normalizer
 from .numbers import (
     any_number,
     decimal_range,
@@ -93,196 +93,14 @@ from .numbers import (
 from .options import JsonSchemaOptions
 from .regexlang import pattern_node, restrict_length
 from .strings import any_string_body, encode_node, encode_ranges, encode_text, quoted
+from .strings_dfa import string_dfa, string_parts
 
-__all__ = ["Emitter", "string_dfa"]
+__all__ = ["Emitter"]
 
 _WS = CharSet.chars(" \t\n\r")
 #: DFAs larger than this become right-linear rules directly (state elimination is cubic).
 _MAX_ELIMINATION_STATES = 300
 _MAX_UNIQUE_SEQUENCES = 5_000
-
-
-def _string_parts(s: SStr) -> tuple[list[Node], list[Node]]:
-    pos: list[Node] = [pattern_node(p) for p in s.patterns]
-    neg: list[Node] = [pattern_node(p) for p in s.neg_patterns]
-    for f in s.formats:
-        n = json_formats.format_node(f)
-        if n is None:  # pragma: no cover - checked by the normalizer
-            raise GrammarError(f"unknown format {f!r}")
-        pos.append(n)
-    for f in s.neg_formats:
-        n = json_formats.format_node(f)
-        if n is None:  # pragma: no cover
-            raise GrammarError(f"unknown format {f!r}")
-        neg.append(n)
-    return pos, neg
-
-
-# values: (automaton, the fuel its build cost: a hit charges it, so whether a compile fits
-# max_compile_work does not depend on what was compiled before)
-_DFA_CACHE: dict[tuple[object, ...], tuple[charfa.CharDFA, int]] = {}
-_DFA_CACHE_SIZE = 256
-
-
-def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
-    """The automaton of the decoded strings ``s`` accepts (memoized by content)."""
-    key = (
-        s.min_len,
-        s.max_len,
-        s.patterns,
-        s.neg_patterns,
-        s.formats,
-        s.neg_formats,
-        tuple(sorted(s.excluded)),
-        options.max_automaton_states,
-    )
-    got = _DFA_CACHE.get(key)
-    if got is not None:
-        charge(got[1])
-        return got[0]
-    built = metered(lambda: _string_dfa(s, options))
-    if len(_DFA_CACHE) >= _DFA_CACHE_SIZE:
-        _DFA_CACHE.pop(next(iter(_DFA_CACHE)))
-    _DFA_CACHE[key] = built
-    return built[0]
-
-
-def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
-    mx = options.max_automaton_states
-    pos, neg = _string_parts(s)
-    d: charfa.CharDFA | None = None
-    for p in pos:
-        pd = charfa.dfa_from_node(p, mx)
-        d = pd if d is None else charfa.intersect(d, pd, mx)
-    if d is None:
-        d = charfa.any_string_dfa()
-    for n in neg:
-        d = charfa.difference(d, charfa.dfa_from_node(n, mx), mx)
-    if s.excluded:
-        d = charfa.difference(d, charfa.finite_set_dfa(sorted(s.excluded), mx), mx)
-    lo, hi = s.min_len, s.max_len
-    if (lo, hi) != (0, None) and not d.is_empty():
-        a, b = charfa.length_bounds(d)
-        if not (a >= lo and (hi is None or (b is not None and b <= hi))):
-            d = charfa.intersect(d, charfa.length_dfa(lo, hi, mx), mx)
-    return d
-
-
-def _not_in_set(words: list[str]) -> Node:
-    """Canonically *encoded* strings whose decoded text is not one of ``words``.
-
-    A trie complement built directly (no automaton, no re-encoding pass): at every trie node
-    the string may end (unless a word ends there), continue into a child, or continue with any
-    other character followed by anything (:func:`_diverge`, memoized by the children).
-    """
-    trie: dict[str, Any] = {}
-    ends = "\0end"
-    for w in words:
-        t = trie
-        for ch in w:
-            t = t.setdefault(ch, {})
-        t[ends] = True
-
-    def build(t: dict[str, Any]) -> Node:
-        charge(2 + len(t))  # the compile's fuel (and deadline)
-        kids = tuple(sorted(k for k in t if k != ends))
-        branches: list[Node] = []
-        if ends not in t:
-            branches.append(EMPTY)
-        for k in kids:
-            branches.append(concat([literal(encode_text(k)), build(t[k])]))
-        branches.extend(_diverge(kids))
-        return branches[0] if len(branches) == 1 else Alt(tuple(branches))
-
-    return build(trie)
-
-
-@metered_cache(1)
-def _any_star() -> Node:
-    return Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
-
-
-_PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
-
-
-@metered_cache(4096)
-def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
-    """Branches of an undeclared key at a trie node with children ``kids``: a character that
-    is none of them, then anything.  Where the children are plain printable ASCII (the usual
-    case) that is a plain character or "a character that needs escaping, DEL or is not ASCII",
-    one node shared by every such trie node, so the automaton layer builds those escapes and
-    UTF-8 sequences once.  Memoized (IR nodes are immutable): keys are made of few letters."""
-    any_star = _any_star()
-    taken = CharSet.of((ord(k), ord(k)) for k in kids)
-    if kids and all(ord(k) in _PLAIN for k in kids):
-        rest = CharSet.of(
-            (max(lo, a), min(hi, b))
-            for lo, hi in taken.negate().ranges
-            for a, b in _PLAIN.ranges
-            if lo <= b and a <= hi
-        )
-        out: list[Node] = []
-        if rest.ranges:
-            out.append(Concat((encode_ranges(rest.ranges), any_star)))
-        out.append(_special_tail())
-        return tuple(out)
-    others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
-    return (Concat((encode_ranges(others), any_star)),) if others else ()
-
-
-@metered_cache(1)
-def _special_tail() -> Node:
-    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)))
-    return Concat((encode_ranges(special), _any_star()))
-
-
-class _Layout:
-    """Punctuation of objects/arrays at one depth (compact, flexible or indented)."""
-
-    def __init__(self, options: JsonSchemaOptions, depth: int | None) -> None:
-        ws: Node = RuleRef("ws")
-        if options.whitespace == "flexible":
-            self.lead0: Node = ws
-            self.sep: Node = concat([ws, literal(","), ws])
-            self.close0: Node = ws
-            self.close1: Node = ws
-            self.ksep: Node = concat([ws, literal(":"), ws])
-        elif options.indent is not None and depth is not None:
-            d = min(depth, options.max_indent_depth)
-            inner = "\n" + " " * (options.indent * (d + 1))
-            self.lead0 = literal(inner)
-            self.sep = literal(options.item_sep.rstrip(" \t") + inner)
-            self.close0 = EMPTY
-            self.close1 = literal("\n" + " " * (options.indent * d))
-            self.ksep = literal(options.key_sep)
-        else:
-            self.lead0 = EMPTY
-            self.sep = literal(options.item_sep)
-            self.close0 = EMPTY
-            self.close1 = EMPTY
-            self.ksep = literal(options.key_sep)
-
-    def lead(self, count: int) -> Node:
-        return self.lead0 if count == 0 else self.sep
-
-    def close(self, count: int, bracket: str) -> Node:
-        return concat([self.close0 if count == 0 else self.close1, literal(bracket)])
-
-
-def _counted_run(
-    lay: _Layout, placed: int, lo: int, hi: int | None, elem: Node, bracket: str
-) -> Node:
-    """After ``placed`` elements of an array/object: close ``bracket`` (once ``lo`` is
-    reached) or go on with separated ``elem`` elements, at most ``hi`` in all."""
-    need = max(0, lo - placed)
-    room = None if hi is None else hi - placed
-    options: list[Node] = []
-    if need == 0:
-        options.append(lay.close(placed, bracket))
-    if not isinstance(elem, Nothing) and (room is None or room >= 1):
-        rest = repeat(concat([lay.sep, elem]), max(need - 1, 0), None if room is None else room - 1)
-        options.append(concat([lay.lead(placed), elem, rest, lay.close(1, bracket)]))
-    return alt(options)
 
 
 class Emitter:
@@ -296,7 +114,7 @@ class Emitter:
         self._def_rule: dict[tuple[str, int], str] = {}
         self._terminals: dict[Node, str] = {}
         self._counter = itertools.count()
-        self._layouts: dict[int | None, _Layout] = {}
+        self._layouts: dict[int | None, Layout] = {}
         self._keep: list[S] = []  # keeps memoized nodes alive (the memo is keyed by id)
 
     # -- infrastructure -----------------------------------------------------------------------
@@ -308,11 +126,11 @@ class Emitter:
             raise LimitExceededError("max_rules", self.options.max_rules, "grammar rules emitted")
         self.rules[name] = Rule(name, body, terminal=terminal)
 
-    def layout(self, depth: int | None) -> _Layout:
+    def layout(self, depth: int | None) -> Layout:
         key = None if self.options.indent is None else depth
         got = self._layouts.get(key)
         if got is None:
-            got = self._layouts[key] = _Layout(self.options, key)
+            got = self._layouts[key] = Layout(self.options, key)
         return got
 
     def _depth_key(self, depth: int) -> int:
@@ -527,7 +345,7 @@ class Emitter:
 
     def string_content(self, s: SStr) -> Node:
         """Encoded IR of the content of the strings ``s`` accepts (regular when possible)."""
-        pos, neg = _string_parts(s)
+        pos, neg = string_parts(s)
         if len(pos) == 1 and not neg and not s.excluded:
             r = restrict_length(pos[0], s.min_len, s.max_len)
             if r is not None:
@@ -601,7 +419,7 @@ class Emitter:
 
         def from_pos(i: int) -> Node:
             if i >= k:
-                return _counted_run(lay, i, lo, hi, tail, "]")
+                return counted_run(lay, i, lo, hi, tail, "]")
             options: list[Node] = []
             if i >= lo:
                 options.append(lay.close(i, "]"))
@@ -635,7 +453,7 @@ class Emitter:
         return None
 
     def _unique_array(
-        self, s: SArr, lo: int, hi: int | None, depth: int, lay: _Layout
+        self, s: SArr, lo: int, hi: int | None, depth: int, lay: Layout
     ) -> Node | None:
         if s.contains:
             return None
@@ -686,7 +504,7 @@ class Emitter:
         body = build(0, frozenset())
         return None if body is None else concat([literal("["), body])
 
-    def _contains_array(self, s: SArr, lo: int, hi: int | None, depth: int, lay: _Layout) -> Node:
+    def _contains_array(self, s: SArr, lo: int, hi: int | None, depth: int, lay: Layout) -> Node:
         norm = self.norm
         if len(s.contains) > 1:
             norm.unsupported("contains", s.where or "#", "several contains constraints at once")
@@ -792,8 +610,8 @@ class Emitter:
 
         def tail(c: int) -> Node:
             if loose:
-                return _counted_run(lay, c, lo, hi, extra, "}")
-            return _extras_run(lay, c, lo, hi, extra)
+                return counted_run(lay, c, lo, hi, extra, "}")
+            return extras_run(lay, c, lo, hi, extra)
 
         def tail_f(c: int, f: int) -> Node:
             if f:
@@ -815,7 +633,7 @@ class Emitter:
                     elif last:
                         after = lay.close(1, "}")
                     else:  # ``lo`` was checked on the way in (tail_f)
-                        after = _extras_run(lay, nc, 0, hi, extra)
+                        after = extras_run(lay, nc, 0, hi, extra)
                     options.append(concat([lay.lead(c), wextra, after]))
                 self.add_rule(f"{stem}_w_{c}", alt(options))
 
@@ -851,7 +669,7 @@ class Emitter:
         s: SObj,
         w: Witness,
         cells: list[tuple[Node, S, charfa.CharDFA | None]],
-        lay: _Layout,
+        lay: Layout,
         depth: int,
     ) -> Node:
         """Undeclared members that break ``w.rule``: key classes of the rule's patterns
@@ -947,7 +765,7 @@ class Emitter:
             if norm.is_empty(value):
                 return []
             if names is None:
-                return [(self._key_terminal(_not_in_set(declared)), value, None)]
+                return [(self._key_terminal(not_in_set(declared)), value, None)]
             cell = charfa.difference(names, charfa.finite_set_dfa(declared, mx), mx)
             if cell.is_empty():
                 return []
@@ -986,21 +804,6 @@ class Emitter:
 
 
 # -- helpers --------------------------------------------------------------------------------------
-def _extras_run(lay: _Layout, placed: int, lo: int, hi: int | None, extra: Node) -> Node:
-    """After ``placed`` declared members of an object: close it (once ``lo`` is reached) or go
-    on with undeclared ``extra`` members, at most ``hi`` members in all.  Undeclared members
-    may repeat a key (a validator keeps the last value), so however many are written they
-    count as *one* member towards ``lo``."""
-    options: list[Node] = []
-    if placed >= lo:
-        options.append(lay.close(placed, "}"))
-    room = None if hi is None else hi - placed
-    if placed + 1 >= lo and not isinstance(extra, Nothing) and (room is None or room >= 1):
-        rest = repeat(concat([lay.sep, extra]), 0, None if room is None else room - 1)
-        options.append(concat([lay.lead(placed), extra, rest, lay.close(1, "}")]))
-    return alt(options)
-
-
 def _pure_key_witness(w: Witness) -> bool:
     """``w`` only asks for a member whose key is not in ``w.excluded`` (any value breaks it)."""
     r = w.rule
@@ -1069,132 +872,24 @@ def encode_key(text: str) -> str:
 
 
 # -- grammar clean-up -----------------------------------------------------------------------------
-def _productive(node: Node, ok: dict[str, bool]) -> bool:
-    if isinstance(node, (Literal, CharSet, Empty)):
-        return True
-    if isinstance(node, Nothing):
-        return False
-    if isinstance(node, RuleRef):
-        return ok.get(node.name, False)
-    if isinstance(node, Concat):
-        return all(_productive(i, ok) for i in node.items)
-    if isinstance(node, Alt):
-        return any(_productive(i, ok) for i in node.items)
-    if isinstance(node, Repeat):
-        return node.min == 0 or _productive(node.item, ok)
-    return True
-
-
 _MAX_INLINE_DEPTH = 40
 _MAX_INLINE_PASSES = 8
 
 
-def _ir_depth(node: Node) -> int:
-    """Nesting depth of an IR tree (iterative: safe on any depth)."""
-    best = 0
-    stack = [(node, 1)]
-    while stack:
-        n, d = stack.pop()
-        best = max(best, d)
-        if isinstance(n, (Concat, Alt)):
-            stack.extend((i, d + 1) for i in n.items)
-        elif isinstance(n, Repeat):
-            stack.append((n.item, d + 1))
-    return best
-
-
 def _finish(rules: list[Rule], start: str) -> Grammar:
+    """The emitted rules cleaned up by the IR passes: unproductive rules dropped, rules used
+    once inlined (keeping trees shallow: IR nodes hash recursively), unreachable rules
+    dropped (see :mod:`formcast.ir.passes`)."""
     by_name = {r.name: r for r in rules}
-    refs: dict[str, list[str]] = {n: list(iter_refs(r.body)) for n, r in by_name.items()}
-    users: dict[str, set[str]] = {}
-    for n, rs in refs.items():
-        for m in rs:
-            users.setdefault(m, set()).add(n)
-    # 1. productive rules (least fixpoint, driven by a worklist)
-    ok: dict[str, bool] = {}
-    pending = list(by_name)
-    while pending:
-        nxt: list[str] = []
-        for n in pending:
-            if not ok.get(n) and _productive(by_name[n].body, ok):
-                ok[n] = True
-                nxt.extend(u for u in users.get(n, ()) if not ok.get(u))
-        pending = list(dict.fromkeys(nxt))
-    if not ok.get(start):
+    refs = rule_refs(by_name)
+    ok = productive_rules(by_name, refs)
+    if start not in ok:
         raise UnsatisfiableGrammarError(
             "the schema admits no JSON value (e.g. false, contradictory bounds, or a required "
             "property whose schema is unsatisfiable)"
         )
-    dead: dict[str, Node] = {name: NOTHING for name in by_name if not ok.get(name)}
-    if dead:
-        touched = {t for d in dead for t in users.get(d, ())}
-        for n in dead:
-            del by_name[n]
-            del refs[n]
-        for t in touched:
-            if t in by_name:
-                r = by_name[t]
-                by_name[t] = Rule(r.name, substitute(r.body, dead), r.terminal, r.lazy)
-                refs[t] = list(iter_refs(by_name[t].body))
-    # 2. inline rules used once (not the start, not terminals, not self-referencing), keeping
-    #    trees shallow (IR nodes hash recursively)
-    counts: dict[str, int] = {}
-    holder: dict[str, str] = {}
-    for n, rs in refs.items():
-        for m in rs:
-            counts[m] = counts.get(m, 0) + 1
-            holder[m] = n
-    depth: dict[str, int] = {}
-
-    def depth_of(name: str) -> int:
-        got = depth.get(name)
-        if got is None:
-            got = depth[name] = _ir_depth(by_name[name].body)
-        return got
-
-    for _ in range(_MAX_INLINE_PASSES):
-        plan: dict[str, list[str]] = {}
-        for n, c in counts.items():
-            if c != 1 or n == start or n not in by_name or by_name[n].terminal:
-                continue
-            user = holder[n]
-            if user == n or user not in by_name or n in refs[n] or n in plan:
-                continue
-            plan.setdefault(user, []).append(n)
-        # a rule inlined this pass must not receive inlines itself in the same pass
-        progress = False
-        inlined = {c for cs in plan.values() for c in cs}
-        for user, children in plan.items():
-            if user not in by_name or user in inlined:
-                continue
-            budget = _MAX_INLINE_DEPTH - depth_of(user)
-            chosen = [ch for ch in children if depth_of(ch) <= budget]
-            if not chosen:
-                continue
-            ur = by_name[user]
-            body = substitute(ur.body, {ch: by_name[ch].body for ch in chosen})
-            by_name[user] = Rule(ur.name, body, ur.terminal, ur.lazy)
-            depth.pop(user, None)
-            gone = set(chosen)
-            refs[user] = [x for x in refs[user] if x not in gone]
-            for child in chosen:
-                refs[user].extend(refs[child])
-                for m in refs[child]:
-                    holder[m] = user
-                del by_name[child]
-                del refs[child]
-                counts.pop(child, None)
-            progress = True
-        if not progress:
-            break
-    # 3. drop unreachable rules
-    reach = {start}
-    stack = [start]
-    while stack:
-        for name in refs[stack.pop()]:
-            if name not in reach and name in by_name:
-                reach.add(name)
-                stack.append(name)
-    ordered = [r for n, r in by_name.items() if n in reach]
-    ordered.sort(key=lambda r: r.name != start)
-    return Grammar(tuple(ordered), start)
+    drop_unproductive(by_name, refs, ok)
+    inline_single_use(
+        by_name, refs, start, max_depth=_MAX_INLINE_DEPTH, max_passes=_MAX_INLINE_PASSES
+    )
+    return drop_unreachable(by_name, refs, start)

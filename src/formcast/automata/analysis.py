@@ -1,0 +1,221 @@
+"""Byte-level analyses of a grammar's rule automata: nullable rules, FIRST / FOLLOW, splits.
+
+A :class:`GrammarAnalysis` holds, per rule, whether it can finish without a byte (nullable),
+the bytes it may start with (FIRST), the bytes that may follow it anywhere in the grammar
+(FOLLOW) and the bytes that may restart a counted rule's next iteration.  It is computed once
+per compiled grammar, on first use (:attr:`~formcast.automata.rules.GrammarAutomaton.analysis`
+memoizes it), and read by the expanded lexer (:mod:`.lexer`) and the token index
+(:func:`split_bytes`, :func:`counted_splits`).  FIRST / FOLLOW are over-approximations where a
+callee is nullable (then every byte is assumed possible).
+
+The functions here read the automaton through :class:`RuleAutomata` (what
+:class:`~formcast.automata.rules.GrammarAutomaton` provides), so this module sits below
+:mod:`.rules`.
+
+Lifetime: a :class:`GrammarAnalysis` is immutable (read-only arrays) and lives as long as its
+automaton; :func:`split_bytes` / :func:`counted_splits` results are fresh per call.  Costs:
+O(rules x states x 256) fixpoints, checked against the compile's deadline; no fuel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ..limits import check_deadline
+from .dfa import DEAD, ByteDFA
+
+__all__ = [
+    "GrammarAnalysis",
+    "RuleAutomata",
+    "counted_splits",
+    "epsilon_reach",
+    "nullable_rules",
+    "restart_bytes",
+    "split_bytes",
+]
+
+
+class RuleAutomata(Protocol):
+    """What the analyses read from a grammar's rule automata (see ``GrammarAutomaton``)."""
+
+    @property
+    def dfas(self) -> tuple[ByteDFA, ...]: ...
+
+    @property
+    def refs(self) -> tuple[tuple[tuple[tuple[int, int], ...], ...], ...]: ...
+
+    @property
+    def counts(self) -> tuple[tuple[int, int | None] | None, ...]: ...
+
+    def count_of(self, rule: int) -> tuple[int, int | None] | None: ...
+
+
+class AnalysedAutomata(RuleAutomata, Protocol):
+    """Rule automata with their memoized :class:`GrammarAnalysis`."""
+
+    @property
+    def analysis(self) -> GrammarAnalysis: ...
+
+
+def epsilon_reach(auto: RuleAutomata, r: int, nullable: list[bool]) -> tuple[set[int], bool]:
+    """Rules callable from rule r's start without consuming bytes, and whether r is nullable
+    (given the nullable rules).  O(states of r)."""
+    dfa = auto.dfas[r]
+    calls: set[int] = set()
+    seen = {dfa.start}
+    todo = [dfa.start]
+    count = auto.count_of(r)
+    can_accept = count is not None and count[0] == 0  # zero iterations
+    while todo:
+        s = todo.pop()
+        if dfa.accepting[s]:
+            can_accept = True
+        for callee, ret in auto.refs[r][s]:
+            calls.add(callee)
+            if nullable[callee] and ret not in seen:
+                seen.add(ret)
+                todo.append(ret)
+    return calls, can_accept
+
+
+def nullable_rules(auto: RuleAutomata) -> list[bool]:
+    """Per rule: it can finish without consuming a byte (least fixpoint over
+    :func:`epsilon_reach`).  O(rules x states x rounds)."""
+    n_rules = len(auto.dfas)
+    nullable = [False] * n_rules
+    changed = True
+    while changed:
+        changed = False
+        for r in range(n_rules):
+            if not nullable[r] and epsilon_reach(auto, r, nullable)[1]:
+                nullable[r] = True
+                changed = True
+    return nullable
+
+
+def restart_bytes(auto: RuleAutomata, first: list[np.ndarray]) -> list[np.ndarray]:
+    """Per rule, the bytes that may follow the end of an iteration *within* the rule: the
+    first bytes of a counted rule that can iterate again (none for ordinary rules)."""
+    none = np.zeros(256, dtype=bool)
+    out = []
+    for r in range(len(auto.dfas)):
+        count = auto.count_of(r)
+        out.append(first[r] if count is not None and count[1] != 1 else none)
+    return out
+
+
+def _frozen(arrays: list[np.ndarray]) -> tuple[np.ndarray, ...]:
+    for a in arrays:
+        a.setflags(write=False)
+    return tuple(arrays)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class GrammarAnalysis:
+    """Per-rule byte sets of a grammar (see the module docstring); arrays are ``bool[256]``,
+    read-only.
+
+    Attributes:
+        nullable: per rule, it can finish without a byte.
+        first: per rule, the bytes it may start with (all bytes past a nullable callee).
+        follow: per rule, the bytes that may follow a call to it.
+        restart: per rule, the bytes that may start another iteration of a counted rule.
+    """
+
+    nullable: tuple[bool, ...]
+    first: tuple[np.ndarray, ...]
+    follow: tuple[np.ndarray, ...]
+    restart: tuple[np.ndarray, ...]
+
+    @classmethod
+    def of(cls, auto: RuleAutomata) -> GrammarAnalysis:
+        """Compute the analysis (prefer the memoized ``auto.analysis``).
+        O(rules x states x 256) fixpoints."""
+        n_rules = len(auto.dfas)
+        all_bytes = np.ones(256, dtype=bool)
+        nullable = nullable_rules(auto)
+        first = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+        changed = True
+        while changed:
+            changed = False
+            for r in range(n_rules):
+                check_deadline()
+                dfa = auto.dfas[r]
+                new = first[r] | (dfa.table[dfa.start] != DEAD)
+                for callee, _ in auto.refs[r][dfa.start]:
+                    new |= all_bytes if nullable[callee] else first[callee]
+                if (new != first[r]).any():
+                    first[r] = new
+                    changed = True
+        follow = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+        restart = restart_bytes(auto, first)
+        changed = True
+        while changed:
+            changed = False
+            for caller in range(n_rules):
+                check_deadline()
+                dfa = auto.dfas[caller]
+                for calls in auto.refs[caller]:
+                    for callee, ret in calls:
+                        new = follow[callee] | (dfa.table[ret] != DEAD)
+                        for c2, _ in auto.refs[caller][ret]:
+                            new |= all_bytes if nullable[c2] else first[c2]
+                        if dfa.accepting[ret]:
+                            new |= follow[caller] | restart[caller]
+                        if (new != follow[callee]).any():
+                            follow[callee] = new
+                            changed = True
+        # (restart aliases arrays of first and one shared empty set: all read-only alike)
+        return cls(tuple(nullable), _frozen(first), _frozen(follow), _frozen(restart))
+
+
+def split_bytes(auto: AnalysedAutomata) -> list[np.ndarray]:
+    """Per rule, ``bool[n_states, 256]``: byte ``b`` may follow a call or return at state ``q``.
+
+    Built from FIRST and FOLLOW byte sets: at a state with calls, the first bytes of the
+    callees (all bytes when a callee can be empty); at an accepting state, the bytes that can
+    follow the rule anywhere in the grammar.  A token that leaves a rule at ``q`` must continue
+    with such a byte, so only tokens that do need verifying.  Fresh arrays, O(states x 256).
+    """
+    a = auto.analysis
+    nullable, first, follow, restart = a.nullable, a.first, a.follow, a.restart
+    all_bytes = np.ones(256, dtype=bool)
+    out: list[np.ndarray] = []
+    for r in range(len(auto.dfas)):
+        dfa = auto.dfas[r]
+        n = dfa.table.shape[0]
+        sb = np.zeros((n, 256), dtype=bool)
+        for q in range(1, n):
+            row = np.zeros(256, dtype=bool)
+            for callee, _ in auto.refs[r][q]:
+                row |= all_bytes if nullable[callee] else first[callee]
+            if dfa.accepting[q]:
+                row |= follow[r] | restart[r]
+            sb[q] = row
+        out.append(sb)
+    return out
+
+
+def counted_splits(auto: AnalysedAutomata) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per counted rule: (``bool[n_states, 256]`` bytes that may start a callee at each state,
+    ``bool[256]`` bytes that may follow the rule, read-only), for its window automaton
+    (:func:`formcast.automata.counted.window_table`).  O(counted rules' states x 256)."""
+    if not auto.counts:
+        return {}
+    a = auto.analysis
+    nullable, first, follow = a.nullable, a.first, a.follow
+    all_bytes = np.ones(256, dtype=bool)
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for r, count in enumerate(auto.counts):
+        if count is None:
+            continue
+        n = auto.dfas[r].table.shape[0]
+        calls = np.zeros((n, 256), dtype=bool)
+        for q in range(1, n):
+            for callee, _ in auto.refs[r][q]:
+                calls[q] |= all_bytes if nullable[callee] else first[callee]
+        out[r] = (calls, follow[r])
+    return out

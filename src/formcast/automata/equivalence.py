@@ -1,0 +1,216 @@
+"""State equivalence on byte tables: which states of an automaton no short string tells apart.
+
+* :func:`bounded_equivalence` / :func:`equivalence_classes` — the classes of states that no
+  string of at most ``depth`` bytes distinguishes (Moore refinement, vectorized with numpy,
+  restricted each round to the blocks whose successors moved).  The token index merges the
+  states of one class: they share their token mask.
+* :func:`column_classes` — the groups of equal columns of a table (equal byte classes), used
+  by minimization and by the lexers to work on distinct columns only.
+
+Lifetime: pure functions over read-only tables; the only state is the process-wide cache of
+random hashing weights (:func:`_hash_weights`, a few KiB).  Costs: O(states x byte classes) per
+refinement round, capped by a work budget and the compile's fuel (stopping early is always
+correct: it returns the identity partition).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..limits import WorkBudget
+
+__all__ = ["bounded_equivalence", "column_classes", "equivalence_classes"]
+
+
+def bounded_equivalence(
+    table: np.ndarray,
+    labels: np.ndarray,
+    depth: int,
+    *,
+    budget: int = 80_000_000,
+    work: WorkBudget | None = None,
+) -> np.ndarray:
+    """Classes of states indistinguishable by any string of at most ``depth`` bytes.
+
+    Two states are in one class when, for every byte string ``w`` with ``len(w) <= depth``, the
+    states reached by ``w`` carry the same label (e.g. dead / accepting / other).  Token masks
+    depend only on strings as long as the vocabulary's longest token, so states of one class
+    share their mask: the states of ``[a-z]{1,1000}`` with 128 or more letters left form one
+    class.  Moore refinement for ``depth`` rounds (stops early when stable); returns the
+    identity when the work done (``n_states * byte_classes`` per round) would exceed
+    ``budget``.  ``work``: the compile's fuel, charged per round (see
+    :func:`equivalence_classes`).
+    """
+    return equivalence_classes(table, labels, depth, budget=budget, work=work)[0]
+
+
+def equivalence_classes(
+    table: np.ndarray,
+    labels: np.ndarray,
+    depth: int,
+    *,
+    budget: int = 80_000_000,
+    work: WorkBudget | None = None,
+) -> tuple[np.ndarray, bool]:
+    """:func:`bounded_equivalence`, and whether its classes are *stable*: each class's states
+    carry one label and move, on every byte, into one class.  Stable classes (refinement
+    converged within ``depth`` rounds, or the identity) are a congruence: their quotient
+    automaton is well defined and behaves like the original from any state.
+
+    ``budget`` caps the work actually done (``n_states x byte_classes`` per round): large
+    automata usually converge in a few dozen rounds, far fewer than ``depth``.  Past the cap,
+    or when the compile's fuel (``work``) or its deadline (within :data:`_DEADLINE_RESERVE`
+    seconds) would run out, the refinement stops and the identity is returned: correct, only
+    without shared walks; this step never fails a compile."""
+    n = table.shape[0]
+    identity = np.arange(n, dtype=np.int64)
+    cols = table[:, column_classes(table)[1]].astype(np.int64)  # the distinct columns
+    k = max(cols.shape[1], 1)
+    _, part = np.unique(labels, return_inverse=True)
+    part = part.reshape(-1).astype(np.int64)
+    n_blocks = int(part.max()) + 1
+    if n_blocks == n:
+        return part, True
+    preds = _predecessors(cols, n)
+    touched = np.ones(n, dtype=bool)  # round one looks at every state
+    done = 0
+    for _ in range(depth):
+        size = int(np.count_nonzero(touched))
+        done += size * k
+        if done > budget:
+            return identity, True
+        if work is not None:
+            units = size * k // 64 + 1
+            late = work.deadline is not None and (
+                time.monotonic() > work.deadline - _DEADLINE_RESERVE
+            )
+            if late or work.used + units > work.limit:
+                return identity, True
+            work.spend(units)
+        moved = _refine_blocks(part, cols, np.flatnonzero(touched), n_blocks)
+        if moved.size == 0:
+            return part, True
+        n_blocks = int(part.max()) + 1
+        if n_blocks == n:
+            return part, True
+        # only states with a successor that changed block can split next: their blocks
+        affected = preds.targets[_csr_take(preds.indptr, moved)]
+        touched = np.zeros(n_blocks, dtype=bool)
+        touched[part[affected]] = True
+        touched = touched[part]
+    return part, False
+
+
+class _Csr:
+    """Predecessor lists in compressed rows: ``targets[indptr[t]:indptr[t + 1]]`` are the
+    states with a move into ``t``."""
+
+    __slots__ = ("indptr", "targets")
+
+    def __init__(self, indptr: np.ndarray, targets: np.ndarray) -> None:
+        self.indptr = indptr
+        self.targets = targets
+
+
+def _predecessors(cols: np.ndarray, n: int) -> _Csr:
+    """The (deduplicated) predecessors of every state of a transition table: O(n x k)."""
+    k = cols.shape[1]
+    dst = cols.reshape(-1)
+    src = np.repeat(np.arange(n, dtype=np.int64), k)
+    pair = np.unique(dst * n + src)
+    dst, src = pair // n, pair % n
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+    return _Csr(indptr, src)
+
+
+def _csr_take(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Positions ``indptr[r]..indptr[r + 1]`` for every ``r`` in ``rows``, concatenated."""
+    starts, ends = indptr[rows], indptr[rows + 1]
+    lengths = ends - starts
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.cumsum(lengths) + lengths, lengths)
+    return offsets + np.arange(total, dtype=np.int64)
+
+
+def _refine_blocks(
+    part: np.ndarray, cols: np.ndarray, members: np.ndarray, n_blocks: int
+) -> np.ndarray:
+    """One Moore round over the blocks whose states are ``members`` (sorted; every state of
+    those blocks): a block splits by its states' successor blocks.  Updates ``part`` in place
+    (a block's part holding its lowest state keeps the block's number, the others get new
+    numbers from ``n_blocks`` on) and returns the states that changed number.  States
+    outside ``members`` cannot split this round: their successors kept their numbers.
+    Rows are hashed with random 64-bit weights and the grouping is checked exactly (a sort of
+    the rows on a collision).  O(len(members) x k)."""
+    k = cols.shape[1]
+    own = part[members]
+    succ = part[cols[members]]
+    weights = _hash_weights(k + 1, 0xB10C)
+    with np.errstate(over="ignore"):
+        h = succ @ weights[1:] + own * weights[0]
+    _, first, group = np.unique(h, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    if not (np.array_equal(own[first][group], own) and np.array_equal(succ[first][group], succ)):
+        sig = np.empty((members.size, k + 1), dtype=np.int64)
+        sig[:, 0] = own
+        sig[:, 1:] = succ
+        _, first, group = np.unique(sig, axis=0, return_index=True, return_inverse=True)
+        group = group.reshape(-1)
+    n_groups = first.size
+    # the group of each block's lowest member keeps the block's number (members are sorted,
+    # so the first occurrence of a block is its lowest state)
+    _, block_first = np.unique(own, return_index=True)
+    keeps = np.zeros(n_groups, dtype=bool)
+    keeps[group[block_first]] = True
+    number = np.empty(n_groups, dtype=np.int64)
+    number[keeps] = own[first[keeps]]
+    fresh = np.flatnonzero(~keeps)
+    number[fresh] = n_blocks + np.arange(fresh.size, dtype=np.int64)
+    new = number[group]
+    changed = new != own
+    part[members] = new
+    moved: np.ndarray = members[changed]
+    return moved
+
+
+# seconds before the compile's deadline past which the token index's equivalence pass gives up
+# (it is an optimization: stopping it early never fails a compile)
+_DEADLINE_RESERVE = 0.15
+
+_WEIGHTS: dict[int, np.ndarray] = {}
+
+
+def _hash_weights(size: int, seed: int) -> np.ndarray:
+    """``size`` random odd 62-bit weights for row/column hashing (fixed seed; cached, so
+    repeated hashing does not pay for a random generator each time)."""
+    have = _WEIGHTS.get(seed)
+    if have is None or have.size < size:
+        grown = max(size, 2 * (have.size if have is not None else 0), 1024)
+        have = np.random.default_rng(seed).integers(1, 1 << 62, size=grown, dtype=np.int64)
+        have |= 1
+        have.setflags(write=False)
+        _WEIGHTS[seed] = have
+    return have[:size]
+
+
+def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group the equal columns of ``table``: ``(class_of_column, first_column_of_class)``.
+
+    Hashes each column with random 64-bit weights and checks the grouping exactly (falling
+    back to a lexicographic sort on a collision): O(rows x columns).
+    """
+    n = table.shape[0]
+    weights = _hash_weights(n, 0x5EED)
+    with np.errstate(over="ignore"):
+        h = weights @ table.astype(np.int64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not np.array_equal(table[:, first][:, inverse], table):
+        _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    return inverse.astype(np.int64), first.astype(np.int64)

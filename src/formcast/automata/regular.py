@@ -1,0 +1,103 @@
+"""Regular IR → byte automata, end to end: :func:`compile_dfa` and the sub-automaton caches.
+
+The NFA construction (:mod:`.nfa`) and the DFA construction (:mod:`.dfa`) call each other:
+an NFA embeds the minimal DFAs of its large character sets and repeated items, and each of
+those is built from an NFA of its own.  This module ties the knot from above, so that
+``nfa`` knows nothing of DFAs and ``dfa`` only reads NFAs:
+
+* :func:`build_nfa` — :func:`~.nfa.thompson_nfa` with its sub-automata taken from the
+  compile's cache, else from the process-wide :data:`SUB_DFA_CACHE`, else built here
+  (recursively, :func:`build_nfa` then :func:`~.dfa.nfa_to_dfa`);
+* :func:`compile_dfa` — regular IR → minimized :class:`~.dfa.ByteDFA` within a work budget.
+
+Lifetime: :data:`SUB_DFA_CACHE` lives for the process (bounded in bytes, see
+:class:`~formcast.limits.CacheLimits`); everything else is per compile.  Costs: those of the
+NFA and DFA constructions; a cache hit is charged the fuel its build cost, so whether a compile
+fits its limits does not depend on what the process compiled before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..cache import LruCache
+from ..ir.nodes import Node
+from ..limits import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget
+from .dfa import ByteDFA, nfa_to_dfa
+from .nfa import NFA, SubAutomaton, thompson_nfa
+
+__all__ = ["SUB_DFA_CACHE", "build_nfa", "compile_dfa"]
+
+
+def compile_dfa(
+    node: Node, limits: CompileLimits | None = None, budget: WorkBudget | None = None
+) -> ByteDFA:
+    """Regular IR → minimized byte DFA (within the compile-work ``budget``)."""
+    limits = limits or CompileLimits()
+    budget = budget or limits.budget()
+    return nfa_to_dfa(build_nfa(node, limits, budget=budget), limits, budget=budget)
+
+
+def build_nfa(
+    node: Node,
+    limits: CompileLimits | None = None,
+    *,
+    inline: Node | None = None,
+    rule_ids: Mapping[str, int] | None = None,
+    budget: WorkBudget | None = None,
+    sub_dfas: dict[Node, SubAutomaton] | None = None,
+) -> NFA:
+    """Build the NFA of an IR tree (:func:`~.nfa.thompson_nfa`), its sub-automata compiled
+    here.
+
+    Without ``rule_ids`` the tree must be regular (a :class:`~formcast.ir.nodes.RuleRef`
+    raises :class:`~formcast.errors.UnsupportedFeatureError`); with it, each
+    ``RuleRef(name)`` becomes a reference edge labelled ``rule_ids[name]`` (used for the rules
+    of a context-free grammar).  ``inline`` is a node that must be expanded in place rather
+    than embedded as a sub-DFA (used when that sub-DFA is itself being built).  ``sub_dfas``:
+    a cache of the sub-DFAs compiled for large character sets and repeated items, shared by
+    the calls of one compile (e.g. every rule of a grammar).
+    """
+    limits = limits or CompileLimits()
+    budget = budget or limits.budget()
+    cache: dict[Node, SubAutomaton] = {} if sub_dfas is None else sub_dfas
+
+    def sub_automaton(item: Node) -> SubAutomaton:
+        return _sub_dfa(item, limits, budget, cache)
+
+    return thompson_nfa(node, limits, budget, sub_automaton, inline=inline, rule_ids=rule_ids)
+
+
+#: Sub-automata shared by every compile in the process, keyed by the IR node and the limits;
+#: values are (automaton, fuel its build cost).  What repeats: a JSON string's characters,
+#: large character classes, format pieces.  Bounded in bytes (``CacheLimits().shared_cache_bytes``;
+#: a state's transition row is 256 int32, 1 KiB).
+SUB_DFA_CACHE: LruCache[tuple[Node, CompileLimits], tuple[SubAutomaton, int]] = LruCache(
+    1024,
+    max_weight=CacheLimits().shared_cache_bytes,
+    weight=lambda entry: 1024 * entry[0].n_states + CACHE_ENTRY_BYTES,
+)
+
+
+def _sub_dfa(
+    node: Node, limits: CompileLimits, budget: WorkBudget, cache: dict[Node, SubAutomaton]
+) -> SubAutomaton:
+    """The minimal DFA of ``node`` ready to embed: from the compile's ``cache``, else from
+    :data:`SUB_DFA_CACHE` (charged the fuel its build cost, so whether a compile fits its
+    limits does not depend on what the process compiled before), else built."""
+    sub = cache.get(node)
+    if sub is not None:
+        return sub
+    key = (node, limits)
+    found, hit = SUB_DFA_CACHE.get(key)
+    if found and hit is not None:
+        sub, work = hit
+        budget.spend(work)
+    else:
+        before = budget.used
+        nfa = build_nfa(node, limits, inline=node, budget=budget, sub_dfas=cache)
+        dfa = nfa_to_dfa(nfa, limits, budget=budget)
+        sub = SubAutomaton.of(dfa.table, dfa.accepting, dfa.start)
+        SUB_DFA_CACHE.put(key, (sub, budget.used - before))
+    cache[node] = sub
+    return sub

@@ -1,0 +1,364 @@
+"""Context-free grammar IR → one byte DFA per rule, with rule-reference edges.
+
+Each remaining rule's body becomes a :class:`ByteDFA` whose ``ref_table`` holds the transitions
+taken after a call to another rule returns.  Before that, on the IR (passes of
+:mod:`formcast.ir.passes`):
+
+* **Inlining** (:func:`~formcast.ir.passes.inline_rules`). Rules that are not (mutually)
+  recursive are substituted into their callers, so most of the grammar becomes plain byte
+  transitions (a JSON string inside an object is bytes, not a call).  Only the start rule and
+  recursive rules stay rules.
+* **Outlining** (:func:`~formcast.ir.passes.outline_repeats`): long bounded repeats become
+  *counted rules*, large repeated items rules of their own.
+* **Productivity.** References to rules that can never finish are removed; an unproductive start
+  rule raises :class:`UnsatisfiableGrammarError` (e.g. ``root ::= "a" root``).
+* **Left recursion** (a rule reachable from itself without consuming a byte) is first
+  eliminated on the IR (:mod:`formcast.ir.left_recursion`: same language, no left
+  recursion); what is left of it after that would be a bug and is rejected with
+  :class:`UnsupportedFeatureError` naming the rule.
+
+Rule DFAs are shared process-wide through :data:`RULE_DFA_CACHE`.  The byte-level analyses of
+the result (FIRST / FOLLOW) are :mod:`.analysis`, computed once per automaton
+(:attr:`GrammarAutomaton.analysis`); the call-expanded lexer is :mod:`.lexer`.
+
+Lifetime: per grammar; the result is immutable (its analysis is memoized on first use).  Work
+is bounded by :class:`CompileLimits`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..cache import LruCache
+from ..errors import LimitExceededError, UnsatisfiableGrammarError, UnsupportedFeatureError
+from ..ir.left_recursion import eliminate_left_recursion
+from ..ir.nodes import (
+    NOTHING,
+    Grammar,
+    Node,
+    Repeat,
+    iter_nodes,
+    node_copies,
+    node_refs,
+    substitute,
+)
+from ..ir.passes import always_consumes, inline_rules, outline_repeats, rule_fixpoint, rule_sccs
+from ..limits import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget, check_deadline
+from .analysis import GrammarAnalysis, epsilon_reach, nullable_rules
+from .dfa import DEAD, ByteDFA, nfa_to_dfa
+from .nfa import SubAutomaton
+from .regular import build_nfa
+
+__all__ = [
+    "RULE_DFA_CACHE",
+    "GrammarAutomaton",
+    "compile_grammar_automaton",
+    "has_counted_repeat",
+]
+
+# inlining stops when an inlined body would exceed this many IR nodes per reference
+_INLINE_MAX_NODES = 20_000
+# rules used more than once are inlined only up to this size
+_INLINE_SHARED_MAX_NODES = 300
+# a bounded repeat whose copies would exceed this many IR nodes calls its item as a rule
+_OUTLINE_MIN_NODES = 2_000
+# ... and whose item has at least this many IR nodes (a string character stays inline: a call
+# per character would make every multi-character token cross a return)
+_OUTLINE_MIN_ITEM = 60
+# a bounded repeat of at least this many copies (of an item that always consumes a byte) becomes
+# a *counted rule*: the item's automaton once, the iteration count kept in the parser frame,
+# so ``maxLength: 100000`` costs what ``maxLength: 64`` costs
+_COUNT_MIN_COPIES = 64
+# recursive rules up to this size are expanded once at their call sites
+_EXPAND_MAX_NODES = 400
+_EXPAND_ROUNDS = 3
+_EXPANDED_MAX_NODES = 4_000
+
+
+@dataclass(frozen=True, eq=False)
+class GrammarAutomaton:
+    """Per-rule byte DFAs of a grammar (rule 0 is the start rule).
+
+    Attributes:
+        names: rule names by id.
+        dfas: one :class:`ByteDFA` per rule (``ref_rules``/``ref_table`` give call edges).
+        refs: per rule, per state: tuple of ``(callee rule id, return state)``.
+        boundary: per rule, ``bool[n_states]``: the state can call a rule or return.
+        tail: per rule, per state: True when the state is accepting and has no outgoing edge
+            (a call whose return lands there is a tail call).
+        counts: per rule, ``None`` or ``(lo, hi)`` for a *counted rule*: the rule's DFA is one
+            iteration of its item, repeated ``lo`` to ``hi`` times (``hi`` None: unbounded); an
+            accepting state ends an iteration.  The parser frame carries the count.
+    """
+
+    names: tuple[str, ...]
+    dfas: tuple[ByteDFA, ...]
+    refs: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]
+    boundary: tuple[np.ndarray, ...]
+    tail: tuple[np.ndarray, ...]
+    counts: tuple[tuple[int, int | None] | None, ...] = ()
+
+    def count_of(self, rule: int) -> tuple[int, int | None] | None:
+        """``(lo, hi)`` of a counted rule, None for an ordinary rule.  O(1)."""
+        return self.counts[rule] if self.counts else None
+
+    @property
+    def is_regular(self) -> bool:
+        return len(self.dfas) == 1 and not self.dfas[0].ref_rules
+
+    @property
+    def num_states(self) -> int:
+        return sum(d.num_states for d in self.dfas)
+
+    @property
+    def analysis(self) -> GrammarAnalysis:
+        """Nullable rules, FIRST / FOLLOW and restart bytes (:class:`GrammarAnalysis`),
+        computed on first use and kept (two threads racing compute equal values; one wins)."""
+        found: GrammarAnalysis | None = self.__dict__.get("_analysis")
+        if found is None:
+            found = GrammarAnalysis.of(self)
+            object.__setattr__(self, "_analysis", found)
+        return found
+
+
+def has_counted_repeat(node: Node) -> bool:
+    """True when compiling ``node`` would make a counted rule (a long bounded repeat), so a
+    regular expression needs the pushdown program rather than one DFA.  O(tree size)."""
+    if node_copies(node) < _COUNT_MIN_COPIES:
+        return False
+    memo: dict[int, tuple[Node, bool]] = {}
+    return any(
+        isinstance(n, Repeat)
+        and max(n.min, n.max or n.min) >= _COUNT_MIN_COPIES
+        and always_consumes(n.item, memo)
+        for n in iter_nodes(node)
+    )
+
+
+def compile_grammar_automaton(
+    grammar: Grammar,
+    limits: CompileLimits | None = None,
+    *,
+    budget: WorkBudget | None = None,
+    expand_calls: bool = True,
+    minimize: bool = True,
+) -> GrammarAutomaton:
+    """Compile a grammar IR to per-rule byte DFAs (see the module docstring).
+
+    ``budget``: the compile's fuel (and deadline), shared with later stages; a fresh one from
+    ``limits`` by default.  ``expand_calls``: expand small recursive rules into their callers
+    (fewer tokens cross a call boundary, so cold masks verify fewer candidates; it copies the
+    callee into every call site, which costs compile time where the callee is called from
+    many places — JSON Schema's "any value" — so the JSON Schema front-end turns it off).
+    ``minimize``: minimize each rule's DFA.  The NFAs share the tails of concatenations and
+    literals, so their DFAs come out close to minimal (JSON Schema objects: within about 15%),
+    and the token index merges states with equal futures anyway (bounded equivalence): the
+    JSON Schema front-end skips minimization, which measured faster end to end.
+    """
+    limits = limits or CompileLimits()
+    budget = budget or limits.budget()
+    rewritten = eliminate_left_recursion(grammar)
+    if rewritten is not grammar:
+        # the rewrite leaves mutually recursive rules under stars; expanding them into their
+        # callers multiplies the ambiguity that subset construction has to resolve (random
+        # ambiguous grammars went from milliseconds to seconds), so they are left as calls
+        grammar, expand_calls = rewritten, False
+    names, bodies = inline_rules(
+        grammar,
+        expand_rounds=_EXPAND_ROUNDS if expand_calls else 0,
+        inline_max_nodes=_INLINE_MAX_NODES,
+        inline_shared_max_nodes=_INLINE_SHARED_MAX_NODES,
+        expand_max_nodes=_EXPAND_MAX_NODES,
+        expanded_max_nodes=_EXPANDED_MAX_NODES,
+    )
+    count_by_name = outline_repeats(
+        names,
+        bodies,
+        count_min_copies=_COUNT_MIN_COPIES,
+        outline_min_nodes=_OUTLINE_MIN_NODES,
+        outline_min_item=_OUTLINE_MIN_ITEM,
+    )
+    # productivity fixpoint: drop references to rules that can never finish
+    sub_dfas: dict[Node, SubAutomaton] = {}  # shared by every rule's NFA
+    while True:
+        ids = {n: i for i, n in enumerate(names)}
+        dfas = []
+        for n in names:
+            body = bodies[n]
+            dead = {r for r in node_refs(body) if r not in ids}
+            if dead:
+                body = substitute(body, dict.fromkeys(dead, NOTHING))
+                bodies[n] = body
+            dfas.append(_rule_dfa(body, ids, names, limits, budget, sub_dfas, minimize))
+        new_productive = {names[r] for r in _productive_rules(dfas)}
+        if grammar.start not in new_productive:
+            raise UnsatisfiableGrammarError(
+                f"the start rule {grammar.start!r} can never finish: every derivation "
+                'needs infinitely many steps (e.g. root ::= "a" root)'
+            )
+        if new_productive == set(names):
+            break
+        names = [n for n in names if n in new_productive]
+        bodies = {n: bodies[n] for n in names}
+    total = sum(d.num_states for d in dfas)
+    if total > limits.max_dfa_states:
+        raise LimitExceededError("max_dfa_states", limits.max_dfa_states, f"grammar has {total}")
+    refs: list[tuple[tuple[tuple[int, int], ...], ...]] = []
+    boundary: list[np.ndarray] = []
+    tail: list[np.ndarray] = []
+    counts = tuple(count_by_name.get(name) for name in names)
+    for r, dfa in enumerate(dfas):
+        check_deadline()
+        n = dfa.table.shape[0]
+        per_state: list[tuple[tuple[int, int], ...]] = []
+        bnd = np.array(dfa.accepting, dtype=bool)
+        has_out = (dfa.table != DEAD).any(axis=1)
+        for s in range(n):
+            lst: list[tuple[int, int]] = []
+            if dfa.ref_table is not None and s != DEAD:
+                for j, callee in enumerate(dfa.ref_rules):
+                    t = int(dfa.ref_table[s, j])
+                    if t != DEAD:
+                        lst.append((callee, t))
+            per_state.append(tuple(lst))
+            if lst:
+                bnd[s] = True
+                has_out[s] = True
+        bnd[DEAD] = False
+        refs.append(tuple(per_state))
+        boundary.append(bnd)
+        # an accepting state of a counted rule ends an iteration, not the rule: no tail calls
+        no_tail = counts[r] is not None
+        tail.append(np.asarray(dfa.accepting, dtype=bool) & ~has_out & (not no_tail))
+    auto = GrammarAutomaton(
+        names=tuple(names),
+        dfas=tuple(dfas),
+        refs=tuple(refs),
+        boundary=tuple(boundary),
+        tail=tuple(tail),
+        counts=counts if any(c is not None for c in counts) else (),
+    )
+    _check_left_recursion(auto)
+    return auto
+
+
+#: Rule automata shared by every compile in the process: keyed by the rule body (IR nodes
+#: compare structurally and cache their hash), the compile limits and whether it is minimized;
+#: values are (DFA, callee *names* of its call edges, fuel its build cost), so a rule compiled
+#: in one grammar serves another that numbers its rules differently.  What repeats across
+#: compiles is the boilerplate: JSON Schema's "any value" rules, shared definitions, common
+#: string formats.
+RULE_DFA_CACHE: LruCache[tuple[Node, CompileLimits, bool], tuple[ByteDFA, tuple[str, ...], int]] = (
+    LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
+        512,
+        max_weight=CacheLimits().shared_cache_bytes,
+        weight=lambda entry: 1024 * entry[0].num_states + CACHE_ENTRY_BYTES,
+    )
+)
+
+
+def _rule_dfa(
+    body: Node,
+    ids: dict[str, int],
+    names: list[str],
+    limits: CompileLimits,
+    budget: WorkBudget,
+    sub_dfas: dict[Node, SubAutomaton],
+    minimize: bool = True,
+) -> ByteDFA:
+    """One rule's DFA, from :data:`RULE_DFA_CACHE` when an equal body was compiled before.
+
+    A hit is charged the fuel its build cost, so whether a compile fits the limits does not
+    depend on what the process compiled before (up to sub-automata that a cold compile would
+    have shared between rules)."""
+    key = (body, limits, minimize)
+    found, hit = RULE_DFA_CACHE.get(key)
+    if found and hit is not None:
+        dfa, callees, work = hit
+        budget.spend(work)
+        if not callees:
+            return dfa
+        return replace(dfa, ref_rules=tuple(ids[c] for c in callees))
+    before = budget.used
+    nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
+    dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
+    RULE_DFA_CACHE.put(key, (dfa, tuple(names[i] for i in dfa.ref_rules), budget.used - before))
+    return dfa
+
+
+def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
+    """Rules that can finish (:func:`~formcast.ir.passes.rule_fixpoint` on the automata).
+    Every state of a rule DFA is live (it reaches acceptance through bytes and calls), so a
+    rule whose callees are all productive (or that has none) can finish when its language is
+    not empty: O(calls).  Others are searched (:func:`_can_finish`), again only when more of
+    their callees became productive."""
+    # callees before callers, so most rules are settled in O(calls)
+    graph = {r: set(dfa.ref_rules) for r, dfa in enumerate(dfas)}
+    order = [r for comp in rule_sccs(graph) for r in comp]
+    callers: dict[int, set[int]] = {}
+    for r, callees in graph.items():
+        for c in callees:
+            callers.setdefault(c, set()).add(r)
+
+    def can_finish(r: int, productive: set[int]) -> bool:
+        dfa = dfas[r]
+        if all(c in productive for c in dfa.ref_rules):
+            return dfa.start != DEAD
+        return _can_finish(dfa, productive)
+
+    return rule_fixpoint(order, callers, can_finish)
+
+
+def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:
+    """Accepting state reachable from the start via bytes and calls to productive rules.
+
+    Breadth-first, one level of states at a time (numpy): O(depth) array operations."""
+    if dfa.start == DEAD:
+        return False
+    check_deadline()
+    seen = np.zeros(dfa.table.shape[0], dtype=bool)
+    seen[DEAD] = True
+    seen[dfa.start] = True
+    cols = [j for j, callee in enumerate(dfa.ref_rules) if callee in productive_ids]
+    frontier = np.asarray([dfa.start], dtype=np.int64)
+    while frontier.size:
+        if bool(dfa.accepting[frontier].any()):
+            return True
+        nxt = dfa.table[frontier].reshape(-1)
+        if cols and dfa.ref_table is not None:
+            nxt = np.concatenate((nxt, dfa.ref_table[frontier][:, cols].reshape(-1)))
+        nxt = np.unique(nxt)
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+    return False
+
+
+def _check_left_recursion(auto: GrammarAutomaton) -> None:
+    """Reject rules that can call themselves before consuming a byte (a safety net: the IR
+    pass :func:`~formcast.ir.left_recursion.eliminate_left_recursion` removes left
+    recursion before the automata are built, so this never fires on its output)."""
+    n_rules = len(auto.dfas)
+    # nullable rules: accept reachable from start through calls to nullable rules only
+    nullable = nullable_rules(auto)
+    for r in range(n_rules):
+        check_deadline()
+        calls, _ = epsilon_reach(auto, r, nullable)
+        # transitive closure of "calls before consuming"
+        seen = set(calls)
+        todo = list(calls)
+        while todo:
+            c = todo.pop()
+            if c == r:
+                raise UnsupportedFeatureError(
+                    "left recursion",
+                    f"rule {auto.names[r]!r}",
+                    "the rule can still reach itself without consuming input after left-"
+                    "recursion elimination (please report this grammar); rewrite it as a "
+                    'repetition, e.g. expr ::= term ("+" term)*',
+                )
+            for c2 in epsilon_reach(auto, c, nullable)[0]:
+                if c2 not in seen:
+                    seen.add(c2)
+                    todo.append(c2)

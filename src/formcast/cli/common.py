@@ -1,0 +1,279 @@
+"""What every ``formcast`` subcommand shares: option types, options, constraints, progress lines.
+
+* Option types (:func:`temperature_type`, :func:`top_p_type`, :func:`non_negative_int`,
+  :func:`positive_int`) reject bad values in the parser, before any tokenizer or model loads.
+* The options that several subcommands take (the constraint group, ``--tokenizer``,
+  ``--json``, ``--max-tokens``, ``--temperature``), each written once.
+* :func:`read_constraint` reads the ``--schema`` / ``--grammar`` files (fails fast), and
+  :func:`compile_from_args` compiles them with the shared compiler of the vocabulary.
+* :func:`progress` and :func:`timed`: the ``[formcast] ...`` lines on stderr (stdout carries
+  only results).
+
+Lifetime: functions, no state.  Costs: reading the constraint files; :func:`load_vocab` loads a
+tokenizer (seconds for a real one) and :func:`compile_from_args` compiles (cached per
+vocabulary by :func:`formcast.generation.get_compiler`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ..errors import ConfigurationError, FormcastError
+from ..generation.api import get_compiler
+from ..index.compiled import CompiledGrammar
+from ..vocab.vocabulary import Vocabulary
+
+__all__ = [
+    "add_constraint_arguments",
+    "add_json_argument",
+    "add_max_tokens_argument",
+    "add_temperature_argument",
+    "add_tokenizer_argument",
+    "compile_for_tokenizer",
+    "compile_from_args",
+    "load_vocab",
+    "non_negative_int",
+    "positive_int",
+    "progress",
+    "read_constraint",
+    "require_compiled",
+    "temperature_type",
+    "timed",
+    "top_p_type",
+]
+
+T = TypeVar("T")
+
+
+# -- progress on stderr --------------------------------------------------------------------------
+def progress(msg: str) -> None:
+    """One ``[formcast] msg`` line on stderr."""
+    print(f"[formcast] {msg}", file=sys.stderr, flush=True)
+
+
+def timed(start: str, work: Callable[[], T], done: Callable[[T, float], str]) -> T:
+    """Print ``start``, run ``work``, print ``done(its result, seconds)``; returns the result."""
+    progress(start)
+    t0 = time.perf_counter()
+    result = work()
+    progress(done(result, time.perf_counter() - t0))
+    return result
+
+
+# -- option types: bad values are rejected by the parser, before anything loads ------------------
+def _number(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return v
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _option_type(
+    name: str, parse: Callable[[str], T], ok: Callable[[T], bool], must: str, doc: str
+) -> Callable[[str], T]:
+    """An argparse ``type``: ``parse`` the text, then reject values that are not ``ok`` with
+    ``must be <must>, got <text>``."""
+
+    def check(text: str) -> T:
+        v = parse(text)
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {must}, got {text}")
+        return v
+
+    check.__name__ = check.__qualname__ = name
+    check.__doc__ = doc
+    return check
+
+
+temperature_type = _option_type(
+    "temperature_type", _number, lambda v: v >= 0, ">= 0 (0 = greedy)",
+    "``--temperature``: a finite number ``>= 0`` (0 = greedy).",
+)
+top_p_type = _option_type(
+    "top_p_type", _number, lambda v: 0.0 < v <= 1.0, "in (0, 1] (1 = off)",
+    "``--top-p``: a number in ``(0, 1]`` (1 = off).",
+)
+non_negative_int = _option_type(
+    "non_negative_int", _integer, lambda v: v >= 0, "an integer >= 0",
+    "An integer ``>= 0`` (``--top-k``: 0 = off; ``--seed``).",
+)
+positive_int = _option_type(
+    "positive_int", _integer, lambda v: v >= 1, "an integer >= 1",
+    "An integer ``>= 1`` (``--max-tokens``, ``--n-ctx``, ``--threads``, ``--n``).",
+)
+
+
+# -- options shared by several subcommands -------------------------------------------------------
+def add_constraint_arguments(p: argparse.ArgumentParser, *, required: bool) -> None:
+    """``--schema FILE | --regex RE | --grammar FILE`` and their modifiers (every subcommand)."""
+    c = p.add_mutually_exclusive_group(required=required)
+    c.add_argument("--schema", metavar="FILE", help="JSON Schema file: output is valid JSON for it")
+    c.add_argument("--regex", metavar="RE", help="regular expression the whole output matches")
+    c.add_argument(
+        "--grammar", metavar="FILE", help="GBNF or Lark grammar file, or 'json' for any JSON"
+    )
+    p.add_argument(
+        "--grammar-syntax",
+        choices=["gbnf", "lark"],
+        default=None,
+        help="syntax of --grammar (default: lark for *.lark files, else gbnf)",
+    )
+    p.add_argument(
+        "--dialect",
+        choices=["ecma", "python"],
+        default="ecma",
+        help="dialect of --regex: ecma (ECMA-262, as in JSON Schema 'pattern': ASCII \\d \\w) "
+        "or python (re with str patterns: Unicode \\d \\w) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--lenient",
+        action="store_true",
+        help="--schema only: ignore keywords formcast cannot enforce instead of failing; each "
+        "ignored keyword is reported on stderr (the output may then violate them)",
+    )
+
+
+def add_tokenizer_argument(p: argparse.ArgumentParser) -> None:
+    """``--tokenizer NAME|PATH`` (default ``llama3``)."""
+    p.add_argument(
+        "--tokenizer",
+        default="llama3",
+        help="llama3 | smollm2 | cl100k | PATH (default: %(default)s)",
+    )
+
+
+def add_json_argument(p: argparse.ArgumentParser, help: str = "machine-readable output") -> None:
+    """``--json``: machine output on stdout."""
+    p.add_argument("--json", action="store_true", help=help)
+
+
+def add_max_tokens_argument(p: argparse.ArgumentParser, *, default: int, what: str) -> None:
+    """``--max-tokens N`` (``>= 1``): stop after N ``what`` (e.g. ``"generated tokens"``)."""
+    p.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        default=default,
+        help=f"stop after this many {what} (default: %(default)s)",
+    )
+
+
+def add_temperature_argument(p: argparse.ArgumentParser, *, default: float) -> None:
+    """``--temperature T`` (``>= 0``; 0 = greedy)."""
+    p.add_argument(
+        "--temperature",
+        type=temperature_type,
+        default=default,
+        help=">= 0; 0 = greedy (default: %(default)s)",
+    )
+
+
+# -- constraints ---------------------------------------------------------------------------------
+def _read(path: str, what: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the {what} file {path!r}: {exc}") from None
+
+
+def read_constraint(args: argparse.Namespace) -> tuple[Any, str | None, str]:
+    """Read ``--schema`` / ``--grammar`` files: ``(schema, grammar, grammar_syntax)``.
+
+    Done before any model or tokenizer loads, so a missing or malformed file fails fast.
+    """
+    schema: Any = None
+    grammar: str | None = None
+    syntax = args.grammar_syntax or "gbnf"
+    if args.schema is not None:
+        try:
+            schema = json.loads(_read(args.schema, "schema"))
+        except json.JSONDecodeError as exc:
+            raise ConfigurationError(f"{args.schema!r} is not JSON: {exc}") from None
+    if args.grammar is not None:
+        if args.grammar == "json":
+            grammar = "json"
+        else:
+            grammar = _read(args.grammar, "grammar")
+            if args.grammar_syntax is None and args.grammar.endswith(".lark"):
+                syntax = "lark"
+    if args.lenient and args.schema is None:
+        raise ConfigurationError("--lenient applies to --schema only")
+    return schema, grammar, syntax
+
+
+def compile_from_args(
+    vocab: Vocabulary,
+    args: argparse.Namespace,
+    constraint: tuple[Any, str | None, str] | None = None,
+) -> CompiledGrammar | None:
+    """Compile the constraint named by ``args`` (None when there is none).
+
+    ``--regex`` uses ``--dialect`` and ``--schema`` uses ``--lenient``; every compile warning (a
+    keyword ignored by ``--lenient``, an unknown keyword treated as an annotation) goes to
+    stderr as a ``[formcast] warning:`` line.
+    """
+    schema, grammar, syntax = constraint if constraint is not None else read_constraint(args)
+    if schema is None and grammar is None and args.regex is None:
+        return None
+    comp = get_compiler(vocab)
+
+    def compile_it() -> CompiledGrammar:
+        if args.regex is not None:
+            return comp.compile_regex(args.regex, dialect=args.dialect)
+        if grammar == "json":
+            return comp.compile_builtin_json_grammar()
+        if grammar is not None:
+            return comp.compile_grammar(grammar, syntax=syntax)
+        from ..frontends.jsonschema.options import JsonSchemaOptions
+
+        return comp.compile_json_schema(schema, JsonSchemaOptions(lenient=args.lenient))
+
+    compiled = timed(
+        "compiling the constraint ...", compile_it, lambda _, s: f"compiled in {s:.3f} s"
+    )
+    for warning in compiled.warnings:
+        progress(f"warning: {warning}")
+    return compiled
+
+
+def load_vocab(spec: str) -> Vocabulary:
+    """The tokenizer named ``spec`` (``llama3``, ``smollm2``, ``cl100k`` or a path), with
+    progress lines."""
+    from ..vocab.loaders import load_vocabulary
+
+    return timed(
+        f"loading tokenizer {spec!r} ...",
+        lambda: load_vocabulary(spec),
+        lambda vocab, s: f"tokenizer ready: {len(vocab)} tokens ({s:.2f} s)",
+    )
+
+
+def compile_for_tokenizer(args: argparse.Namespace) -> CompiledGrammar:
+    """Read the constraint files, then load ``--tokenizer`` and compile for it (the first steps
+    of ``demo``, ``compile``, ``mask`` and ``sample``; the vocabulary is ``compiled.vocab``)."""
+    constraint = read_constraint(args)
+    vocab = load_vocab(args.tokenizer)
+    return require_compiled(compile_from_args(vocab, args, constraint))
+
+
+def require_compiled(compiled: CompiledGrammar | None) -> CompiledGrammar:
+    """``compiled``; a subcommand that needs a constraint got one (argparse requires it)."""
+    if compiled is None:  # pragma: no cover - argparse requires a constraint
+        raise FormcastError("no constraint given: use --regex, --schema or --grammar")
+    return compiled

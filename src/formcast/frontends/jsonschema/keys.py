@@ -1,0 +1,86 @@
+"""Undeclared object keys as IR: the canonically encoded strings that are none of the
+declared keys (:func:`not_in_set`), built as a trie complement.
+
+Lifetime: pure functions; the branches shared by trie nodes are memoized process-wide
+(:func:`~formcast.limits.metered_cache`: a hit charges the fuel its build cost).  A build is
+linear in the total length of the declared keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...automata import charfa
+from ...ir.nodes import ANY_CHAR, EMPTY, Alt, CharSet, Concat, Node, Repeat, concat, literal
+from ...limits import charge, metered_cache
+from .strings import encode_ranges, encode_text
+
+__all__ = ["not_in_set"]
+
+
+def not_in_set(words: list[str]) -> Node:
+    """Canonically *encoded* strings whose decoded text is not one of ``words``.
+
+    A trie complement built directly (no automaton, no re-encoding pass): at every trie node
+    the string may end (unless a word ends there), continue into a child, or continue with any
+    other character followed by anything (:func:`_diverge`, memoized by the children).
+    """
+    trie: dict[str, Any] = {}
+    ends = "\0end"
+    for w in words:
+        t = trie
+        for ch in w:
+            t = t.setdefault(ch, {})
+        t[ends] = True
+
+    def build(t: dict[str, Any]) -> Node:
+        charge(2 + len(t))  # the compile's fuel (and deadline)
+        kids = tuple(sorted(k for k in t if k != ends))
+        branches: list[Node] = []
+        if ends not in t:
+            branches.append(EMPTY)
+        for k in kids:
+            branches.append(concat([literal(encode_text(k)), build(t[k])]))
+        branches.extend(_diverge(kids))
+        return branches[0] if len(branches) == 1 else Alt(tuple(branches))
+
+    return build(trie)
+
+
+@metered_cache(1)
+def _any_star() -> Node:
+    return Repeat(encode_ranges(ANY_CHAR.ranges), 0, None)
+
+
+_PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
+
+
+@metered_cache(4096)
+def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
+    """Branches of an undeclared key at a trie node with children ``kids``: a character that
+    is none of them, then anything.  Where the children are plain printable ASCII (the usual
+    case) that is a plain character or "a character that needs escaping, DEL or is not ASCII",
+    one node shared by every such trie node, so the automaton layer builds those escapes and
+    UTF-8 sequences once.  Memoized (IR nodes are immutable): keys are made of few letters."""
+    any_star = _any_star()
+    taken = CharSet.of((ord(k), ord(k)) for k in kids)
+    if kids and all(ord(k) in _PLAIN for k in kids):
+        rest = CharSet.of(
+            (max(lo, a), min(hi, b))
+            for lo, hi in taken.negate().ranges
+            for a, b in _PLAIN.ranges
+            if lo <= b and a <= hi
+        )
+        out: list[Node] = []
+        if rest.ranges:
+            out.append(Concat((encode_ranges(rest.ranges), any_star)))
+        out.append(_special_tail())
+        return tuple(out)
+    others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
+    return (Concat((encode_ranges(others), any_star)),) if others else ()
+
+
+@metered_cache(1)
+def _special_tail() -> Node:
+    special = charfa.scalar_ranges(((0, 0x1F), (0x22, 0x22), (0x5C, 0x5C), (0x7F, 0x10FFFF)))
+    return Concat((encode_ranges(special), _any_star()))

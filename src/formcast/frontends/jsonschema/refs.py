@@ -1,0 +1,247 @@
+"""``$ref`` resolution: drafts, ``$id`` / anchors / JSON pointers, and the definitions table.
+
+``$ref`` is resolved with the ``referencing`` library (the draft's own rules for ``$id``,
+anchors and JSON pointers); each target becomes a named definition (:class:`~.nodes.SRef`), so
+recursion is a grammar rule, never unrolled.  :class:`Definitions` holds the table (and the
+deferred definitions: merging a definition that is still being normalized, a recursive one, is
+deferred until it is complete) and the fail-closed / lenient reporting every stage shares.
+``referencing`` is imported when a schema is compiled, never at ``import formcast``.
+
+Lifetime: one :class:`Definitions` per compile (the base of :class:`~.normalize.Normalizer`);
+a lookup costs what ``referencing`` costs (a crawl of the registry at most once per resource).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ConfigurationError, LimitExceededError, UnsupportedFeatureError
+from .nodes import ANY, S, SRef
+from .options import JsonSchemaOptions
+
+__all__ = [
+    "LEGACY_DRAFTS",
+    "Ctx",
+    "Definitions",
+    "Pending",
+    "draft_of",
+    "enter_resource",
+    "escape_pointer",
+    "printable",
+    "root_context",
+    "spec_for",
+]
+
+_DRAFT_URIS = {
+    "http://json-schema.org/draft-04/schema": "4",
+    "http://json-schema.org/draft-06/schema": "6",
+    "http://json-schema.org/draft-07/schema": "7",
+    "https://json-schema.org/draft/2019-09/schema": "2019-09",
+    "https://json-schema.org/draft/2020-12/schema": "2020-12",
+}
+LEGACY_DRAFTS = ("4", "6", "7")
+"""The drafts whose ``$ref`` replaces its sibling keywords."""
+
+
+class Pending(Exception):
+    """A definition was needed while it is still being normalized (recursion)."""
+
+
+def escape_pointer(seg: str) -> str:
+    return seg.replace("~", "~0").replace("/", "~1")
+
+
+def printable(where: str) -> str:
+    """``where`` with lone surrogates (a property name may hold one) written as ``\\udXXX``, so
+    that an error message can be printed or logged as UTF-8."""
+    return where.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Where a subschema is: resolver (base URI), draft, JSON pointer, nesting depth."""
+
+    resolver: Any
+    draft: str
+    pointer: str
+    depth: int
+
+    def child(self, *segments: str | int) -> Ctx:
+        ptr = self.pointer + "".join("/" + escape_pointer(str(s)) for s in segments)
+        return Ctx(self.resolver, self.draft, ptr, self.depth + 1)
+
+
+def spec_for(draft: str) -> Any:
+    import referencing.jsonschema as rj
+
+    return {
+        "4": rj.DRAFT4,
+        "6": rj.DRAFT6,
+        "7": rj.DRAFT7,
+        "2019-09": rj.DRAFT201909,
+        "2020-12": rj.DRAFT202012,
+    }[draft]
+
+
+def draft_of(schema: Any, default: str) -> str:
+    if isinstance(schema, dict):
+        uri = schema.get("$schema")
+        if isinstance(uri, str):
+            return _DRAFT_URIS.get(uri.rstrip("#"), default)
+    return default
+
+
+def _resource_draft(resolver: Any, default: str) -> str:
+    """The draft of the resource ``resolver`` is in: its ``$schema``, else the default
+    specification it was registered with (``referencing`` keeps it per resource); ``default``
+    when that is unknown (a specification formcast does not read)."""
+    # ``referencing`` (0.37) has no public accessor for a resolver's base URI, its registry or a
+    # resource's specification: these reads of its private attributes are isolated here (and,
+    # for a registry's digest, in :func:`.options._registry_digest`), each with a fallback
+    # (``default``) should they disappear
+    base = getattr(resolver, "_base_uri", None)
+    registry = getattr(resolver, "_registry", None)
+    if not isinstance(base, str) or registry is None:
+        return default
+    # never the registry's ``retrieve`` (a user's may fetch): the resource is already there,
+    # or among the subresources a crawl finds (cheap once crawled)
+    resource = registry.get(base)
+    if resource is None:
+        resource = registry.crawl().get(base)
+    spec = getattr(resource, "_specification", None)
+    for draft in ("4", "6", "7", "2019-09", "2020-12"):
+        if spec is spec_for(draft):
+            return draft
+    return default
+
+
+def root_context(schema: Any, options: JsonSchemaOptions) -> Ctx:
+    """The context of the root of ``schema``: its draft (``$schema``, else
+    ``options.default_draft``) and a resolver over ``options.registry`` and the drafts'
+    meta-schemas."""
+    try:
+        import referencing
+        import referencing.exceptions
+        import referencing.jsonschema
+    except ImportError as e:  # pragma: no cover - a declared dependency of the extra
+        raise ConfigurationError(
+            "JSON Schema support needs the 'referencing' package: pip install 'jsonschema>=4.20'"
+        ) from e
+    draft = draft_of(schema, options.default_draft)
+    spec = spec_for(draft)
+    resource = referencing.Resource.from_contents(schema, default_specification=spec)
+    registry: Any = options.registry
+    if registry is None:
+        registry = referencing.Registry()
+    try:
+        from jsonschema_specifications import REGISTRY as META
+
+        registry = META.combine(registry)
+    except ImportError:  # pragma: no cover - optional
+        pass
+    resolver = registry.resolver_with_root(resource)
+    return Ctx(resolver, draft, "#", 0)
+
+
+def enter_resource(ctx: Ctx, schema: dict[str, Any], draft: str) -> Ctx:
+    """``ctx`` moved into ``schema``'s own resource (its ``$id``), read in ``draft``."""
+    spec = spec_for(draft)
+    try:
+        resolver = ctx.resolver.in_subresource(spec.create_resource(schema))
+    except (AttributeError, TypeError):
+        # a malformed identifier ("id": {...}, a property map written in the wrong
+        # place): it identifies nothing, so the base URI stays the enclosing one
+        resolver = ctx.resolver
+    return Ctx(resolver, draft, ctx.pointer, ctx.depth)
+
+
+class Definitions:
+    """The definitions table of one compile, and the failure reporting every stage shares."""
+
+    def __init__(self, options: JsonSchemaOptions) -> None:
+        self.options = options
+        self.ignored: list[str] = []
+        self.defs: dict[str, S] = {}
+        self.def_names: dict[str, str] = {}
+        self._pending: set[str] = set()
+        self._thunks: dict[str, Callable[[], S]] = {}
+        self._keep: list[S] = []  # nodes whose id() names a deferred definition
+
+    def normalize(self, schema: Any, ctx: Ctx, *, entered: bool = False) -> S:
+        """The normalized node of ``schema`` (:class:`~.normalize.Normalizer`)."""
+        raise NotImplementedError  # pragma: no cover
+
+    # -- failure helpers ----------------------------------------------------------------------
+    def unsupported(self, feature: str, where: str, hint: str = "") -> None:
+        """Fail closed, or (lenient) record the ignored feature and let the caller go on."""
+        where = printable(where)
+        if self.options.lenient:
+            self.ignored.append(f"{feature} at {where}" + (f" ({hint})" if hint else ""))
+            return
+        raise UnsupportedFeatureError(feature, where, hint)
+
+    # -- definitions --------------------------------------------------------------------------
+    def resolve(self, key: str) -> S:
+        """The node of a definition; raises :class:`Pending` while it is being built."""
+        got = self.defs.get(key)
+        if got is not None:
+            return got
+        thunk = self._thunks.get(key)
+        if thunk is not None and key not in self._pending:
+            self._pending.add(key)
+            try:
+                value = thunk()
+            finally:
+                self._pending.discard(key)
+            self.defs[key] = value
+            del self._thunks[key]
+            return value
+        raise Pending(key)
+
+    def definition(self, key: str) -> S:
+        """The node of a definition once normalization is over (deferred ones built now)."""
+        try:
+            return self.resolve(key)
+        except Pending:
+            raise UnsupportedFeatureError(
+                "$ref", self.def_names.get(key, key), "a definition that merges with itself"
+            ) from None
+
+    def _lookup(self, ref: str, ctx: Ctx) -> S:
+        import referencing.exceptions as rex
+
+        try:
+            resolved = ctx.resolver.lookup(ref)
+        except rex.Unresolvable as e:
+            self.unsupported(
+                "$ref",
+                ctx.pointer,
+                f"cannot resolve {ref!r} ({type(e).__name__}); remote references need a "
+                "registry in JsonSchemaOptions.registry",
+            )
+            return ANY
+        contents = resolved.contents
+        key = f"d{id(contents)}"
+        if key in self.defs or key in self._pending:
+            return SRef(key)
+        if len(self.def_names) >= self.options.max_rules:
+            raise LimitExceededError("max_rules", self.options.max_rules, "too many $ref targets")
+        self.def_names[key] = ref
+        self._pending.add(key)
+        target_ctx = Ctx(
+            resolved.resolver,
+            # the target is read in the draft of the resource it lies in (a draft-7 remote
+            # keeps draft 7's rules: ``$ref`` ignores a sibling ``$id``), not the referrer's
+            draft_of(contents, _resource_draft(resolved.resolver, ctx.draft)),
+            ref,
+            ctx.depth + 1,
+        )
+        try:
+            # the resolver returned by lookup() is already inside the target's own $id
+            value = self.normalize(contents, target_ctx, entered=True)
+        finally:
+            self._pending.discard(key)
+        self.defs[key] = value
+        return SRef(key)

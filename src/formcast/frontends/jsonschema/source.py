@@ -1,0 +1,146 @@
+"""Reading a schema, once: JSON text, a dict, a boolean or a Pydantic model class → a
+:class:`LoadedSchema` (the checked value and its canonical text).
+
+Every way in (``generate(schema=...)``, ``GrammarCompiler.compile_json_schema``,
+``schema_to_grammar``) reads the schema here, with one set of checks and messages: the text's
+size (``max_schema_bytes``), that it is JSON, that it is an object or a boolean, that it can
+be written back as JSON (``json.dumps`` recursion: a depth limit that names the deepest
+pointer), and its size as compact JSON.  The JSON-ness of every member (NaN, non-string keys)
+is checked with JSON pointers by the normalizer (:func:`~.checks.check_json`).
+
+Lifetime: pure functions; a load costs two ``json.dumps`` of the schema (the canonical text
+is the compile cache's key) and one ``json.loads`` of a text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import ConfigurationError, LimitExceededError
+from .options import JsonSchemaOptions
+
+__all__ = ["LoadedSchema", "load_schema", "pydantic_model_class"]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSchema:
+    """A schema read and checked by :func:`load_schema`.
+
+    Attributes:
+        value: the schema (an object or a boolean), as Python values.
+        canonical: ``json.dumps(value, ensure_ascii=False)``: the schema's key order kept
+            (properties are generated in schema order), the compile cache's key.
+    """
+
+    value: dict[str, Any] | bool
+    canonical: str
+
+
+def pydantic_model_class(schema: Any) -> Any:
+    """``schema`` if it is a Pydantic model class (``BaseModel`` subclass, v2), else ``None``.
+
+    Duck-typed (a class with ``model_json_schema`` and ``model_validate_json``), so pydantic is
+    never imported here."""
+    if (
+        isinstance(schema, type)
+        and callable(getattr(schema, "model_json_schema", None))
+        and callable(getattr(schema, "model_validate_json", None))
+    ):
+        return schema
+    return None
+
+
+def load_schema(schema: Any, options: JsonSchemaOptions) -> LoadedSchema:
+    """Read ``schema`` (a dict, a boolean, JSON text or a Pydantic model class) once.
+
+    Raises:
+        ConfigurationError: not JSON text, not an object or a boolean, not JSON-serializable.
+        LimitExceededError: ``max_schema_bytes`` (the text, or the schema as compact JSON), or
+            ``max_depth`` (nested deeper than ``json`` can read or write).
+    """
+    if isinstance(schema, LoadedSchema):
+        return schema
+    if pydantic_model_class(schema) is not None:
+        schema = schema.model_json_schema()
+    if isinstance(schema, str):
+        if len(schema.encode("utf-8", "surrogatepass")) > options.max_schema_bytes:
+            raise LimitExceededError(
+                "max_schema_bytes", options.max_schema_bytes, "schema text too large"
+            )
+        try:
+            schema = json.loads(schema)
+        except RecursionError:
+            raise _too_deep(_text_depth(schema), "", options.max_depth) from None
+        except ValueError as exc:
+            raise ConfigurationError(f"the schema is not valid JSON: {exc}") from None
+    if not isinstance(schema, (dict, bool)):
+        raise ConfigurationError(
+            "schema must be a JSON Schema object or boolean, JSON text or a Pydantic model "
+            f"class, got {type(schema).__name__}"
+        )
+    try:
+        canonical = json.dumps(schema, ensure_ascii=False)
+        size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+    except RecursionError:
+        depth, pointer = _deepest(schema)
+        raise _too_deep(depth, pointer, options.max_depth) from None
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"the schema is not JSON-serializable: {exc}") from None
+    if size > options.max_schema_bytes:
+        raise LimitExceededError(
+            "max_schema_bytes", options.max_schema_bytes, f"schema has {size} bytes"
+        )
+    return LoadedSchema(schema, canonical)
+
+
+def _too_deep(depth: int, pointer: str, max_depth: int) -> LimitExceededError:
+    where = f" at {pointer}" if pointer else ""
+    return LimitExceededError(
+        "max_depth",
+        max_depth,
+        f"the schema is nested {depth} levels deep{where}, deeper than JSON can be read here",
+    )
+
+
+def _text_depth(text: str) -> int:
+    """The deepest ``[``/``{`` nesting of a JSON text (outside strings); iterative."""
+    depth = best = 0
+    in_str = escaped = False
+    for ch in text:
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif ch in "]}":
+            depth -= 1
+    return best
+
+
+def _deepest(value: Any) -> tuple[int, str]:
+    """The nesting depth of a JSON value and the JSON pointer of its deepest container;
+    iterative (values too deep for ``json.dumps`` are what it is for)."""
+    best, where = 0, ""
+    todo: list[tuple[Any, int, str]] = [(value, 1, "")]
+    seen: set[int] = set()
+    while todo:
+        v, d, ptr = todo.pop()
+        if not isinstance(v, (dict, list)) or id(v) in seen:
+            continue
+        seen.add(id(v))  # a cyclic value is as deep as json.dumps could go
+        if d > best:
+            best, where = d, ptr
+        items = v.items() if isinstance(v, dict) else enumerate(v)
+        for k, child in items:
+            esc = str(k).replace("~", "~0").replace("/", "~1")
+            todo.append((child, d + 1, f"{ptr}/{esc}"))
+    return best, where or "/"

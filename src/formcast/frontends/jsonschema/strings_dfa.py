@@ -1,0 +1,95 @@
+"""The automaton of the strings a normalized string node accepts (:func:`string_dfa`).
+
+Patterns and formats are intersected, negated ones subtracted, excluded values removed and the
+length bounds applied, as character automata (:mod:`formcast.automata.charfa`).  Used by the
+set algebra (exact emptiness of string nodes, :mod:`.algebra`) and by the emitter (string
+content and key classes, :mod:`.emit`).
+
+Lifetime: a process-wide cache of :data:`STRING_DFA_CACHE_SIZE` automata (least recently used
+evicted, :class:`~formcast.cache.LruCache`), keyed by the node's content; each entry keeps the
+fuel its build cost and a hit charges it (:func:`~formcast.limits.metered`), so whether a
+compile fits ``max_compile_work`` does not depend on what was compiled before.  A build costs
+the automaton products (bounded by ``options.max_automaton_states``).
+"""
+
+from __future__ import annotations
+
+from ...automata import charfa
+from ...cache import LruCache
+from ...errors import GrammarError
+from ...ir.nodes import Node
+from ...limits import charge, metered
+from . import formats as json_formats
+from .nodes import SStr
+from .options import JsonSchemaOptions
+from .regexlang import pattern_node
+
+__all__ = ["STRING_DFA_CACHE_SIZE", "string_dfa", "string_parts"]
+
+STRING_DFA_CACHE_SIZE = 256
+"""Automata kept by :func:`string_dfa` (entries; the least recently used is evicted)."""
+
+# values: (automaton, the fuel its build cost: a hit charges it, so whether a compile fits
+# max_compile_work does not depend on what was compiled before)
+_DFA_CACHE: LruCache[tuple[object, ...], tuple[charfa.CharDFA, int]] = LruCache(
+    STRING_DFA_CACHE_SIZE
+)
+
+
+def string_parts(s: SStr) -> tuple[list[Node], list[Node]]:
+    """The IR of the positive and of the negated patterns and formats of ``s``."""
+    pos: list[Node] = [pattern_node(p) for p in s.patterns]
+    neg: list[Node] = [pattern_node(p) for p in s.neg_patterns]
+    for f in s.formats:
+        n = json_formats.format_node(f)
+        if n is None:  # pragma: no cover - checked by the normalizer
+            raise GrammarError(f"unknown format {f!r}")
+        pos.append(n)
+    for f in s.neg_formats:
+        n = json_formats.format_node(f)
+        if n is None:  # pragma: no cover
+            raise GrammarError(f"unknown format {f!r}")
+        neg.append(n)
+    return pos, neg
+
+
+def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
+    """The automaton of the decoded strings ``s`` accepts (memoized by content)."""
+    key = (
+        s.min_len,
+        s.max_len,
+        s.patterns,
+        s.neg_patterns,
+        s.formats,
+        s.neg_formats,
+        tuple(sorted(s.excluded)),
+        options.max_automaton_states,
+    )
+    found, got = _DFA_CACHE.get(key)
+    if found and got is not None:
+        charge(got[1])
+        return got[0]
+    built = metered(lambda: _string_dfa(s, options))
+    _DFA_CACHE.put(key, built)
+    return built[0]
+
+
+def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
+    mx = options.max_automaton_states
+    pos, neg = string_parts(s)
+    d: charfa.CharDFA | None = None
+    for p in pos:
+        pd = charfa.dfa_from_node(p, mx)
+        d = pd if d is None else charfa.intersect(d, pd, mx)
+    if d is None:
+        d = charfa.any_string_dfa()
+    for n in neg:
+        d = charfa.difference(d, charfa.dfa_from_node(n, mx), mx)
+    if s.excluded:
+        d = charfa.difference(d, charfa.finite_set_dfa(sorted(s.excluded), mx), mx)
+    lo, hi = s.min_len, s.max_len
+    if (lo, hi) != (0, None) and not d.is_empty():
+        a, b = charfa.length_bounds(d)
+        if not (a >= lo and (hi is None or (b is not None and b <= hi))):
+            d = charfa.intersect(d, charfa.length_dfa(lo, hi, mx), mx)
+    return d

@@ -1,0 +1,86 @@
+"""What a matcher needs from a compiled grammar: the :class:`GrammarProgram` protocol.
+
+A *program* knows a grammar's states and computes, once per state, the bitmask of allowed
+tokens: :class:`~formcast.index.regex_program.RegexProgram` for regular constraints,
+:class:`~formcast.index.cfg_program.CfgProgram` for context-free ones.  :class:`LimitStop` is
+what ``advance`` returns when a run-time limit, not the grammar, refused a step;
+:class:`StepMemo` is the programs' bounded memo of token steps.
+
+Lifetime: types only; a program (and its memo) lives as long as its compiled grammar.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+
+__all__ = ["GrammarProgram", "LimitStop", "StepMemo"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class LimitStop:
+    """Returned by a program's ``advance`` when a run-time limit (not the grammar) refused the
+    step: the matcher then stops with this reason instead of treating the token as invalid."""
+
+    reason: str
+
+
+class GrammarProgram(Protocol):
+    """What a matcher needs from a compiled grammar.  States are immutable and hashable."""
+
+    def initial_state(self) -> Any: ...
+
+    def advance(self, state: Any, token_id: int) -> Any | None:
+        """State after the text token ``token_id``; None if the grammar does not allow it;
+        a :class:`LimitStop` if a run-time limit refused it."""
+        ...
+
+    def advance_bytes(self, state: Any, data: bytes) -> Any | None:
+        """State after raw bytes, or None if they leave the language."""
+        ...
+
+    def is_accepting(self, state: Any) -> bool: ...
+
+    def token_mask(self, state: Any) -> np.ndarray:
+        """``int32`` words: allowed tokens in ``state``, stop tokens included when accepting."""
+        ...
+
+    def expected(self, state: Any) -> tuple[str, tuple[int, ...]]:
+        """Human description and byte values of what may come next."""
+        ...
+
+    def forced_bytes(self, state: Any) -> bytes:
+        """Bytes every continuation must start with (jump-forward); may be empty."""
+        ...
+
+    def cache_info(self) -> dict[str, int]: ...
+
+    def warm_up(self, should_stop: Callable[[], bool]) -> int:
+        """Precompute per-state token classifications, nearest states first, until
+        ``should_stop()``; returns how many were computed.  Thread-safe."""
+        ...
+
+
+class StepMemo(dict[K, V]):
+    """A program's memo of token steps, ``(state, token id) -> next state``, of at most
+    ``limit`` entries: emptied when full.  A hit is one plain ``dict`` lookup (the per-token
+    path of ``advance``: cheaper than an LRU refresh); :meth:`remember` is O(1) amortized.
+    Benign races: two threads may compute one step; both store the same value."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, key: K, value: V) -> None:
+        if len(self) >= self.limit:
+            self.clear()
+        if self.limit:
+            self[key] = value

@@ -1,0 +1,644 @@
+"""Named passes and analyses over the grammar IR, shared by every front-end and the compiler.
+
+Each pass is one job, written once: the JSON Schema front-end's clean-up
+(:func:`productive_rules` → :func:`drop_unproductive` → :func:`inline_single_use` →
+:func:`drop_unreachable`), the automaton compiler's rule inlining (:func:`inline_rules`) and
+repeat outlining (:func:`outline_repeats`), and the analyses behind them and behind
+left-recursion elimination (:func:`rule_sccs`, :func:`reachable_rules`, :func:`nullable_rules`,
+:func:`node_nullable`, :func:`node_productive`, :func:`always_consumes`, :func:`ir_depth`).
+The thresholds are the callers' policy and come in as arguments.
+
+Lifetime: pure functions of their arguments (the in-place passes mutate only the rule tables
+handed to them); nothing outlives a call but the memo dicts a caller chooses to pass in.
+Costs are stated per function; every walk is iterative or falls back to an iterative one, so
+deep IR never overflows the stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
+from typing import TypeVar
+
+from ..errors import GrammarError
+from ..limits import check_deadline
+from .nodes import (
+    NOTHING,
+    Alt,
+    ByteSet,
+    CharSet,
+    Concat,
+    Empty,
+    Grammar,
+    Literal,
+    Node,
+    Nothing,
+    Repeat,
+    Rule,
+    RuleRef,
+    iter_refs,
+    node_copies,
+    node_refs,
+    node_size,
+    rebuild,
+    repeat,
+    substitute,
+)
+
+__all__ = [
+    "always_consumes",
+    "drop_unproductive",
+    "drop_unreachable",
+    "inline_rules",
+    "inline_single_use",
+    "ir_depth",
+    "node_nullable",
+    "node_productive",
+    "nullable_rules",
+    "outline_repeats",
+    "productive_rules",
+    "reachable_rules",
+    "rule_fixpoint",
+    "rule_refs",
+    "rule_sccs",
+]
+
+_V = TypeVar("_V", str, int)
+
+# -- graphs of rules ------------------------------------------------------------------------------
+
+
+def rule_sccs(graph: Mapping[_V, AbstractSet[_V]]) -> list[list[_V]]:
+    """Strongly connected components of a call graph (iterative Tarjan), callees first: a
+    component comes after every component it reaches.  Members, and the successors of each
+    vertex, are taken in ``graph`` order (so the result is deterministic).  Every successor
+    must be a key of ``graph``.  O(V log V + E)."""
+    order = {name: i for i, name in enumerate(graph)}
+    index: dict[_V, int] = {}
+    low: dict[_V, int] = {}
+    on_stack: set[_V] = set()
+    stack: list[_V] = []
+    result: list[list[_V]] = []
+    for root in graph:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work: list[tuple[_V, Iterator[_V]]] = [
+            (root, iter(sorted(graph[root], key=order.__getitem__)))
+        ]
+        while work:
+            v, it = work[-1]
+            advanced = False
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w], key=order.__getitem__))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp: list[_V] = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                result.append(sorted(comp, key=order.__getitem__))
+    return result
+
+
+def reachable_rules(
+    start: str,
+    callees: Callable[[str], Iterable[str]],
+    defined: Collection[str],
+    *,
+    strict: bool = False,
+) -> list[str]:
+    """The rules reachable from ``start``, in visiting order (depth first, last callee first).
+
+    ``callees(name)`` is asked once per rule reached; a name not in ``defined`` is skipped, or
+    with ``strict`` raises :class:`GrammarError`.  O(rules + references)."""
+    seen: dict[str, None] = {}
+    todo = [start]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        if name not in defined:
+            if strict:
+                raise GrammarError(f"rule {name!r} is referenced but never defined")
+            continue
+        seen[name] = None
+        todo.extend(callees(name))
+    return list(seen)
+
+
+def rule_refs(by_name: Mapping[str, Rule]) -> dict[str, list[str]]:
+    """Per rule, the names it references, once per occurrence.  O(IR size)."""
+    return {n: list(iter_refs(r.body)) for n, r in by_name.items()}
+
+
+def _users(refs: Mapping[str, list[str]]) -> dict[str, set[str]]:
+    users: dict[str, set[str]] = {}
+    for n, rs in refs.items():
+        for m in rs:
+            users.setdefault(m, set()).add(n)
+    return users
+
+
+# -- nullable / productive ------------------------------------------------------------------------
+#
+# One walk for both: a node "derives" when it has a string (productive) or the empty string
+# (nullable, ``empty_only``), given the set of rules that do.  Only the leaves differ.
+
+
+def _leaf(n: Node, rules: AbstractSet[str], empty_only: bool) -> bool | None:
+    """The answer for a leaf, None for an inner node."""
+    if isinstance(n, Empty):
+        return True
+    if isinstance(n, Literal):
+        return not n.text if empty_only else True
+    if isinstance(n, (CharSet, ByteSet)):
+        return not empty_only
+    if isinstance(n, Nothing):
+        return False
+    if isinstance(n, RuleRef):
+        return n.name in rules
+    if isinstance(n, (Concat, Alt, Repeat)):
+        return None
+    return not empty_only  # pragma: no cover - every IR node type is listed above
+
+
+def _derives(
+    node: Node,
+    rules: AbstractSet[str],
+    empty_only: bool,
+    memo: dict[int, tuple[Node, bool]] | None,
+    scratch: dict[int, tuple[Node, bool]] | None = None,
+    settled: set[str] | None = None,
+) -> bool:
+    """Post-order without recursion (see :func:`node_nullable` for the memos)."""
+    if memo is not None:
+        hit = memo.get(id(node))
+        if hit is None and scratch is not None:
+            hit = scratch.get(id(node))
+        if hit is not None:
+            return hit[1]
+    try:  # short-circuit first: most bodies start with a byte, so little is visited
+        return _derives_lazy(node, rules, empty_only, memo, scratch, settled)
+    except RecursionError:  # a very deep tree: the full post-order below has no recursion
+        pass
+    if memo is None:
+        memo = {}
+
+    def get(k: Node) -> bool:
+        assert memo is not None
+        found = memo.get(id(k))
+        if found is None and scratch is not None:
+            found = scratch.get(id(k))
+        assert found is not None  # children are done first
+        return found[1]
+
+    def known(k: Node) -> bool:
+        assert memo is not None
+        return id(k) in memo or (scratch is not None and id(k) in scratch)
+
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if known(n):
+            continue
+        kids: tuple[Node, ...] = ()
+        if isinstance(n, (Concat, Alt)):
+            kids = n.items
+        elif isinstance(n, Repeat):
+            kids = (n.item,)
+        if not ready and kids:
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if not known(k))
+            continue
+        out = _leaf(n, rules, empty_only)
+        if out is None:
+            if isinstance(n, Concat):
+                out = all(get(k) for k in n.items)
+            elif isinstance(n, Alt):
+                out = any(get(k) for k in n.items)
+            else:
+                assert isinstance(n, Repeat)
+                out = n.min == 0 or get(n.item)
+        if scratch is None or settled is None or node_refs(n) <= settled:
+            memo[id(n)] = (n, out)
+        else:
+            scratch[id(n)] = (n, out)
+    return get(node)
+
+
+def _derives_lazy(
+    n: Node,
+    rules: AbstractSet[str],
+    empty_only: bool,
+    memo: dict[int, tuple[Node, bool]] | None,
+    scratch: dict[int, tuple[Node, bool]] | None,
+    settled: set[str] | None,
+) -> bool:
+    """:func:`_derives` by short-circuit recursion (``all``/``any`` stop early)."""
+    if memo is not None:
+        hit = memo.get(id(n))
+        if hit is None and scratch is not None:
+            hit = scratch.get(id(n))
+        if hit is not None:
+            return hit[1]
+    leaf = _leaf(n, rules, empty_only)
+    if leaf is not None:
+        return leaf
+    if isinstance(n, Concat):
+        out = all(_derives_lazy(k, rules, empty_only, memo, scratch, settled) for k in n.items)
+    elif isinstance(n, Alt):
+        out = any(_derives_lazy(k, rules, empty_only, memo, scratch, settled) for k in n.items)
+    else:
+        assert isinstance(n, Repeat)
+        out = n.min == 0 or _derives_lazy(n.item, rules, empty_only, memo, scratch, settled)
+    if memo is not None:
+        if scratch is None or settled is None or node_refs(n) <= settled:
+            memo[id(n)] = (n, out)
+        else:
+            scratch[id(n)] = (n, out)
+    return out
+
+
+def node_nullable(
+    node: Node,
+    nullable: AbstractSet[str],
+    memo: dict[int, tuple[Node, bool]],
+    scratch: dict[int, tuple[Node, bool]] | None = None,
+    settled: set[str] | None = None,
+) -> bool:
+    """Whether ``node`` derives the empty string, given the nullable rules.
+
+    Memoized by identity in ``memo`` (it holds the nodes, so no id is reused while an entry
+    exists), so linear in the IR DAG.  With ``scratch``, only nodes that reference ``settled``
+    rules alone are stored in ``memo`` (their answer is final); the others go to ``scratch``
+    (valid while ``nullable`` does not change)."""
+    return _derives(node, nullable, True, memo, scratch, settled)
+
+
+def node_productive(node: Node, productive: AbstractSet[str]) -> bool:
+    """Whether ``node`` derives some string, given the productive rules.  Short-circuit walk
+    without a memo (each call sees a different rule set): O(nodes visited)."""
+    return _derives(node, productive, False, None)
+
+
+def nullable_rules(rules: Mapping[str, Rule], comps: list[list[str]]) -> set[str]:
+    """The rules of ``comps`` (call-graph components, callees first, see :func:`rule_sccs`)
+    that derive the empty string: least fixpoint per component, so a rule outside a cycle is
+    looked at once and subtrees whose rules are all settled are never walked again.
+    O(IR DAG x fixpoint rounds of the largest component)."""
+    nullable: set[str] = set()
+    settled: set[str] = set()
+    final: dict[int, tuple[Node, bool]] = {}
+    for comp in comps:
+        changed = True
+        while changed:
+            changed = False
+            scratch: dict[int, tuple[Node, bool]] = {}  # one round (the set grows)
+            for name in comp:
+                check_deadline()
+                body = rules[name].body
+                if name not in nullable and node_nullable(body, nullable, final, scratch, settled):
+                    nullable.add(name)
+                    changed = len(comp) > 1  # a member may depend on it
+        settled.update(comp)
+    return nullable
+
+
+def rule_fixpoint(
+    order: Iterable[_V],
+    users: Mapping[_V, Collection[_V]],
+    holds: Callable[[_V, set[_V]], bool],
+) -> set[_V]:
+    """The least set of rules closed under ``holds(rule, the set so far)`` (a monotone
+    predicate: productive, can finish), driven by a worklist: every rule is asked once in
+    ``order`` (callees first settles most rules at once), then a rule is asked again only
+    when one of the rules it uses (``users``: rule -> its callers) joined the set.
+    O(rules + calls) evaluations of ``holds``, at most."""
+    ok: set[_V] = set()
+    pending = list(order)
+    while pending:
+        nxt: list[_V] = []
+        for n in pending:
+            if n not in ok and holds(n, ok):
+                ok.add(n)
+                nxt.extend(u for u in users.get(n, ()) if u not in ok)
+        pending = list(dict.fromkeys(nxt))
+    return ok
+
+
+def productive_rules(by_name: Mapping[str, Rule], refs: Mapping[str, list[str]]) -> set[str]:
+    """The rules that derive some string (:func:`rule_fixpoint` over
+    :func:`node_productive`).  ``refs`` as from :func:`rule_refs`.  O(IR size x times a rule
+    is revisited)."""
+    return rule_fixpoint(by_name, _users(refs), lambda n, ok: node_productive(by_name[n].body, ok))
+
+
+def always_consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
+    """True when every string of ``node`` has at least one byte (a rule call may be empty;
+    ``Nothing`` counts as not consuming).
+
+    Post-order without recursion (deep IR would overflow the stack), memoized by identity
+    in ``memo`` (shared across calls; it holds the node, so no id is reused while its entry
+    exists), so linear in the DAG."""
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in memo:
+            continue
+        kids: tuple[Node, ...] = ()
+        if isinstance(n, (Concat, Alt)):
+            kids = n.items
+        elif isinstance(n, Repeat):
+            kids = (n.item,)
+        if not ready and kids:
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+            continue
+        if isinstance(n, Literal):
+            out = bool(n.text)
+        elif isinstance(n, (CharSet, ByteSet)):
+            out = True
+        elif isinstance(n, Concat):
+            out = any(memo[id(k)][1] for k in n.items)
+        elif isinstance(n, Alt):
+            out = all(memo[id(k)][1] for k in n.items)
+        elif isinstance(n, Repeat):
+            out = n.min > 0 and memo[id(n.item)][1]
+        else:  # Empty, Nothing (vacuous, but never counted), RuleRef
+            out = False
+        memo[id(n)] = (n, out)
+    return memo[id(node)][1]
+
+
+def ir_depth(node: Node) -> int:
+    """Nesting depth of an IR tree (iterative: safe on any depth).  O(tree size)."""
+    best = 0
+    stack = [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        if isinstance(n, (Concat, Alt)):
+            stack.extend((i, d + 1) for i in n.items)
+        elif isinstance(n, Repeat):
+            stack.append((n.item, d + 1))
+    return best
+
+
+# -- in-place clean-up of a rule table (name -> Rule, in grammar order) ---------------------------
+
+
+def drop_unproductive(
+    by_name: dict[str, Rule], refs: dict[str, list[str]], productive: AbstractSet[str]
+) -> None:
+    """Delete the rules outside ``productive`` and replace references to them by ``Nothing``
+    (in place; the surviving rules keep their order).  O(size of the rules touched)."""
+    dead: dict[str, Node] = {name: NOTHING for name in by_name if name not in productive}
+    if not dead:
+        return
+    users = _users(refs)
+    touched = {t for d in dead for t in users.get(d, ())}
+    for n in dead:
+        del by_name[n]
+        del refs[n]
+    for t in touched:
+        if t in by_name:
+            r = by_name[t]
+            by_name[t] = Rule(r.name, substitute(r.body, dead), r.terminal, r.lazy)
+            refs[t] = list(iter_refs(by_name[t].body))
+
+
+def inline_single_use(
+    by_name: dict[str, Rule],
+    refs: dict[str, list[str]],
+    start: str,
+    *,
+    max_depth: int,
+    max_passes: int,
+) -> None:
+    """Substitute rules referenced exactly once (not the start, not terminals, not
+    self-referencing) into their one user, in place, for up to ``max_passes`` rounds, as long
+    as the user stays within ``max_depth`` levels of IR nesting (IR nodes hash recursively,
+    so trees are kept shallow).  O(passes x rules) plus the substituted bodies."""
+    counts: dict[str, int] = {}
+    holder: dict[str, str] = {}
+    for n, rs in refs.items():
+        for m in rs:
+            counts[m] = counts.get(m, 0) + 1
+            holder[m] = n
+    depth: dict[str, int] = {}
+
+    def depth_of(name: str) -> int:
+        got = depth.get(name)
+        if got is None:
+            got = depth[name] = ir_depth(by_name[name].body)
+        return got
+
+    for _ in range(max_passes):
+        plan: dict[str, list[str]] = {}
+        for n, c in counts.items():
+            if c != 1 or n == start or n not in by_name or by_name[n].terminal:
+                continue
+            user = holder[n]
+            if user == n or user not in by_name or n in refs[n] or n in plan:
+                continue
+            plan.setdefault(user, []).append(n)
+        # a rule inlined this pass must not receive inlines itself in the same pass
+        progress = False
+        inlined = {c for cs in plan.values() for c in cs}
+        for user, children in plan.items():
+            if user not in by_name or user in inlined:
+                continue
+            room = max_depth - depth_of(user)
+            chosen = [ch for ch in children if depth_of(ch) <= room]
+            if not chosen:
+                continue
+            ur = by_name[user]
+            body = substitute(ur.body, {ch: by_name[ch].body for ch in chosen})
+            by_name[user] = Rule(ur.name, body, ur.terminal, ur.lazy)
+            depth.pop(user, None)
+            gone = set(chosen)
+            refs[user] = [x for x in refs[user] if x not in gone]
+            for child in chosen:
+                refs[user].extend(refs[child])
+                for m in refs[child]:
+                    holder[m] = user
+                del by_name[child]
+                del refs[child]
+                counts.pop(child, None)
+            progress = True
+        if not progress:
+            break
+
+
+def drop_unreachable(
+    by_name: Mapping[str, Rule], refs: Mapping[str, list[str]], start: str
+) -> Grammar:
+    """The grammar of the rules reachable from ``start`` (start first, the others in table
+    order).  O(rules + references)."""
+    reach = set(reachable_rules(start, lambda n: [m for m in refs[n] if m in by_name], by_name))
+    ordered = [r for n, r in by_name.items() if n in reach]
+    ordered.sort(key=lambda r: r.name != start)
+    return Grammar(tuple(ordered), start)
+
+
+# -- the automaton compiler's rewrites ------------------------------------------------------------
+
+
+def inline_rules(
+    grammar: Grammar,
+    *,
+    expand_rounds: int,
+    inline_max_nodes: int,
+    inline_shared_max_nodes: int,
+    expand_max_nodes: int,
+    expanded_max_nodes: int,
+) -> tuple[list[str], dict[str, Node]]:
+    """Inline the non-recursive rules reachable from the start; returns (kept rule names,
+    start first, the others sorted; their bodies).
+
+    A non-recursive rule is substituted into its callers when its body has at most
+    ``inline_shared_max_nodes`` IR nodes, or is used once and has at most
+    ``inline_max_nodes`` (a larger shared definition stays one rule, compiled once).  Then,
+    for ``expand_rounds`` rounds, recursive rules of at most ``expand_max_nodes`` are expanded
+    into their callers while a caller stays within ``expanded_max_nodes`` (same language;
+    fewer tokens cross a call boundary).  Rules no longer referenced are dropped.
+
+    Raises :class:`GrammarError` for an undefined start rule or an undefined reference.
+    O(IR DAG) plus the substituted bodies."""
+    rules = grammar.rule_map()
+    if grammar.start not in rules:
+        raise GrammarError(f"the start rule {grammar.start!r} is not defined")
+    # only rules reachable from the start matter
+    reachable = set(
+        reachable_rules(grammar.start, lambda n: node_refs(rules[n].body), rules, strict=True)
+    )
+    graph = {n: node_refs(rules[n].body) for n in reachable}
+    uses: dict[str, int] = dict.fromkeys(reachable, 0)
+    for n in reachable:
+        check_deadline()
+        for name in iter_refs(rules[n].body):
+            uses[name] += 1
+    comps = rule_sccs(graph)  # callees first
+    recursive: set[str] = set()
+    for comp in comps:
+        if len(comp) > 1 or comp[0] in graph[comp[0]]:
+            recursive.update(comp)
+    bodies: dict[str, Node] = {}
+    inlinable: dict[str, Node] = {}
+    for comp in comps:
+        for name in comp:
+            body = substitute(rules[name].body, inlinable)
+            bodies[name] = body
+            if name in recursive or name == grammar.start:
+                continue
+            size = node_size(body)
+            # small rules are inlined everywhere; larger ones only where used once (a shared
+            # definition stays one rule, compiled once, instead of one copy per use)
+            if size <= inline_shared_max_nodes or (uses[name] <= 1 and size <= inline_max_nodes):
+                inlinable[name] = body
+    others = sorted(n for n in reachable if n not in inlinable and n != grammar.start)
+    kept = [grammar.start, *others]
+    # call-site expansion of small recursive rules (a few rounds): callers see the callees'
+    # bytes directly (same language), so fewer tokens cross a call boundary
+    small = {n: bodies[n] for n in kept if node_size(bodies[n]) <= expand_max_nodes}
+    expanded: dict[str, Node] = {}
+    for name in kept:
+        body = bodies[name]
+        for _ in range(expand_rounds):
+            callees = {c: small[c] for c in node_refs(body) if c in small and c != name}
+            if not callees:
+                break
+            new_body = substitute(body, callees)
+            if node_size(new_body) > expanded_max_nodes:
+                break
+            body = new_body
+        expanded[name] = body
+    # drop rules no longer referenced
+    live = set(reachable_rules(grammar.start, lambda n: node_refs(expanded[n]), expanded))
+    kept = [n for n in kept if n in live]
+    return kept, {n: expanded[n] for n in kept}
+
+
+def outline_repeats(
+    names: list[str],
+    bodies: dict[str, Node],
+    *,
+    count_min_copies: int,
+    outline_min_nodes: int,
+    outline_min_item: int,
+) -> dict[str, tuple[int, int | None]]:
+    """Move large repeated items into rules of their own (in place: ``names`` and ``bodies``
+    grow); returns the counted rules and their bounds.
+
+    * ``X{lo,hi}`` with at least ``count_min_copies`` copies of an ``X`` that always consumes
+      becomes a call to a *counted rule* whose body is ``X`` (compiled once whatever the
+      bounds; the parser counts iterations).
+    * ``X{1,20}`` with an ``X`` of at least ``outline_min_item`` nodes whose copies would
+      exceed ``outline_min_nodes`` becomes twenty calls to a rule ``X``, compiled once.
+
+    Iterative, shares identical items (and identical counted repeats).  Visits only subtrees
+    holding a repeat of two or more copies: O(those subtrees).
+    """
+    made: dict[Node, str] = {}
+    counted: dict[tuple[Node, int, int | None], str] = {}
+    counts: dict[str, tuple[int, int | None]] = {}
+    consumes: dict[int, tuple[Node, bool]] = {}
+    todo = list(names)
+
+    def new_rule(stem: str, body: Node) -> str:
+        rule = f"{current[0]}#{stem}{len(made) + len(counted)}"
+        bodies[rule] = body
+        names.append(rule)
+        todo.append(rule)
+        return rule
+
+    def leaf(n: Node) -> Node | None:
+        if not isinstance(n, Repeat):
+            return None
+        copies = max(n.min, n.max or n.min)
+        if copies >= count_min_copies and always_consumes(n.item, consumes):
+            key = (n.item, n.min, n.max)
+            rule = counted.get(key)
+            if rule is None:
+                rule = new_rule("count", n.item)
+                counted[key] = rule
+                counts[rule] = (n.min, n.max)
+            return RuleRef(rule)
+        size = node_size(n.item)
+        if copies > 1 and size >= outline_min_item and size * copies > outline_min_nodes:
+            rule = made.get(n.item)
+            if rule is None:
+                rule = new_rule("rep", n.item)
+                made[n.item] = rule
+            return repeat(RuleRef(rule), n.min, n.max)
+        return None
+
+    def descend(n: Node) -> bool:
+        # only subtrees holding a repeat of two or more copies can change (the count is
+        # cached per node), so strings' character loops and literals are not visited
+        return node_copies(n) >= 2
+
+    current = [""]
+    while todo:
+        name = todo.pop()
+        current[0] = name
+        bodies[name] = rebuild(bodies[name], leaf, descend)
+    return counts
