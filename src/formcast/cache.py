@@ -1,6 +1,13 @@
-"""A bounded, thread-safe LRU map: the process-wide caches of the automaton and index layers.
+"""The bounded caches of every layer: :class:`LruCache` and, for the per-token step memo,
+:class:`StepMemo`.
 
-Lifetime: one per cache, for the process.  ``get`` and ``put`` are O(1) under one lock.
+:class:`LruCache` is the cache class (process-wide automaton and index caches, compiled
+grammars, masks, loaded models): bounded in entries and in bytes, least recently used first.
+:class:`StepMemo` is the one exception, a memo on the per-token path of ``advance`` where an
+LRU refresh would cost more than the lookup: a plain ``dict`` emptied when full.
+
+Lifetime: one per cache, for the process (or the compiled grammar that owns it).  ``get`` and
+``put`` are O(1); ``put`` takes one lock.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["LruCache"]
+__all__ = ["LruCache", "StepMemo"]
 
 _MISSING = object()
 
@@ -98,3 +105,22 @@ class LruCache(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+class StepMemo(dict[K, V]):
+    """A program's memo of token steps, ``(state, token id) -> next state``, of at most
+    ``limit`` entries: emptied when full.  A hit is one plain ``dict`` lookup (the per-token
+    path of ``advance``: cheaper than an LRU refresh); :meth:`remember` is O(1) amortized.
+    Benign races: two threads may compute one step; both store the same value."""
+
+    __slots__ = ("limit",)
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def remember(self, key: K, value: V) -> None:
+        if len(self) >= self.limit:
+            self.clear()
+        if self.limit:
+            self[key] = value

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import functools
 import os
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from typing import ParamSpec, TypeVar
 
+from .cache import LruCache
 from .errors import ConfigurationError
 
 __all__ = [
@@ -317,24 +316,17 @@ def metered_cache(maxsize: int) -> Callable[[Callable[_P, _T]], Callable[_P, _T]
     not cached.  Thread-safe."""
 
     def decorate(fn: Callable[_P, _T]) -> Callable[_P, _T]:
-        store: OrderedDict[Hashable, tuple[_T, int]] = OrderedDict()
-        lock = threading.Lock()
+        store: LruCache[Hashable, tuple[_T, int]] = LruCache(maxsize)
 
         @functools.wraps(fn)
         def cached(*args: _P.args, **kwargs: _P.kwargs) -> _T:
             key: Hashable = (args, tuple(sorted(kwargs.items()))) if kwargs else args
-            with lock:
-                got = store.get(key)
-                if got is not None:
-                    store.move_to_end(key)
-            if got is not None:
+            hit, got = store.get(key)
+            if hit and got is not None:
                 charge(got[1])
                 return got[0]
             built = metered(lambda: fn(*args, **kwargs))
-            with lock:
-                store[key] = built
-                while len(store) > maxsize:
-                    store.popitem(last=False)
+            store.put(key, built)
             return built[0]
 
         return cached

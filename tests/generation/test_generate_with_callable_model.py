@@ -603,3 +603,21 @@ def test_cli_reports_truncation(monkeypatch: pytest.MonkeyPatch, capsys: pytest.
     assert code == 1
     assert out.out.strip() == "[1,1,"
     assert "truncated" in out.err
+
+
+# -- the signature -------------------------------------------------------------------------------
+def test_wrong_arguments_name_the_public_function_and_run_nothing() -> None:
+    calls: list[list[int]] = []
+    vocab = byte_vocab()
+    model = CallableModel(lambda seq: calls.append(list(seq)) or np.zeros(vocab.vocab_size), vocab)
+    with pytest.raises(TypeError, match=r"^generate\(\): got an unexpected keyword argument 'rgx'"):
+        generate(model, [65], rgx="a")
+    with pytest.raises(TypeError, match=r"^stream\(\): got an unexpected keyword argument 'rgx'"):
+        stream(model, [65], rgx="a")
+    with pytest.raises(TypeError, match=r"^generate\(\): too many positional arguments"):
+        generate(model, [65], "a")  # type: ignore[call-arg]
+    assert calls == []
+    import inspect
+
+    assert "regex" in inspect.signature(generate).parameters
+    assert "regex" in inspect.signature(stream).parameters

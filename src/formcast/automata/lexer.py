@@ -19,6 +19,7 @@ import numpy as np
 from ..limits import WorkBudget, check_deadline
 from .dfa import DEAD
 from .equivalence import column_classes
+from .nfa import epsilon_closure
 from .rules import GrammarAutomaton
 
 __all__ = ["ExpandedLexer", "build_expanded_lexer"]
@@ -95,17 +96,8 @@ def build_expanded_lexer(
 
     def closure1(g: int) -> frozenset[int]:
         hit = closure_cache.get(g)
-        if hit is None:
-            seen = {g}
-            todo = [g]
-            while todo:
-                x = todo.pop()
-                for y in calls[x]:
-                    if y not in seen:
-                        seen.add(y)
-                        todo.append(y)
-            hit = frozenset(seen)
-            closure_cache[g] = hit
+        if hit is None:  # calls are the lexer's epsilon moves
+            hit = closure_cache[g] = epsilon_closure(calls, (g,))
         return hit
 
     if auto.num_states >= max_states:

@@ -51,6 +51,7 @@ schema or regex compile once.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import time
@@ -363,8 +364,17 @@ def _takes_arguments_of(
     def adopt(fn: Callable[..., _R]) -> Callable[_P, _R]:
         returns = inspect.signature(fn).return_annotation
         signature = inspect.signature(template).replace(return_annotation=returns)
-        fn.__signature__ = signature  # type: ignore[attr-defined]
-        return fn
+
+        @functools.wraps(fn)
+        def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:  # a wrong argument is reported against the public name, before any work
+                signature.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{fn.__name__}(): {exc}") from None
+            return fn(*args, **kwargs)
+
+        checked.__signature__ = signature  # type: ignore[attr-defined]
+        return checked
 
     return adopt
 

@@ -40,7 +40,7 @@ from ..automata.lexer import ExpandedLexer, build_expanded_lexer
 from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
 from ..bitmask import bitmask_has_many, bitmask_set_many, bool_to_bitmask, ids_to_bitmask
-from ..cache import LruCache
+from ..cache import LruCache, StepMemo
 from ..limits import (
     CACHE_ENTRY_BYTES,
     CacheLimits,
@@ -51,7 +51,7 @@ from ..limits import (
 )
 from ..vocab.trie import TokenTrie
 from ..vocab.vocabulary import Vocabulary
-from .program import LimitStop, StepMemo
+from .program import LimitStop
 
 __all__ = ["CfgProgram", "Classification"]
 

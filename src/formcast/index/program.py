@@ -4,7 +4,6 @@ A *program* knows a grammar's states and computes, once per state, the bitmask o
 tokens: :class:`~formcast.index.regex_program.RegexProgram` for regular constraints,
 :class:`~formcast.index.cfg_program.CfgProgram` for context-free ones.  :class:`LimitStop` is
 what ``advance`` returns when a run-time limit, not the grammar, refused a step;
-:class:`StepMemo` is the programs' bounded memo of token steps.
 
 Lifetime: types only; a program (and its memo) lives as long as its compiled grammar.
 """
@@ -13,15 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["GrammarProgram", "LimitStop", "StepMemo"]
-
-K = TypeVar("K")
-V = TypeVar("V")
-
+__all__ = ["GrammarProgram", "LimitStop"]
 
 @dataclass(frozen=True)
 class LimitStop:
@@ -65,22 +60,3 @@ class GrammarProgram(Protocol):
         """Precompute per-state token classifications, nearest states first, until
         ``should_stop()``; returns how many were computed.  Thread-safe."""
         ...
-
-
-class StepMemo(dict[K, V]):
-    """A program's memo of token steps, ``(state, token id) -> next state``, of at most
-    ``limit`` entries: emptied when full.  A hit is one plain ``dict`` lookup (the per-token
-    path of ``advance``: cheaper than an LRU refresh); :meth:`remember` is O(1) amortized.
-    Benign races: two threads may compute one step; both store the same value."""
-
-    __slots__ = ("limit",)
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def remember(self, key: K, value: V) -> None:
-        if len(self) >= self.limit:
-            self.clear()
-        if self.limit:
-            self[key] = value

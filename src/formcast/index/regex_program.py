@@ -19,10 +19,9 @@ import numpy as np
 from ..automata.dfa import DEAD, ByteDFA, describe_bytes
 from ..automata.equivalence import bounded_equivalence
 from ..bitmask import bool_to_bitmask, ids_to_bitmask
-from ..cache import LruCache
+from ..cache import LruCache, StepMemo
 from ..limits import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget
 from ..vocab.vocabulary import Vocabulary
-from .program import StepMemo
 
 __all__ = ["RegexProgram"]
 

@@ -188,13 +188,8 @@ def _derives(
     scratch: dict[int, tuple[Node, bool]] | None = None,
     settled: set[str] | None = None,
 ) -> bool:
-    """Post-order without recursion (see :func:`node_nullable` for the memos)."""
-    if memo is not None:
-        hit = memo.get(id(node))
-        if hit is None and scratch is not None:
-            hit = scratch.get(id(node))
-        if hit is not None:
-            return hit[1]
+    """Post-order without recursion (see :func:`node_nullable` for the memos); a memoized
+    node is answered by :func:`_derives_lazy`'s first lookup."""
     try:  # short-circuit first: most bodies start with a byte, so little is visited
         return _derives_lazy(node, rules, empty_only, memo, scratch, settled)
     except RecursionError:  # a very deep tree: the full post-order below has no recursion

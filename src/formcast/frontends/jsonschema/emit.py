@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -102,6 +103,27 @@ _WS = CharSet.chars(" \t\n\r")
 _MAX_ELIMINATION_STATES = 300
 _MAX_UNIQUE_SEQUENCES = 5_000
 
+
+
+def _pattern_cells(
+    base: charfa.CharDFA, patterns: Iterable[str], mx: int
+) -> list[tuple[charfa.CharDFA, frozenset[str]]]:
+    """Split the key language ``base`` into the non-empty cells of the ``patterns``' Venn
+    diagram, each with the set of patterns its keys match.  Cost: two products per cell and
+    pattern (bounded by ``mx`` states each)."""
+    cells: list[tuple[charfa.CharDFA, frozenset[str]]] = [(base, frozenset())]
+    for p in patterns:
+        pd = charfa.dfa_from_node(pattern_node(p), mx)
+        nxt: list[tuple[charfa.CharDFA, frozenset[str]]] = []
+        for cd, matched in cells:
+            inside = charfa.intersect(cd, pd, mx)
+            outside = charfa.difference(cd, pd, mx)
+            if not inside.is_empty():
+                nxt.append((inside, matched | {p}))
+            if not outside.is_empty():
+                nxt.append((outside, matched))
+        cells = nxt
+    return cells
 
 class Emitter:
     """Builds the grammar of a normalized schema (see the module docstring)."""
@@ -678,18 +700,7 @@ class Emitter:
         mx = self.options.max_automaton_states
         rule = w.rule
         base = charfa.complement(charfa.finite_set_dfa(sorted(w.excluded | rule.exempt), mx), mx)
-        classes: list[tuple[charfa.CharDFA, frozenset[str]]] = [(base, frozenset())]
-        for p, _ in rule.patterns:
-            pd = charfa.dfa_from_node(pattern_node(p), mx)
-            nxt: list[tuple[charfa.CharDFA, frozenset[str]]] = []
-            for cd, matched in classes:
-                inside = charfa.intersect(cd, pd, mx)
-                outside = charfa.difference(cd, pd, mx)
-                if not inside.is_empty():
-                    nxt.append((inside, matched | {p}))
-                if not outside.is_empty():
-                    nxt.append((outside, matched))
-            classes = nxt
+        classes = _pattern_cells(base, [p for p, _ in rule.patterns], mx)
         declared_out = charfa.complement(charfa.finite_set_dfa(sorted(s.props), mx), mx)
         branches: list[Node] = []
         for wd, matched in classes:
@@ -774,18 +785,7 @@ class Emitter:
         base = charfa.complement(charfa.finite_set_dfa(declared, mx), mx)
         if names is not None:
             base = charfa.intersect(base, names, mx)
-        cells: list[tuple[charfa.CharDFA, frozenset[str]]] = [(base, frozenset())]
-        for p in patterns:
-            pd = charfa.dfa_from_node(pattern_node(p), mx)
-            nxt: list[tuple[charfa.CharDFA, frozenset[str]]] = []
-            for cd, matched in cells:
-                inside = charfa.intersect(cd, pd, mx)
-                outside = charfa.difference(cd, pd, mx)
-                if not inside.is_empty():
-                    nxt.append((inside, matched | {p}))
-                if not outside.is_empty():
-                    nxt.append((outside, matched))
-            cells = nxt
+        cells = _pattern_cells(base, patterns, mx)
         out: list[tuple[Node, S, charfa.CharDFA | None]] = []
         for cd, matched in cells:
             value = ANY
