@@ -180,6 +180,28 @@ def _leaf(n: Node, rules: AbstractSet[str], empty_only: bool) -> bool | None:
     return not empty_only  # pragma: no cover - every IR node type is listed above
 
 
+
+def _post_order(node: Node, done: Callable[[Node], bool]) -> Iterator[Node]:
+    """The nodes under ``node`` (itself included) that are not ``done``, each after its
+    children, without recursion (deep IR would overflow the stack).  The caller records each
+    node it is given before asking for the next, so a node shared in the DAG is given once.
+    O(nodes visited)."""
+    stack: list[tuple[Node, bool]] = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if done(n):
+            continue
+        kids: tuple[Node, ...] = ()
+        if isinstance(n, (Concat, Alt)):
+            kids = n.items
+        elif isinstance(n, Repeat):
+            kids = (n.item,)
+        if not ready and kids:
+            stack.append((n, True))
+            stack.extend((k, False) for k in kids if not done(k))
+            continue
+        yield n
+
 def _derives(
     node: Node,
     rules: AbstractSet[str],
@@ -209,20 +231,7 @@ def _derives(
         assert memo is not None
         return id(k) in memo or (scratch is not None and id(k) in scratch)
 
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    while stack:
-        n, ready = stack.pop()
-        if known(n):
-            continue
-        kids: tuple[Node, ...] = ()
-        if isinstance(n, (Concat, Alt)):
-            kids = n.items
-        elif isinstance(n, Repeat):
-            kids = (n.item,)
-        if not ready and kids:
-            stack.append((n, True))
-            stack.extend((k, False) for k in kids if not known(k))
-            continue
+    for n in _post_order(node, known):
         out = _leaf(n, rules, empty_only)
         if out is None:
             if isinstance(n, Concat):
@@ -353,20 +362,7 @@ def always_consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
     Post-order without recursion (deep IR would overflow the stack), memoized by identity
     in ``memo`` (shared across calls; it holds the node, so no id is reused while its entry
     exists), so linear in the DAG."""
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    while stack:
-        n, ready = stack.pop()
-        if id(n) in memo:
-            continue
-        kids: tuple[Node, ...] = ()
-        if isinstance(n, (Concat, Alt)):
-            kids = n.items
-        elif isinstance(n, Repeat):
-            kids = (n.item,)
-        if not ready and kids:
-            stack.append((n, True))
-            stack.extend((k, False) for k in kids if id(k) not in memo)
-            continue
+    for n in _post_order(node, lambda k: id(k) in memo):
         if isinstance(n, Literal):
             out = bool(n.text)
         elif isinstance(n, (CharSet, ByteSet)):
