@@ -20,7 +20,7 @@ PKG = pathlib.Path(__file__).resolve().parents[2] / "src" / "formcast"
 
 # layer -> the layers it may import (besides itself and the shared top-level modules).  The data
 # flows down this list: IR -> automata -> front-ends -> vocabulary -> token index -> runtime ->
-# sampling -> models -> generation -> integrations -> command line.
+# sampling -> models -> generation -> actions -> integrations -> command line.
 LAYERS: dict[str, frozenset[str]] = {
     "ir": frozenset(),
     "automata": frozenset({"ir"}),
@@ -33,13 +33,18 @@ LAYERS: dict[str, frozenset[str]] = {
     "generation": frozenset(
         {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model"}
     ),
-    "integrations": frozenset(
+    # actions: the commit boundary, validation layers, ledgers and metrics over generation
+    "actions": frozenset(
         {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model",
          "generation"}
     ),
+    "integrations": frozenset(
+        {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model",
+         "generation", "actions"}
+    ),
     "cli": frozenset(
         {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model",
-         "generation", "integrations"}
+         "generation", "actions", "integrations"}
     ),
     # the reference oracle for tests: built on the IR alone, imported by nothing in the package
     "testing": frozenset({"ir", "frontends"}),

@@ -1,0 +1,1 @@
+"""Actions that commit exactly once (filled in below)."""
