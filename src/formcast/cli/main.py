@@ -11,6 +11,8 @@ Subcommands::
     formcast sample C                   constrained samples from random logits
     formcast generate --prompt P [C]    constrained generation with a real model (default:
                                         the bundled SmolLM2-135M-Instruct on llama.cpp)
+    formcast eval --tool S --data D     run a dataset through the action runner: the
+                                        per-layer table and task quality
 
 where the constraint C is ``--regex RE`` (``--dialect ecma`` by default, or ``python``),
 ``--schema FILE`` (``--lenient`` to ignore keywords formcast cannot enforce) or
@@ -57,6 +59,7 @@ from .common import (
     positive_int,
     require_compiled,
 )
+from .eval import add_eval_arguments
 from .generate import add_generate_arguments
 
 __all__ = ["main"]
@@ -227,6 +230,12 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return run_generate(args)
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from .eval import run_eval_command
+
+    return run_eval_command(args)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="formcast", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=f"formcast {__version__}")
@@ -286,6 +295,10 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="constrained generation with a real model (offline)")
     add_generate_arguments(g)
     g.set_defaults(func=_cmd_generate)
+
+    e = sub.add_parser("eval", help="run a dataset through the action runner (per-layer table)")
+    add_eval_arguments(e)
+    e.set_defaults(func=_cmd_eval)
     return p
 
 
