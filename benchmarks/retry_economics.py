@@ -14,8 +14,8 @@ line; tests/actions/test_retry_economics_math.py checks cells against the seed's
 
 Part (b), measured (``--measure``; SmolLM2-135M-Instruct on llama.cpp, one thread, offline).
 The same extraction prompts against three tool schemas (refund, booking, support ticket), each
-prompt asking for one JSON object with the keys of an example document (the prompt a 135M model
-follows best: showing it the JSON Schema itself makes it echo the schema), run two ways through
+a one-shot prompt (the tool, one example message with its JSON arguments, the user's message:
+the format a 135M model follows best), run two ways through
 :func:`formcast.generation.generate`:
 
 * **unconstrained + validate-and-retry**: no constraint, ``temperature > 0`` with seed
@@ -302,12 +302,30 @@ MESSAGES: tuple[tuple[str, str], ...] = tuple(
 )
 
 
-#: One example document per tool, shown in the prompt (the shape, with made-up values).
-EXAMPLES: dict[str, dict[str, Any]] = {
-    "refund": {"order_id": "ORD-00000", "amount": 1.0, "currency": "USD", "reason": "..."},
-    "booking": {"city": "Paris", "check_in": "2026-01-31", "nights": 1, "guests": 1},
-    "ticket": {"title": "...", "priority": "low", "email": "name@example.com"},
+#: One worked example per tool (a message and its arguments), shown in the prompt: a one-shot
+#: prompt, the format a 135M model follows best (shown the JSON Schema itself, it echoes the
+#: schema back; shown a bare example document, it copies the example's values).
+EXAMPLES: dict[str, tuple[str, dict[str, Any]]] = {
+    "refund": ("Refund 5 USD for ORD-11111, it came late.",
+               {"order_id": "ORD-11111", "amount": 5, "currency": "USD",
+                "reason": "late delivery"}),
+    "booking": ("Paris for 1 night from 2026-01-31, one guest.",
+                {"city": "Paris", "check_in": "2026-01-31", "nights": 1, "guests": 1}),
+    "ticket": ("Search is broken, high priority. jo@example.com",
+               {"title": "Search is broken", "priority": "high", "email": "jo@example.com"}),
 }
+
+
+def prompt_for(tool: str, message: str) -> str:
+    """The extraction prompt: the tool, one worked example, the user's message (the same
+    prompt for both sides)."""
+    ex_message, ex_args = EXAMPLES[tool]
+    return (
+        f"Extract the arguments of the `{tool}` tool from the user's message as one JSON "
+        "object, and nothing else.\n\n"
+        f"User: {ex_message}\nJSON: {json.dumps(ex_args)}\n\n"
+        f"User: {message}\nJSON:"
+    )
 
 
 #: Fields whose value is spelled out in every user message: a valid document that gets one of
@@ -324,17 +342,6 @@ def key_fields_right(tool: str, message: str, value: Any) -> bool:
     low = message.lower()
     return isinstance(value, dict) and all(
         str(value.get(k, "\0")).lower() in low for k in KEY_FIELDS[tool]
-    )
-
-
-def prompt_for(tool: str, message: str) -> str:
-    """The extraction prompt: the tool, an example of the shape, the user's message, "JSON
-    only" (the same prompt for both sides)."""
-    return (
-        f"Extract the arguments of the `{tool}` tool from the user's message.\n"
-        f"Reply with one JSON object of the same keys as this example and nothing else:\n"
-        f"{json.dumps(EXAMPLES[tool])}\n\n"
-        f"User: {message}"
     )
 
 
