@@ -215,7 +215,45 @@ CREATE TABLE IF NOT EXISTS formcast_actions (
 _SQLITE_COLUMNS = "key, tool, args, state, result, error, created_at, updated_at"
 
 
-class SqliteLedger:
+class _StoreLedger:
+    """What the SQL ledgers share: ``record_executed`` / ``record_failed`` / ``get`` on top of
+    a subclass's ``_conn`` (a connection for this thread), ``_select`` (read one entry) and
+    ``_update`` (pending → ``state`` atomically; returns the entry that prevented it, else
+    None).  Each call is one or two short transactions."""
+
+    def _conn(self) -> Any:
+        raise NotImplementedError
+
+    def _select(self, conn: Any, key: str) -> LedgerEntry | None:
+        raise NotImplementedError
+
+    def _update(
+        self, key: str, state: str, result: str | None, error: str | None
+    ) -> LedgerEntry | None:
+        raise NotImplementedError
+
+    def record_executed(self, key: str, result: Any) -> None:
+        entry = self.get(key)
+        if entry is None or entry.state != "pending":
+            raise _not_pending(key, entry, "executed")
+        text, reason = _dumps_result(entry.tool, key, result)
+        if text is None:
+            self._update(key, "failed", None, reason)
+            raise ConfigurationError(reason)
+        clash = self._update(key, "executed", text, None)
+        if clash is not None:
+            raise _not_pending(key, clash, "executed")
+
+    def record_failed(self, key: str, error: str) -> None:
+        clash = self._update(key, "failed", None, str(error))
+        if clash is not None and clash.state != "failed":
+            raise _not_pending(key, clash, "failed")
+
+    def get(self, key: str) -> LedgerEntry | None:
+        return self._select(self._conn(), key)
+
+
+class SqliteLedger(_StoreLedger):
     """A ledger in an SQLite file: safe across threads and processes on one machine.
 
     Args:
@@ -397,26 +435,6 @@ class SqliteLedger:
             raise _not_pending(key, None, state)
         return clash
 
-    def record_executed(self, key: str, result: Any) -> None:
-        entry = self.get(key)
-        if entry is None or entry.state != "pending":
-            raise _not_pending(key, entry, "executed")
-        text, reason = _dumps_result(entry.tool, key, result)
-        if text is None:
-            self._update(key, "failed", None, reason)
-            raise ConfigurationError(reason)
-        clash = self._update(key, "executed", text, None)
-        if clash is not None:
-            raise _not_pending(key, clash, "executed")
-
-    def record_failed(self, key: str, error: str) -> None:
-        clash = self._update(key, "failed", None, str(error))
-        if clash is not None and clash.state != "failed":
-            raise _not_pending(key, clash, "failed")
-
-    def get(self, key: str) -> LedgerEntry | None:
-        return self._select(self._conn(), key)
-
 
 # --------------------------------------------------------------------------------------------
 # PostgresLedger
@@ -436,7 +454,7 @@ def _require_psycopg() -> Any:
         ) from exc
 
 
-class PostgresLedger:
+class PostgresLedger(_StoreLedger):
     """A ledger in a PostgreSQL table: safe across processes and machines.
 
     Args:
@@ -581,22 +599,3 @@ class PostgresLedger:
             raise _not_pending(key, None, state)
         return clash
 
-    def record_executed(self, key: str, result: Any) -> None:
-        entry = self.get(key)
-        if entry is None or entry.state != "pending":
-            raise _not_pending(key, entry, "executed")
-        text, reason = _dumps_result(entry.tool, key, result)
-        if text is None:
-            self._update(key, "failed", None, reason)
-            raise ConfigurationError(reason)
-        clash = self._update(key, "executed", text, None)
-        if clash is not None:
-            raise _not_pending(key, clash, "executed")
-
-    def record_failed(self, key: str, error: str) -> None:
-        clash = self._update(key, "failed", None, str(error))
-        if clash is not None and clash.state != "failed":
-            raise _not_pending(key, clash, "failed")
-
-    def get(self, key: str) -> LedgerEntry | None:
-        return self._select(self._conn(), key)
