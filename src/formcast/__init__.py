@@ -51,6 +51,7 @@ from .errors import (
     LimitExceededError,
     MissingDependencyError,
     ModelFileError,
+    SamplingBudgetError,
     UnsatisfiableGrammarError,
     UnsupportedFeatureError,
     VocabularyError,
@@ -66,7 +67,13 @@ from .vocab.loaders import load_vocabulary
 from .vocab.vocabulary import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .generation import GenerationResult, GenerationTimings, generate, stream
+    from .generation import (
+        ConditionedSampler,
+        GenerationResult,
+        GenerationTimings,
+        generate,
+        stream,
+    )
     from .model import CallableModel, LanguageModel, LlamaCppModel, TransformersModel
     from .model.loading import load_model
 
@@ -74,6 +81,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY = {
     "generate": "generation",
     "stream": "generation",
+    "ConditionedSampler": "generation",
     "GenerationResult": "generation",
     "GenerationTimings": "generation",
     "load_model": "model.loading",
@@ -100,6 +108,7 @@ __all__ = [
     "CompileLimits",
     "CompileTimeoutError",
     "CompiledGrammar",
+    "ConditionedSampler",
     "ConfigurationError",
     "DeadEndDiagnostic",
     "DeadEndError",
@@ -119,6 +128,7 @@ __all__ = [
     "ModelFileError",
     "ParserLimits",
     "Rule",
+    "SamplingBudgetError",
     "SamplingParams",
     "TransformersModel",
     "UnsatisfiableGrammarError",

@@ -23,6 +23,7 @@ __all__ = [
     "LimitExceededError",
     "MissingDependencyError",
     "ModelFileError",
+    "SamplingBudgetError",
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
     "VocabularyError",
@@ -116,6 +117,35 @@ class CompileBudgetError(LimitExceededError):
 class CompileTimeoutError(CompileBudgetError):
     """A compile ran past its wall-clock cap (``max_compile_seconds``).  Never swallowed by
     the fallbacks that catch other limits (it ends the compile)."""
+
+
+class SamplingBudgetError(LimitExceededError):
+    """A :class:`~formcast.generation.ConditionedSampler` ran out of ``max_model_calls``
+    before drawing the samples asked for (the valid mass is too small for the budget).  Never
+    answered by a silent fall-back to masking.
+
+    Attributes:
+        samples: samples drawn in the interrupted ``sample`` call.
+        z_estimate: the estimated valid mass ``Z`` (``nan`` when unknown).
+    """
+
+    def __init__(
+        self,
+        limit: str,
+        value: int | float,
+        detail: str = "",
+        *,
+        samples: int = 0,
+        z_estimate: float = float("nan"),
+    ) -> None:
+        self.samples = samples
+        self.z_estimate = z_estimate
+        self.limit = limit
+        self.value = value
+        msg = f"sampling budget {limit}={value} exhausted"
+        if detail:
+            msg += f": {detail}"
+        Exception.__init__(self, msg)
 
 
 class VocabularyError(FormcastError, ValueError):

@@ -14,7 +14,7 @@ import pytest
 
 from formcast import ConfigurationError, GrammarCompiler, GrammarMatcher, GrammarSyntaxError
 from formcast.generation import compile_constraint, generate, stream
-from formcast.generation.api import DEFAULT_REGEX_DIALECT
+from formcast.generation.inputs import DEFAULT_REGEX_DIALECT
 from formcast.model.callable import CallableModel
 from formcast.vocab.vocabulary import Vocabulary
 

@@ -17,7 +17,7 @@ import pytest
 from formcast.errors import ConfigurationError, LimitExceededError
 from formcast.frontends.jsonschema import source
 from formcast.frontends.jsonschema.api import JsonSchemaOptions, schema_to_grammar
-from formcast.generation.api import compile_constraint
+from formcast.generation.inputs import compile_constraint
 from formcast.index.compiler import GrammarCompiler
 from formcast.vocab.vocabulary import Vocabulary
 

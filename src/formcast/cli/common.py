@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..errors import ConfigurationError, FormcastError
-from ..generation.api import get_compiler
+from ..generation.inputs import get_compiler
 from ..index.compiled import CompiledGrammar
 from ..vocab.vocabulary import Vocabulary
 

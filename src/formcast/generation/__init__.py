@@ -20,20 +20,18 @@ from __future__ import annotations
 
 from ..model.chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
 from ..model.protocol import LanguageModel, Logits
-from .api import (
-    Prompt,
-    compile_constraint,
-    generate,
-    get_compiler,
-    stream,
-)
+from .api import generate, stream
+from .conditioned import ConditionedSampler
+from .inputs import Prompt, compile_constraint, get_compiler
 from .results import FINISH_REASONS, FinishReason, GenerationResult, GenerationTimings
+from .sampler_context import SamplerStats
 
 __all__ = [
     "CHATML",
     "FINISH_REASONS",
     "SMOLLM2_CHAT",
     "ChatTemplate",
+    "ConditionedSampler",
     "FinishReason",
     "GenerationResult",
     "GenerationTimings",
@@ -41,6 +39,7 @@ __all__ = [
     "Logits",
     "Message",
     "Prompt",
+    "SamplerStats",
     "compile_constraint",
     "generate",
     "get_compiler",

@@ -53,251 +53,68 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import Any, ParamSpec, TypeAlias, TypeVar
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, ParamSpec, TypeVar
 
-import numpy as np
-
-from ..cache import LruCache
 from ..errors import (
     ConfigurationError,
-    VocabularyError,
 )
 from ..frontends.jsonschema.source import pydantic_model_class
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
-from ..model.chat import Message
 from ..model.protocol import LanguageModel
 from ..sampling import SamplingParams
-from ..vocab.vocabulary import Vocabulary
+from .conditioned import ConditionedSampler
+from .inputs import (
+    DEFAULT_REGEX_DIALECT,
+    Prompt,
+    _check_compiled,
+    _check_context,
+    _check_max_tokens,
+    _check_sampling,
+    _prompt_ids,
+    _resolve_model,
+    _seeded_rng,
+    _stop_strings,
+    compile_constraint,
+)
 from .loop import decode
 from .results import GenerationResult
 
-__all__ = [
-    "Prompt",
-    "compile_constraint",
-    "generate",
-    "get_compiler",
-    "stream",
-]
+__all__ = ["generate", "stream"]
 
-Prompt: TypeAlias = "str | Sequence[int] | Sequence[Message]"
-"""A prompt: text (the chat template is applied for instruct models), chat messages, or token
-ids (used as they are)."""
-
-DEFAULT_REGEX_DIALECT = "ecma"
-"""The regex dialect of ``regex=``: ECMA-262 (``u`` flag), ASCII ``\\d \\w \\s`` -- the
-semantics of JSON Schema ``pattern``.  ``dialect="python"`` gives Python ``re``'s."""
 _perf = time.perf_counter
 
-# -- compilers, one per vocabulary ---------------------------------------------------------------
-_MAX_COMPILERS = 4
-_COMPILERS: LruCache[str, GrammarCompiler] = LruCache(_MAX_COMPILERS)
-_COMPILERS_LOCK = threading.Lock()  # get-or-create in one step: one compiler per vocabulary
+
+_CONDITIONED_OPTIONS = (
+    *("schema", "regex", "grammar", "grammar_syntax", "compiled", "max_tokens", "top_p"),
+    *("chat", "system", "compiler", "dialect"),
+)
+"""The options of :func:`generate` that :class:`ConditionedSampler` takes as they are."""
 
 
-def get_compiler(vocab: Vocabulary) -> GrammarCompiler:
-    """The shared :class:`GrammarCompiler` of ``vocab`` (kept for the 4 most recent vocabularies;
-    keyed by the vocabulary fingerprint, so an equal vocabulary reuses the cache)."""
-    key = vocab.fingerprint
-    with _COMPILERS_LOCK:
-        _, comp = _COMPILERS.get(key)
-        if comp is None:
-            comp = GrammarCompiler(vocab)
-            _COMPILERS.put(key, comp)
-        return comp
-
-
-def compile_constraint(
-    vocab: Vocabulary,
-    *,
-    schema: Any = None,
-    regex: str | None = None,
-    grammar: str | None = None,
-    grammar_syntax: str = "gbnf",
-    compiler: GrammarCompiler | None = None,
-    dialect: str = DEFAULT_REGEX_DIALECT,
-) -> tuple[CompiledGrammar | None, str | None]:
-    """Compile at most one constraint for ``vocab``; returns ``(compiled, kind)``.
-
-    Args:
-        schema: a JSON Schema (``dict``, ``bool`` or JSON text; ``True`` is "any JSON value"),
-            or a Pydantic model class (its ``model_json_schema()``).
-        regex: a regular expression (fullmatch semantics).
-        grammar: grammar text in ``grammar_syntax`` (``"gbnf"`` or ``"lark"``), or ``"json"``
-            for the built-in JSON grammar.
-        compiler: the compiler to use (default: the shared one of ``vocab``).
-        dialect: the dialect of ``regex``: ``"ecma"`` (default: ECMA-262 with the ``u`` flag,
-            ASCII ``\\d \\w \\s``, as JSON Schema ``pattern``) or ``"python"`` (``re``: Unicode
-            ``\\d`` admits ``٣``); see docs/regex.md.
-
-    Returns:
-        ``(None, None)`` when no constraint is given; ``kind`` is the compiled grammar's kind
-        (``"regex"``, ``"json_schema"``, ``"builtin_json"``, ``"gbnf"``, ``"lark"``).
-
-    Raises:
-        ConfigurationError: more than one constraint, or a schema that is not JSON (read
-            once, by :func:`~formcast.frontends.jsonschema.source.load_schema`).
-        GrammarError: the constraint does not compile (syntax, unsupported feature, limits).
-    """
-    named = (("schema", schema), ("regex", regex), ("grammar", grammar))
-    given = [n for n, v in named if v is not None]
-    if len(given) > 1:
-        raise ConfigurationError(f"give at most one constraint, got {', '.join(given)}")
-    if not given:
-        return None, None
-    comp = compiler if compiler is not None else get_compiler(vocab)
-    if regex is not None:
-        if not isinstance(regex, str):
-            raise ConfigurationError(f"regex must be str, got {type(regex).__name__}")
-        cg = comp.compile_regex(regex, dialect=dialect)
-        return cg, cg.kind
-    if grammar is not None:
-        if not isinstance(grammar, str):
-            raise ConfigurationError(f"grammar must be str, got {type(grammar).__name__}")
-        if grammar.strip() == "json":
-            cg = comp.compile_builtin_json_grammar()
-        else:
-            cg = comp.compile_grammar(grammar, syntax=grammar_syntax)
-        return cg, cg.kind
-    cg = comp.compile_json_schema(schema)  # (text, dict, bool or Pydantic class: read there)
-    return cg, cg.kind
-
-
-# -- prompts -------------------------------------------------------------------------------------
-def _prompt_ids(
-    model: LanguageModel, prompt: Prompt, *, chat: bool | None, system: str | None
-) -> list[int]:
-    """The token ids of ``prompt`` (text, chat messages or ids); never empty."""
-    if isinstance(prompt, str):
-        ids = _text_prompt_ids(model, prompt, chat=chat, system=system)
-    elif isinstance(prompt, Sequence) and prompt and isinstance(prompt[0], Mapping):
-        ids = _chat_prompt_ids(model, prompt, chat=chat, system=system)
-    elif isinstance(prompt, Sequence) and all(
-        isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in prompt
-    ):
-        ids = _checked_token_ids(model, prompt)
-    else:
+def _conditioned_sample(
+    model: LanguageModel | str, prompt: Prompt, sampling: str, options: dict[str, Any]
+) -> GenerationResult:
+    """``generate(sampling="exact" | "aligned")``: one sample of a ConditionedSampler."""
+    if options.get("stop") is not None:
         raise ConfigurationError(
-            "prompt must be text, a list of chat messages or a list of token ids, "
-            f"got {type(prompt).__name__}"
+            f"stop strings are not supported with sampling={sampling!r} (they would change "
+            "the conditioned distribution): put the stop into the constraint"
         )
-    if not ids:
-        raise ConfigurationError("the prompt is empty: give at least one token of context")
-    return ids
-
-
-def _text_prompt_ids(
-    model: LanguageModel, prompt: str, *, chat: bool | None, system: str | None
-) -> list[int]:
-    """A text prompt, in the chat template when ``chat`` (default: when the model has one)."""
-    template = model.chat_template
-    if chat is None:
-        chat = template is not None
-    if chat:
-        if template is None:
-            raise ConfigurationError(
-                f"chat=True but model {model.name!r} has no chat template; pass chat=False "
-                "or give the model a template (chat_template=...)"
-            )
-        prompt = template.render_user(prompt, system=system)
-    return model.tokenize(prompt)
-
-
-def _chat_prompt_ids(
-    model: LanguageModel, prompt: Sequence[Any], *, chat: bool | None, system: str | None
-) -> list[int]:
-    """Chat messages, rendered by the model's chat template."""
-    template = model.chat_template
-    if chat is False or template is None:
+    if options.get("top_k", 0) != 0:
+        raise ConfigurationError(f"top_k is not supported with sampling={sampling!r}: use top_p")
+    temperature = options.get("temperature", 0.0)
+    if temperature == 0.0:
         raise ConfigurationError(
-            "chat messages need a chat template: the model has none (or chat=False); "
-            "pass the prompt as text or token ids"
+            f"sampling={sampling!r} samples the model's distribution: give temperature > 0 "
+            "(generate's default temperature=0 is greedy decoding)"
         )
-    messages: list[Message] = list(prompt)  # render() checks the messages
-    return model.tokenize(template.render(messages, system=system))
-
-
-def _checked_token_ids(model: LanguageModel, prompt: Sequence[Any]) -> list[int]:
-    """Token ids given by the caller, checked against the vocabulary size."""
-    ids = [int(t) for t in prompt if isinstance(t, (int, np.integer))]
-    bad = [t for t in ids if not 0 <= t < model.vocab.vocab_size]
-    if bad:
-        raise ConfigurationError(
-            f"prompt token ids {bad[:5]} are out of range for vocab_size "
-            f"{model.vocab.vocab_size}"
-        )
-    return ids
-
-
-# -- arguments -----------------------------------------------------------------------------------
-def _resolve_model(model: Any) -> LanguageModel:
-    """A model wrapper as given, or the one :func:`~formcast.model.loading.load_model` loads
-    (and caches) for a name or GGUF path."""
-    if isinstance(model, str):
-        from ..model.loading import load_model
-
-        return load_model(model)
-    if not isinstance(model, LanguageModel):
-        raise ConfigurationError(
-            f"model must be a formcast model wrapper (LlamaCppModel, TransformersModel, "
-            f"CallableModel) or a model name such as 'smollm2', got {type(model).__name__}"
-        )
-    return model
-
-
-def _check_max_tokens(max_tokens: Any) -> None:
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-        raise ConfigurationError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
-
-
-def _seeded_rng(seed: Any) -> np.random.Generator:
-    """The sampler's generator: seeded by ``seed``, or fresh entropy for ``None``."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigurationError(f"seed must be an int or None, got {seed!r}")
-    return np.random.default_rng(seed)
-
-
-def _stop_strings(stop: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``stop`` as a tuple of non-empty strings."""
-    stops: tuple[str, ...]
-    if stop is None:
-        stops = ()
-    elif isinstance(stop, str):
-        stops = (stop,)
-    else:
-        stops = tuple(stop)
-    if any(not isinstance(s, str) or not s for s in stops):
-        raise ConfigurationError(f"stop must be a non-empty string or a list of them, got {stop!r}")
-    return stops
-
-
-def _check_compiled(compiled: Any, model: LanguageModel, *constraints: Any) -> CompiledGrammar:
-    """``compiled=`` given instead of a constraint: alone, a CompiledGrammar, for the model's
-    vocabulary."""
-    if any(v is not None for v in constraints):
-        raise ConfigurationError("give either compiled= or one of schema/regex/grammar")
-    if not isinstance(compiled, CompiledGrammar):
-        raise ConfigurationError(
-            f"compiled must be a CompiledGrammar, got {type(compiled).__name__}"
-        )
-    if compiled.vocab.fingerprint != model.vocab.fingerprint:
-        raise VocabularyError(
-            f"the constraint was compiled for vocabulary {compiled.vocab.name!r}, not for "
-            f"the model's {model.vocab.name!r}: compile it with GrammarCompiler(model.vocab)"
-        )
-    return compiled
-
-
-def _check_context(model: LanguageModel, ids: list[int], max_tokens: int) -> None:
-    limit = model.max_context
-    if limit is not None and len(ids) + max_tokens > limit:
-        raise ConfigurationError(
-            f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's "
-            f"context of {limit} tokens: lower max_tokens or load the model with a larger n_ctx"
-        )
+    kwargs = {k: options[k] for k in _CONDITIONED_OPTIONS if k in options}
+    sampler = ConditionedSampler(model, prompt, method=sampling, temperature=temperature, **kwargs)
+    result: GenerationResult = sampler.sample(1, seed=options.get("seed"))[0]
+    return result
 
 
 def _prepare(
@@ -319,12 +136,20 @@ def _prepare(
     system: str | None = None,
     compiler: GrammarCompiler | None = None,
     dialect: str = DEFAULT_REGEX_DIALECT,
+    sampling: str = "mask",
 ) -> Generator[str, None, GenerationResult]:
     """Validate everything and compile, then return the (not yet started) decoding loop.
 
     The one signature of :func:`generate` and :func:`stream` (documented on ``generate``);
-    the checks run in this order, before the model is called."""
+    the checks run in this order, before the model is called.  Only ``sampling="mask"``
+    reaches here (:func:`generate` sends the others to :class:`ConditionedSampler`)."""
     t_call = _perf()
+    _check_sampling(sampling)
+    if sampling != "mask":
+        raise ConfigurationError(
+            f"stream() samples with the mask only, got sampling={sampling!r}: use "
+            "generate(..., sampling=...) or formcast.ConditionedSampler for the others"
+        )
     lm = _resolve_model(model)
     _check_max_tokens(max_tokens)
     params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
@@ -410,6 +235,12 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
         dialect: the dialect of ``regex``: ``"ecma"`` (default; ECMA-262 ``u`` mode, ASCII
             ``\\d \\w \\s`` as in JSON Schema ``pattern``) or ``"python"`` (``re``'s
             Unicode classes).
+        sampling: ``"mask"`` (default: per-step masking, what every engine does; cheap but it
+            changes the distribution over valid outputs), ``"exact"`` (one sample of the
+            model conditioned on the constraint, :class:`~formcast.ConditionedSampler`;
+            needs ``temperature > 0``, no ``stop``/``top_k``; may raise
+            :class:`~formcast.errors.SamplingBudgetError`) or ``"aligned"``
+            (grammar-aligned).  ``stream`` supports ``"mask"`` only.
 
     Returns:
         A :class:`GenerationResult` (``finish_reason`` says how it ended).  The output is
@@ -423,6 +254,10 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
         GrammarError: the constraint does not compile (before the model runs).
         VocabularyError: a constraint compiled for another vocabulary.
     """
+    sampling = options.get("sampling", "mask")
+    _check_sampling(sampling)
+    if sampling != "mask":
+        return _conditioned_sample(model, prompt, sampling, options)
     loop = _prepare(model, prompt, **options)
     while True:
         try:
