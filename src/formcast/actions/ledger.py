@@ -43,7 +43,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .._optional import require
 from ..errors import ConfigurationError, MissingDependencyError
@@ -215,11 +215,32 @@ CREATE TABLE IF NOT EXISTS formcast_actions (
 _SQLITE_COLUMNS = "key, tool, args, state, result, error, created_at, updated_at"
 
 
+_L = TypeVar("_L", bound="_StoreLedger")
+
+
 class _StoreLedger:
     """What the SQL ledgers share: ``record_executed`` / ``record_failed`` / ``get`` on top of
     a subclass's ``_conn`` (a connection for this thread), ``_select`` (read one entry) and
     ``_update`` (pending → ``state`` atomically; returns the entry that prevented it, else
     None).  Each call is one or two short transactions."""
+
+    _all_lock: threading.Lock
+    _all: list[Any]
+    _local: threading.local
+
+    def close(self) -> None:
+        """Close every connection this ledger opened (in any thread)."""
+        with self._all_lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
+
+    def __enter__(self: _L) -> _L:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _conn(self) -> Any:
         raise NotImplementedError
@@ -370,20 +391,6 @@ class SqliteLedger(_StoreLedger):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-
-    def close(self) -> None:
-        """Close every connection this ledger opened (in any thread)."""
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
-
-    def __enter__(self) -> SqliteLedger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the protocol -------------------------------------------------------------------------
 
@@ -550,20 +557,6 @@ class PostgresLedger(_StoreLedger):
                 f"{match.group(1)}; this formcast reads version {SCHEMA_VERSION} and older: "
                 "upgrade formcast"
             )
-
-    def close(self) -> None:
-        """Close every connection this ledger opened (in any thread)."""
-        with self._all_lock:
-            conns, self._all = self._all, []
-        for conn in conns:
-            conn.close()
-        self._local = threading.local()
-
-    def __enter__(self) -> PostgresLedger:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- the protocol -------------------------------------------------------------------------
 
