@@ -246,6 +246,30 @@ def schema_toy(scale: float = 1.5, bonus: float = 6.0) -> Toy:
     return Toy("schema {enum, int 0..12}", model, [0], {"schema": SCHEMA_TOY}, max_tokens=24)
 
 
+def wide_toy(scale: float = 2.0, trap: float = 4.0) -> Toy:
+    """A larger valid set, where ``aligned`` and ``exact`` part: ``[a-h]{1,3}`` (584 strings)
+    over single letters, a forbidden ``z`` and ``<eos>``.  The logits are a fixed function of
+    the context (``crc32``), and ``z`` gets ``trap`` times a second random draw: how much of
+    each prefix's mass falls on the forbidden token varies widely and is only learnt by
+    visiting that prefix, which grammar-aligned sampling does one sample at a time."""
+    chars = b"abcdefgh"
+    tokens = [b"<bos>"] + [bytes([c]) for c in chars] + [b"z", b"<eos>"]
+    width = len(tokens)
+    z = tokens.index(b"z")
+    vocab = Vocabulary.from_tokens(tokens, stop_token_ids=[width - 1], name="a-h")
+
+    def fn(ids: list[int]) -> np.ndarray:
+        ctx = b"".join(tokens[i] for i in ids[1:])
+        rng = np.random.default_rng(zlib.crc32(b"wide:" + ctx))
+        logits = rng.standard_normal(width) * scale
+        logits[z] += trap * rng.standard_normal()
+        logits[0] = NEG
+        return logits
+
+    model = CallableModel(fn, vocab, name="wide-toy")
+    return Toy("wide [a-h]{1,3}", model, [0], {"regex": "[a-h]{1,3}"}, max_tokens=8)
+
+
 # -- exact references --------------------------------------------------------------------------
 @dataclass
 class Enumeration:
@@ -335,6 +359,9 @@ def enumerate_distributions(
         sub = p[allowed]
         total = float(sub.sum())
         forced_stop = all(t in stops for t in allowed)
+        if forced_stop:  # the output ends here with probability 1 (once, whatever the stop id)
+            y = text.decode("utf-8", errors="replace")
+            add(out.p_raw_forced_free, y, free)
         for tok, pt in zip(allowed, sub, strict=True):
             r = raw * float(pt)
             m = mask * (float(pt) / total if total > 0 else 1.0 / len(allowed))
@@ -342,7 +369,8 @@ def enumerate_distributions(
                 y = text.decode("utf-8", errors="replace")
                 add(out.p_raw, y, r)
                 add(out.p_mask, y, m)
-                add(out.p_raw_forced_free, y, free if forced_stop else free * float(pt))
+                if not forced_stop:
+                    add(out.p_raw_forced_free, y, free * float(pt))
                 out.paths[y] = out.paths.get(y, 0) + 1
                 continue
             if prune > 0 and r < prune and m < prune:
@@ -358,6 +386,93 @@ def enumerate_distributions(
     walk(GrammarMatcher(compiled), [], b"", 1.0, 1.0, 1.0)
     out.z = sum(out.p_raw.values())
     return out
+
+
+def aligned_next_distribution(
+    sampler: Any,
+    model: LanguageModel,
+    prompt_ids: Sequence[int],
+    constraint: Mapping[str, Any],
+    *,
+    max_tokens: int = 32,
+    temperature: float = 1.0,
+) -> dict[str, float]:
+    """The exact distribution of the *next* sample of a grammar-aligned sampler, from its trie.
+
+    ASAp samples each step from ``p(c) * EFG(c)`` renormalized; below a prefix it has not
+    stored, every EFG is the optimistic ``1`` (it samples as masking would).  This walks every
+    allowed token path, using the trie's EFGs where the prefix is stored and the masked model
+    probabilities elsewhere: no sampling noise, so it shows the method's own bias however large
+    the valid set is.  A forced stop ends an output with factor 1 (the samplers' default).
+    ``sampler`` is a ``ConditionedSampler(method="aligned")``."""
+    compiled, _kind = compile_constraint(model.vocab, **dict(constraint))
+    if compiled is None:
+        raise ValueError("aligned_next_distribution needs a constraint")
+    root = getattr(getattr(sampler, "_method", None), "sampler", None)
+    trie_root = getattr(root, "_root", None)
+    stops = np.zeros(model.vocab.vocab_size, dtype=bool)
+    stops[list(model.vocab.stop_token_ids)] = True
+    token_bytes = model.vocab.token_bytes
+    out: dict[str, float] = {}
+
+    def walk(matcher: GrammarMatcher, path: list[int], text: bytes, q: float, node: Any) -> None:
+        allowed = matcher.allowed_token_ids().astype(np.int64)
+        y = text.decode("utf-8", errors="replace")
+        if allowed.size == 0 or (len(path) >= max_tokens and not stops[allowed].any()):
+            return  # dead: ASAp discards such descents and samples again (renormalized below)
+        if stops[allowed].all():
+            out[y] = out.get(y, 0.0) + q
+            return
+        if node is not None and hasattr(node, "child_efg"):
+            ids, weights = node.ids, node.probs * node.child_efg
+            children = node.children
+        else:
+            p = _softmax(np.asarray(model.start(list(prompt_ids) + path)) / temperature)
+            ids, weights, children = allowed, p[allowed], {}
+            if len(path) >= max_tokens:
+                weights = np.where(stops[allowed], weights, 0.0)
+        total = float(weights.sum())
+        if total <= 0:
+            return
+        for i, (tok, w) in enumerate(zip(ids.tolist(), weights.tolist(), strict=True)):
+            if w <= 0:
+                continue
+            if stops[tok]:
+                out[y] = out.get(y, 0.0) + q * w / total
+                continue
+            child = matcher.fork()
+            if child.accept_token(tok):
+                walk(child, [*path, tok], text + token_bytes(tok), q * w / total, children.get(i))
+
+    walk(GrammarMatcher(compiled), [], b"", 1.0, trie_root)
+    z = sum(out.values())
+    return {k: v / z for k, v in out.items()} if z > 0 else out
+
+
+def aligned_convergence(
+    toy: Toy, enum: Enumeration, checkpoints: Sequence[int], *, seed: int = 0
+) -> list[tuple[int, float, float]]:
+    """``(samples drawn, KL(p_cond || next-sample distribution), TV)`` of ``aligned`` at each
+    checkpoint (exact, from its trie: :func:`aligned_next_distribution`)."""
+    cls = conditioned_sampler_class()
+    sampler = cls(
+        toy.model, list(toy.prompt_ids), method="aligned", max_tokens=toy.max_tokens,
+        **dict(toy.constraint),
+    )  # fmt: skip
+    rng_seed = seed
+    drawn = 0
+    p_cond = enum.p_cond_truncated
+    rows: list[tuple[int, float, float]] = []
+    for n in checkpoints:
+        if n > drawn:
+            sampler.sample(n - drawn, seed=rng_seed)
+            rng_seed += 1
+            drawn = n
+        q = aligned_next_distribution(
+            sampler, toy.model, toy.prompt_ids, toy.constraint, max_tokens=toy.max_tokens
+        )
+        rows.append((n, kl_divergence(p_cond, q), total_variation(p_cond, q)))
+    return rows
 
 
 # -- divergences -------------------------------------------------------------------------------
@@ -412,6 +527,29 @@ class Run:
     seconds: float
     stats: Any = None
     error: str | None = None
+    noncanonical: float = math.nan  # fraction of completed outputs the tokenizer would respell
+    dead_ends: int = 0
+
+
+def split_method(method: str) -> tuple[str, bool]:
+    """``"exact+canonical"`` -> ``("exact", True)``."""
+    base, _, flag = method.partition("+")
+    return base, flag == "canonical"
+
+
+def noncanonical_rate(model: LanguageModel, results: Sequence[Any]) -> float:
+    """Fraction of the completed outputs whose token ids are not ``encode(their bytes)``
+    (``nan`` when the model has no ``encode_bytes``)."""
+    encode = getattr(model, "encode_bytes", None)
+    if not callable(encode):
+        return math.nan
+    from formcast.vocab.canonical import is_canonical
+
+    done = [r for r in results if r.finish_reason == "completed"]
+    if not done:
+        return math.nan
+    bad = sum(is_canonical(model.vocab, encode, r.token_ids) is False for r in done)
+    return bad / len(done)
 
 
 def _outcome(result: Any) -> str:
@@ -427,20 +565,27 @@ def run_method(
     *,
     seed: int,
     max_tokens: int,
+    forced_stop: str = "certain",
 ) -> Run:
-    """Draw ``n`` samples with ``method``; model calls counted by :class:`CountingModel`."""
+    """Draw ``n`` samples with ``method`` (``"exact+canonical"``: with ``canonical=True``);
+    model calls counted by :class:`CountingModel`."""
     counting = CountingModel(model)
     cls = conditioned_sampler_class()
+    base, canonical = split_method(method)
     t0 = time.perf_counter()
     if cls is not None:
+        extra: dict[str, Any] = {"canonical": True} if canonical else {}
+        if forced_stop != "certain":
+            extra["forced_stop"] = forced_stop
         try:
             sampler = cls(
                 counting,
                 list(prompt_ids),
-                method=method,
+                method=base,
                 temperature=1.0,
                 top_p=1.0,
                 max_tokens=max_tokens,
+                **extra,
                 **dict(constraint),
             )
             results = sampler.sample(n, seed=seed)
@@ -452,6 +597,8 @@ def run_method(
             counting.calls,
             time.perf_counter() - t0,
             getattr(sampler, "stats", None),
+            noncanonical=noncanonical_rate(model, results),
+            dead_ends=sum(r.finish_reason == "dead_end" for r in results),
         )
     if method != "mask":
         return Run(method, [], 0, 0.0, None, "ConditionedSampler not importable")
@@ -482,6 +629,8 @@ class Row:
     error: str | None = None
     kl_other: float = math.nan
     tv_other: float = math.nan
+    noncanonical: float = math.nan
+    dead_ends: int = 0
 
 
 def evaluate(
@@ -504,7 +653,14 @@ def evaluate(
     n_max = max(sizes)
     for method in methods:
         run = run_method(
-            method, model, prompt_ids, constraint, n_max, seed=seed, max_tokens=max_tokens
+            method,
+            model,
+            prompt_ids,
+            constraint,
+            n_max,
+            seed=seed,
+            max_tokens=max_tokens,
+            forced_stop="model" if target == "full" else "certain",
         )
         if run.error is not None:
             rows.append(Row(world, method, n_max, math.nan, math.nan, math.nan, 0.0, run.error))
@@ -524,6 +680,8 @@ def evaluate(
                     None,
                     kl_divergence(p_trunc, smoothed_empirical(head, support)),
                     total_variation(p_trunc, empirical(head)),
+                    run.noncanonical if n == n_max else math.nan,
+                    run.dead_ends if n == n_max else 0,
                 )
             )
         if run.stats is not None:
@@ -564,28 +722,41 @@ def print_reference(world: str, enum: Enumeration, target: str = "truncated") ->
     )
 
 
-def print_table(rows: Sequence[Row]) -> None:
+def print_table(rows: Sequence[Row], *, canonical_columns: bool = False) -> None:
+    """The markdown table; ``canonical_columns`` adds the non-canonical rate and the dead
+    ends (filled on each run's last row: they are over the whole run)."""
+    extra = " non-canonical | dead ends |" if canonical_columns else ""
     print(
         "\n| world | method | samples | KL(p_cond‖p̂) nats | TV | KL / TV vs the other "
-        "target | model calls / sample | s |"
+        f"target | model calls / sample | s |{extra}"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if canonical_columns else ""))
     for r in rows:
         world = r.world.replace("|", "\\|")  # a markdown table cell
         if r.error:
             print(f"| {world} | {r.method} | – | – | – | – | ({r.error[:70]}) | – |")
             continue
+        tail = ""
+        if canonical_columns:
+            rate = "" if math.isnan(r.noncanonical) else f"{r.noncanonical:.1%}"
+            dead = str(r.dead_ends) if rate else ""
+            tail = f" {rate} | {dead} |"
         print(
             f"| {world} | {r.method} | {r.n} | {r.kl:.4f} | {r.tv:.4f} | "
             f"{r.kl_other:.4f} / {r.tv_other:.4f} | {r.calls_per_sample:.3f} | "
-            f"{r.seconds:.1f} |"
+            f"{r.seconds:.1f} |{tail}"
         )
 
 
 def plot(
-    rows: Sequence[Row], refs: Mapping[str, Enumeration], out_dir: Path, target: str = "truncated"
+    rows: Sequence[Row],
+    refs: Mapping[str, Enumeration],
+    out_dir: Path,
+    target: str = "truncated",
+    convergence: Sequence[tuple[int, float, float]] = (),
 ) -> list[Path]:
-    """KL against samples (log-log, one panel per world) and seed 000's bar chart."""
+    """KL against samples (log-log, one panel per world) and seed 000's bar chart; on the
+    wide toy also aligned's exact next-sample KL (``convergence``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -611,6 +782,13 @@ def plot(
             ]
             if pts:
                 ax.plot(*zip(*pts, strict=True), "o-", label=method, color=colors[method])
+        pts_next = [(n, kl) for n, kl, _tv in convergence if n > 0 and kl > 0]
+        if world.startswith("wide") and pts_next:
+            ax.plot(
+                *zip(*pts_next, strict=True), "s:", color=colors["aligned"], ms=3,
+                label="aligned, next sample (exact)",
+            )  # fmt: skip
+            ax.legend(fontsize=6, loc="lower left")
         enum = refs.get(world)
         if enum is not None:
             exact = kl_divergence(enum.target(target), enum.p_mask)
@@ -656,6 +834,39 @@ def plot(
     return written
 
 
+def save_run(
+    path: Path,
+    rows: Sequence[Row],
+    refs: Mapping[str, Enumeration],
+    convergence: Sequence[tuple[int, float, float]] = (),
+) -> None:
+    """Rows, references and the aligned convergence as JSON, for a later ``--load`` (one
+    plot from several runs)."""
+    from dataclasses import asdict
+
+    data = {
+        "convergence": [list(c) for c in convergence],
+        "rows": [asdict(r) for r in rows],
+        "refs": {
+            k: {"p_raw": e.p_raw, "p_mask": e.p_mask, "z": e.z, "nodes": e.nodes,
+                "p_raw_forced_free": e.p_raw_forced_free}
+            for k, e in refs.items()
+        },
+    }  # fmt: skip
+    path.write_text(json.dumps(data))
+
+
+def load_run(
+    path: Path,
+) -> tuple[list[Row], dict[str, Enumeration], list[tuple[int, float, float]]]:
+    """The inverse of :func:`save_run`."""
+    data = json.loads(path.read_text())
+    rows = [Row(**r) for r in data["rows"]]
+    refs = {k: Enumeration(**v) for k, v in data["refs"].items()}
+    convergence = [(int(n), float(kl), float(tv)) for n, kl, tv in data.get("convergence", [])]
+    return rows, refs, convergence
+
+
 SMOL_REVIEW = (
     'Review: "The battery died after two days and support never answered my emails."\n'
     "The sentiment of this review (positive, negative or neutral) as a JSON string:"
@@ -688,6 +899,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-plots", action="store_true", help="skip the PNGs")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument(
+        "--model-methods",
+        default=",".join([*METHODS, *(f"{m}+canonical" for m in METHODS)]),
+        help="methods on SmolLM2 ('+canonical': with canonical=True)",
+    )
+    ap.add_argument("--only", default="", help="run only the worlds whose name contains this")
+    ap.add_argument("--save", default="", help="write this run's rows and references (JSON)")
+    ap.add_argument(
+        "--load", default="", help="add the rows and references of --save files (a,b,...)"
+    )
+    ap.add_argument(
+        "--checkpoints",
+        default="0,1,10,30,100,300,1000,3000",
+        help="samples drawn before each exact next-sample KL of aligned (wide toy)",
+    )
+    ap.add_argument(
         "--target",
         choices=TARGETS,
         default="truncated",
@@ -701,7 +927,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     rows: list[Row] = []
     refs: dict[str, Enumeration] = {}
-    for toy in (yes_no_toy(), nested_toy(), schema_toy()):
+    convergence: list[tuple[int, float, float]] = []
+    for toy in (yes_no_toy(), nested_toy(), schema_toy(), wide_toy()):
+        if args.only and args.only not in toy.name:
+            continue
         enum = enumerate_distributions(
             toy.model, toy.prompt_ids, toy.constraint, max_tokens=toy.max_tokens
         )
@@ -719,12 +948,27 @@ def main(argv: Sequence[str] | None = None) -> int:
             methods=methods,
             target=args.target,
         )
+        if toy.name.startswith("wide") and "aligned" in methods and args.target == "truncated":
+            checkpoints = [int(c) for c in args.checkpoints.split(",")]
+            convergence = aligned_convergence(toy, enum, checkpoints, seed=args.seed)
     print_table(rows)
+    if convergence:
+        print(
+            "\n**aligned on the wide toy: the exact distribution of its next sample** "
+            "(from its trie, no sampling noise; mask: constant, exact: 0 by construction)\n"
+        )
+        print("| samples drawn | KL(p_cond ‖ q_next) nats | TV |")
+        print("|---:|---:|---:|")
+        for n, kl, tv in convergence:
+            print(f"| {n} | {kl:.2e} | {tv:.4f} |")
 
     model_rows: list[Row] = []
     if not args.no_model:
         msizes = [int(s) for s in args.model_sizes.split(",")]
+        model_methods = [m for m in args.model_methods.split(",") if m]
         for world, model, ids, constraint, max_tokens in smollm2_worlds():
+            if args.only and args.only not in world:
+                continue
             t0 = time.perf_counter()
             enum = enumerate_distributions(
                 model, ids, constraint, max_tokens=max_tokens, prune=1e-6
@@ -744,12 +988,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 msizes,
                 seed=args.seed,
                 max_tokens=max_tokens,
-                methods=methods,
+                methods=model_methods,
                 target=args.target,
             )
-        print_table(model_rows)
+        print_table(model_rows, canonical_columns=True)
+    if args.save:
+        save_run(Path(args.save), rows + model_rows, refs, convergence)
+    loaded: list[Row] = []
+    for name in [f for f in args.load.split(",") if f]:
+        old_rows, old_refs, old_convergence = load_run(Path(name))
+        seen = {r.world for r in rows + model_rows}
+        loaded += [r for r in old_rows if r.world not in seen]
+        refs = {**old_refs, **refs}
+        convergence = convergence or old_convergence
+    rows = sorted(loaded + rows, key=lambda r: r.world.startswith("SmolLM2"))  # toys first
     if not args.no_plots:
-        for path in plot(rows + model_rows, refs, Path(args.out), args.target):
+        for path in plot(rows + model_rows, refs, Path(args.out), args.target, convergence):
             print(f"wrote {path} ({path.stat().st_size // 1024} KB)")
     return 0
 

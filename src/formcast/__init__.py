@@ -17,7 +17,8 @@ Or the whole loop: ``generate(load_model("smollm2"), prompt, schema=...)``.
 
 Layers (each folder imports only those above it in this list; see docs/architecture.md):
 ``ir`` (the grammar IR and its passes) → ``automata`` (byte NFA/DFA) → ``frontends`` (regex,
-GBNF, Lark, JSON Schema → IR) → ``vocab`` (tokenizers → exact token bytes) → ``index`` (token
+GBNF, Lark, JSON Schema → IR) → ``constraints`` (constraints as Python objects: combinators,
+state machines) → ``vocab`` (tokenizers → exact token bytes) → ``index`` (token
 classes per state, ``GrammarCompiler``, ``CompiledGrammar``) → ``runtime`` (``GrammarMatcher``)
 → ``sampling`` → ``model`` (the ``LanguageModel`` protocol and its wrappers) → ``generation``
 (``generate``, ``stream``) → ``integrations`` (inside other engines) → ``cli``.
@@ -42,7 +43,9 @@ from .bitmask import (
 from .errors import (
     CompileBudgetError,
     CompileTimeoutError,
+    CompileWorkerError,
     ConfigurationError,
+    ConstraintError,
     DeadEndDiagnostic,
     DeadEndError,
     FormcastError,
@@ -52,10 +55,12 @@ from .errors import (
     MissingDependencyError,
     ModelFileError,
     SamplingBudgetError,
+    SerializationError,
     UnsatisfiableGrammarError,
     UnsupportedFeatureError,
     VocabularyError,
 )
+from .frontends.jsonschema.files import json_schema_registry
 from .frontends.jsonschema.options import JsonSchemaOptions
 from .index.compiled import CompiledGrammar
 from .index.compiler import GrammarCompiler
@@ -67,6 +72,7 @@ from .vocab.loaders import load_vocabulary
 from .vocab.vocabulary import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
+    from . import constraints
     from .generation import (
         ConditionedSampler,
         GenerationResult,
@@ -93,11 +99,15 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
-    """Lazy exports of the generation API and the model wrappers."""
+    """Lazy exports of the generation API, the model wrappers and ``formcast.constraints``."""
     if name in _LAZY:
         import importlib
 
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    if name == "constraints":  # the combinator package (formcast.constraints), on first use
+        import importlib
+
+        return importlib.import_module(".constraints", __name__)
     raise AttributeError(f"module 'formcast' has no attribute {name!r}")
 
 
@@ -107,9 +117,11 @@ __all__ = [
     "CompileBudgetError",
     "CompileLimits",
     "CompileTimeoutError",
+    "CompileWorkerError",
     "CompiledGrammar",
     "ConditionedSampler",
     "ConfigurationError",
+    "ConstraintError",
     "DeadEndDiagnostic",
     "DeadEndError",
     "FormcastError",
@@ -130,6 +142,7 @@ __all__ = [
     "Rule",
     "SamplingBudgetError",
     "SamplingParams",
+    "SerializationError",
     "TransformersModel",
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
@@ -140,8 +153,10 @@ __all__ = [
     "apply_token_bitmask_inplace",
     "bitmask_to_bool",
     "bool_to_bitmask",
+    "constraints",
     "generate",
     "get_bitmask_shape",
+    "json_schema_registry",
     "load_model",
     "load_vocabulary",
     "reset_token_bitmask",

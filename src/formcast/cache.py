@@ -1,5 +1,5 @@
-"""The bounded caches of every layer: :class:`LruCache` and, for the per-token step memo,
-:class:`StepMemo`.
+"""The bounded caches of every layer: :class:`LruCache`, for the per-token step memo
+:class:`StepMemo`, and on disk :class:`DiskCache`.
 
 :class:`LruCache` is the cache class (process-wide automaton and index caches, compiled
 grammars, masks, loaded models): bounded in entries and in bytes, least recently used first.
@@ -8,16 +8,27 @@ LRU refresh would cost more than the lookup: a plain ``dict`` emptied when full.
 
 Lifetime: one per cache, for the process (or the compiled grammar that owns it).  ``get`` and
 ``put`` are O(1); ``put`` takes one lock.
+
+:class:`DiskCache` is a directory of immutable byte blobs (the compiler's persistent compiled
+grammars) shared by any number of processes: a write goes to a temporary file renamed into
+place, so a reader sees a whole file or none; the directory is bounded in bytes (oldest
+modification time first, a read refreshes it).  Each ``get``/``put`` is one file operation;
+``put`` also lists the directory to evict.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import tempfile
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["LruCache", "StepMemo"]
+__all__ = ["DiskCache", "LruCache", "StepMemo"]
 
 _MISSING = object()
 
@@ -98,6 +109,11 @@ class LruCache(Generic[K, V]):
         """The weight (bytes) of the entries held, as measured when they were added."""
         return self._total
 
+    def items(self) -> list[tuple[K, V]]:
+        """A snapshot of the entries, least recently used first (does not refresh them)."""
+        with self._lock:
+            return list(self._items.items())
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -124,3 +140,140 @@ class StepMemo(dict[K, V]):
             self.clear()
         if self.limit:
             self[key] = value
+
+
+_KEY = re.compile(r"[0-9a-f]{16,128}")
+#: temporary files older than this are a crashed writer's: removed by the next eviction
+_STALE_TMP_SECONDS = 3600.0
+
+
+class DiskCache:
+    """Immutable blobs in one directory, keyed by hex digests, shared by several processes.
+
+    Args:
+        directory: the cache directory (created, with its parents, on first write).
+        max_bytes: at most this many bytes of entries are kept: after each write the entries
+            with the oldest modification time go first (a read refreshes an entry's time, so
+            this is least recently used across every process using the directory).  An entry
+            larger than ``max_bytes`` on its own is not written.
+        suffix: the file name extension of entries.
+
+    Safety with several processes: a writer writes a temporary file in the same directory and
+    renames it into place (``os.replace``, atomic on POSIX and Windows), so a reader sees a
+    whole file or none, and two writers of one key leave one whole file.  A reader does not
+    check contents: the caller validates what it reads (the compiled-grammar format has a
+    checksum) and calls :meth:`discard` on a bad entry.  The directory is a trust boundary:
+    whoever can write it decides what is read back (see docs/threat_model.md).
+
+    Mutation: the files only.  Counts ``hits``, ``misses`` and ``writes`` of this instance.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], max_bytes: int, *, suffix: str = ".bin"):
+        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+            raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
+        self.directory = os.fspath(directory)
+        self.max_bytes = max_bytes
+        self.suffix = suffix
+        self.hits = 0
+        self.misses = 0
+        self.writes = 0
+
+    def path(self, key: str) -> str:
+        """The file of ``key`` (a lower-case hex digest: nothing else reaches the file system)."""
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            raise ValueError(f"a disk cache key is a lower-case hex digest, got {key!r}")
+        return os.path.join(self.directory, key + self.suffix)
+
+    def get(self, key: str) -> bytes | None:
+        """The bytes stored under ``key``, or None (missing or unreadable)."""
+        path = self.path(key)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            self.misses += 1
+            return None
+        _touch(path)  # refresh its age (best effort: read-only directories)
+        self.hits += 1
+        return data
+
+    def put(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` (replacing an entry), then evict to ``max_bytes``.
+        Returns False when not written (too large, or the directory is not writable)."""
+        path = self.path(key)
+        if len(data) > self.max_bytes:
+            return False
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=self.suffix, dir=self.directory)
+        except OSError:
+            return False
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+            _touch(path)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return False
+        self.writes += 1
+        self.evict(keep=path)
+        return True
+
+    def discard(self, key: str) -> None:
+        """Remove the entry of ``key`` (a corrupt or stale one); missing is fine."""
+        with contextlib.suppress(OSError):
+            os.unlink(self.path(key))
+
+    def entries(self) -> list[tuple[str, int, int]]:
+        """``(path, bytes, modification time in ns)`` of every entry, oldest first."""
+        out: list[tuple[str, int, int]] = []
+        try:
+            scan = list(os.scandir(self.directory))
+        except OSError:
+            return out
+        now = time.time()
+        for e in scan:
+            try:
+                st = e.stat()
+            except OSError:  # removed by another process meanwhile
+                continue
+            if e.name.startswith(".tmp-"):
+                if now - st.st_mtime > _STALE_TMP_SECONDS:
+                    with contextlib.suppress(OSError):
+                        os.unlink(e.path)
+                continue
+            if e.name.endswith(self.suffix) and e.is_file():
+                out.append((e.path, st.st_size, st.st_mtime_ns))
+        out.sort(key=lambda t: t[2])
+        return out
+
+    def total_bytes(self) -> int:
+        return sum(size for _, size, _ in self.entries())
+
+    def evict(self, keep: str | None = None) -> int:
+        """Remove the oldest entries until at most ``max_bytes`` remain (never ``keep``);
+        returns how many were removed.  Races with other processes are harmless: an entry
+        removed twice is skipped, an open file stays readable by whoever opened it."""
+        entries = self.entries()
+        total = sum(size for _, size, _ in entries)
+        removed = 0
+        for path, size, _ in entries:
+            if total <= self.max_bytes:
+                break
+            if path == keep:
+                continue
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+                removed += 1
+            total -= size
+        return removed
+
+
+def _touch(path: str) -> None:
+    """Set ``path``'s times to now, in nanoseconds (the file system's own clock is often
+    coarser than the gap between two writes: the eviction order needs the exact order)."""
+    now = time.time_ns()
+    with contextlib.suppress(OSError):
+        os.utime(path, ns=(now, now))

@@ -14,7 +14,9 @@ from typing import Any
 __all__ = [
     "CompileBudgetError",
     "CompileTimeoutError",
+    "CompileWorkerError",
     "ConfigurationError",
+    "ConstraintError",
     "DeadEndDiagnostic",
     "DeadEndError",
     "FormcastError",
@@ -24,6 +26,7 @@ __all__ = [
     "MissingDependencyError",
     "ModelFileError",
     "SamplingBudgetError",
+    "SerializationError",
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
     "VocabularyError",
@@ -84,6 +87,21 @@ class UnsupportedFeatureError(GrammarError):
         if hint:
             msg += f": {hint}"
         super().__init__(msg)
+
+
+class ConstraintError(GrammarError, ValueError):
+    """A constraint object (:mod:`formcast.constraints`) is malformed: an undefined or twice
+    defined rule, a state machine with unreachable or dead states or ambiguous transitions.
+
+    Attributes:
+        path: where in the user's constraint object, e.g. ``"seq[2].select[1]"`` (``""``: the
+            constraint itself).
+    """
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{message} (at {path or 'the constraint'})")
 
 
 class UnsatisfiableGrammarError(GrammarError):
@@ -150,6 +168,40 @@ class SamplingBudgetError(LimitExceededError):
 
 class VocabularyError(FormcastError, ValueError):
     """A vocabulary or tokenizer cannot be used (empty, bad stop ids, unknown format...)."""
+
+
+class SerializationError(FormcastError, ValueError):
+    """A serialized compiled grammar cannot be loaded (also a :class:`ValueError`): another
+    format version or code layout, another vocabulary, or corrupt or truncated data.  The disk
+    cache treats it as a miss and replaces the file.
+
+    Attributes:
+        reason: ``"version"``, ``"layout"``, ``"vocabulary"``, ``"truncated"``, ``"corrupt"``
+            or ``"unsupported"`` (an object that is not plain data, when serializing).
+        where: the file, or the attribute path inside the grammar (``"program._masks"``).
+    """
+
+    def __init__(self, message: str, *, reason: str = "corrupt", where: str = "") -> None:
+        self.reason = reason
+        self.where = where
+        detail = f"{message} (in {where})" if where else message
+        super().__init__(detail)
+
+
+class CompileWorkerError(FormcastError):
+    """A compile worker process (``GrammarCompiler(workers=N)``) died or returned something
+    unexpected before finishing a compile; the compiler replaces the worker.  Errors *of the
+    compile itself* are re-raised with their own type instead.
+
+    Attributes:
+        pid: the worker's process id (0 when unknown).
+        exitcode: its exit status (negative: killed by that signal; None when unknown).
+    """
+
+    def __init__(self, message: str, *, pid: int = 0, exitcode: int | None = None) -> None:
+        self.pid = pid
+        self.exitcode = exitcode
+        super().__init__(message)
 
 
 @dataclass(frozen=True)

@@ -8,28 +8,34 @@ from __future__ import annotations
 import functools
 import os
 import time
+import weakref
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
-from typing import ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from .cache import LruCache
 from .errors import ConfigurationError
 
 __all__ = [
     "CACHE_ENTRY_BYTES",
+    "MEMO_HIT_UNITS",
     "CacheLimits",
+    "CachedWork",
     "CompileLimits",
     "ParserLimits",
     "WorkBudget",
+    "cached_work",
     "charge",
     "check_deadline",
+    "compile_memo",
     "compile_scope",
     "current_budget",
     "limits_from_env",
     "metered",
     "metered_cache",
+    "replay_cost",
 ]
 
 
@@ -51,8 +57,9 @@ class CompileLimits:
             it (regex / GBNF / Lark parsing and IR building, the JSON Schema front-end's set
             algebra and string automata, NFA and DFA construction, minimization, the token
             index preparation: call-expanded lexer, position classes), and caches of compile
-            work charge a hit what the build cost.  So whether a constraint compiles is the
-            same on any machine, under any load, whatever was compiled before.  One unit is
+            work charge a hit what a fresh build would cost in this compile
+            (:func:`cached_work`).  So whether a constraint compiles is the same on any
+            machine, under any load, whatever was compiled (or evicted) before.  One unit is
             about 0.3 us of compile work on one core of the reference 2-core VM (0.2-0.6 us by
             stage; measured on MaskBench's slowest compiles), so the default (6.5 M) stops a
             runaway compile after about 2 s there (1.5-3.5 s for the pathological schemas of
@@ -124,6 +131,10 @@ class CacheLimits:
             ``maxLength: 1000000`` string) are never cached: they are freed with the request.
         shared_cache_bytes: each process-wide cache of token classifications shared by all
             grammars (counted positions, shared walks, window tables; default 256 MiB each).
+        disk_cache_bytes: the compiler's disk cache of serialized grammars
+            (``GrammarCompiler(cache_dir=...)`` or ``FORMCAST_CACHE_DIR``; default 2 GiB): after
+            each write the least recently used files go until the directory holds at most this
+            much (every process sharing the directory applies its own bound).
     """
 
     grammar_cache_bytes: int = 1024 * _MIB
@@ -131,6 +142,7 @@ class CacheLimits:
     step_cache_bytes: int = 32 * _MIB
     parser_cache_bytes: int = 256 * _MIB
     shared_cache_bytes: int = 256 * _MIB
+    disk_cache_bytes: int = 2048 * _MIB
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -171,6 +183,16 @@ class ParserLimits:
                 raise ConfigurationError(f"ParserLimits.{f.name} must be a positive int, got {v!r}")
 
 
+#: the environment variable naming the compiler's default disk cache directory
+CACHE_DIR_ENV = "FORMCAST_CACHE_DIR"
+
+
+def cache_dir_from_env() -> str | None:
+    """``$FORMCAST_CACHE_DIR`` (the default ``GrammarCompiler(cache_dir=...)``), or None when it
+    is unset or empty.  Read here only."""
+    return os.environ.get(CACHE_DIR_ENV) or None
+
+
 def limits_from_env(base: CompileLimits | None = None) -> CompileLimits:
     """Return ``base`` (default :class:`CompileLimits`) overridden by ``FORMCAST_LIMIT_<FIELD>``.
 
@@ -198,11 +220,13 @@ class WorkBudget:
     :attr:`CompileLimits.max_compile_work`.
     """
 
-    __slots__ = ("deadline", "limit", "seconds", "used")
+    __slots__ = ("deadline", "limit", "memo", "seconds", "used")
 
     def __init__(self, limit: int, seconds: float | None = None) -> None:
         self.limit = limit
         self.used = 0
+        #: what the metered caches returned in this compile (:func:`compile_memo`)
+        self.memo: dict[Hashable, Any] = {}
         self.seconds = seconds
         self.deadline = None if seconds is None else time.monotonic() + seconds
 
@@ -272,6 +296,26 @@ def current_budget() -> WorkBudget | None:
     return _SCOPE.get()
 
 
+def compile_memo() -> dict[Hashable, Any] | None:
+    """The current compile's memo of metered cache entries (None outside a compile).
+
+    A process-wide cache of compile work charges a hit what a build would cost in this
+    compile (:func:`cached_work`), so that whether a compile fits ``max_compile_work`` does not
+    depend on earlier compiles; charging the full cost again for every *repeated* use within
+    one compile (a format or pattern used in a hundred properties) over-counts: a repeat costs
+    a lookup.  The caches therefore charge the build once per compile and keep its
+    :class:`CachedWork` here (alive for the compile, whatever the shared cache evicts); a
+    repeat is a dict lookup charged :data:`MEMO_HIT_UNITS`.  The fuel stays a function of the
+    compile alone: an entry built inside another one is recorded as its child, and a hit
+    replays that tree against this memo (:func:`replay_cost`)."""
+    budget = _SCOPE.get()
+    return None if budget is None else budget.memo
+
+
+MEMO_HIT_UNITS = 4
+"""Fuel of a repeated use of a metered cache's result within one compile (a lookup)."""
+
+
 def charge(units: int) -> None:
     """Spend ``units`` of the current compile's fuel (and check its deadline); a no-op outside
     a compile.  For the stages that are not handed a :class:`WorkBudget` (front-ends, the JSON
@@ -284,19 +328,21 @@ def charge(units: int) -> None:
 
 
 _T = TypeVar("_T")
+_K = TypeVar("_K", bound=Hashable)
 
 
 def metered(build: Callable[[], _T]) -> tuple[_T, int]:
     """``(build(), the fuel it charged)``.  Inside a compile the fuel is charged to it as usual
-    (same limit, same deadline); outside one it is only counted.  For process-wide caches of
-    compile work: a hit must charge what the build cost (:func:`charge`), so whether a compile
-    fits ``max_compile_work`` does not depend on what was compiled before."""
+    (same limit, same deadline); outside one it is only counted.  What :func:`cached_work`
+    measures a build with (a cache hit must charge what a fresh build would, so whether a
+    compile fits ``max_compile_work`` does not depend on what was compiled before)."""
     outer = _SCOPE.get()
     if outer is None:
         inner = WorkBudget(1 << 62)
     else:
         inner = WorkBudget(outer.limit)
         inner.used, inner.seconds, inner.deadline = outer.used, outer.seconds, outer.deadline
+        inner.memo = outer.memo
     start = inner.used
     with compile_scope(inner):
         value = build()
@@ -305,29 +351,157 @@ def metered(build: Callable[[], _T]) -> tuple[_T, int]:
     return value, inner.used - start
 
 
+@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
+class CachedWork(Generic[_T]):
+    """One entry of a cache of compile work (:func:`cached_work`): the value, the fuel of its
+    own work, and the cached calls its build made, in call order (each a ``CachedWork``, so
+    the tree stays replayable whatever the caches evict since).
+
+    Immutable; kept by a process-wide cache, by the compile memos that used it and by the
+    entries built on it.  ``own`` excludes what the nested cached calls charged, so the fuel a
+    fresh build costs in a compile is ``own`` plus, for each child in order, the memo's hit
+    cost when the compile already has it, else the child's own replayed cost
+    (:func:`replay_cost`)."""
+
+    key: Hashable
+    value: _T
+    own: int
+    children: tuple[CachedWork[Any], ...]
+
+
+class _Frame:
+    """The cached calls made while one :class:`CachedWork` is being built."""
+
+    __slots__ = ("charged", "children", "memo")
+
+    def __init__(self, memo: dict[Hashable, Any] | None) -> None:
+        self.memo = memo
+        self.children: list[CachedWork[Any]] = []
+        self.charged = 0
+
+
+_FRAME: ContextVar[_Frame | None] = ContextVar("formcast_cached_build", default=None)
+
+#: every live entry by (its store, its key), whatever the stores evicted: an entry stays alive
+#: while a compile's memo or an entry built on it holds it, and a lookup must return *that*
+#: entry (the same value object), not a rebuilt copy, so that the objects a compile sees share
+#: structure as in a fresh process (identity-keyed passes charge per distinct node)
+_LIVE: weakref.WeakValueDictionary[tuple[int, Hashable], CachedWork[Any]] = (
+    weakref.WeakValueDictionary()
+)
+
+
+def replay_cost(entry: CachedWork[Any], memo: dict[Hashable, Any], hit_units: int) -> int:
+    """The fuel a fresh build of ``entry`` would charge now, in the compile whose memo is
+    ``memo``, and memoize its nested entries there as that build would (depth first, in call
+    order: an entry never occurs in its own subtree).  O(nodes of the tree)."""
+    cost = entry.own
+    stack = [iter(entry.children)]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+        elif child.key in memo:
+            cost += hit_units
+        else:
+            memo[child.key] = child
+            cost += child.own
+            stack.append(iter(child.children))
+    return cost
+
+
+def cached_work(
+    store: LruCache[_K, CachedWork[_T]],
+    key: _K,
+    memo_key: Hashable,
+    build: Callable[[], _T],
+    memo: dict[Hashable, Any] | None,
+    *,
+    hit_units: int = MEMO_HIT_UNITS,
+    budget: WorkBudget | None = None,
+    memoize: bool = True,
+) -> _T:
+    """``build()``, through the process-wide ``store`` (by ``key``) and the compile's ``memo``
+    (by ``memo_key``), charged exactly what a fresh build would charge in this compile.
+
+    A repeat within the compile (``memo_key`` in ``memo``) is charged ``hit_units``; a hit in
+    ``store`` is charged :func:`replay_cost` (its own work plus its nested cached calls
+    replayed against ``memo``); a miss is built, its nested cached calls (those sharing
+    ``memo``) recorded as its children.  So the fuel, and whether a compile fits
+    ``max_compile_work``, do not depend on what the process compiled or evicted before.
+    ``budget``: charge that budget (the automata stages) rather than the current compile's
+    (:func:`charge`, :func:`metered`).  ``memoize=False``: do not look up or keep this entry
+    itself in ``memo`` (its children still are).  Exceptions are not cached."""
+    if budget is None and _SCOPE.get() is None:
+        # outside any compile: one scratch compile (unlimited, its own memo), so that the
+        # nested cached calls of a build share the memo its entry is recorded against
+        scratch = WorkBudget(1 << 62)
+        with compile_scope(scratch):
+            return cached_work(
+                store, key, memo_key, build, scratch.memo, hit_units=hit_units, memoize=memoize
+            )
+    spend = budget.spend if budget is not None else charge
+    frame = _FRAME.get()
+    if frame is not None and frame.memo is not memo:
+        frame = None
+    entry: CachedWork[_T] | None = memo.get(memo_key) if memo is not None and memoize else None
+    if entry is not None:
+        cost = hit_units
+        spend(cost)
+    else:
+        found, entry = store.get(key)
+        if not found or entry is None:
+            entry = _LIVE.get((id(store), key))
+            if entry is not None:
+                store.put(key, entry)
+        if entry is not None:
+            cost = replay_cost(entry, {} if memo is None else memo, hit_units)
+            spend(cost)
+        else:
+            child_frame = _Frame(memo)
+            token = _FRAME.set(child_frame)
+            try:
+                if budget is None:
+                    value, cost = metered(build)
+                else:
+                    before = budget.used
+                    value = build()
+                    cost = budget.used - before
+            finally:
+                _FRAME.reset(token)
+            entry = CachedWork(
+                memo_key, value, cost - child_frame.charged, tuple(child_frame.children)
+            )
+            store.put(key, entry)
+            _LIVE[id(store), key] = entry
+        if memo is not None and memoize:
+            memo[memo_key] = entry
+    if frame is not None:
+        frame.children.append(entry)
+        frame.charged += cost
+    return entry.value
+
+
 _P = ParamSpec("_P")
 
 
 def metered_cache(maxsize: int) -> Callable[[Callable[_P, _T]], Callable[_P, _T]]:
-    """``functools.lru_cache`` for compile work: each entry keeps the fuel its build cost
-    (:func:`metered`) and a hit charges it (:func:`charge`), so a cached front-end helper
-    (a parsed pattern, a format's IR) costs a compile the same fuel whether it was built by
-    this compile, an earlier one, or outside any.  Arguments must be hashable; exceptions are
-    not cached.  Thread-safe."""
+    """``functools.lru_cache`` for compile work (:func:`cached_work`): a hit charges what a
+    fresh build would cost in the current compile (its own work, plus its nested cached calls
+    replayed against the compile's memo), a repeat within one compile
+    :data:`MEMO_HIT_UNITS`, so a cached front-end helper (a parsed pattern, a format's IR)
+    costs a compile the same fuel whether it was built by this compile, an earlier one, or
+    outside any.  Arguments must be hashable; exceptions are not cached.  Thread-safe."""
 
     def decorate(fn: Callable[_P, _T]) -> Callable[_P, _T]:
-        store: LruCache[Hashable, tuple[_T, int]] = LruCache(maxsize)
+        store: LruCache[Hashable, CachedWork[_T]] = LruCache(maxsize)
 
         @functools.wraps(fn)
         def cached(*args: _P.args, **kwargs: _P.kwargs) -> _T:
             key: Hashable = (args, tuple(sorted(kwargs.items()))) if kwargs else args
-            hit, got = store.get(key)
-            if hit and got is not None:
-                charge(got[1])
-                return got[0]
-            built = metered(lambda: fn(*args, **kwargs))
-            store.put(key, built)
-            return built[0]
+            return cached_work(
+                store, key, (cached, key), lambda: fn(*args, **kwargs), compile_memo()
+            )
 
         return cached
 

@@ -56,7 +56,7 @@ def test_a_tool_is_frozen_and_keeps_its_schemas() -> None:
 
 def test_unsupported_keyword_fails_at_runner_construction_naming_the_tool() -> None:
     schema = {"type": "object", "properties": {
-        "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}}}
+        "tags": {"type": "array", "items": {"type": "number"}, "uniqueItems": True}}}
     tool = Tool("tagger", schema, execute=Executions())  # a valid JSON Schema: Tool accepts it
     with pytest.raises(UnsupportedFeatureError) as info:
         ActionRunner(ScriptedModel(["{}"]), tool)

@@ -145,4 +145,4 @@ def test_the_process_wide_automaton_caches_are_bounded_in_bytes() -> None:
     compile_grammar_automaton(parse_gbnf('root ::= "a" [0-9]{3,5} "b"'))
     entries = lru_values(RULE_DFA_CACHE)
     assert entries
-    assert RULE_DFA_CACHE.total_weight >= sum(1024 * e[0].num_states for e in entries)
+    assert RULE_DFA_CACHE.total_weight >= sum(1024 * e.value[0].num_states for e in entries)

@@ -7,7 +7,8 @@ specification is that draft.  ``optional/`` is run too: ``optional/format/*`` wi
 default ``format_assertion=True`` (a format formcast does not know fails closed, so only the
 formats it claims to enforce can accept or reject anything).
 
-Per case the schema is compiled (a compile-time ``UnsupportedFeatureError`` or
+Per case the schema is compiled (with its run-time checks, such as ``uniqueItems`` over strings,
+when the grammar has any; a compile-time ``UnsupportedFeatureError`` or
 ``LimitExceededError`` counts its tests as *unsupported*, an ``UnsatisfiableGrammarError`` as a
 grammar that accepts nothing); each test instance is serialized compactly and run through the
 byte-level :class:`~formcast.runtime.matcher.GrammarMatcher` (a vocabulary of the 256 single
@@ -133,6 +134,19 @@ class _Matcher:
 
         return matches
 
+    def build_schema(self, schema: Any, options: JsonSchemaOptions) -> Any:
+        """The acceptance test of a schema whose grammar needs run-time checks (marks):
+        compiled by ``compile_json_schema``, which carries them to the matcher."""
+        from formcast.runtime.matcher import GrammarMatcher
+
+        compiled = self.compiler.compile_json_schema(schema, options)
+
+        def matches(text: str) -> bool:
+            m = GrammarMatcher(compiled)
+            return bool(m.accept_bytes(text.encode("utf-8")) and m.is_accepting())
+
+        return matches
+
 
 def suite_files(folder: Path) -> list[Path]:
     """The test files of one draft folder, ``optional/`` (and ``optional/format/``) included."""
@@ -154,8 +168,12 @@ def run_draft(folder: str, matcher: _Matcher | None = None) -> dict[str, dict[st
         for i, case in enumerate(json.loads(path.read_text(encoding="utf-8"))):
             key = f"{i} {case['description']}"
             try:
-                grammar, _ = schema_to_grammar(case["schema"], options)
-                matches = matcher.build(grammar)
+                marks: list[Any] = []  # run-time checks (uniqueItems over strings)
+                grammar, _ = schema_to_grammar(case["schema"], options, marks=marks)
+                if marks and matcher.compiler is not None:
+                    matches = matcher.build_schema(case["schema"], options)
+                else:
+                    matches = matcher.build(grammar)
             except UnsatisfiableGrammarError:
 
                 def matches(text: str) -> bool:

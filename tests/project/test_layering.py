@@ -25,26 +25,29 @@ LAYERS: dict[str, frozenset[str]] = {
     "ir": frozenset(),
     "automata": frozenset({"ir"}),
     "frontends": frozenset({"ir", "automata"}),
+    # constraints: Python combinators and state machines, lowered to IR through the front-ends
+    "constraints": frozenset({"ir", "automata", "frontends"}),
     "vocab": frozenset(),
-    "index": frozenset({"ir", "automata", "frontends", "vocab"}),
+    "index": frozenset({"ir", "automata", "frontends", "constraints", "vocab"}),
     "runtime": frozenset({"index", "vocab"}),
     "sampling": frozenset(),
     "model": frozenset({"vocab"}),
     "generation": frozenset(
-        {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model"}
+        {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
+         "model"}
     ),
     # actions: the commit boundary, validation layers, ledgers and metrics over generation
     "actions": frozenset(
-        {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model",
-         "generation"}
+        {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
+         "model", "generation"}
     ),
     "integrations": frozenset(
-        {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model",
-         "generation", "actions"}
+        {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
+         "model", "generation", "actions"}
     ),
     "cli": frozenset(
-        {"ir", "automata", "frontends", "vocab", "index", "runtime", "sampling", "model",
-         "generation", "actions", "integrations"}
+        {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
+         "model", "generation", "actions", "integrations"}
     ),
     # the reference oracle for tests: built on the IR alone, imported by nothing in the package
     "testing": frozenset({"ir", "frontends"}),

@@ -72,9 +72,7 @@ def test_aligned_method_charges_the_model_call_budget() -> None:
 
 def test_aligned_method_rejects_greedy() -> None:
     with pytest.raises(ConfigurationError, match="temperature > 0"):
-        ConditionedSampler(
-            yes_no_model(), [5], regex="yes|no", method="aligned", temperature=0.0
-        )
+        ConditionedSampler(yes_no_model(), [5], regex="yes|no", method="aligned", temperature=0.0)
 
 
 def test_enumeration_agrees_with_the_exact_method() -> None:

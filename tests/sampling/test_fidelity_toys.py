@@ -107,3 +107,65 @@ def test_script_runs_end_to_end_on_the_toys(capsys: pytest.CaptureFixture[str]) 
     assert '- p_mask (exact): "yes": 0.7500, "no": 0.2500' in out
     assert "| yes/no (seed 000) | mask | 20 |" in out
     assert r"| nested (ab\|a)(c\|cd) | mask | 20 |" in out
+
+
+def test_truncated_valid_mass_agrees_with_the_samplers_with_two_stop_tokens() -> None:
+    """A forced stop ends the output once, whatever the number of stop ids the grammar
+    allows there.  The benchmark counted it once per stop id (SmolLM2 has two: its Z' was
+    2x the sampler's, 0.111 vs 0.052, while the distributions agreed); the reference, the
+    enumeration of the samplers' module and the exact sampler's bounds must agree."""
+    import numpy as np
+
+    from formcast.generation.aligned import exact_conditioned_distribution
+    from formcast.generation.conditioned import ConditionedSampler
+    from formcast.generation.inputs import compile_constraint
+    from formcast.model.callable import CallableModel
+    from formcast.vocab.vocabulary import Vocabulary
+
+    tokens = [b"<bos>", b"ye", b"s", b"no", b"yes", b"maybe", b"<eos>", b"<end>"]
+    vocab = Vocabulary.from_tokens(tokens, stop_token_ids=[6, 7])
+    table = {(): [0, 0.2, 0, 0.1, 0.1, 0.6, 0, 0], (1,): [0, 0, 0.3, 0, 0, 0.7, 0, 0]}
+
+    def fn(ids: list[int]) -> np.ndarray:
+        p = np.array(table.get(tuple(ids[1:]), [0, 0, 0, 0, 0, 0.5, 0.25, 0.25])) + 1e-300
+        return np.log(p)
+
+    model = CallableModel(fn, vocab)
+    enum = fid.enumerate_distributions(model, [0], {"regex": "yes|no"}, max_tokens=4)
+    z_truncated = sum(enum.p_raw_forced_free.values())
+    assert z_truncated == pytest.approx(0.2 * 0.3 + 0.1 + 0.1)  # "ye s", "no", "yes": 0.26
+    compiled, _ = compile_constraint(vocab, regex="yes|no")
+    assert compiled is not None
+    ecd = exact_conditioned_distribution(model, [0], compiled, max_tokens=4)
+    assert ecd.valid_mass == pytest.approx(z_truncated)
+    sampler = ConditionedSampler(model, [0], regex="yes|no", method="exact", max_tokens=4)
+    sampler.sample(200, seed=0)
+    stats = sampler.stats
+    assert stats.z_lower <= z_truncated + 1e-12 <= stats.z_upper + 2e-12
+    assert stats.z_estimate == pytest.approx(z_truncated, rel=1e-9)  # the trie is complete
+
+
+def test_aligned_next_sample_distribution_starts_as_masking_and_ends_exact() -> None:
+    """The benchmark's exact view of grammar-aligned sampling: with an empty trie its next
+    sample is distributed as masking's (exactly), and once the trie covers the language as
+    the conditioned distribution (exactly)."""
+    for toy, n_full in ((fid.wide_toy(), None), (fid.nested_toy(), 300)):
+        enum = fid.enumerate_distributions(
+            toy.model, toy.prompt_ids, toy.constraint, max_tokens=toy.max_tokens
+        )
+        sampler = fid.conditioned_sampler_class()(
+            toy.model, toy.prompt_ids, method="aligned", max_tokens=toy.max_tokens,
+            **toy.constraint,
+        )  # fmt: skip
+        q0 = fid.aligned_next_distribution(
+            sampler, toy.model, toy.prompt_ids, toy.constraint, max_tokens=toy.max_tokens
+        )
+        mask = {k: v for k, v in enum.p_mask.items() if k != fid.UNFINISHED}
+        total = sum(mask.values())
+        assert fid.total_variation(q0, {k: v / total for k, v in mask.items()}) < 1e-12
+        if n_full is not None:
+            sampler.sample(n_full, seed=0)
+            q = fid.aligned_next_distribution(
+                sampler, toy.model, toy.prompt_ids, toy.constraint, max_tokens=toy.max_tokens
+            )
+            assert fid.total_variation(q, enum.p_cond_truncated) < 1e-9

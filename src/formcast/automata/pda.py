@@ -260,6 +260,15 @@ class PushdownAutomaton:
             (self._far_states if s.far else self._states)[key] = s
         return s
 
+    def state_of(self, frames: frozenset[Frame], accepting: bool) -> ParserState:
+        """The interned state with these scan-ready ``frames`` (a subset of some state's: a
+        run-time check keeps only the stacks it allows, see
+        :mod:`formcast.index.unique_items`).  O(1) amortized."""
+        if not frames and not accepting:
+            return self._dead
+        with self._lock:
+            return self._state(frames, accepting)
+
     def dead(self, error: str | None = None) -> ParserState:
         """A dead state (optionally carrying the reason a limit stopped the parser)."""
         if error is None:

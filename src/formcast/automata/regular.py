@@ -18,15 +18,38 @@ fits its limits does not depend on what the process compiled before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Iterable, Mapping
 
 from ..cache import LruCache
 from ..ir.nodes import Node
-from ..limits import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget
+from ..limits import (
+    CACHE_ENTRY_BYTES,
+    CachedWork,
+    CacheLimits,
+    CompileLimits,
+    WorkBudget,
+    cached_work,
+)
 from .dfa import ByteDFA, nfa_to_dfa
 from .nfa import NFA, SubAutomaton, thompson_nfa
 
-__all__ = ["SUB_DFA_CACHE", "build_nfa", "compile_dfa"]
+__all__ = [
+    "SUB_DFA_CACHE",
+    "SUB_DFA_HIT_UNITS",
+    "SubDfaMemo",
+    "build_nfa",
+    "compile_dfa",
+    "embedded_states",
+]
+
+#: one compile's sub-automata by IR node (:func:`build_nfa`'s ``sub_dfas``; a
+#: :func:`~formcast.limits.cached_work` memo)
+SubDfaMemo = dict[Hashable, CachedWork[SubAutomaton]]
+
+#: fuel of a sub-automaton the compile already built (a lookup: copying it into an NFA is
+#: charged by the NFA construction); every cache whose entries embed sub-automata replays
+#: them with this hit cost
+SUB_DFA_HIT_UNITS = 0
 
 
 def compile_dfa(
@@ -45,7 +68,7 @@ def build_nfa(
     inline: Node | None = None,
     rule_ids: Mapping[str, int] | None = None,
     budget: WorkBudget | None = None,
-    sub_dfas: dict[Node, SubAutomaton] | None = None,
+    sub_dfas: SubDfaMemo | None = None,
 ) -> NFA:
     """Build the NFA of an IR tree (:func:`~.nfa.thompson_nfa`), its sub-automata compiled
     here.
@@ -60,7 +83,7 @@ def build_nfa(
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
-    cache: dict[Node, SubAutomaton] = {} if sub_dfas is None else sub_dfas
+    cache: SubDfaMemo = {} if sub_dfas is None else sub_dfas
 
     def sub_automaton(item: Node) -> SubAutomaton:
         return _sub_dfa(item, limits, budget, cache)
@@ -69,35 +92,53 @@ def build_nfa(
 
 
 #: Sub-automata shared by every compile in the process, keyed by the IR node and the limits;
-#: values are (automaton, fuel its build cost).  What repeats: a JSON string's characters,
-#: large character classes, format pieces.  Bounded in bytes (``CacheLimits().shared_cache_bytes``;
+#: values are :class:`~formcast.limits.CachedWork` (the automaton, the fuel of its own work and
+#: the sub-automata its build embedded).  What repeats: a JSON string's characters, large
+#: character classes, format pieces.  Bounded in bytes (``CacheLimits().shared_cache_bytes``;
 #: a state's transition row is 256 int32, 1 KiB).
-SUB_DFA_CACHE: LruCache[tuple[Node, CompileLimits], tuple[SubAutomaton, int]] = LruCache(
+SUB_DFA_CACHE: LruCache[tuple[Node, CompileLimits], CachedWork[SubAutomaton]] = LruCache(
     1024,
     max_weight=CacheLimits().shared_cache_bytes,
-    weight=lambda entry: 1024 * entry[0].n_states + CACHE_ENTRY_BYTES,
+    weight=lambda entry: 1024 * embedded_states((entry,)) + CACHE_ENTRY_BYTES,
 )
 
 
+def embedded_states(entries: Iterable[CachedWork[SubAutomaton]]) -> int:
+    """States of the sub-automata ``entries`` and the ones they were built on keep alive (each
+    distinct entry once): what a cache entry weighs, since its tree stays replayable
+    (:class:`~formcast.limits.CachedWork`) whatever the cache evicts.  O(tree)."""
+    seen: set[int] = set()
+    stack = list(entries)
+    total = 0
+    while stack:
+        e = stack.pop()
+        if id(e) not in seen:
+            seen.add(id(e))
+            total += e.value.n_states
+            stack.extend(e.children)
+    return total
+
+
 def _sub_dfa(
-    node: Node, limits: CompileLimits, budget: WorkBudget, cache: dict[Node, SubAutomaton]
+    node: Node, limits: CompileLimits, budget: WorkBudget, cache: SubDfaMemo
 ) -> SubAutomaton:
-    """The minimal DFA of ``node`` ready to embed: from the compile's ``cache``, else from
-    :data:`SUB_DFA_CACHE` (charged the fuel its build cost, so whether a compile fits its
-    limits does not depend on what the process compiled before), else built."""
-    sub = cache.get(node)
-    if sub is not None:
-        return sub
-    key = (node, limits)
-    found, hit = SUB_DFA_CACHE.get(key)
-    if found and hit is not None:
-        sub, work = hit
-        budget.spend(work)
-    else:
-        before = budget.used
+    """The minimal DFA of ``node`` ready to embed: from the compile's ``cache`` (free), else
+    from :data:`SUB_DFA_CACHE` (charged what building it would cost in this compile: its own
+    work plus the sub-automata it embeds that this compile has not built yet, which become
+    this compile's; :func:`~formcast.limits.cached_work`), else built.  So whether a compile
+    fits its limits does not depend on what the process compiled before."""
+
+    def build() -> SubAutomaton:
         nfa = build_nfa(node, limits, inline=node, budget=budget, sub_dfas=cache)
         dfa = nfa_to_dfa(nfa, limits, budget=budget)
-        sub = SubAutomaton.of(dfa.table, dfa.accepting, dfa.start)
-        SUB_DFA_CACHE.put(key, (sub, budget.used - before))
-    cache[node] = sub
-    return sub
+        return SubAutomaton.of(dfa.table, dfa.accepting, dfa.start)
+
+    return cached_work(
+        SUB_DFA_CACHE,
+        (node, limits),
+        node,
+        build,
+        cache,
+        hit_units=SUB_DFA_HIT_UNITS,
+        budget=budget,
+    )

@@ -45,11 +45,18 @@ from ..ir.nodes import (
     substitute,
 )
 from ..ir.passes import always_consumes, inline_rules, outline_repeats, rule_fixpoint, rule_sccs
-from ..limits import CACHE_ENTRY_BYTES, CacheLimits, CompileLimits, WorkBudget, check_deadline
+from ..limits import (
+    CACHE_ENTRY_BYTES,
+    CachedWork,
+    CacheLimits,
+    CompileLimits,
+    WorkBudget,
+    cached_work,
+    check_deadline,
+)
 from .analysis import GrammarAnalysis, epsilon_reach, nullable_rules
 from .dfa import DEAD, ByteDFA, nfa_to_dfa
-from .nfa import SubAutomaton
-from .regular import build_nfa
+from .regular import SUB_DFA_HIT_UNITS, SubDfaMemo, build_nfa, embedded_states
 
 __all__ = [
     "RULE_DFA_CACHE",
@@ -181,7 +188,7 @@ def compile_grammar_automaton(
         outline_min_item=_OUTLINE_MIN_ITEM,
     )
     # productivity fixpoint: drop references to rules that can never finish
-    sub_dfas: dict[Node, SubAutomaton] = {}  # shared by every rule's NFA
+    sub_dfas: SubDfaMemo = {}  # shared by every rule's NFA
     while True:
         ids = {n: i for i, n in enumerate(names)}
         dfas = []
@@ -246,16 +253,19 @@ def compile_grammar_automaton(
 
 #: Rule automata shared by every compile in the process: keyed by the rule body (IR nodes
 #: compare structurally and cache their hash), the compile limits and whether it is minimized;
-#: values are (DFA, callee *names* of its call edges, fuel its build cost), so a rule compiled
+#: values are :class:`~formcast.limits.CachedWork` of (DFA, callee *names* of its call edges),
+#: with the fuel of the build's own work and the sub-automata it embedded, so a rule compiled
 #: in one grammar serves another that numbers its rules differently.  What repeats across
 #: compiles is the boilerplate: JSON Schema's "any value" rules, shared definitions, common
 #: string formats.
-RULE_DFA_CACHE: LruCache[tuple[Node, CompileLimits, bool], tuple[ByteDFA, tuple[str, ...], int]] = (
-    LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
-        512,
-        max_weight=CacheLimits().shared_cache_bytes,
-        weight=lambda entry: 1024 * entry[0].num_states + CACHE_ENTRY_BYTES,
-    )
+RULE_DFA_CACHE: LruCache[
+    tuple[Node, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[str, ...]]]
+] = LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
+    512,
+    max_weight=CacheLimits().shared_cache_bytes,
+    weight=lambda entry: (
+        1024 * (entry.value[0].num_states + embedded_states(entry.children)) + CACHE_ENTRY_BYTES
+    ),
 )
 
 
@@ -265,27 +275,36 @@ def _rule_dfa(
     names: list[str],
     limits: CompileLimits,
     budget: WorkBudget,
-    sub_dfas: dict[Node, SubAutomaton],
+    sub_dfas: SubDfaMemo,
     minimize: bool = True,
 ) -> ByteDFA:
     """One rule's DFA, from :data:`RULE_DFA_CACHE` when an equal body was compiled before.
 
-    A hit is charged the fuel its build cost, so whether a compile fits the limits does not
-    depend on what the process compiled before (up to sub-automata that a cold compile would
-    have shared between rules)."""
+    A hit is charged what building it would cost in this compile (its own work, plus the
+    sub-automata it embeds that this compile has not built yet, which then become this
+    compile's: :func:`~formcast.limits.cached_work`), so whether a compile fits the limits
+    does not depend on what the process compiled before."""
+
+    def build() -> tuple[ByteDFA, tuple[str, ...]]:
+        nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
+        dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
+        return dfa, tuple(names[i] for i in dfa.ref_rules)
+
     key = (body, limits, minimize)
-    found, hit = RULE_DFA_CACHE.get(key)
-    if found and hit is not None:
-        dfa, callees, work = hit
-        budget.spend(work)
-        if not callees:
-            return dfa
-        return replace(dfa, ref_rules=tuple(ids[c] for c in callees))
-    before = budget.used
-    nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
-    dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
-    RULE_DFA_CACHE.put(key, (dfa, tuple(names[i] for i in dfa.ref_rules), budget.used - before))
-    return dfa
+    dfa, callees = cached_work(
+        RULE_DFA_CACHE,
+        key,
+        ("rule", key),
+        build,
+        sub_dfas,
+        hit_units=SUB_DFA_HIT_UNITS,
+        budget=budget,
+        memoize=False,
+    )
+    if not callees:
+        return dfa
+    refs = tuple(ids[c] for c in callees)
+    return dfa if refs == dfa.ref_rules else replace(dfa, ref_rules=refs)
 
 
 def _productive_rules(dfas: list[ByteDFA]) -> set[int]:

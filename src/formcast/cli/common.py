@@ -5,7 +5,8 @@
 * The options that several subcommands take (the constraint group, ``--tokenizer``,
   ``--json``, ``--max-tokens``, ``--temperature``), each written once.
 * :func:`read_constraint` reads the ``--schema`` / ``--grammar`` files (fails fast), and
-  :func:`compile_from_args` compiles them with the shared compiler of the vocabulary.
+  :func:`compile_from_args` compiles them with the shared compiler of the vocabulary (a
+  schema's relative ``$ref``s read the files next to it, within ``--ref-root``).
 * :func:`progress` and :func:`timed`: the ``[formcast] ...`` lines on stderr (stdout carries
   only results).
 
@@ -142,6 +143,14 @@ def add_constraint_arguments(p: argparse.ArgumentParser, *, required: bool) -> N
         "or python (re with str patterns: Unicode \\d \\w) (default: %(default)s)",
     )
     p.add_argument(
+        "--ref-root",
+        metavar="DIR",
+        default=None,
+        help="--schema only: the directory that $refs to local files may read (default: the "
+        "schema file's directory); relative $refs resolve against the schema file, never the "
+        "network",
+    )
+    p.add_argument(
         "--lenient",
         action="store_true",
         help="--schema only: ignore keywords formcast cannot enforce instead of failing; each "
@@ -214,6 +223,8 @@ def read_constraint(args: argparse.Namespace) -> tuple[Any, str | None, str]:
                 syntax = "lark"
     if args.lenient and args.schema is None:
         raise ConfigurationError("--lenient applies to --schema only")
+    if getattr(args, "ref_root", None) is not None and args.schema is None:
+        raise ConfigurationError("--ref-root applies to --schema only")
     return schema, grammar, syntax
 
 
@@ -240,9 +251,16 @@ def compile_from_args(
             return comp.compile_builtin_json_grammar()
         if grammar is not None:
             return comp.compile_grammar(grammar, syntax=syntax)
+        from pathlib import Path
+
         from ..frontends.jsonschema.options import JsonSchemaOptions
 
-        return comp.compile_json_schema(schema, JsonSchemaOptions(lenient=args.lenient))
+        opts = JsonSchemaOptions(
+            lenient=args.lenient, local_ref_root=getattr(args, "ref_root", None)
+        )
+        # relative $refs resolve against the schema file (its siblings are read from disk)
+        base = Path(args.schema).absolute() if args.schema is not None else None
+        return comp.compile_json_schema(schema, opts, base_uri=base)
 
     compiled = timed(
         "compiling the constraint ...", compile_it, lambda _, s: f"compiled in {s:.3f} s"

@@ -6,6 +6,7 @@ Subcommands::
     formcast demo                       compile a regex against a real tokenizer, show the mask
                                         and a constrained sample (offline)
     formcast compile C                  compile and print statistics (or the error)
+    formcast compile C --cache-dir D    precompile into a disk cache (with its first masks)
     formcast mask C --prefix P          allowed tokens after a prefix (debugging)
     formcast check C TEXT               does TEXT match? (exit status 0 / 1)
     formcast sample C                   constrained samples from random logits
@@ -61,6 +62,7 @@ from .common import (
 )
 from .eval import add_eval_arguments
 from .generate import add_generate_arguments
+from .precompile import add_cache_arguments
 
 __all__ = ["main"]
 
@@ -170,6 +172,10 @@ def _fullmatch(cg: CompiledGrammar, regex: str, dialect: str, text: bytes) -> bo
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
+    if args.cache_dir is not None:
+        from .precompile import run_precompile
+
+        return run_precompile(args)
     cg = compile_for_tokenizer(args)
     info: dict[str, Any] = {"kind": cg.kind}
     dfa = getattr(cg.program, "dfa", None)  # a context-free grammar has no single DFA
@@ -268,6 +274,7 @@ def _parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compile", help="compile a constraint and print statistics")
     common(c)
+    add_cache_arguments(c)
     c.set_defaults(func=_cmd_compile)
 
     m = sub.add_parser("mask", help="allowed tokens after a prefix")

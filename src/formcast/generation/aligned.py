@@ -43,8 +43,11 @@ the mask (temperature, top-k, top-p: :func:`~formcast.sampling.token_probabiliti
 bitmask), restricted to the allowed tokens.  A state where only stop tokens are allowed is
 complete without a model call and contributes a factor 1 (as in :func:`generate`, and as in
 seed 000's example: "yes" = p(ye) * p(s) = 0.30 * 0.02); forced single tokens do count with
-their model probability.  :func:`exact_conditioned_distribution` enumerates that same
-distribution exactly on small languages.
+their model probability.  ``forced_stop="model"`` instead evaluates the model there and counts
+its stop probability (the "full" target); ``canonical`` removes the tokens that form a pair the
+tokenizer never produces with the previous token (their EFG is 0).
+:func:`exact_conditioned_distribution` enumerates that same distribution exactly on small
+languages.
 
 Lifetime: one :class:`AlignedSampler` per (model, prompt, constraint, parameters); it owns the
 model between its calls (it calls ``model.start``/``model.step``), one sample at a time, not
@@ -66,11 +69,13 @@ from ..index.compiled import CompiledGrammar
 from ..model.protocol import LanguageModel
 from ..runtime.matcher import GrammarMatcher
 from ..sampling import SamplingParams, token_probabilities
+from ..vocab.canonical import CanonicalPairs
 from .loop import parse_output
 from .results import GenerationResult, GenerationTimings
 from .sampler_context import SamplerContext
 
 __all__ = [
+    "FORCED_STOP",
     "AlignedMethod",
     "AlignedSampler",
     "AlignedStats",
@@ -84,6 +89,19 @@ IntArray = npt.NDArray[np.int64]
 
 _COMPLETE = 1.0
 _DEAD = 0.0
+
+FORCED_STOP = ("certain", "model")
+"""How a stop that the grammar forces counts: ``"certain"`` (probability 1, the default, as in
+``generate``) or ``"model"`` (the model's probability of stopping there)."""
+
+
+def check_forced_stop(value: object) -> str:
+    """``value`` if it is one of :data:`FORCED_STOP`, else a :class:`ConfigurationError`."""
+    if value not in FORCED_STOP:
+        raise ConfigurationError(
+            f"forced_stop must be one of {', '.join(map(repr, FORCED_STOP))}, got {value!r}"
+        )
+    return str(value)
 
 
 class EnumerationBudgetError(FormcastError):
@@ -161,9 +179,7 @@ class _Expander:
                 f"{type(compiled).__name__}"
             )
         if not isinstance(params, SamplingParams):
-            raise ConfigurationError(
-                f"params must be SamplingParams, got {type(params).__name__}"
-            )
+            raise ConfigurationError(f"params must be SamplingParams, got {type(params).__name__}")
         if params.is_greedy:
             raise ConfigurationError(
                 "grammar-aligned sampling needs temperature > 0 (greedy decoding has no "
@@ -184,6 +200,8 @@ class _Expander:
         self.stop_flags[list(vocab.stop_token_ids)] = True
         self.calls = 0
         self.charge: Callable[[], None] | None = None  # called before each model call
+        self.canonical: CanonicalPairs | None = None  # canonical=True: the pair rows
+        self.forced_stop = "certain"  # or "model": p(stop | y) multiplied in at forced stops
         self.call_times: list[float] = []
         self._model_seq: list[int] | None = None  # what the model evaluated, within one sample
 
@@ -199,7 +217,7 @@ class _Expander:
         if allowed.size == 0:
             return _DEAD
         stops = self.stop_flags[allowed]
-        if stops.all():
+        if stops.all() and self.forced_stop == "certain":
             return _COMPLETE  # only stop tokens: complete without a model call (as generate)
         if depth >= self.max_tokens and not stops.any():
             return _DEAD
@@ -221,6 +239,8 @@ class _Expander:
         self._model_seq = seq
         probs = token_probabilities(logits, None, self.params)
         ids = matcher.allowed_token_ids().astype(np.int64)
+        if self.canonical is not None and path:  # pairs the tokenizer never produces: dead
+            ids = self.canonical.restrict_ids(path[-1], ids)
         return _Node(
             ids, probs[ids].astype(np.float64), self.stop_flags[ids], len(path) >= self.max_tokens
         )
@@ -237,6 +257,12 @@ class AlignedSampler:
         max_tokens: text tokens per output; a path that needs more is discarded (EFG 0).
         charge: called before every model call (a budget hook: it may raise to stop).
         max_attempts: descents allowed per :meth:`sample_one` call before giving up.
+        canonical: ``canonical=True``'s pair test: a token that forms a pair the tokenizer
+            never produces with the previous one is dead (EFG 0), so the target becomes
+            p(y | y in L, y canonical).
+        forced_stop: ``"certain"`` (a stop the grammar forces has probability 1, no model
+            call) or ``"model"`` (the model's probability of a stop token there is multiplied
+            in: one model call per such leaf); see docs/sampling.md, "Which target".
 
     Raises:
         ConfigurationError: greedy params, ``max_tokens < 1``, an empty prompt, not a
@@ -253,11 +279,15 @@ class AlignedSampler:
         *,
         max_attempts: int = 1000,
         charge: Callable[[], None] | None = None,
+        canonical: CanonicalPairs | None = None,
+        forced_stop: str = "certain",
     ) -> None:
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
             raise ConfigurationError(f"max_attempts must be an int >= 1, got {max_attempts!r}")
         self._x = _Expander(model, prompt_ids, compiled, params or SamplingParams(), max_tokens)
         self._x.charge = charge
+        self._x.canonical = canonical
+        self._x.forced_stop = check_forced_stop(forced_stop)
         self._root: _Node | float | None = None
         self.max_attempts = max_attempts
         self.stats = AlignedStats()
@@ -365,9 +395,7 @@ class AlignedSampler:
             node.efg = float(np.dot(node.probs, node.child_efg))
             value = node.efg
 
-    def _result(
-        self, ids: list[int], stop: int | None, t0: float, calls0: int
-    ) -> GenerationResult:
+    def _result(self, ids: list[int], stop: int | None, t0: float, calls0: int) -> GenerationResult:
         x = self._x
         raw = x.model.vocab.decode(ids)
         text = raw.decode("utf-8", errors="replace")
@@ -430,8 +458,8 @@ class AlignedMethod:
     def __init__(self, ctx: SamplerContext) -> None:
         if ctx.compiled is None:
             raise ConfigurationError(
-                "method='aligned' needs a constraint (schema=, regex=, grammar= or compiled=); "
-                "without one, plain sampling already follows the model"
+                "method='aligned' needs a constraint (schema=, regex=, grammar=, constraint= "
+                "or compiled=); without one, plain sampling already follows the model"
             )
         self.ctx = ctx
         self._drawn = 0
@@ -443,6 +471,8 @@ class AlignedMethod:
             ctx.max_tokens,
             max_attempts=max(ctx.max_model_calls, 1),
             charge=self._charge,
+            canonical=ctx.canonical,
+            forced_stop=ctx.forced_stop,
         )
 
     def _charge(self) -> None:
@@ -499,6 +529,8 @@ def exact_conditioned_distribution(
     *,
     max_nodes: int = 100_000,
     min_probability: float = 0.0,
+    canonical: CanonicalPairs | None = None,
+    forced_stop: str = "certain",
 ) -> ConditionedDistribution:
     """Enumerate every valid output and its probability: the target of the samplers' tests.
 
@@ -508,6 +540,11 @@ def exact_conditioned_distribution(
     ``max_tokens`` text tokens are not valid (after ``max_tokens`` text tokens only an allowed
     stop token, with its model probability, may follow).  Branches whose probability is ``0``
     (or below ``min_probability``, which makes the result approximate) are pruned.
+
+    ``forced_stop="model"`` multiplies in the model's stop probability where the grammar
+    forces the stop (the "full" target, p(y + stop)); the default ``"certain"`` does not.
+    With ``canonical``, a token forming a pair the tokenizer never produces with the previous
+    one is not followed: the distribution is p(y | y in L, y canonical).
 
     Cost: one model call per prefix expanded (``model.start`` of the whole prefix), exponential
     in the length of the language; for toy models and small enumerable constraints only (the
@@ -520,6 +557,8 @@ def exact_conditioned_distribution(
         ConfigurationError: as :class:`AlignedSampler`.
     """
     x = _Expander(model, prompt_ids, compiled, params or SamplingParams(), max_tokens)
+    x.canonical = canonical
+    x.forced_stop = check_forced_stop(forced_stop)
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
         raise ConfigurationError(f"max_nodes must be an int >= 1, got {max_nodes!r}")
     found: dict[tuple[int, ...], float] = {}

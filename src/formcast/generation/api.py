@@ -55,7 +55,7 @@ import functools
 import inspect
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ..errors import (
     ConfigurationError,
@@ -65,6 +65,7 @@ from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
 from ..model.protocol import LanguageModel
 from ..sampling import SamplingParams
+from ..vocab.canonical import CanonicalPairs
 from .conditioned import ConditionedSampler
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
@@ -81,6 +82,10 @@ from .inputs import (
 )
 from .loop import decode
 from .results import GenerationResult
+from .tokenization import canonical_pairs_for, heal_prompt
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..constraints.core import Constraint
 
 __all__ = ["generate", "stream"]
 
@@ -89,7 +94,7 @@ _perf = time.perf_counter
 
 _CONDITIONED_OPTIONS = (
     *("schema", "regex", "grammar", "grammar_syntax", "compiled", "max_tokens", "top_p"),
-    *("chat", "system", "compiler", "dialect"),
+    *("chat", "system", "compiler", "dialect", "canonical", "constraint"),
 )
 """The options of :func:`generate` that :class:`ConditionedSampler` takes as they are."""
 
@@ -105,6 +110,11 @@ def _conditioned_sample(
         )
     if options.get("top_k", 0) != 0:
         raise ConfigurationError(f"top_k is not supported with sampling={sampling!r}: use top_p")
+    if options.get("token_healing", False):
+        raise ConfigurationError(
+            f"token_healing is supported with sampling='mask' only, got sampling={sampling!r}: "
+            "end the prompt where the constraint starts, or use sampling='mask'"
+        )
     temperature = options.get("temperature", 0.0)
     if temperature == 0.0:
         raise ConfigurationError(
@@ -137,6 +147,9 @@ def _prepare(
     compiler: GrammarCompiler | None = None,
     dialect: str = DEFAULT_REGEX_DIALECT,
     sampling: str = "mask",
+    canonical: bool = False,
+    token_healing: bool = False,
+    constraint: Constraint | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """Validate everything and compile, then return the (not yet started) decoding loop.
 
@@ -156,7 +169,9 @@ def _prepare(
     rng = _seeded_rng(seed)
     stops = _stop_strings(stop)
     if compiled is not None:
-        cg: CompiledGrammar | None = _check_compiled(compiled, lm, schema, regex, grammar)
+        cg: CompiledGrammar | None = _check_compiled(
+            compiled, lm, schema, regex, grammar, constraint
+        )
         compile_s = 0.0
     else:
         t_compile = _perf()
@@ -168,12 +183,48 @@ def _prepare(
             grammar_syntax=grammar_syntax,
             compiler=compiler,
             dialect=dialect,
+            constraint=constraint,
         )
         compile_s = _perf() - t_compile if cg is not None else 0.0
     ids = _prompt_ids(lm, prompt, chat=chat, system=system)
     _check_context(lm, ids, max_tokens)
+    pairs = _canonical_option(lm, cg, canonical)
+    if not isinstance(token_healing, bool):
+        raise ConfigurationError(f"token_healing must be a bool, got {token_healing!r}")
+    healed = b""
+    if token_healing:
+        ids, healed = heal_prompt(lm.vocab, ids)
     schema_class = pydantic_model_class(schema) if cg is not None else None
-    return decode(lm, ids, cg, params, rng, max_tokens, stops, compile_s, t_call, schema_class)
+    return decode(
+        lm,
+        ids,
+        cg,
+        params,
+        rng,
+        max_tokens,
+        stops,
+        compile_s,
+        t_call,
+        schema_class,
+        canonical=pairs,
+        healed=healed,
+    )
+
+
+def _canonical_option(
+    lm: LanguageModel, compiled: CompiledGrammar | None, canonical: object
+) -> CanonicalPairs | None:
+    """The model's :class:`CanonicalPairs` for ``canonical=True`` (``None`` for ``False``)."""
+    if not isinstance(canonical, bool):
+        raise ConfigurationError(f"canonical must be a bool, got {canonical!r}")
+    if not canonical:
+        return None
+    if compiled is None:
+        raise ConfigurationError(
+            "canonical=True needs a constraint (schema=, regex=, grammar=, constraint= or "
+            "compiled=): unconstrained sampling follows the model's own tokenization"
+        )
+    return canonical_pairs_for(lm)
 
 
 _P = ParamSpec("_P")
@@ -223,6 +274,8 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
             when ``finish_reason == "completed"``.
         regex: a regular expression the whole output must match, in ``dialect``.
         grammar: a GBNF (or ``grammar_syntax="lark"``) grammar, or ``"json"`` for any JSON.
+        constraint: a constraint object built with :mod:`formcast.constraints`
+            (combinators such as ``seq("Answer: ", json(schema))``, state machines).
         compiled: a constraint compiled beforehand with ``GrammarCompiler(model.vocab)``.
         max_tokens: the budget of text tokens (``>= 0``).
         temperature, top_k, top_p: the sampler chain, applied after the mask
@@ -241,6 +294,16 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
             needs ``temperature > 0``, no ``stop``/``top_k``; may raise
             :class:`~formcast.errors.SamplingBudgetError`) or ``"aligned"``
             (grammar-aligned).  ``stream`` supports ``"mask"`` only.
+        canonical: mask, after each output token, the tokens the tokenizer never puts after
+            it (``encode(a + b) != [a, b]``; needs a constraint and a model with
+            ``encode_bytes``; see :mod:`formcast.generation.tokenization` for what it
+            guarantees).  With ``"mask"`` a state where the test forbids every allowed token
+            ends as ``"dead_end"``; ``"exact"`` samples p(y | y in L, y canonical).
+        token_healing: back off the prompt's last (text) token and make the output re-spell
+            its bytes first, so that the model may merge them with what follows
+            (``"mask"`` only).  ``result.prompt_ids`` is the prompt after the back-off,
+            ``result.token_ids`` every generated token, ``result.text`` / ``raw`` exclude the
+            removed bytes (the constraint applies to ``text`` as without healing).
 
     Returns:
         A :class:`GenerationResult` (``finish_reason`` says how it ended).  The output is

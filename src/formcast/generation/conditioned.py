@@ -44,7 +44,12 @@ mask), ``p(y) = prod_t p(y_t | y_<t)``, restricted to the set ``L`` of *complete
 outputs and renormalized: ``p(y | y in L) = p(y) 1[y in L] / Z`` with ``Z = p(L)``.  ``y`` is
 complete when it ends with a stop token the grammar allows (its probability ``p(stop | y)``
 is the model's) or when the grammar allows nothing but a stop token (the output ends there,
-as in ``generate``: no model call, factor 1).  ``max_tokens`` bounds the text tokens: the
+as in ``generate``: no model call, factor 1; ``forced_stop="model"`` multiplies in the model's
+stop probability there instead, at one model call per such leaf -- docs/sampling.md, "Which
+target", says why the default is 1).  ``canonical=True`` also kills every token that forms a
+pair the tokenizer never produces with the previous one (:mod:`formcast.generation.tokenization`):
+that mass is dead like any forbidden token, and the target becomes p(y | y in L, y
+canonical).  ``max_tokens`` bounds the text tokens: the
 target is ``p(y | y in L, |y| <= max_tokens)`` (a prefix of ``max_tokens`` text tokens may
 still end with a stop token; any other continuation is dead).
 
@@ -85,7 +90,7 @@ calls for the same model, prompt and constraint; it is not thread-safe.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -95,7 +100,7 @@ from ..index.compiler import GrammarCompiler
 from ..model.protocol import LanguageModel, Logits
 from ..runtime.matcher import GrammarMatcher
 from ..sampling import SamplingParams
-from .aligned import AlignedMethod
+from .aligned import AlignedMethod, check_forced_stop
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
@@ -115,6 +120,10 @@ from .sampler_context import (
     SamplingMethod,
     next_token_distribution,
 )
+from .tokenization import canonical_pairs_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..constraints.core import Constraint
 
 __all__ = [
     "METHODS",
@@ -236,6 +245,15 @@ class PrefixTrie:
                 )
         return matcher.allowed_token_ids()
 
+    def _canonical(self, node: TrieNode, allowed_ids: np.ndarray | None) -> np.ndarray | None:
+        """``allowed_ids`` without the tokens that form a non-canonical pair with the node's
+        last token (``canonical=True``; the grammar's forced stops are decided before)."""
+        pairs = self.ctx.canonical
+        if pairs is None or allowed_ids is None or node.token < 0:
+            return allowed_ids
+        restricted: np.ndarray = pairs.restrict_ids(node.token, allowed_ids)
+        return restricted
+
     def expand(self, node: TrieNode) -> None:
         """Fill ``node`` (the walk's current node): mask first, then (if needed) one model call.
 
@@ -250,8 +268,17 @@ class PrefixTrie:
             node.expanded, node.dead = True, True
             self._set_live(node, 0.0)
             return
-        if allowed_ids is not None and bool(stop[allowed_ids].all()):
+        if (
+            allowed_ids is not None
+            and bool(stop[allowed_ids].all())
+            and self.ctx.forced_stop == "certain"
+        ):
             node.expanded, node.complete = True, True
+            return
+        allowed_ids = self._canonical(node, allowed_ids)
+        if allowed_ids is not None and allowed_ids.size == 0:  # canonical=True: a dead end
+            node.expanded, node.dead = True, True
+            self._set_live(node, 0.0)
             return
         at_budget = node.depth >= self.ctx.max_tokens
         if at_budget and allowed_ids is not None and not bool(stop[allowed_ids].any()):
@@ -429,6 +456,7 @@ class MaskMethod:
             ctx.compile_s,
             t_call,
             ctx.schema_class,
+            canonical=ctx.canonical,
         )
         while True:
             try:
@@ -449,7 +477,8 @@ class ConditionedSampler:
     Args:
         model: a model wrapper or a model name (see :func:`~formcast.generation.generate`).
         prompt: text, chat messages or token ids (as in ``generate``).
-        schema, regex, grammar, compiled: exactly one constraint (as in ``generate``).
+        schema, regex, grammar, constraint, compiled: exactly one constraint (as in
+            ``generate``).
         method: ``"exact"`` (i.i.d. from the model conditioned on the constraint; cost grows
             as the valid mass shrinks), ``"aligned"`` (approaches it as samples accumulate),
             ``"mask"`` (per-step masking: cheapest, biased).
@@ -458,6 +487,16 @@ class ConditionedSampler:
         max_tokens: the most text tokens of an output (the target is conditioned on it).
         max_model_calls: the budget of model calls over the sampler's life.
         chat, system, compiler, grammar_syntax, dialect: as in ``generate``.
+        canonical: mask token pairs the tokenizer never produces (``encode(a + b) != [a, b]``,
+            :mod:`formcast.generation.tokenization`; needs ``model.encode_bytes``).  For
+            ``"exact"`` the target becomes p(y | y in L, y canonical); for ``"aligned"`` the
+            same target is approached; ``"mask"`` may end in ``"dead_end"`` where the test
+            forbids every token the grammar allows.
+        forced_stop: where the grammar allows nothing but a stop token, ``"certain"`` (the
+            default: the output ends there with probability 1, no model call, as in
+            ``generate``) or ``"model"`` (the model's probability of a stop token there is
+            multiplied in: the target becomes p(y + stop | valid); one more model call per
+            complete output).  ``"mask"`` samples the same either way.
 
     Raises:
         ConfigurationError: a bad argument (unknown method, no constraint, bad numbers).
@@ -483,6 +522,9 @@ class ConditionedSampler:
         compiler: GrammarCompiler | None = None,
         grammar_syntax: str = "gbnf",
         dialect: str = DEFAULT_REGEX_DIALECT,
+        canonical: bool = False,
+        constraint: Constraint | None = None,
+        forced_stop: str = "certain",
     ) -> None:
         if method not in METHODS:
             raise ConfigurationError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -499,7 +541,9 @@ class ConditionedSampler:
         params = SamplingParams(temperature=temperature, top_p=top_p)
         t0 = _perf()
         if compiled is not None:
-            cg: CompiledGrammar | None = _check_compiled(compiled, lm, schema, regex, grammar)
+            cg: CompiledGrammar | None = _check_compiled(
+                compiled, lm, schema, regex, grammar, constraint
+            )
         else:
             cg, _ = compile_constraint(
                 lm.vocab,
@@ -509,15 +553,25 @@ class ConditionedSampler:
                 grammar_syntax=grammar_syntax,
                 compiler=compiler,
                 dialect=dialect,
+                constraint=constraint,
             )
         compile_s = _perf() - t0 if compiled is None else 0.0
         if cg is None and method != "mask":
             raise ConfigurationError(
-                f"method={method!r} needs a constraint: give schema=, regex=, grammar= or "
-                "compiled= (without one, plain sampling already follows the model)"
+                f"method={method!r} needs a constraint: give schema=, regex=, grammar=, "
+                "constraint= or compiled= (without one, plain sampling already follows the model)"
             )
         ids = _prompt_ids(lm, prompt, chat=chat, system=system)
         _check_context(lm, ids, max_tokens)
+        if not isinstance(canonical, bool):
+            raise ConfigurationError(f"canonical must be a bool, got {canonical!r}")
+        if canonical and cg is None:
+            raise ConfigurationError(
+                "canonical=True needs a constraint (schema=, regex=, grammar=, constraint= or "
+                "compiled=)"
+            )
+        pairs = canonical_pairs_for(lm) if canonical else None
+        stop_rule = check_forced_stop(forced_stop)
         from ..frontends.jsonschema.source import pydantic_model_class
 
         self.method = method
@@ -532,6 +586,8 @@ class ConditionedSampler:
             stats=self.stats,
             compile_s=compile_s,
             schema_class=pydantic_model_class(schema) if cg is not None else None,
+            canonical=pairs,
+            forced_stop=stop_rule,
         )
         self._method: SamplingMethod
         if method == "exact":

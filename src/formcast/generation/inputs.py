@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from ..index.compiler import GrammarCompiler
 from ..model.chat import Message
 from ..model.protocol import LanguageModel
 from ..vocab.vocabulary import Vocabulary
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..constraints.core import Constraint
 
 __all__ = [
     "DEFAULT_REGEX_DIALECT",
@@ -73,6 +76,7 @@ def compile_constraint(
     grammar_syntax: str = "gbnf",
     compiler: GrammarCompiler | None = None,
     dialect: str = DEFAULT_REGEX_DIALECT,
+    constraint: Constraint | None = None,
 ) -> tuple[CompiledGrammar | None, str | None]:
     """Compile at most one constraint for ``vocab``; returns ``(compiled, kind)``.
 
@@ -86,23 +90,34 @@ def compile_constraint(
         dialect: the dialect of ``regex``: ``"ecma"`` (default: ECMA-262 with the ``u`` flag,
             ASCII ``\\d \\w \\s``, as JSON Schema ``pattern``) or ``"python"`` (``re``: Unicode
             ``\\d`` admits ``٣``); see docs/regex.md.
+        constraint: a constraint object built with :mod:`formcast.constraints`
+            (combinators, state machines; ``GrammarCompiler.compile``).
 
     Returns:
         ``(None, None)`` when no constraint is given; ``kind`` is the compiled grammar's kind
-        (``"regex"``, ``"json_schema"``, ``"builtin_json"``, ``"gbnf"``, ``"lark"``).
+        (``"regex"``, ``"json_schema"``, ``"builtin_json"``, ``"gbnf"``, ``"lark"``,
+        ``"constraint"``).
 
     Raises:
         ConfigurationError: more than one constraint, or a schema that is not JSON (read
             once, by :func:`~formcast.frontends.jsonschema.source.load_schema`).
         GrammarError: the constraint does not compile (syntax, unsupported feature, limits).
     """
-    named = (("schema", schema), ("regex", regex), ("grammar", grammar))
+    named = (
+        ("schema", schema),
+        ("regex", regex),
+        ("grammar", grammar),
+        ("constraint", constraint),
+    )
     given = [n for n, v in named if v is not None]
     if len(given) > 1:
         raise ConfigurationError(f"give at most one constraint, got {', '.join(given)}")
     if not given:
         return None, None
     comp = compiler if compiler is not None else get_compiler(vocab)
+    if constraint is not None:
+        cg = comp.compile(constraint)  # (checks that it is a constraint object)
+        return cg, cg.kind
     if regex is not None:
         if not isinstance(regex, str):
             raise ConfigurationError(f"regex must be str, got {type(regex).__name__}")
@@ -232,7 +247,7 @@ def _check_compiled(compiled: Any, model: LanguageModel, *constraints: Any) -> C
     """``compiled=`` given instead of a constraint: alone, a CompiledGrammar, for the model's
     vocabulary."""
     if any(v is not None for v in constraints):
-        raise ConfigurationError("give either compiled= or one of schema/regex/grammar")
+        raise ConfigurationError("give either compiled= or one of schema/regex/grammar/constraint")
     if not isinstance(compiled, CompiledGrammar):
         raise ConfigurationError(
             f"compiled must be a CompiledGrammar, got {type(compiled).__name__}"

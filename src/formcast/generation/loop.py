@@ -40,8 +40,10 @@ from ..index.compiled import CompiledGrammar
 from ..model.protocol import LanguageModel, Logits
 from ..runtime.matcher import GrammarMatcher
 from ..sampling import SamplingParams, sample_token
+from ..vocab.canonical import CanonicalPairs
 from ..vocab.vocabulary import Vocabulary
 from .results import FinishReason, GenerationResult, GenerationTimings
+from .tokenization import TokenHealing, canonical_dead_end
 
 __all__ = [
     "JSON_KINDS",
@@ -102,6 +104,7 @@ class _ConstraintSide:
 
     __slots__ = (
         "bitmask",
+        "canonical",
         "diagnostic",
         "end",
         "mask_times",
@@ -112,8 +115,11 @@ class _ConstraintSide:
         "stop_token",
     )
 
-    def __init__(self, compiled: CompiledGrammar, vocab: Vocabulary) -> None:
+    def __init__(
+        self, compiled: CompiledGrammar, vocab: Vocabulary, canonical: CanonicalPairs | None = None
+    ) -> None:
         self.matcher = GrammarMatcher(compiled)
+        self.canonical = canonical
         self.bitmask = allocate_token_bitmask(1, vocab.vocab_size)
         self.row = self.bitmask[0]
         stop_ids = vocab.stop_token_ids
@@ -125,12 +131,23 @@ class _ConstraintSide:
         self.stop_token: int | None = None
         self.diagnostic: DeadEndDiagnostic | None = None
 
-    def next_allowed(self) -> np.ndarray | None:
-        """The ids allowed next (sorted), or ``None`` when the constraint ends the output."""
+    def next_allowed(self, prev: int = -1) -> np.ndarray | None:
+        """The ids allowed next (sorted), or ``None`` when the constraint ends the output.
+
+        ``prev``: the previous output token (``-1``: none), for ``canonical``'s pair rows."""
         matcher = self.matcher
         tm = _perf()
         ok = matcher.fill_next_token_bitmask(self.bitmask)
         allowed = cached_allowed_ids(self.row)
+        canonical = self.canonical
+        if ok and canonical is not None and prev >= 0 and allowed.size:
+            canonical.restrict_bitmask(prev, self.row, allowed)
+            allowed = cached_allowed_ids(self.row)
+            if allowed.size == 0:
+                self.mask_times.append(_perf() - tm)
+                self.diagnostic = canonical_dead_end(matcher, canonical.vocab, prev)
+                self.end = "dead_end"
+                return None
         if ok and allowed.size <= self.n_stops and self.stop_flags[allowed].all():
             # only stop tokens: the output is complete, no model call
             self.stop_token = int(allowed[0])
@@ -247,18 +264,22 @@ class _Output:
 
     __slots__ = (
         "decoder",
+        "diagnostic",
         "emitted",
         "ids",
         "n_forced",
         "raw",
         "scanner",
+        "skip",
         "stop_token",
         "ttft",
         "vocab",
     )
 
-    def __init__(self, vocab: Vocabulary, stops: tuple[str, ...]) -> None:
+    def __init__(self, vocab: Vocabulary, stops: tuple[str, ...], skip: int = 0) -> None:
         self.vocab = vocab
+        self.skip = skip  # leading bytes that are not output (token healing's removed text)
+        self.diagnostic: DeadEndDiagnostic | None = None
         self.ids: list[int] = []
         self.raw = bytearray()
         self.emitted: list[str] = []
@@ -272,6 +293,10 @@ class _Output:
         """Append a text token: ``(text safe to emit, stop string found)``."""
         self.ids.append(tok)
         data = self.vocab.token_bytes(tok)
+        if self.skip:
+            cut = min(self.skip, len(data))
+            data = data[cut:]
+            self.skip -= cut
         self.raw += data
         piece = self.decoder.decode(data)
         if not piece:
@@ -333,18 +358,32 @@ def decode(
     compile_s: float,
     t_call: float,
     schema_class: Any = None,
+    *,
+    canonical: CanonicalPairs | None = None,
+    healed: bytes = b"",
 ) -> Generator[str, None, GenerationResult]:
     """The decoding loop: yields the text pieces, returns the :class:`GenerationResult`.
 
     ``compile_s`` and ``t_call`` (the :func:`time.perf_counter` of the call) go into the
-    timings; ``schema_class`` (a Pydantic model class) gives ``result.parsed``.  Nothing runs
-    until the first item is requested; the generator lives for one generation."""
+    timings; ``schema_class`` (a Pydantic model class) gives ``result.parsed``.  ``canonical``
+    ANDs its pair rows into every mask after the first output token; ``healed`` (token
+    healing: the bytes of the prompt token backed off, ``prompt_ids`` being the prompt
+    without it) must be re-spelled first and is left out of the text (see
+    :mod:`formcast.generation.tokenization`).  Nothing runs until the first item is requested;
+    the generator lives for one generation."""
     vocab = model.vocab
-    constraint = _ConstraintSide(compiled, vocab) if compiled is not None else None
-    out = _Output(vocab, stops)
+    if canonical is not None and compiled is None:
+        raise FormcastError(  # pragma: no cover - generate() checks it first
+            "internal error: canonical masking needs a constraint"
+        )
+    constraint = _ConstraintSide(compiled, vocab, canonical) if compiled is not None else None
+    out = _Output(vocab, stops, len(healed))
+    healing = TokenHealing(vocab, healed) if healed else None
     logits, prefill_s = prefill(model, prompt_ids, compiled)
     sampler = _ModelSide(model, logits, params, rng)
-    reason = yield from _steps(constraint, sampler, out, vocab.stop_token_ids, max_tokens, t_call)
+    reason = yield from _steps(
+        constraint, sampler, out, vocab.stop_token_ids, max_tokens, t_call, healing, canonical
+    )
     if reason != "stop":
         tail, hit = out.finish()
         if hit:
@@ -388,7 +427,13 @@ def _result(
         value=value,
         parsed=parsed,
         parse_error=parse_error,
-        diagnostic=constraint.diagnostic if constraint is not None else None,
+        diagnostic=(
+            out.diagnostic
+            if out.diagnostic is not None
+            else constraint.diagnostic
+            if constraint is not None
+            else None
+        ),
         stop_token_id=out.stop_token,
         constraint=kind,
         prompt_ids=tuple(prompt_ids),
@@ -403,15 +448,33 @@ def _steps(
     stop_ids: frozenset[int],
     max_tokens: int,
     t_call: float,
+    healing: TokenHealing | None = None,
+    canonical: CanonicalPairs | None = None,
 ) -> Generator[str, None, FinishReason]:
     """One token per iteration (mask, budget, forced or sampled token, accept, text) until the
     output ends; yields the safe text pieces, returns the finish reason.  A stop token ends
-    the output without counting as text (``out.stop_token``)."""
+    the output without counting as text (``out.stop_token``).  While ``healing`` is active the
+    allowed tokens are the healing ones (pair-tested too), and the matcher only sees the bytes
+    past the removed text."""
     out_ids = out.ids
+    matcher = constraint.matcher if constraint is not None else None
     while True:
         allowed: np.ndarray | None = None
-        if constraint is not None:
-            allowed = constraint.next_allowed()
+        prev = out_ids[-1] if out_ids else -1
+        healing_now = healing is not None and healing.active
+        if healing_now:
+            assert healing is not None
+            allowed = healing.allowed(matcher)
+            if canonical is not None and prev >= 0:
+                allowed = canonical.restrict_ids(prev, allowed)
+            if allowed.size == 0:
+                if canonical is not None and prev >= 0:
+                    out.diagnostic = canonical_dead_end(matcher, canonical.vocab, prev)
+                else:  # pragma: no cover - the backed-off token itself always re-spells it
+                    out.diagnostic = _healing_dead_end(matcher, out.vocab, healing.remaining)
+                return "dead_end"
+        elif constraint is not None:
+            allowed = constraint.next_allowed(prev)
             if allowed is None:  # only stop tokens allowed, or none at all
                 out.stop_token = constraint.stop_token
                 return constraint.end
@@ -424,7 +487,10 @@ def _steps(
             tok = sampler.next_token(allowed)
         if not out_ids:
             out.ttft = _perf() - t_call
-        if constraint is not None:
+        if healing_now:
+            assert healing is not None
+            healing.accept(tok, matcher)
+        elif constraint is not None:
             constraint.accept(tok)
         if tok in stop_ids:
             out.stop_token = tok
@@ -435,6 +501,26 @@ def _steps(
             yield safe
         if hit:
             return "stop"
+
+
+def _healing_dead_end(
+    matcher: GrammarMatcher | None, vocab: Vocabulary, remaining: bytes
+) -> DeadEndDiagnostic:
+    """No token re-spells the removed prompt text and continues into the constraint."""
+    return DeadEndDiagnostic(
+        state=matcher.state if matcher is not None else None,
+        prefix=b"",
+        expected=f"a token that continues the healed prompt text {remaining!r}",
+        expected_bytes=(),
+        accepting=False,
+        vocabulary_fingerprint=vocab.fingerprint,
+        reason=(
+            f"token_healing=True: no token of vocabulary {vocab.name!r} starts the output with "
+            f"the removed prompt bytes {remaining!r} and continues into the constraint; use "
+            "token_healing=False, or end the prompt where the constraint can start"
+        ),
+        extra={"healed_remaining": remaining},
+    )
 
 
 def parse_output(
@@ -452,9 +538,13 @@ def parse_output(
     if kind not in JSON_KINDS:
         return None, None, None
     if reason != "completed":
-        return None, None, (
-            f"no JSON value: finish_reason is {reason!r}, the text is an unfinished prefix "
-            "of a document"
+        return (
+            None,
+            None,
+            (
+                f"no JSON value: finish_reason is {reason!r}, the text is an unfinished prefix "
+                "of a document"
+            ),
         )
     try:
         value = json.loads(text)

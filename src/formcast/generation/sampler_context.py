@@ -19,6 +19,7 @@ from ..errors import SamplingBudgetError
 from ..index.compiled import CompiledGrammar
 from ..model.protocol import LanguageModel, Logits
 from ..sampling import SamplingParams, token_probabilities
+from ..vocab.canonical import CanonicalPairs
 from .loop import parse_output
 from .results import GenerationResult, GenerationTimings
 
@@ -103,6 +104,8 @@ class SamplerContext:
     stats: SamplerStats
     compile_s: float = 0.0
     schema_class: Any = None
+    canonical: CanonicalPairs | None = None  # canonical=True: the model's pair test
+    forced_stop: str = "certain"  # or "model" (see aligned.FORCED_STOP)
 
     def charge_model_call(self, samples_so_far: int) -> None:
         """Count one model call; raise :class:`SamplingBudgetError` when the budget is spent."""

@@ -51,7 +51,7 @@ from ..limits import (
 )
 from ..vocab.trie import TokenTrie
 from ..vocab.vocabulary import Vocabulary
-from .program import LimitStop
+from .program import LimitStop, mask_weight
 
 __all__ = ["CfgProgram", "Classification"]
 
@@ -135,18 +135,22 @@ class _ExitSplitClassifier:
     construction: two augmented tables, the cut copies and one equivalence pass
     (O(lexer states x 256) each, charged to the compile's fuel by the caller); one walk per
     new class plus one walk of the exit-byte tokens per new start state.
+
+    The augmented tables and the cut copies (``_derived``) are functions of the lexer: a
+    serialized grammar (:mod:`formcast.index.serialize`) omits them and rebuilds them on the
+    first walk after loading (a loaded grammar whose masks are cached never needs them).
     """
+
+    #: attributes :mod:`formcast.index.serialize` writes as None (rebuilt on first use)
+    _serialize_omit = frozenset({"_derived"})
 
     __slots__ = (
         "_by_class",
         "_by_start",
         "_class_rep",
-        "_cut",
-        "_cut_aug",
-        "_cut_split",
+        "_derived",
         "_digest_class",
         "_exit",
-        "_lex_aug",
         "_lex_class",
         "_lock",
         "_vocab",
@@ -164,28 +168,15 @@ class _ExitSplitClassifier:
         self.lexer = lexer
         self.exit_byte = exit_byte
         self._vocab = vocab
-        # the steps below are single numpy passes over the lexer: the compile's deadline is
-        # checked between them (a large lexer takes a tenth of a second per pass)
-        check_deadline()
-        self._lex_aug = _augmented_table(lexer.table, lexer.split)
-        check_deadline()
+        self._derived: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        _, cut, cut_split, _ = self._derive()
         # the exit byte's tokens: (their trie, their string indices, per string: has it)
         self._exit: tuple[TokenTrie, np.ndarray, np.ndarray] | None = None
-        if exit_byte is None:  # nothing cut: the cut lexer is the lexer
-            cut, cut_split, self._cut_aug = lexer.table, lexer.split, self._lex_aug
-        else:
-            cut = lexer.table.copy()
-            cut[:, exit_byte] = DEAD
-            cut_split = lexer.split.copy()
-            cut_split[:, exit_byte] = False
-            check_deadline()
-            self._cut_aug = _augmented_table(cut, cut_split)
-            check_deadline()
+        if exit_byte is not None:
             exit_trie, exit_idx = vocab.trie.with_byte(exit_byte)
             has_exit = np.zeros(vocab.trie.num_strings + 1, dtype=bool)
             has_exit[exit_idx] = True
             self._exit = exit_trie, exit_idx, has_exit
-        self._cut, self._cut_split = cut, cut_split
         # start positions with the same (cut) future over the longest token share that
         # walk: states labelled by their outgoing split flags (a Mealy machine whose
         # outputs are the flags), so that equal futures mean equal augmented walks
@@ -206,6 +197,43 @@ class _ExitSplitClassifier:
         self._by_start: dict[int, Classification] = {}
         self._by_class: dict[int, Classification] = {}
         self._lock = threading.Lock()
+
+    def _derive(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(lexer's augmented table, cut table, cut split flags, cut augmented table)``,
+        built once (single numpy passes over the lexer: a compile's deadline is checked
+        between them; a large lexer takes a tenth of a second per pass)."""
+        lexer, exit_byte = self.lexer, self.exit_byte
+        check_deadline()
+        lex_aug = _augmented_table(lexer.table, lexer.split)
+        check_deadline()
+        if exit_byte is None:  # nothing cut: the cut lexer is the lexer
+            derived = (lex_aug, lexer.table, lexer.split, lex_aug)
+        else:
+            cut = lexer.table.copy()
+            cut[:, exit_byte] = DEAD
+            cut_split = lexer.split.copy()
+            cut_split[:, exit_byte] = False
+            check_deadline()
+            derived = (lex_aug, cut, cut_split, _augmented_table(cut, cut_split))
+            check_deadline()
+        self._derived = derived  # two threads may race here: both build equal tables
+        return derived
+
+    @property
+    def _lex_aug(self) -> np.ndarray:
+        return (self._derived or self._derive())[0]
+
+    @property
+    def _cut(self) -> np.ndarray:
+        return (self._derived or self._derive())[1]
+
+    @property
+    def _cut_split(self) -> np.ndarray:
+        return (self._derived or self._derive())[2]
+
+    @property
+    def _cut_aug(self) -> np.ndarray:
+        return (self._derived or self._derive())[3]
 
     def classify(self, rule: int, state: int) -> Classification:
         """Classification of the lexer state entered at ``(rule, state)``: the shared walk of
@@ -321,9 +349,12 @@ class _ExitSplitClassifier:
 
     def table_bytes(self) -> int:
         """The lexer, its augmented tables and the cut copies (each array once)."""
-        arrays = [self.lexer.table, self._lex_aug]
+        if self._derived is None:  # loaded, not rebuilt yet
+            return int(self.lexer.table.nbytes)
+        lex_aug, cut, cut_split, cut_aug = self._derived
+        arrays = [self.lexer.table, lex_aug]
         if self.exit_byte is not None:  # else the cut arrays are the lexer's own
-            arrays += [self._cut_aug, self._cut, self._cut_split]
+            arrays += [cut_aug, cut, cut_split]
         return sum(a.nbytes for a in arrays)
 
 
@@ -466,7 +497,7 @@ class CfgProgram:
         self._masks: LruCache[ParserState, np.ndarray] = LruCache(
             mask_cache_size,
             max_weight=cache_limits.mask_cache_bytes,
-            weight=lambda m: m.nbytes + CACHE_ENTRY_BYTES,
+            weight=mask_weight,
         )
         self._steps: StepMemo[tuple[ParserState, int], ParserState] = StepMemo(
             cache_limits.step_cache_bytes // CACHE_ENTRY_BYTES

@@ -8,19 +8,24 @@ computes, once per state, the bitmask of allowed tokens.
 
 Lifetime: per (grammar, vocabulary).  Logically immutable; its program's caches fill lazily and
 are safe to share between threads and requests (each entry is computed fully before it is
-published).
+published).  :meth:`CompiledGrammar.serialize` writes it, caches included, in the explicit
+format of :mod:`formcast.index.serialize` (no pickle); :meth:`CompiledGrammar.deserialize`
+loads it for the same vocabulary in any process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
+from ..errors import SerializationError
+from ..ir.marks import UniqueItemsMark
 from ..vocab.vocabulary import Vocabulary
 from .program import GrammarProgram
+from .serialize import dump_grammar, layout_digest, load_grammar
 
-__all__ = ["CompiledGrammar", "grammar_key"]
+__all__ = ["CompiledGrammar", "grammar_key", "serialization_layout"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,6 +41,9 @@ class CompiledGrammar:
         warnings: what a lenient compile ignored (empty when strict).
         compile_work: the fuel the compile used (units of ``CompileLimits.max_compile_work``):
             deterministic, the same on any machine and whatever was compiled before.
+        unique_items: the arrays whose ``uniqueItems`` the matcher checks at run time
+            (:class:`~formcast.ir.marks.UniqueItemsMark`, plain data; see
+            :mod:`formcast.index.unique_items`).
     """
 
     kind: str
@@ -46,6 +54,7 @@ class CompiledGrammar:
     warnings: tuple[str, ...] = ()
     options: str = ""
     compile_work: int = 0
+    unique_items: tuple[UniqueItemsMark, ...] = ()
     _fingerprint: list[str] = field(default_factory=list, repr=False)
 
     @property
@@ -84,6 +93,69 @@ class CompiledGrammar:
             return time.perf_counter() > deadline or (stop is not None and stop.is_set())
 
         return self.program.warm_up(should_stop)
+
+    # -- persistence ----------------------------------------------------------------------------
+    def serialize(self) -> bytes:
+        """This grammar as bytes, with every mask, classification and token step computed so
+        far (a warm grammar loads warm), in the explicit format of
+        :mod:`formcast.index.serialize`: a format version, the vocabulary fingerprint, a
+        checksum; no pickle.  Every dataclass field except ``vocab`` is written (``program``
+        through its plain data), so a field added later is carried or refused, never dropped.
+
+        Safe while other threads use the grammar (each cache is snapshotted).  O(size of the
+        tables and caches).
+
+        Raises:
+            SerializationError: some field or cache holds an object that is not plain data
+                (``reason="unsupported"``, ``where`` names it).
+        """
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _BOUND}
+        return dump_grammar(values, self.program, self.vocab, serialization_layout())
+
+    @classmethod
+    def deserialize(
+        cls, data: bytes | bytearray | memoryview, vocab: Vocabulary
+    ) -> CompiledGrammar:
+        """Load a grammar written by :meth:`serialize`, for ``vocab``.
+
+        Loading executes no code from ``data`` (see the threat model in
+        :mod:`formcast.index.serialize`): only allow-listed plain-data classes are created.
+        Masks are bit-identical to those of the grammar that was written.
+
+        Raises:
+            SerializationError: another format version or formcast code layout, another
+                vocabulary (its fingerprint differs), truncated or corrupt data.
+        """
+        values, program = load_grammar(data, vocab, serialization_layout())
+        obj = cls.__new__(cls)
+        for f in fields(cls):
+            if f.name in _BOUND:
+                continue
+            if f.name not in values:
+                raise SerializationError(
+                    f"the serialized grammar has no field {f.name!r}: recompile it",
+                    reason="layout",
+                )
+            object.__setattr__(obj, f.name, values[f.name])
+        object.__setattr__(obj, "vocab", vocab)
+        object.__setattr__(obj, "program", program)
+        return obj
+
+
+#: fields bound at load time rather than written: the vocabulary (given to ``deserialize``)
+#: and the program (written through its own plain data)
+_BOUND = frozenset({"vocab", "program"})
+
+
+def serialization_layout() -> str:
+    """The layout digest of serialized grammars (:func:`~formcast.index.serialize.layout_digest`
+    over :class:`CompiledGrammar`'s fields): part of every disk-cache key."""
+    if not _LAYOUT:
+        _LAYOUT.append(layout_digest(tuple(f.name for f in fields(CompiledGrammar))))
+    return _LAYOUT[0]
+
+
+_LAYOUT: list[str] = []
 
 
 def grammar_key(kind: str, source: str, options: str, vocab: Vocabulary) -> str:

@@ -3,36 +3,58 @@
 Lifetime: per model.  Create one compiler per vocabulary and reuse it; compiled grammars are
 cached by a key that includes the constraint *and* the vocabulary fingerprint, so a changed
 tokenizer never reuses an old index.  Thread-safe.
+
+Two more tiers, both optional: a disk cache (``cache_dir=`` or ``$FORMCAST_CACHE_DIR``) of
+serialized grammars shared by every process using the directory (keyed also by the format
+version, the code layout and the limits), and ``workers=N`` compile processes
+(:mod:`formcast.index.workers`) so that a long compile never holds this process's GIL;
+:meth:`GrammarCompiler.compile_async` awaits a compile from asyncio, cancellable.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import contextvars
+import hashlib
+import os
+import pickle
 import threading
 import time
+import warnings
+import weakref
 from collections.abc import Callable
-from typing import Any
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any, Literal
 
 from .._gc import gc_paused
 from ..automata.regular import compile_dfa
 from ..automata.rules import compile_grammar_automaton, has_counted_repeat
-from ..cache import LruCache
-from ..errors import ConfigurationError, UnsatisfiableGrammarError
+from ..cache import DiskCache, LruCache
+from ..errors import ConfigurationError, SerializationError, UnsatisfiableGrammarError
 from ..frontends.jsonschema.options import JsonSchemaOptions
 from ..frontends.regex import parse_regex
+from ..ir.marks import UniqueItemsMark
 from ..ir.nodes import Grammar, Rule
 from ..limits import (
     CacheLimits,
     CompileLimits,
     ParserLimits,
     WorkBudget,
+    cache_dir_from_env,
     compile_scope,
     current_budget,
 )
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
-from .compiled import CompiledGrammar, grammar_key
+from .compiled import CompiledGrammar, grammar_key, serialization_layout
 from .program import GrammarProgram
 from .regex_program import RegexProgram
+from .serialize import FORMAT_VERSION
+from .workers import CompileCancelled, CompilePool, WorkerSettings, worker_loop
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..constraints.core import Constraint
 
 __all__ = ["GrammarCompiler"]
 
@@ -41,6 +63,44 @@ __all__ = ["GrammarCompiler"]
 #: lexemes (string bodies) of JSON Schema, the builtin JSON grammar and most grammars' string
 #: literals.  Masks are exact for any byte; this one makes string bodies share their walks.
 _JSON_EXIT_BYTE = ord('"')
+
+#: the compile methods ``compile_async`` and the workers run (by name)
+_ASYNC_METHODS = frozenset(
+    {
+        "compile",
+        "compile_regex",
+        "compile_grammar",
+        "compile_grammar_ir",
+        "compile_json_schema",
+        "compile_builtin_json_grammar",
+    }
+)
+
+
+class _Cancel:
+    """A compile's cancel switch: set by ``compile_async`` when its task is cancelled.  A
+    worker job is killed; an in-process compile's budget runs out at its next charge."""
+
+    __slots__ = ("budgets", "event")
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.budgets: list[WorkBudget] = []
+
+    def attach(self, budget: WorkBudget) -> None:
+        self.budgets.append(budget)
+        if self.event.is_set():
+            budget.deadline = float("-inf")
+
+    def set(self) -> None:
+        self.event.set()
+        for b in list(self.budgets):
+            b.deadline = float("-inf")  # the next fuel charge raises: the compile unwinds
+
+
+_CANCEL: contextvars.ContextVar[_Cancel | None] = contextvars.ContextVar(
+    "formcast_compile_cancel", default=None
+)
 
 
 class GrammarCompiler:
@@ -57,6 +117,24 @@ class GrammarCompiler:
             of compile time is otherwise spent scanning short-lived containers; reference
             counting still frees memory, and the collector's previous state is restored, see
             :func:`formcast._gc.gc_paused`).  False leaves the collector alone.
+        cache_dir: a directory of serialized grammars shared by processes
+            (:class:`~formcast.cache.DiskCache`; bounded by
+            ``cache_limits.disk_cache_bytes``, least recently used first).  None (the
+            default) uses ``$FORMCAST_CACHE_DIR`` when set; False disables it.  A grammar
+            found there loads in milliseconds with the masks it was saved with; a compiled
+            one is written with its first mask (and :meth:`save` rewrites it warmer).
+            Keyed by the constraint, options, vocabulary fingerprint, format version, code
+            layout and this compiler's limits; a corrupt or stale file is a miss, replaced.
+            The directory is a trust boundary (see docs/threat_model.md).
+        workers: compile in this many worker processes (0: in this thread).  The calling
+            thread waits with the GIL released; the grammar comes back serialized
+            (milliseconds to load).  ``compile_grammar_ir`` and constraint objects that
+            cannot be pickled compile in-process.
+        worker_start_method: ``"spawn"`` (default; safe in threaded servers), ``"forkserver"``
+            or ``"fork"``.
+
+    Counters: ``hits`` (found in memory), ``misses`` (compiled, here or in a worker),
+    ``disk_hits`` (loaded from the disk cache), ``disk_writes``.
     """
 
     def __init__(
@@ -68,6 +146,9 @@ class GrammarCompiler:
         cache_size: int = 128,
         pause_gc: bool = True,
         cache_limits: CacheLimits | None = None,
+        cache_dir: str | os.PathLike[str] | Literal[False] | None = None,
+        workers: int = 0,
+        worker_start_method: str = "spawn",
     ) -> None:
         if not isinstance(vocab, Vocabulary):
             raise ConfigurationError(
@@ -90,6 +171,41 @@ class GrammarCompiler:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        #: grammars loaded from the disk cache, and written to it, by this compiler
+        self.disk_hits = 0
+        self.disk_writes = 0
+        if cache_dir is None:
+            cache_dir = cache_dir_from_env() or False
+        self.cache_dir: str | None = os.fspath(cache_dir) if cache_dir is not False else None
+        self._disk = (
+            None
+            if self.cache_dir is None
+            else DiskCache(self.cache_dir, self.cache_limits.disk_cache_bytes, suffix=".fcg")
+        )
+        self._disk_keys: weakref.WeakKeyDictionary[CompiledGrammar, str] = (
+            weakref.WeakKeyDictionary()
+        )
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise ConfigurationError(f"workers must be an int >= 0, got {workers!r}")
+        if worker_start_method not in ("spawn", "forkserver", "fork"):
+            raise ConfigurationError(
+                f"worker_start_method must be 'spawn', 'forkserver' or 'fork', got "
+                f"{worker_start_method!r}"
+            )
+        self.workers = workers
+        self._pool = (
+            CompilePool(
+                _compile_worker,
+                WorkerSettings.of(
+                    vocab, self.limits, self.parser_limits, self.cache_limits, pause_gc
+                ),
+                workers,
+                worker_start_method,
+            )
+            if workers
+            else None
+        )
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     def _budget(self, seconds: float | None = None) -> WorkBudget:
         """A fresh fuel tank for one compile: ``limits.max_compile_work`` units, and the
@@ -105,10 +221,13 @@ class GrammarCompiler:
         build: Callable[[WorkBudget], CompiledGrammar],
         *,
         seconds: float | None = None,
+        remote: tuple[str, tuple[Any, ...], dict[str, Any]] | None = None,
     ) -> CompiledGrammar:
-        """The cached grammar of ``(kind, source, options)``, else ``build(budget)`` run under
-        one fresh budget (made current by :func:`~formcast.limits.compile_scope`, so every
-        stage, front-end included, charges the same fuel and sees the same deadline).
+        """The cached grammar of ``(kind, source, options)`` (memory, then the disk cache),
+        else ``build(budget)`` run under one fresh budget (made current by
+        :func:`~formcast.limits.compile_scope`, so every stage, front-end included, charges
+        the same fuel and sees the same deadline) — or, with workers, the job ``remote``
+        (``(method, args, kwargs)``) run in a worker process.
         ``options=None``: the constraint cannot be keyed exactly (it is built, not cached)."""
         key = None if options is None else grammar_key(kind, source, options, self.vocab)
         if key is not None:
@@ -117,16 +236,173 @@ class GrammarCompiler:
                 with self._lock:
                     self.hits += 1
                 return hit
-        budget = self._budget(seconds)
-        with gc_paused(self.pause_gc), compile_scope(budget):
-            compiled = build(budget)
-        with self._lock:
-            self.misses += 1
+        disk_key = None if key is None or self._disk is None else self._disk_key(key)
+        compiled = None if disk_key is None else self._load_from_disk(disk_key)
+        cancel = _CANCEL.get()
+        if compiled is None:
+            compiled = self._compile_remote(remote, cancel) if remote is not None else None
+            if compiled is None:
+                budget = self._budget(seconds)
+                if cancel is not None:
+                    cancel.attach(budget)
+                with gc_paused(self.pause_gc), compile_scope(budget):
+                    compiled = build(budget)
+            with self._lock:
+                self.misses += 1
+            if disk_key is not None and not (cancel is not None and cancel.event.is_set()):
+                self._store(disk_key, compiled, first_mask=True)
+        if disk_key is not None:
+            self._disk_keys[compiled] = disk_key
         if self.cache_size and key is not None:
             # grammars' caches grew since they were added: re-measure, then evict to fit
             self._cache.put(key, compiled)
             self._cache.reweigh()
         return compiled
+
+    # -- the disk cache and the workers ---------------------------------------------------------
+    def _disk_key(self, key: str) -> str:
+        """The file key of grammar ``key``: also the format version, the code layout and this
+        compiler's limits (a grammar compiled under other limits is another file)."""
+        h = hashlib.sha256()
+        for part in (
+            key,
+            str(FORMAT_VERSION),
+            serialization_layout(),
+            repr(self.limits),
+            repr(self.parser_limits),
+            repr(self.cache_limits),
+        ):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def _load_from_disk(self, disk_key: str) -> CompiledGrammar | None:
+        assert self._disk is not None
+        data = self._disk.get(disk_key)
+        if data is None:
+            return None
+        try:
+            compiled = CompiledGrammar.deserialize(data, self.vocab)
+        except SerializationError:  # corrupt, truncated or stale: a miss, replaced below
+            self._disk.discard(disk_key)
+            return None
+        with self._lock:
+            self.disk_hits += 1
+        return compiled
+
+    def _store(self, disk_key: str, compiled: CompiledGrammar, *, first_mask: bool) -> bool:
+        assert self._disk is not None
+        try:
+            if first_mask:  # the first mask is what a loading process needs at once
+                program = compiled.program
+                program.token_mask(program.initial_state())
+            data = compiled.serialize()
+        except SerializationError as e:
+            warnings.warn(
+                f"formcast: the compiled grammar was not written to the disk cache: {e}",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            return False
+        written = self._disk.put(disk_key, data)
+        if written:
+            with self._lock:
+                self.disk_writes += 1
+        return written
+
+    def save(self, compiled: CompiledGrammar) -> bool:
+        """Rewrite ``compiled`` in the disk cache with every mask and classification it has
+        computed so far (call it after serving or :meth:`CompiledGrammar.warm_up`, so that
+        the next process starts warm).  Returns False when there is no disk cache, the
+        grammar was not compiled by this compiler under a cache key, or the write failed."""
+        disk_key = self._disk_keys.get(compiled)
+        if self._disk is None or disk_key is None:
+            return False
+        return self._store(disk_key, compiled, first_mask=False)
+
+    def cache_path(self, compiled: CompiledGrammar) -> str | None:
+        """The disk-cache file of ``compiled`` (None without a disk cache, or when this
+        compiler did not compile or load it under a cache key); it may not exist yet."""
+        disk_key = self._disk_keys.get(compiled)
+        return None if self._disk is None or disk_key is None else self._disk.path(disk_key)
+
+    def _compile_remote(
+        self, remote: tuple[str, tuple[Any, ...], dict[str, Any]], cancel: _Cancel | None
+    ) -> CompiledGrammar | None:
+        """The job compiled by a worker and loaded here; None to compile in-process (no
+        workers, or arguments that cannot travel to a worker)."""
+        pool = self._pool
+        if pool is None:
+            return None
+        method, args, kwargs = remote
+        try:
+            pickle.dumps((args, kwargs))
+        except Exception:  # e.g. a class defined in a function: compile it here
+            return None
+        try:
+            data = pool.run(method, args, kwargs, cancel=None if cancel is None else cancel.event)
+        except CompileCancelled:
+            raise asyncio.CancelledError from None
+        return CompiledGrammar.deserialize(data, self.vocab)
+
+    async def compile_async(self, method: str, /, *args: Any, **kwargs: Any) -> CompiledGrammar:
+        """``await compiler.compile_async("compile_json_schema", schema)``: run one of the
+        compile methods (``compile_regex``, ``compile_grammar``, ``compile_json_schema``,
+        ``compile_builtin_json_grammar``, ``compile_grammar_ir``, ``compile``; the
+        ``compile_`` prefix may be left out) without blocking the event loop.
+
+        With ``workers`` the compile runs in a worker process (this process only waits on a
+        pipe); without, in a thread of this compiler (the compile holds the GIL while it
+        runs: use workers in a server).  Cancelling the awaiting task cancels the compile:
+        the worker is killed (replaced on the next job), an in-process compile stops at its
+        next fuel charge; nothing is written to the disk cache.  The result is identical to
+        the synchronous method's, caches included.
+
+        Raises:
+            whatever the method raises (its own type and message), CompileWorkerError (a
+            worker died), ConfigurationError (an unknown method).
+        """
+        name = method if method.startswith("compile") else f"compile_{method}"
+        if name not in _ASYNC_METHODS:
+            raise ConfigurationError(
+                f"compile_async runs one of {sorted(_ASYNC_METHODS)}, got {method!r}"
+            )
+        fn: Callable[..., CompiledGrammar] = getattr(self, name)
+        cancel = _Cancel()
+
+        def run() -> CompiledGrammar:
+            token = _CANCEL.set(cancel)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _CANCEL.reset(token)
+
+        with self._lock:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=max(self.workers, 1), thread_name_prefix="formcast-compile"
+                )
+            executor = self._executor
+        future = asyncio.get_running_loop().run_in_executor(executor, run)
+        try:
+            return await future
+        except asyncio.CancelledError:
+            cancel.set()  # the thread kills the worker / unwinds the compile, writes nothing
+            raise
+
+    def close(self) -> None:
+        """Stop the worker processes and the async threads (a running compile is killed).
+        The compiler still compiles in-process afterwards."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running compile workers (empty without workers)."""
+        return [] if self._pool is None else self._pool.worker_pids()
 
     @property
     def cache_bytes(self) -> int:
@@ -180,7 +456,13 @@ class GrammarCompiler:
                 compile_work=budget.used,
             )
 
-        return self._cached("regex", pattern, f"dialect={dialect}", build)
+        return self._cached(
+            "regex",
+            pattern,
+            f"dialect={dialect}",
+            build,
+            remote=("compile_regex", (pattern,), {"dialect": dialect}),
+        )
 
     # -- context-free grammars ------------------------------------------------------------------
     def _program_for(
@@ -233,6 +515,16 @@ class GrammarCompiler:
             UnsatisfiableGrammarError,
             LimitExceededError, GrammarError (undefined rules).
         """
+        return self._compile_ir(grammar, kind, source, warnings, None)
+
+    def _compile_ir(
+        self,
+        grammar: Grammar,
+        kind: str,
+        source: str | None,
+        warnings: tuple[str, ...],
+        remote: tuple[str, tuple[Any, ...], dict[str, Any]] | None,
+    ) -> CompiledGrammar:
         src = source if source is not None else repr(grammar)
 
         def build(budget: WorkBudget) -> CompiledGrammar:
@@ -248,7 +540,7 @@ class GrammarCompiler:
                 compile_work=budget.used,
             )
 
-        return self._cached(kind, src, "", build)
+        return self._cached(kind, src, "", build, remote=remote)
 
     def compile_grammar(
         self, text: str, *, syntax: str = "gbnf", start: str | None = None
@@ -283,25 +575,46 @@ class GrammarCompiler:
                 compile_work=budget.used,
             )
 
-        return self._cached(syntax, text, f"start={start}", build)
+        return self._cached(
+            syntax,
+            text,
+            f"start={start}",
+            build,
+            remote=("compile_grammar", (text,), {"syntax": syntax, "start": start}),
+        )
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Any JSON value (RFC 8259) with bounded whitespace between tokens and bounded number
         digits (:func:`~formcast.frontends.builtin_json.builtin_json_grammar`)."""
         from ..frontends.builtin_json import builtin_json_grammar
 
-        return self.compile_grammar_ir(builtin_json_grammar(), kind="builtin_json", source="json")
+        remote: tuple[str, tuple[Any, ...], dict[str, Any]] = (
+            "compile_builtin_json_grammar",
+            (),
+            {},
+        )
+        return self._compile_ir(builtin_json_grammar(), "builtin_json", "json", (), remote)
 
     def compile_json_schema(
-        self, schema: Any, options: JsonSchemaOptions | None = None
+        self,
+        schema: Any,
+        options: JsonSchemaOptions | None = None,
+        *,
+        base_uri: str | os.PathLike[str] | None = None,
     ) -> CompiledGrammar:
-        """Compile a JSON Schema (dict, JSON text, bool, or a Pydantic model class).
+        """Compile a JSON Schema (a file path, dict, JSON text, bool, or a Pydantic model class).
 
         The schema is read and checked once, by
         :func:`~formcast.frontends.jsonschema.source.load_schema`, and handed to the front-end
         as read.  See docs/json_schema.md for the supported keywords; unsupported ones fail
         closed with
         :class:`~formcast.errors.UnsupportedFeatureError` unless ``options.lenient``.
+
+        A ``pathlib.Path`` is a schema file: its relative ``$ref``s read the files next to it
+        (confined to its directory, or ``options.local_ref_root``; bounded by
+        ``options.max_ref_files``/``max_ref_bytes``; never the network).  ``base_uri`` (a path
+        or an absolute URI) sets where they resolve for a schema given as a value.  The files
+        read are part of the cache key.
         """
         # (imported here: the front-end costs ``import formcast`` ~0.2 s, and most uses of a
         # compiler never compile a schema)
@@ -313,12 +626,13 @@ class GrammarCompiler:
             raise ConfigurationError(
                 f"options must be a JsonSchemaOptions, got {type(opts).__name__}"
             )
-        loaded = load_schema(schema, opts)
+        loaded = load_schema(schema, opts, base_uri=base_uri)
         opts_key = opts.cache_key()
 
         def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()
-            grammar, ignored = schema_to_grammar(loaded, opts)
+            marks: list[UniqueItemsMark] = []  # run-time uniqueItems checks
+            grammar, ignored = schema_to_grammar(loaded, opts, marks=marks)
             # call-site expansion copies "any value" into every undeclared-member slot:
             # measured on MaskBench it triples compile time and does not speed masks up
             program = self._program_for(
@@ -333,8 +647,104 @@ class GrammarCompiler:
                 warnings=tuple(ignored),
                 options=opts_key if opts_key is not None else repr(opts),
                 compile_work=budget.used,
+                unique_items=tuple(marks),
             )
 
         return self._cached(
-            "json_schema", loaded.canonical, opts_key, build, seconds=opts.max_compile_seconds
+            "json_schema",
+            loaded.cache_text,
+            opts_key,
+            build,
+            seconds=opts.max_compile_seconds,
+            remote=("compile_json_schema", (schema, opts), {"base_uri": base_uri}),
         )
+
+    def compile(self, constraint: Constraint) -> CompiledGrammar:
+        """Compile a constraint object built with :mod:`formcast.constraints` (combinators,
+        state machines).  A regular constraint (no ``json``, no rules) compiles exactly as a
+        regex (one minimal DFA); one with a ``json``/``any_json`` part gets the JSON Schema
+        settings of the pushdown program; others the grammar settings.  Cached by the
+        constraint's canonical key (``Constraint.cache_key``).
+
+        Raises:
+            ConstraintError (with the path in the constraint object), GrammarSyntaxError,
+            UnsupportedFeatureError, UnsatisfiableGrammarError, LimitExceededError.
+        """
+        from ..constraints.core import Constraint as _Constraint
+        from ..constraints.core import lower_constraint
+
+        if not isinstance(constraint, _Constraint):
+            raise ConfigurationError(
+                f"compile() takes a formcast.constraints constraint, got "
+                f"{type(constraint).__name__}: use compile_regex / compile_grammar / "
+                "compile_json_schema for text, or build one with formcast.constraints"
+            )
+        key = constraint.cache_key()
+
+        def build(budget: WorkBudget) -> CompiledGrammar:
+            t0 = time.perf_counter()
+            lowered = lower_constraint(constraint, self.limits)
+            node = lowered.node
+            program: GrammarProgram
+            if node is not None and not has_counted_repeat(node):
+                dfa = compile_dfa(node, self.limits, budget)  # exactly compile_regex's path
+                if dfa.is_empty:
+                    raise UnsatisfiableGrammarError("the constraint matches no string at all")
+                program = RegexProgram(
+                    dfa, self.vocab, budget=budget, cache_limits=self.cache_limits
+                )
+            elif lowered.json_like:
+                program = self._program_for(
+                    lowered.grammar,
+                    expand_calls=False,
+                    budget=budget,
+                    pushdown=True,
+                    minimize=False,
+                )
+            else:
+                program = self._program_for(lowered.grammar, budget=budget)
+            return CompiledGrammar(
+                kind="constraint",
+                source=key if key is not None else f"<{constraint.kind} without a cache key>",
+                vocab=self.vocab,
+                program=program,
+                compile_seconds=time.perf_counter() - t0,
+                warnings=lowered.warnings,
+                compile_work=budget.used,
+            )
+
+        return self._cached(
+            "constraint",
+            key or "",
+            "" if key is not None else None,
+            build,
+            remote=("compile", (constraint,), {}),  # in-process when it cannot be pickled
+        )
+
+
+def _compile_worker(conn: Connection, settings: WorkerSettings) -> None:
+    """The entry point of a compile worker process (:class:`~formcast.index.workers.CompilePool`):
+    the same vocabulary and limits as the parent's compiler, no caches of its own beyond the
+    process-wide ones, no disk cache (the parent writes it)."""
+
+    def build() -> GrammarCompiler:
+        vocab = Vocabulary(
+            settings.tokens,
+            stop_token_ids=settings.stop_token_ids,
+            special_token_ids=settings.special_token_ids,
+            vocab_size=settings.vocab_size,
+            name=settings.name,
+        )
+        if vocab.fingerprint != settings.fingerprint:  # pragma: no cover - defensive
+            raise ConfigurationError("the compile worker's vocabulary differs from the parent's")
+        return GrammarCompiler(
+            vocab,
+            limits=settings.limits,
+            parser_limits=settings.parser_limits,
+            cache_limits=settings.cache_limits,
+            pause_gc=settings.pause_gc,
+            cache_size=0,
+            cache_dir=False,
+        )
+
+    worker_loop(conn, build)

@@ -16,7 +16,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["GrammarProgram", "LimitStop"]
+from ..limits import CACHE_ENTRY_BYTES
+
+__all__ = ["GrammarProgram", "LimitStop", "mask_weight"]
+
+
+def mask_weight(mask: np.ndarray) -> int:
+    """The bytes a cached mask counts for in a program's mask cache (its words plus the entry);
+    a named function, not a lambda, so that a serialized grammar can name it."""
+    return int(mask.nbytes) + CACHE_ENTRY_BYTES
+
 
 @dataclass(frozen=True)
 class LimitStop:

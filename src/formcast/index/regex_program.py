@@ -22,6 +22,7 @@ from ..bitmask import bool_to_bitmask, ids_to_bitmask
 from ..cache import LruCache, StepMemo
 from ..limits import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget
 from ..vocab.vocabulary import Vocabulary
+from .program import mask_weight
 
 __all__ = ["RegexProgram"]
 
@@ -48,7 +49,7 @@ class RegexProgram:
         self._masks: LruCache[int, np.ndarray] = LruCache(
             1 << 62,
             max_weight=limits.mask_cache_bytes,
-            weight=lambda m: m.nbytes + CACHE_ENTRY_BYTES,
+            weight=mask_weight,
         )
         self._mask_class: np.ndarray | None = None
         self._steps: StepMemo[tuple[int, int], int] = StepMemo(

@@ -22,6 +22,7 @@ from typing import TypeVar
 
 from ..errors import GrammarError
 from ..limits import check_deadline
+from .marks import is_marked_rule
 from .nodes import (
     NOTHING,
     Alt,
@@ -424,10 +425,11 @@ def inline_single_use(
     max_depth: int,
     max_passes: int,
 ) -> None:
-    """Substitute rules referenced exactly once (not the start, not terminals, not
-    self-referencing) into their one user, in place, for up to ``max_passes`` rounds, as long
-    as the user stays within ``max_depth`` levels of IR nesting (IR nodes hash recursively,
-    so trees are kept shallow).  O(passes x rules) plus the substituted bodies."""
+    """Substitute rules referenced exactly once (not the start, not terminals, not marked
+    rules (:mod:`.marks`), not self-referencing) into their one user, in place, for up to
+    ``max_passes`` rounds, as long as the user stays within ``max_depth`` levels of IR
+    nesting (IR nodes hash recursively, so trees are kept shallow).  O(passes x rules) plus
+    the substituted bodies."""
     counts: dict[str, int] = {}
     holder: dict[str, str] = {}
     for n, rs in refs.items():
@@ -446,6 +448,8 @@ def inline_single_use(
         plan: dict[str, list[str]] = {}
         for n, c in counts.items():
             if c != 1 or n == start or n not in by_name or by_name[n].terminal:
+                continue
+            if is_marked_rule(n):  # a run-time check finds it on the parser stack
                 continue
             user = holder[n]
             if user == n or user not in by_name or n in refs[n] or n in plan:
@@ -502,8 +506,8 @@ def inline_rules(
     expand_max_nodes: int,
     expanded_max_nodes: int,
 ) -> tuple[list[str], dict[str, Node]]:
-    """Inline the non-recursive rules reachable from the start; returns (kept rule names,
-    start first, the others sorted; their bodies).
+    """Inline the non-recursive, unmarked (:mod:`.marks`) rules reachable from the start;
+    returns (kept rule names, start first, the others sorted; their bodies).
 
     A non-recursive rule is substituted into its callers when its body has at most
     ``inline_shared_max_nodes`` IR nodes, or is used once and has at most
@@ -538,7 +542,7 @@ def inline_rules(
         for name in comp:
             body = substitute(rules[name].body, inlinable)
             bodies[name] = body
-            if name in recursive or name == grammar.start:
+            if name in recursive or name == grammar.start or is_marked_rule(name):
                 continue
             size = node_size(body)
             # small rules are inlined everywhere; larger ones only where used once (a shared

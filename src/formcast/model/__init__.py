@@ -1,6 +1,7 @@
 """Language models as formcast's generation loop sees them.
 
-:class:`LanguageModel` (the protocol: ``vocab``, ``start``, ``step``, ``tokenize``...),
+:class:`LanguageModel` (the protocol: ``vocab``, ``start``, ``step``, ``tokenize``...; the
+optional raw-encode capability :class:`SupportsEncodeBytes`, behind ``canonical=True``),
 chat templates (:class:`ChatTemplate`), and the wrappers that implement the protocol:
 :class:`LlamaCppModel` (llama-cpp-python), :class:`TransformersModel` (torch, transformers),
 :class:`CallableModel` (any ``logits = f(token_ids)``, numpy only), which share their stored
@@ -15,7 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
-from .protocol import LanguageModel, Logits
+from .protocol import LanguageModel, Logits, SupportsEncodeBytes, raw_encoder
 
 if TYPE_CHECKING:  # pragma: no cover
     from .callable import CallableModel
@@ -32,10 +33,12 @@ __all__ = [
     "LlamaCppModel",
     "Logits",
     "Message",
+    "SupportsEncodeBytes",
     "TransformersModel",
     "check_hf_vocabulary",
     "check_llama_vocabulary",
     "load_model",
+    "raw_encoder",
 ]
 
 _LAZY = {

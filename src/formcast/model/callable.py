@@ -32,6 +32,16 @@ from .protocol import Logits
 __all__ = ["CallableModel"]
 
 
+def _raw_encoder(
+    fn: Callable[[bytes], Sequence[int] | None],
+) -> Callable[[bytes], list[int] | None]:
+    def encode_bytes(data: bytes) -> list[int] | None:
+        got = fn(bytes(data))
+        return None if got is None else [int(t) for t in got]
+
+    return encode_bytes
+
+
 class CallableModel(ModelBase):
     """A :class:`~formcast.model.protocol.LanguageModel` around a logits function.
 
@@ -40,6 +50,10 @@ class CallableModel(ModelBase):
         vocab: the exact vocabulary of the token ids ``f`` understands (``vocab.vocab_size``
             is the width of its logits).
         tokenize: text -> token ids, for text prompts (without it, prompts must be token ids).
+        encode_bytes: bytes -> token ids as the tokenizer encodes plain text (no BOS/specials;
+            ``None`` for bytes it cannot encode exactly): the optional
+            :class:`~formcast.model.protocol.SupportsEncodeBytes` capability, needed by
+            ``canonical=True`` (without it that option raises ``ConfigurationError``).
         chat_template: the chat format, or ``None``.
         max_context: the longest sequence ``f`` accepts (``None``: unbounded).
         name: a label.
@@ -55,6 +69,7 @@ class CallableModel(ModelBase):
         vocab: Vocabulary,
         *,
         tokenize: Callable[[str], Sequence[int]] | None = None,
+        encode_bytes: Callable[[bytes], Sequence[int] | None] | None = None,
         chat_template: ChatTemplate | None = None,
         max_context: int | None = None,
         name: str = "callable",
@@ -66,6 +81,12 @@ class CallableModel(ModelBase):
         self._fn = logits_fn
         self._vocab = vocab
         self._tokenize = tokenize
+        if encode_bytes is not None and not callable(encode_bytes):
+            raise ConfigurationError("encode_bytes must be callable: bytes -> token ids")
+        self.encode_bytes: Callable[[bytes], list[int] | None] | None = (
+            None if encode_bytes is None else _raw_encoder(encode_bytes)
+        )
+        """The raw encoder when given (``None``: no such capability, see ``raw_encoder``)."""
         self._chat = chat_template
         self._max_context = max_context
         self._name = name

@@ -15,21 +15,29 @@ The returned logits are a 1-D float array of width ``vocab.vocab_size``.  They m
 into the model's buffer, valid until the next ``start``/``step`` call: the loop consumes them
 immediately.
 
+An optional capability, :class:`SupportsEncodeBytes`: ``encode_bytes(data)``, the tokenizer's
+*raw* encoding of bytes (no BOS, no special tokens, special markers not parsed), which
+``canonical=True`` (:mod:`formcast.vocab.canonical`) and the non-canonical measurements need.
+Every wrapper of formcast has it (:class:`~formcast.model.callable.CallableModel` when given
+``encode_bytes=``); a model without it still generates, only ``canonical=True`` is refused
+(:func:`raw_encoder` says what to do).
+
 Lifetime: per model; a wrapper runs one sequence at a time (not thread-safe).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import ConfigurationError
 from ..vocab.vocabulary import Vocabulary
 from .chat import ChatTemplate
 
-__all__ = ["LanguageModel", "Logits"]
+__all__ = ["LanguageModel", "Logits", "SupportsEncodeBytes", "raw_encoder"]
 
 Logits = npt.NDArray[np.floating]
 """A 1-D float array of next-token logits, width ``vocab.vocab_size``."""
@@ -72,3 +80,29 @@ class LanguageModel(Protocol):
     def step(self, token_ids: Sequence[int]) -> Logits:
         """Append ``token_ids`` (non-empty) and return the logits after the last one."""
         ...
+
+
+@runtime_checkable
+class SupportsEncodeBytes(Protocol):
+    """The optional raw-encode capability of a model wrapper (see the module docstring)."""
+
+    def encode_bytes(self, data: bytes) -> list[int] | None:
+        """``data`` to token ids as the tokenizer encodes plain text: no BOS/EOS, no special
+        tokens, special markers in the text not parsed; ``None`` when the bytes cannot be
+        encoded exactly (a text-only tokenizer given bytes that are not UTF-8)."""
+        ...
+
+
+def raw_encoder(model: object, what: str = "canonical=True") -> Callable[[bytes], list[int] | None]:
+    """``model.encode_bytes``, or a :class:`~formcast.errors.ConfigurationError` naming the fix
+    (``what`` is the option that needs it, for the message)."""
+    fn = getattr(model, "encode_bytes", None)
+    if not callable(fn):
+        raise ConfigurationError(
+            f"{what} needs the model's raw tokenizer (an encode_bytes(data) -> token ids "
+            f"method, no BOS/specials); {type(model).__name__} has none: use LlamaCppModel or "
+            "TransformersModel (with a tokenizer), pass encode_bytes= to CallableModel, or add "
+            "encode_bytes to your wrapper"
+        )
+    encode: Callable[[bytes], list[int] | None] = fn
+    return encode

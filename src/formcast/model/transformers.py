@@ -203,6 +203,21 @@ class TransformersModel(ModelBase):
             )
         return [int(t) for t in self.tokenizer(text)["input_ids"]]
 
+    def encode_bytes(self, data: bytes) -> list[int] | None:
+        """Raw token ids of ``data`` (``add_special_tokens=False``, special markers split as
+        text); ``None`` when ``data`` is not UTF-8 (the tokenizer takes text) or there is no
+        tokenizer."""
+        if self.tokenizer is None:
+            return None
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if not text:
+            return []
+        ids = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)
+        return [int(t) for t in ids["input_ids"]]
+
     def _forward(self, ids: Sequence[int]) -> Logits:
         torch = self._torch
         device = getattr(self.model, "device", None)

@@ -140,6 +140,9 @@ class Algebra(InstanceChecks):
         super().__init__(options)
         self._ref_depth = 0
         self._proof_steps: int | None = None  # conj() calls left for a disjointness proof
+        #: conj() results by the identity of its operands (kept alive here, so ids stay
+        #: unique): an allOf chain or a $ref merged into many objects repeats the same merges
+        self._conj_memo: dict[tuple[int, int], tuple[S, S, S]] = {}
 
     def _rule_patterns(self, rule: KeyRule, key: str) -> S:
         """The conjunction of the pattern schemas of ``rule`` whose pattern matches ``key``."""
@@ -324,10 +327,20 @@ class Algebra(InstanceChecks):
                 raise _ProofTooLong
         if isinstance(a, SNothing) or isinstance(b, SNothing):
             return NOTHING_S
-        if isinstance(a, SAny):
+        if isinstance(a, SAny) or a is b:  # a ∧ a = a: nodes are immutable
             return b
         if isinstance(b, SAny):
             return a
+        memo_key = (id(a), id(b))
+        hit = self._conj_memo.get(memo_key)
+        if hit is not None:
+            return hit[2]
+        out = self._conj(a, b, ctx)
+        self._conj_memo[memo_key] = (a, b, out)
+        return out
+
+    def _conj(self, a: S, b: S, ctx: Ctx | None) -> S:
+        """:meth:`conj` of two nodes, neither ``ANY`` nor ``NOTHING`` (not memoized)."""
         if isinstance(a, SRef) or isinstance(b, SRef):
             if isinstance(a, SRef) and isinstance(b, SRef) and a.key == b.key:
                 return a
@@ -477,7 +490,8 @@ class Algebra(InstanceChecks):
                 s.min_props > s.max_props or len(s.required) > s.max_props
             ):
                 return True
-            return any(self.is_empty(s.props[k], seen) for k in s.required)
+            # sorted: a set's order varies with the process's hash seed, and so would the fuel
+            return any(self.is_empty(s.props[k], seen) for k in sorted(s.required))
         return False
 
     # -- negation -----------------------------------------------------------------------------
@@ -611,7 +625,7 @@ class Algebra(InstanceChecks):
                 out.append(
                     SObj(props={k: self.negate(v, ctx)}, required=frozenset([k]), declared=order)
                 )
-        for k in s.required:
+        for k in sorted(s.required):  # not the set's order: it varies with the hash seed
             out.append(SObj(props={k: NOTHING_S}, declared=(k,) if k in s.declared else ()))
         if s.witnesses:
             raise UnsupportedFeatureError(

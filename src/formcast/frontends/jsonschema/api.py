@@ -20,29 +20,49 @@ parsed patterns and formats.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ...errors import LimitExceededError
+from ...ir.marks import UniqueItemsMark
 from ...ir.nodes import Grammar
 from .emit import Emitter
+from .files import json_schema_registry
 from .keywords import KEYWORDS, Keyword
 from .normalize import Normalizer
 from .options import JsonSchemaOptions
 from .source import LoadedSchema, load_schema
 
-__all__ = ["KEYWORDS", "JsonSchemaOptions", "Keyword", "LoadedSchema", "schema_to_grammar"]
+__all__ = [
+    "KEYWORDS",
+    "JsonSchemaOptions",
+    "Keyword",
+    "LoadedSchema",
+    "json_schema_registry",
+    "schema_to_grammar",
+]
 
 
 def schema_to_grammar(
-    schema: LoadedSchema | dict[str, Any] | bool | str | type,
+    schema: LoadedSchema | dict[str, Any] | bool | str | type | os.PathLike[str],
     options: JsonSchemaOptions | None = None,
+    *,
+    base_uri: str | os.PathLike[str] | None = None,
+    marks: list[UniqueItemsMark] | None = None,
 ) -> tuple[Grammar, list[str]]:
     """Compile a JSON Schema into a grammar of the JSON texts of its valid instances.
 
     Args:
-        schema: the schema as a dict, a boolean, JSON text, a Pydantic model class, or
-            already read by :func:`~.source.load_schema` (read once, then passed on).
+        schema: the schema as a dict, a boolean, JSON text, a Pydantic model class, a file
+            (``pathlib.Path``: its relative ``$ref``s read the files next to it), or already
+            read by :func:`~.source.load_schema` (read once, then passed on).
         options: see :class:`JsonSchemaOptions` (defaults: compact output, strict).
+        base_uri: where relative ``$ref``s resolve (a path or an absolute URI; default: the
+            file's path): see :func:`~.source.load_schema`.
+        marks: a list that receives the run-time checks the grammar needs beside its rules
+            (:class:`~formcast.ir.marks.UniqueItemsMark`: ``uniqueItems`` over string
+            items), for a compiler that carries them to the matcher.  None (the default):
+            the grammar must say everything, and such arrays fail closed.
 
     Returns:
         ``(grammar, ignored)``: the IR grammar (start rule ``root``) and warnings — the
@@ -57,11 +77,11 @@ def schema_to_grammar(
             The schema is read and checked by :func:`~.source.load_schema`.
     """
     options = options or JsonSchemaOptions()
-    loaded = load_schema(schema, options)
-    norm = Normalizer(loaded.value, options)
+    loaded = load_schema(schema, options, base_uri=base_uri)
+    norm = Normalizer(loaded.value, options, loaded.local)
     try:
         root = norm.run()
-        grammar = Emitter(norm, options).grammar(root)
+        grammar = Emitter(norm, options, marks).grammar(root)
     except RecursionError:
         # a safety net: the limits above normally stop deep schemas first
         raise LimitExceededError(

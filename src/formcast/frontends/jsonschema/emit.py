@@ -37,6 +37,7 @@ from ...errors import (
     UnsatisfiableGrammarError,
     UnsupportedFeatureError,
 )
+from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark, length_count, state_counts
 from ...ir.nodes import (
     NOTHING,
     CharSet,
@@ -104,7 +105,6 @@ _MAX_ELIMINATION_STATES = 300
 _MAX_UNIQUE_SEQUENCES = 5_000
 
 
-
 def _pattern_cells(
     base: charfa.CharDFA, patterns: Iterable[str], mx: int
 ) -> list[tuple[charfa.CharDFA, frozenset[str]]]:
@@ -125,12 +125,22 @@ def _pattern_cells(
         cells = nxt
     return cells
 
+
 class Emitter:
     """Builds the grammar of a normalized schema (see the module docstring)."""
 
-    def __init__(self, norm: Normalizer, options: JsonSchemaOptions) -> None:
+    def __init__(
+        self,
+        norm: Normalizer,
+        options: JsonSchemaOptions,
+        marks: list[UniqueItemsMark] | None = None,
+    ) -> None:
+        """``marks``: where arrays whose ``uniqueItems`` is checked at run time are recorded
+        (:class:`~formcast.ir.marks.UniqueItemsMark`); None (a caller that uses the grammar
+        alone) fails closed on them instead."""
         self.norm = norm
         self.options = options
+        self.marks = marks
         self.rules: dict[str, Rule] = {}
         self._memo: dict[tuple[int, int], str] = {}
         self._def_rule: dict[tuple[str, int], str] = {}
@@ -423,16 +433,40 @@ class Emitter:
         if hi is not None and lo > hi:
             return NOTHING
         lay = self.layout(depth)
+        mark: UniqueItemsMark | None = None
         if s.unique and not (hi is not None and hi <= 1):
             got = self._unique_array(s, lo, hi, depth, lay)
             if got is not None:
                 return got
-            norm.unsupported(
-                "uniqueItems",
-                s.where or "#",
-                "enforced only when at most one item fits or the items come from a small "
-                "finite set of values",
-            )
+            found = self._unique_mark(s)
+            if found is not None and self.marks is not None:
+                mark, domain = found
+                if domain < lo:  # fewer distinct strings than minItems
+                    return NOTHING
+            elif found is not None:
+                norm.unsupported(
+                    "uniqueItems",
+                    s.where or "#",
+                    "checked at run time, which a grammar alone cannot carry: compile with "
+                    "GrammarCompiler.compile_json_schema (or formcast.compile_json_schema)",
+                )
+            else:
+                norm.unsupported(
+                    "uniqueItems",
+                    s.where or "#",
+                    "enforced when at most one item fits, when the items come from a small "
+                    "finite set of values, or (checked at run time) when every item is a "
+                    "string (no prefixItems, no contains)",
+                )
+        if mark is not None:
+            self.add_rule(mark.rule, self._plain_array(s, lo, hi, depth, lay))
+            assert self.marks is not None
+            self.marks.append(mark)
+            return RuleRef(mark.rule)
+        return self._plain_array(s, lo, hi, depth, lay)
+
+    def _plain_array(self, s: SArr, lo: int, hi: int | None, depth: int, lay: Layout) -> Node:
+        """The array's items and bounds (``uniqueItems`` aside)."""
         if s.contains:
             return self._contains_array(s, lo, hi, depth, lay)
         item_nodes = [self.emit(p, depth + 1) for p in s.prefix]
@@ -450,6 +484,59 @@ class Emitter:
             return alt(options)
 
         return concat([literal("["), from_pos(0)])
+
+    def _unique_mark(self, s: SArr) -> tuple[UniqueItemsMark, int] | None:
+        """The run-time ``uniqueItems`` check of ``s`` and how many distinct items exist
+        (saturated at :data:`~formcast.ir.marks.COUNT_CAP`); None when its items are not all
+        strings of one spelling (see :class:`~formcast.ir.marks.UniqueItemsMark`)."""
+        if s.prefix or s.contains:
+            return None
+        item = self._string_item(s.items)
+        if item is None:
+            return None
+        name = MARKED_RULE_PREFIX + self._name("unique")
+        where = s.where or "#"
+        if isinstance(item, tuple):
+            lo, hi = item
+            mark = UniqueItemsMark(name, where, canonical=False, min_len=lo, max_len=hi)
+            return mark, length_count(0, lo, hi)
+        d = charfa.trim(item)
+        trans = tuple(tuple(row) for row in d.trans)
+        accept = tuple(d.accept)
+        mark = UniqueItemsMark(name, where, canonical=True, trans=trans, accept=accept)
+        return mark, (state_counts(trans, accept)[0] if accept else 0)
+
+    def _string_item(self, s: S, seen: int = 0) -> tuple[int, int | None] | charfa.CharDFA | None:
+        """The strings an item schema accepts, when it accepts nothing else: ``(min, max)``
+        length for strings written with any escapes, a code-point automaton for strings in
+        the canonical spelling (patterns, formats, enums); None for anything else, or a mix
+        of the two spellings."""
+        mx = self.options.max_automaton_states
+        if seen > 50:
+            return None
+        if isinstance(s, SRef):
+            return self._string_item(self.norm.definition(s.key), seen + 1)
+        if isinstance(s, SStr):
+            if s.max_len is not None and s.min_len > s.max_len:
+                return charfa.CharDFA([], [])
+            if s.content_free():
+                return (s.min_len, s.max_len)
+            return string_dfa(s, self.options)
+        if isinstance(s, SConst):
+            if not all(isinstance(v, str) for v in s.values):
+                return None
+            return charfa.finite_set_dfa([v for v in s.values if isinstance(v, str)], mx)
+        if isinstance(s, SNothing):
+            return charfa.CharDFA([], [])
+        if isinstance(s, SUnion):
+            out = charfa.CharDFA([], [])
+            for i in s.items:
+                got = self._string_item(i, seen + 1)
+                if not isinstance(got, charfa.CharDFA):
+                    return None  # not a string, or any-escape strings beside canonical ones
+                out = charfa.union(out, got, mx)
+            return out
+        return None
 
     def _finite_values(self, s: S, seen: int = 0) -> list[Any] | None:
         if seen > 50:

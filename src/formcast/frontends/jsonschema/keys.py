@@ -2,7 +2,7 @@
 declared keys (:func:`not_in_set`), built as a trie complement.
 
 Lifetime: pure functions; the branches shared by trie nodes are memoized process-wide
-(:func:`~formcast.limits.metered_cache`: a hit charges the fuel its build cost).  A build is
+(:func:`~formcast.limits.metered_cache`: a hit charges what a fresh build would).  A build is
 linear in the total length of the declared keys.
 """
 

@@ -69,7 +69,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "any",
         _ALL,
-        "local, `$id`-relative, anchor and registry refs; "
+        "local, `$id`-relative, anchor and registry refs, and sibling files (read from disk "
+        "within one directory, never the network: see References to other files); "
         "recursion becomes a grammar rule (never unrolled); merging a recursive `$ref` with "
         "sibling constraints is deferred until the definition is complete (a definition that "
         "would merge with itself fails closed)",
@@ -217,9 +218,11 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "array",
         _ALL,
-        "exact when at most one item is possible or "
-        "the items come from a small finite set of values (all orderings enumerated); fails "
-        "closed otherwise",
+        "exact when at most one item is possible, when "
+        "the items come from a small finite set of values (all orderings enumerated), or when "
+        "every item is a string (any `pattern`/`format`/`enum`/length; no `prefixItems`/"
+        "`contains`): checked at run time by the matcher (equal decoded values refused, no "
+        "dead end: see Run-time uniqueItems); other item types fail closed",
     ),
     _K(
         "unevaluatedItems",

@@ -32,6 +32,7 @@ from ...limits import charge, metered_cache
 from . import formats as json_formats
 from .algebra import Algebra, all_kinds, mark_all_evaluated, others, strip_eval, tighten, whole_kind
 from .checks import check_json, check_utf8_value, lone_surrogate
+from .files import LocalResources
 from .keywords import is_annotation, keyword_info, suggest
 from .nodes import (
     ANY,
@@ -98,10 +99,13 @@ def _nonneg_int(v: Any, where: str, key: str) -> int:
 class Normalizer(Algebra):
     """Normalizes one schema (see the module docstring)."""
 
-    def __init__(self, schema: Any, options: JsonSchemaOptions) -> None:
+    def __init__(
+        self, schema: Any, options: JsonSchemaOptions, local: LocalResources | None = None
+    ) -> None:
         check_json(schema)
-        root = root_context(schema, options)
+        root = root_context(schema, options, local)
         super().__init__(options)
+        self.local = local
         #: ids of the KeyRules whose ``additional`` comes from an absent additionalProperties
         self.implicit_rules: set[int] = set()
         self.root_ctx = root

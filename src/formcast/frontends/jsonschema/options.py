@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
+import os
 from dataclasses import dataclass, fields
 from typing import Any
 
 from ...errors import ConfigurationError
+from .files import registry_digest
 
 __all__ = ["JsonSchemaOptions"]
 
@@ -74,9 +74,14 @@ class JsonSchemaOptions:
             an annotation, as in the 2019-09/2020-12 default vocabulary.
         default_draft: the draft assumed when the schema has no ``$schema``: one of
             ``"4"``, ``"6"``, ``"7"``, ``"2019-09"``, ``"2020-12"`` (default).
-        registry: a :class:`referencing.Registry` with the remote resources ``$ref`` may use.
-            Without it, references outside the schema (except the official meta-schemas) fail
-            closed.
+        registry: a :class:`referencing.Registry` with the remote resources ``$ref`` may use
+            (:func:`formcast.json_schema_registry` builds one from a directory of files).
+            Without it, references outside the schema (except the official meta-schemas and
+            the local files below) fail closed; nothing is ever fetched from the network.
+        local_ref_root: the directory that ``$ref``s to local files may read from, when the
+            schema is compiled from a file (``compile_json_schema(Path(...))``) or with a
+            ``base_uri``; default ``None``: the schema file's directory (or ``base_uri``'s).
+            A reference that leaves it (``../../x.json``, a link out of it) fails closed.
 
     Limits (each raises :class:`~formcast.errors.LimitExceededError` naming the field):
         max_compile_seconds: an extra wall-clock cap on one ``compile_json_schema``
@@ -97,6 +102,8 @@ class JsonSchemaOptions:
         max_expression_size: size of a regular expression read back from such an automaton.
         max_count_states: states used to count object members / array items when
             ``minProperties``/``maxProperties``/``contains`` need counting.
+        max_ref_files: local files read to resolve ``$ref``s (default 100).
+        max_ref_bytes: bytes of those files in all (default 10 MB).
     """
 
     lenient: bool = False
@@ -115,6 +122,7 @@ class JsonSchemaOptions:
     format_assertion: bool = True
     default_draft: str = "2020-12"
     registry: Any = None
+    local_ref_root: str | None = None
     max_compile_seconds: float | None = None
     max_schema_bytes: int = 10_000_000
     max_depth: int = 128
@@ -125,6 +133,8 @@ class JsonSchemaOptions:
     max_automaton_states: int = 10_000
     max_expression_size: int = 5_000
     max_count_states: int = 10_000
+    max_ref_files: int = 100
+    max_ref_bytes: int = 10_000_000
 
     def cache_key(self) -> str | None:
         """A text that differs whenever two options may give different grammars: every field
@@ -199,6 +209,15 @@ class JsonSchemaOptions:
                     raise ConfigurationError(
                         f"JsonSchemaOptions.{f.name} must be an int >= {lowest}{none}, got {v!r}"
                     )
+        root = self.local_ref_root
+        if root is not None and not isinstance(root, str):
+            if isinstance(root, os.PathLike):
+                object.__setattr__(self, "local_ref_root", os.fspath(root))
+            else:
+                raise ConfigurationError(
+                    "JsonSchemaOptions.local_ref_root must be None or a directory path, "
+                    f"got {type(root).__name__}"
+                )
         for name in ("lenient", "oneof_as_anyof", "format_assertion"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"JsonSchemaOptions.{name} must be a bool")
@@ -206,8 +225,9 @@ class JsonSchemaOptions:
 
 def _registry_digest(registry: Any) -> str | None:
     """SHA-256 of a :class:`referencing.Registry`'s resources (sorted by URI; contents as
-    JSON in their own key order), or None when it has a ``retrieve`` hook (its resources are
-    then not all known in advance) or is not a registry of JSON resources."""
+    JSON in their own key order; computed once per registry object by
+    :func:`.files.registry_digest`), or None when it has a ``retrieve`` hook (its resources
+    are then not all known in advance) or is not a registry of JSON resources."""
     try:
         import referencing
 
@@ -217,15 +237,6 @@ def _registry_digest(registry: Any) -> str | None:
         default_retrieve = getattr(referencing.Registry(), "_retrieve", None)
         if getattr(registry, "_retrieve", None) is not default_retrieve:
             return None
-        h = hashlib.sha256()
-        for uri in sorted(registry):
-            resource = registry[uri]
-            spec = getattr(resource, "_specification", None)
-            h.update(json.dumps([uri, getattr(spec, "name", repr(spec))]).encode())
-            h.update(b"\0")
-            text = json.dumps(resource.contents, ensure_ascii=False)
-            h.update(text.encode("utf-8", "surrogatepass"))
-            h.update(b"\0")
-        return h.hexdigest()
-    except (ImportError, TypeError, ValueError, RecursionError, AttributeError):
+    except (ImportError, AttributeError):
         return None
+    return registry_digest(registry)

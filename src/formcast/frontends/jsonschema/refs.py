@@ -6,6 +6,9 @@ recursion is a grammar rule, never unrolled.  :class:`Definitions` holds the tab
 deferred definitions: merging a definition that is still being normalized, a recursive one, is
 deferred until it is complete) and the fail-closed / lenient reporting every stage shares.
 ``referencing`` is imported when a schema is compiled, never at ``import formcast``.
+Local files (:mod:`.files`) join the registry as resources; a reference that cannot be
+resolved is reported with the reference, its JSON pointer, the URI it resolved to, why (a
+missing file, one outside the allowed directory, a remote URI: never fetched) and what to do.
 
 Lifetime: one :class:`Definitions` per compile (the base of :class:`~.normalize.Normalizer`);
 a lookup costs what ``referencing`` costs (a crawl of the registry at most once per resource).
@@ -16,8 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urldefrag, urljoin, urlsplit
 
 from ...errors import ConfigurationError, LimitExceededError, UnsupportedFeatureError
+from .files import LocalResources, crawlable_resource
 from .nodes import ANY, S, SRef
 from .options import JsonSchemaOptions
 
@@ -117,10 +122,13 @@ def _resource_draft(resolver: Any, default: str) -> str:
     return default
 
 
-def root_context(schema: Any, options: JsonSchemaOptions) -> Ctx:
+def root_context(
+    schema: Any, options: JsonSchemaOptions, local: LocalResources | None = None
+) -> Ctx:
     """The context of the root of ``schema``: its draft (``$schema``, else
-    ``options.default_draft``) and a resolver over ``options.registry`` and the drafts'
-    meta-schemas."""
+    ``options.default_draft``) and a resolver over ``options.registry``, the local files of
+    ``local`` (read in the root's draft unless they say otherwise) and the drafts'
+    meta-schemas, whose base URI is ``local.base_uri`` (joined with the root's ``$id``)."""
     try:
         import referencing
         import referencing.exceptions
@@ -135,14 +143,25 @@ def root_context(schema: Any, options: JsonSchemaOptions) -> Ctx:
     registry: Any = options.registry
     if registry is None:
         registry = referencing.Registry()
+    if local is not None and local.resources:
+        registry = registry.with_resources(
+            (uri, crawlable_resource(c, spec)) for uri, c in local.resources
+        )
     try:
         from jsonschema_specifications import REGISTRY as META
 
         registry = META.combine(registry)
     except ImportError:  # pragma: no cover - optional
         pass
-    resolver = registry.resolver_with_root(resource)
-    return Ctx(resolver, draft, "#", 0)
+    if local is None:
+        resolver = registry.resolver_with_root(resource)
+        return Ctx(resolver, draft, "#", 0)
+    ident = resource.id()
+    base = urldefrag(urljoin(local.base_uri, ident))[0] if ident else local.base_uri
+    registry = registry.with_resource(local.base_uri, resource)
+    if base != local.base_uri:
+        registry = registry.with_resource(base, resource)
+    return Ctx(registry.resolver(base), draft, "#", 0)
 
 
 def enter_resource(ctx: Ctx, schema: dict[str, Any], draft: str) -> Ctx:
@@ -162,6 +181,8 @@ class Definitions:
 
     def __init__(self, options: JsonSchemaOptions) -> None:
         self.options = options
+        #: the local files read for this schema (set by the normalizer), for error messages
+        self.local: LocalResources | None = None
         self.ignored: list[str] = []
         self.defs: dict[str, S] = {}
         self.def_names: dict[str, str] = {}
@@ -215,12 +236,7 @@ class Definitions:
         try:
             resolved = ctx.resolver.lookup(ref)
         except rex.Unresolvable as e:
-            self.unsupported(
-                "$ref",
-                ctx.pointer,
-                f"cannot resolve {ref!r} ({type(e).__name__}); remote references need a "
-                "registry in JsonSchemaOptions.registry",
-            )
+            self.unsupported("$ref", ctx.pointer, self._unresolvable(ref, ctx, e))
             return ANY
         contents = resolved.contents
         key = f"d{id(contents)}"
@@ -245,3 +261,35 @@ class Definitions:
             self._pending.discard(key)
         self.defs[key] = value
         return SRef(key)
+
+    def _unresolvable(self, ref: str, ctx: Ctx, exc: Exception) -> str:
+        """Why ``ref`` (at ``ctx``) cannot be resolved, and what to do."""
+        import referencing.exceptions as rex
+
+        base = getattr(ctx.resolver, "_base_uri", "")  # private in referencing 0.37: see above
+        base = base if isinstance(base, str) else ""
+        target = urldefrag(urljoin(base, ref))[0] if not ref.startswith("#") else base
+        fragment = urldefrag(ref)[1]
+        where = f"cannot resolve {ref!r}" + (f" (-> {target})" if target and target != ref else "")
+        problems = self.local.problems if self.local is not None else {}
+        if isinstance(exc, (rex.PointerToNowhere, rex.NoSuchAnchor)):
+            return f"{where}: {target or 'the schema'} has no {'#' + fragment!r}"
+        if target in problems:
+            return f"{where}: {problems[target]}"
+        scheme = urlsplit(target).scheme
+        if scheme in ("http", "https"):
+            return (
+                f"{where}: a remote reference, and formcast never fetches over the network; "
+                "keep the file on disk and pass JsonSchemaOptions(registry="
+                "formcast.json_schema_registry(directory)) (a file is found by its $id), "
+                "or add it to JsonSchemaOptions.registry"
+            )
+        if scheme == "file":
+            return f"{where}: the file is not among those read"
+        if len(scheme) <= 1:
+            return (
+                f"{where}: a relative reference with no base URI; compile the schema from its "
+                "file (compile_json_schema(pathlib.Path(...))) or pass base_uri= to read the "
+                "files next to it"
+            )
+        return f"{where} ({type(exc).__name__}); add the resource to JsonSchemaOptions.registry"

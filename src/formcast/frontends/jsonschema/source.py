@@ -1,24 +1,32 @@
-"""Reading a schema, once: JSON text, a dict, a boolean or a Pydantic model class → a
-:class:`LoadedSchema` (the checked value and its canonical text).
+"""Reading a schema, once: a file, JSON text, a dict, a boolean or a Pydantic model class → a
+:class:`LoadedSchema` (the checked value, its canonical text and the local files its
+``$ref``s reach).
 
 Every way in (``generate(schema=...)``, ``GrammarCompiler.compile_json_schema``,
 ``schema_to_grammar``) reads the schema here, with one set of checks and messages: the text's
 size (``max_schema_bytes``), that it is JSON, that it is an object or a boolean, that it can
 be written back as JSON (``json.dumps`` recursion: a depth limit that names the deepest
-pointer), and its size as compact JSON.  The JSON-ness of every member (NaN, non-string keys)
+pointer), and its size as compact JSON.  A schema read from a file (a ``pathlib.Path``), or
+given a ``base_uri``, has the sibling files its references name read here too
+(:func:`~.files.local_resources`: bounded by ``max_ref_files``/``max_ref_bytes``, confined to
+one directory, never the network).  The JSON-ness of every member (NaN, non-string keys)
 is checked with JSON pointers by the normalizer (:func:`~.checks.check_json`).
 
 Lifetime: pure functions; a load costs two ``json.dumps`` of the schema (the canonical text
-is the compile cache's key) and one ``json.loads`` of a text.
+is the compile cache's key) and one ``json.loads`` of a text (plus, with local references,
+one read, parse and keyword walk per file).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ...errors import ConfigurationError, LimitExceededError
+from .files import LocalResources, as_base_uri, file_uri, local_resources
 from .options import JsonSchemaOptions
 
 __all__ = ["LoadedSchema", "load_schema", "pydantic_model_class"]
@@ -32,10 +40,21 @@ class LoadedSchema:
         value: the schema (an object or a boolean), as Python values.
         canonical: ``json.dumps(value, ensure_ascii=False)``: the schema's key order kept
             (properties are generated in schema order), the compile cache's key.
+        local: the schema's base URI and the local files its references reach (None: the
+            schema was given as a value with no ``base_uri``).
     """
 
     value: dict[str, Any] | bool
     canonical: str
+    local: LocalResources | None = None
+
+    @property
+    def cache_text(self) -> str:
+        """The compile cache's key text: :attr:`canonical`, plus the digest of the base URI
+        and of every local file read when there are any."""
+        if self.local is None:
+            return self.canonical
+        return self.canonical + "\0local=sha256:" + self.local.digest()
 
 
 def pydantic_model_class(schema: Any) -> Any:
@@ -52,16 +71,68 @@ def pydantic_model_class(schema: Any) -> Any:
     return None
 
 
-def load_schema(schema: Any, options: JsonSchemaOptions) -> LoadedSchema:
-    """Read ``schema`` (a dict, a boolean, JSON text or a Pydantic model class) once.
+def load_schema(
+    schema: Any, options: JsonSchemaOptions, *, base_uri: str | os.PathLike[str] | None = None
+) -> LoadedSchema:
+    """Read ``schema`` (a file path, a dict, a boolean, JSON text or a Pydantic model class)
+    once.
+
+    Args:
+        schema: a ``pathlib.Path`` (or other ``os.PathLike``) is a file to read (a ``str`` is
+            always JSON text); anything else as above.
+        options: the limits and ``local_ref_root``.
+        base_uri: where relative ``$ref``s resolve: a file or directory path, or an absolute
+            URI; default: the schema file's path (None for a schema given as a value:
+            relative references then resolve against its ``$id`` only).  With one, the local
+            files the references name are read (:func:`~.files.local_resources`).
 
     Raises:
-        ConfigurationError: not JSON text, not an object or a boolean, not JSON-serializable.
-        LimitExceededError: ``max_schema_bytes`` (the text, or the schema as compact JSON), or
-            ``max_depth`` (nested deeper than ``json`` can read or write).
+        ConfigurationError: not JSON text, not an object or a boolean, not JSON-serializable;
+            a schema file that cannot be read.
+        LimitExceededError: ``max_schema_bytes`` (the text, or the schema as compact JSON),
+            ``max_depth`` (nested deeper than ``json`` can read or write), ``max_ref_files``
+            / ``max_ref_bytes`` (the local files its references reach).
     """
     if isinstance(schema, LoadedSchema):
+        if base_uri is not None:
+            raise ConfigurationError(
+                "base_uri applies when a schema is read, not to a LoadedSchema"
+            )
         return schema
+    if isinstance(schema, os.PathLike):
+        path = Path(os.fspath(schema)).expanduser().absolute()
+        try:
+            size = path.stat().st_size
+            if size > options.max_schema_bytes:
+                raise LimitExceededError(
+                    "max_schema_bytes", options.max_schema_bytes, f"{path} has {size} bytes"
+                )
+            schema = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigurationError(f"cannot read the schema file {path}: {exc}") from None
+        if base_uri is None:
+            base_uri = file_uri(path)
+    loaded = _load_value(schema, options)
+    if base_uri is None:
+        return loaded
+    base = as_base_uri(base_uri)
+    root = None
+    if options.local_ref_root is not None:
+        root = Path(options.local_ref_root).expanduser().absolute()
+        if not root.is_dir():
+            raise ConfigurationError(f"JsonSchemaOptions.local_ref_root: {root} is not a directory")
+    local = local_resources(
+        loaded.value,
+        base,
+        root=root,
+        registry=options.registry,
+        max_files=options.max_ref_files,
+        max_bytes=options.max_ref_bytes,
+    )
+    return LoadedSchema(loaded.value, loaded.canonical, local)
+
+
+def _load_value(schema: Any, options: JsonSchemaOptions) -> LoadedSchema:
     if pydantic_model_class(schema) is not None:
         schema = schema.model_json_schema()
     if isinstance(schema, str):

@@ -7,18 +7,22 @@ content and key classes, :mod:`.emit`).
 
 Lifetime: a process-wide cache of :data:`STRING_DFA_CACHE_SIZE` automata (least recently used
 evicted, :class:`~formcast.cache.LruCache`), keyed by the node's content; each entry keeps the
-fuel its build cost and a hit charges it (:func:`~formcast.limits.metered`), so whether a
-compile fits ``max_compile_work`` does not depend on what was compiled before.  A build costs
-the automaton products (bounded by ``options.max_automaton_states``).
+fuel of its own work and the cached calls it made, and a hit charges what a fresh build would
+cost in the current compile (:func:`~formcast.limits.cached_work`), so whether a compile fits
+``max_compile_work`` does not depend on what was compiled before; within one compile the cost
+is charged once and a repeat is a lookup (:func:`~formcast.limits.compile_memo`).  A build
+costs the automaton products (bounded by ``options.max_automaton_states``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
 
 from ...automata import charfa
 from ...cache import LruCache
 from ...errors import GrammarError
 from ...ir.nodes import Node
-from ...limits import charge, metered
+from ...limits import CachedWork, cached_work, compile_memo
 from . import formats as json_formats
 from .nodes import SStr
 from .options import JsonSchemaOptions
@@ -29,11 +33,10 @@ __all__ = ["STRING_DFA_CACHE_SIZE", "string_dfa", "string_parts"]
 STRING_DFA_CACHE_SIZE = 256
 """Automata kept by :func:`string_dfa` (entries; the least recently used is evicted)."""
 
-# values: (automaton, the fuel its build cost: a hit charges it, so whether a compile fits
-# max_compile_work does not depend on what was compiled before)
-_DFA_CACHE: LruCache[tuple[object, ...], tuple[charfa.CharDFA, int]] = LruCache(
-    STRING_DFA_CACHE_SIZE
-)
+# values: the automaton with its build's own fuel and nested cached calls (a hit charges what a
+# fresh build would in the current compile, so whether a compile fits max_compile_work does
+# not depend on what was compiled before)
+_DFA_CACHE: LruCache[Hashable, CachedWork[charfa.CharDFA]] = LruCache(STRING_DFA_CACHE_SIZE)
 
 
 def string_parts(s: SStr) -> tuple[list[Node], list[Node]]:
@@ -65,13 +68,9 @@ def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
         tuple(sorted(s.excluded)),
         options.max_automaton_states,
     )
-    found, got = _DFA_CACHE.get(key)
-    if found and got is not None:
-        charge(got[1])
-        return got[0]
-    built = metered(lambda: _string_dfa(s, options))
-    _DFA_CACHE.put(key, built)
-    return built[0]
+    return cached_work(
+        _DFA_CACHE, key, ("string_dfa", key), lambda: _string_dfa(s, options), compile_memo()
+    )
 
 
 def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:

@@ -1,0 +1,236 @@
+"""Run-time ``uniqueItems``: every mask equals a brute-force oracle's, on a small vocabulary.
+
+The oracle knows nothing of formcast's check: a token is allowed after a prefix iff some
+*document* starts with the prefix and the token, where a document is a text the schema's
+grammar *without* ``uniqueItems`` accepts (formcast's plain grammar, tested exact elsewhere)
+and whose value ``jsonschema`` validates against the schema *with* it.  Documents are searched
+depth first over the bytes that grammar allows (the schemas below have finite languages, so
+the search is exhaustive).  Random walks through the matcher compare, at every step, the mask
+with the oracle for every token, and ``accept_token`` with the mask; rollback, fork and
+``validate_tokens`` are checked against fresh matchers fed the same tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from functools import lru_cache
+from typing import Any
+
+import pytest
+
+import jsonschema
+from formcast.automata.pda import ParserState
+from formcast.errors import UnsupportedFeatureError
+from formcast.frontends.jsonschema.api import schema_to_grammar
+from formcast.index.cfg_program import CfgProgram
+from formcast.index.compiled import CompiledGrammar
+from formcast.index.compiler import GrammarCompiler
+from formcast.runtime.matcher import GrammarMatcher
+from formcast.vocab.vocabulary import Vocabulary
+
+TOKENS = [
+    b"[", b"]", b",", b'"', b"a", b"b", b"c", b'"a', b'a"', b'b"', b'","', b'"]', b'",',
+    b'"a"', b'a","', b"\\", b"u", b"00", b"6", b"1", b"2", b"\\u0061", b"ab", b'["',
+    b"\xc3\xa9", b"\xc3", b"\xa9", b'\xa9"', b"[]", b'["a"]', b'"],', b" ", b'b","b',
+    b"\\u00e9", b'""', b"x", b"{", b"}", b":", b'{"u":', b'"v"', b"]}", b"v", b',"', b',"a', b'"b',
+]  # fmt: skip
+
+
+def _vocab() -> Vocabulary:
+    return Vocabulary.from_tokens([*TOKENS, b"<eos>"], stop_token_ids=[len(TOKENS)], name="uq")
+
+
+VOCAB = _vocab()
+COMPILER = GrammarCompiler(VOCAB)
+
+SCHEMAS: list[Any] = [
+    # canonical strings (a pattern): a finite domain smaller than maxItems
+    {"type": "array", "items": {"type": "string", "pattern": "^[ab]$"}, "uniqueItems": True,
+     "maxItems": 3},
+    # an enum too large for the compile-time expansion's budget is checked at run time too
+    {"type": "array", "items": {"enum": ["a", "b", "c", "ab", "é", "aa", "ba", "bb", "x", "cc"]},
+     "uniqueItems": True, "minItems": 1, "maxItems": 4},
+    # strings with any escapes, bounded by length: "\\u0061" equals "a"
+    {"type": "array", "items": {"type": "string", "maxLength": 1}, "uniqueItems": True,
+     "maxItems": 2},
+    # minItems: two distinct values must fit
+    {"type": "array", "items": {"type": "string", "pattern": "^(a|b|ab)$"},
+     "uniqueItems": True, "minItems": 2, "maxItems": 3},
+    # unions: a branch without uniqueItems keeps its stacks
+    {"anyOf": [
+        {"type": "array", "items": {"pattern": "^[ab]$", "type": "string"}, "uniqueItems": True,
+         "maxItems": 3},
+        {"type": "array", "items": {"const": "a"}, "maxItems": 2},
+    ]},
+    # free strings (an infinite language: the oracle's search is bounded, see Oracle)
+    {"type": "array", "items": {"type": "string"}, "uniqueItems": True, "maxItems": 4},
+    # nested in an object, beside a non-unique array
+    {"type": "object", "properties": {
+        "u": {"type": "array", "items": {"type": "string", "pattern": "^[abc]$"},
+              "uniqueItems": True, "maxItems": 2},
+        "v": {"type": "array", "items": {"enum": ["a"]}, "maxItems": 2}},
+     "required": ["u"], "additionalProperties": False},
+]  # fmt: skip
+
+
+def _plain(schema: Any) -> Any:
+    """``schema`` without ``uniqueItems`` (the grammar the oracle searches)."""
+    if isinstance(schema, dict):
+        return {k: _plain(v) for k, v in schema.items() if k != "uniqueItems"}
+    if isinstance(schema, list):
+        return [_plain(v) for v in schema]
+    return schema
+
+
+class Oracle:
+    """Whether a byte string starts some document of ``schema`` (see the module docstring)."""
+
+    #: bytes a completion may add past the prefix: more than any document of the finite
+    #: schemas needs, and (for free strings) more than the shortest completion of any prefix
+    #: (finish an escape, add a new character, close the string and the array: 12 bytes)
+    REACH = 16
+
+    def __init__(self, schema: Any) -> None:
+        plain = COMPILER.compile_json_schema(_plain(schema))
+        assert isinstance(plain.program, CfgProgram)
+        self.pda = plain.program.pda
+        self.validator = jsonschema.Draft202012Validator(schema)
+        self._live = lru_cache(maxsize=None)(self._live_uncached)
+        # (the pruning is sound only where the top-level array itself must be unique)
+        self.prune = isinstance(schema, dict) and schema.get("uniqueItems") is True
+
+    def _valid(self, doc: bytes) -> bool:
+        try:
+            value = json.loads(doc)
+        except ValueError:
+            return False
+        return bool(self.validator.is_valid(value))
+
+    @staticmethod
+    def _repeated(doc: bytes) -> bool:
+        """A top-level array whose completed items already repeat a value (no completion
+        can undo it: pruned, to keep the search of free strings small)."""
+        if not doc.startswith(b"["):
+            return False
+        head, in_string, escaped, start = doc, False, False, 0
+        for i, b in enumerate(doc):  # inside a string at the end: drop it
+            if escaped:
+                escaped = False
+            elif in_string and b == 0x5C:
+                escaped = True
+            elif b == 0x22:
+                in_string, start = not in_string, i
+        if in_string:
+            head = doc[:start]
+        try:
+            items = json.loads(head.rstrip(b", ") + b"]")
+        except ValueError:
+            return False
+        keys = [json.dumps(x, sort_keys=True) for x in items]
+        return len(keys) != len(set(keys))
+
+    def _live_uncached(self, doc: bytes, state: ParserState, left: int) -> bool:
+        if state.accepting and self._valid(doc):
+            return True
+        if left == 0 or (self.prune and self._repeated(doc)):
+            return False
+        # closing bytes first: short documents are found first
+        order = sorted(self.pda.next_bytes(state).tolist(), key=lambda b: (b not in b'"]}', b))
+        for b in order:
+            nxt = self.pda.step(state, b)
+            if not nxt.is_dead and self._live(doc + bytes((b,)), nxt, left - 1):
+                return True
+        return False
+
+    def live(self, doc: bytes) -> bool:
+        state = self.pda.step_bytes(self.pda.initial, doc)
+        return not state.is_dead and self._live(doc, state, self.REACH)
+
+    def plain_allowed(self, prefix: bytes) -> set[int]:
+        """What the grammar without ``uniqueItems`` allows (byte liveness only)."""
+        out = set()
+        for t, tok in enumerate(TOKENS):
+            if not self.pda.step_bytes(self.pda.initial, prefix + tok).is_dead:
+                out.add(t)
+        return out
+
+    def allowed(self, prefix: bytes) -> set[int]:
+        out = {t for t, tok in enumerate(TOKENS) if self.live(prefix + tok)}
+        state = self.pda.step_bytes(self.pda.initial, prefix)
+        if state.accepting and self._valid(prefix):
+            out.add(len(TOKENS))
+        return out
+
+
+def _compiled(schema: Any) -> CompiledGrammar:
+    compiled = COMPILER.compile_json_schema(schema)
+    assert compiled.unique_items, "the run-time check is not in use"
+    return compiled
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_masks_equal_the_oracle_on_random_walks(index: int) -> None:
+    schema = SCHEMAS[index]
+    compiled = _compiled(schema)
+    oracle = Oracle(schema)
+    rng = random.Random(index)
+    mattered = 0  # steps where uniqueness removed a token the plain grammar allows
+    for _ in range(30):
+        matcher = GrammarMatcher(compiled)
+        while not matcher.is_terminated():
+            prefix = matcher.accepted_bytes()
+            got = set(matcher.allowed_token_ids().tolist())
+            want = oracle.allowed(prefix)
+            assert got == want, (prefix, sorted(got ^ want))
+            mattered += bool(oracle.plain_allowed(prefix) - want - {len(TOKENS)})
+            for t in range(len(TOKENS) + 1):
+                twin = matcher.fork()
+                assert twin.accept_token(t) == (t in want), (prefix, t)
+            assert oracle.live(prefix), prefix  # never past where no document exists
+            if not got:  # (the vocabulary cannot spell what must follow)
+                break
+            matcher.accept_token(rng.choice(sorted(got)))
+        else:
+            value = json.loads(matcher.accepted_bytes())
+            assert oracle.validator.is_valid(value)
+    assert mattered >= 3  # the walks reached the check
+
+
+def test_equal_values_are_equal_whatever_their_spelling() -> None:
+    compiled = _compiled(SCHEMAS[2])
+    m = GrammarMatcher(compiled)
+    assert m.accept_bytes('["a",')
+    assert not m.fork().accept_bytes('"\\u0061"')  # "a" again, escaped
+    assert m.fork().accept_bytes('"\\u0062"')
+    m2 = GrammarMatcher(compiled)
+    assert m2.accept_bytes('["\\u00e9",')
+    assert not m2.fork().accept_bytes('"\xc3\xa9"'.encode("latin-1").decode("utf-8"))
+
+
+def test_rollback_fork_and_validate_tokens_are_exact() -> None:
+    compiled = _compiled(SCHEMAS[0])
+    ids = [TOKENS.index(t) for t in (b"[", b'"a', b'"', b",", b'"', b"b", b'"', b"]")]
+    m = GrammarMatcher(compiled)
+    assert m.validate_tokens(ids) == len(ids)
+    assert m.num_accepted_tokens == 0
+    dup = [TOKENS.index(t) for t in (b"[", b'"a"', b",", b'"a"')]
+    assert m.validate_tokens(dup) == 3  # the second "a" is refused
+    assert m.accept_tokens(ids[:6])
+    masks = []
+    for n in range(6, -1, -1):
+        fresh = GrammarMatcher(compiled)
+        assert fresh.accept_tokens(ids[:n])
+        masks.append((n, fresh.allowed_token_ids().tolist()))
+    for n, want in masks:
+        m.rollback(m.num_accepted_tokens - n)
+        assert m.allowed_token_ids().tolist() == want, n
+    twin = m.fork()
+    assert twin.accept_tokens(ids)
+    assert m.num_accepted_tokens == 0
+    assert not twin.fork().accept_token(TOKENS.index(b","))  # nothing follows "]"
+
+
+def test_the_grammar_alone_fails_closed() -> None:
+    with pytest.raises(UnsupportedFeatureError, match="uniqueItems"):
+        schema_to_grammar(SCHEMAS[2])
