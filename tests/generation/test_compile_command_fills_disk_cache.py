@@ -95,3 +95,27 @@ def test_an_unwritable_directory_is_exit_status_2(
     code, _, err = run(["compile", "--regex", "a+", "--cache-dir", str(blocker), "--json"], capsys)
     assert code == 2
     assert "could not write" in err
+
+
+def test_a_schema_file_with_sibling_refs_precompiles_for_a_server_reading_the_file(
+    vocab: Vocabulary, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``formcast compile --schema FILE`` reads FILE's siblings (like ``generate``), and the
+    entry it writes is the one ``compile_json_schema(Path(FILE))`` loads; editing a sibling
+    is a different key."""
+    (tmp_path / "root.json").write_text(json.dumps({"$ref": "digit.json"}))
+    (tmp_path / "digit.json").write_text(json.dumps({"type": "integer", "maximum": 9}))
+    cache = tmp_path / "cache"
+    code, info, err = run(
+        ["compile", "--schema", str(tmp_path / "root.json"), "--cache-dir", str(cache), "--json"],
+        capsys,
+    )
+    assert code == 0, err
+    assert info["cache_hit"] is False
+    server = GrammarCompiler(vocab, cache_dir=cache)
+    server.compile_json_schema(tmp_path / "root.json", JsonSchemaOptions(lenient=False))
+    assert (server.disk_hits, server.misses) == (1, 0)
+    (tmp_path / "digit.json").write_text(json.dumps({"type": "integer", "maximum": 5}))
+    fresh = GrammarCompiler(vocab, cache_dir=cache)
+    fresh.compile_json_schema(tmp_path / "root.json", JsonSchemaOptions(lenient=False))
+    assert (fresh.disk_hits, fresh.misses) == (0, 1)

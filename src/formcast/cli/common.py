@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from ..errors import ConfigurationError, FormcastError
 from ..generation.inputs import get_compiler
 from ..index.compiled import CompiledGrammar
+from ..index.compiler import GrammarCompiler
 from ..vocab.vocabulary import Vocabulary
 
 __all__ = [
@@ -243,31 +244,38 @@ def compile_from_args(
     if schema is None and grammar is None and args.regex is None:
         return None
     comp = get_compiler(vocab)
-
-    def compile_it() -> CompiledGrammar:
-        if args.regex is not None:
-            return comp.compile_regex(args.regex, dialect=args.dialect)
-        if grammar == "json":
-            return comp.compile_builtin_json_grammar()
-        if grammar is not None:
-            return comp.compile_grammar(grammar, syntax=syntax)
-        from pathlib import Path
-
-        from ..frontends.jsonschema.options import JsonSchemaOptions
-
-        opts = JsonSchemaOptions(
-            lenient=args.lenient, local_ref_root=getattr(args, "ref_root", None)
-        )
-        # relative $refs resolve against the schema file (its siblings are read from disk)
-        base = Path(args.schema).absolute() if args.schema is not None else None
-        return comp.compile_json_schema(schema, opts, base_uri=base)
-
     compiled = timed(
-        "compiling the constraint ...", compile_it, lambda _, s: f"compiled in {s:.3f} s"
+        "compiling the constraint ...",
+        lambda: compile_with(comp, args, (schema, grammar, syntax)),
+        lambda _, s: f"compiled in {s:.3f} s",
     )
     for warning in compiled.warnings:
         progress(f"warning: {warning}")
     return compiled
+
+
+def compile_with(
+    comp: GrammarCompiler, args: argparse.Namespace, constraint: tuple[Any, str | None, str]
+) -> CompiledGrammar:
+    """Compile ``constraint`` (``read_constraint(args)``) with ``comp``: ``--regex`` with
+    ``--dialect``, a grammar with its syntax, a schema with ``--lenient`` and ``--ref-root``,
+    its relative ``$ref``s resolved against the schema file.  Used by ``generate`` and
+    ``compile``."""
+    schema, grammar, syntax = constraint
+    if args.regex is not None:
+        return comp.compile_regex(args.regex, dialect=args.dialect)
+    if grammar == "json":
+        return comp.compile_builtin_json_grammar()
+    if grammar is not None:
+        return comp.compile_grammar(grammar, syntax=syntax)
+    from pathlib import Path
+
+    from ..frontends.jsonschema.options import JsonSchemaOptions
+
+    opts = JsonSchemaOptions(lenient=args.lenient, local_ref_root=getattr(args, "ref_root", None))
+    # relative $refs resolve against the schema file (its siblings are read from disk)
+    base = Path(args.schema).absolute() if getattr(args, "schema", None) is not None else None
+    return comp.compile_json_schema(schema, opts, base_uri=base)
 
 
 def load_vocab(spec: str) -> Vocabulary:

@@ -22,9 +22,8 @@ import os
 import time
 from typing import Any
 
-from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
-from .common import load_vocab, progress, read_constraint
+from .common import compile_with, load_vocab, progress, read_constraint
 
 __all__ = ["add_cache_arguments", "run_precompile"]
 
@@ -58,19 +57,6 @@ def add_cache_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _compile(comp: GrammarCompiler, args: argparse.Namespace) -> CompiledGrammar:
-    schema, grammar, syntax = read_constraint(args)
-    if args.regex is not None:
-        return comp.compile_regex(args.regex, dialect=args.dialect)
-    if grammar == "json":
-        return comp.compile_builtin_json_grammar()
-    if grammar is not None:
-        return comp.compile_grammar(grammar, syntax=syntax)
-    from ..frontends.jsonschema.options import JsonSchemaOptions
-
-    return comp.compile_json_schema(schema, JsonSchemaOptions(lenient=args.lenient))
-
-
 def run_precompile(args: argparse.Namespace) -> int:
     """Compile (or load) into ``args.cache_dir``; print what was done.  Exit status 0, or 2
     when the grammar could not be written."""
@@ -78,7 +64,7 @@ def run_precompile(args: argparse.Namespace) -> int:
     vocab = load_vocab(args.tokenizer)
     comp = GrammarCompiler(vocab, cache_dir=args.cache_dir)
     t0 = time.perf_counter()
-    compiled = _compile(comp, args)
+    compiled = compile_with(comp, args, read_constraint(args))
     seconds = time.perf_counter() - t0
     loaded = comp.disk_hits > 0
     progress(f"{'loaded from the cache' if loaded else 'compiled'} in {seconds:.3f} s")

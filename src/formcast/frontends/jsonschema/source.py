@@ -51,10 +51,37 @@ class LoadedSchema:
     @property
     def cache_text(self) -> str:
         """The compile cache's key text: :attr:`canonical`, plus the digest of the base URI
-        and of every local file read when there are any."""
-        if self.local is None:
+        and of every local file read when there are any.  A schema whose ``$ref``s are all
+        same-document fragments (``#...``) reads no file and its grammar cannot depend on the
+        base URI: its key is :attr:`canonical` alone, so the same schema compiled from a file
+        and from a value shares one cache entry (``formcast compile`` fills what a server
+        loads)."""
+        if self.local is None or (not self.local.resources and not _uses_uri_refs(self.value)):
             return self.canonical
         return self.canonical + "\0local=sha256:" + self.local.digest()
+
+
+_URI_KEYS = frozenset({"$ref", "$dynamicRef", "$recursiveRef", "$id", "id"})
+
+
+def _uses_uri_refs(value: Any) -> bool:
+    """Whether a ``$ref``/``$dynamicRef``/``$recursiveRef`` string or an ``$id`` anywhere in
+    ``value`` names more than a fragment of the same document (so resolution may depend on
+    the base URI).  Linear in the schema's size."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, item in node.items():
+                if isinstance(item, str):
+                    # a false positive (an instance member called "id") only costs a cache miss
+                    if key in _URI_KEYS and not item.startswith("#"):
+                        return True
+                else:
+                    stack.append(item)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def pydantic_model_class(schema: Any) -> Any:
