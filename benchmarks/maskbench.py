@@ -210,7 +210,7 @@ def _reorder(inst: Any, schemas: list[Any], root: Any, depth: int) -> Any:
             if k not in child:
                 for p, sub in extra_schemas:
                     try:
-                        if re.search(p, k):
+                        if re.search(p, str(k)):  # (YAML keys may be numbers)
                             subs.append(sub)
                     except re.error:
                         pass

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""What run-time ``uniqueItems`` costs: mask time on an array of N unique strings.
+"""What run-time ``uniqueItems`` costs: mask time on arrays of N unique items.
 
-Schema ``{"type": "array", "items": {"type": "string"}, "uniqueItems": true}`` (checked at run
-time) against the same schema without ``uniqueItems`` (the grammar alone), on the bundled
-SmolLM2 tokenizer (49,152 ids).  The document is an array of N distinct strings (``"w<i>-<word>"``,
-deterministic), tokenized by the model's own tokenizer; each step times
+Three item kinds, each schema ``{"type": "array", "items": ..., "uniqueItems": true}`` (checked
+at run time) against the same schema without ``uniqueItems`` (the grammar alone), on the bundled
+SmolLM2 tokenizer (49,152 ids): ``strings`` (``{"type": "string"}``: the string program),
+``integers`` (``{"type": "integer"}``) and ``objects`` (``{"id": integer, "name": string}``,
+both required, no other key): the general program on JSON values.  Each document is an array
+of N distinct items (deterministic), tokenized by the model's own tokenizer; each step times
 ``fill_next_token_bitmask`` (wall and thread CPU time: on a shared machine the wall p99
 measures preemption) and ``accept_token``, and checks that the document's next token is
 allowed.  A first pass warms the grammar's caches (cold masks are the grammar's cost, not the
@@ -13,8 +15,8 @@ suspect tokens simulated byte by byte, and a check that re-writing an earlier it
 
 Usage::
 
-    python benchmarks/unique_items_bench.py            # N = 1000
-    python benchmarks/unique_items_bench.py --items 200 --json out.json
+    python benchmarks/unique_items_bench.py            # N = 1000, every kind
+    python benchmarks/unique_items_bench.py --items 200 --kinds integers,objects --json out.json
 """
 
 from __future__ import annotations
@@ -29,9 +31,29 @@ import numpy as np
 WORDS = ("alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "theta", "zeta", "rho")
 
 
-def document(n: int) -> str:
-    items = [f"w{i}-{WORDS[i % len(WORDS)]}" for i in range(n)]
+def document(n: int, kind: str = "strings") -> str:
+    items: list[Any]
+    if kind == "strings":
+        items = [f"w{i}-{WORDS[i % len(WORDS)]}" for i in range(n)]
+    elif kind == "integers":
+        items = [(i * 7919) % 1_000_003 for i in range(n)]  # distinct: 7919 is prime
+    else:
+        items = [{"id": i % 97, "name": f"{WORDS[i % len(WORDS)]}-{i // 97}"} for i in range(n)]
     return json.dumps(items, separators=(",", ":"))
+
+
+ITEMS: dict[str, Any] = {
+    "strings": {"type": "string"},
+    "integers": {"type": "integer"},
+    "objects": {
+        "type": "object",
+        "properties": {"id": {"type": "integer"}, "name": {"type": "string"}},
+        "required": ["id", "name"],
+        "additionalProperties": False,
+    },
+}
+#: an earlier item written again (refused), per kind
+AGAIN = {"strings": '"w0-alpha"', "integers": "0,", "objects": '{"id":0,"name":"alpha-0"}'}
 
 
 def run(compiled: Any, ids: list[int]) -> dict[str, float]:
@@ -69,41 +91,47 @@ def run(compiled: Any, ids: list[int]) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--items", type=int, default=1000)
+    ap.add_argument("--kinds", default="strings,integers,objects")
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args()
 
     import formcast
     from formcast.index.compiler import GrammarCompiler
+    from formcast.runtime.matcher import GrammarMatcher
 
     model = formcast.load_model("smollm2")
     vocab = model.vocab
-    doc = document(args.items)
-    ids = model.encode_bytes(doc.encode())
-    assert ids is not None
     compiler = GrammarCompiler(vocab)
-    unique = {"type": "array", "items": {"type": "string"}, "uniqueItems": True}
-    plain = {"type": "array", "items": {"type": "string"}}
-    out: dict[str, Any] = {"items": args.items, "tokens": len(ids)}
-    for name, schema in (("plain", plain), ("unique", unique)):
-        t0 = time.perf_counter()
-        compiled = compiler.compile_json_schema(schema)
-        compile_s = time.perf_counter() - t0
-        res = run(compiled, ids)
-        res["compile_s"] = round(compile_s, 3)
-        if name == "unique":
-            from formcast.runtime.matcher import GrammarMatcher
-
-            info = GrammarMatcher(compiled)._program.cache_info()
-            res["suspect_tokens_simulated"] = info.get("unique_items_simulated", 0)
-            # an earlier item again is refused (byte by byte and as tokens)
-            m = GrammarMatcher(compiled)
-            assert m.accept_bytes(doc[:-1] + ",")
-            assert not m.fork().accept_bytes('"w0-alpha"')
-            again = model.encode_bytes(b'"w0-alpha"') or []
-            assert m.validate_tokens(again) < len(again)
-        out[name] = res
-    key = "mask_cpu_p99_us"
-    out["mask_cpu_p99_ratio"] = round(out["unique"][key] / max(out["plain"][key], 1e-9), 2)
+    out: dict[str, Any] = {"items": args.items}
+    for kind in args.kinds.split(","):
+        doc = document(args.items, kind)
+        ids = model.encode_bytes(doc.encode())
+        assert ids is not None
+        unique = {"type": "array", "items": ITEMS[kind], "uniqueItems": True}
+        plain = {"type": "array", "items": ITEMS[kind]}
+        got: dict[str, Any] = {"tokens": len(ids)}
+        for name, schema in (("plain", plain), ("unique", unique)):
+            t0 = time.perf_counter()
+            compiled = compiler.compile_json_schema(schema)
+            compile_s = time.perf_counter() - t0
+            res = run(compiled, ids)
+            res["compile_s"] = round(compile_s, 3)
+            if name == "unique":
+                program = GrammarMatcher(compiled)._program
+                res["program"] = type(program).__name__
+                info = program.cache_info()
+                res["suspect_tokens_simulated"] = info.get("unique_items_simulated", 0)
+                res["completion_searches"] = info.get("unique_items_searched", 0)
+                # an earlier item again is refused (byte by byte and as tokens)
+                m = GrammarMatcher(compiled)
+                assert m.accept_bytes(doc[:-1] + ",")
+                assert not m.fork().accept_bytes(AGAIN[kind])
+                again = model.encode_bytes(AGAIN[kind].encode()) or []
+                assert m.validate_tokens(again) < len(again)
+            got[name] = res
+        key = "mask_cpu_p99_us"
+        got["mask_cpu_p99_ratio"] = round(got["unique"][key] / max(got["plain"][key], 1e-9), 2)
+        out[kind] = got
     print(json.dumps(out, indent=1))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -5,6 +5,9 @@
 #
 #   FORMCAST_GGUF_VOCAB_DIR   where the ggml-vocab-* files go
 #                             (default: ~/.cache/formcast-test-assets/ggml-vocabs)
+#   FORMCAST_CHAT_TEMPLATE_DIR  where llama.cpp's models/templates/*.jinja (real chat templates of
+#                             Llama-3.x, Qwen, Mistral, Gemma... for tests/model/test_chat_*) go
+#                             (default: ~/.cache/formcast-test-assets/chat-templates)
 #   PYTHON                    the interpreter to install into (default: python)
 #
 # Tests never download: without these assets they skip and say what to run.
@@ -12,6 +15,7 @@ set -euo pipefail
 
 PYTHON="${PYTHON:-python}"
 DEST="${FORMCAST_GGUF_VOCAB_DIR:-$HOME/.cache/formcast-test-assets/ggml-vocabs}"
+TEMPLATES="${FORMCAST_CHAT_TEMPLATE_DIR:-$HOME/.cache/formcast-test-assets/chat-templates}"
 LLAMA_CPP_PYTHON_VERSION="0.3.36"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -25,8 +29,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # llama.cpp's models/ggml-vocab-*.gguf{,.inp,.out}: only in the llama-cpp-python sdist
 if compgen -G "$DEST/ggml-vocab-*.gguf" > /dev/null \
-    && [ -f "$DEST/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION" ]; then
-  echo "ggml vocab files already in $DEST"
+    && [ -f "$DEST/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION" ] \
+    && [ -f "$TEMPLATES/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION" ]; then
+  echo "ggml vocab files already in $DEST, chat templates in $TEMPLATES"
   exit 0
 fi
 TMP="$(mktemp -d)"
@@ -34,15 +39,25 @@ trap 'rm -rf "$TMP"' EXIT
 "$PYTHON" -m pip download -q --no-deps --no-binary :all: \
   "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" -d "$TMP"
 SDIST="$(ls "$TMP"/llama_cpp_python-*.tar.gz)"
-mkdir -p "$DEST"
-"$PYTHON" - "$SDIST" "$DEST" <<'EOF'
+mkdir -p "$DEST" "$TEMPLATES"
+"$PYTHON" - "$SDIST" "$DEST" "$TEMPLATES" <<'EOF'
 import os, shutil, sys, tarfile
 
-sdist, dest = sys.argv[1], sys.argv[2]
-n = 0
+sdist, dest, templates = sys.argv[1], sys.argv[2], sys.argv[3]
+n = t = 0
 with tarfile.open(sdist) as tar:
     for member in tar:
         parts = member.name.split("/")
+        if (
+            member.isfile()
+            and "vendor/llama.cpp/models/templates/" in member.name
+            and parts[-1].endswith(".jinja")
+        ):
+            src = tar.extractfile(member)
+            assert src is not None
+            with src, open(os.path.join(templates, parts[-1]), "wb") as out:
+                shutil.copyfileobj(src, out)
+            t += 1
         if (
             member.isfile()
             and len(parts) >= 2
@@ -57,6 +72,9 @@ with tarfile.open(sdist) as tar:
             n += 1
 if n == 0:
     sys.exit(f"no vendor/llama.cpp/models/ggml-vocab-* files in {sdist}")
-print(f"extracted {n} ggml-vocab files to {dest}")
+if t == 0:
+    sys.exit(f"no vendor/llama.cpp/models/templates/*.jinja files in {sdist}")
+print(f"extracted {n} ggml-vocab files to {dest}, {t} chat templates to {templates}")
 EOF
-touch "$DEST/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION"
+touch "$DEST/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION" \
+  "$TEMPLATES/.llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION"

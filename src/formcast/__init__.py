@@ -56,6 +56,7 @@ from .errors import (
     ModelFileError,
     SamplingBudgetError,
     SerializationError,
+    ToolCallError,
     UnsatisfiableGrammarError,
     UnsupportedFeatureError,
     VocabularyError,
@@ -66,6 +67,7 @@ from .index.compiled import CompiledGrammar
 from .index.compiler import GrammarCompiler
 from .ir.nodes import Grammar, Rule
 from .limits import CacheLimits, CompileLimits, ParserLimits
+from .runtime.batch import BatchFillResult, batch_fill_next_token_bitmask
 from .runtime.matcher import GrammarMatcher
 from .sampling import SamplingParams
 from .vocab.loaders import load_vocabulary
@@ -77,11 +79,15 @@ if TYPE_CHECKING:  # pragma: no cover
         ConditionedSampler,
         GenerationResult,
         GenerationTimings,
+        ReasoningOptions,
+        ReasoningText,
         generate,
         stream,
     )
+    from .index.structural_tag import StructuralTag
     from .model import CallableModel, LanguageModel, LlamaCppModel, TransformersModel
     from .model.loading import load_model
+    from .tools import ToolCall
 
 # loaded on first use (still no model library until a model loads)
 _LAZY = {
@@ -90,11 +96,15 @@ _LAZY = {
     "ConditionedSampler": "generation",
     "GenerationResult": "generation",
     "GenerationTimings": "generation",
+    "ReasoningOptions": "generation",
+    "ReasoningText": "generation",
     "load_model": "model.loading",
     "LanguageModel": "model",
     "CallableModel": "model",
     "LlamaCppModel": "model",
     "TransformersModel": "model",
+    "StructuralTag": "index.structural_tag",
+    "ToolCall": "tools",
 }
 
 
@@ -112,6 +122,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BatchFillResult",
     "CacheLimits",
     "CallableModel",
     "CompileBudgetError",
@@ -139,10 +150,15 @@ __all__ = [
     "MissingDependencyError",
     "ModelFileError",
     "ParserLimits",
+    "ReasoningOptions",
+    "ReasoningText",
     "Rule",
     "SamplingBudgetError",
     "SamplingParams",
     "SerializationError",
+    "StructuralTag",
+    "ToolCall",
+    "ToolCallError",
     "TransformersModel",
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
@@ -151,6 +167,7 @@ __all__ = [
     "__version__",
     "allocate_token_bitmask",
     "apply_token_bitmask_inplace",
+    "batch_fill_next_token_bitmask",
     "bitmask_to_bool",
     "bool_to_bitmask",
     "constraints",

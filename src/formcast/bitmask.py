@@ -10,7 +10,16 @@ The dtype is ``int32`` only, as in xgrammar and llguidance: a ``uint32``, ``int8
 row indices) is checked before anything is written.
 
 :func:`apply_token_bitmask_inplace` works on numpy arrays, and on torch tensors when torch is
-installed (torch is imported only if a tensor is passed).
+installed (torch is imported only if a tensor is passed or ``framework="torch"`` is asked for).
+
+Torch: :func:`allocate_token_bitmask` with ``framework="torch"`` gives a CPU ``torch.int32``
+tensor (pinned when CUDA is available); matchers fill a CPU tensor through a numpy view of its
+memory (no copy).  A CUDA tensor cannot be filled from the CPU side: fill the CPU (pinned)
+tensor, then copy it with ``gpu_bitmask.copy_(cpu_bitmask, non_blocking=True)`` (or pass the
+CPU bitmask to :func:`apply_token_bitmask_inplace` with CUDA logits, which does that copy), as
+xgrammar and llguidance do.  A pinned buffer copied with ``non_blocking=True`` must not be
+refilled before the copy ran: the next step's device-to-host read of the sampled ids (a
+stream-ordered sync) guarantees it in a decoding loop.
 
 Lifetime: stateless functions; a bitmask belongs to the caller.
 """
@@ -18,7 +27,7 @@ Lifetime: stateless functions; a bitmask belongs to the caller.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -38,6 +47,7 @@ __all__ = [
     "ids_to_bitmask",
     "reset_token_bitmask",
     "writable_bitmask_row",
+    "writable_bitmask_rows",
 ]
 
 
@@ -61,15 +71,27 @@ def _check_int32(bitmask: np.ndarray, what: str = "bitmask") -> None:
         )
 
 
+def _is_torch(value: object) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
 def _as_numpy(array: Any, what: str) -> np.ndarray:
     """A numpy view of a numpy array or a CPU torch tensor (memory shared, no copy)."""
-    if type(array).__module__.startswith("torch"):
-        if str(array.device) != "cpu":
+    if _is_torch(array):
+        if array.device.type != "cpu":
             raise ConfigurationError(
-                f"{what} is a torch tensor on {array.device}: fill a CPU bitmask, then move it"
+                f"{what} is a torch tensor on {array.device}: formcast fills masks on the CPU; "
+                "fill a CPU tensor (allocate_token_bitmask(batch, vocab_size, "
+                "framework='torch') is pinned when CUDA is available), then copy it with "
+                "gpu_bitmask.copy_(cpu_bitmask, non_blocking=True) or pass the CPU bitmask to "
+                "apply_token_bitmask_inplace with the CUDA logits"
             )
         if str(array.dtype) != "torch.int32":
-            raise ConfigurationError(f"{what} must be torch.int32, got {array.dtype}")
+            raise ConfigurationError(
+                f"{what} must be torch.int32 (the xgrammar/llguidance layout), got "
+                f"{array.dtype}: allocate it with allocate_token_bitmask(batch, vocab_size, "
+                "framework='torch')"
+            )
         return array.numpy()  # type: ignore[no-any-return]
     if not isinstance(array, np.ndarray):
         raise ConfigurationError(
@@ -114,6 +136,25 @@ def writable_bitmask_row(bitmask: Any, index: Any, words: int) -> np.ndarray:
     return row
 
 
+def writable_bitmask_rows(bitmask: Any, words: int) -> np.ndarray:
+    """``bitmask`` as a writable 2-D ``int32`` numpy view ``[rows, >= words]`` (a 1-D bitmask
+    is one row), numpy or a CPU torch tensor.  Raises :class:`ConfigurationError` for another
+    dtype or shape, too few words per row, a read-only array or a CUDA tensor.  O(1), no
+    copy."""
+    arr = _as_numpy(bitmask, "bitmask")
+    _check_int32(arr)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.shape[1] < words:
+        raise ConfigurationError(
+            f"bitmask has {arr.shape[1]} words per row, the vocabulary needs {words}: "
+            "allocate it with allocate_token_bitmask(batch, vocab.vocab_size)"
+        )
+    if not arr.flags.writeable:
+        raise ConfigurationError("bitmask is read-only")
+    return arr
+
+
 def get_bitmask_shape(batch_size: int, vocab_size: int) -> tuple[int, int]:
     """``(batch_size, ceil(vocab_size / 32))``."""
     if batch_size <= 0 or vocab_size <= 0:
@@ -128,14 +169,71 @@ def bitmask_words(vocab_size: int) -> int:
     return (vocab_size + 31) // 32
 
 
-def allocate_token_bitmask(batch_size: int, vocab_size: int) -> np.ndarray:
-    """A new all-ones (everything allowed) ``int32`` bitmask."""
-    return np.full(get_bitmask_shape(batch_size, vocab_size), -1, dtype=np.int32)
+@overload
+def allocate_token_bitmask(
+    batch_size: int,
+    vocab_size: int,
+    *,
+    framework: Literal["numpy"] = ...,
+    pin_memory: bool | None = ...,
+) -> np.ndarray: ...
 
 
-def reset_token_bitmask(bitmask: np.ndarray) -> None:
-    """Set every bit (allow everything) in place."""
-    bitmask.fill(-1)
+@overload
+def allocate_token_bitmask(
+    batch_size: int,
+    vocab_size: int,
+    *,
+    framework: Literal["torch"],
+    pin_memory: bool | None = ...,
+) -> Any: ...
+
+
+def allocate_token_bitmask(
+    batch_size: int,
+    vocab_size: int,
+    *,
+    framework: Literal["numpy", "torch"] = "numpy",
+    pin_memory: bool | None = None,
+) -> Any:
+    """A new all-ones (everything allowed) ``int32[batch_size, ceil(vocab_size / 32)]`` bitmask.
+
+    Args:
+        framework: ``"numpy"`` (default): an ``np.ndarray``; ``"torch"``: a CPU
+            ``torch.int32`` tensor (xgrammar's and ``llguidance.torch``'s
+            ``allocate_token_bitmask``), which matchers fill in place through a numpy view.
+        pin_memory: torch only: page-locked memory, so that ``.to("cuda", non_blocking=True)``
+            is asynchronous.  ``None`` (default): pinned when ``torch.cuda.is_available()``.
+
+    Cost: one allocation of ``4 * batch_size * ceil(vocab_size / 32)`` bytes.  Raises
+    :class:`ConfigurationError` for a non-positive size, an unknown framework, or
+    ``pin_memory`` with numpy; :class:`~formcast.errors.MissingDependencyError` when torch is
+    asked for and not installed."""
+    shape = get_bitmask_shape(batch_size, vocab_size)
+    if framework == "numpy":
+        if pin_memory:
+            raise ConfigurationError("pin_memory applies to framework='torch' only")
+        return np.full(shape, -1, dtype=np.int32)
+    if framework != "torch":
+        raise ConfigurationError(f"framework must be 'numpy' or 'torch', got {framework!r}")
+    from ._optional import require
+
+    torch = require("torch")
+    pin = torch.cuda.is_available() if pin_memory is None else bool(pin_memory)
+    if pin and not torch.cuda.is_available():
+        raise ConfigurationError(
+            "pin_memory=True needs CUDA (torch.cuda.is_available() is False): pass "
+            "pin_memory=None or False"
+        )
+    return torch.full(shape, -1, dtype=torch.int32, pin_memory=pin)
+
+
+def reset_token_bitmask(bitmask: Any) -> None:
+    """Set every bit (allow everything) in place (numpy array or torch tensor)."""
+    if _is_torch(bitmask):
+        bitmask.fill_(-1)
+    else:
+        bitmask.fill(-1)
 
 
 def bool_to_bitmask(allowed: np.ndarray, vocab_size: int | None = None) -> np.ndarray:
@@ -219,7 +317,7 @@ def apply_token_bitmask_inplace(
         indices: rows of ``logits`` to mask (row ``i`` of ``logits`` uses row ``i`` of the
             bitmask); default all rows.
     """
-    if type(logits).__module__.startswith("torch"):
+    if _is_torch(logits):
         _apply_torch(logits, bitmask, vocab_size=vocab_size, indices=indices)
         return
     if not isinstance(logits, np.ndarray):
@@ -230,6 +328,8 @@ def apply_token_bitmask_inplace(
         raise ConfigurationError(
             f"logits must be floating point (they get -inf), got {logits.dtype}"
         )
+    if _is_torch(bitmask):
+        bitmask = _as_numpy(bitmask, "bitmask")
     if not isinstance(bitmask, np.ndarray):
         raise ConfigurationError(
             f"bitmask for numpy logits must be a numpy array, got {type(bitmask).__name__}"
@@ -244,13 +344,29 @@ def apply_token_bitmask_inplace(
     lg = logits if logits.ndim == 2 else logits[None, :]
     bm = bitmask if bitmask.ndim == 2 else bitmask[None, :]
     width, rows = _check_apply(logits.ndim, lg.shape, bm.shape, vocab_size, indices)
+    _apply_numpy(lg, bm, width, rows)
+
+
+def _apply_numpy(lg: np.ndarray, bm: np.ndarray, width: int, rows: list[int] | None) -> None:
+    """Mask ``lg[rows, :width]`` with ``bm[rows]`` (all rows when ``rows`` is None): one
+    vectorized unpack and one masked write for the whole batch."""
     cap = bm.shape[1] * 32
-    for r in rows:
-        allowed = bitmask_to_bool(bm[r], min(width, cap))
-        view = lg[r, : min(width, cap)]
-        view[~allowed] = -np.inf
+    use = min(width, cap)
+    if rows is None:
+        allowed = bitmask_to_bool(bm[: lg.shape[0]], use)
+        np.copyto(lg[:, :use], -np.inf, where=~allowed)
         if width > cap:
-            lg[r, cap:width] = -np.inf
+            lg[:, cap:width] = -np.inf
+        return
+    if not rows:
+        return
+    idx = np.asarray(rows, dtype=np.intp)
+    allowed = bitmask_to_bool(bm[idx], use)
+    part = lg[idx, :width]  # a copy (fancy rows): masked, then written back in one assignment
+    np.copyto(part[:, :use], -np.inf, where=~allowed)
+    if width > cap:
+        part[:, cap:] = -np.inf
+    lg[idx, :width] = part
 
 
 def _check_apply(
@@ -259,8 +375,9 @@ def _check_apply(
     bm_shape: tuple[int, ...],
     vocab_size: int | None,
     indices: Sequence[int] | None,
-) -> tuple[int, list[int]]:
-    """(width, rows) of an apply call, after checking every argument (nothing written yet)."""
+) -> tuple[int, list[int] | None]:
+    """(width, rows) of an apply call, after checking every argument (nothing written yet);
+    ``rows`` is None for every row of the logits (each has a bitmask row)."""
     if ndim not in (1, 2):
         raise ConfigurationError(
             f"logits must be float[vocab] or float[batch, vocab], got shape {tuple(lg_shape)}"
@@ -274,25 +391,30 @@ def _check_apply(
     else:
         width = int(vocab_size)
     if indices is None:
-        rows = list(range(int(lg_shape[0])))
-    else:
-        try:
-            rows = list(indices)
-        except TypeError:
+        if lg_shape[0] > bm_shape[0]:
             raise ConfigurationError(
-                f"indices must be a sequence of ints, got {indices!r}"
-            ) from None
-        for r in rows:
-            if not _is_index(r) or not 0 <= int(r) < lg_shape[0]:
-                raise ConfigurationError(
-                    f"row index {r!r} is out of range for logits with {lg_shape[0]} row(s)"
-                )
-        rows = [int(r) for r in rows]
+                f"logits row {bm_shape[0]} has no bitmask row: the bitmask has {bm_shape[0]} "
+                f"row(s) for {lg_shape[0]} logits rows"
+            )
+        return width, None
+    try:
+        rows = list(indices)
+    except TypeError:
+        raise ConfigurationError(f"indices must be a sequence of ints, got {indices!r}") from None
+    for r in rows:
+        if not _is_index(r) or not 0 <= int(r) < lg_shape[0]:
+            raise ConfigurationError(
+                f"row index {r!r} is out of range for logits with {lg_shape[0]} row(s)"
+            )
+    rows = [int(r) for r in rows]
     if rows and max(rows) >= bm_shape[0]:
         raise ConfigurationError(
             f"logits row {max(rows)} has no bitmask row: the bitmask has {bm_shape[0]} row(s)"
         )
     return width, rows
+
+
+_BIT_VALUES: dict[str, Any] = {}  # device -> uint8 tensor [1, 2, 4, ..., 128]
 
 
 def _apply_torch(
@@ -307,7 +429,7 @@ def _apply_torch(
     if isinstance(bitmask, np.ndarray):
         _check_int32(bitmask)
         bitmask = torch.from_numpy(np.ascontiguousarray(bitmask))
-    elif not type(bitmask).__module__.startswith("torch"):
+    elif not _is_torch(bitmask):
         raise ConfigurationError(
             f"bitmask must be a torch tensor or numpy array, got {type(bitmask).__name__}"
         )
@@ -323,12 +445,36 @@ def _apply_torch(
     lg = logits if logits.dim() == 2 else logits.unsqueeze(0)
     bm = bitmask if bitmask.dim() == 2 else bitmask.unsqueeze(0)
     width, rows = _check_apply(logits.dim(), tuple(lg.shape), tuple(bm.shape), vocab_size, indices)
-    bm = bm.to(lg.device)
+    if (
+        lg.device.type == "cpu"
+        and bm.device.type == "cpu"
+        and lg.dtype in (torch.float16, torch.float32, torch.float64)
+    ):  # numpy's unpack and masked write work on the tensors' own memory
+        _apply_numpy(lg.detach().numpy(), bm.numpy(), width, rows)
+        return
+    if rows is not None and not rows:
+        return
+    # CUDA (or bfloat16): one unpack and one masked_fill on the logits' device; a pinned CPU
+    # bitmask is copied without blocking the host
+    bm = bm.to(lg.device, non_blocking=True)
+    key = str(lg.device)
+    bit_values = _BIT_VALUES.get(key)
+    if bit_values is None:
+        bit_values = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=lg.device)
+        _BIT_VALUES[key] = bit_values
     cap = bm.shape[1] * 32
     use = min(width, cap)
-    shifts = torch.arange(32, device=lg.device, dtype=torch.int32)
-    for r in rows:
-        bits = ((bm[r].unsqueeze(-1) >> shifts) & 1).reshape(-1)[:use].bool()
-        lg[r, :use].masked_fill_(~bits, float("-inf"))
+    idx = None if rows is None else torch.tensor(rows, dtype=torch.long, device=lg.device)
+    sel = bm[: lg.shape[0]] if idx is None else bm.index_select(0, idx)
+    octets = sel.contiguous().view(torch.uint8)  # little-endian words: bit j in octet j // 8
+    refused = ((octets.unsqueeze(-1) & bit_values) == 0).reshape(sel.shape[0], -1)[:, :use]
+    if idx is None:
+        lg[:, :use].masked_fill_(refused, float("-inf"))
         if width > cap:
-            lg[r, cap:width] = float("-inf")
+            lg[:, cap:width] = float("-inf")
+        return
+    part = lg.index_select(0, idx)[:, :width]
+    part[:, :use].masked_fill_(refused, float("-inf"))
+    if width > cap:
+        part[:, cap:] = float("-inf")
+    lg[:, :width].index_copy_(0, idx, part)

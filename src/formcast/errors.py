@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
+    "ChatTemplateError",
     "CompileBudgetError",
     "CompileTimeoutError",
     "CompileWorkerError",
@@ -27,6 +28,7 @@ __all__ = [
     "ModelFileError",
     "SamplingBudgetError",
     "SerializationError",
+    "ToolCallError",
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
     "VocabularyError",
@@ -39,6 +41,12 @@ class FormcastError(Exception):
 
 class ConfigurationError(FormcastError, ValueError):
     """An option or argument has an invalid value (also a :class:`ValueError`)."""
+
+
+class ChatTemplateError(ConfigurationError):
+    """A model's jinja chat template cannot be compiled, or refused the messages while rendering
+    (its ``raise_exception(...)``, e.g. roles that do not alternate); the message quotes the
+    template's own words and says which template."""
 
 
 class GrammarError(FormcastError):
@@ -251,3 +259,21 @@ class MissingDependencyError(FormcastError, ImportError):
 
 class ModelFileError(FormcastError):
     """A model file is missing, unreadable, or fails its checksum (the message says the fix)."""
+
+
+class ToolCallError(FormcastError, ValueError):
+    """Generated text holds a tool call that cannot be used: not JSON, an unknown function,
+    or arguments invalid for the function's ``parameters`` schema
+    (:func:`formcast.tools.parse_tool_calls`).
+
+    Attributes:
+        name: the function named by the call (``""`` when none could be read).
+        index: the call's position among the turn's calls (0-based).
+        offset: where the call starts in the text (characters).
+    """
+
+    def __init__(self, message: str, *, name: str = "", index: int = 0, offset: int = 0) -> None:
+        self.name = name
+        self.index = index
+        self.offset = offset
+        super().__init__(message)

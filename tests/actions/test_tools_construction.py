@@ -56,7 +56,9 @@ def test_a_tool_is_frozen_and_keeps_its_schemas() -> None:
 
 def test_unsupported_keyword_fails_at_runner_construction_naming_the_tool() -> None:
     schema = {"type": "object", "properties": {
-        "tags": {"type": "array", "items": {"type": "number"}, "uniqueItems": True}}}
+        # uniqueItems is checked at run time, but not beside `contains`: still unsupported
+        "tags": {"type": "array", "items": {"type": "number"}, "uniqueItems": True,
+                 "contains": {"minimum": 5}}}}
     tool = Tool("tagger", schema, execute=Executions())  # a valid JSON Schema: Tool accepts it
     with pytest.raises(UnsupportedFeatureError) as info:
         ActionRunner(ScriptedModel(["{}"]), tool)
@@ -66,7 +68,8 @@ def test_unsupported_keyword_fails_at_runner_construction_naming_the_tool() -> N
 
 def test_unsupported_keyword_in_one_of_several_tools_names_that_tool() -> None:
     bad = Tool("bad", {"type": "object", "properties": {
-        "x": {"type": "array", "uniqueItems": True}}}, execute=Executions())
+        "x": {"type": "array", "uniqueItems": True, "contains": {"type": "string"}}}},
+        execute=Executions())
     with pytest.raises(UnsupportedFeatureError) as info:
         ActionRunner(ScriptedModel(["{}"]), [refund_tool(), bad])
     notes = "".join(getattr(info.value, "__notes__", []))

@@ -157,6 +157,42 @@ def test_a_missing_schema_file_fails_before_the_model_loads(
     assert no_model == []
 
 
+def test_an_unknown_backend_fails_before_the_model_loads(
+    no_model: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["generate", "--prompt", "x", "--backend", "vllm"], capsys)
+    assert code != 0
+    assert "unknown backend 'vllm'" in err
+    assert "auto" in err
+    assert no_model == []
+
+
+def test_the_default_backend_is_auto_and_json_says_what_was_loaded(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import formcast.model.loading
+    from formcast.model.callable import CallableModel
+
+    v = small_vocab()
+    model = CallableModel(lambda ids: np.zeros(v.vocab_size), v, tokenize=lambda s: [0])
+    seen: list[Any] = []
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("backend", "missing"))
+        return model
+
+    monkeypatch.setattr(formcast.model.loading, "load_model", load)
+    argv = ["generate", "--prompt", "x", "--no-chat", "--regex", "ab", "--json"]
+    code, out, _ = run(argv, capsys)
+    assert code == 0
+    assert seen == [None]  # auto: load_model picks transformers for a directory, else llama.cpp
+    assert json.loads(out)["backend"] == "CallableModel"
+    code, out, _ = run([*argv, "--backend", "transformers"], capsys)
+    assert code == 0
+    assert seen[-1] == "transformers"
+    assert json.loads(out)["backend"] == "transformers"
+
+
 def test_run_generate_checks_sampling_values_itself(no_model: list[Any]) -> None:
     """Callers that build the Namespace themselves get the same check (the library's)."""
     args = cli._parser().parse_args(["generate", "--prompt", "x"])

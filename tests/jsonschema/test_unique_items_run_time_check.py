@@ -88,21 +88,31 @@ def test_fewer_distinct_strings_than_min_items_is_unsatisfiable() -> None:
 
 
 @pytest.mark.parametrize(
-    ("items", "pointer"),
+    ("extra", "pointer"),
     [
-        ({"type": "object"}, "#/properties/a"),
-        ({"type": "integer"}, "#/properties/a"),
-        ({}, "#/properties/a"),
-        # one spelling per value (a pattern) beside any escapes (a length): not one automaton
-        ({"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "maxLength": 3}]},
-         "#/properties/a"),
+        # minItems 2 over items whose number of distinct values has no established bound
+        ({"items": {"type": "object", "required": ["k"]}, "minItems": 2}, "#/properties/a"),
+        # contains beside uniqueItems
+        ({"items": {"type": "integer"}, "contains": {"const": 1}}, "#/properties/a"),
     ],
 )  # fmt: skip
-def test_other_item_types_fail_closed(items: Any, pointer: str) -> None:
-    schema = {"properties": {"a": {"type": "array", "items": items, "uniqueItems": True}}}
+def test_what_still_fails_closed(extra: Any, pointer: str) -> None:
+    schema = {"properties": {"a": {"type": "array", "uniqueItems": True, **extra}}}
     with pytest.raises(UnsupportedFeatureError) as e:
         COMPILER.compile_json_schema(schema)
     assert e.value.feature == "uniqueItems"
     assert e.value.where == pointer
     lenient = COMPILER.compile_json_schema(schema, JsonSchemaOptions(lenient=True))
     assert any("uniqueItems" in w for w in lenient.warnings)
+
+
+@pytest.mark.parametrize(
+    "items",
+    [{"type": "object"}, {"type": "integer"}, {},
+     {"anyOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "maxLength": 3}]}],
+)  # fmt: skip
+def test_other_item_types_are_checked_on_values(items: Any) -> None:
+    schema = {"properties": {"a": {"type": "array", "items": items, "uniqueItems": True}}}
+    (mark,) = COMPILER.compile_json_schema(schema).unique_items
+    assert mark.kind == "value"
+    assert mark.pointer == "#/properties/a"

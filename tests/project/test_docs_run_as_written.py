@@ -8,6 +8,11 @@ What runs:
   CLI calls such as ``formcast --version``, run with ``bash -e`` so every line must succeed.
   Other ``bash`` blocks (the set-up commands themselves, benchmark runs) are not run here: the
   set-up commands are what ``scripts/test.sh`` is, and benchmarks are never timed unit tests.
+* a page that starts a server (a block that is one ``formcast serve ... --port P`` line, e.g.
+  docs/server.md) has that exact command started in the background, once, before its other
+  blocks run, and stopped after them (the server block itself passes when the server answers
+  ``GET /health``); on such a page ``curl`` lines (to 127.0.0.1 / localhost, backslash
+  continuations allowed) count as command lines too, so its curl examples run as written.
 
 A block that needs the bundled model (it calls ``load_model(`` / ``formcast.generate(`` or runs
 ``formcast generate``) skips, saying so, when llama-cpp-python is not importable; under
@@ -28,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,8 +48,9 @@ NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(?P<reason>.*?)\s*-->\s*$")
 FENCE = re.compile(r"^```(?P<lang>[\w+-]*)\s*$")
 #: at most this many blocks may be marked not-run (each with its reason)
 MAX_NOT_RUN = 3
-NEEDS_MODEL = ("load_model(", "formcast.generate(", "formcast generate")
+NEEDS_MODEL = ("load_model(", "formcast.generate(", "formcast generate", "formcast serve")
 TIMEOUT_S = 600
+SERVE = re.compile(r"^formcast serve\b.*--port (?P<port>\d+)")
 
 
 @dataclass(frozen=True)
@@ -100,11 +107,48 @@ def _command_lines(code: str) -> list[str]:
     return [ln for ln in code.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
 
 
+def _logical_lines(code: str) -> list[str]:
+    """Command lines with their continuations joined: a line ending in a backslash, or one
+    inside a single-quoted string that goes on (a curl ``-d '...'`` body over several lines)."""
+    out: list[str] = []
+    current = ""
+    for line in code.splitlines():
+        current = f"{current}\n{line}" if current else line
+        if current.endswith("\\"):
+            current = current[:-1]
+            continue
+        if current.count("'") % 2:
+            continue
+        out.append(current)
+        current = ""
+    if current:
+        out.append(current)
+    return _command_lines("\n".join(ln.replace("\n", " ") for ln in out))
+
+
+def _serve_block(b: Block) -> re.Match[str] | None:
+    """The ``formcast serve ... --port P`` match of a block that is only that command."""
+    lines = _logical_lines(b.code)
+    if b.lang not in ("bash", "sh", "shell") or len(lines) != 1:
+        return None
+    return SERVE.match(lines[0])
+
+
+SERVING_PAGES = {b.path for b in ALL_BLOCKS if _serve_block(b) is not None}
+
+
 def _is_cli_block(b: Block) -> bool:
-    lines = _command_lines(b.code)
-    return b.lang in ("bash", "sh", "shell") and bool(lines) and all(
-        ln.startswith("formcast ") for ln in lines
+    lines = _logical_lines(b.code) if b.path in SERVING_PAGES else _command_lines(b.code)
+    allowed = ("formcast ", "curl ") if b.path in SERVING_PAGES else ("formcast ",)
+    ok = b.lang in ("bash", "sh", "shell") and bool(lines) and all(
+        ln.startswith(allowed) for ln in lines
     )
+    if ok and b.path in SERVING_PAGES:
+        for ln in lines:  # a doc's curl talks to the local server only
+            assert not ln.startswith("curl ") or re.search(
+                r"https?://(127\.0\.0\.1|localhost)[:/]", ln
+            ), f"{b.where}: curl to something other than the local server: {ln}"
+    return ok
 
 
 CLI_BLOCKS = [b for b in ALL_BLOCKS if _is_cli_block(b)]
@@ -141,9 +185,79 @@ def _check(b: Block, proc: subprocess.CompletedProcess[str]) -> None:
     )
 
 
+class _PageServer:
+    """The ``formcast serve`` of a serving page, started once per page (module scope)."""
+
+    def __init__(self) -> None:
+        self.procs: dict[Path, subprocess.Popen[str]] = {}
+
+    def ensure(self, path: Path) -> None:
+        import time
+        import urllib.request
+
+        if path in self.procs:
+            return
+        self.close()  # another page's server (pages may share a port): its blocks are done
+        serve = next(b for b in ALL_BLOCKS if b.path == path and _serve_block(b) is not None)
+        match = _serve_block(serve)
+        assert match is not None
+        url = f"http://127.0.0.1:{match.group('port')}/health"
+        try:  # the page's port must be free: the test starts the page's own server on it
+            urllib.request.urlopen(url, timeout=1)
+            pytest.fail(f"{serve.where}: something already answers on {url}; stop it first")
+        except OSError:
+            pass
+        proc = subprocess.Popen(
+            ["bash", "-c", "exec " + _logical_lines(serve.code)[0]],
+            env=_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.procs[path] = proc
+        deadline = time.monotonic() + 180
+        while True:
+            if proc.poll() is not None:
+                err = proc.stderr.read() if proc.stderr else ""
+                pytest.fail(f"{serve.where}: the server exited ({proc.returncode}):\n{err}")
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{serve.where}: no answer on {url} after 180 s")
+                time.sleep(0.2)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs.clear()
+
+
+@pytest.fixture(scope="module")
+def page_server() -> Iterator[_PageServer]:
+    server = _PageServer()
+    yield server
+    server.close()
+
+
+def _needs_page_server(b: Block, page_server: _PageServer) -> None:
+    """Blocks of a serving page run against its server (started on first need)."""
+    if b.path in SERVING_PAGES:
+        if importlib.util.find_spec("llama_cpp") is None:
+            _skip_or_fail(f"{b.where} needs the page's formcast serve (the bundled model): "
+                          "llama-cpp-python is not installed")
+        page_server.ensure(b.path)
+
+
 @pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=lambda b: b.where)
-def test_python_block_runs(block: Block, tmp_path: Path) -> None:
+def test_python_block_runs(block: Block, tmp_path: Path, page_server: _PageServer) -> None:
     _prepare(block)
+    _needs_page_server(block, page_server)
     script = tmp_path / "snippet.py"
     script.write_text(block.code, encoding="utf-8")
     proc = subprocess.run(
@@ -158,9 +272,12 @@ def test_python_block_runs(block: Block, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("block", CLI_BLOCKS, ids=lambda b: b.where)
-def test_cli_block_runs(block: Block, tmp_path: Path) -> None:
+def test_cli_block_runs(block: Block, tmp_path: Path, page_server: _PageServer) -> None:
     _prepare(block)
     assert shutil.which("formcast", path=_env()["PATH"]), "the formcast console script is missing"
+    _needs_page_server(block, page_server)
+    if _serve_block(block) is not None:
+        return  # this block is the page's server: it started and answers GET /health
     proc = subprocess.run(
         ["bash", "-e", "-o", "pipefail", "-c", block.code],
         cwd=tmp_path,

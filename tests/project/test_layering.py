@@ -41,13 +41,23 @@ LAYERS: dict[str, frozenset[str]] = {
         {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
          "model", "generation"}
     ),
-    "integrations": frozenset(
+    # tools: tool-call formats, tool_choice constraints and parsing over actions and generation
+    "tools": frozenset(
         {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
          "model", "generation", "actions"}
     ),
+    "integrations": frozenset(
+        {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
+         "model", "generation", "actions", "tools"}
+    ),
+    # server: the OpenAI-compatible HTTP server (FastAPI + uvicorn, the `server` extra)
+    "server": frozenset(
+        {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
+         "model", "generation", "actions", "tools", "integrations"}
+    ),
     "cli": frozenset(
         {"ir", "automata", "frontends", "constraints", "vocab", "index", "runtime", "sampling",
-         "model", "generation", "actions", "integrations"}
+         "model", "generation", "actions", "tools", "integrations", "server"}
     ),
     # the reference oracle for tests: built on the IR alone, imported by nothing in the package
     "testing": frozenset({"ir", "frontends"}),
@@ -55,7 +65,7 @@ LAYERS: dict[str, frozenset[str]] = {
 SHARED = frozenset({"errors", "limits", "cache", "bitmask", "_gc", "_optional", "_version"})
 HEAVY = (
     "torch", "tokenizers", "transformers", "llama_cpp", "tiktoken", "jsonschema", "referencing",
-    "gguf",
+    "gguf", "jinja2", "fastapi", "uvicorn", "starlette", "vllm", "sglang", "openai",
 )
 
 

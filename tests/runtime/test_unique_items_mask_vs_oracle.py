@@ -21,11 +21,13 @@ import pytest
 
 import jsonschema
 from formcast.automata.pda import ParserState
+from formcast.bitmask import bitmask_to_ids
 from formcast.errors import UnsupportedFeatureError
 from formcast.frontends.jsonschema.api import schema_to_grammar
 from formcast.index.cfg_program import CfgProgram
 from formcast.index.compiled import CompiledGrammar
 from formcast.index.compiler import GrammarCompiler
+from formcast.index.unique_items import matcher_program
 from formcast.runtime.matcher import GrammarMatcher
 from formcast.vocab.vocabulary import Vocabulary
 
@@ -234,3 +236,92 @@ def test_rollback_fork_and_validate_tokens_are_exact() -> None:
 def test_the_grammar_alone_fails_closed() -> None:
     with pytest.raises(UnsupportedFeatureError, match="uniqueItems"):
         schema_to_grammar(SCHEMAS[2])
+
+
+# -- mask == accept_token after escapes (a brute-force differential, no oracle needed) ----------
+#: a small alphabet (so items repeat often) plus escape sequences whole and in pieces:
+#: ``\\``, ``\"``, ``\n``, ``\u00XX``, and tokens that end on a backslash or close after one
+ESCAPE_TOKENS = [
+    *(bytes((b,)) for b in b' "\\,[]{}:ab0126un'),
+    b"\\\\", b'\\"', b"\\n", b"\\u00", b"\\u0061", b"\\u0022", b"\\u005c", b"\\u00e9", b"\\u",
+    b'a\\', b'"\\', b'\\""', b'\\"",', b'\\\\"', b'\\n"', b'","', b'",', b'"]', b'"a"', b'a"',
+    b'{"s":', b'"}', b'"},', b'["', b'"],', b"\xc3\xa9", b"\xc3",
+]  # fmt: skip
+ESCAPE_VOCAB = Vocabulary.from_tokens(
+    [*ESCAPE_TOKENS, b"<eos>"], stop_token_ids=[len(ESCAPE_TOKENS)], name="uq-esc"
+)
+ESCAPE_COMPILER = GrammarCompiler(ESCAPE_VOCAB)
+SHORT = {"type": "string", "maxLength": 1}
+ESCAPE_SCHEMAS: list[tuple[Any, str]] = [
+    ({"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True},
+     "UniqueItemsProgram"),
+    ({"type": "array", "items": SHORT, "uniqueItems": True, "maxItems": 4}, "UniqueItemsProgram"),
+    ({"type": "array", "items": {"type": "string", "pattern": '^[a"\\\\]{1,2}$'},
+      "uniqueItems": True}, "UniqueItemsProgram"),
+    ({"type": "array", "uniqueItems": True, "items": {
+        "type": "object", "properties": {"s": SHORT}, "required": ["s"],
+        "additionalProperties": False}}, "ValueUniqueProgram"),
+    ({"type": "array", "uniqueItems": True, "maxItems": 4,
+      "items": {"type": "array", "items": SHORT, "minItems": 1, "maxItems": 1}},
+     "ValueUniqueProgram"),
+    ({"type": "array", "uniqueItems": True, "items": {"anyOf": [SHORT, {"enum": [1, 2]}]}},
+     "ValueUniqueProgram"),
+]  # fmt: skip
+
+
+def _mask_equals_accept(matcher: GrammarMatcher) -> list[int]:
+    """Every token: ``is_token_allowed`` equals what a fork's ``accept_token`` does; the
+    allowed ids."""
+    allowed = []
+    for t in range(len(ESCAPE_TOKENS) + 1):
+        got = matcher.is_token_allowed(t)
+        where = (matcher.accepted_bytes(), ESCAPE_TOKENS[t : t + 1])
+        assert got == matcher.fork().accept_token(t), where
+        if got:
+            allowed.append(t)
+    return allowed
+
+
+def test_mask_equals_accept_when_an_escape_completes_a_repeated_item() -> None:
+    """The reported case: after ``[" \\""," \\`` the quote completes ``\\"``, making the item
+    ``' "'`` again, which maxLength then forces closed: both must refuse it."""
+    toks = [bytes((i,)) for i in range(32, 127)]
+    vocab = Vocabulary.from_tokens([*toks, b"<eos>"], stop_token_ids=[len(toks)], name="uq-ascii")
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 2}, "uniqueItems": True}
+    m = GrammarMatcher(GrammarCompiler(vocab).compile_json_schema(schema))
+    assert m.accept_bytes(b'[" \\""," \\')
+    q = ord('"') - 32
+    assert not m.fork().accept_token(q)
+    assert not m.is_token_allowed(q)
+    assert m.is_token_allowed(ord("n") - 32)  # ' \n' is new
+    for t in range(len(toks) + 1):
+        assert m.is_token_allowed(t) == m.fork().accept_token(t), toks[t : t + 1]
+
+
+@pytest.mark.parametrize("index", range(len(ESCAPE_SCHEMAS)))
+def test_mask_equals_accept_on_random_walks_with_escapes(index: int) -> None:
+    schema, program = ESCAPE_SCHEMAS[index]
+    compiled = ESCAPE_COMPILER.compile_json_schema(schema)
+    assert compiled.unique_items, "the run-time check is not in use"
+    assert type(matcher_program(compiled)).__name__ == program
+    cfg = compiled.program
+    assert isinstance(cfg, CfgProgram)
+    rng = random.Random(1000 + index)
+    escapes = [t for t, b in enumerate(ESCAPE_TOKENS) if b"\\" in b]
+    refused_by_check = 0  # steps where uniqueness refused a token the grammar allows
+    for _ in range(16):
+        matcher = GrammarMatcher(compiled)
+        for _ in range(40):
+            if matcher.is_terminated():
+                break
+            allowed = _mask_equals_accept(matcher)
+            at = cfg.pda.step_bytes(cfg.pda.initial, matcher.accepted_bytes())
+            plain = set(bitmask_to_ids(cfg.token_mask(at)).tolist())
+            refused_by_check += bool(plain - set(allowed) - {len(ESCAPE_TOKENS)})
+            if not allowed:
+                break
+            # prefer escapes, to reach the states after a backslash often
+            esc = [t for t in allowed if t in escapes]
+            pick = rng.choice(esc if esc and rng.random() < 0.5 else allowed)
+            assert matcher.accept_token(pick)
+    assert refused_by_check >= 3  # the walks reached the check

@@ -368,6 +368,71 @@ class ActionRunner:
             )
         return self._drive(prompt, principal, _Run(key), options)
 
+    def commit_arguments(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        principal: Any = None,
+        idempotency_key: str | None = None,
+        *,
+        text: str = "",
+    ) -> Outcome:
+        """Commit a call whose arguments were generated elsewhere (a tool call parsed from a
+        chat completion, :func:`formcast.tools.execute_tool_calls`): the same layers as
+        :meth:`run` from ``schema`` on (server fields filled, jsonschema on the full schema,
+        rules, facts, inspection of ``text``'s strings, permission), then the same commit
+        through the ledger (claim, permission re-check, execute, record).  No generation and
+        no retry: a failed layer gives ``rejected`` (``handed_off`` for permission).  Metrics
+        record the outcome (no timings).
+
+        Raises:
+            ConfigurationError: an unknown tool name or a bad key.
+        """
+        chosen = self._by_name.get(tool)
+        if chosen is None:
+            raise ConfigurationError(
+                f"ActionRunner.commit_arguments: unknown tool {tool!r}; the tools are "
+                f"{sorted(self._by_name)}"
+            )
+        if idempotency_key is None:
+            idempotency_key = uuid.uuid4().hex
+        if not isinstance(idempotency_key, str) or not idempotency_key:
+            raise ConfigurationError(
+                f"idempotency_key must be a non-empty str or None, got {idempotency_key!r}"
+            )
+        run = _Run(idempotency_key, attempts=1, text=text)
+        run.tool = chosen
+        outcome = self._recorded(run)
+        if outcome is None:
+            layers: list[LayerResult] = [LayerResult("syntax", True)]
+            args, derive_failure = chosen.fill(dict(arguments))
+            run.args = args
+            failed = derive_failure
+            if failed is None:
+                for check in (
+                    chosen.validate_schema, chosen.check_rules, chosen.check_facts,
+                    chosen.check_inspection,
+                ):
+                    lr = check(args)
+                    if not lr.ok:
+                        failed = lr
+                        break
+                    layers.append(lr)
+            if failed is None:
+                perm = chosen.check_permission(principal, args)
+                layers.append(perm)
+                run.history.append(tuple(layers))
+                if perm.ok:
+                    outcome = self._commit(principal, run, tuple(layers), "completed")
+                else:
+                    outcome = run.outcome("handed_off", "completed", tuple(layers))
+            else:
+                layers.append(failed)
+                run.history.append(tuple(layers))
+                outcome = run.outcome("rejected", "completed", tuple(layers))
+        self._finish(outcome, run)
+        return outcome
+
     # -- the run ---------------------------------------------------------------------------------
     def _drive(
         self, prompt: Any, principal: Any, run: _Run, options: dict[str, Any]

@@ -303,3 +303,62 @@ def require_compiled(compiled: CompiledGrammar | None) -> CompiledGrammar:
     if compiled is None:  # pragma: no cover - argparse requires a constraint
         raise FormcastError("no constraint given: use --regex, --schema or --grammar")
     return compiled
+
+
+def add_model_arguments(p: argparse.ArgumentParser, *, threads_help: str = "CPU threads") -> None:
+    """``--model``, ``--backend``, ``--n-ctx`` and ``--threads``: the options that choose and load
+    a model (``formcast generate`` and ``formcast serve``)."""
+    p.add_argument(
+        "--model", default="smollm2",
+        help="smollm2, a .gguf path or a transformers model directory (default: %(default)s)",
+    )
+    p.add_argument(
+        "--backend", default="auto",
+        help="auto | llama_cpp | transformers; auto: transformers for a directory with a "
+        "config.json, llama.cpp otherwise (default: %(default)s)",
+    )
+    p.add_argument(
+        "--n-ctx", type=positive_int, default=2048,
+        help="context length, llama.cpp (default: %(default)s)",
+    )
+    p.add_argument(
+        "--threads", type=positive_int, default=1, help=f"{threads_help} (default: %(default)s)"
+    )
+
+
+def check_backend(args: argparse.Namespace) -> str | None:
+    """``args.backend`` as :func:`formcast.load_model` takes it (``None`` for ``auto``), checked
+    before anything loads."""
+    from ..model.loading import BACKENDS
+
+    if args.backend == "auto":
+        return None
+    if args.backend not in BACKENDS:
+        raise ConfigurationError(
+            f"unknown backend {args.backend!r}: use auto or one of {', '.join(BACKENDS)}"
+        )
+    return str(args.backend)
+
+
+def load_model_from_args(args: argparse.Namespace) -> Any:
+    """The model of ``--model``/``--backend``/``--n-ctx``/``--threads``, loaded with progress
+    on stderr."""
+    from ..model.loading import load_model
+
+    backend = check_backend(args)
+    model = timed(
+        f"loading model {args.model!r}" + (f" on {backend}" if backend else "") + " ...",
+        lambda: load_model(args.model, backend=backend, n_ctx=args.n_ctx, n_threads=args.threads),
+        lambda _, s: f"model ready ({s:.2f} s)",
+    )
+    if backend is None:  # what auto chose, for the --json output
+        from ..model.llama_cpp import LlamaCppModel
+        from ..model.transformers import TransformersModel
+
+        args.backend = (
+            "transformers" if isinstance(model, TransformersModel)
+            else "llama_cpp" if isinstance(model, LlamaCppModel)
+            else type(model).__name__
+        )
+    return model
+

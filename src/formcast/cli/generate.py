@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from ..errors import ConfigurationError, FormcastError
+from ..errors import FormcastError
 from ..generation.api import generate, stream
 from ..generation.results import GenerationResult
 from ..sampling import SamplingParams
@@ -39,13 +39,14 @@ from .common import (
     add_constraint_arguments,
     add_json_argument,
     add_max_tokens_argument,
+    add_model_arguments,
     add_temperature_argument,
+    check_backend,
     compile_from_args,
+    load_model_from_args,
     non_negative_int,
-    positive_int,
     progress,
     read_constraint,
-    timed,
     top_p_type,
 )
 
@@ -58,19 +59,7 @@ def add_generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", help="the prompt (default: read from stdin)")
     p.add_argument("--system", default=None, help="system message for the chat template")
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
-    p.add_argument(
-        "--model", default="smollm2", help="smollm2 or a .gguf path (default: %(default)s)"
-    )
-    p.add_argument(
-        "--backend", default="llama_cpp", help="llama_cpp | transformers (default: %(default)s)"
-    )
-    p.add_argument(
-        "--n-ctx", type=positive_int, default=2048, help="context length, llama.cpp "
-        "(default: %(default)s)"
-    )
-    p.add_argument(
-        "--threads", type=positive_int, default=1, help="CPU threads (default: %(default)s)"
-    )
+    add_model_arguments(p)
     add_max_tokens_argument(p, default=256, what="generated tokens")
     add_temperature_argument(p, default=0.0)
     p.add_argument(
@@ -115,24 +104,13 @@ def _finish_line(result: GenerationResult) -> str:
 
 def run_generate(args: argparse.Namespace) -> int:
     """Run ``formcast generate``; returns the exit status."""
-    from ..model.loading import BACKENDS, load_model
-
-    if args.backend not in BACKENDS:
-        raise ConfigurationError(
-            f"unknown backend {args.backend!r}: use one of {', '.join(BACKENDS)}"
-        )
+    check_backend(args)
     # everything that can be checked without the model is checked before it loads
     SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
     constraint = read_constraint(args)
     prompt = args.prompt if args.prompt is not None else sys.stdin.read()
 
-    model = timed(
-        f"loading model {args.model!r} on {args.backend} ...",
-        lambda: load_model(
-            args.model, backend=args.backend, n_ctx=args.n_ctx, n_threads=args.threads
-        ),
-        lambda _, s: f"model ready ({s:.2f} s)",
-    )
+    model = load_model_from_args(args)
     t1 = time.perf_counter()
     compiled = compile_from_args(model.vocab, args, constraint)
     compile_s = time.perf_counter() - t1 if compiled is not None else 0.0

@@ -14,6 +14,8 @@ Subcommands::
                                         the bundled SmolLM2-135M-Instruct on llama.cpp)
     formcast eval --tool S --data D     run a dataset through the action runner: the
                                         per-layer table and task quality
+    formcast serve [--model M --port P] the OpenAI-compatible HTTP server (docs/server.md;
+                                        needs the server extra)
 
 where the constraint C is ``--regex RE`` (``--dialect ecma`` by default, or ``python``),
 ``--schema FILE`` (``--lenient`` to ignore keywords formcast cannot enforce) or
@@ -63,6 +65,7 @@ from .common import (
 from .eval import add_eval_arguments
 from .generate import add_generate_arguments
 from .precompile import add_cache_arguments
+from .serve import add_serve_arguments
 
 __all__ = ["main"]
 
@@ -242,6 +245,12 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return run_eval_command(args)
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .serve import run_serve
+
+    return run_serve(args)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="formcast", description=__doc__.split("\n\n")[0])
     p.add_argument("--version", action="version", version=f"formcast {__version__}")
@@ -306,6 +315,10 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("eval", help="run a dataset through the action runner (per-layer table)")
     add_eval_arguments(e)
     e.set_defaults(func=_cmd_eval)
+
+    v = sub.add_parser("serve", help="the OpenAI-compatible HTTP server (docs/server.md)")
+    add_serve_arguments(v)
+    v.set_defaults(func=_cmd_serve)
     return p
 
 

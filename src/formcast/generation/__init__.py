@@ -23,6 +23,7 @@ from ..model.protocol import LanguageModel, Logits
 from .api import generate, stream
 from .conditioned import ConditionedSampler
 from .inputs import Prompt, compile_constraint, get_compiler
+from .reasoning import ReasoningOptions, ReasoningText
 from .results import FINISH_REASONS, FinishReason, GenerationResult, GenerationTimings
 from .sampler_context import SamplerStats
 
@@ -39,6 +40,8 @@ __all__ = [
     "Logits",
     "Message",
     "Prompt",
+    "ReasoningOptions",
+    "ReasoningText",
     "SamplerStats",
     "compile_constraint",
     "generate",

@@ -70,9 +70,8 @@ from ..model.protocol import LanguageModel
 from ..runtime.matcher import GrammarMatcher
 from ..sampling import SamplingParams, token_probabilities
 from ..vocab.canonical import CanonicalPairs
-from .loop import parse_output
 from .results import GenerationResult, GenerationTimings
-from .sampler_context import SamplerContext
+from .sampler_context import SamplerContext, completed_result
 
 __all__ = [
     "FORCED_STOP",
@@ -397,10 +396,6 @@ class AlignedSampler:
 
     def _result(self, ids: list[int], stop: int | None, t0: float, calls0: int) -> GenerationResult:
         x = self._x
-        raw = x.model.vocab.decode(ids)
-        text = raw.decode("utf-8", errors="replace")
-        kind = x.compiled.kind
-        value, parsed, parse_error = parse_output(text, "completed", kind, None)
         if stop is None:  # completed by a state that allows only stop tokens
             matcher = GrammarMatcher(x.compiled)
             matcher.accept_tokens(ids)
@@ -408,17 +403,12 @@ class AlignedSampler:
             stop = int(allowed[0]) if allowed.size else None
         steps = tuple(x.call_times[calls0:])
         total = time.perf_counter() - t0
-        return GenerationResult(
-            text=text,
-            finish_reason="completed",
-            token_ids=tuple(ids),
-            raw=raw,
-            value=value,
-            parsed=parsed,
-            parse_error=parse_error,
-            stop_token_id=stop,
-            constraint=kind,
-            prompt_ids=tuple(x.prompt_ids),
+        return completed_result(
+            x.model.vocab,
+            ids,
+            stop,
+            compiled=x.compiled,
+            prompt_ids=x.prompt_ids,
             timings=GenerationTimings(
                 prefill_s=steps[0] if steps else 0.0,
                 time_to_first_token_s=total,

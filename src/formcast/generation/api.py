@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ..errors import (
@@ -70,7 +70,6 @@ from .conditioned import ConditionedSampler
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
-    _check_compiled,
     _check_context,
     _check_max_tokens,
     _check_sampling,
@@ -78,9 +77,11 @@ from .inputs import (
     _resolve_model,
     _seeded_rng,
     _stop_strings,
-    compile_constraint,
+    get_compiler,
+    resolve_constraint,
 )
 from .loop import decode
+from .reasoning import ReasoningOptions, read_reasoning, split_stream, wrap_reasoning
 from .results import GenerationResult
 from .tokenization import canonical_pairs_for, heal_prompt
 
@@ -110,6 +111,12 @@ def _conditioned_sample(
         )
     if options.get("top_k", 0) != 0:
         raise ConfigurationError(f"top_k is not supported with sampling={sampling!r}: use top_p")
+    if options.get("reasoning") not in (None, False):
+        raise ConfigurationError(
+            f"reasoning= is supported with sampling='mask' only, got sampling={sampling!r}: "
+            "use sampling='mask', or pass compiled=compiler.compile_reasoning(...) and split "
+            "the text at the marker yourself"
+        )
     if options.get("token_healing", False):
         raise ConfigurationError(
             f"token_healing is supported with sampling='mask' only, got sampling={sampling!r}: "
@@ -150,6 +157,7 @@ def _prepare(
     canonical: bool = False,
     token_healing: bool = False,
     constraint: Constraint | None = None,
+    reasoning: bool | ReasoningOptions | Mapping[str, Any] | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """Validate everything and compile, then return the (not yet started) decoding loop.
 
@@ -168,24 +176,23 @@ def _prepare(
     params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
     rng = _seeded_rng(seed)
     stops = _stop_strings(stop)
-    if compiled is not None:
-        cg: CompiledGrammar | None = _check_compiled(
-            compiled, lm, schema, regex, grammar, constraint
-        )
-        compile_s = 0.0
-    else:
-        t_compile = _perf()
-        cg, _ = compile_constraint(
-            lm.vocab,
-            schema=schema,
-            regex=regex,
-            grammar=grammar,
-            grammar_syntax=grammar_syntax,
-            compiler=compiler,
-            dialect=dialect,
-            constraint=constraint,
-        )
-        compile_s = _perf() - t_compile if cg is not None else 0.0
+    think = read_reasoning(reasoning)
+    cg, compile_s = resolve_constraint(
+        lm,
+        compiled=compiled,
+        schema=schema,
+        regex=regex,
+        grammar=grammar,
+        grammar_syntax=grammar_syntax,
+        compiler=compiler,
+        dialect=dialect,
+        constraint=constraint,
+    )
+    answer = cg
+    if think is not None:
+        t_wrap = _perf()
+        cg = wrap_reasoning(cg, think, compiler if compiler is not None else get_compiler(lm.vocab))
+        compile_s += _perf() - t_wrap
     ids = _prompt_ids(lm, prompt, chat=chat, system=system)
     _check_context(lm, ids, max_tokens)
     pairs = _canonical_option(lm, cg, canonical)
@@ -195,7 +202,7 @@ def _prepare(
     if token_healing:
         ids, healed = heal_prompt(lm.vocab, ids)
     schema_class = pydantic_model_class(schema) if cg is not None else None
-    return decode(
+    loop = decode(
         lm,
         ids,
         cg,
@@ -209,6 +216,9 @@ def _prepare(
         canonical=pairs,
         healed=healed,
     )
+    if think is None or answer is None:  # (wrap_reasoning refused a call without a constraint)
+        return loop
+    return split_stream(loop, think, answer.kind, schema_class)
 
 
 def _canonical_option(
@@ -304,6 +314,17 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
             (``"mask"`` only).  ``result.prompt_ids`` is the prompt after the back-off,
             ``result.token_ids`` every generated token, ``result.text`` / ``raw`` exclude the
             removed bytes (the constraint applies to ``text`` as without healing).
+        reasoning: think, then constrain (``"mask"`` only): ``True``, a
+            :class:`~formcast.generation.ReasoningOptions` or a dict of its fields
+            (``end_marker="</think>"``, ``max_thinking_tokens``, ``max_thinking_bytes``).  The
+            output starts with free text (the thinking) until the first ``end_marker``, then
+            follows the constraint; ``result.reasoning`` is the thinking (marker excluded),
+            ``result.text`` / ``value`` / ``parsed`` the answer after the marker.  Thinking
+            tokens count in ``max_tokens``; once a thinking budget is spent only the marker
+            may follow.  Stop strings are scanned over the whole output.  ``stream`` yields
+            the thinking as :class:`~formcast.generation.ReasoningText` pieces (a ``str``
+            subclass), never the marker, then the answer as plain ``str``.  The prompt (or
+            chat template) must open the thinking if the model needs a ``<think>`` tag.
 
     Returns:
         A :class:`GenerationResult` (``finish_reason`` says how it ended).  The output is
@@ -338,9 +359,11 @@ def stream(
 
     Yields non-empty ``str`` pieces, each made of whole characters (a multi-byte UTF-8
     character is never split across pieces), whose concatenation is ``result.text``; the last
-    item is the :class:`GenerationResult`.  Arguments are validated and the constraint is
-    compiled when this function is called, before the first item is requested: bad input
-    raises here, not in the loop.
+    item is the :class:`GenerationResult`.  With ``reasoning=`` the thinking comes first as
+    :class:`~formcast.generation.ReasoningText` pieces (concatenating to ``result.reasoning``;
+    the end marker is not yielded), then the answer's plain ``str`` pieces (to ``result.text``).
+    Arguments are validated and the constraint is compiled when this function is called,
+    before the first item is requested: bad input raises here, not in the loop.
 
     A stream shows progress, not a commitment: act on the output (execute a tool call, store a
     record) only after the final result says ``"completed"`` and it passes your validation.

@@ -104,13 +104,12 @@ from .aligned import AlignedMethod, check_forced_stop
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
-    _check_compiled,
     _check_context,
     _check_max_tokens,
     _prompt_ids,
     _resolve_model,
     _seeded_rng,
-    compile_constraint,
+    resolve_constraint,
 )
 from .loop import decode
 from .results import GenerationResult
@@ -539,23 +538,17 @@ class ConditionedSampler:
         lm = _resolve_model(model)
         _check_max_tokens(max_tokens)
         params = SamplingParams(temperature=temperature, top_p=top_p)
-        t0 = _perf()
-        if compiled is not None:
-            cg: CompiledGrammar | None = _check_compiled(
-                compiled, lm, schema, regex, grammar, constraint
-            )
-        else:
-            cg, _ = compile_constraint(
-                lm.vocab,
-                schema=schema,
-                regex=regex,
-                grammar=grammar,
-                grammar_syntax=grammar_syntax,
-                compiler=compiler,
-                dialect=dialect,
-                constraint=constraint,
-            )
-        compile_s = _perf() - t0 if compiled is None else 0.0
+        cg, compile_s = resolve_constraint(
+            lm,
+            compiled=compiled,
+            schema=schema,
+            regex=regex,
+            grammar=grammar,
+            grammar_syntax=grammar_syntax,
+            compiler=compiler,
+            dialect=dialect,
+            constraint=constraint,
+        )
         if cg is None and method != "mask":
             raise ConfigurationError(
                 f"method={method!r} needs a constraint: give schema=, regex=, grammar=, "

@@ -38,6 +38,7 @@ __all__ = [
     "Prompt",
     "compile_constraint",
     "get_compiler",
+    "resolve_constraint",
 ]
 
 Prompt: TypeAlias = "str | Sequence[int] | Sequence[Message]"
@@ -133,6 +134,46 @@ def compile_constraint(
         return cg, cg.kind
     cg = comp.compile_json_schema(schema)  # (text, dict, bool or Pydantic class: read there)
     return cg, cg.kind
+
+
+def resolve_constraint(
+    model: LanguageModel,
+    *,
+    compiled: CompiledGrammar | None = None,
+    schema: Any = None,
+    regex: str | None = None,
+    grammar: str | None = None,
+    grammar_syntax: str = "gbnf",
+    compiler: GrammarCompiler | None = None,
+    dialect: str = DEFAULT_REGEX_DIALECT,
+    constraint: Constraint | None = None,
+) -> tuple[CompiledGrammar | None, float]:
+    """The one constraint of a call, ready for ``model``: ``(compiled, compile seconds)``.
+
+    ``compiled=`` is checked (alone, a :class:`CompiledGrammar` of the model's vocabulary) and
+    costs ``0.0`` seconds; otherwise the constraint is compiled by :func:`compile_constraint`
+    and timed (``0.0`` when there is none, ``(None, 0.0)``).  Shared by
+    :func:`~formcast.generation.generate`, ``stream`` and
+    :class:`~formcast.generation.ConditionedSampler`.
+
+    Raises:
+        ConfigurationError, GrammarError, VocabularyError: as :func:`compile_constraint` and
+            for a bad ``compiled=``.
+    """
+    if compiled is not None:
+        return _check_compiled(compiled, model, schema, regex, grammar, constraint), 0.0
+    t0 = _perf()
+    cg, _ = compile_constraint(
+        model.vocab,
+        schema=schema,
+        regex=regex,
+        grammar=grammar,
+        grammar_syntax=grammar_syntax,
+        compiler=compiler,
+        dialect=dialect,
+        constraint=constraint,
+    )
+    return cg, (_perf() - t0 if cg is not None else 0.0)
 
 
 # -- prompts -------------------------------------------------------------------------------------

@@ -171,9 +171,15 @@ class GenerationResult:
         diagnostic: why no token was allowed, when ``finish_reason == "dead_end"``.
         stop_token_id: the stop token that ended a completed generation.
         constraint: the compiled constraint's kind (``"regex"``, ``"json_schema"``,
-            ``"builtin_json"``, ``"gbnf"``, ``"lark"``) or ``None`` (unconstrained).
+            ``"builtin_json"``, ``"gbnf"``, ``"lark"``) or ``None`` (unconstrained); with
+            ``reasoning=``, the answer's kind.
         prompt_ids: the prompt as token ids (chat template applied).
         timings: :class:`GenerationTimings`.
+        reasoning: with ``generate(..., reasoning=...)``, the thinking text before the end
+            marker (the marker excluded; all of the text when the output ended before the
+            marker, ``text`` then being ``""``); ``text`` / ``value`` / ``parsed`` are the
+            constrained answer after the marker, while ``token_ids`` / ``raw`` stay the whole
+            output.  ``None`` without ``reasoning=``.
     """
 
     text: str
@@ -188,6 +194,7 @@ class GenerationResult:
     constraint: str | None = None
     prompt_ids: tuple[int, ...] = ()
     timings: GenerationTimings = field(default_factory=GenerationTimings)
+    reasoning: str | None = None
 
     @property
     def completed(self) -> bool:
@@ -198,6 +205,7 @@ class GenerationResult:
         """A JSON-serializable view (the CLI's ``--json`` output)."""
         return {
             "text": self.text,
+            "reasoning": self.reasoning,
             "finish_reason": self.finish_reason,
             "completed": self.completed,
             "value": self.value,

@@ -10,6 +10,7 @@ softmax over the vocabulary).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,10 +21,17 @@ from ..index.compiled import CompiledGrammar
 from ..model.protocol import LanguageModel, Logits
 from ..sampling import SamplingParams, token_probabilities
 from ..vocab.canonical import CanonicalPairs
+from ..vocab.vocabulary import Vocabulary
 from .loop import parse_output
 from .results import GenerationResult, GenerationTimings
 
-__all__ = ["SamplerContext", "SamplerStats", "SamplingMethod", "next_token_distribution"]
+__all__ = [
+    "SamplerContext",
+    "SamplerStats",
+    "SamplingMethod",
+    "completed_result",
+    "next_token_distribution",
+]
 
 
 # -- shared pieces -------------------------------------------------------------------------------
@@ -128,31 +136,55 @@ class SamplerContext:
     ) -> GenerationResult:
         """The completed :class:`GenerationResult` of ``token_ids`` (text tokens) ended by
         ``stop_token`` (``None`` when the grammar ended the output)."""
-        vocab = self.model.vocab
-        raw = b"".join(vocab.token_bytes(t) for t in token_ids)
-        text = raw.decode("utf-8", errors="replace")
-        kind = self.compiled.kind if self.compiled is not None else None
-        value, parsed, parse_error = parse_output(text, "completed", kind, self.schema_class)
         timings = GenerationTimings(
             compile_s=self.compile_s,
             total_s=seconds,
             prompt_tokens=len(self.prompt_ids),
             output_tokens=len(token_ids),
         )
-        return GenerationResult(
-            text=text,
-            finish_reason="completed",
-            token_ids=tuple(token_ids),
-            raw=raw,
-            value=value,
-            parsed=parsed,
-            parse_error=parse_error,
-            diagnostic=None,
-            stop_token_id=stop_token,
-            constraint=kind,
-            prompt_ids=tuple(self.prompt_ids),
+        return completed_result(
+            self.model.vocab,
+            token_ids,
+            stop_token,
+            compiled=self.compiled,
+            prompt_ids=self.prompt_ids,
             timings=timings,
+            schema_class=self.schema_class,
         )
+
+
+def completed_result(
+    vocab: Vocabulary,
+    token_ids: Sequence[int],
+    stop_token: int | None,
+    *,
+    compiled: CompiledGrammar | None,
+    prompt_ids: Sequence[int],
+    timings: GenerationTimings,
+    schema_class: Any = None,
+) -> GenerationResult:
+    """The ``"completed"`` :class:`GenerationResult` of a sampled output: ``token_ids`` (text
+    tokens) ended by ``stop_token``, its text decoded from the token bytes and parsed for a
+    JSON constraint.  The one constructor of the conditioned samplers' results
+    (:meth:`SamplerContext.result`, :class:`~formcast.generation.aligned.AlignedSampler`)."""
+    raw = vocab.decode(token_ids)
+    text = raw.decode("utf-8", errors="replace")
+    kind = compiled.kind if compiled is not None else None
+    value, parsed, parse_error = parse_output(text, "completed", kind, schema_class)
+    return GenerationResult(
+        text=text,
+        finish_reason="completed",
+        token_ids=tuple(token_ids),
+        raw=raw,
+        value=value,
+        parsed=parsed,
+        parse_error=parse_error,
+        diagnostic=None,
+        stop_token_id=stop_token,
+        constraint=kind,
+        prompt_ids=tuple(prompt_ids),
+        timings=timings,
+    )
 
 
 class SamplingMethod(Protocol):

@@ -73,6 +73,7 @@ _ASYNC_METHODS = frozenset(
         "compile_grammar_ir",
         "compile_json_schema",
         "compile_builtin_json_grammar",
+        "compile_structural_tag",
     }
 )
 
@@ -719,6 +720,57 @@ class GrammarCompiler:
             "" if key is not None else None,
             build,
             remote=("compile", (constraint,), {}),  # in-process when it cannot be pickled
+        )
+
+    def compile_structural_tag(
+        self, tag: Any, *, json_options: JsonSchemaOptions | None = None
+    ) -> CompiledGrammar:
+        """Compile a structural tag: free text until a trigger, then the tagged structure
+        (``begin`` + JSON Schema / regex / grammar + ``end``), then free text again
+        (:mod:`formcast.index.structural_tag`).  ``tag`` is a typed
+        :class:`~formcast.index.structural_tag.StructuralTag` (or a bare format), or
+        xgrammar's JSON as vLLM / SGLang send it (a ``dict`` or JSON text: the legacy
+        ``structures`` + ``triggers`` form or ``{"type": "structural_tag", "format": ...}``).
+        Compiled as a constraint object (cached by its key); the stop token is allowed only
+        where the whole output is complete.
+
+        Raises:
+            ConstraintError (malformed tag, with its path), UnsupportedFeatureError
+            (token-level formats), and the compile errors of the parts.
+        """
+        from .structural_tag import structural_tag_constraint
+
+        return self.compile(structural_tag_constraint(tag, json_options=json_options))
+
+    def compile_reasoning(
+        self,
+        inner: CompiledGrammar,
+        *,
+        end_marker: str = "</think>",
+        max_thinking_tokens: int | None = None,
+        max_thinking_bytes: int | None = None,
+    ) -> CompiledGrammar:
+        """Think, then constrain: any text (the model's reasoning) until ``end_marker``, then
+        ``inner`` (compiled by this compiler: a schema, regex, grammar or structural tag).
+
+        ``max_thinking_tokens`` / ``max_thinking_bytes`` bound the thinking (the marker not
+        counted): once spent, only the marker may follow.  The counts are part of the
+        matcher's state, so they stay exact under ``rollback``, ``fork`` and
+        ``validate_tokens``.  Built in O(1) (masks are computed per state on demand); cached
+        per ``inner`` grammar.  See :mod:`formcast.index.reasoning`.
+
+        Raises:
+            ConfigurationError: an empty marker, a negative budget, ``inner`` compiled for
+                another vocabulary.
+        """
+        from .reasoning import reasoning_grammar
+
+        return reasoning_grammar(
+            inner,
+            self.vocab,
+            end_marker=end_marker,
+            max_thinking_tokens=max_thinking_tokens,
+            max_thinking_bytes=max_thinking_bytes,
         )
 
 

@@ -46,6 +46,7 @@ import numpy as np
 from ..bitmask import allocate_token_bitmask, apply_token_bitmask_inplace, ids_to_bitmask
 from ..errors import ConfigurationError, DeadEndError, FormcastError
 from ..index.compiled import CompiledGrammar
+from ..runtime.batch import batch_fill_next_token_bitmask
 from ..runtime.matcher import GrammarMatcher
 
 __all__ = ["FormcastLogitsProcessor"]
@@ -74,6 +75,14 @@ class FormcastLogitsProcessor:
       the diagnostic; a token the grammar did not allow (another processor changed the scores
       after formcast's) raises :class:`~formcast.errors.FormcastError` -- never a silent skip.
 
+    Each call fills the whole batch with one
+    :func:`~formcast.runtime.batch.batch_fill_next_token_bitmask` (rows in the same state share
+    one mask copy) and masks the scores with one vectorized operation: no Python loop over
+    rows for the mask.  CPU scores are masked in place through numpy (no copy); for CUDA scores
+    the bitmask is a pinned CPU tensor copied with ``non_blocking=True``.  (The accepted
+    tokens themselves are read on the host: one small device-to-host copy of ``input_ids``
+    per step, as every grammar engine does.)
+
     ``mask_seconds`` collects the time of each call (matcher work and masking).
     """
 
@@ -99,7 +108,8 @@ class FormcastLogitsProcessor:
         self._matchers: list[GrammarMatcher] = []
         self._prev: np.ndarray | None = None
         self._prompt_len = 0
-        self._bitmask: np.ndarray | None = None
+        self._bitmask: Any = None  # numpy array, or a pinned torch tensor for CUDA scores
+        self._bitmask_on_device = False
 
     @property
     def matchers(self) -> list[GrammarMatcher]:
@@ -249,18 +259,39 @@ class FormcastLogitsProcessor:
             self._start(ids)
         self._prev = ids
         rows = ids.shape[0]
-        if self._bitmask is None or self._bitmask.shape[0] != rows:
-            self._bitmask = allocate_token_bitmask(rows, self.vocab_size)
-        for b, m in enumerate(self._matchers):
-            if m.is_terminated():  # finished: only stop tokens (transformers pads such rows)
-                self._bitmask[b] = self._stop_words
-            elif not m.fill_next_token_bitmask(self._bitmask, b):
-                diagnostic = m.diagnose()
-                if diagnostic is not None:
-                    raise DeadEndError(diagnostic)
+        words = self._bitmask_for(rows, scores)
+        # one call fills every row: one mask lookup and one copy per distinct state
+        filled = batch_fill_next_token_bitmask(self._matchers, words)
+        if filled.terminated.any():  # finished: only stop tokens (transformers pads such rows)
+            words[filled.terminated] = self._stop_words
+        dead = filled.dead_ends()
+        if dead:
+            diagnostic = self._matchers[dead[0]].diagnose()
+            if diagnostic is not None:
+                raise DeadEndError(diagnostic)
+        # one masking operation for the whole batch (a pinned CPU bitmask is copied to the
+        # logits' device without blocking the host)
         apply_token_bitmask_inplace(scores, self._bitmask)
         self.mask_seconds.append(time.perf_counter() - t0)
         return scores
+
+    def _bitmask_for(self, rows: int, scores: Any) -> np.ndarray:
+        """The reused bitmask for ``rows`` rows (allocated when the batch size changes) as a
+        numpy view: a numpy array for CPU scores, a pinned CPU torch tensor for CUDA scores.
+
+        The pinned buffer is refilled only after the ids of the next step were read to the
+        host (``_as_numpy(input_ids)``, a stream-ordered device-to-host copy), so the
+        non-blocking host-to-device copy of the previous step has finished by then."""
+        on_device = type(scores).__module__.startswith("torch") and scores.device.type != "cpu"
+        current = self._bitmask
+        if current is None or current.shape[0] != rows or self._bitmask_on_device != on_device:
+            if on_device:
+                current = allocate_token_bitmask(rows, self.vocab_size, framework="torch")
+            else:
+                current = allocate_token_bitmask(rows, self.vocab_size)
+            self._bitmask = current
+            self._bitmask_on_device = on_device
+        return current.numpy() if on_device else current  # type: ignore[no-any-return]
 
 
 def _as_numpy(ids: Any) -> np.ndarray:

@@ -40,9 +40,12 @@ def is_marked_rule(name: str) -> bool:
 class UniqueItemsMark:
     """An array rule whose items must be pairwise distinct, checked at run time.
 
-    The marked rule's language is the array ``[ item (, item)* ]`` with every item a JSON
-    *string* (the only item type the run-time check supports); the check masks what would
-    complete an item equal to an earlier one, or leave no distinct completion.
+    The marked rule's language is an array ``[ item (, item)* ]``; the check masks what would
+    complete an item equal (as JSON values) to an earlier one, or leave no distinct completion.
+    ``kind="string"``: every item is a JSON string (the exact string program, with the
+    attributes below); ``kind="value"``: items of any type (numbers, booleans, null, objects,
+    arrays, mixed), checked on the items' JSON values by the general program (see
+    :mod:`formcast.index.unique_items`).
 
     Attributes:
         rule: name of the marked rule (starts with :data:`MARKED_RULE_PREFIX`).
@@ -54,6 +57,7 @@ class UniqueItemsMark:
         trans, accept: for ``canonical=True``: the automaton of the item's *decoded* strings
             over code points (state 0 the start; ``trans[s]`` sorted disjoint
             ``(lo, hi, target)`` edges, trimmed: every state reaches acceptance).
+        kind: ``"string"`` or ``"value"`` (see above).
     """
 
     rule: str
@@ -63,6 +67,7 @@ class UniqueItemsMark:
     max_len: int | None = None
     trans: tuple[tuple[tuple[int, int, int], ...], ...] = ()
     accept: tuple[bool, ...] = ()
+    kind: str = "string"
 
 
 #: Counts of strings saturate here ("infinitely many" reads as this many).

@@ -2,7 +2,9 @@
 
 :class:`LanguageModel` (the protocol: ``vocab``, ``start``, ``step``, ``tokenize``...; the
 optional raw-encode capability :class:`SupportsEncodeBytes`, behind ``canonical=True``),
-chat templates (:class:`ChatTemplate`), and the wrappers that implement the protocol:
+chat templates (:class:`ChatTemplate`: :class:`JinjaChatTemplate` renders the model's own, with
+jinja2 imported on first render; :class:`TurnTemplate` is hand-written), and the wrappers that
+implement the protocol:
 :class:`LlamaCppModel` (llama-cpp-python), :class:`TransformersModel` (torch, transformers),
 :class:`CallableModel` (any ``logits = f(token_ids)``, numpy only), which share their stored
 properties through :class:`~formcast.model.base.ModelBase`; :func:`load_model` loads a bundled
@@ -15,7 +17,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
+from .chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message, TurnTemplate
+from .chat_jinja import JinjaChatTemplate
 from .protocol import LanguageModel, Logits, SupportsEncodeBytes, raw_encoder
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -29,12 +32,14 @@ __all__ = [
     "SMOLLM2_CHAT",
     "CallableModel",
     "ChatTemplate",
+    "JinjaChatTemplate",
     "LanguageModel",
     "LlamaCppModel",
     "Logits",
     "Message",
     "SupportsEncodeBytes",
     "TransformersModel",
+    "TurnTemplate",
     "check_hf_vocabulary",
     "check_llama_vocabulary",
     "load_model",

@@ -37,10 +37,18 @@ from typing import Any, Literal
 import numpy as np
 
 from .._optional import require
-from ..errors import ConfigurationError, ModelFileError, VocabularyError
+from ..errors import (
+    ChatTemplateError,
+    ConfigurationError,
+    MissingDependencyError,
+    ModelFileError,
+    VocabularyError,
+)
 from ..vocab.vocabulary import Vocabulary
 from .base import ModelBase
-from .chat import ChatTemplate, chat_template_from_jinja
+from .chat import ChatTemplate
+from .chat_jinja import JinjaChatTemplate
+from .chat_sources import templates_from_metadata
 from .protocol import Logits
 
 __all__ = ["LlamaCppModel", "check_llama_vocabulary"]
@@ -77,6 +85,49 @@ def _control_ids(llm: Any) -> list[int]:
         for i in range(int(llm.n_vocab()))
         if lc.llama_vocab_is_control(vocab_ptr, i) or lc.llama_vocab_is_eog(vocab_ptr, i)
     ]
+
+
+def llama_chat_template(llm: Any, *, name: str | None = None) -> JinjaChatTemplate | None:
+    """The chat template stored in a loaded llama.cpp model's GGUF metadata
+    (``llm.metadata["tokenizer.chat_template"]`` and named ``tokenizer.chat_template.<name>``
+    variants), with its BOS/EOS texts as llama.cpp renders them; ``None`` when the file has
+    none (a base model).
+
+    The end-of-turn marker is the first token of what the template writes after an assistant
+    reply when llama.cpp counts it as end-of-generation or control (``<|im_end|>``,
+    ``<|eot_id|>``, ``<turn|>``): one probe render and one tokenize (about 1 ms).  Without jinja2
+    nothing is rendered here; :class:`~formcast.errors.MissingDependencyError` comes with the
+    first render.
+    """
+    meta = getattr(llm, "metadata", None) or {}
+    templates = templates_from_metadata(meta)
+    if not templates:
+        return None
+    n_vocab = int(llm.n_vocab())
+    specials: dict[str, str] = {}
+    for var, tid in (("bos_token", int(llm.token_bos())), ("eos_token", int(llm.token_eos()))):
+        if 0 <= tid < n_vocab:
+            piece = _token_pieces(llm, [tid], special=True)[tid]
+            specials[var] = piece.decode("utf-8", "replace")
+    label = name or os.path.basename(str(getattr(llm, "model_path", "") or "")) or "gguf"
+    template = JinjaChatTemplate(templates, name=label, special_tokens=specials)
+    try:
+        tail = template.reply_tail()
+    except (MissingDependencyError, ChatTemplateError):
+        return template
+    text = (tail or "").lstrip().encode("utf-8")
+    first = llm.tokenize(text, add_bos=False, special=True)[:1] if text else []
+    if not first:
+        return template
+    lc = require("llama_cpp")
+    vocab_ptr = lc.llama_model_get_vocab(llm.model)
+    tid = int(first[0])
+    if not (lc.llama_vocab_is_eog(vocab_ptr, tid) or lc.llama_vocab_is_control(vocab_ptr, tid)):
+        return template
+    marker = _token_pieces(llm, [tid], special=True)[tid].decode("utf-8", "replace")
+    return JinjaChatTemplate(
+        templates, name=label, special_tokens=specials, control_tokens=(marker,)
+    )
 
 
 def check_llama_vocabulary(
@@ -145,7 +196,8 @@ class LlamaCppModel(ModelBase):
         vocab: the exact vocabulary (default: read from the same GGUF file).
         n_ctx: context length (prompt + output tokens).
         n_threads: CPU threads for both prompt and decoding (default 1).
-        chat_template: ``"auto"`` (ChatML detected from the GGUF metadata, else none), a
+        chat_template: ``"auto"``: the GGUF's own ``tokenizer.chat_template`` (rendered with
+            jinja2, :func:`llama_chat_template`; ``None`` when the file has none), a
             :class:`ChatTemplate`, or ``None`` for a base model.
         verify_vocab: check ``vocab`` against the model (see :func:`check_llama_vocabulary`);
             ``"full"`` checks every token id instead of a sample.
@@ -232,12 +284,14 @@ class LlamaCppModel(ModelBase):
         self.model_path = path
         self._vocab = vocab
         self._name = name or (os.path.basename(path) if path else vocab.name)
+        self._n_vocab = int(llm.n_vocab())
+        self._bos = int(llm.token_bos())
+        vocab_ptr = self._lc.llama_model_get_vocab(llm.model)
+        self._adds_bos = bool(self._lc.llama_vocab_get_add_bos(vocab_ptr))
         if chat_template == "auto":
-            metadata = getattr(llm, "metadata", None) or {}
-            self._chat = chat_template_from_jinja(metadata.get("tokenizer.chat_template") or "")
+            self._chat: ChatTemplate | None = llama_chat_template(llm, name=self._name)
         else:
             self._chat = chat_template
-        self._n_vocab = int(llm.n_vocab())
         self._recurrent = bool(self._lc.llama_model_is_recurrent(llm.model))
         _OPEN.add(self)
 
@@ -254,8 +308,13 @@ class LlamaCppModel(ModelBase):
         return int(self.llm.n_ctx())
 
     def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text``; special markers are parsed, BOS added if the model wants it."""
-        return [int(t) for t in self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)]
+        """Token ids of ``text``; special markers are parsed, BOS added if the model wants it
+        and ``text`` does not already start with it (a chat template's ``{{ bos_token }}``):
+        the prompt never holds two BOS, as in llama.cpp's own chat code."""
+        ids = [int(t) for t in self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=True)]
+        if self._adds_bos and len(ids) >= 2 and ids[0] == ids[1] == self._bos:
+            del ids[0]
+        return ids
 
     def encode_bytes(self, data: bytes) -> list[int] | None:
         """Raw token ids of ``data``: no BOS, special markers not parsed (``None`` when ``data``

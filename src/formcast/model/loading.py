@@ -12,9 +12,11 @@ file's SHA-256 is pinned here and checked before the model is loaded.
     model = load_model("smollm2")                            # llama.cpp, 1 thread
     model = load_model("smollm2", backend="transformers")    # fp32 through transformers
     model = load_model("/path/to/model.gguf")                # any GGUF, no checksum
+    model = load_model("/path/to/hf-model-dir")              # save_pretrained output: transformers
 
 Backends: ``"llama_cpp"`` (default; ``pip install llama-cpp-python==0.3.36``) and
-``"transformers"`` (``pip install torch==2.13.0 transformers accelerate``).
+``"transformers"`` (``pip install torch==2.13.0 transformers accelerate``; the default for a
+transformers model directory).
 
 Lifetime: :class:`ModelAsset` values are immutable; :func:`load_model` caches the two most
 recently loaded models (a model is large and loading is slow), keyed by its arguments.
@@ -25,13 +27,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..cache import LruCache
 from ..errors import ConfigurationError, ModelFileError
-from .chat import SMOLLM2_CHAT, ChatTemplate
+from .chat import ChatTemplate
 from .protocol import LanguageModel
 
 __all__ = [
@@ -60,7 +63,8 @@ class ModelAsset:
         filename: the file inside the package directory.
         sha256: the file's SHA-256 (hex), checked before loading.
         size: the file's size in bytes (a fast first check).
-        chat_template: the model's chat format.
+        chat_template: the model's chat format; ``"auto"``: the template in the file itself
+            (rendered with jinja2).
         description: one line for listings.
     """
 
@@ -70,7 +74,7 @@ class ModelAsset:
     filename: str
     sha256: str
     size: int
-    chat_template: ChatTemplate | None
+    chat_template: ChatTemplate | Literal["auto"] | None
     description: str
 
     @property
@@ -85,7 +89,7 @@ SMOLLM2_135M_INSTRUCT = ModelAsset(
     filename="SmolLM2-135M-Instruct.Q4_1.gguf",
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
     size=98_362_432,
-    chat_template=SMOLLM2_CHAT,
+    chat_template="auto",  # its GGUF tokenizer.chat_template (SMOLLM2_CHAT is the same, by hand)
     description="SmolLM2-135M-Instruct, Q4_1 GGUF, byte-level BPE 49152, ChatML (98 MB)",
 )
 
@@ -171,19 +175,23 @@ _LOADED: LruCache[tuple[Any, ...], LanguageModel] = LruCache(_MAX_LOADED)
 
 
 def load_model(
-    model: str = DEFAULT_MODEL,
+    model: str | os.PathLike[str] = DEFAULT_MODEL,
     *,
-    backend: str = "llama_cpp",
+    backend: str | None = None,
     n_ctx: int = 2048,
     n_threads: int = 1,
     verify: bool = True,
     cache: bool = True,
 ) -> LanguageModel:
-    """Load a known model (``"smollm2"``) or a ``.gguf`` path on a backend.
+    """Load a known model (``"smollm2"``), a ``.gguf`` path or a transformers model directory.
 
     Args:
-        model: a name from :data:`MODELS` or the path of a GGUF file.
-        backend: ``"llama_cpp"`` (default) or ``"transformers"``.
+        model: a name from :data:`MODELS`, the path of a GGUF file, or a local directory: a
+            transformers model (``config.json``, safetensors weights, tokenizer files:
+            what ``save_pretrained`` writes) or a directory holding one ``.gguf`` file; or a
+            Hugging Face id (``"org/name"``) already in the local cache (never downloaded).
+        backend: ``"llama_cpp"`` or ``"transformers"``; default (``None``): transformers
+            for a transformers model directory, llama.cpp otherwise.
         n_ctx: context length (llama.cpp).
         n_threads: CPU threads (llama.cpp threads; torch's intra-op threads for transformers,
             which is process-wide).
@@ -191,13 +199,24 @@ def load_model(
         cache: reuse an identical, already loaded model (the two most recent are kept).
 
     Raises:
-        ConfigurationError: unknown backend or model name.
-        ModelFileError: missing file or checksum mismatch (message names the fix).
+        ConfigurationError: unknown backend or model name, or llama.cpp asked for a
+            transformers directory without a GGUF.
+        ModelFileError: missing file or checksum mismatch, a directory with neither a GGUF
+            file nor a ``config.json`` (message says what was found and what is expected).
         MissingDependencyError: the backend's library is not installed.
         VocabularyError: the GGUF's vocabulary does not match the model.
     """
-    if backend not in BACKENDS:
+    if backend is not None and backend not in BACKENDS:
         raise ConfigurationError(f"unknown backend {backend!r}: use one of {', '.join(BACKENDS)}")
+    model = os.fspath(model)
+    if model not in MODELS and not os.path.exists(model) and _HUB_ID.fullmatch(model):
+        model = _cached_snapshot(model)  # "org/name": a model already in the local HF cache
+    directory = model not in MODELS and os.path.isdir(model)
+    if directory:
+        model, is_transformers = _model_directory(model, backend)
+        if is_transformers:
+            backend = "transformers"
+    backend = backend or "llama_cpp"
     key = (model, backend, n_ctx, n_threads, verify)
     if cache:
         _, hit = _LOADED.get(key)
@@ -208,6 +227,10 @@ def load_model(
         path = model_path(model, verify=verify)
         template: ChatTemplate | Literal["auto"] | None = asset.chat_template
         label = asset.name
+    elif directory and os.path.isdir(model):
+        path = os.path.normpath(model)
+        template = "auto"
+        label = os.path.basename(path)
     elif model.endswith(".gguf") or os.path.sep in model:
         path = model
         if not os.path.isfile(path):
@@ -216,7 +239,8 @@ def load_model(
         label = os.path.basename(path)
     else:
         raise ConfigurationError(
-            f"unknown model {model!r}: known models are {sorted(MODELS)}, or give a .gguf path"
+            f"unknown model {model!r}: known models are {sorted(MODELS)}, or give a .gguf path "
+            "or a local transformers model directory"
         )
     lm: LanguageModel
     if backend == "llama_cpp":
@@ -229,6 +253,12 @@ def load_model(
             chat_template=template,
             verify_vocab=verify,
             name=label,
+        )
+    elif directory and os.path.isdir(path):
+        from .transformers import TransformersModel
+
+        lm = TransformersModel.from_pretrained(
+            path, n_threads=n_threads, verify_vocab=verify, name=os.path.basename(path)
         )
     else:
         from .transformers import TransformersModel
@@ -243,3 +273,69 @@ def load_model(
     if cache:
         _LOADED.put(key, lm)
     return lm
+
+
+_WEIGHTS = (".safetensors", ".bin", ".pt", ".pth")
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+(?<!\.gguf)")
+
+
+def _cached_snapshot(repo_id: str) -> str:
+    """The directory of ``repo_id`` (``"org/name"``) in the local Hugging Face cache
+    (``$HF_HUB_CACHE``, ``~/.cache/huggingface/hub``); formcast never downloads.
+
+    Raises:
+        ModelFileError: not a local path and not in the cache (the message says how to get it).
+    """
+    try:
+        from huggingface_hub import snapshot_download
+
+        return str(snapshot_download(repo_id=repo_id, local_files_only=True))
+    except Exception as exc:  # ImportError, LocalEntryNotFoundError, a broken cache entry
+        raise ModelFileError(
+            f"{repo_id!r} is not a local path, and not a model in the local Hugging Face cache "
+            f"({type(exc).__name__}: {exc}): formcast never downloads; fetch it once (e.g. "
+            f"`huggingface-cli download {repo_id}`) or pass the directory save_pretrained wrote"
+        ) from exc
+
+
+def _model_directory(path: str, backend: str | None) -> tuple[str, bool]:
+    """What a model directory holds: ``(path, True)`` for a transformers model directory
+    (``config.json``), ``(gguf_path, False)`` for a directory with exactly one ``.gguf``.
+
+    Raises:
+        ModelFileError: neither (or several GGUF files); the message lists what was found.
+        ConfigurationError: ``backend="llama_cpp"`` for a transformers directory without a GGUF.
+    """
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        raise ModelFileError(f"cannot list the model directory {path!r} ({exc})") from exc
+    ggufs = [n for n in names if n.endswith(".gguf")]
+    shown = ", ".join(names[:12]) + (f", ... ({len(names)} entries)" if len(names) > 12 else "")
+    found = f"found: {shown}" if names else "it is empty"
+    has_config = "config.json" in names
+    if has_config and backend != "llama_cpp":
+        if not any(n.endswith(_WEIGHTS) for n in names):
+            raise ModelFileError(
+                f"the transformers model directory {path!r} has config.json but no weights "
+                f"({found}): expected model.safetensors (or sharded model-*.safetensors with "
+                "model.safetensors.index.json), as save_pretrained writes them"
+            )
+        return path, True
+    if len(ggufs) == 1:
+        return os.path.join(path, ggufs[0]), False
+    if has_config:
+        raise ConfigurationError(
+            f"backend='llama_cpp' needs a GGUF file but {path!r} is a transformers model "
+            f"directory ({found}): use backend='transformers' (or the default)"
+        )
+    if ggufs:
+        raise ModelFileError(
+            f"the directory {path!r} holds {len(ggufs)} GGUF files ({', '.join(ggufs[:6])}): "
+            "give the path of one of them"
+        )
+    raise ModelFileError(
+        f"{path!r} is not a model directory ({found}): expected a transformers model directory "
+        "(config.json, model.safetensors and the tokenizer files, as save_pretrained writes "
+        "them) or a directory holding one .gguf file"
+    )

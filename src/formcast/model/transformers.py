@@ -25,7 +25,8 @@ from .._optional import require
 from ..errors import ConfigurationError, ModelFileError, VocabularyError
 from ..vocab.vocabulary import Vocabulary
 from .base import ModelBase
-from .chat import ChatTemplate, chat_template_from_jinja
+from .chat import ChatTemplate
+from .chat_jinja import JinjaChatTemplate
 from .protocol import Logits
 
 __all__ = ["TransformersModel", "check_hf_vocabulary"]
@@ -87,8 +88,9 @@ class TransformersModel(ModelBase):
         tokenizer: its tokenizer (for text prompts and the vocabulary check); may be ``None``
             when ``vocab`` is given and prompts are token ids.
         vocab: the exact vocabulary (default: ``Vocabulary.from_huggingface(tokenizer)``).
-        chat_template: ``"auto"`` (ChatML recognised from ``tokenizer.chat_template``), a
-            :class:`ChatTemplate`, or ``None``.
+        chat_template: ``"auto"`` (the tokenizer's own ``chat_template``, rendered with jinja2
+            like ``apply_chat_template``; ``None`` when it has none), a :class:`ChatTemplate`,
+            or ``None``.
         verify_vocab: check ``vocab`` against ``tokenizer`` and the logits width.
         n_threads: if given, ``torch.set_num_threads(n_threads)`` (process-wide).
         name: a label.
@@ -130,8 +132,11 @@ class TransformersModel(ModelBase):
         if verify_vocab and tokenizer is not None:
             check_hf_vocabulary(tokenizer, vocab)
         if chat_template == "auto":
-            source = getattr(tokenizer, "chat_template", None) if tokenizer is not None else None
-            self._chat = chat_template_from_jinja(source) if isinstance(source, str) else None
+            self._chat = (
+                JinjaChatTemplate.from_tokenizer(tokenizer, name=self._name)
+                if tokenizer is not None
+                else None
+            )
         else:
             self._chat = chat_template
         params = inspect.signature(model.forward).parameters
@@ -195,13 +200,94 @@ class TransformersModel(ModelBase):
             name=name or filename,
         )
 
+    @classmethod
+    def from_pretrained(
+        cls,
+        directory: str | os.PathLike[str],
+        *,
+        n_threads: int | None = 1,
+        chat_template: ChatTemplate | Literal["auto"] | None = "auto",
+        verify_vocab: bool = True,
+        name: str | None = None,
+    ) -> TransformersModel:
+        """Load a local transformers model directory (``config.json``, safetensors or
+        ``pytorch_model.bin`` weights, tokenizer files), offline, in float32.
+
+        The vocabulary is read from the directory's tokenizer with the model's logits width
+        (ids past the tokenizer are never allowed); its stop tokens are the tokenizer's EOS
+        plus the ids in ``generation_config.eos_token_id``.  Cost: reading the weights, and
+        every token once (about 1 s for 128k tokens).
+
+        Raises:
+            ModelFileError: transformers cannot load the directory (message says why).
+            MissingDependencyError: torch or transformers missing.
+        """
+        p = os.fspath(directory)
+        torch = require("torch")
+        transformers = require("transformers")
+        try:
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                p, dtype=torch.float32, local_files_only=True
+            )
+            tokenizer = transformers.AutoTokenizer.from_pretrained(p, local_files_only=True)
+        except (OSError, ValueError, RuntimeError, KeyError) as exc:
+            raise ModelFileError(
+                f"transformers cannot load the model directory {p!r} ({exc}): it needs "
+                "config.json, the weights (model.safetensors or pytorch_model.bin) and the "
+                "tokenizer files (tokenizer.json or tokenizer.model with tokenizer_config.json)"
+            ) from exc
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        width = (
+            int(head.weight.shape[0])
+            if head is not None and hasattr(head, "weight")
+            else int(model.config.vocab_size)
+        )
+        stops: set[int] = set()
+        eos = getattr(tokenizer, "eos_token_id", None)
+        if isinstance(eos, int):
+            stops.add(eos)
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if isinstance(gen_eos, int):
+            stops.add(gen_eos)
+        elif isinstance(gen_eos, (list, tuple)):
+            stops.update(int(i) for i in gen_eos)
+        label = name or os.path.basename(os.path.normpath(p))
+        vocab = Vocabulary.from_huggingface(
+            tokenizer,
+            stop_token_ids=sorted(i for i in stops if 0 <= i < width) or None,
+            vocab_size=width,
+            name=label,
+        )
+        return cls(
+            model,
+            tokenizer,
+            vocab=vocab,
+            chat_template=chat_template,
+            verify_vocab=verify_vocab,
+            n_threads=n_threads,
+            name=label,
+        )
+
     # -- LanguageModel -------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
         if self.tokenizer is None:
             raise ConfigurationError(
                 "this TransformersModel has no tokenizer: give the prompt as token ids"
             )
-        return [int(t) for t in self.tokenizer(text)["input_ids"]]
+        ids = [int(t) for t in self.tokenizer(text)["input_ids"]]
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        if bos is not None and len(ids) >= 2 and ids[0] == ids[1] == bos and self._adds_bos():
+            del ids[0]  # the text (a chat template's {{ bos_token }}) already starts with BOS
+        return ids
+
+    def _adds_bos(self) -> bool:
+        """Does the tokenizer put a BOS before any text (checked once, on the empty text)?"""
+        adds = getattr(self, "_adds_bos_cache", None)
+        if adds is None:
+            bos = getattr(self.tokenizer, "bos_token_id", None)
+            first = list(self.tokenizer("")["input_ids"])[:1]
+            adds = self._adds_bos_cache = bos is not None and first == [bos]
+        return bool(adds)
 
     def encode_bytes(self, data: bytes) -> list[int] | None:
         """Raw token ids of ``data`` (``add_special_tokens=False``, special markers split as

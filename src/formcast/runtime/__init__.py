@@ -1,1 +1,2 @@
-"""Per-request runtime: the grammar matcher (and, for CFGs, the parser)."""
+"""Per-request runtime: the grammar matcher (and, for CFGs, the parser); batch mask fills
+(:mod:`formcast.runtime.batch`)."""

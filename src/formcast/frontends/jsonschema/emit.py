@@ -26,7 +26,7 @@ import itertools
 import json
 import re
 from collections.abc import Iterable
-from decimal import Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 from ...automata import charfa
@@ -37,7 +37,13 @@ from ...errors import (
     UnsatisfiableGrammarError,
     UnsupportedFeatureError,
 )
-from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark, length_count, state_counts
+from ...ir.marks import (
+    COUNT_CAP,
+    MARKED_RULE_PREFIX,
+    UniqueItemsMark,
+    length_count,
+    state_counts,
+)
 from ...ir.nodes import (
     NOTHING,
     CharSet,
@@ -439,9 +445,11 @@ class Emitter:
             if got is not None:
                 return got
             found = self._unique_mark(s)
+            if found is None and self.marks is not None and not s.contains:
+                found = self._value_mark(s, lo)
             if found is not None and self.marks is not None:
                 mark, domain = found
-                if domain < lo:  # fewer distinct strings than minItems
+                if domain < lo:  # fewer distinct values than minItems
                     return NOTHING
             elif found is not None:
                 norm.unsupported(
@@ -454,9 +462,10 @@ class Emitter:
                 norm.unsupported(
                     "uniqueItems",
                     s.where or "#",
-                    "enforced when at most one item fits, when the items come from a small "
-                    "finite set of values, or (checked at run time) when every item is a "
-                    "string (no prefixItems, no contains)",
+                    "checked at run time for arrays without `contains` whose `minItems` is at "
+                    "most 1 or at most the number of distinct values every position admits; "
+                    "this array has `contains`, or a `minItems` above a count that cannot be "
+                    "established: remove `contains`, or lower `minItems`",
                 )
         if mark is not None:
             self.add_rule(mark.rule, self._plain_array(s, lo, hi, depth, lay))
@@ -505,6 +514,74 @@ class Emitter:
         accept = tuple(d.accept)
         mark = UniqueItemsMark(name, where, canonical=True, trans=trans, accept=accept)
         return mark, (state_counts(trans, accept)[0] if accept else 0)
+
+    def _value_mark(self, s: SArr, lo: int) -> tuple[UniqueItemsMark, int] | None:
+        """The run-time ``uniqueItems`` check of an array of any items (``kind="value"``) and
+        how many distinct items it can hold for ``minItems`` (see the soundness argument in
+        docs/json_schema.md, Run-time uniqueItems): the exact count when every position
+        takes values from a finite enumerable set, else a lower bound per position (their
+        minimum over the first ``minItems`` positions).  None (fail closed) when ``minItems``
+        is 2 or more and no bound reaches it: then a run could write items it cannot follow
+        with enough distinct ones."""
+        positions = [*s.prefix, s.items]
+        name = MARKED_RULE_PREFIX + self._name("unique")
+        mark = UniqueItemsMark(name, s.where or "#", canonical=False, kind="value")
+        if lo <= 1:
+            return mark, lo
+        if not s.prefix:
+            exact = self._finite_values(s.items)
+            if exact is not None:
+                return mark, len({value_key(v) for v in exact})
+            item = s.items
+            while isinstance(item, SRef):
+                item = self.norm.definition(item.key)
+            ranged = isinstance(item, SNum) and item.integer and None not in (item.lo, item.hi)
+            if ranged and isinstance(item, SNum) and not (item.multiples or item.excluded):
+                return mark, self._domain_lb(item)  # an integer range: exact
+        needed = positions[:lo] if lo <= len(s.prefix) else positions
+        bound = min(self._domain_lb(p) for p in needed)
+        return (mark, bound) if bound >= lo else None
+
+    def _domain_lb(self, s: S, seen: int = 0) -> int:
+        """A lower bound on the number of distinct JSON values ``s`` accepts (saturated at
+        :data:`~formcast.ir.marks.COUNT_CAP`; 0 when none is established)."""
+        cap = COUNT_CAP
+        if seen > 50:
+            return 0
+        if isinstance(s, SAny):
+            return cap
+        if isinstance(s, SRef):
+            return self._domain_lb(self.norm.definition(s.key), seen + 1)
+        if isinstance(s, SUnion):
+            return max((self._domain_lb(i, seen + 1) for i in s.items), default=0)
+        finite = self._finite_values(s)
+        if finite is not None:
+            return len({value_key(v) for v in finite})
+        if isinstance(s, SStr):
+            got = self._string_item(s)
+            if isinstance(got, tuple):
+                return length_count(0, got[0], got[1])
+            if isinstance(got, charfa.CharDFA):
+                d = charfa.trim(got)
+                if not d.accept:
+                    return 0
+                return state_counts(tuple(tuple(r) for r in d.trans), tuple(d.accept))[0]
+            return 0
+        if isinstance(s, SNum):
+            if s.multiples or s.non_multiples or s.excluded:
+                return 0
+            if not s.integer:
+                if s.lo is None or s.hi is None or s.lo < s.hi:
+                    return cap
+                return 0
+            if s.lo is None or s.hi is None:
+                return cap
+            a = int(s.lo.to_integral_value(rounding=ROUND_CEILING))
+            b = int(s.hi.to_integral_value(rounding=ROUND_FLOOR))
+            a += 1 if s.lo_excl and a == s.lo else 0
+            b -= 1 if s.hi_excl and b == s.hi else 0
+            return max(b - a + 1, 0)
+        return 0
 
     def _string_item(self, s: S, seen: int = 0) -> tuple[int, int | None] | charfa.CharDFA | None:
         """The strings an item schema accepts, when it accepts nothing else: ``(min, max)``

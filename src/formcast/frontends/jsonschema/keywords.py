@@ -219,10 +219,11 @@ KEYWORDS: tuple[Keyword, ...] = (
         "array",
         _ALL,
         "exact when at most one item is possible, when "
-        "the items come from a small finite set of values (all orderings enumerated), or when "
-        "every item is a string (any `pattern`/`format`/`enum`/length; no `prefixItems`/"
-        "`contains`): checked at run time by the matcher (equal decoded values refused, no "
-        "dead end: see Run-time uniqueItems); other item types fail closed",
+        "the items come from a small finite set of values (all orderings enumerated), else "
+        "checked at run time by the matcher for items of every type (JSON equality: `1` = "
+        "`1.0`, objects by members; no dead end: see Run-time uniqueItems); fails closed "
+        "beside `contains`, or when `minItems` is 2 or more and no count of distinct items "
+        "reaches it",
     ),
     _K(
         "unevaluatedItems",

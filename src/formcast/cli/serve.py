@@ -1,0 +1,90 @@
+"""``formcast serve``: the OpenAI-compatible HTTP server on a model (docs/server.md).
+
+::
+
+    formcast serve --model smollm2 --host 127.0.0.1 --port 8000
+    formcast serve --model /path/to/model.gguf --n-ctx 4096 --max-queue 32 --timeout 60
+
+Loads the model (the bundled SmolLM2-135M-Instruct on llama.cpp by default, one thread), then
+serves it with uvicorn until Ctrl-C / SIGTERM.  Progress goes to stderr; uvicorn logs its
+requests there too.  Needs the server extra: ``pip install 'formcast[server]'``.
+
+Lifetime: one process; the model and the compiler live as long as it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .common import (
+    add_model_arguments,
+    check_backend,
+    load_model_from_args,
+    non_negative_int,
+    positive_int,
+    progress,
+)
+
+__all__ = ["add_serve_arguments", "run_serve"]
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def add_serve_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``formcast serve``."""
+    add_model_arguments(p, threads_help="CPU threads of the model")
+    p.add_argument("--served-name", default=None,
+                   help="the model id clients send (default: the --model name or file stem)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
+    p.add_argument("--port", type=positive_int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--max-queue", type=non_negative_int, default=16,
+                   help="requests waiting beyond the one generating before 429 "
+                   "(default: %(default)s)")
+    p.add_argument("--timeout", type=_seconds, default=120.0,
+                   help="per-request seconds, queue included; then finish_reason 'timeout' "
+                   "(default: %(default)s)")
+    p.add_argument("--compile-timeout", type=_seconds, default=30.0,
+                   help="seconds one schema/tool compile may take (default: %(default)s)")
+    p.add_argument("--compile-workers", type=non_negative_int, default=1,
+                   help="compile processes; 0 compiles in a thread (default: %(default)s)")
+    p.add_argument("--max-tokens", type=positive_int, default=256,
+                   help="max_tokens of a chat request that gives none (default: %(default)s)")
+    p.add_argument("--cache-dir", default=None,
+                   help="compiled-grammar disk cache (default: $FORMCAST_CACHE_DIR or none)")
+    p.add_argument("--log-level", default="info",
+                   choices=["critical", "error", "warning", "info", "debug"],
+                   help="uvicorn's log level (default: %(default)s)")
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Run ``formcast serve``; returns the exit status when the server stops."""
+    import os
+
+    from ..server import ServerConfig, run_server  # checks the server extra
+
+    check_backend(args)
+    name = args.served_name or (
+        os.path.splitext(os.path.basename(args.model))[0] if args.model.endswith(".gguf")
+        else args.model
+    )
+    config = ServerConfig(
+        model_name=name,
+        max_queue=args.max_queue,
+        request_timeout_s=args.timeout,
+        compile_timeout_s=args.compile_timeout,
+        compile_workers=args.compile_workers,
+        default_max_tokens=args.max_tokens,
+        cache_dir=args.cache_dir,
+    )
+    model = load_model_from_args(args)
+    progress(f"serving {name!r} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
+    run_server(model, config, host=args.host, port=args.port, log_level=args.log_level)
+    return 0

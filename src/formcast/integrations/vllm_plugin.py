@@ -1,0 +1,234 @@
+"""The vLLM plug-in: makes ``structured_outputs_config={"backend": "formcast"}`` work.
+
+vLLM (0.32) has no registry of structured-output backends: the name is a ``Literal`` in
+``StructuredOutputsConfig``, ``SamplingParams._validate_structured_outputs`` dispatches request
+validation on it, and ``StructuredOutputManager.grammar_init`` builds the backend in an
+``if/elif``.  :func:`register` -- the ``vllm.general_plugins`` entry point ``formcast``, which
+vLLM calls in every process it starts (front-end, engine core, workers) -- patches exactly
+those three places, each only for the name ``"formcast"`` (every other backend name goes to
+vLLM's own code, unchanged):
+
+1. ``StructuredOutputsConfig.backend`` also accepts ``"formcast"`` (the pydantic dataclass is
+   rebuilt with the widened ``Literal``);
+2. ``SamplingParams._validate_structured_outputs``: for ``"formcast"``, vLLM's
+   backend-independent checks (copied from 0.32: empty specs, JSON nesting, NUL in a regex,
+   request-level backend selection...) and then formcast's own front-end check
+   (:func:`formcast.integrations.vllm.check_request`), so that a constraint formcast cannot
+   serve fails with a ``VLLMValidationError`` (HTTP 400 from the server) naming the
+   unsupported feature, before it reaches the engine;
+3. ``StructuredOutputManager.grammar_init`` creates a
+   :class:`~formcast.integrations.vllm.FormcastBackend` when the request's backend is
+   ``"formcast"``.
+
+The upstream change that makes this module unnecessary: a backend registry in
+``vllm/v1/structured_output/`` (``register_structured_output_backend(name, backend_cls,
+validate_fn)``, as SGLang's ``register_grammar_backend``), with ``StructuredOutputsConfig.backend``
+typed ``str`` and checked against the registry, ``_validate_structured_outputs`` and
+``grammar_init`` looking the name up there instead of the ``if/elif`` chains.
+
+``vllm serve`` loads the plug-in before it parses its arguments.  ``vllm.LLM(...)`` builds
+its ``StructuredOutputsConfig`` *before* vLLM loads plug-ins, so offline use calls
+:func:`register` first (importing :mod:`formcast.integrations.vllm_plugin` is not enough)::
+
+    from formcast.integrations.vllm_plugin import register
+    register()
+    llm = vllm.LLM(model, structured_outputs_config={"backend": "formcast"})
+
+Idempotent (vLLM may call it several times in one process); thread-safe.  Imports vLLM when
+called, never when imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+from typing import Any
+
+__all__ = ["TESTED_VLLM_VERSIONS", "register"]
+
+logger = logging.getLogger(__name__)
+
+BACKEND_NAME = "formcast"
+TESTED_VLLM_VERSIONS = ("0.32",)
+"""vLLM minor versions whose sources the patches were written against (and tested on)."""
+
+_lock = threading.Lock()
+_done = False
+
+
+def register() -> None:
+    """Patch vLLM so that ``"formcast"`` is a structured-output backend (see the module
+    docstring).  Idempotent.  Cost: one pydantic schema rebuild, once per process.
+
+    Raises:
+        ImportError: vLLM is not installed.
+    """
+    global _done
+    with _lock:
+        if _done:
+            return
+        import vllm
+
+        version = str(getattr(vllm, "__version__", "?"))
+        if not version.startswith(TESTED_VLLM_VERSIONS):
+            logger.warning(
+                "formcast's vLLM plug-in was written for vLLM %s; this is vLLM %s: if "
+                "'formcast' is not accepted as a backend, vLLM's internals changed",
+                "/".join(TESTED_VLLM_VERSIONS),
+                version,
+            )
+        _patch_config()
+        _patch_validation()
+        _patch_manager()
+        _done = True
+
+
+# -- 1. the Literal in StructuredOutputsConfig --------------------------------------------------
+def _patch_config() -> None:
+    from typing import Literal, get_args
+
+    from pydantic.dataclasses import rebuild_dataclass
+    from vllm.config import structured_outputs as so
+
+    cls: Any = so.StructuredOutputsConfig
+    names = get_args(cls.__dataclass_fields__["backend"].type)
+    if not names:  # vLLM made it a plain str: nothing to widen
+        return
+    if BACKEND_NAME in names:
+        return
+    widened = Literal[(*names, BACKEND_NAME)]  # type: ignore[valid-type]
+    so.StructuredOutputsBackend = widened  # type: ignore[attr-defined]
+    cls.__annotations__["backend"] = widened
+    cls.__dataclass_fields__["backend"].type = widened
+    pydantic_fields = getattr(cls, "__pydantic_fields__", None)
+    if pydantic_fields is not None and "backend" in pydantic_fields:
+        pydantic_fields["backend"].annotation = widened
+    rebuild_dataclass(cls, force=True)
+
+
+# -- 2. request validation -----------------------------------------------------------------------
+def _patch_validation() -> None:
+    from vllm.sampling_params import SamplingParams
+
+    original = SamplingParams._validate_structured_outputs
+    if getattr(original, "_formcast", False):
+        return
+
+    @functools.wraps(original)
+    def validate(
+        self: Any, model_config: Any, structured_outputs_config: Any, tokenizer: Any
+    ) -> None:
+        if (
+            structured_outputs_config is None
+            or self.structured_outputs is None
+            or structured_outputs_config.backend != BACKEND_NAME
+        ):
+            original(self, model_config, structured_outputs_config, tokenizer)
+            return
+        _validate_for_formcast(self, model_config, tokenizer)
+
+    validate._formcast = True  # type: ignore[attr-defined]
+    SamplingParams._validate_structured_outputs = validate  # type: ignore[method-assign]
+
+
+def _validate_for_formcast(params: Any, model_config: Any, tokenizer: Any) -> None:
+    """vLLM 0.32's backend-independent checks, then formcast's front-end check."""
+    from vllm.exceptions import VLLMValidationError
+    from vllm.sampling_params import check_json_nesting
+
+    from ..errors import FormcastError
+    from .vllm import check_request
+
+    so = params.structured_outputs
+    if getattr(model_config, "is_diffusion", False):
+        raise VLLMValidationError(
+            "Structured outputs are not yet supported for diffusion language models. Remove "
+            "the structured output constraint from the request."
+        )
+    if tokenizer is None:
+        raise VLLMValidationError(
+            "Structured outputs requires a tokenizer so it can't be used with "
+            "'skip_tokenizer_init'"
+        )
+    if so._backend and so._backend != BACKEND_NAME:
+        raise VLLMValidationError(
+            "Request-level structured output backend selection is not supported. The "
+            f"request specified '{so._backend}', but vLLM was initialised with "
+            f"'{BACKEND_NAME}'. This error can be resolved by removing '_backend' from the "
+            "request."
+        )
+    so._backend = BACKEND_NAME
+    if isinstance(so.choice, list) and not so.choice:
+        raise VLLMValidationError(f"Choice '{so.choice}' cannot be an empty list")
+    for field in ("grammar", "json", "structural_tag"):
+        value = getattr(so, field)
+        if isinstance(value, str) and value.strip() == "":
+            raise VLLMValidationError(f"structured_outputs.{field} cannot be an empty string")
+    check_json_nesting(so.json)
+    check_json_nesting(so.structural_tag, structural_tag=True)
+    if so.json_object is False:
+        raise VLLMValidationError(
+            "structured_outputs.json_object must be True if set; omit structured_outputs to "
+            "disable structured outputs"
+        )
+    if so.regex and "\x00" in so.regex:
+        raise VLLMValidationError(
+            "structured_outputs.regex must not contain a NUL character ('\\x00')"
+        )
+
+    kind, spec = _request_key(so)
+    try:
+        check_request(kind, spec)
+    except FormcastError as exc:
+        raise VLLMValidationError(
+            f"formcast cannot serve this {kind.lower()} constraint: {exc}"
+        ) from exc
+    except ValueError as exc:  # malformed JSON text and the like
+        raise VLLMValidationError(f"Invalid {kind.lower()} specification: {exc}") from exc
+    so.__post_init__()
+
+
+def _request_key(so: Any) -> tuple[str, str]:
+    """The (request type, spec) vLLM's engine will send: ``get_structured_output_key``."""
+    if so.json is not None:
+        return "JSON", so.json if isinstance(so.json, str) else json.dumps(so.json)
+    if so.json_object:
+        return "JSON_OBJECT", ""
+    if so.regex is not None:
+        return "REGEX", so.regex
+    if so.choice is not None:
+        return "CHOICE", so.choice if isinstance(so.choice, str) else json.dumps(so.choice)
+    if so.grammar is not None:
+        return "GRAMMAR", so.grammar
+    return "STRUCTURAL_TAG", so.structural_tag
+
+
+# -- 3. the backend's construction -----------------------------------------------------------------
+def _patch_manager() -> None:
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    original = StructuredOutputManager.grammar_init
+    if getattr(original, "_formcast", False):
+        return
+
+    @functools.wraps(original)
+    def grammar_init(self: Any, request: Any) -> None:
+        if (
+            self.backend is None
+            and request.structured_output_request is not None
+            and request.sampling_params is not None
+            and request.sampling_params.structured_outputs._backend == BACKEND_NAME
+        ):
+            from .vllm import FormcastBackend
+
+            self.backend = FormcastBackend(
+                self.vllm_config,
+                tokenizer=self.tokenizer,
+                vocab_size=self.vllm_config.model_config.get_vocab_size(),
+            )
+        original(self, request)
+
+    grammar_init._formcast = True  # type: ignore[attr-defined]
+    StructuredOutputManager.grammar_init = grammar_init  # type: ignore[method-assign]

@@ -1,0 +1,76 @@
+"""The server's options: :class:`ServerConfig` (one frozen dataclass, units in the names).
+
+Lifetime: an immutable value, read once by :func:`formcast.server.create_app`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ConfigurationError
+from ..limits import CompileLimits
+
+__all__ = ["ServerConfig"]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How ``formcast serve`` serves one model.
+
+    Attributes:
+        model_name: the id clients send as ``model`` and ``GET /v1/models`` lists (a request
+            naming another model is a 404 ``model_not_found``).
+        max_queue: requests that may wait for the model while one generates; one more is
+            answered ``429`` with ``Retry-After`` (requests compiling count as waiting).
+        request_timeout_s: wall-clock budget of one request from its arrival, queue wait
+            included; when it runs out the generation stops with ``finish_reason
+            "timeout"`` (the text so far is returned).  ``None``: no limit.
+        compile_timeout_s: wall-clock budget of one constraint compile (a schema, a tool
+            set); past it the request is a 400 naming ``compile_timeout_s``.  The compile's
+            deterministic fuel (:class:`~formcast.limits.CompileLimits`) applies as well.
+        compile_workers: compile processes (``GrammarCompiler(workers=N)``): a compile then
+            never holds the server's GIL.  0 compiles in a thread of the server process (the
+            event loop still runs, but shares the GIL with the compile).
+        default_max_tokens: ``max_tokens`` of a chat request that gives none (bounded by the
+            model's context).
+        max_n: the largest ``n`` (choices per request) accepted.
+        retry_after_s: the smallest ``Retry-After`` sent with a 429 (the server raises it
+            with the work ahead in the queue).
+        cache_dir: the compiled-grammar disk cache shared with ``formcast compile
+            --cache-dir`` (``None``: ``$FORMCAST_CACHE_DIR`` or none).
+        compile_limits: the compiler's limits (``None``: :class:`~formcast.limits.CompileLimits`
+            defaults: about 2 s of deterministic compile fuel); a request exceeding one is a
+            400 naming it.
+    """
+
+    model_name: str = "smollm2"
+    max_queue: int = 16
+    request_timeout_s: float | None = 120.0
+    compile_timeout_s: float = 30.0
+    compile_workers: int = 0
+    default_max_tokens: int = 256
+    max_n: int = 8
+    retry_after_s: int = 1
+    cache_dir: str | None = None
+    compile_limits: CompileLimits | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model_name, str) or not self.model_name:
+            raise ConfigurationError("ServerConfig.model_name must be a non-empty string")
+        for name in ("max_queue", "compile_workers", "default_max_tokens", "max_n",
+                     "retry_after_s"):
+            value = getattr(self, name)
+            low = 1 if name in ("default_max_tokens", "max_n") else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigurationError(
+                    f"ServerConfig.{name} must be an int >= {low}, got {value!r}"
+                )
+        t = self.request_timeout_s
+        if t is not None and not t > 0:
+            raise ConfigurationError(
+                f"ServerConfig.request_timeout_s must be > 0 or None, got {t!r}"
+            )
+        if not self.compile_timeout_s > 0:
+            raise ConfigurationError(
+                f"ServerConfig.compile_timeout_s must be > 0, got {self.compile_timeout_s!r}"
+            )

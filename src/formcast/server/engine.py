@@ -1,0 +1,546 @@
+"""The serving engine: a bounded queue in front of one model thread, compiles off the event loop.
+
+::
+
+    HTTP request (event loop)
+      -> engine.admit()            in flight > 1 + max_queue ?  429 + Retry-After
+      -> await engine.compile(...) GrammarCompiler.compile_async: a worker process or thread,
+                                   the compiled-grammar cache shared by every request
+      -> engine.run(job)           the job waits in the model thread's FIFO; the thread
+                                   tokenizes, then drives formcast.generation.stream and
+                                   posts each text piece back to the loop
+      <- Piece / Finished events   (async iterator; closing it cancels the generation)
+
+Generation is serialized: one model, one sequence at a time (the model wrappers are not
+thread-safe), on the thread ``formcast-model``.  A job is cancelled by setting its ``cancel``
+event -- the HTTP layer does it when the client disconnects, and leaving :meth:`Engine.run`
+early does it too: the model thread checks the event before every model call and between
+pieces, closes the stream and calls the model no more.  The request's deadline
+(``request_timeout_s`` from its arrival) is checked at the same points and ends the generation
+with ``finish="timeout"``.
+
+Lifetime: one engine per app; :meth:`Engine.close` stops the thread and the compile workers.
+Costs: admission and event hand-off are O(1); a compile costs what the compiler costs (cached
+per constraint); the model thread's work is the generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import FormcastError
+from ..generation.api import stream
+from ..generation.results import GenerationResult
+from ..index.compiled import CompiledGrammar
+from ..index.compiler import GrammarCompiler
+from ..model.chat import ChatTemplate
+from ..model.protocol import LanguageModel, Logits
+from ..vocab.vocabulary import Vocabulary
+from .api_errors import APIError
+from .config import ServerConfig
+from .metrics import ServerMetrics
+
+__all__ = ["Engine", "Finish", "Finished", "GenerationSpec", "Job", "Piece", "TokenLogprob"]
+
+Finish = Literal["completed", "stop", "max_tokens", "dead_end", "timeout", "cancelled"]
+"""How one generation ended: formcast's finish reasons plus ``timeout`` (the request's deadline
+passed) and ``cancelled`` (the client went away; never sent to anyone)."""
+
+_perf = time.perf_counter
+
+
+@dataclass(frozen=True)
+class GenerationSpec:
+    """One choice to generate: its index in the response, the prompt, the seed."""
+
+    index: int
+    prompt: str | Sequence[int]  # text (tokenized by the model thread) or token ids
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Text generated for choice ``index`` (whole characters)."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One output token's log-probability (see :class:`_LogprobRecorder`) and the ``top``
+    most likely tokens at its step, as ``(token id, log-probability)``."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...]
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Choice ``index`` ended.
+
+    Attributes:
+        text: the whole text of the choice.
+        finish: see :data:`Finish`.
+        prompt_tokens, completion_tokens: usage (``completion_tokens`` of an interrupted
+            generation counts the tokens the model evaluated).
+        result: the generation's result (``None`` when it was interrupted).
+    """
+
+    index: int
+    text: str
+    finish: Finish
+    prompt_tokens: int
+    completion_tokens: int
+    result: GenerationResult | None = None
+    logprobs: list[TokenLogprob] | None = None
+
+
+@dataclass
+class Job:
+    """One request's generations, run in order by the model thread.
+
+    ``deadline`` is a :func:`time.monotonic` value (``None``: none).  ``cancel`` stops the job
+    at the next check.  The events go to ``events`` on the event loop ``loop``."""
+
+    specs: list[GenerationSpec]
+    compiled: CompiledGrammar | None
+    max_tokens: int | None  # None: the default, bounded by the context left after the prompt
+    temperature: float
+    top_p: float
+    stop: tuple[str, ...]
+    deadline: float | None
+    loop: asyncio.AbstractEventLoop
+    logprobs: int | None = None  # None: off; k: each token's log-probability and the top k
+    events: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    on_done: Callable[[], None] | None = None  # called (on the model thread) when it ends
+
+    def post(self, event: object) -> None:
+        """Hand an event to the loop (from the model thread); dropped when the loop is gone."""
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody listens any more
+            self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+
+
+class _JobDone:
+    pass
+
+
+@dataclass(frozen=True)
+class _Failed:
+    error: BaseException
+
+
+class _Interrupted(Exception):
+    """Raised inside the model proxy to leave the decoding loop (cancel or deadline)."""
+
+    def __init__(self, finish: Finish) -> None:
+        super().__init__(finish)
+        self.finish: Finish = finish
+
+
+class _LogprobRecorder:
+    """Each output token's log-probability under the distribution it was drawn from: the
+    model's logits at that step restricted to the tokens the constraint allowed (a
+    log-softmax over them at temperature 1, before top-p).  A token the constraint forced
+    (the only one allowed) has log-probability 0.  Unconstrained, this is the model's own
+    log-softmax.
+
+    Fed by :class:`_GuardedModel`: ``logits`` after each model call (copied: the buffer is the
+    model's), ``consume(tokens)`` with the tokens accepted since (the first one was sampled
+    from those logits unless forced; the others were forced, which is why they were batched),
+    replaying the constraint with its own matcher to know what was allowed."""
+
+    def __init__(self, compiled: CompiledGrammar | None, vocab: Vocabulary, top: int) -> None:
+        from ..bitmask import allocate_token_bitmask
+        from ..runtime.matcher import GrammarMatcher
+
+        self.matcher = GrammarMatcher(compiled) if compiled is not None else None
+        self.bitmask = allocate_token_bitmask(1, vocab.vocab_size)
+        self.top = top
+        self.logits: np.ndarray | None = None
+        self.entries: list[TokenLogprob] = []
+
+    def on_logits(self, logits: Logits) -> None:
+        self.logits = np.array(logits, dtype=np.float64, copy=True)
+
+    def _allowed(self) -> np.ndarray | None:
+        if self.matcher is None:
+            return None
+        from ..generation.loop import cached_allowed_ids
+
+        self.matcher.fill_next_token_bitmask(self.bitmask)
+        return cached_allowed_ids(self.bitmask[0])
+
+    def consume(self, tokens: Sequence[int]) -> None:
+        for k, tok in enumerate(tokens):
+            allowed = self._allowed()
+            logits = self.logits
+            if k == 0 and logits is not None and (allowed is None or allowed.size > 1):
+                ids = np.arange(logits.shape[0]) if allowed is None else allowed
+                sub = logits[ids]
+                finite = np.isfinite(sub)
+                peak = sub[finite].max() if finite.any() else 0.0
+                logz = peak + np.log(np.exp(sub[finite] - peak).sum())
+                lp = sub - logz
+                mine = float(logits[tok] - logz)
+                order = np.argsort(-lp, kind="stable")[: self.top]
+                top = tuple((int(ids[j]), float(lp[j])) for j in order)
+                self.entries.append(TokenLogprob(int(tok), mine, top))
+            else:  # forced: the only token allowed
+                self.entries.append(TokenLogprob(int(tok), 0.0, ((int(tok), 0.0),)[: self.top]))
+            if self.matcher is not None:
+                self.matcher.accept_token(int(tok))
+            if k == 0:
+                self.logits = None
+
+
+class _GuardedModel:
+    """A :class:`LanguageModel` proxy that checks the job's cancel event and deadline before
+    each model call (so an abandoned request stops calling the model) and counts the output
+    tokens evaluated."""
+
+    def __init__(
+        self, model: LanguageModel, job: Job, recorder: _LogprobRecorder | None = None
+    ) -> None:
+        self._model = model
+        self._job = job
+        self.tokens = 0
+        self.recorder = recorder
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self._model.vocab
+
+    @property
+    def name(self) -> str:
+        return self._model.name
+
+    @property
+    def chat_template(self) -> ChatTemplate | None:
+        return self._model.chat_template
+
+    @property
+    def max_context(self) -> int | None:
+        return self._model.max_context
+
+    def tokenize(self, text: str) -> list[int]:
+        return self._model.tokenize(text)
+
+    def check(self) -> None:
+        if self._job.cancel.is_set():
+            raise _Interrupted("cancelled")
+        deadline = self._job.deadline
+        if deadline is not None and time.monotonic() > deadline:
+            raise _Interrupted("timeout")
+
+    def start(self, prompt_ids: Sequence[int]) -> Logits:
+        self.check()
+        logits = self._model.start(prompt_ids)
+        if self.recorder is not None:
+            self.recorder.on_logits(logits)
+        return logits
+
+    def step(self, token_ids: Sequence[int]) -> Logits:
+        self.check()
+        self.tokens += len(token_ids)
+        if self.recorder is not None:
+            self.recorder.consume(token_ids)
+        logits = self._model.step(token_ids)
+        if self.recorder is not None:
+            self.recorder.on_logits(logits)
+        return logits
+
+
+class Engine:
+    """The model thread, its bounded queue and the shared compiler (see the module docstring).
+
+    Args:
+        model: the served model (used by the model thread only, once started).
+        config: the server's options.
+        metrics: where timings and counters go.
+    """
+
+    def __init__(self, model: LanguageModel, config: ServerConfig, metrics: ServerMetrics) -> None:
+        self.model = model
+        self.config = config
+        self.metrics = metrics
+        self.compiler = GrammarCompiler(
+            model.vocab,
+            limits=config.compile_limits,
+            workers=config.compile_workers,
+            cache_dir=config.cache_dir,
+        )
+        self._jobs: queue.Queue[Job | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._closed = False
+        self._job_seconds = 0.0  # exponential mean of a job's model time, for Retry-After
+        self._thread: threading.Thread | None = None
+        metrics.bind_queue(lambda: self.waiting, lambda: self.in_flight)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the model thread (idempotent)."""
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._worker, name="formcast-model", daemon=True
+                )
+                self._thread.start()
+
+    def close(self) -> None:
+        """Stop taking requests, let the running generation stop at its next check, join the
+        model thread and stop the compile workers."""
+        with self._lock:
+            self._closed = True
+            thread, self._thread = self._thread, None
+        self._jobs.put(None)
+        if thread is not None:
+            thread.join(timeout=30)
+        self.compiler.close()
+
+    @property
+    def alive(self) -> bool:
+        """The model thread runs and the engine takes requests."""
+        thread = self._thread
+        return not self._closed and thread is not None and thread.is_alive()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests admitted and not finished (compiling, waiting or generating)."""
+        return self._in_flight
+
+    @property
+    def waiting(self) -> int:
+        """Jobs waiting for the model thread."""
+        return self._jobs.qsize()
+
+    # -- admission ------------------------------------------------------------------------------
+    def admit(self) -> Callable[[], None]:
+        """Count a request in, or raise the 429 (queue full) / 503 (closing) :class:`APIError`.
+
+        Returns the request's ``release``: idempotent (the first call counts the request out),
+        so it can be called both where the response ends and when its job ends (a stream whose
+        body never started -- the client left first -- still frees its place)."""
+        capacity = self.config.max_queue + 1
+        with self._lock:
+            if self._closed:
+                raise APIError(503, "the server is shutting down; retry on another instance",
+                               type="server_error", code="unavailable",
+                               headers={"Retry-After": str(self.config.retry_after_s)})
+            if self._in_flight >= capacity:
+                retry = self._retry_after()
+                self.metrics.rejected.labels(reason="queue_full").inc()
+                raise APIError(
+                    429,
+                    f"the request queue is full ({self._in_flight} requests in flight: 1 "
+                    f"generating and max_queue={self.config.max_queue} waiting); retry after "
+                    f"{retry} s",
+                    type="rate_limit_error",
+                    code="queue_full",
+                    headers={"Retry-After": str(retry)},
+                )
+            self._in_flight += 1
+        released = threading.Event()
+
+        def release() -> None:
+            with self._lock:
+                if not released.is_set():
+                    released.set()
+                    self._in_flight -= 1
+
+        return release
+
+    def _retry_after(self) -> int:
+        """Seconds until a slot is likely free: the mean job time times the work ahead."""
+        estimate = self._job_seconds * max(1, self._in_flight - self.config.max_queue)
+        return int(min(60, max(self.config.retry_after_s, math.ceil(estimate))))
+
+    # -- compiling ------------------------------------------------------------------------------
+    async def compile(
+        self, method: str, *args: Any, param: str | None, **kwargs: Any
+    ) -> CompiledGrammar:
+        """``await`` one compile off the event loop (``GrammarCompiler.compile_async``), under
+        ``compile_timeout_s``.  Raises :class:`APIError` 400 for every compile error (see
+        :func:`~formcast.server.api_errors.from_formcast_error`)."""
+        from .api_errors import from_formcast_error
+
+        t0 = _perf()
+        hits = self.compiler.hits
+        timeout = self.config.compile_timeout_s
+        try:
+            compiled = await asyncio.wait_for(
+                self.compiler.compile_async(method, *args, **kwargs), timeout
+            )
+        except TimeoutError:
+            self.metrics.compile_errors.labels(code="compile_timeout").inc()
+            raise APIError(
+                400,
+                f"the constraint in {param} took longer than compile_timeout_s={timeout} s to "
+                "compile (the compile was cancelled); simplify it, or ask the operator to raise "
+                "--compile-timeout",
+                param=param,
+                code="compile_timeout",
+                extra={"limit": "compile_timeout_s", "value": timeout},
+            ) from None
+        except FormcastError as exc:
+            err = from_formcast_error(exc, param=param)
+            self.metrics.compile_errors.labels(code=err.code or "error").inc()
+            raise err from exc
+        if self.compiler.hits == hits:  # compiled (or loaded from disk), not a memory hit
+            self.metrics.compile_seconds.observe(_perf() - t0)
+        else:
+            self.metrics.compile_cache_hits.inc()
+        return compiled
+
+    # -- running --------------------------------------------------------------------------------
+    async def run(self, job: Job) -> AsyncIterator[Piece | Finished]:
+        """Queue ``job`` and yield its events until every choice has finished.
+
+        Leaving the iteration early (the client went away, the task was cancelled) cancels the
+        job: the model thread stops before its next model call.  Errors raised while preparing
+        the prompt (too long for the context...) are re-raised here as :class:`APIError`."""
+        self._jobs.put(job)
+        try:
+            while True:
+                event = await job.events.get()
+                if isinstance(event, _JobDone):
+                    return
+                if isinstance(event, _Failed):
+                    raise event.error
+                yield event
+        finally:
+            job.cancel.set()  # a no-op once the job is done; stops it otherwise
+
+    # -- the model thread -----------------------------------------------------------------------
+    def _worker(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            t0 = _perf()
+            try:
+                self._run_job(job)
+            except APIError as exc:
+                job.post(_Failed(exc))
+            except FormcastError as exc:
+                from .api_errors import from_formcast_error
+
+                job.post(_Failed(from_formcast_error(exc, param="messages")))
+            except Exception as exc:  # reported to the request; the thread lives on
+                job.post(_Failed(APIError(500, f"internal error: {type(exc).__name__}: {exc}",
+                                          type="server_error", code="internal_error")))
+            finally:
+                job.post(_JobDone())
+                if job.on_done is not None:
+                    job.on_done()
+                self._job_seconds = 0.8 * self._job_seconds + 0.2 * (_perf() - t0)
+
+    def _run_job(self, job: Job) -> None:
+        prompts = [self._prompt_ids(spec.prompt) for spec in job.specs]  # errors before output
+        for spec, ids in zip(job.specs, prompts, strict=True):
+            finished = self._generate(job, spec, ids)
+            self.metrics.record_finish(
+                finished.finish, finished.prompt_tokens, finished.completion_tokens
+            )
+            job.post(finished)
+            if finished.finish == "cancelled":
+                return
+
+    def _prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
+        ids = self.model.tokenize(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+        if not ids:
+            raise APIError(400, "the prompt is empty: give at least one token of context",
+                           param="prompt", code="invalid_request")
+        return ids
+
+    def _max_tokens(self, job: Job, n_prompt: int) -> int:
+        room = None if self.model.max_context is None else self.model.max_context - n_prompt
+        if room is not None and room <= 0:
+            raise APIError(
+                400,
+                f"the prompt has {n_prompt} tokens, the model's context holds "
+                f"{self.model.max_context}: shorten the messages",
+                param="messages",
+                code="context_length_exceeded",
+            )
+        if job.max_tokens is None:
+            default = self.config.default_max_tokens
+            return default if room is None else min(default, room)
+        if room is not None and job.max_tokens > room:
+            raise APIError(
+                400,
+                f"prompt ({n_prompt} tokens) + max_tokens ({job.max_tokens}) exceeds the "
+                f"model's context of {self.model.max_context} tokens: lower max_tokens",
+                param="max_tokens",
+                code="context_length_exceeded",
+            )
+        return job.max_tokens
+
+    def _generate(self, job: Job, spec: GenerationSpec, ids: list[int]) -> Finished:
+        recorder = (
+            None if job.logprobs is None
+            else _LogprobRecorder(job.compiled, self.model.vocab, job.logprobs)
+        )
+        guarded = _GuardedModel(self.model, job, recorder)
+        pieces: list[str] = []
+        max_tokens = self._max_tokens(job, len(ids))
+        try:
+            guarded.check()  # waited too long in the queue, or abandoned there
+            items = stream(
+                guarded,
+                ids,
+                compiled=job.compiled,
+                max_tokens=max_tokens,
+                temperature=job.temperature,
+                top_p=job.top_p,
+                seed=spec.seed,
+                stop=list(job.stop) or None,
+            )
+            result: GenerationResult | None = None
+            try:
+                for item in items:
+                    if isinstance(item, GenerationResult):
+                        result = item
+                        break
+                    pieces.append(item)
+                    job.post(Piece(spec.index, item))
+                    guarded.check()
+            finally:
+                items.close()
+        except _Interrupted as stop:
+            entries = None if recorder is None else recorder.entries
+            return Finished(spec.index, "".join(pieces), stop.finish, len(ids), guarded.tokens,
+                            logprobs=entries)
+        if result is None:  # pragma: no cover - a stream always ends with its result
+            raise FormcastError("internal error: the stream ended without a result")
+        self.metrics.record_timings(result)
+        if recorder is not None:  # the last tokens never went back to the model
+            recorder.consume(result.token_ids[len(recorder.entries) :])
+        return Finished(
+            spec.index,
+            result.text,
+            result.finish_reason,
+            result.timings.prompt_tokens,
+            result.timings.output_tokens,
+            result,
+            None if recorder is None else recorder.entries,
+        )
+
+
+def now_deadline(timeout_s: float | None) -> float | None:
+    """The :func:`time.monotonic` deadline ``timeout_s`` from now (``None``: none)."""
+    return None if timeout_s is None else time.monotonic() + timeout_s
+

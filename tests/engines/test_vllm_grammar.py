@@ -1,0 +1,173 @@
+"""formcast's vLLM grammar class against vLLM's base classes, with a fresh-matcher oracle.
+
+The speculative-decoding entry points (``validate_tokens``, multi-token ``accept_tokens``,
+``rollback``) and ``fill_bitmask`` of a grammar made by :class:`FormcastBackend` -- a subclass
+of vLLM's ``StructuredOutputBackend`` -- on random draft sequences (mostly valid tokens, with
+random ids, padding ids past the tokenizer and stop ids mixed in), each step compared with a
+fresh :class:`formcast.GrammarMatcher` replayed from scratch.  The request's stop set differs
+from the vocabulary's, so the stop-token handling is checked too.  No engine is started: the
+backend gets the real Llama-3 tokenizer (transformers) and a config carrying the speculative
+token count, which is all it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from _tiny_llama import EOT, SKIP_REASON, TOKENIZER_LEN, VOCAB_SIZE
+
+pytest.importorskip("vllm", reason=SKIP_REASON)
+
+import numpy as np
+from _oracle import expected_allowed, random_draft, replay
+
+from formcast import GrammarMatcher
+from formcast.bitmask import bitmask_to_ids
+from formcast.integrations import vllm as fv
+
+NUM_SPEC = 3
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 6},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "tags": {"type": "array", "items": {"enum": ["a", "b", "c"]}, "maxItems": 3,
+                 "uniqueItems": True},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_llama_dir: Path) -> fv.FormcastBackend:
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputBackend
+
+    config = SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=NUM_SPEC))
+    backend = fv.FormcastBackend(
+        config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
+    )
+    assert isinstance(backend, StructuredOutputBackend)
+    assert backend.num_speculative_tokens == NUM_SPEC
+    return backend
+
+
+def test_vocabulary_is_the_tokenizers_with_the_logits_width(backend: fv.FormcastBackend) -> None:
+    vocab = backend.vocab
+    assert vocab.vocab_size == VOCAB_SIZE
+    assert len(vocab.tokens) == TOKENIZER_LEN
+    assert EOT in vocab.stop_token_ids
+    bitmask = backend.allocate_token_bitmask(3)
+    assert tuple(bitmask.shape) == (3, (VOCAB_SIZE + 31) // 32)
+    assert str(bitmask.dtype) == "torch.int32"
+    assert bool((bitmask == -1).all())
+
+
+def test_a_narrower_logits_width_drops_the_ids_past_it(tiny_llama_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    vocab = fv.vocabulary_from_tokenizer(tok, 128010)
+    assert vocab.vocab_size == 128010
+    assert len(vocab.tokens) == 128010
+    assert all(i < 128010 for i in vocab.stop_token_ids)
+
+
+@pytest.mark.parametrize("request_stops", [True, False], ids=["request-stops", "vocab-stops"])
+@pytest.mark.parametrize("kind", ["JSON", "GRAMMAR", "REGEX"])
+def test_validate_accept_rollback_match_a_fresh_matcher(
+    backend: fv.FormcastBackend, kind: str, request_stops: bool
+) -> None:
+    from vllm.v1.structured_output.backend_types import (
+        StructuredOutputGrammar,
+        StructuredOutputOptions,
+    )
+
+    spec = {"JSON": json.dumps(PERSON),
+            # unbounded (a recursive CFG; a star regex): the walks never run out of steps
+            "GRAMMAR": 'root ::= "[" (val ("," val)*)? "]"\nval ::= [0-9]+ | root\n',
+            "REGEX": r"[a-z]+( [0-9]+)*"}[kind]
+    # a request stop set unlike the vocabulary's: EOT, a reserved special token and the
+    # text token "!" (which then only stops); or none given: the vocabulary's stop ids
+    stops = frozenset({EOT, 128002, 0}) if request_stops else backend.vocab.stop_token_ids
+    rng = random.Random(f"{kind}-{request_stops}")
+    bitmask = backend.allocate_token_bitmask(2)
+    steps = 0
+    for trial in range(6):
+        grammar = backend.compile_grammar(getattr(StructuredOutputOptions, kind), spec,
+                                          stop_token_ids=set(stops) if request_stops else None)
+        assert isinstance(grammar, StructuredOutputGrammar)
+        assert grammar.stop_token_ids == stops
+        compiled = grammar.compiled
+        committed: list[int] = []
+        for _step in range(12):
+            m, stopped = replay(compiled, committed, stops)
+            assert grammar.is_terminated() == stopped
+            # the mask: the oracle's allowed set exactly, never a padding id
+            grammar.fill_bitmask(bitmask, 1)
+            row = bitmask.numpy()[1]
+            got = {int(i) for i in bitmask_to_ids(row)}
+            assert got == expected_allowed(compiled, m, stopped, stops), (kind, trial, committed)
+            assert max(got, default=0) < TOKENIZER_LEN
+            if stopped:
+                assert grammar.validate_tokens([1, 2]) == []
+                assert grammar.accept_tokens("r", [5])  # ignored after termination
+                break
+            draft = random_draft(rng, compiled, committed, stops, rng.randint(1, NUM_SPEC + 1))
+            # expected: the longest prefix a fresh matcher accepts (a stop ends it)
+            want: list[int] = []
+            probe, probe_stopped = replay(compiled, committed, stops)
+            for t in draft:
+                if probe_stopped:
+                    break
+                if t in stops:
+                    if not probe.is_accepting():
+                        break
+                    probe_stopped = True
+                elif t in compiled.vocab.stop_token_ids or not probe.accept_token(t):
+                    break
+                want.append(t)
+            before = bitmask.numpy()[1].copy()
+            assert grammar.validate_tokens(draft) == want, (kind, committed, draft)
+            grammar.fill_bitmask(bitmask, 1)
+            assert np.array_equal(bitmask.numpy()[1], before), "validate_tokens changed state"
+            # the scheduler's mask fill for drafts: accept one by one, then roll back
+            for t in want:
+                assert grammar.accept_tokens("r", [t])
+            grammar.rollback(len(want))
+            grammar.fill_bitmask(bitmask, 1)
+            assert np.array_equal(bitmask.numpy()[1], before), "rollback did not restore"
+            # a refused step changes nothing
+            if len(want) < len(draft) and not (want and want[-1] in stops):
+                assert not grammar.accept_tokens("r", [*want, draft[len(want)]])
+                grammar.fill_bitmask(bitmask, 1)
+                assert np.array_equal(bitmask.numpy()[1], before)
+            # commit the accepted drafts in one call (as after verification), sometimes
+            # rolling part of it back
+            if want:
+                assert grammar.accept_tokens("r", want)
+                committed += want
+                if rng.random() < 0.3:
+                    k = rng.randint(1, len(want))
+                    grammar.rollback(k)
+                    committed = committed[:-k]
+            else:
+                m, _ = replay(compiled, committed, stops)
+                ok_ids = sorted(expected_allowed(compiled, m, False, stops))
+                t = rng.choice(ok_ids)
+                assert grammar.accept_tokens("r", [t])
+                committed.append(t)
+        steps += _step + 1
+        grammar.reset()
+        assert not grammar.is_terminated()
+        grammar.fill_bitmask(bitmask, 0)
+        fresh = {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])}
+        assert fresh == expected_allowed(compiled, GrammarMatcher(compiled), False, stops)
+
+
+    assert steps >= 24, f"the random walks were too short ({steps} steps) to test much"
