@@ -41,8 +41,8 @@ SCHEMA = {
     "properties": {
         "name": {"type": "string", "maxLength": 6},
         "age": {"type": "integer"},
-        # items without escapes: the uniqueItems mask misses a refusal after an escaped quote
-        # (reported to the uniqueItems work; the oracle here is the matcher's own fill)
+        # the run-time uniqueItems program in a batch (mask == accept after escapes is checked
+        # in tests/runtime/test_unique_items_mask_vs_oracle.py)
         "tags": {
             "type": "array",
             "items": {"type": "string", "pattern": "^[a-c]{0,2}$"},
