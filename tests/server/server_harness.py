@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from formcast.model.base import ModelBase
 from formcast.model.chat import SMOLLM2_CHAT, ChatTemplate
 from formcast.vocab.loaders import load_vocabulary
 from formcast.vocab.vocabulary import Vocabulary
@@ -41,7 +42,7 @@ def smollm2_vocab() -> Vocabulary:
     return _VOCAB
 
 
-class ToyModel:
+class ToyModel(ModelBase):
     """A deterministic :class:`formcast.model.protocol.LanguageModel` (see the module doc)."""
 
     def __init__(
@@ -84,22 +85,6 @@ class ToyModel:
         self._target = b""
 
     # -- the protocol ---------------------------------------------------------------------------
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._vocab
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def chat_template(self) -> ChatTemplate | None:
-        return self._chat
-
-    @property
-    def max_context(self) -> int | None:
-        return self._max_context
-
     def tokenize(self, text: str) -> list[int]:
         data = text.encode("utf-8")
         ids: list[int] = []
