@@ -227,6 +227,9 @@ class FormcastAdapter(Adapter):
         self.notes.append(
             f"Vocabulary from load_vocabulary('llama3'), stops {sorted(self.vocab.stop_token_ids)}"
         )
+        from formcast._native import native_summary
+
+        self.notes.append(f"formcast native modules: {native_summary()}")
 
     def warmup(self) -> None:
         c = self.GC(self.vocab, cache_size=0).compile_grammar('root ::= "x" | "(" root ")"')

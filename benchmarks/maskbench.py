@@ -303,6 +303,9 @@ class FormcastAdapter(Adapter):
             "load_vocabulary('llama3'); compile_json_schema(schema) with default options "
             "(compact, strict); a fresh GrammarCompiler(cache_size=0) per schema"
         )
+        from formcast._native import native_summary
+
+        self.notes.append(f"formcast native modules: {native_summary()}")
 
     def warmup(self) -> None:
         c = self.compile({"type": "object", "properties": {"a": {"type": "integer"}}})

@@ -427,6 +427,26 @@ def test_column_classes_group_equal_columns(rows: int, cols: int, values: int, s
             assert (cls[a] == cls[b]) == np.array_equal(table[:, a], table[:, b])
 
 
+@given(st.integers(1, 300), st.integers(1, 256), st.integers(1, 40), st.integers(0, 2**31))
+@settings(max_examples=40, deadline=None)
+def test_column_classes_numbering_is_the_integer_hash_order(
+    rows: int, cols: int, values: int, seed: int
+) -> None:
+    """The floating-point fast path numbers the classes exactly as the integer hash does
+    (ascending hash, each with its first column), so tables built on it do not change."""
+    from formcast.automata.equivalence import _hash_weights, column_classes
+
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, values, size=(rows, max(1, cols // 3)), dtype=np.int32)
+    table = np.ascontiguousarray(base[:, rng.integers(0, base.shape[1], size=cols)])
+    cls, first = column_classes(table)
+    with np.errstate(over="ignore"):
+        h = _hash_weights(rows, 0x5EED) @ table.astype(np.int64)
+    _, want_first, want_cls = np.unique(h, return_index=True, return_inverse=True)
+    assert cls.tolist() == want_cls.reshape(-1).tolist()
+    assert first.tolist() == want_first.tolist()
+
+
 def _ir_cases() -> list[tuple[str, object]]:
     """IR built with concat()/alt() (which merge adjacent literals) whose loops Thompson
     construction folds (``x (sep x)*``, ``x x*``), with the regex each one means."""

@@ -62,7 +62,9 @@ LAYERS: dict[str, frozenset[str]] = {
     # the reference oracle for tests: built on the IR alone, imported by nothing in the package
     "testing": frozenset({"ir", "frontends"}),
 }
-SHARED = frozenset({"errors", "limits", "cache", "bitmask", "_gc", "_optional", "_version"})
+SHARED = frozenset(
+    {"errors", "limits", "cache", "bitmask", "_gc", "_optional", "_version", "_native"}
+)
 HEAVY = (
     "torch", "tokenizers", "transformers", "llama_cpp", "tiktoken", "jsonschema", "referencing",
     "gguf", "jinja2", "fastapi", "uvicorn", "starlette", "vllm", "sglang", "openai",

@@ -97,6 +97,7 @@ def _byte_classes(nfa: NFA) -> tuple[np.ndarray, list[int]]:
 
 # (first symbol, last symbol, targets): a run of byte classes (or one rule reference)
 _Segment = tuple[int, int, frozenset[int]]
+_NO_STATES: frozenset[int] = frozenset()
 
 
 def _disjoint(raw: list[_Segment]) -> list[_Segment]:
@@ -217,16 +218,21 @@ class _SubsetConstruction:
         """The moves of NFA state ``s`` as disjoint symbol intervals, and their width."""
         got = self.moves_cache.get(s)
         if got is None:
-            class_of_l, ref_symbol = self.class_of_l, self.ref_symbol
-            raw: list[_Segment] = [
-                (class_of_l[lo], class_of_l[hi], frozenset((tgt,)))
-                for lo, hi, tgt in self.nfa_edges[s]
-            ]
-            raw.extend(
-                (ref_symbol[r], ref_symbol[r], frozenset((tgt,))) for r, tgt in self.nfa_refs[s]
-            )
-            segs = _disjoint(raw)
-            got = (segs, _width(segs))
+            class_of_l = self.class_of_l
+            edges = self.nfa_edges[s]
+            refs = self.nfa_refs[s]
+            if len(edges) == 1 and not refs:  # the common case: one byte range
+                lo, hi, tgt = edges[0]
+                c_lo, c_hi = class_of_l[lo], class_of_l[hi]
+                got = ([(c_lo, c_hi, frozenset((tgt,)))], c_hi - c_lo + 1)
+            else:
+                ref_symbol = self.ref_symbol
+                raw: list[_Segment] = [
+                    (class_of_l[lo], class_of_l[hi], frozenset((tgt,))) for lo, hi, tgt in edges
+                ]
+                raw.extend((ref_symbol[r], ref_symbol[r], frozenset((tgt,))) for r, tgt in refs)
+                segs = _disjoint(raw)
+                got = (segs, _width(segs))
             self.moves_cache[s] = got
         return got
 
@@ -237,11 +243,14 @@ class _SubsetConstruction:
         r = self.closure_cache.get(s)
         if r is None:
             nfa_edges, nfa_refs, accept = self.nfa_edges, self.nfa_refs, self.accept
-            r = frozenset(
-                t
-                for t in epsilon_closure(self.eps, (s,))
-                if nfa_edges[t] or nfa_refs[t] or t == accept
-            )
+            if not self.eps[s]:  # no epsilon moves: the closure is the state itself
+                r = frozenset((s,)) if nfa_edges[s] or nfa_refs[s] or s == accept else _NO_STATES
+            else:
+                r = frozenset(
+                    t
+                    for t in epsilon_closure(self.eps, (s,))
+                    if nfa_edges[t] or nfa_refs[t] or t == accept
+                )
             self.closure_cache[s] = r
         return r
 
@@ -253,32 +262,44 @@ class _SubsetConstruction:
         ``budget`` per state; raises ``LimitExceededError`` past ``max_dfa_states``."""
         moves, moves_cache = self.moves, self.moves_cache
         single_closure, closure_cache = self.single_closure, self.closure_cache
+        max_states = limits.max_dfa_states
         start_set = single_closure(self.start)
         ids: dict[frozenset[int], int] = {start_set: 0}
         sets: list[frozenset[int]] = [start_set]
         trans: list[list[tuple[int, int, int]]] = []
+        # NFA target set -> DFA state, for the whole construction: the DFA state a move leads
+        # to depends only on its target set, and rows repeat target sets (each closure union
+        # is computed once per construction, not once per row)
+        next_of: dict[frozenset[int], int] = {}
+        segs: list[_Segment]
         i = 0
         while i < len(sets):
             cur = sets[i]
             if len(cur) == 1:
                 (only_state,) = cur
-                segs, width = moves_cache.get(only_state) or moves(only_state)
+                got = moves_cache.get(only_state)
+                if got is None:
+                    got = moves(only_state)
+                segs, width = got
             else:
-                raw = []
+                raw: list[_Segment] = []
                 for s in cur:
-                    raw.extend((moves_cache.get(s) or moves(s))[0])
+                    got = moves_cache.get(s)
+                    if got is None:
+                        got = moves(s)
+                    raw.extend(got[0])
                 segs = _disjoint(raw)
                 width = _width(segs)
             budget.spend(_DFA_STATE_COST + len(cur) + width)
             row: list[tuple[int, int, int]] = []
-            # each distinct target set's closure is computed once per row
-            seen_targets: dict[frozenset[int], int] = {}
             for lo, hi, tg in segs:
-                j = seen_targets.get(tg)
+                j = next_of.get(tg)
                 if j is None:
                     if len(tg) == 1:
                         (only,) = tg
-                        nxt_set = closure_cache.get(only) or single_closure(only)
+                        nxt_set = closure_cache.get(only)
+                        if nxt_set is None:
+                            nxt_set = single_closure(only)
                     else:
                         nxt_set = frozenset().union(
                             *(closure_cache.get(t) or single_closure(t) for t in tg)
@@ -286,15 +307,15 @@ class _SubsetConstruction:
                     j = ids.get(nxt_set)
                     if j is None:
                         j = len(sets)
-                        if j >= limits.max_dfa_states:
+                        if j >= max_states:
                             raise LimitExceededError(
                                 "max_dfa_states",
-                                limits.max_dfa_states,
+                                max_states,
                                 "the regular expression's automaton is too large",
                             )
                         ids[nxt_set] = j
                         sets.append(nxt_set)
-                    seen_targets[tg] = j
+                    next_of[tg] = j
                 row.append((lo, hi, j))
             trans.append(row)
             i += 1

@@ -201,16 +201,46 @@ def _hash_weights(size: int, seed: int) -> np.ndarray:
 def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group the equal columns of ``table``: ``(class_of_column, first_column_of_class)``.
 
-    Hashes each column with random 64-bit weights and checks the grouping exactly (falling
-    back to a lexicographic sort on a collision): O(rows x columns).
+    Classes are numbered in the order of a 64-bit integer hash of the column (random
+    weights, fixed seed).  The columns are grouped first by a floating-point hash (a BLAS
+    product, far cheaper than the integer one over the whole table), the grouping is checked
+    exactly (every column equals its class's first column, and the first columns have
+    distinct integer hashes), and only the first columns get the integer hash that orders
+    the classes; on any doubt the whole table is hashed and sorted as integers (a
+    lexicographic sort on a collision).  O(rows x columns).
     """
     n = table.shape[0]
     weights = _hash_weights(n, 0x5EED)
+    fast = _float_classes(table, weights)
+    if fast is not None:
+        return fast
     with np.errstate(over="ignore"):
-        h = weights @ table.astype(np.int64)
+        h = weights @ np.asarray(table, dtype=np.int64)
     _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if not np.array_equal(table[:, first][:, inverse], table):
         _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
     return inverse.astype(np.int64), first.astype(np.int64)
+
+
+def _float_classes(table: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`column_classes` through a floating-point hash: the same result, or None when
+    the grouping cannot be confirmed (then the caller hashes the whole table as integers)."""
+    fweights = weights.astype(np.float64) * (1.0 / (1 << 62))
+    hf = fweights @ np.asarray(table, dtype=np.float64)
+    _, f_first, f_inverse = np.unique(hf, return_index=True, return_inverse=True)
+    f_inverse = f_inverse.reshape(-1)
+    if not np.array_equal(table[:, f_first][:, f_inverse], table):
+        return None
+    # the classes' integer hashes, as the whole-table path computes them per column
+    with np.errstate(over="ignore"):
+        h_rep = weights @ np.asarray(table[:, f_first], dtype=np.int64)
+    order = np.argsort(h_rep, kind="stable")
+    if h_rep.size > 1 and bool((h_rep[order][1:] == h_rep[order][:-1]).any()):
+        return None  # an integer collision (or equal columns split apart): the slow path
+    # np.unique(h) numbers the classes by ascending hash, each with its first column
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    first: np.ndarray = np.asarray(f_first, dtype=np.int64)[order]
+    return rank[f_inverse], first

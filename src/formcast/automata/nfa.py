@@ -40,6 +40,7 @@ from ..ir.nodes import (
     is_regular,
 )
 from ..limits import CompileLimits, WorkBudget
+from .nfa_embedded import Embedded as _Embedded
 from .utf8 import utf8_sequences
 
 # fuel charged per NFA state created (relative to one unit of subset-construction work)
@@ -148,13 +149,6 @@ class SubAutomaton:
             )
         acc = tuple(int(x) for x in np.flatnonzero(accepting) if x)
         return SubAutomaton(start=start, n_states=n, accepting=acc, edges=tuple(edges))
-
-
-@dataclass(frozen=True, eq=False)
-class _Embedded(Node):
-    """A precompiled sub-automaton standing in for an IR subtree (internal to this module)."""
-
-    sub: SubAutomaton
 
 
 # a work item: (node, from_state, to_state, own) -- ``own``: every edge leaving from_state

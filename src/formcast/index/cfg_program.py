@@ -743,7 +743,9 @@ def _augmented_table(table: np.ndarray, split: np.ndarray) -> np.ndarray:
     passed_nxt = out[n : 2 * n]
     np.add(plain_nxt, n, out=passed_nxt)
     passed_nxt[plain_nxt == DEAD] = sink
-    out[:n] = np.where(split, passed_nxt, plain_nxt)
+    plain_rows = out[:n]
+    plain_rows[...] = plain_nxt
+    np.copyto(plain_rows, passed_nxt, where=split)
     out[2 * n : 3 * n] = plain_nxt
     out[sink] = sink
     out[0] = DEAD

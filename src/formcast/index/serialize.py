@@ -51,7 +51,7 @@ import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -160,7 +160,9 @@ def _instance_attrs(obj: object) -> dict[str, Any]:
     out: dict[str, Any] = dict(getattr(obj, "__dict__", {}))
     for klass in type(obj).__mro__:
         slots = klass.__dict__.get("__slots__", ())
-        for s in (slots,) if isinstance(slots, str) else slots:
+        # a class compiled with mypyc (formcast._native) has no __dict__: its attributes
+        native = klass.__dict__.get("__mypyc_attrs__", ())
+        for s in ((slots,) if isinstance(slots, str) else tuple(slots)) + tuple(native):
             if s in ("__weakref__", "__dict__"):
                 continue
             try:
@@ -482,7 +484,10 @@ class _Decoder:
         cls = PLAIN_CLASSES.get(name)
         if cls is None:
             raise self.bad(f"class {name!r} is not allow-listed")
-        obj: Any = object.__new__(cls)
+        # a mypyc-compiled class (formcast._native) refuses object.__new__; its own __new__
+        # only allocates (no __init__ runs), as object.__new__ does for the others
+        native = "__mypyc_attrs__" in cls.__dict__
+        obj: Any = cast(Any, cls).__new__(cls) if native else object.__new__(cls)
         self.memo[n] = obj
         for k, x in attrs.items():
             if not (type(k) is str and k.isidentifier()) or k.startswith("__"):

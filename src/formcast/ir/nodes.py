@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakValueDictionary
 
 from ..limits import charge
 
@@ -127,7 +128,8 @@ def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int]:
     refs = _NO_REFS
     copies = 0
     for it in items:
-        if isinstance(it, _Composite):
+        tp = type(it)
+        if tp is Concat or tp is Alt or tp is Repeat:
             size += it.size  # type: ignore[attr-defined]
             r = it.refs  # type: ignore[attr-defined]
             if r and not r <= refs:
@@ -137,8 +139,8 @@ def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int]:
                 copies = c
         else:
             size += 1
-            if isinstance(it, RuleRef):
-                refs = refs | {it.name}
+            if tp is RuleRef:
+                refs = refs | {it.name}  # type: ignore[attr-defined]
     return size, refs, copies
 
 
@@ -146,9 +148,16 @@ class _Composite(Node):
     """Composite nodes cache their hash, tree size, referenced rule names and most copies of a
     bounded repeat under them (:func:`node_copies`) at construction,
     so hashing, equality and the automaton layer's size/reference queries are O(1) per node
-    instead of a walk of the (often shared, DAG-shaped) subtree."""
+    instead of a walk of the (often shared, DAG-shaped) subtree.
 
-    __slots__ = ()
+    The builders (:func:`concat`, :func:`alt`, :func:`repeat`) intern them (:data:`_INTERNED`):
+    while a composite node is alive, building an equal one from the same children returns it,
+    so equal IR built twice (by one compile's passes, or by two compiles of similar grammars in
+    one process) is the same object and the process-wide caches keyed by IR compare by
+    identity instead of walking both DAGs.  Nodes made by calling the classes directly are
+    not interned (equality stays structural, so nothing depends on it)."""
+
+    __slots__ = ("__weakref__",)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -236,28 +245,38 @@ def _structurally_equal(a: _Composite, b: _Composite) -> bool:
         x, y = stack.pop()
         if x is y:
             continue
-        if type(x) is not type(y):
+        tp = type(x)
+        if tp is not type(y):
             return False
-        if isinstance(x, _Items):
-            assert isinstance(y, _Items)  # narrowing only: same type
-            if x._hash != y._hash or len(x.items) != len(y.items):
+        if tp is Concat or tp is Alt:
+            xi: tuple[Node, ...] = x.items  # type: ignore[attr-defined]
+            yi: tuple[Node, ...] = y.items  # type: ignore[attr-defined]
+            if x._hash != y._hash or len(xi) != len(yi):  # type: ignore[attr-defined]
                 return False
-        elif isinstance(x, Repeat):
-            assert isinstance(y, Repeat)  # narrowing only: same type
+            pair = (id(x), id(y))
+            if pair in seen:
+                continue
+            seen.add(pair)
+            for p, q in zip(xi, yi):
+                if p is q:
+                    continue
+                tq = type(p)
+                if tq is Concat or tq is Alt or tq is Repeat:
+                    stack.append((p, q))
+                elif tq is not type(q) or p != q:  # a leaf: plain fields
+                    return False
+        elif tp is Repeat:
+            assert isinstance(x, Repeat)  # narrowing only: same type
+            assert isinstance(y, Repeat)
             if x._hash != y._hash or x.min != y.min or x.max != y.max:
                 return False
-        else:
-            if x != y:  # a leaf: plain fields
-                return False
-            continue
-        pair = (id(x), id(y))
-        if pair in seen:
-            continue
-        seen.add(pair)
-        if isinstance(x, _Items):
-            stack.extend(zip(x.items, y.items))  # type: ignore[union-attr]
-        else:
-            stack.append((x.item, y.item))  # type: ignore[union-attr]
+            pair = (id(x), id(y))
+            if pair in seen:
+                continue
+            seen.add(pair)
+            stack.append((x.item, y.item))
+        elif x != y:  # a leaf: plain fields
+            return False
     return True
 
 
@@ -300,6 +319,21 @@ class Grammar:
 
 EMPTY = Empty()
 NOTHING = Nothing()
+
+#: the live composite nodes made by the builders, by (class, fields); an entry goes with its
+#: node (weak values), so this holds no IR alive and its size is that of the live IR.  Thread
+#: safety: a lost race makes two equal nodes, which is still correct (equality is structural).
+_INTERNED: WeakValueDictionary[tuple[Any, ...], Node] = WeakValueDictionary()
+
+
+def _make_items(cls: type[_Items], items: tuple[Node, ...]) -> Node:
+    """The interned ``cls(items)``."""
+    key = (cls, items)
+    got = _INTERNED.get(key)
+    if got is None:
+        got = cls(items)
+        _INTERNED[key] = got
+    return got
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
 
 
@@ -326,23 +360,30 @@ def concat(items: Iterable[Node]) -> Node:
     """Sequence with flattening: nested ``Concat`` merge, ``Empty`` vanish, ``Nothing`` absorbs,
     adjacent literals join."""
     flat: list[Node] = []
+    last_literal = False  # flat[-1] is a Literal
     for item in items:
-        parts = item.items if isinstance(item, Concat) else (item,)
+        parts = item.items if type(item) is Concat else (item,)  # type: ignore[attr-defined]
         for p in parts:
-            if isinstance(p, Empty):
+            tp = type(p)
+            if tp is Literal:
+                if last_literal:
+                    flat[-1] = Literal(flat[-1].text + p.text)  # type: ignore[attr-defined]
+                else:
+                    flat.append(p)
+                    last_literal = True
                 continue
-            if isinstance(p, Nothing):
+            if tp is Empty:
+                continue
+            if tp is Nothing:
                 return NOTHING
-            if isinstance(p, Literal) and flat and isinstance(flat[-1], Literal):
-                flat[-1] = Literal(flat[-1].text + p.text)  # type: ignore[union-attr]
-                continue
             flat.append(p)
+            last_literal = False
     charge(1 + len(flat) // 2)  # the compile's fuel: every front-end builds its IR here
     if not flat:
         return EMPTY
     if len(flat) == 1:
         return flat[0]
-    return Concat(tuple(flat))
+    return _make_items(Concat, tuple(flat))
 
 
 def alt(items: Iterable[Node]) -> Node:
@@ -353,16 +394,18 @@ def alt(items: Iterable[Node]) -> Node:
     chars: list[tuple[int, int]] = []
     has_chars = False
     for item in items:
-        parts = item.items if isinstance(item, Alt) else (item,)
+        parts = item.items if type(item) is Alt else (item,)  # type: ignore[attr-defined]
         for p in parts:
-            if isinstance(p, Nothing):
+            tp = type(p)
+            if tp is Nothing:
                 continue
-            if isinstance(p, CharSet):
-                chars.extend(p.ranges)
+            if tp is CharSet:
+                chars.extend(p.ranges)  # type: ignore[attr-defined]
                 has_chars = True
                 continue
-            if isinstance(p, Literal) and len(p.text) == 1:
-                chars.append((ord(p.text), ord(p.text)))
+            if tp is Literal and len(p.text) == 1:  # type: ignore[attr-defined]
+                c = ord(p.text)  # type: ignore[attr-defined]
+                chars.append((c, c))
                 has_chars = True
                 continue
             if p not in seen:
@@ -379,7 +422,7 @@ def alt(items: Iterable[Node]) -> Node:
         return NOTHING
     if len(flat) == 1:
         return flat[0]
-    return Alt(tuple(flat))
+    return _make_items(Alt, tuple(flat))
 
 
 def repeat(item: Node, lo: int, hi: int | None) -> Node:
@@ -392,7 +435,12 @@ def repeat(item: Node, lo: int, hi: int | None) -> Node:
         return EMPTY if lo == 0 else NOTHING
     if lo == 1 and hi == 1:
         return item
-    return Repeat(item, lo, hi)
+    key = (Repeat, item, lo, hi)
+    got = _INTERNED.get(key)
+    if got is None:
+        got = Repeat(item, lo, hi)
+        _INTERNED[key] = got
+    return got
 
 
 def iter_nodes(node: Node) -> Iterator[Node]:
@@ -424,20 +472,20 @@ def iter_refs(node: Node) -> Iterator[str]:
 
 def node_size(node: Node) -> int:
     """Number of nodes in the tree under ``node`` (shared subtrees counted per use).  O(1)."""
-    return node.size if isinstance(node, (Concat, Alt, Repeat)) else 1
+    return node.size if isinstance(node, _Composite) else 1  # type: ignore[attr-defined]
 
 
 def node_copies(node: Node) -> int:
     """Most copies (``max(min, max)``) of a bounded repeat anywhere under ``node``; unbounded
     repeats count their minimum.  O(1) (cached at construction)."""
-    return node.copies if isinstance(node, (Concat, Alt, Repeat)) else 0
+    return node.copies if isinstance(node, _Composite) else 0  # type: ignore[attr-defined]
 
 
 def node_refs(node: Node) -> frozenset[str]:
     """Names of the rules referenced anywhere under ``node``.  O(1)."""
-    if isinstance(node, (Concat, Alt, Repeat)):
-        return node.refs
-    if isinstance(node, RuleRef):
+    if isinstance(node, _Composite):
+        return node.refs  # type: ignore[attr-defined, no-any-return]
+    if type(node) is RuleRef:
         return frozenset((node.name,))
     return _NO_REFS
 

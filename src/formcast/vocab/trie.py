@@ -9,17 +9,31 @@ one numpy gather per level over the nodes whose parent is still alive.  Dead bra
 as soon as they die, so a restrictive state (digits only) touches a few hundred nodes while a
 permissive one (inside a JSON string) touches most of them.  Shared prefixes are walked once.
 
+Permissive walks run on a *class trie* instead (:class:`_ClassTrie`): the bytes a table does
+not tell apart (its equal columns) are one class, and the trie of the strings' class sequences
+merges every prefix whose bytes agree class by class.  An identifier lexer (letters, digits and
+a few operators: ten classes) turns the 128k-string trie's 275k nodes into 8k.  Class tries are
+built on the first permissive walk of a table (O(trie nodes), a few dense walks' worth of
+numpy, no sort) and kept per class map (:data:`_CLASS_TRIES_KEPT`, the most recent), so every
+table of a grammar, and every grammar with the same byte classes, shares one.
+
 Lifetime: per vocabulary (built once, lazily, by :attr:`Vocabulary.trie`, from its token
-tuple: this module never imports the Vocabulary); immutable.
+tuple: this module never imports the Vocabulary); immutable but for its caches of class tries
+and per-table class maps (filled lazily, safe to share between threads: each entry is built
+fully before it is published, and two threads building one build equal values).
 Build cost: O(total token bytes) with numpy, ~0.5 s for a 128k vocabulary.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
 import numpy as np
+
+from ..cache import LruCache
 
 __all__ = ["TokenTrie"]
 
@@ -47,6 +61,8 @@ class TokenTrie:
         Without ``tokens``, an empty trie (see :meth:`_of_strings`)."""
         self._with_byte: dict[int, tuple[TokenTrie, np.ndarray]] = {}
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        # class tries by class map (LRU; see _classes_of)
+        self._class_tries: LruCache[bytes, _ClassTrie] = LruCache(_CLASS_TRIES_KEPT)
         if tokens is None:  # a trie of plain strings: see _of_strings
             self.token_to_unique = np.zeros(0, dtype=np.int64)
             self.first_token = np.zeros(0, dtype=np.int64)
@@ -169,6 +185,14 @@ class TokenTrie:
         widest = max(sizes) if sizes else 0
         wide = [d for d in range(1, len(sizes)) if sizes[d] * 64 >= widest]
         self._dense_check_levels = max(wide) if wide else 0
+        # nodes below each first-byte node (itself included): what a walk from a state that
+        # keeps that first byte alive may touch, at most
+        below = np.ones(sizes[1] if len(sizes) > 1 else 0, dtype=np.int64)
+        top = np.arange(below.size, dtype=np.int64)
+        for d in range(2, len(sizes)):
+            top = top[self.level_parent[d]]
+            below += np.bincount(top, minlength=below.size)
+        self._below_first = below
 
     def walk(self, table: np.ndarray, start: int) -> np.ndarray:
         """End state of every distinct string from ``start`` (0 where the automaton died).
@@ -240,6 +264,9 @@ class TokenTrie:
     def walk_pairs(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
         """The distinct strings that stay alive from ``start`` and their end states.
 
+        ``table`` must not change after it was walked: a permissive walk keeps its column
+        classes while it lives (see :meth:`_classes_of`).
+
         Returns ``(string indices, end states)`` (states non-zero).  When few first bytes
         survive, the walk never materializes per-node or per-string arrays, so its cost is
         O(live trie nodes) instead of O(vocabulary); otherwise it is :meth:`walk` plus one scan.
@@ -249,6 +276,14 @@ class TokenTrie:
         flat = table.reshape(-1)
         states = np.take(flat, self.level_bytes[1] + start * 256)
         nodes = np.flatnonzero(states)
+        reach = int(self._below_first[nodes].sum())
+        if reach * _CLASS_WALK_SHARE >= self.total_nodes:  # permissive: on the class trie
+            found = self._classes_of(table)
+            if found is not None and found[1].total_nodes < reach:
+                classes, ctrie = found
+                full = ctrie.walk(classes.flat, start)
+                idx = np.flatnonzero(full)
+                return idx, (full[idx] // ctrie.n_classes).astype(np.int32)
         if nodes.size * 8 >= states.size:
             full = self.walk(table, start)
             idx = np.flatnonzero(full)
@@ -272,6 +307,30 @@ class TokenTrie:
         if not out_idx:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(out_idx), np.concatenate(out_states)
+
+    def _classes_of(self, table: np.ndarray) -> tuple[_TableClasses, _ClassTrie] | None:
+        """``table``'s column classes (:data:`_TABLE_CLASSES`: computed once per table, O(rows x
+        256), kept while the table lives) and this trie's class trie for them (built on the
+        first call per class map, kept for the :data:`_CLASS_TRIES_KEPT` most recent maps);
+        None where the table has more than :data:`_CLASS_TRIE_MAX_CLASSES` classes (a class
+        trie would merge few prefixes)."""
+        key = id(table)
+        got = _TABLE_CLASSES.get(key)
+        if got is None or got.table() is not table:
+            found = _column_classes(table, _CLASS_TRIE_MAX_CLASSES)
+            got = _TableClasses(weakref.ref(table), found)
+            with _TABLE_CLASSES_LOCK:
+                for k in [k for k, v in _TABLE_CLASSES.items() if v.table() is None]:
+                    del _TABLE_CLASSES[k]
+                _TABLE_CLASSES[key] = got
+        if got.cmap is None:
+            return None
+        map_key = got.map_key
+        hit, ctrie = self._class_tries.get(map_key)
+        if not hit or ctrie is None:
+            ctrie = _ClassTrie(self, got.cmap, got.n_classes)
+            self._class_tries.put(map_key, ctrie)
+        return got, ctrie
 
     def token_mask_of(self, unique: np.ndarray, vocab_size: int) -> np.ndarray:
         """``bool[vocab_size]``: the token ids whose bytes are one of the ``unique`` strings."""
@@ -297,3 +356,140 @@ class TokenTrie:
         counts = hi - lo
         idx = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
         return order[idx]
+
+
+#: a walk whose live first bytes reach at least 1/this of the trie's nodes is permissive: it
+#: runs on the class trie of its table (where that trie is smaller than what it reaches)
+_CLASS_WALK_SHARE = 8
+#: tables with more column classes than this are walked byte by byte (a class trie of many
+#: classes merges few prefixes and costs more to build than it saves)
+_CLASS_TRIE_MAX_CLASSES = 24
+#: class tries kept per trie (the most recently used class maps); each holds O(its nodes)
+#: int32s and one int64 per string (~1-3 MB on a 128k vocabulary)
+_CLASS_TRIES_KEPT = 8
+
+
+def _column_classes(table: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(class of each column, first column of each class)`` of ``table``: equal columns
+    share a class; None where there are more than ``most`` classes.  Columns are hashed (one
+    float64 matrix-vector product with random weights: equal columns hash equal) and the
+    grouping is then checked exactly (a lexicographic sort where two unequal columns
+    collided).  O(rows x columns)."""
+    weights = np.random.default_rng(0x7A1E).random((table.shape[0],))
+    h = np.zeros(table.shape[1], dtype=np.float64)
+    for lo in range(0, table.shape[0], 4096):  # float64 temporaries of 4096 rows at most
+        h += weights[lo : lo + 4096] @ table[lo : lo + 4096]
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    if first.size > most:  # (None only costs speed: such tables walk the byte trie)
+        return None
+    inverse = inverse.reshape(-1)
+    same = all(
+        np.array_equal(block[:, first[inverse]], block)
+        for block in (table[lo : lo + 4096] for lo in range(0, table.shape[0], 4096))
+    )
+    if not same:
+        _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        if first.size > most:
+            return None
+    return inverse.astype(np.int64), first.astype(np.int64)
+
+
+class _TableClasses:
+    """A walked table's column classes: ``cmap`` (the class of each byte; None past
+    :data:`_CLASS_TRIE_MAX_CLASSES` classes), its key, and ``flat``: the table with one column
+    per class, flattened, entries times the number of classes (see :meth:`_ClassTrie.walk`).
+    Immutable; kept in :data:`_TABLE_CLASSES` while the table lives."""
+
+    __slots__ = ("cmap", "flat", "map_key", "n_classes", "table")
+
+    def __init__(
+        self,
+        table: weakref.ref[np.ndarray],
+        found: tuple[np.ndarray, np.ndarray] | None,
+    ) -> None:
+        self.table = table
+        self.cmap: np.ndarray | None = None
+        self.map_key = b""
+        self.n_classes = 0
+        self.flat = np.zeros(0, dtype=np.int64)
+        live = table()
+        if found is not None and live is not None:
+            cmap, first = found
+            self.cmap = cmap
+            self.map_key = cmap.astype(np.uint8).tobytes()
+            self.n_classes = c = int(first.size)
+            self.flat = live[:, first].astype(np.int64).reshape(-1) * c
+
+
+#: column classes of the tables walked permissively, by ``id(table)`` (an entry's weak
+#: reference tells the table from a later one reusing its id; dead entries are dropped when
+#: an entry is added).  Process-wide: the tries of one vocabulary (its exit-byte sub-tries
+#: included) share a table's classes.
+_TABLE_CLASSES: dict[int, _TableClasses] = {}
+_TABLE_CLASSES_LOCK = threading.Lock()
+
+
+class _ClassTrie:
+    """The trie of a :class:`TokenTrie`'s strings read as class sequences under one class map
+    (``cmap[byte]``, ``n_classes`` classes): level ``d`` holds the distinct class sequences of
+    length ``d`` of the strings' prefixes, each with its parent (on level ``d - 1``) and last
+    class.  A walk on a table whose equal columns are those classes gives every string the
+    end state of its node.  Immutable.  Build: one pass per level over the byte trie's nodes
+    (O(nodes + level's class nodes x classes), no sort)."""
+
+    __slots__ = (
+        "level_class",
+        "level_offset",
+        "level_parent",
+        "n_classes",
+        "string_node",
+        "total_nodes",
+    )
+
+    def __init__(self, trie: TokenTrie, cmap: np.ndarray, n_classes: int) -> None:
+        c = n_classes
+        self.n_classes = c
+        self.level_parent: list[np.ndarray] = [np.zeros(0, np.int64)]
+        self.level_class: list[np.ndarray] = [np.zeros(0, np.int64)]
+        offsets = [0]
+        string_node = np.zeros(trie.num_strings, dtype=np.int64)
+        comp_prev = np.zeros(1, dtype=np.int64)  # class node of each byte node, level d - 1
+        n_prev = 1
+        total = 1  # the root (never read: strings are non-empty)
+        for d in range(1, trie.num_levels + 1):
+            key = comp_prev[trie.level_parent[d]] * c + cmap[trie.level_bytes[d]]
+            mark = np.zeros(n_prev * c, dtype=bool)
+            mark[key] = True
+            uniq = np.flatnonzero(mark)
+            comp = (np.cumsum(mark, dtype=np.int64) - 1)[key]
+            self.level_parent.append(uniq // c)
+            self.level_class.append(uniq % c)
+            offsets.append(total)
+            string_node[trie.level_end_ids[d]] = total + comp[trie.level_end_nodes[d]]
+            total += uniq.size
+            comp_prev, n_prev = comp, uniq.size
+        self.level_offset = offsets
+        self.total_nodes = total
+        self.string_node = string_node
+
+    def walk(self, flat: np.ndarray, start: int) -> np.ndarray:
+        """End state of every string from ``start`` (0 where the automaton died) on ``flat``,
+        a table with one column per class, flattened, whose entries are next states times the
+        number of classes (state 0 dead).  ``int64[num_strings]``, states times the number of
+        classes.  O(class nodes), stopping at the first level where every node is dead."""
+        c = self.n_classes
+        buf = np.zeros(self.total_nodes, dtype=np.int64)
+        off = self.level_offset
+        parents = self.level_parent
+        classes = self.level_class
+        states = flat.take(classes[1] + start * c)
+        buf[off[1] : off[1] + states.size] = states
+        for d in range(2, len(parents)):
+            if not states.any():
+                break
+            idx = states.take(parents[d])
+            idx += classes[d]
+            states = flat.take(idx)
+            buf[off[d] : off[d] + states.size] = states
+        return buf.take(self.string_node)

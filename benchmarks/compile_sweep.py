@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Compile + first mask of N MaskBench schemas in one process, as a server would: formcast only.
+
+A quick A/B harness for compile-side changes (pure Python vs the mypyc copy of docs/native.md,
+or old vs new source trees via ``PYTHONPATH``): a fresh ``GrammarCompiler(cache_size=0)`` per
+schema (process-wide caches warm from schema to schema), the time is the thread's CPU time of
+the compile and the first ``fill_next_token_bitmask`` (so a busy machine inflates it less than
+wall time), schemas that fail to compile are left out.  For the side-by-side comparison with the
+peers use ``benchmarks/maskbench.py``.
+
+Usage::
+
+    python benchmarks/compile_sweep.py --sample 100 --seed 5
+    PYTHONPATH=/tmp/formcast-native python benchmarks/compile_sweep.py --sample 100 --seed 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+DATA_DIR = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "data" / "JSONSchemaBench"
+    / "maskbench" / "data"
+)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sample", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--data", default=str(DATA_DIR))
+    args = ap.parse_args()
+
+    from formcast import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
+    from formcast._native import native_summary
+    from formcast.vocab.loaders import load_vocabulary
+
+    files = sorted(Path(args.data).glob("*.json"))
+    if not files:
+        raise SystemExit(f"no *.json files under {args.data}")
+    files = sorted(random.Random(args.seed).sample(files, min(args.sample, len(files))))
+    vocab = load_vocabulary("llama3")
+    mask = allocate_token_bitmask(1, len(vocab))
+
+    def one(schema: object) -> None:
+        c = GrammarCompiler(vocab, cache_size=0).compile_json_schema(schema)
+        GrammarMatcher(c).fill_next_token_bitmask(mask, 0)
+
+    one({"type": "object", "properties": {"a": {"type": "integer"}}})  # warm-up
+    times: list[float] = []
+    for f in files:
+        doc = json.loads(f.read_text())
+        t = time.thread_time()
+        try:
+            one(doc.get("schema", doc))
+        except Exception:  # a schema that does not compile is left out
+            continue
+        times.append(time.thread_time() - t)
+    times.sort()
+    print(f"formcast native modules: {native_summary()}", file=sys.stderr)
+    print(
+        f"schemas {len(times)}/{len(files)}  p50 {_pct(times, 0.5) * 1e3:.1f} ms  "
+        f"p90 {_pct(times, 0.9) * 1e3:.1f} ms  p99 {_pct(times, 0.99) * 1e3:.1f} ms  "
+        f"max {times[-1] * 1e3:.1f} ms  total {sum(times):.2f} s"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
