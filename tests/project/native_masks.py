@@ -15,26 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import sys
 from pathlib import Path
 from typing import Any
 
-from formcast import CompiledGrammar, GrammarCompiler, GrammarMatcher, allocate_token_bitmask
+from formcast import CompiledGrammar, GrammarCompiler
 from formcast._native import compiled_modules
 from formcast.vocab.loaders import load_vocabulary
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shared helpers
+from serialize_helpers import LARK, random_walks, replay_masks
 
 MASKBENCH = ("JSONSchemaBench", "maskbench", "data")
 #: a few MaskBench schemas of different shapes (sorted names: the same on every machine)
 N_SCHEMAS = 4
-LARK = r"""
-start: pair ("," pair)*
-pair: KEY ":" value
-value: NUMBER | WORD | "[" [value ("," value)*] "]"
-KEY: /[a-z]+/
-WORD: /"[a-z ]*"/
-NUMBER: /[0-9]+/
-"""
 REGEX = r"[a-z]{2,6}(-[0-9]+)?@(foo|bar)\.(com|org)( [A-Z][a-z]{0,20}){0,3}"
 
 
@@ -59,20 +53,8 @@ def constraints(data: Path) -> dict[str, tuple[str, tuple[Any, ...], dict[str, A
 
 def walk(compiled: CompiledGrammar, seed: int, walks: int = 3, steps: int = 30) -> list[str]:
     """The digest of every mask met on seeded walks (the next token drawn from the mask)."""
-    rng = random.Random(seed)
-    stops = set(compiled.vocab.stop_token_ids)
-    buf = allocate_token_bitmask(1, compiled.vocab_size)
-    digests: list[str] = []
-    for _ in range(walks):
-        m = GrammarMatcher(compiled)
-        for _ in range(steps):
-            m.fill_next_token_bitmask(buf)
-            digests.append(hashlib.sha256(buf.tobytes()).hexdigest()[:16])
-            allowed = [t for t in m.allowed_token_ids().tolist() if t not in stops]
-            if not allowed:
-                break
-            assert m.accept_token(rng.choice(allowed))
-    return digests
+    rows = replay_masks(compiled, random_walks(compiled, walks=walks, steps=steps, seed=seed))
+    return [hashlib.sha256(row.tobytes()).hexdigest()[:16] for row in rows]
 
 
 def main() -> None:
