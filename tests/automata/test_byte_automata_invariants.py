@@ -417,7 +417,7 @@ def test_compile_deadline_and_fuel_name_their_limit() -> None:
 @given(st.integers(1, 40), st.integers(1, 30), st.integers(1, 4), st.integers(0, 2**31))
 @settings(max_examples=60, deadline=None)
 def test_column_classes_group_equal_columns(rows: int, cols: int, values: int, seed: int) -> None:
-    from formcast.automata.equivalence import column_classes
+    from formcast.columns import column_classes
 
     table = np.random.default_rng(seed).integers(0, values, size=(rows, cols), dtype=np.int32)
     cls, first = column_classes(table)
@@ -434,17 +434,41 @@ def test_column_classes_numbering_is_the_integer_hash_order(
 ) -> None:
     """The floating-point fast path numbers the classes exactly as the integer hash does
     (ascending hash, each with its first column), so tables built on it do not change."""
-    from formcast.automata.equivalence import _hash_weights, column_classes
+    from formcast.columns import column_classes, hash_weights
 
     rng = np.random.default_rng(seed)
     base = rng.integers(0, values, size=(rows, max(1, cols // 3)), dtype=np.int32)
     table = np.ascontiguousarray(base[:, rng.integers(0, base.shape[1], size=cols)])
     cls, first = column_classes(table)
     with np.errstate(over="ignore"):
-        h = _hash_weights(rows, 0x5EED) @ table.astype(np.int64)
+        h = hash_weights(rows, 0x5EED) @ table.astype(np.int64)
     _, want_first, want_cls = np.unique(h, return_index=True, return_inverse=True)
     assert cls.tolist() == want_cls.reshape(-1).tolist()
     assert first.tolist() == want_first.tolist()
+
+
+@given(st.integers(1, 300), st.integers(1, 256), st.integers(1, 6), st.integers(0, 2**31))
+@settings(max_examples=40, deadline=None)
+def test_column_classes_with_a_cap_give_none_only_past_it(
+    rows: int, cols: int, most: int, seed: int
+) -> None:
+    """``most`` (the vocabulary trie's class-trie cap): None exactly where the table has more
+    classes than that, else the uncapped result."""
+    from formcast.columns import column_classes
+
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 5, size=(rows, rng.integers(1, 10)), dtype=np.int32)
+    table = np.ascontiguousarray(base[:, rng.integers(0, base.shape[1], size=cols)])
+    full = column_classes(table)
+    capped = column_classes(table, most)
+    n_classes = len({table[:, c].tobytes() for c in range(cols)})
+    assert full[1].size == n_classes
+    if n_classes > most:
+        assert capped is None
+    else:
+        assert capped is not None
+        assert capped[0].tolist() == full[0].tolist()
+        assert capped[1].tolist() == full[1].tolist()
 
 
 def _ir_cases() -> list[tuple[str, object]]:

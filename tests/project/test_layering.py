@@ -63,7 +63,7 @@ LAYERS: dict[str, frozenset[str]] = {
     "testing": frozenset({"ir", "frontends"}),
 }
 SHARED = frozenset(
-    {"errors", "limits", "cache", "bitmask", "_gc", "_optional", "_version", "_native"}
+    {"errors", "limits", "cache", "bitmask", "columns", "_gc", "_optional", "_version", "_native"}
 )
 HEAVY = (
     "torch", "tokenizers", "transformers", "llama_cpp", "tiktoken", "jsonschema", "referencing",

@@ -23,9 +23,9 @@ from itertools import pairwise
 
 import numpy as np
 
+from ..columns import column_classes
 from ..errors import LimitExceededError
 from ..limits import CompileLimits, WorkBudget, check_deadline
-from .equivalence import column_classes
 from .nfa import NFA, epsilon_closure
 
 __all__ = ["DEAD", "ByteDFA", "describe_bytes", "nfa_to_dfa"]

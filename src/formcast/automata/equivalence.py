@@ -4,11 +4,12 @@
   string of at most ``depth`` bytes distinguishes (Moore refinement, vectorized with numpy,
   restricted each round to the blocks whose successors moved).  The token index merges the
   states of one class: they share their token mask.
-* :func:`column_classes` — the groups of equal columns of a table (equal byte classes), used
-  by minimization and by the lexers to work on distinct columns only.
 
-Lifetime: pure functions over read-only tables; the only state is the process-wide cache of
-random hashing weights (:func:`_hash_weights`, a few KiB).  Costs: O(states x byte classes) per
+The groups of equal columns (byte classes) come from :mod:`formcast.columns`, shared with the
+vocabulary trie.
+
+Lifetime: pure functions over read-only tables (the hashing weights are
+:func:`formcast.columns.hash_weights`'s).  Costs: O(states x byte classes) per
 refinement round, capped by a work budget and the compile's fuel (stopping early is always
 correct: it returns the identity partition).
 """
@@ -19,9 +20,10 @@ import time
 
 import numpy as np
 
+from ..columns import column_classes, hash_weights
 from ..limits import WorkBudget
 
-__all__ = ["bounded_equivalence", "column_classes", "equivalence_classes"]
+__all__ = ["bounded_equivalence", "equivalence_classes"]
 
 
 def bounded_equivalence(
@@ -150,7 +152,7 @@ def _refine_blocks(
     k = cols.shape[1]
     own = part[members]
     succ = part[cols[members]]
-    weights = _hash_weights(k + 1, 0xB10C)
+    weights = hash_weights(k + 1, 0xB10C)
     with np.errstate(over="ignore"):
         h = succ @ weights[1:] + own * weights[0]
     _, first, group = np.unique(h, return_index=True, return_inverse=True)
@@ -182,65 +184,3 @@ def _refine_blocks(
 # (it is an optimization: stopping it early never fails a compile)
 _DEADLINE_RESERVE = 0.15
 
-_WEIGHTS: dict[int, np.ndarray] = {}
-
-
-def _hash_weights(size: int, seed: int) -> np.ndarray:
-    """``size`` random odd 62-bit weights for row/column hashing (fixed seed; cached, so
-    repeated hashing does not pay for a random generator each time)."""
-    have = _WEIGHTS.get(seed)
-    if have is None or have.size < size:
-        grown = max(size, 2 * (have.size if have is not None else 0), 1024)
-        have = np.random.default_rng(seed).integers(1, 1 << 62, size=grown, dtype=np.int64)
-        have |= 1
-        have.setflags(write=False)
-        _WEIGHTS[seed] = have
-    return have[:size]
-
-
-def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Group the equal columns of ``table``: ``(class_of_column, first_column_of_class)``.
-
-    Classes are numbered in the order of a 64-bit integer hash of the column (random
-    weights, fixed seed).  The columns are grouped first by a floating-point hash (a BLAS
-    product, far cheaper than the integer one over the whole table), the grouping is checked
-    exactly (every column equals its class's first column, and the first columns have
-    distinct integer hashes), and only the first columns get the integer hash that orders
-    the classes; on any doubt the whole table is hashed and sorted as integers (a
-    lexicographic sort on a collision).  O(rows x columns).
-    """
-    n = table.shape[0]
-    weights = _hash_weights(n, 0x5EED)
-    fast = _float_classes(table, weights)
-    if fast is not None:
-        return fast
-    with np.errstate(over="ignore"):
-        h = weights @ np.asarray(table, dtype=np.int64)
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    if not np.array_equal(table[:, first][:, inverse], table):
-        _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    return inverse.astype(np.int64), first.astype(np.int64)
-
-
-def _float_classes(table: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`column_classes` through a floating-point hash: the same result, or None when
-    the grouping cannot be confirmed (then the caller hashes the whole table as integers)."""
-    fweights = weights.astype(np.float64) * (1.0 / (1 << 62))
-    hf = fweights @ np.asarray(table, dtype=np.float64)
-    _, f_first, f_inverse = np.unique(hf, return_index=True, return_inverse=True)
-    f_inverse = f_inverse.reshape(-1)
-    if not np.array_equal(table[:, f_first][:, f_inverse], table):
-        return None
-    # the classes' integer hashes, as the whole-table path computes them per column
-    with np.errstate(over="ignore"):
-        h_rep = weights @ np.asarray(table[:, f_first], dtype=np.int64)
-    order = np.argsort(h_rep, kind="stable")
-    if h_rep.size > 1 and bool((h_rep[order][1:] == h_rep[order][:-1]).any()):
-        return None  # an integer collision (or equal columns split apart): the slow path
-    # np.unique(h) numbers the classes by ascending hash, each with its first column
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size, dtype=np.int64)
-    first: np.ndarray = np.asarray(f_first, dtype=np.int64)[order]
-    return rank[f_inverse], first

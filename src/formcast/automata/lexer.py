@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..columns import column_classes
 from ..limits import WorkBudget, check_deadline
 from .dfa import DEAD
-from .equivalence import column_classes
 from .nfa import epsilon_closure
 from .rules import GrammarAutomaton
 

@@ -35,12 +35,13 @@ import numpy as np
 from ..automata.analysis import counted_splits, split_bytes
 from ..automata.counted import window_table
 from ..automata.dfa import DEAD, describe_bytes
-from ..automata.equivalence import column_classes, equivalence_classes
+from ..automata.equivalence import equivalence_classes
 from ..automata.lexer import ExpandedLexer, build_expanded_lexer
 from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
 from ..bitmask import bitmask_has_many, bitmask_set_many, bool_to_bitmask, ids_to_bitmask
 from ..cache import LruCache, StepMemo
+from ..columns import column_classes
 from ..limits import (
     CACHE_ENTRY_BYTES,
     CacheLimits,

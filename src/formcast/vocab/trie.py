@@ -34,6 +34,7 @@ from collections.abc import Set as AbstractSet
 import numpy as np
 
 from ..cache import LruCache
+from ..columns import column_classes
 
 __all__ = ["TokenTrie"]
 
@@ -317,7 +318,7 @@ class TokenTrie:
         key = id(table)
         got = _TABLE_CLASSES.get(key)
         if got is None or got.table() is not table:
-            found = _column_classes(table, _CLASS_TRIE_MAX_CLASSES)
+            found = column_classes(table, _CLASS_TRIE_MAX_CLASSES)
             got = _TableClasses(weakref.ref(table), found)
             with _TABLE_CLASSES_LOCK:
                 for k in [k for k, v in _TABLE_CLASSES.items() if v.table() is None]:
@@ -367,32 +368,6 @@ _CLASS_TRIE_MAX_CLASSES = 24
 #: class tries kept per trie (the most recently used class maps); each holds O(its nodes)
 #: int32s and one int64 per string (~1-3 MB on a 128k vocabulary)
 _CLASS_TRIES_KEPT = 8
-
-
-def _column_classes(table: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(class of each column, first column of each class)`` of ``table``: equal columns
-    share a class; None where there are more than ``most`` classes.  Columns are hashed (one
-    float64 matrix-vector product with random weights: equal columns hash equal) and the
-    grouping is then checked exactly (a lexicographic sort where two unequal columns
-    collided).  O(rows x columns)."""
-    weights = np.random.default_rng(0x7A1E).random((table.shape[0],))
-    h = np.zeros(table.shape[1], dtype=np.float64)
-    for lo in range(0, table.shape[0], 4096):  # float64 temporaries of 4096 rows at most
-        h += weights[lo : lo + 4096] @ table[lo : lo + 4096]
-    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
-    if first.size > most:  # (None only costs speed: such tables walk the byte trie)
-        return None
-    inverse = inverse.reshape(-1)
-    same = all(
-        np.array_equal(block[:, first[inverse]], block)
-        for block in (table[lo : lo + 4096] for lo in range(0, table.shape[0], 4096))
-    )
-    if not same:
-        _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-        if first.size > most:
-            return None
-    return inverse.astype(np.int64), first.astype(np.int64)
 
 
 class _TableClasses:

@@ -1,0 +1,118 @@
+"""Equal columns of an integer table: the byte classes of an automaton's transition table.
+
+* :func:`column_classes` — ``(class of each column, first column of each class)``; with
+  ``most``, None as soon as there are more classes than that (a caller that only profits
+  from few classes skips the exact check).
+* :func:`hash_weights` — the random odd 62-bit weights the row and column hashes use.
+
+Shared by the automata (minimization, the lexers, the token index's equivalence pass) and the
+vocabulary trie (class tries of permissive walks), which may not import each other.
+
+Lifetime: pure functions over read-only tables; the only state is the process-wide cache of
+hashing weights (a few KiB per seed).  Cost: O(rows x columns), temporaries bounded to
+:data:`_CHUNK_ROWS` rows of float64.
+"""
+
+from __future__ import annotations
+
+from typing import overload
+
+import numpy as np
+
+__all__ = ["column_classes", "hash_weights"]
+
+_WEIGHTS: dict[int, np.ndarray] = {}
+# rows per float64 temporary of the column hash (4096 x 256 columns: 8 MiB)
+_CHUNK_ROWS = 4096
+_SEED = 0x5EED
+
+
+def hash_weights(size: int, seed: int) -> np.ndarray:
+    """``size`` random odd 62-bit weights for row/column hashing (fixed seed; cached, so
+    repeated hashing does not pay for a random generator each time).  Read-only."""
+    have = _WEIGHTS.get(seed)
+    if have is None or have.size < size:
+        grown = max(size, 2 * (have.size if have is not None else 0), 1024)
+        have = np.random.default_rng(seed).integers(1, 1 << 62, size=grown, dtype=np.int64)
+        have |= 1
+        have.setflags(write=False)
+        _WEIGHTS[seed] = have
+    return have[:size]
+
+
+@overload
+def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+@overload
+def column_classes(table: np.ndarray, most: int) -> tuple[np.ndarray, np.ndarray] | None: ...
+def column_classes(
+    table: np.ndarray, most: int | None = None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Group the equal columns of ``table``: ``(class_of_column, first_column_of_class)``,
+    both int64.
+
+    Classes are numbered in the order of a 64-bit integer hash of the column (random
+    weights, fixed seed), so the result depends on the table alone.  The columns are grouped
+    first by a floating-point hash (a BLAS product, far cheaper than the integer one over the
+    whole table), the grouping is checked exactly (every column equals its class's first
+    column, and the first columns have distinct integer hashes), and only the first columns
+    get the integer hash that orders the classes; on any doubt the whole table is hashed and
+    sorted as integers (a lexicographic sort on a collision).  With ``most``: None where the
+    table has more than ``most`` classes (decided on the float hash before the exact check;
+    a float hash that splits equal columns only makes a None more likely, never a wrong
+    grouping).  O(rows x columns).
+    """
+    n = table.shape[0]
+    weights = hash_weights(n, _SEED)
+    fweights = weights.astype(np.float64) * (1.0 / (1 << 62))
+    hf = np.zeros(table.shape[1], dtype=np.float64)
+    for lo in range(0, n, _CHUNK_ROWS):
+        hf += fweights[lo : lo + _CHUNK_ROWS] @ np.asarray(
+            table[lo : lo + _CHUNK_ROWS], dtype=np.float64
+        )
+    _, f_first, f_inverse = np.unique(hf, return_index=True, return_inverse=True)
+    if most is not None and f_first.size > most:
+        return None
+    f_inverse = f_inverse.reshape(-1)
+    fast = _checked_float_classes(table, weights, f_first, f_inverse)
+    if fast is not None:
+        return fast
+    with np.errstate(over="ignore"):
+        h = weights @ np.asarray(table, dtype=np.int64)
+    _, first, inverse = np.unique(h, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not _grouping_holds(table, first, inverse):
+        _, first, inverse = np.unique(table, axis=1, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    if most is not None and first.size > most:
+        return None
+    return inverse.astype(np.int64), first.astype(np.int64)
+
+
+def _grouping_holds(table: np.ndarray, first: np.ndarray, inverse: np.ndarray) -> bool:
+    """Whether every column of ``table`` equals the first column of its class (checked in
+    blocks of :data:`_CHUNK_ROWS` rows)."""
+    cols = first[inverse]
+    return all(
+        np.array_equal(table[lo : lo + _CHUNK_ROWS][:, cols], table[lo : lo + _CHUNK_ROWS])
+        for lo in range(0, table.shape[0], _CHUNK_ROWS)
+    )
+
+
+def _checked_float_classes(
+    table: np.ndarray, weights: np.ndarray, f_first: np.ndarray, f_inverse: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The float hash's grouping numbered as the integer hash numbers it, or None when the
+    grouping cannot be confirmed (then the caller hashes the whole table as integers)."""
+    if not _grouping_holds(table, f_first, f_inverse):
+        return None
+    # the classes' integer hashes, as the whole-table path computes them per column
+    with np.errstate(over="ignore"):
+        h_rep = weights @ np.asarray(table[:, f_first], dtype=np.int64)
+    order = np.argsort(h_rep, kind="stable")
+    if h_rep.size > 1 and bool((h_rep[order][1:] == h_rep[order][:-1]).any()):
+        return None  # an integer collision (or equal columns split apart): the slow path
+    # np.unique(h) numbers the classes by ascending hash, each with its first column
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    first: np.ndarray = np.asarray(f_first, dtype=np.int64)[order]
+    return rank[f_inverse], first
