@@ -24,8 +24,9 @@ __all__ = ["column_classes", "hash_weights"]
 _WEIGHTS: dict[int, np.ndarray] = {}
 # rows per float64 temporary of the column hash (4096 x 256 columns: 8 MiB)
 _CHUNK_ROWS = 4096
-# with a class cap, the rows hashed before the first look at the partial hashes (then twice
-# as many each time, up to _CHUNK_ROWS): a table with many classes usually shows them early
+# with a class cap: the rows of the first look (spread over the table), and those hashed
+# before the first look at the partial hashes (then twice as many each time, up to
+# _CHUNK_ROWS): a table with many classes usually shows them in a few hundred rows
 _PROBE_ROWS = 256
 _SEED = 0x5EED
 
@@ -57,27 +58,31 @@ def column_classes(
     weights, fixed seed), so the result depends on the table alone.  The columns are grouped
     first by a floating-point hash (far cheaper than the integer one over the whole table;
     summed row after row in the same order for every column, so equal columns hash equal,
-    which a BLAS product does not promise), the grouping is checked exactly (every column equals its class's first
-    column, and the first columns have distinct integer hashes), and only the first columns
-    get the integer hash that orders the classes; on any doubt the whole table is hashed and
-    sorted as integers (a lexicographic sort on a collision).  With ``most``: None where the
-    table has more than ``most`` classes, decided on the float hash before the exact check
-    and, on a large table, as soon as the rows hashed so far tell more than ``most`` columns
-    apart.  O(rows x columns); with ``most``, often O(a few hundred rows x columns).
+    which a BLAS product does not promise), the grouping is checked exactly (every column
+    equals its class's first column, and the first columns have distinct integer hashes),
+    and only the first columns get the integer hash that orders the classes; on any doubt
+    the whole table is hashed and sorted as integers (a lexicographic sort on a collision).
+    With ``most``: None where the table has more than ``most`` classes, decided on the float
+    hash before the exact check: on a large table first on a spread of :data:`_PROBE_ROWS`
+    rows, then as soon as the rows hashed so far tell more than ``most`` columns apart.
+    O(rows x columns); with ``most``, usually O(:data:`_PROBE_ROWS` x columns) where the
+    answer is None.
     """
     n = table.shape[0]
+    # columns that differ on some rows differ on the whole table: past ``most`` distinct
+    # hashes of a spread of rows (then of the rows hashed so far) the answer is None
+    if most is not None and n > _PROBE_ROWS:
+        spread = table[:: n // _PROBE_ROWS]
+        probe = _float_hash(spread, hash_weights(spread.shape[0], _SEED))
+        if np.unique(probe).size > most:
+            return None
     weights = hash_weights(n, _SEED)
-    fweights = weights.astype(np.float64) * (1.0 / (1 << 62))
     hf = np.zeros(table.shape[1], dtype=np.float64)
     lo, step = 0, (_CHUNK_ROWS if most is None else _PROBE_ROWS)
     while lo < n:
         hi = min(n, lo + step)
-        block = table[lo:hi].astype(np.float64)
-        block *= fweights[lo:hi, None]
-        hf += block.sum(axis=0)  # row after row for every column: equal columns hash equal
+        hf += _float_hash(table[lo:hi], weights[lo:hi])
         lo, step = hi, min(2 * step, _CHUNK_ROWS)
-        # columns that differ on the rows hashed so far differ on the whole table: past
-        # ``most`` distinct partial hashes the answer is None, whatever the other rows hold
         if most is not None and lo < n and np.unique(hf).size > most:
             return None
     _, f_first, f_inverse = np.unique(hf, return_index=True, return_inverse=True)
@@ -97,6 +102,16 @@ def column_classes(
     if most is not None and first.size > most:
         return None
     return inverse.astype(np.int64), first.astype(np.int64)
+
+
+def _float_hash(rows: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``float64[columns]``: the weighted sum of each column of ``rows`` (``weights`` scaled
+    to [0, 1)), summed row after row in the same order for every column, so equal columns
+    get bit-equal sums (a BLAS product may order its sums by column position)."""
+    block = rows.astype(np.float64)
+    block *= (weights.astype(np.float64) * (1.0 / (1 << 62)))[:, None]
+    out: np.ndarray = block.sum(axis=0)
+    return out
 
 
 def _grouping_holds(table: np.ndarray, first: np.ndarray, inverse: np.ndarray) -> bool:
