@@ -1,9 +1,11 @@
-"""Build script: the pure-Python package by default, mypyc-compiled hot modules on request.
+"""Build script: the pure-Python package by default, the compiled build on request.
 
 Everything about the package (name, dependencies, entry points) is in ``pyproject.toml``; this
 file only adds the optional compiled build.  With ``FORMCAST_MYPYC=1`` set at build time the
 modules listed in ``src/formcast/_native.py`` (``NATIVE_MODULES``) are compiled with mypyc from
-the same source (the ``.py`` files are shipped too, as the fallback)::
+the same source (the ``.py`` files are shipped too, as the fallback), and the C kernels of
+``NATIVE_KERNELS`` (``src/formcast/vocab/_trie_walk.c``: the vocabulary-trie walk, whose numpy
+version stays the fallback) are built beside them::
 
     FORMCAST_MYPYC=1 pip install --no-build-isolation .
 
@@ -36,9 +38,20 @@ def _ext_modules() -> list[object]:
             "FORMCAST_MYPYC=1 needs mypyc (pip install mypy) in the build environment: "
             "use `FORMCAST_MYPYC=1 pip install --no-build-isolation .`"
         ) from e
-    names = runpy.run_path(str(HERE / "src" / "formcast" / "_native.py"))["NATIVE_MODULES"]
-    paths = [str(Path("src", *name.split(".")).with_suffix(".py")) for name in names]
-    return list(mypycify(["--ignore-missing-imports", *paths], opt_level="3", debug_level="1"))
+    from setuptools import Extension
+
+    native = runpy.run_path(str(HERE / "src" / "formcast" / "_native.py"))
+    paths = [
+        str(Path("src", *name.split(".")).with_suffix(".py")) for name in native["NATIVE_MODULES"]
+    ]
+    kernels = [
+        Extension(
+            name, [str(Path("src", *name.split(".")).with_suffix(".c"))], extra_compile_args=["-O3"]
+        )
+        for name in native["NATIVE_KERNELS"]
+    ]
+    compiled = mypycify(["--ignore-missing-imports", *paths], opt_level="3", debug_level="1")
+    return [*compiled, *kernels]
 
 
 setup(ext_modules=_ext_modules())

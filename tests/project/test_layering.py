@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import runpy
 import subprocess
 import sys
 
@@ -79,6 +80,11 @@ def _module_name(path: pathlib.Path) -> str:
 
 
 MODULES: dict[str, pathlib.Path] = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+#: the compiled build's C kernels (no Python source): importing one imports no package module
+KERNELS = frozenset(
+    name.removeprefix("formcast.")
+    for name in runpy.run_path(str(PKG / "_native.py"))["NATIVE_KERNELS"]
+)
 
 
 def _imports(name: str, modules: dict[str, pathlib.Path] = MODULES) -> list[tuple[str, int]]:
@@ -100,7 +106,7 @@ def _imports(name: str, modules: dict[str, pathlib.Path] = MODULES) -> list[tupl
                 continue
             for alias in node.names:
                 sub = f"{mod}.{alias.name}" if mod else alias.name
-                out.append((sub if sub in modules else mod, node.lineno))
+                out.append((sub if sub in modules or sub in KERNELS else mod, node.lineno))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == "formcast" or alias.name.startswith("formcast."):

@@ -4,7 +4,9 @@ Permissive walks run on a class trie (the strings read as sequences of the table
 classes, see :mod:`formcast.vocab.trie`); restrictive ones on the byte trie.  Both must give
 exactly the reference: every distinct string's bytes run through the table one at a time.
 Tables: random DFAs with few byte classes (identifier-like: the class trie merges prefixes),
-with many classes (no class trie), and the augmented lexer tables of real grammars.
+with many classes (no class trie), and the augmented lexer tables of real grammars.  These are
+the numpy walks: in the compiled build the C walks are switched off here (they are compared
+with the numpy walks in test_native_trie_walk.py).
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ from formcast import GrammarCompiler
 from formcast.index.cfg_program import CfgProgram, _ExitSplitClassifier
 from formcast.vocab import trie as trie_mod
 from formcast.vocab.trie import TokenTrie
+
+
+@pytest.fixture(autouse=True)
+def _numpy_walks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The numpy walks (class tries included) even in the compiled build."""
+    monkeypatch.setattr(trie_mod, "_KERNEL", None)
 
 
 def _reference(trie: TokenTrie, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:

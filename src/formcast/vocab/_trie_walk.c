@@ -1,0 +1,277 @@
+/* The vocabulary-trie walk of the compiled build: formcast.vocab._trie_walk.
+ *
+ * One function, walk(first, count, byte, end, table, start, out_idx, out_state) -> int: a
+ * depth-first walk of a token trie (TokenTrie's nodes flattened level by level: node i's
+ * children are nodes first[i] .. first[i] + count[i] - 1, reached on byte[child]; end[i] is
+ * the string that ends at node i, or -1) through a DFA table (int32, 256 columns, state 0
+ * dead) from state `start`.  The root's children are nodes 0 .. n_root - 1, passed as
+ * `first`/`count` of a virtual root through the two trailing arguments.  Every string that
+ * stays alive is written to out_idx with its end state in out_state, in the trie's order
+ * (ascending string index: the strings are sorted); the count is returned.  A dead branch is
+ * dropped at once, so the cost is O(live trie nodes) with no per-level overhead.
+ *
+ * Safety: every array is a C-contiguous buffer of the stated item size (checked), every node
+ * and state index is checked against its array before it is read (a table from a corrupt
+ * file raises ValueError, never reads out of bounds), and the outputs must hold one entry per
+ * string.  No Python object is touched while walking (the GIL is released).
+ *
+ * walk_all(parent, byte, table, start, out) -> None: every node's state, in one pass over the
+ * nodes in level order (parent[i] < i is node i's parent, -1 for the root's children; out[i] is
+ * 0 where the walk died on the way): O(nodes) with no branching on liveness, for the permissive
+ * walks that reach most of the trie.
+ *
+ * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
+ * tests/vocab/test_native_trie_walk.py compares them.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+static int
+get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *what)
+{
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0)
+        return -1;
+    if (view->itemsize != itemsize || view->len % itemsize != 0) {
+        PyErr_Format(PyExc_ValueError, "_trie_walk: %s must have %zd-byte items, not %zd",
+                     what, itemsize, view->itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+trie_walk(PyObject *self, PyObject *args)
+{
+    PyObject *o_first, *o_count, *o_byte, *o_end, *o_table, *o_idx, *o_state;
+    long long start, root_first, root_count;
+    Py_buffer b_first, b_count, b_byte, b_end, b_table, b_idx, b_state;
+    Py_buffer *held[7];
+    int n_held = 0;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTuple(args, "OOOOOLOOLL", &o_first, &o_count, &o_byte, &o_end, &o_table,
+                          &start, &o_idx, &o_state, &root_first, &root_count))
+        return NULL;
+#define GET(obj, view, size, w, what)                                                  \
+    do {                                                                               \
+        if (get_buffer(obj, &view, size, w, what) < 0)                                 \
+            goto done;                                                                 \
+        held[n_held++] = &view;                                                        \
+    } while (0)
+    GET(o_first, b_first, 4, 0, "first (int32)");
+    GET(o_count, b_count, 4, 0, "count (int32)");
+    GET(o_byte, b_byte, 1, 0, "byte (uint8)");
+    GET(o_end, b_end, 4, 0, "end (int32)");
+    GET(o_table, b_table, 4, 0, "table (int32)");
+    GET(o_idx, b_idx, 4, 1, "out_idx (int32)");
+    GET(o_state, b_state, 4, 1, "out_state (int32)");
+#undef GET
+    {
+        const int32_t *first = (const int32_t *)b_first.buf;
+        const int32_t *count = (const int32_t *)b_count.buf;
+        const uint8_t *byte = (const uint8_t *)b_byte.buf;
+        const int32_t *end = (const int32_t *)b_end.buf;
+        const int32_t *table = (const int32_t *)b_table.buf;
+        int32_t *out_idx = (int32_t *)b_idx.buf;
+        int32_t *out_state = (int32_t *)b_state.buf;
+        const int64_t n_nodes = b_first.len / 4;
+        const int64_t n_states = b_table.len / (4 * 256);
+        const int64_t n_out = b_idx.len / 4;
+        int64_t found = 0;
+        int bad = 0;
+        /* explicit stack: per depth, the next child to try, the end of the range, the state */
+        int64_t cap = 64, depth = 0;
+        int64_t *lo, *hi;
+        int32_t *st;
+        if (b_count.len / 4 != n_nodes || b_byte.len != n_nodes || b_end.len / 4 != n_nodes ||
+            b_state.len / 4 != n_out || b_table.len % (4 * 256) != 0) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: array lengths disagree");
+            goto done;
+        }
+        if (start <= 0 || start >= n_states || root_first < 0 || root_count < 0 ||
+            root_first + root_count > n_nodes) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: start state or root out of range");
+            goto done;
+        }
+        lo = (int64_t *)malloc(sizeof(int64_t) * cap);
+        hi = (int64_t *)malloc(sizeof(int64_t) * cap);
+        st = (int32_t *)malloc(sizeof(int32_t) * cap);
+        if (lo == NULL || hi == NULL || st == NULL) {
+            free(lo);
+            free(hi);
+            free(st);
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        lo[0] = root_first;
+        hi[0] = root_first + root_count;
+        st[0] = (int32_t)start;
+        while (depth >= 0) {
+            int64_t c;
+            int32_t s;
+            if (lo[depth] >= hi[depth]) {
+                depth--;
+                continue;
+            }
+            c = lo[depth]++;
+            s = table[(int64_t)st[depth] * 256 + byte[c]];
+            if (s == 0)
+                continue;
+            if (s < 0 || s >= n_states) {
+                bad = 1;
+                break;
+            }
+            if (end[c] >= 0) {
+                if (found >= n_out) {
+                    bad = 2;
+                    break;
+                }
+                out_idx[found] = end[c];
+                out_state[found] = s;
+                found++;
+            }
+            if (count[c] > 0) {
+                int64_t f = first[c], k = count[c];
+                if (f < 0 || f + k > n_nodes) {
+                    bad = 3;
+                    break;
+                }
+                if (depth + 1 >= cap) {
+                    int64_t ncap = cap * 2;
+                    int64_t *nlo = (int64_t *)realloc(lo, sizeof(int64_t) * ncap);
+                    int64_t *nhi = nlo ? (int64_t *)realloc(hi, sizeof(int64_t) * ncap) : NULL;
+                    int32_t *nst = nhi ? (int32_t *)realloc(st, sizeof(int32_t) * ncap) : NULL;
+                    if (nlo) lo = nlo;
+                    if (nhi) hi = nhi;
+                    if (nst) st = nst;
+                    if (!nst) {
+                        bad = 4;
+                        break;
+                    }
+                    cap = ncap;
+                }
+                depth++;
+                lo[depth] = f;
+                hi[depth] = f + k;
+                st[depth] = s;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        free(lo);
+        free(hi);
+        free(st);
+        if (bad == 1)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
+        else if (bad == 2)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: more strings than output slots");
+        else if (bad == 3)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: a child range is out of bounds");
+        else if (bad == 4)
+            PyErr_NoMemory();
+        else
+            result = PyLong_FromLongLong((long long)found);
+    }
+done:
+    while (n_held > 0)
+        PyBuffer_Release(held[--n_held]);
+    return result;
+}
+
+static PyObject *
+trie_walk_all(PyObject *self, PyObject *args)
+{
+    PyObject *o_parent, *o_byte, *o_table, *o_out;
+    long long start;
+    Py_buffer b_parent, b_byte, b_table, b_out;
+    Py_buffer *held[4];
+    int n_held = 0, bad = 0;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTuple(args, "OOOLO", &o_parent, &o_byte, &o_table, &start, &o_out))
+        return NULL;
+#define GET(obj, view, size, w, what)                                                  \
+    do {                                                                               \
+        if (get_buffer(obj, &view, size, w, what) < 0)                                 \
+            goto done;                                                                 \
+        held[n_held++] = &view;                                                        \
+    } while (0)
+    GET(o_parent, b_parent, 4, 0, "parent (int32)");
+    GET(o_byte, b_byte, 1, 0, "byte (uint8)");
+    GET(o_table, b_table, 4, 0, "table (int32)");
+    GET(o_out, b_out, 4, 1, "out (int32)");
+#undef GET
+    {
+        const int32_t *parent = (const int32_t *)b_parent.buf;
+        const uint8_t *byte = (const uint8_t *)b_byte.buf;
+        const int32_t *table = (const int32_t *)b_table.buf;
+        int32_t *out = (int32_t *)b_out.buf;
+        const int64_t n_nodes = b_parent.len / 4;
+        const int64_t n_states = b_table.len / (4 * 256);
+        int64_t i;
+        if (b_byte.len != n_nodes || b_out.len / 4 != n_nodes || b_table.len % (4 * 256) != 0) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: array lengths disagree");
+            goto done;
+        }
+        if (start <= 0 || start >= n_states) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: start state out of range");
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n_nodes; i++) {
+            int32_t p = parent[i], s;
+            if (p >= i) {
+                bad = 3;
+                break;
+            }
+            s = p < 0 ? (int32_t)start : out[p];
+            if (s == 0) {
+                out[i] = 0;
+                continue;
+            }
+            s = table[(int64_t)s * 256 + byte[i]];
+            if (s < 0 || s >= n_states) {
+                bad = 1;
+                break;
+            }
+            out[i] = s;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad == 1)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
+        else if (bad == 3)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: a parent does not come first");
+        else {
+            Py_INCREF(Py_None);
+            result = Py_None;
+        }
+    }
+done:
+    while (n_held > 0)
+        PyBuffer_Release(held[--n_held]);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"walk", trie_walk, METH_VARARGS,
+     "walk(first, count, byte, end, table, start, out_idx, out_state, root_first, "
+     "root_count) -> number of live strings written (see the module's source)."},
+    {"walk_all", trie_walk_all, METH_VARARGS,
+     "walk_all(parent, byte, table, start, out) -> None: every node's state (see the source)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_trie_walk",
+    "formcast's compiled vocabulary-trie walk (the compiled build only).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__trie_walk(void)
+{
+    return PyModule_Create(&module);
+}
