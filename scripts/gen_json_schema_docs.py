@@ -291,7 +291,10 @@ whatever their order, arrays elementwise, `true` ≠ `1`, strings by their decod
   tokens that cannot cause an event (inside a string item, no `"`; inside a container item,
   no structural bracket or brace; in a number item, number characters only) and lead to a
   state of capacity at least 2^40 are the grammar's mask (cached per grammar state and lexical
-  position); every other token is simulated byte by byte. `benchmarks/unique_items_bench.py`
+  position; where many tokens are in question, decided by one walk of the vocabulary trie
+  with one parser step per distinct state and byte class, so a second item equal so far to a
+  long first one costs milliseconds per mask, not seconds); every other token is simulated
+  byte by byte. `benchmarks/unique_items_bench.py`
   (arrays of 1,000 unique items, SmolLM2's 49,152 tokens, warm caches, thread CPU time on a
   loaded two-core machine; without `uniqueItems` every kind is p50 5-6 µs, p99 14-28 µs):
   strings (the string program) mask p50 23 µs, p99 166 µs; integers p50 209 µs, p99 725 µs;

@@ -93,8 +93,11 @@ class Oracle:
     #: (finish an escape, add a new character, close the string and the array: 12 bytes)
     REACH = 16
 
-    def __init__(self, schema: Any) -> None:
-        plain = COMPILER.compile_json_schema(_plain(schema))
+    def __init__(
+        self, schema: Any, tokens: list[bytes] = TOKENS, compiler: GrammarCompiler = COMPILER
+    ) -> None:
+        self.tokens = tokens
+        plain = compiler.compile_json_schema(_plain(schema))
         assert isinstance(plain.program, CfgProgram)
         self.pda = plain.program.pda
         self.validator = jsonschema.Draft202012Validator(schema)
@@ -152,16 +155,16 @@ class Oracle:
     def plain_allowed(self, prefix: bytes) -> set[int]:
         """What the grammar without ``uniqueItems`` allows (byte liveness only)."""
         out = set()
-        for t, tok in enumerate(TOKENS):
+        for t, tok in enumerate(self.tokens):
             if not self.pda.step_bytes(self.pda.initial, prefix + tok).is_dead:
                 out.add(t)
         return out
 
     def allowed(self, prefix: bytes) -> set[int]:
-        out = {t for t, tok in enumerate(TOKENS) if self.live(prefix + tok)}
+        out = {t for t, tok in enumerate(self.tokens) if self.live(prefix + tok)}
         state = self.pda.step_bytes(self.pda.initial, prefix)
         if state.accepting and self._valid(prefix):
-            out.add(len(TOKENS))
+            out.add(len(self.tokens))
         return out
 
 
@@ -325,3 +328,98 @@ def test_mask_equals_accept_on_random_walks_with_escapes(index: int) -> None:
             pick = rng.choice(esc if esc and rng.random() < 0.5 else allowed)
             assert matcher.accept_token(pick)
     assert refused_by_check >= 3  # the walks reached the check
+
+
+# -- the trie walk of ValueUniqueProgram._safe, forced on the small vocabulary -----------------
+#: object items (value marks), keys and values spelled by TOKENS: two items equal so far reach
+#: the check of a free slot after every token (:meth:`ValueUniqueProgram._safe`; ``u`` is free)
+OBJECT_SCHEMA: Any = {
+    "type": "array", "uniqueItems": True, "maxItems": 3,
+    "items": {"type": "object", "properties": {"u": {"type": "string"},
+                                               "v": {"type": "string", "maxLength": 1}},
+              "required": ["u"], "additionalProperties": False},
+}  # fmt: skip
+#: a second item equal, token by token, to a long first one
+EQUAL_SO_FAR = [
+    b"[", b'{"u":', b'"a', b"b", b'"', b',"', b"v", b'"', b":", b'"a"', b"}",
+    b",", b'{"u":', b'"a', b"b", b'"', b',"', b"v", b'"', b":", b'"',
+]  # fmt: skip
+
+
+#: string items among others (value marks): the first item ``"\\b"`` (a backspace) is written
+#: with its closing quote inside the token after the backslash, and so is the second
+MIXED_SCHEMA: Any = {
+    "type": "array", "uniqueItems": True, "maxItems": 3,
+    "items": {"anyOf": [{"type": "string"}, {"enum": [1]}]},
+}  # fmt: skip
+ESCAPED_TWICE = [b"[", b'"', b"\\", b'b"', b",", b'"', b"\\"]
+#: tokens that, read just after a backslash, close a string and then the object around it
+CLOSING_TOKENS = [
+    b"[", b"]", b",", b'{"s":', b'"', b"\\", b'\\"}', b'b"}', b'"}', b"a", b"b", b"}",
+]  # fmt: skip
+CLOSING_VOCAB = Vocabulary.from_tokens(
+    [*CLOSING_TOKENS, b"<eos>"], stop_token_ids=[len(CLOSING_TOKENS)], name="uq-close"
+)
+CLOSING_SCHEMA: Any = {
+    "type": "array", "uniqueItems": True, "maxItems": 3,
+    "items": {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"],
+              "additionalProperties": False},
+}  # fmt: skip
+#: ``{"s":"\\"}`` twice, the item closed by the token after the backslash
+CLOSED_TWICE = [b"[", b'{"s":', b'"', b"\\", b'\\"}', b",", b'{"s":', b'"', b"\\"]
+TRIE_CASES: list[tuple[Any, list[bytes], list[bytes], bytes, bytes]] = [
+    # only {"u":"ab","v":"a"} again could follow
+    (OBJECT_SCHEMA, TOKENS, EQUAL_SO_FAR, b'a"', b"b"),
+    (MIXED_SCHEMA, TOKENS, ESCAPED_TWICE, b'b"', b"u"),  # "\b" again
+    (CLOSING_SCHEMA, CLOSING_TOKENS, CLOSED_TWICE, b'\\"}', b'b"}'),  # {"s":"\\"} again
+]
+
+
+@pytest.mark.parametrize("case", range(len(TRIE_CASES)))
+def test_masks_equal_the_oracle_with_the_trie_walk_forced(
+    case: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trie walk that decides :meth:`ValueUniqueProgram._safe` for many candidates (a
+    128k vocabulary's string body) runs here for every candidate set: masks along a second
+    item equal to the first, and on random walks, equal the oracle's."""
+    from formcast.index import unique_items
+
+    schema, tokens, path, refused, allowed = TRIE_CASES[case]
+    compiler = COMPILER if tokens is TOKENS else GrammarCompiler(CLOSING_VOCAB)
+    monkeypatch.setattr(unique_items, "_TRIE_WALK_MIN", 0)
+    walks = 0
+    real = unique_items.ValueUniqueProgram._trie_states
+
+    def counted(self: Any, ps: ParserState) -> Any:
+        nonlocal walks
+        walks += 1
+        return real(self, ps)
+
+    monkeypatch.setattr(unique_items.ValueUniqueProgram, "_trie_states", counted)
+    compiled = GrammarCompiler(compiler.vocab).compile_json_schema(schema)  # its own caches
+    assert type(matcher_program(compiled)).__name__ == "ValueUniqueProgram"
+    oracle = Oracle(schema, tokens, compiler)
+    m = GrammarMatcher(compiled)
+    for tok in path:
+        prefix = m.accepted_bytes()
+        assert set(m.allowed_token_ids().tolist()) == oracle.allowed(prefix), prefix
+        assert m.accept_token(tokens.index(tok)), (prefix, tok)
+    prefix = m.accepted_bytes()
+    got = set(m.allowed_token_ids().tolist())
+    assert got == oracle.allowed(prefix), prefix
+    assert tokens.index(refused) not in got
+    assert tokens.index(refused) in oracle.plain_allowed(prefix)  # (refused by the check)
+    assert tokens.index(allowed) in got
+    rng = random.Random(7)
+    escapes = [t for t, b in enumerate(tokens) if b"\\" in b]
+    for _ in range(12):
+        m = GrammarMatcher(compiled)
+        while not m.is_terminated():
+            prefix = m.accepted_bytes()
+            allowed_ids = sorted(m.allowed_token_ids().tolist())
+            assert set(allowed_ids) == oracle.allowed(prefix), prefix
+            if not allowed_ids:
+                break
+            esc = [t for t in allowed_ids if t in escapes]
+            m.accept_token(rng.choice(esc if esc and rng.random() < 0.5 else allowed_ids))
+    assert walks >= 5  # the trie walk decided those masks

@@ -47,8 +47,9 @@ from typing import Any
 import numpy as np
 
 from ..automata.pda import Frame, ParserState
-from ..bitmask import bitmask_to_ids, bool_to_bitmask, ids_to_bitmask
+from ..bitmask import bitmask_to_ids, bool_to_bitmask
 from ..cache import LruCache
+from ..columns import column_classes
 from ..ir.marks import COUNT_CAP, UniqueItemsMark, length_count, state_counts
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
@@ -931,6 +932,8 @@ _SEARCH_BUDGET = 3000  # program nodes one completion search may visit
 _SEARCH_DEPTH = 96  # bytes a witness may hold
 _FREE_ASCII = bytes(b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C))
 _NOT_LINKED = object()
+#: :meth:`ValueUniqueProgram._safe` walks the trie for this many candidate tokens or more
+_TRIE_WALK_MIN = 256
 
 
 def _value_key(text: bytes) -> Any:
@@ -981,14 +984,14 @@ class _VocabPlain:
     """Per vocabulary, bitmasks of the tokens by the bytes they hold (read-only; O(V) once):
     ``plain``: no ``"`` or ``\\`` (they stay in a string body); ``ascii``: plain printable
     ASCII; ``noquote``: no ``"``; ``flat``: none of ``[]{}`` (the container stack stays);
+    ``flat_in``/``flat_esc``: none of them outside strings, read from inside a string / just
+    after a backslash in one; ``noquote_esc``: no ``"`` past the first byte (the escaped one);
     ``number``: only number characters ``0-9 - + . e E``."""
 
     def __init__(self, vocab: Vocabulary) -> None:
         size = vocab.vocab_size
-        masks = {
-            k: np.zeros(size, dtype=bool)
-            for k in ("plain", "ascii", "noquote", "flat", "flat_in", "number")
-        }
+        names = ("plain", "ascii", "noquote", "flat", "flat_in", "flat_esc", "noquote_esc")
+        masks = {k: np.zeros(size, dtype=bool) for k in (*names, "number")}
         free = set(_FREE_ASCII)
         num = set(b"0123456789-+.eE")
         brackets = set(b"[]{}")
@@ -1001,13 +1004,19 @@ class _VocabPlain:
             masks["plain"][tid] = not quote and 0x5C not in data
             masks["ascii"][tid] = free.issuperset(data)
             masks["flat"][tid] = brackets.isdisjoint(data)
-            masks["flat_in"][tid] = not _structural_bracket(IN, data)
+            masks["flat_in"][tid] = flat_in = not _structural_bracket(IN, data)
+            # (after a backslash the first byte is escaped: else as from inside the string)
+            esc = flat_in if data[0] not in (0x22, 0x5C) else not _structural_bracket(ESC, data)
+            masks["flat_esc"][tid] = esc
+            masks["noquote_esc"][tid] = 0x22 not in data[1:]
             masks["number"][tid] = num.issuperset(data)
         self.plain = _packed(masks["plain"], size)
         self.ascii = _packed(masks["ascii"], size)
         self.noquote = _packed(masks["noquote"], size)
         self.flat = _packed(masks["flat"], size)
         self.flat_in = _packed(masks["flat_in"], size)
+        self.flat_esc = _packed(masks["flat_esc"], size)
+        self.noquote_esc = _packed(masks["noquote_esc"], size)
         self.number = _packed(masks["number"], size)
 
 
@@ -1059,8 +1068,10 @@ class ValueUniqueProgram:
       slot* ahead in the current item (a string body or number digits that loop on two
       characters: infinitely many distinct items), or a witness found by a bounded search
       that completes the item with a fresh value.  A state proven none of these is refused.
-    * **Fast path.**  Outside unique arrays only ``[`` tokens are simulated; inside a string
-      body, tokens without ``"``/``\\`` that keep a free string free are the grammar's mask;
+    * **Fast path.**  Outside unique arrays only ``[`` tokens are simulated; inside one, the
+      tokens that cause no event and after which a free slot lies ahead are the grammar's
+      mask (:meth:`_safe`, per grammar state: one walk of the vocabulary trie where many
+      tokens are in question, so a string body costs milliseconds on a 128k vocabulary);
       every other token is simulated byte by byte.
 
     Lifetime: one per compiled grammar (:func:`matcher_program`), shared by its requests."""
@@ -1077,6 +1088,8 @@ class ValueUniqueProgram:
                 self._start[rid] = int(cfg.auto.dfas[rid].start)
         self._lex = _tables(cfg.vocab)
         self._plain = _plain_tables(cfg.vocab)
+        self._end_np = [np.asarray(e, dtype=np.int8) for e in self._lex.end]
+        self._classes: tuple[list[int], list[np.ndarray], list[int]] | None = None
         self._near: weakref.WeakKeyDictionary[Frame, Any] = weakref.WeakKeyDictionary()
         self._open_memo: LruCache[tuple[int, int, str, bool], int] = LruCache(100_000)
         self._branch: weakref.WeakKeyDictionary[ParserState, tuple[int, int]] = (
@@ -1340,17 +1353,23 @@ class ValueUniqueProgram:
         branchings along the chain of states that most characters lead to (a character set
         that loops back: :data:`COUNT_CAP`).  Different characters at one position of a
         string or number are different values whatever follows, so the product bounds the
-        completions' distinct values from below.  O(chain length x alphabet), memoized."""
+        completions' distinct values from below.  O(chain length x alphabet) dictionary work
+        and one parser step per byte class (:meth:`_byte_classes`) of the alphabet, memoized."""
         got = self._branch.get(ps)
         if got is not None and got[0] == mode:
             return got[1]
         step = self.cfg.pda.step
+        cmap = self._byte_classes()[0]
         alphabet = _FREE_ASCII if mode == IN else b"0123456789"
         total, cur, seen = 1, ps, {ps}
         for _ in range(64):
             groups: dict[ParserState, int] = {}
+            by_class: dict[int, ParserState] = {}  # (a byte's step is its class's)
             for b in alphabet:
-                nxt = step(cur, b)
+                hit = by_class.get(cmap[b])
+                if hit is None:
+                    hit = by_class[cmap[b]] = step(cur, b)
+                nxt = hit
                 if not nxt.is_dead:
                     groups[nxt] = groups.get(nxt, 0) + 1
             if not groups:
@@ -1482,11 +1501,13 @@ class ValueUniqueProgram:
         """The tokens that cannot cause an event (an item's end or start of a string or
         container item, a ``[``, a level's ``]``) from this lexical position: for them only
         liveness is in question.  None: no token (the position is between items or after
-        one, or after a backslash)."""
+        one)."""
         rel, _, phase = self._where(tr)
         pl = self._plain
         if mode == IN:
             return pl.noquote if not rel else pl.flat_in
+        if mode == ESC:
+            return pl.noquote_esc if not rel else pl.flat_esc
         if mode == OUT and rel:
             return pl.flat
         item = tr.levels[-1][2]
@@ -1510,24 +1531,159 @@ class ValueUniqueProgram:
         words = self.cfg.token_mask(ps) & cand
         size = self.vocab.vocab_size
         step = self.cfg.pda.step
-        keep: list[int] = []
         ids = words
         if mode == IN and all(step(ps, b) is ps for b in _FREE_ASCII):
             ids = words & ~self._plain.ascii  # printable ASCII without quotes: ps again
             base = words & self._plain.ascii
         else:
             base = np.zeros_like(words)
-        end = self._lex.end[mode]
         sc = scal or (not rel and mode == OUT)
-        for t in bitmask_to_ids(ids).tolist():
-            nxt = self.cfg.advance(ps, t)
-            if isinstance(nxt, ParserState) and self._open_at(nxt, end[t], rel, sc):
-                keep.append(t)
-        out: np.ndarray = base | ids_to_bitmask(keep, size) if keep else base.copy()
+        keep = self._safe_ids(ps, mode, bitmask_to_ids(ids), rel, sc)
+        if keep.size:
+            allowed = np.zeros(size, dtype=bool)
+            allowed[keep] = True
+            out: np.ndarray = base | bool_to_bitmask(allowed, size)
+        else:
+            out = base.copy()
         out.setflags(write=False)
         if not ps.far:
             self._safe_memo.put(key, out)
         return out
+
+    def _safe_ids(
+        self, ps: ParserState, mode: int, ids: np.ndarray, rel: str, sc: bool
+    ) -> np.ndarray:
+        """The token ``ids`` the grammar allows from ``ps`` after which :meth:`_open_at` holds
+        (at the token's end mode, position ``rel``, ``sc``): ``int64`` ids, ascending.
+
+        Few ids (under :data:`_TRIE_WALK_MIN`): one parser step per token (O(ids x token
+        length) steps).  Many: one walk of the vocabulary trie (:meth:`_trie_states`) gives
+        every token's end state, and :meth:`_open_at` runs once per distinct (end state, end
+        mode) pair, so the cost is O(trie nodes + ids) numpy plus one parser step per distinct
+        (state, byte) the walk meets: milliseconds where a string body allows most of a 128k
+        vocabulary, against a second where every token was stepped alone.  Both paths decide
+        exactly alike."""
+        end = self._lex.end[mode]
+        if ids.size < _TRIE_WALK_MIN:
+            keep: list[int] = []
+            for t in ids.tolist():
+                nxt = self.cfg.advance(ps, t)
+                if isinstance(nxt, ParserState) and self._open_at(nxt, end[t], rel, sc):
+                    keep.append(t)
+            return np.asarray(keep, dtype=np.int64)
+        trie = self.vocab.trie
+        per_string, states = self._trie_states(ps)
+        ids = ids.astype(np.int64, copy=False)
+        uniq = trie.token_to_unique[ids]
+        in_trie = uniq < trie.num_strings
+        sids = np.zeros(ids.size, dtype=np.int64)
+        sids[in_trie] = per_string[uniq[in_trie]]
+        # a token outside the trie (a special token the grammar spells): stepped alone
+        for i in np.flatnonzero(~in_trie).tolist():
+            nxt = self.cfg.advance(ps, int(ids[i]))
+            if isinstance(nxt, ParserState):
+                sids[i] = len(states)
+                states.append(nxt)
+        pairs = sids * 4 + self._end_np[mode][ids]  # (end state, end mode)
+        seen = np.zeros(4 * len(states), dtype=bool)
+        seen[pairs] = True
+        ok = np.zeros(seen.size, dtype=bool)
+        for k in np.flatnonzero(seen).tolist():
+            st = states[k >> 2]
+            ok[k] = st is not None and self._open_at(st, k & 3, rel, sc)
+        kept: np.ndarray = ids[ok[pairs]]
+        return kept
+
+    def _byte_classes(self) -> tuple[list[int], list[np.ndarray], list[int]]:
+        """``(class of each byte, class of every trie node's byte level by level, one byte of
+        each class)``: bytes every rule's table sends alike from every state are one class,
+        for a parser step cannot tell them apart (it reads a byte through those tables only).
+        O(grammar states x 256 + trie nodes) once per program."""
+        got = self._classes
+        if got is None:
+            tables = [np.asarray(dfa.table, dtype=np.int32) for dfa in self.cfg.auto.dfas]
+            cls, first = column_classes(np.concatenate(tables, axis=0))
+            # classes numbered by their first byte (the order the parser meets them in)
+            order = np.argsort(first, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.size)
+            cmap = rank[cls].astype(np.uint8)
+            levels = [np.take(cmap, lb) for lb in self.vocab.trie.level_bytes]
+            got = (cmap.tolist(), levels, first[order].tolist())
+            self._classes = got
+        return got
+
+    def _trie_states(self, ps: ParserState) -> tuple[np.ndarray, list[ParserState | None]]:
+        """Every distinct token string's parser state from ``ps``: ``(int32[num_strings]
+        indices into the list, the list)``; index 0 (None) is dead, a parser limit included.
+
+        The trie is walked level by level with a lazily filled table (state index, byte
+        class) -> state index (:meth:`_byte_classes`): a few numpy gathers per level over
+        every node while most are alive, then over the live ones only, and one (memoized)
+        :meth:`PushdownAutomaton.step` per distinct (state, class) pair met.  Cost: O(trie
+        nodes) numpy (about 5 ms for 128k tokens) plus those steps."""
+        trie = self.vocab.trie
+        step = self.cfg.pda.step
+        _, node_cls, reps = self._byte_classes()
+        width = len(reps)
+        states: list[ParserState | None] = [None, ps]
+        index: dict[ParserState, int] = {ps: 1}
+        table = np.full((64, width), -1, dtype=np.int32)
+        table[0, :] = 0  # dead stays dead
+        per_string = np.zeros(trie.num_strings, dtype=np.int32)
+        prev = np.ones(1, dtype=np.int32)  # level 0: the root, at ps
+        nodes: np.ndarray | None = None  # live nodes of the level (None: every node)
+        for d in range(1, trie.num_levels + 1):
+            if nodes is None:
+                par = np.take(prev, trie.level_parent[d])
+                key = par * width + node_cls[d]
+            else:
+                counts = np.take(trie.level_child_count[d - 1], nodes)
+                total = int(counts.sum())
+                if total == 0:
+                    break
+                starts = np.take(trie.level_child_start[d - 1], nodes)
+                nodes = np.repeat(starts - np.cumsum(counts) + counts, counts)
+                nodes += np.arange(total)
+                key = np.repeat(prev, counts) * width + np.take(node_cls[d], nodes)
+            cur = np.take(table, key)
+            unknown = cur < 0
+            if unknown.any():
+                mark = np.zeros(width * len(states), dtype=bool)
+                mark[key[unknown]] = True
+                for k in np.flatnonzero(mark).tolist():
+                    src = states[k // width]
+                    assert src is not None
+                    nxt = step(src, reps[k % width])
+                    got = 0
+                    if not nxt.is_dead:
+                        got = index.get(nxt, -1)
+                        if got < 0:
+                            got = len(states)
+                            index[nxt] = got
+                            states.append(nxt)
+                            if got >= table.shape[0]:
+                                grown = np.full((2 * got, width), -1, dtype=np.int32)
+                                grown[: table.shape[0]] = table
+                                table = grown
+                    table[k // width, k % width] = got
+                cur = np.take(table, key)
+            if nodes is None:
+                per_string[trie.level_end_ids[d]] = np.take(cur, trie.level_end_nodes[d])
+                live = int(np.count_nonzero(cur))
+                if live == 0:
+                    break
+                if live * 8 < cur.size:  # most died: on over the live nodes only
+                    nodes = np.flatnonzero(cur)
+                    cur = cur[nodes]
+            else:
+                alive = cur != 0
+                nodes, cur = nodes[alive], cur[alive]
+                ends = np.take(trie.level_end_string[d], nodes)
+                has = ends >= 0
+                per_string[ends[has]] = cur[has]
+            prev = cur
+        return per_string, states
 
     def _fast(self, ps: ParserState, mode: int, tr: _Track, token_id: int) -> bool:
         """Whether ``token_id`` is decided without simulation (see :meth:`token_mask`)."""
