@@ -13,16 +13,24 @@ vocabulary through it classifies every token from a counted stack top exactly:
   a candidate, verified by the parser;
 * died otherwise: rejected.
 
+When an iteration end can also go on inside the item (an accepting state's bytes overlap the
+item's first bytes: ``(\\w+-?){0,100}``), the unrolled window is not deterministic;
+:func:`subset_window` then determinizes it from one entry, by subset construction over
+``(state, level)`` pairs pruned to the pairs that can still make a difference within a token.
+
 Lifetime: pure functions; the caller caches the tables (they are per (rule, need, left)).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
+from ..columns import column_classes
 from .dfa import DEAD
 
-__all__ = ["window_table"]
+__all__ = ["subset_window", "window_table"]
 
 
 def window_table(
@@ -82,3 +90,147 @@ def window_table(
         split[first_exit:, acc] |= exit_split[None, None, :]
     split[:, DEAD, :] = False
     return out, split.reshape(m * n, 256)
+
+
+def subset_window(
+    table: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    call_split: np.ndarray,
+    exit_split: np.ndarray,
+    need: int,
+    iterations: int,
+    entries: Sequence[tuple[int, int]],
+    reach: int,
+    max_states: int = 4096,
+    max_work: int = 400_000,
+) -> tuple[np.ndarray, np.ndarray, list[int]] | None:
+    """The window of :func:`window_table` determinized from some entries: (``int32[k, 256]``
+    transitions, ``bool[k, 256]`` split flags, the row of each entry; row 0 dead), or None
+    past ``max_states`` subsets or ``max_work`` member visits (pairs times byte classes).
+
+    Args:
+        table, accepting, start, call_split, exit_split, need, iterations: as for
+            :func:`window_table` (``iterations`` -1: one level that restarts into itself).
+        entries: ``(item state, level)`` pairs where walks may begin.
+        reach: the longest token in bytes (rows of subsets first met that deep are never
+            used, and are left dead).
+        max_states: the most subsets built.
+        max_work: the most member visits (a subset's pairs, once per byte class).
+
+    A subset holds ``(q, i)`` pairs: the item DFA at ``q`` after ``i`` iterations completed
+    since the token began.  Its successor on a byte is every member's (an accepting member may
+    also begin iteration ``i + 1`` when one is allowed); its split flag is any member's
+    (bytes that may start a callee, at a member or at a restart; bytes that may follow the
+    rule, at an accepting member whose iterations meet ``need``).  Walking it classifies a
+    token as the parser's counted frame would: alive when some member survives every byte
+    (allowed), rejected when it dies with no split passed.
+
+    Pairs are pruned to those no other pair of the same state dominates (a superset of
+    futures and of split flags within a token): the lowest level whose ``need`` is met
+    dominates the levels above it (more iterations left, the same returns); when no walk from
+    any entry can reach the upper bound, the highest level dominates the levels below it (the
+    same iterations, returns no later), and levels past ``need`` are clipped to it.  Levels
+    short of ``need`` below the upper bound are all kept: windows with both bounds within
+    reach may grow with the token's length (``max_states``, ``max_work``).  Cost:
+    O(subsets x pairs x byte classes) in Python, breadth-first to depth ``reach``; nothing
+    kept.
+    """
+    acc = np.asarray(accepting, dtype=bool).tolist()
+    met_at = max(need - 1, 0)  # an iteration ending at level i completes i + 1 of them
+    single = iterations < 0  # one self-restarting level: no bound within reach
+    # no walk from any entry can reach the upper bound: levels matter for ``need`` alone
+    clip = single or max(level for _, level in entries) + reach < iterations
+    cols = np.concatenate(
+        [table, call_split, call_split[start][None, :], exit_split[None, :]], axis=0
+    )
+    cls_of_byte, reps = column_classes(cols)
+    n_cls = int(reps.size)
+    rows = np.asarray(table)[:, reps].tolist()  # per item state and byte class: successor
+    calls = np.asarray(call_split)[:, reps].tolist()
+    restart_to = rows[start]
+    restart_calls = calls[start]
+    exits = np.asarray(exit_split)[reps].tolist()
+
+    def met(level: int) -> bool:
+        return need == 0 if single else level >= met_at
+
+    def canonical(pairs: set[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+        best: dict[int, int] = {}
+        if clip:  # levels only decide ``need``: per state its highest, clipped where met
+            for q, i in pairs:
+                i = 0 if single else min(i, met_at)
+                if best.get(q, -1) < i:
+                    best[q] = i
+            return tuple(sorted(best.items()))
+        kept: set[tuple[int, int]] = set()
+        for q, i in pairs:  # every level short of ``need``, the lowest one that meets it
+            if not met(i):
+                kept.add((q, i))
+            elif best.get(q, iterations) > i:
+                best[q] = i
+        kept.update(best.items())
+        return tuple(sorted(kept))
+
+    ids: dict[tuple[tuple[int, int], ...], int] = {(): DEAD}
+    subsets: list[tuple[tuple[int, int], ...]] = [()]
+    entry_rows: list[int] = []
+    frontier: list[int] = []
+    for entry in entries:
+        key = canonical({entry})
+        j = ids.get(key)
+        if j is None:
+            j = ids[key] = len(subsets)
+            subsets.append(key)
+            frontier.append(j)
+        entry_rows.append(j)
+    if len(subsets) > max_states:
+        return None
+    out_rows: list[list[int]] = [[DEAD] * n_cls]
+    split_rows: list[list[bool]] = [[False] * n_cls]
+    depth = 0
+    while frontier:
+        if depth >= reach:  # subsets first met this deep end every token: dead rows
+            for _ in frontier:
+                out_rows.append([DEAD] * n_cls)
+                split_rows.append([False] * n_cls)
+            break
+        nxt_frontier: list[int] = []
+        for sid in frontier:  # in id order: rows are appended in id order
+            max_work -= len(subsets[sid]) * n_cls
+            if max_work < 0:
+                return None
+            row: list[int] = []
+            split: list[bool] = []
+            for c in range(n_cls):
+                targets: set[tuple[int, int]] = set()
+                passed = False
+                for q, i in subsets[sid]:
+                    t = rows[q][c]
+                    if t != DEAD:
+                        targets.add((t, i))
+                    passed = passed or calls[q][c]
+                    if acc[q]:
+                        passed = passed or (exits[c] and met(i))
+                        if single or i + 1 < iterations:  # another iteration may begin
+                            passed = passed or restart_calls[c]
+                            t = restart_to[c]
+                            if t != DEAD:
+                                targets.add((t, i if single else i + 1))
+                key = canonical(targets)
+                j = ids.get(key)
+                if j is None:
+                    j = ids[key] = len(subsets)
+                    if j >= max_states:
+                        return None
+                    subsets.append(key)
+                    nxt_frontier.append(j)
+                row.append(j)
+                split.append(passed)
+            out_rows.append(row)
+            split_rows.append(split)
+        depth += 1
+        frontier = nxt_frontier
+    sub = np.asarray(out_rows, dtype=np.int32)[:, cls_of_byte]
+    sub_split = np.asarray(split_rows, dtype=bool)[:, cls_of_byte]
+    return sub, sub_split, entry_rows

@@ -16,7 +16,8 @@ The mask of a parser state is built from two parts:
    :class:`_CountedClassifier` for the stack tops of counted rules, on window automata (see
    :mod:`formcast.automata.counted`).
 2. **Candidates** (tokens that cross a return) are verified by running the pushdown automaton
-   over their bytes from the actual state, with memoized byte steps.
+   over their bytes from the actual state, with memoized byte steps (large candidate sets one
+   byte position at a time, each distinct (state, byte) pair once: :func:`_verify_by_levels`).
 
 The finished mask is cached per (interned, count-clipped) parser state, so a state seen before
 costs one dict lookup.  Lifetime: per (grammar, vocabulary); thread-safe.
@@ -33,7 +34,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..automata.analysis import counted_splits, split_bytes
-from ..automata.counted import window_table
+from ..automata.counted import subset_window, window_table
 from ..automata.dfa import DEAD, describe_bytes
 from ..automata.equivalence import equivalence_classes
 from ..automata.lexer import ExpandedLexer, build_expanded_lexer
@@ -362,9 +363,12 @@ class _ExitSplitClassifier:
 class _CountedClassifier:
     """Classifies the stack tops of counted rules (counts already clipped), on window
     automata shared by every grammar with the same item automaton on the same vocabulary
-    (:data:`_COUNTED_WINDOWS`, :data:`_COUNTED_CLASSES`).  ``rules``: the counted rules, each
-    with the bytes that may start a callee or follow the rule.  Costs: one window table per
-    new (item, bounds) window, one vocabulary walk per new position."""
+    (:data:`_COUNTED_WINDOWS`, :data:`_COUNTED_CLASSES`).  Where an item's iterations overlap
+    (an iteration end that can also go on: ``(\\w+-?){0,100}``) the window is determinized by
+    subset construction instead (:data:`_COUNTED_SUBSETS`), so that tokens crossing iterations
+    stay exact rather than all becoming candidates.  ``rules``: the counted rules, each with
+    the bytes that may start a callee or follow the rule.  Costs: one window table per new
+    (item, bounds) window, one vocabulary walk per new position."""
 
     __slots__ = ("_auto", "_cap", "_rule_aug", "_sigs", "_vocab", "rules")
 
@@ -400,14 +404,17 @@ class _CountedClassifier:
         else:
             window, level = (need, left), 0
         table = self._window(rule, *window)
-        if table is None:  # overlapping iterations: every crossing token is a candidate
-            table, level = self._rule_aug.get(rule), 0
+        if table is not None:
+            start = level * self._auto.dfas[rule].table.shape[0] + state
+        else:  # overlapping iterations: the window determinized
+            table, start = self._subset_window(rule, *window, state, level)
+        if table is None:  # too many subsets: every crossing token is a candidate
+            table, start = self._rule_aug.get(rule), state
             if table is None:
                 dfa = self._auto.dfas[rule]
                 table = _augmented_table(dfa.table, split_bytes(self._auto)[rule])
                 self._rule_aug[rule] = table
         n3 = table.shape[0] - 1
-        start = level * self._auto.dfas[rule].table.shape[0] + state
         hit = _walk(self._vocab, table, start + 2 * (n3 // 3))
         _COUNTED_CLASSES.put(key, hit)
         return hit
@@ -427,6 +434,58 @@ class _CountedClassifier:
             sig = h.digest()
             self._sigs[rule] = sig
         return sig
+
+    def _subset_window(
+        self, rule: int, need: int, levels: int, state: int, level: int
+    ) -> tuple[np.ndarray | None, int]:
+        """(augmented table, walk start) of the window of a counted rule whose iterations
+        overlap, determinized from every entry a classification of this window may ask for
+        (:func:`~formcast.automata.counted.subset_window`): each live item state at each
+        level :meth:`classify` enters this window at.  ``(None, state)`` past the subset cap,
+        and for a window with both bounds within reach (``need`` not met, ``left`` below the
+        cap), where levels short of ``need`` cannot be pruned.
+        Shared like the deterministic windows (:data:`_COUNTED_SUBSETS`).  Cost: one subset
+        construction per window, bounded by the longest token (milliseconds for string and
+        array items)."""
+        dfa = self._auto.dfas[rule]
+        n = dfa.table.shape[0]
+        key = (self._signature(rule), need, levels)
+        cap = self._cap
+        if need and levels >= 0 and (need, levels) != (cap, 2 * cap):
+            # both bounds within reach: levels below ``need`` do not prune, subsets could
+            # grow with the token's length (left to the parser: the candidates' checks)
+            return None, state
+        found, got = _COUNTED_SUBSETS.get(key)
+        if not found:
+            if (need, levels) == (0, cap):  # entered at cap - left, 1 <= left <= cap
+                entry_levels = range(cap)
+            elif (need, levels) == (cap, 2 * cap):  # entered at cap - need, 0 < need < cap
+                entry_levels = range(1, cap)
+            else:  # one self-restarting level
+                entry_levels = range(1)
+            live = np.flatnonzero((dfa.table != DEAD).any(axis=1)).tolist()
+            entries = [(q, i) for i in entry_levels for q in live]
+            calls, follow = self.rules[rule]
+            built = subset_window(
+                dfa.table,
+                dfa.accepting,
+                dfa.start,
+                calls,
+                follow,
+                need,
+                levels,
+                entries,
+                self._cap - 1,
+            )
+            got = None
+            if built is not None:
+                rows = np.zeros(max(entry_levels.stop, 1) * n, dtype=np.int64)
+                rows[[i * n + q for q, i in entries]] = built[2]
+                got = (_augmented_table(built[0], built[1]), rows)
+            _COUNTED_SUBSETS.put(key, got)
+        if got is None:
+            return None, state
+        return got[0], int(got[1][level * n + state])
 
     def _window(self, rule: int, need: int, levels: int) -> np.ndarray | None:
         """The augmented window table of a counted rule: ``levels`` levels, the return allowed
@@ -656,34 +715,13 @@ class CfgProgram:
             cands = np.unique(np.concatenate(cand_parts)) if len(cand_parts) > 1 else cand_parts[0]
             # a candidate some stack top already allows needs no check
             cands = cands[bitmask_has_many(words, trie.first_token[cands]) == 0]
-            strings = trie.strings
-            step = self.pda.step
             self.candidates_checked += int(cands.size)
-            ok: list[int] = []
-            # candidates in string order (the trie's strings are sorted): each one resumes
-            # from the state after the prefix it shares with the previous one
-            prev = b""
-            path = [state]  # path[i]: the state after prev[:i] (alive)
-            for idx in cands.tolist():
-                data = strings[idx]
-                k = 0
-                limit = min(len(data), len(path) - 1)
-                while k < limit and data[k] == prev[k]:
-                    k += 1
-                del path[k + 1 :]
-                st = path[k]
-                for b in data[k:]:
-                    st = step(st, b)
-                    if st.is_dead:
-                        if st.error:
-                            self._limit_errors[state] = st.error
-                        break
-                    path.append(st)
-                else:
-                    ok.append(idx)
-                prev = data
-            if ok:
-                bitmask_set_many(words, trie.unique_token_ids(np.asarray(ok, dtype=np.int64)))
+            verify = _verify_by_levels if cands.size >= _LEVEL_VERIFY_MIN else _verify_in_order
+            ok, err = verify(self.pda.step, state, trie, cands)
+            if err is not None:
+                self._limit_errors[state] = err
+            if ok.size:
+                bitmask_set_many(words, trie.unique_token_ids(ok))
         if state.accepting:
             words |= self._stop_words
         words.setflags(write=False)
@@ -701,6 +739,16 @@ _COUNTED_WINDOWS: LruCache[tuple[bytes, int, int], np.ndarray | None] = LruCache
     6,
     max_weight=_SHARED_BYTES,
     weight=lambda t: (0 if t is None else t.nbytes) + CACHE_ENTRY_BYTES,
+)
+#: Windows of counted rules whose iterations overlap, determinized (see
+#: :meth:`_CountedClassifier._subset_window`): by (item signature, need, levels), the
+#: augmented table and the row of each entry (``level * item states + state``); None past the
+#: subset cap.
+_SubsetWindow = tuple[np.ndarray, np.ndarray]
+_COUNTED_SUBSETS: LruCache[tuple[bytes, int, int], _SubsetWindow | None] = LruCache(
+    16,
+    max_weight=_SHARED_BYTES,
+    weight=lambda t: (0 if t is None else t[0].nbytes + t[1].nbytes) + CACHE_ENTRY_BYTES,
 )
 #: Classifications of counted stack tops, by (item signature, state, need, left).
 _COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], Classification] = LruCache(
@@ -721,6 +769,103 @@ _SHARED_WALK_STATES = 96
 _STABLE_ROUNDS = 96
 # ... and those with fewer live first bytes than this (their walks are sparse and cheap)
 _SHARED_WALK_MIN_BYTES = 16
+
+
+#: candidate sets at least this large are verified level by level (:func:`_verify_by_levels`);
+#: smaller ones token by token (:func:`_verify_in_order`), which has no per-level numpy cost
+_LEVEL_VERIFY_MIN = 64
+
+
+def _verify_in_order(
+    step: Callable[[ParserState, int], ParserState],
+    state: ParserState,
+    trie: TokenTrie,
+    cands: np.ndarray,
+) -> tuple[np.ndarray, str | None]:
+    """The candidates (string indices) whose bytes the parser accepts from ``state``, and the
+    error of a parser limit some step hit (else None).
+
+    Candidates in string order (the trie's strings are sorted): each one resumes from the state
+    after the prefix it shares with the previous one.  O(bytes outside shared prefixes) steps.
+    """
+    strings = trie.strings
+    ok: list[int] = []
+    err: str | None = None
+    prev = b""
+    path = [state]  # path[i]: the state after prev[:i] (alive)
+    for idx in cands.tolist():
+        data = strings[idx]
+        k = 0
+        limit = min(len(data), len(path) - 1)
+        while k < limit and data[k] == prev[k]:
+            k += 1
+        del path[k + 1 :]
+        st = path[k]
+        for b in data[k:]:
+            st = step(st, b)
+            if st.is_dead:
+                if st.error:
+                    err = st.error
+                break
+            path.append(st)
+        else:
+            ok.append(idx)
+        prev = data
+    return np.asarray(ok, dtype=np.int64), err
+
+
+def _verify_by_levels(
+    step: Callable[[ParserState, int], ParserState],
+    state: ParserState,
+    trie: TokenTrie,
+    cands: np.ndarray,
+) -> tuple[np.ndarray, str | None]:
+    """:func:`_verify_in_order`'s answer, stepping the candidates one byte position at a time
+    together: at position ``k`` each distinct (parser state, byte) pair among the candidates
+    still alive is stepped once, and candidates share it whatever their prefixes.
+
+    Candidates that cross a counted rule's iterations (a word through ``[\\w-]{0,255}``)
+    reach the same parser state by different prefixes (the counts are all that differ), so
+    tens of thousands of them cost a few hundred steps, not one per trie node.  The steps
+    are those :func:`_verify_in_order` takes, each taken once.  Cost: one numpy pass over
+    the alive candidates per byte position plus one step per distinct pair; nothing kept.
+    """
+    strings = trie.strings
+    lengths = trie.lengths[cands].astype(np.int64)
+    starts = np.zeros(cands.size, dtype=np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    flat = np.frombuffer(b"".join([strings[i] for i in cands.tolist()]), dtype=np.uint8)
+    # per candidate: its state's number among this position's states (-1: rejected)
+    sid = np.zeros(cands.size, dtype=np.int64)
+    states: list[ParserState] = [state]
+    err: str | None = None
+    active = np.flatnonzero(lengths > 0)
+    k = 0
+    while active.size:
+        code = sid[active] * 256 + flat[starts[active] + k]
+        seen = np.zeros(len(states) * 256, dtype=bool)
+        seen[code] = True
+        pairs = np.flatnonzero(seen)
+        nxt = np.full(seen.size, -1, dtype=np.int64)
+        following: list[ParserState] = []
+        ids: dict[ParserState, int] = {}
+        for c in pairs.tolist():
+            st = step(states[c >> 8], c & 255)
+            if st.is_dead:
+                if st.error:
+                    err = st.error
+                continue
+            i = ids.get(st)
+            if i is None:
+                i = ids[st] = len(following)
+                following.append(st)
+            nxt[c] = i
+        got = nxt[code]
+        sid[active] = got
+        states = following
+        k += 1
+        active = active[(got >= 0) & (lengths[active] > k)]
+    return cands[sid >= 0], err
 
 
 def _result(state: ParserState) -> ParserState | LimitStop | None:
