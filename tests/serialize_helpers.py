@@ -9,8 +9,9 @@
 * :func:`random_walks` / :func:`replay_masks` - seeded walks over allowed tokens, and the masks
   met along them.
 * :func:`assert_same_data` - compares two object graphs attribute by attribute (every
-  attribute of every object reachable from a compiled grammar, parser states by content), so
-  a field that a round trip does not carry fails a test.
+  attribute of every object reachable from a compiled grammar, parser states by content, a
+  loaded grammar's lazy sections once loaded), so a field that a round trip does not carry
+  fails a test.
 * :func:`run_in_new_process` - runs Python code in a fresh interpreter with ``src`` and
   ``tests`` importable.
 """
@@ -178,8 +179,11 @@ def _canon(v: Any) -> Any:
 
 
 def assert_same_data(a: Any, b: Any, vocab: Vocabulary, path: str = "grammar") -> None:
-    """``b`` (a loaded copy) holds the same data as ``a``, attribute by attribute."""
+    """``b`` (a loaded copy) holds the same data as ``a``, attribute by attribute.  A loaded
+    grammar's lazy sections are loaded first (compared once materialised)."""
     seen: set[tuple[int, int]] = set()
+    if isinstance(b, CompiledGrammar):
+        b.load_sections()
 
     def same(a: Any, b: Any, path: str) -> None:
         assert type(a) is type(b), f"{path}: {type(a).__name__} != {type(b).__name__}"

@@ -5,7 +5,9 @@ grammars shared by processes.
   bit-identical masks; ``save`` rewrites it warm;
 * the key: another vocabulary, other options or other limits are other files; a file of
   another code layout is never read;
-* a corrupt or truncated file is a miss and is replaced by a good one;
+* a corrupt or truncated file is a miss and is replaced by a good one; a corrupt lazy
+  section (checked on first use) raises SerializationError there and removes the file, so
+  the next load misses and rewrites it;
 * concurrent writers (several processes compiling the same and different constraints into
   one directory at once) leave only whole, loadable files and no temporary files;
 * the directory stays within ``CacheLimits.disk_cache_bytes`` (oldest first);
@@ -25,6 +27,7 @@ import pytest
 
 from formcast import CacheLimits, CompiledGrammar, GrammarCompiler, JsonSchemaOptions, Vocabulary
 from formcast.cache import DiskCache
+from formcast.errors import SerializationError
 from formcast.index import compiled as compiled_module
 from serialize_helpers import (
     REPO,
@@ -117,7 +120,7 @@ def test_a_corrupt_file_is_a_miss_and_is_replaced(
     good = path.read_bytes()
     bad = {
         "truncate": good[: len(good) // 3],
-        "flip": good[:-5] + bytes([good[-5] ^ 1]) + good[-4:],
+        "flip": good[:100] + bytes([good[100] ^ 1]) + good[101:],  # in the metadata
         "empty": b"",
         "garbage": os.urandom(len(good)),
     }[damage]
@@ -129,6 +132,25 @@ def test_a_corrupt_file_is_a_miss_and_is_replaced(
     walks = random_walks(grammar, walks=2, steps=8)
     assert np.array_equal(replay_masks(fresh, walks), replay_masks(grammar, walks))
     assert CompiledGrammar.deserialize(path.read_bytes(), vocab).kind == "lark"  # replaced
+
+
+def test_a_corrupt_lazy_section_removes_the_file(vocab: Vocabulary, tmp_path: Path) -> None:
+    grammar = compile_named(GrammarCompiler(vocab, cache_dir=tmp_path), "json_schema")
+    (path,) = files(tmp_path)
+    good = path.read_bytes()
+    path.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))  # the last section's last array
+    reader = GrammarCompiler(vocab, cache_dir=tmp_path)
+    loaded = compile_named(reader, "json_schema")
+    assert reader.disk_hits == 1  # the header, metadata and main region are whole
+    with pytest.raises(SerializationError, match="checksum of section"):
+        loaded.load_sections()
+    assert not files(tmp_path)  # removed: the next load is a miss and rewrites it
+    again = GrammarCompiler(vocab, cache_dir=tmp_path)
+    fresh = compile_named(again, "json_schema")
+    assert (again.disk_hits, again.disk_writes) == (0, 1)
+    walks = random_walks(grammar, walks=2, steps=8)
+    assert np.array_equal(replay_masks(fresh, walks), replay_masks(grammar, walks))
+    CompiledGrammar.deserialize(path.read_bytes(), vocab).load_sections()
 
 
 def test_the_directory_stays_within_its_byte_bound(vocab: Vocabulary, tmp_path: Path) -> None:

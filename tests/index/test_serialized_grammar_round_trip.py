@@ -11,6 +11,8 @@ written — every attribute, caches included — and gives bit-identical masks i
   object under it), so a field added later that the format does not carry fails here.
 * serializing twice gives the same bytes' worth of data (a loaded grammar re-serializes to a
   grammar with the same data).
+* lazy sections (the lexer and the position classifier): not loaded by cached masks, the
+  cache accounting the same before and after they load, compared once loaded.
 """
 
 from __future__ import annotations
@@ -86,6 +88,31 @@ def test_every_attribute_survives_a_round_trip(vocab, name: str) -> None:  # typ
     assert_same_data(grammar, loaded, vocab)
     # and once more: what was loaded writes the same data again
     assert_same_data(grammar, CompiledGrammar.deserialize(loaded.serialize(), vocab), vocab)
+
+
+@pytest.mark.parametrize("name", ["json_schema", "gbnf", "regex_counted"])
+def test_lazy_sections_load_on_first_use(vocab, name: str) -> None:  # type: ignore[no-untyped-def]
+    """The lexer and the position classifier are loaded on first use: a cached mask needs
+    neither; the cache accounting answers the same before and after they load; a loaded
+    grammar re-serialized before they load writes the same data."""
+    grammar = compile_named(GrammarCompiler(vocab), name)
+    walks = random_walks(grammar, walks=2, steps=10, seed=5)
+    data = grammar.serialize()
+    loaded = CompiledGrammar.deserialize(data, vocab)
+    lazy = {k for k, v in vars(loaded.program).items() if type(v).__name__ == "_LazyAttr"}
+    assert lazy == {"lexer", "_positions"}
+    computed = loaded.cache_info()["mask_computations"]
+    assert np.array_equal(replay_masks(loaded, walks), replay_masks(grammar, walks))
+    info, nbytes = loaded.cache_info(), loaded.nbytes()
+    assert info["mask_computations"] == computed
+    assert {k for k, v in vars(loaded.program).items() if type(v).__name__ == "_LazyAttr"} == lazy
+    again = CompiledGrammar.deserialize(loaded.serialize(), vocab)  # sections loaded to write
+    loaded.load_sections()
+    assert not [v for v in vars(loaded.program).values() if type(v).__name__ == "_LazyAttr"]
+    assert loaded.cache_info() == info
+    assert loaded.nbytes() == nbytes
+    assert_same_data(grammar, loaded, vocab)
+    assert_same_data(grammar, again, vocab)
 
 
 def test_a_loaded_grammar_keeps_working_past_its_caches(vocab) -> None:  # type: ignore[no-untyped-def]

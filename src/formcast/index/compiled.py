@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
 from ..errors import SerializationError
 from ..ir.marks import UniqueItemsMark
 from ..vocab.vocabulary import Vocabulary
 from .program import GrammarProgram
-from .serialize import dump_grammar, layout_digest, load_grammar
+from .serialize import dump_grammar, layout_digest, load_grammar, materialize
 
 __all__ = ["CompiledGrammar", "grammar_key", "serialization_layout"]
 
@@ -114,19 +115,26 @@ class CompiledGrammar:
 
     @classmethod
     def deserialize(
-        cls, data: bytes | bytearray | memoryview, vocab: Vocabulary
+        cls,
+        data: bytes | bytearray | memoryview,
+        vocab: Vocabulary,
+        *,
+        on_corrupt: Callable[[SerializationError], None] | None = None,
     ) -> CompiledGrammar:
         """Load a grammar written by :meth:`serialize`, for ``vocab``.
 
         Loading executes no code from ``data`` (see the threat model in
         :mod:`formcast.index.serialize`): only allow-listed plain-data classes are created.
-        Masks are bit-identical to those of the grammar that was written.
+        Masks are bit-identical to those of the grammar that was written.  The tables that
+        only a state missing from the file needs (the call-expanded lexer, the position
+        classifier) are checked and decoded on their first use (:meth:`load_sections` does
+        it now); a corrupt one raises SerializationError there, after ``on_corrupt(error)``.
 
         Raises:
             SerializationError: another format version or formcast code layout, another
                 vocabulary (its fingerprint differs), truncated or corrupt data.
         """
-        values, program = load_grammar(data, vocab, serialization_layout())
+        values, program = load_grammar(data, vocab, serialization_layout(), on_corrupt=on_corrupt)
         obj = cls.__new__(cls)
         for f in fields(cls):
             if f.name in _BOUND:
@@ -140,6 +148,11 @@ class CompiledGrammar:
         object.__setattr__(obj, "vocab", vocab)
         object.__setattr__(obj, "program", program)
         return obj
+
+    def load_sections(self) -> None:
+        """Check and decode now what :meth:`deserialize` left for first use (a no-op for a
+        grammar compiled in this process).  Raises SerializationError when it is corrupt."""
+        materialize(self.program)
 
 
 #: fields bound at load time rather than written: the vocabulary (given to ``deserialize``)

@@ -283,7 +283,11 @@ class GrammarCompiler:
         if data is None:
             return None
         try:
-            compiled = CompiledGrammar.deserialize(data, self.vocab)
+            # a section found corrupt on first use removes the file too (the next load misses)
+            disk = self._disk
+            compiled = CompiledGrammar.deserialize(
+                data, self.vocab, on_corrupt=lambda _: disk.discard(disk_key)
+            )
         except SerializationError:  # corrupt, truncated or stale: a miss, replaced below
             self._disk.discard(disk_key)
             return None

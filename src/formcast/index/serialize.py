@@ -9,14 +9,27 @@ by one process loads warm in another.
 Format (little-endian)::
 
     header  8s magic b"FCGRAMMR" | u32 format version | u32 flags (0) | u64 meta length
-            | u64 blob length | u32 CRC-32 of meta + blob | u32 reserved (0)
+            | u64 blob length | u64 main region length | u32 CRC-32 of meta + main region
+            | u32 reserved (0)
     meta    UTF-8 JSON: the vocabulary fingerprint, the code layout digest, the grammar's
             fields and program as a tagged tree (``["t", ...]`` a tuple, ``["a", i]`` array i,
-            ``["o", "ByteDFA", n, {attr: value}]`` an object of an allow-listed class...),
-            the parser frames as a flat table, and the array directory
-    blob    every numpy array's bytes, each at a 64-byte aligned offset (arrays are views
-            into one private copy of the blob; large boolean arrays are stored as bits and
-            large tables of small non-negative ints as uint16, restored on load)
+            ``["o", "ByteDFA", n, {attr: value}]`` an object of an allow-listed class,
+            ``["z", s, attr]`` an attribute written in lazy section s...), the parser frames
+            as a flat table, the array directory and the lazy sections (their extent in the
+            blob, CRC-32, tree, and the figures their cache accounting answers unloaded)
+    blob    every numpy array's bytes, each at a 64-byte aligned offset in its region: the
+            main region (checked at load), then one region per lazy section (checked when
+            the section is first used).  Arrays are read-only views into the data (copies
+            where writable); large boolean arrays are stored as bits, large tables of small
+            non-negative ints as uint8 / uint16, and a section's 2-D tables as their
+            distinct columns and a column map, restored on load.
+
+Lazy sections (:data:`_LAZY_ATTRS`): the call-expanded lexer and the position classifier of a
+:class:`CfgProgram` are needed only by the first mask of a state the file does not carry.  On
+load they are :class:`_LazyAttr` stand-ins: the first attribute access checks the section's
+CRC, decodes it, sets the real values on the program and forwards; a corrupt section raises
+SerializationError there (after the loader's ``on_corrupt``), before any of its data is used.
+:func:`materialize` loads them at once.
 
 Threat model: a cache directory is a trust boundary.  Loading never executes code from the
 data: there is no pickle; JSON is parsed by the standard library; objects are created only for
@@ -34,14 +47,17 @@ code (the fields of every allow-listed class, the formcast version); a file writ
 code, for another vocabulary, truncated or corrupt raises
 :class:`~formcast.errors.SerializationError` (the disk cache treats it as a miss).
 
-Lifetime: stateless functions.  Cost: O(size of the grammar and its caches) — one pass to
-encode, one JSON parse and one CRC pass to load (about 2 GB/s), plus re-interning the parser
-states the caches are keyed by.
+Lifetime: stateless functions (a loaded grammar keeps the file's bytes: its arrays are
+views into them).  Cost: O(size of the grammar and its caches) — one pass to encode, one JSON parse
+and one CRC pass over the main region to load, plus re-interning the parser states the caches
+are keyed by; a section costs its CRC and decoding on first use.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import copy
 import dataclasses
 import hashlib
 import json
@@ -80,13 +96,20 @@ from .cfg_program import (
 from .program import LimitStop, mask_weight
 from .regex_program import RegexProgram
 
-__all__ = ["FORMAT_VERSION", "PLAIN_CLASSES", "dump_grammar", "layout_digest", "load_grammar"]
+__all__ = [
+    "FORMAT_VERSION",
+    "PLAIN_CLASSES",
+    "dump_grammar",
+    "layout_digest",
+    "load_grammar",
+    "materialize",
+]
 
 #: Bumped whenever the encoding itself changes (the layout digest covers changes of classes).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 _MAGIC = b"FCGRAMMR"
-_HEAD = struct.Struct("<8sIIQQII")
+_HEAD = struct.Struct("<8sIIQQQII")
 _ALIGN = 64
 
 #: The classes whose instances are written attribute by attribute (``__dict__`` and
@@ -112,6 +135,13 @@ PLAIN_CLASSES: dict[str, type] = {
         _RuleClassifier,
     )
 }
+#: attributes written in a *lazy section* of their own (class name → attribute → the
+#: zero-argument methods whose answers are written with it, see :class:`_LazyAttr`): the
+#: call-expanded lexer and the position classifier are needed only by the first mask of a
+#: state the file does not carry, so a load checks and decodes them on first use
+_LAZY_ATTRS: dict[str, dict[str, tuple[str, ...]]] = {
+    "CfgProgram": {"lexer": (), "_positions": ("__len__", "cache_bytes", "table_bytes")},
+}
 #: named tuples, written as their fields
 _NAMED_TUPLES: dict[str, type] = {"Classification": Classification}
 #: the functions a serialized object may hold (cache weights)
@@ -126,6 +156,8 @@ _RLOCK = type(threading.RLock())
 _SCALARS = (int, str, bool, type(None))
 _DTYPE_OF: dict[str, np.dtype[Any]] = {}  # dtype strings already checked
 _U1, _U2 = np.dtype("u1"), np.dtype("<u2")
+_GOOD_NAMES: set[str] = set()  # attribute names already checked
+_PLAIN_DICT: dict[type, bool] = {}  # classes whose instances keep attributes in __dict__
 
 
 def _attr_names(cls: type) -> list[str]:
@@ -172,6 +204,49 @@ def _instance_attrs(obj: object) -> dict[str, Any]:
     return out
 
 
+def _tuple_depth(v: tuple[Any, ...]) -> tuple[int, bool] | None:
+    """``(d, True)`` when ``v`` is tuples nested ``d`` deep with scalars at depth ``d``
+    (``(d, False)``: only empty tuples below, which fit any depth from ``d``); None when
+    ``v`` mixes depths or holds anything else."""
+    fixed: int | None = None
+    flex = 0
+    for x in v:
+        if type(x) in _SCALARS:
+            d, exact = 0, True
+        elif type(x) is tuple:
+            r = _tuple_depth(x)
+            if r is None:
+                return None
+            d, exact = r
+        else:
+            return None
+        if exact:
+            if fixed is not None and fixed != d:
+                return None
+            fixed = d
+        else:
+            flex = max(flex, d)
+    if fixed is not None:
+        return None if flex > fixed else (fixed + 1, True)
+    return flex + 1, False
+
+
+def _tuple_lists(v: Any) -> Any:
+    return [_tuple_lists(x) for x in v] if type(v) is tuple else v
+
+
+def _lists_tuple(x: Any, depth: int) -> tuple[Any, ...]:
+    """The inverse of :func:`_tuple_lists` for ``depth`` levels (scalars at the last)."""
+    if type(x) is not list:
+        raise TypeError("nested tuples of a non-list")
+    if depth == 1:
+        if list in map(type, x):
+            raise TypeError("a list among the scalars of nested tuples")
+        return tuple(x)
+    d = depth - 1
+    return tuple([_lists_tuple(y, d) if y != [] else () for y in x])
+
+
 class _Encoder:
     """One serialization: the tagged tree, the arrays and the parser-frame table."""
 
@@ -184,6 +259,9 @@ class _Encoder:
         self.frame_ids: dict[int, int] = {}
         self.keep: list[object] = []  # keeps encoded objects alive: ids stay unique
         self.pdas = 0
+        # lazy sections: (attribute name -> value, path, facts per attribute), encoded last
+        self.sections: list[tuple[dict[str, Any], str, dict[str, tuple[str, ...]]]] = []
+        self.in_section = False
 
     def fail(self, path: str, what: str) -> SerializationError:
         return SerializationError(
@@ -206,6 +284,9 @@ class _Encoder:
                 return ["ts", *v]
             if all(type(x) is tuple and all(type(y) in _SCALARS for y in x) for x in v):
                 return ["tt", *(list(x) for x in v)]
+            nested = _tuple_depth(v)
+            if nested is not None and nested[0] <= 8:  # nested tuples (a grammar's call edges)
+                return ["tn", nested[0], _tuple_lists(v)]
             return ["t", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
         if t is list:
             return ["l", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
@@ -232,6 +313,8 @@ class _Encoder:
                 v.limit,
                 *([self.enc(k, f"{path}.key"), self.enc(x, f"{path}[{k!r}]")] for k, x in items),
             ]
+        if t is _LazyAttr:  # a loaded grammar's section never used since: its value
+            return self.enc(v._section.value(v._name), path)
         if t is _LOCK or t is _RLOCK:
             return ["lk", "r" if t is _RLOCK else ""]
         if t is Vocabulary:
@@ -258,10 +341,21 @@ class _Encoder:
             n = self.memo[id(v)] = len(self.memo)
             self.keep.append(v)
             omit: frozenset[str] = getattr(t, "_serialize_omit", frozenset())
-            attrs = {
-                k: None if k in omit else self.enc(x, f"{path}.{k}")
-                for k, x in _instance_attrs(v).items()
-            }
+            lazy = _LAZY_ATTRS.get(t.__name__, {})
+            attrs: dict[str, Any] = {}
+            deferred: dict[str, Any] = {}
+            for k, x in _instance_attrs(v).items():
+                if type(x) is _LazyAttr:  # loaded, never used since: its section's value
+                    x = x._section.value(x._name)
+                if k in omit:
+                    attrs[k] = None
+                elif k in lazy and x is not None and not self.in_section:
+                    deferred[k] = x  # written in a section of its own, after the main tree
+                    attrs[k] = ["z", len(self.sections), k]
+                else:
+                    attrs[k] = self.enc(x, f"{path}.{k}")
+            if deferred:
+                self.sections.append((deferred, path, lazy))
             return ["o", t.__name__, n, attrs]
         raise self.fail(path, f"{t.__module__}.{t.__qualname__}")
 
@@ -335,17 +429,76 @@ def _shared_entries(program: Any, enc: _Encoder) -> list[Any]:
 _PACK_MIN = 4096
 
 
-def _pack(c: np.ndarray) -> tuple[np.ndarray, str]:
-    """``c`` as stored: large boolean arrays as bits (``"bits"``), large integer tables whose
-    values fit as ``uint16`` (``"u2"``: automaton tables, whose states number < 65,536);
-    else ``c`` itself (``""``).  Halves the bytes read and checksummed on load."""
+def _pack(c: np.ndarray, by_columns: bool) -> tuple[np.ndarray, str, int]:
+    """``(stored, packing, k)``: ``c`` as stored.  A large 2-D table of integers or booleans
+    with few distinct columns (an automaton's byte classes) as those ``k`` columns and the
+    column map (``"c"``; ``"c2"``: the columns as ``uint16``): ``uint8[cols]`` map, padding
+    to 8 bytes, ``[rows, k]`` columns; else large boolean arrays as bits (``"bits"``), large
+    tables of integers that fit as ``uint16`` (``"u2"``: automaton tables, whose states
+    number < 65,536; ``"u1"``: < 256); else ``c`` itself (``""``).  Shrinks what a load
+    reads and checks.  Columns only when ``by_columns`` (the lazy sections: expanding them,
+    5x the cost of widening, is paid when a section is first used, the smaller read at
+    every load)."""
     if c.size < _PACK_MIN:
-        return c, ""
+        return c, "", 0
+    small = c.dtype.kind in "iu" and int(c.min()) >= 0 and int(c.max()) < 65536
+    if (
+        by_columns
+        and c.ndim == 2
+        and c.shape[0]
+        and 64 <= c.shape[1] <= 256
+        and c.dtype.kind in "iub"
+    ):
+        found = _distinct_columns(c, c.shape[1] // 4)
+        if found is not None:
+            reps, inverse = found
+            wide = small and c.dtype.itemsize > 2
+            columns = np.ascontiguousarray(c[:, reps].astype("<u2") if wide else c[:, reps])
+            head = np.zeros(c.shape[1] + (-c.shape[1] % 8), dtype=np.uint8)
+            head[: c.shape[1]] = inverse
+            stored = np.concatenate([head, columns.reshape(-1).view(np.uint8)])
+            return stored, "c2" if wide else "c", len(reps)
     if c.dtype == np.bool_:
-        return np.packbits(c.reshape(-1)), "bits"
-    if c.dtype.kind in "iu" and c.dtype.itemsize > 2 and int(c.min()) >= 0 and int(c.max()) < 65536:
-        return c.astype("<u2"), "u2"
-    return c, ""
+        return np.packbits(c.reshape(-1)), "bits", 0
+    if small and c.dtype.itemsize > 1 and int(c.max()) < 256:
+        return c.astype(np.uint8), "u1", 0
+    if small and c.dtype.itemsize > 2:
+        return c.astype("<u2"), "u2", 0
+    return c, "", 0
+
+
+def _distinct_columns(c: np.ndarray, limit: int) -> tuple[list[int], np.ndarray] | None:
+    """``(reps, inverse)``: the first column of each distinct column of ``c`` in order, and
+    each column's index among them; None when there are more than ``limit`` distinct.
+    O(c.size) (one transposed copy, a dict of column bytes)."""
+    t = np.ascontiguousarray(c.T)
+    seen: dict[bytes, int] = {}
+    reps: list[int] = []
+    inverse = np.empty(c.shape[1], dtype=np.uint8)
+    for j in range(c.shape[1]):
+        i = seen.setdefault(t[j].tobytes(), len(seen))
+        if i == len(reps):
+            if i >= limit:
+                return None
+            reps.append(j)
+        inverse[j] = i
+    return reps, inverse
+
+
+def _facts(obj: Any, names: tuple[str, ...]) -> dict[str, int]:
+    """What ``obj`` *as loaded* (its ``_serialize_omit`` attributes None) answers to the
+    zero-argument methods ``names`` (``"__len__"``: ``len``): a lazy section answers them
+    without being loaded (the cache accounting of a loaded grammar).  Empty when ``obj``
+    cannot be probed (the section is then loaded by them)."""
+    if not names:
+        return {}
+    try:
+        probe = copy.copy(obj)
+        for k in getattr(type(obj), "_serialize_omit", ()):
+            object.__setattr__(probe, k, None)
+        return {n: int(len(probe) if n == "__len__" else getattr(probe, n)()) for n in names}
+    except Exception:  # an object that cannot be probed: no facts
+        return {}
 
 
 def dump_grammar(fields: dict[str, Any], program: Any, vocab: Vocabulary, layout: str) -> bytes:
@@ -361,42 +514,161 @@ def dump_grammar(fields: dict[str, Any], program: Any, vocab: Vocabulary, layout
         "program": enc.enc(program, "program"),
     }
     meta["counted"] = _shared_entries(program, enc)
+    # the lazy sections, after everything else: objects they share with the main tree are
+    # defined there, so a section refers to the main tree and never the other way round
+    bounds = [len(enc.arrays)]
+    trees: list[list[Any]] = []
+    enc.in_section = True
+    for deferred, path, lazy in enc.sections:
+        tree = {k: enc.enc(x, f"{path}.{k}") for k, x in deferred.items()}
+        trees.append([tree, {k: _facts(x, lazy[k]) for k, x in deferred.items()}])
+        bounds.append(len(enc.arrays))
     meta["frames"] = enc.frames
-    directory = []
-    offset = 0
+    directory: list[list[Any]] = []
     chunks: list[bytes | memoryview] = []
-    for a in enc.arrays:
-        c = np.ascontiguousarray(a)
+    starts: list[int] = []  # of the regions in the blob: main, then sections (contiguous)
+    offset = 0
+    for region in range(len(bounds)):
         pad = -offset % _ALIGN
-        if pad:
+        if pad:  # the previous region's padding: covered by its checksum
             chunks.append(b"\0" * pad)
             offset += pad
-        entry: list[Any] = [c.dtype.str, list(c.shape), offset, bool(a.flags.writeable)]
-        c, packing = _pack(c)
-        if packing:  # stored narrower: the loader restores ``entry[0]``
-            entry.append(packing)
-        directory.append(entry)
-        buf = c.reshape(-1).view(np.uint8).data if c.size else b""
-        chunks.append(buf)
-        offset += c.nbytes
+        starts.append(start := offset)
+        for a in enc.arrays[bounds[region - 1] if region else 0 : bounds[region]]:
+            c = np.ascontiguousarray(a)
+            pad = -(offset - start) % _ALIGN
+            if pad:
+                chunks.append(b"\0" * pad)
+                offset += pad
+            entry: list[Any] = [c.dtype.str, list(c.shape), offset - start, bool(a.flags.writeable)]
+            # stored narrower (the loader restores ``entry[0]``)
+            c, packing, k = _pack(c, region > 0)
+            entry += [packing, region, *([k] if k else [])]
+            directory.append(entry)
+            chunks.append(c.reshape(-1).view(np.uint8).data if c.size else b"")
+            offset += c.nbytes
+    regions = [(lo, hi - lo) for lo, hi in zip(starts, [*starts[1:], offset])]
     meta["arrays"] = directory
-    meta_bytes = json.dumps(meta, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     blob = b"".join(chunks)
-    crc = zlib.crc32(blob, zlib.crc32(meta_bytes))
-    head = _HEAD.pack(_MAGIC, FORMAT_VERSION, 0, len(meta_bytes), len(blob), crc, 0)
+    view = memoryview(blob)
+    meta["sections"] = [
+        [start, length, zlib.crc32(view[start : start + length]), *tree]
+        for (start, length), tree in zip(regions[1:], trees)
+    ]
+    meta_bytes = json.dumps(meta, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    main = regions[0][1]
+    crc = zlib.crc32(view[:main], zlib.crc32(meta_bytes))
+    head = _HEAD.pack(_MAGIC, FORMAT_VERSION, 0, len(meta_bytes), len(blob), main, crc, 0)
     return b"".join((head, meta_bytes, blob))
 
 
+class _Section:
+    """A lazy section of a loaded grammar: attributes of one object (``owner``) whose tree
+    and arrays are checked (CRC-32) and decoded on first use, then set on ``owner``."""
+
+    __slots__ = ("_dec", "_index", "_lock", "_on_corrupt", "_values", "owner")
+
+    def __init__(self, dec: _Decoder, index: int, owner: object) -> None:
+        self._dec: _Decoder | None = dec
+        self._index = index
+        self.owner = owner
+        self._lock = threading.Lock()
+        self._values: dict[str, Any] | None = None
+        self._on_corrupt = dec.on_corrupt
+
+    def value(self, name: str) -> Any:
+        values = self._values
+        if values is None:
+            with self._lock:
+                if self._values is None:
+                    self._values = self._load()
+                values = self._values
+        return values[name]
+
+    def _load(self) -> dict[str, Any]:
+        dec = self._dec
+        assert dec is not None
+        try:
+            with gc_paused(True):
+                values = dec.section(self._index)
+        except SerializationError as e:
+            if self._on_corrupt is not None:
+                with contextlib.suppress(Exception):
+                    self._on_corrupt(e)
+            raise
+        for k, v in values.items():
+            object.__setattr__(self.owner, k, v)
+        self._dec = None  # the file's data and the decoder's tables are no longer needed
+        return values
+
+
+class _LazyAttr:
+    """Stands for an attribute of a loaded grammar until its section is used: any attribute
+    access loads the section (checked, decoded, set on its owner in place of this) and
+    forwards; ``len``, ``cache_bytes()`` and ``table_bytes()`` (the cache accounting) are
+    answered from the facts written with it, without loading."""
+
+    __slots__ = ("_facts", "_name", "_section")
+
+    def __init__(self, section: _Section, name: str, facts: dict[str, int]) -> None:
+        self._section = section
+        self._name = name
+        self._facts = facts
+
+    def _value(self) -> Any:
+        return self._section.value(self._name)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(self._value(), attr)
+
+    def __len__(self) -> int:
+        known = self._facts.get("__len__")
+        return int(known) if known is not None else len(self._value())
+
+    def cache_bytes(self) -> int:
+        known = self._facts.get("cache_bytes")
+        return int(known) if known is not None else int(self._value().cache_bytes())
+
+    def table_bytes(self) -> int:
+        known = self._facts.get("table_bytes")
+        return int(known) if known is not None else int(self._value().table_bytes())
+
+    def __repr__(self) -> str:
+        return f"<{self._name} of a loaded grammar, not used yet>"
+
+
+def materialize(obj: object) -> None:
+    """Load now every lazy section of ``obj`` (a loaded program): checked and decoded, its
+    attributes set.  Raises SerializationError when a section is corrupt."""
+    for v in list(_instance_attrs(obj).values()):
+        if type(v) is _LazyAttr:
+            v._value()
+
+
 class _Decoder:
-    def __init__(self, meta: dict[str, Any], blob: memoryview, vocab: Vocabulary) -> None:
+    def __init__(
+        self,
+        meta: dict[str, Any],
+        main: memoryview,
+        data: bytes | bytearray | memoryview,
+        blob_start: int,
+        vocab: Vocabulary,
+        on_corrupt: Callable[[SerializationError], None] | None = None,
+    ) -> None:
         self.vocab = vocab
-        self.blob = blob
+        self.meta = meta
+        self.regions: dict[int, memoryview] = {0: main}  # the checked regions of the blob
+        self.data, self.blob_start = data, blob_start  # where the sections are read from
         self.directory = meta["arrays"]
         self.arrays: dict[int, np.ndarray] = {}
         self.memo: dict[int, Any] = {}
         self.frame_table = meta["frames"]
         self.frames: list[Frame] = []
         self.pda: PushdownAutomaton | None = None
+        self.sections: dict[int, _Section] = {}
+        self.on_corrupt = on_corrupt
 
     def bad(self, what: str) -> SerializationError:
         return SerializationError(f"corrupt compiled grammar: {what}", reason="corrupt")
@@ -409,6 +681,8 @@ class _Decoder:
         tag = v[0]
         # the most frequent tags first (a load decodes thousands of nodes)
         if tag == "ts":
+            if len(v) == 1:
+                return ()
             if list in map(type, v):
                 raise self.bad("a list inside a flat tuple")
             return tuple(v[1:])
@@ -423,6 +697,10 @@ class _Decoder:
             if v[1] not in self.memo:
                 raise self.bad(f"reference to object {v[1]} before it is defined")
             return self.memo[v[1]]
+        if tag == "tn":
+            if len(v) != 3 or type(v[1]) is not int or not 1 <= v[1] <= 8:
+                raise self.bad("nested tuples")
+            return _lists_tuple(v[2], v[1])
         if tag == "tt":
             out = tuple([tuple(x) for x in v[1:]])
             for x in v[1:]:
@@ -486,47 +764,157 @@ class _Decoder:
             raise self.bad(f"class {name!r} is not allow-listed")
         # a mypyc-compiled class (formcast._native) refuses object.__new__; its own __new__
         # only allocates (no __init__ runs), as object.__new__ does for the others
+        plain = _PLAIN_DICT.get(cls)
+        if plain is None:  # instances keep every attribute in their __dict__ (no slots)?
+            plain = _PLAIN_DICT[cls] = "__mypyc_attrs__" not in cls.__dict__ and not any(
+                "__slots__" in k.__dict__ for k in cls.__mro__[:-1]
+            )
         native = "__mypyc_attrs__" in cls.__dict__
         obj: Any = cast(Any, cls).__new__(cls) if native else object.__new__(cls)
         self.memo[n] = obj
+        if type(attrs) is not dict:
+            raise self.bad(f"attributes of a {name}")
+        values: dict[str, Any] = {}
         for k, x in attrs.items():
-            if not (type(k) is str and k.isidentifier()) or k.startswith("__"):
-                raise self.bad(f"attribute name {k!r}")
-            object.__setattr__(obj, k, self.dec(x))
+            if k not in _GOOD_NAMES:
+                if not (type(k) is str and k.isidentifier()) or k.startswith("__"):
+                    raise self.bad(f"attribute name {k!r}")
+                _GOOD_NAMES.add(k)
+            if type(x) is list and x and x[0] == "z":
+                values[k] = self.lazy(obj, k, x)
+            else:
+                values[k] = self.dec(x)
+            if not plain:
+                object.__setattr__(obj, k, values[k])
+        if plain:
+            obj.__dict__.update(values)
         return obj
+
+    def lazy(self, owner: object, name: str, v: list[Any]) -> _LazyAttr:
+        """The stand-in of attribute ``name`` of ``owner``, written in section ``v[1]``."""
+        sections = self.meta.get("sections")
+        if (
+            len(v) != 3
+            or type(v[1]) is not int
+            or type(sections) is not list
+            or not 0 <= v[1] < len(sections)
+            or v[2] != name
+            or name not in _LAZY_ATTRS.get(type(owner).__name__, {})
+        ):
+            raise self.bad(f"lazy attribute {name!r}")
+        entry = sections[v[1]]
+        if type(entry) is not list or len(entry) != 5 or type(entry[3]) is not dict:
+            raise self.bad(f"section {v[1]}")
+        if name not in entry[3]:
+            raise self.bad(f"section {v[1]} has no attribute {name!r}")
+        section = self.sections.get(v[1])
+        if section is None:
+            section = self.sections[v[1]] = _Section(self, v[1], owner)
+        elif section.owner is not owner:
+            raise self.bad(f"section {v[1]} of two objects")
+        facts = entry[4].get(name) if type(entry[4]) is dict else None
+        if type(facts) is not dict or not all(type(x) is int for x in facts.values()):
+            raise self.bad(f"section {v[1]}'s facts")
+        return _LazyAttr(section, name, facts)
+
+    def section(self, index: int) -> dict[str, Any]:
+        """Check (CRC-32) and decode section ``index``: its attributes by name."""
+        start, length, crc, tree, _ = self.meta["sections"][index]
+        try:
+            if not all(type(x) is int for x in (start, length, crc)) or start < 0 or length < 0:
+                raise self.bad(f"section {index}'s extent")
+            lo = self.blob_start + start
+            if lo + length > len(self.data):
+                raise self.bad(f"section {index} lies outside the data")
+            region = memoryview(self.data)[lo : lo + length]
+            if zlib.crc32(region) != crc:
+                raise SerializationError(
+                    f"corrupt compiled grammar: the checksum of section {index} does not "
+                    "match (a damaged file): recompile it",
+                    reason="corrupt",
+                )
+            self.regions[index + 1] = region
+            return {k: self.dec(x) for k, x in tree.items()}
+        except SerializationError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
+            raise SerializationError(
+                f"corrupt compiled grammar: {type(e).__name__}: {e}", reason="corrupt"
+            ) from None
 
     def array(self, i: int) -> np.ndarray:
         hit = self.arrays.get(i)
         if hit is not None:
             return hit
         entry = self.directory[i]
+        if type(entry) is not list or not 4 <= len(entry) <= 7:
+            raise self.bad(f"array entry {i}")
         dtype_str, shape, offset, writeable = entry[:4]
+        packing = entry[4] if len(entry) > 4 else ""
+        blob = self.regions.get(entry[5] if len(entry) > 5 else 0)
+        if blob is None:  # a section's array reached from elsewhere, or no such section
+            raise self.bad(f"array {i} lies outside the checked data")
         dt = _DTYPE_OF.get(dtype_str)
         if dt is None:
             dt = np.dtype(dtype_str)
             if dt.char not in _DTYPES or dt.hasobject:
                 raise self.bad(f"array dtype {dtype_str!r}")
             _DTYPE_OF[dtype_str] = dt
-        if not all(type(s) is int and s >= 0 for s in shape):
+        if type(shape) is not list or not all(type(s) is int and s >= 0 for s in shape):
             raise self.bad(f"array shape {shape!r}")
         count = math.prod(shape)
-        packing = entry[4] if len(entry) > 4 else ""
-        stored, n = {"": (dt, count), "u2": (_U2, count), "bits": (_U1, (count + 7) // 8)}.get(
-            packing, (None, 0)
-        )
-        if stored is None:
-            raise self.bad(f"array packing {packing!r}")
-        if offset < 0 or offset + n * stored.itemsize > len(self.blob):
-            raise self.bad(f"array {i} lies outside the data")
-        raw = np.frombuffer(self.blob, dtype=stored, count=n, offset=offset)
-        if packing == "u2":
-            raw = raw.astype(dt)
+        if packing == "":
+            stored, n = dt, count
+        elif packing == "u2":
+            stored, n = _U2, count
+        elif packing == "u1":
+            if dt.kind not in "iu":
+                raise self.bad("an integer array packed as bytes of another dtype")
+            stored, n = _U1, count
         elif packing == "bits":
             if dt != np.bool_:
                 raise self.bad("bit-packed array of a non-boolean dtype")
+            stored, n = _U1, (count + 7) // 8
+        elif packing == "c" or packing == "c2":
+            return self.columns(i, entry, dt, shape, offset, blob)
+        else:
+            raise self.bad(f"array packing {packing!r}")
+        if type(offset) is not int or offset < 0 or offset + n * stored.itemsize > len(blob):
+            raise self.bad(f"array {i} lies outside the data")
+        # a read-only view into the (immutable) data, copied when it is to be writable
+        raw = np.frombuffer(blob, dtype=stored, count=n, offset=offset)
+        if packing == "u2" or packing == "u1":
+            raw = raw.astype(dt)
+        elif packing == "bits":
             raw = np.unpackbits(raw, count=count).view(np.bool_)
+        elif writeable:
+            raw = raw.copy()
         a = raw.reshape(shape)
         if not writeable:
+            a.setflags(write=False)
+        self.arrays[i] = a
+        return a
+
+    def columns(
+        self, i: int, entry: list[Any], dt: np.dtype[Any], shape: list[int], offset: Any, blob: Any
+    ) -> np.ndarray:
+        """Array ``i`` stored as its distinct columns and the column map (see :func:`_pack`)."""
+        k = entry[6] if len(entry) > 6 else None
+        if len(shape) != 2 or type(k) is not int or not 1 <= k <= 256 or dt.kind not in "iub":
+            raise self.bad(f"array {i}'s columns")
+        rows, cols = shape
+        inner = _U2 if entry[4] == "c2" else dt
+        head = cols + (-cols % 8)
+        if type(offset) is not int or offset < 0:
+            raise self.bad(f"array {i} lies outside the data")
+        if offset + head + rows * k * inner.itemsize > len(blob):
+            raise self.bad(f"array {i} lies outside the data")
+        inverse = np.frombuffer(blob, dtype=_U1, count=cols, offset=offset)
+        columns = np.frombuffer(blob, dtype=inner, count=rows * k, offset=offset + head)
+        if cols and int(inverse.max()) >= k:
+            raise self.bad(f"array {i}'s column map")
+        a = np.ascontiguousarray(columns.reshape(rows, k).astype(dt, copy=False)[:, inverse])
+        if not entry[3]:
             a.setflags(write=False)
         self.arrays[i] = a
         return a
@@ -567,15 +955,15 @@ class _Decoder:
         return pda.state_of(frames, bool(accepting))
 
 
-def read_header(data: bytes | bytearray | memoryview) -> tuple[int, int, int, int]:
-    """``(format version, meta length, blob length, crc)``; SerializationError when ``data``
-    is not a compiled grammar or is truncated."""
+def read_header(data: bytes | bytearray | memoryview) -> tuple[int, int, int, int, int]:
+    """``(format version, meta length, blob length, main region length, crc)``;
+    SerializationError when ``data`` is not a compiled grammar or is truncated."""
     if len(data) < _HEAD.size:
         raise SerializationError(
             f"truncated compiled grammar: {len(data)} bytes, the header alone is {_HEAD.size}",
             reason="truncated",
         )
-    magic, version, _flags, meta_len, blob_len, crc, _ = _HEAD.unpack_from(data, 0)
+    magic, version, _flags, meta_len, blob_len, main_len, crc, _ = _HEAD.unpack_from(data, 0)
     if magic != _MAGIC:
         raise SerializationError(
             "not a serialized formcast compiled grammar (bad magic bytes)", reason="corrupt"
@@ -592,13 +980,26 @@ def read_header(data: bytes | bytearray | memoryview) -> tuple[int, int, int, in
             f"{_HEAD.size + meta_len + blob_len}",
             reason="truncated",
         )
-    return version, meta_len, blob_len, crc
+    if main_len > blob_len:
+        raise SerializationError(
+            "corrupt compiled grammar: the main region exceeds the data", reason="corrupt"
+        )
+    return version, meta_len, blob_len, main_len, crc
 
 
 def load_grammar(
-    data: bytes | bytearray | memoryview, vocab: Vocabulary, layout: str
+    data: bytes | bytearray | memoryview,
+    vocab: Vocabulary,
+    layout: str,
+    *,
+    on_corrupt: Callable[[SerializationError], None] | None = None,
 ) -> tuple[dict[str, Any], Any]:
     """``(fields, program)`` of a serialized grammar, bound to ``vocab``.
+
+    The header, the metadata and the main region (every array but those of the lazy
+    sections) are checked here; a lazy section (:data:`_LAZY_ATTRS`) is checked and decoded
+    on its first use, and raises SerializationError there when it is corrupt, after calling
+    ``on_corrupt(error)`` (the disk cache drops the file).
 
     Raises:
         SerializationError: another format version or code layout (``reason`` ``"version"``
@@ -610,12 +1011,12 @@ def load_grammar(
             f"{type(vocab).__name__}",
             reason="vocabulary",
         )
-    _, meta_len, _, crc = read_header(data)
+    _, meta_len, _, main_len, crc = read_header(data)
     view = memoryview(data)
-    meta_bytes = view[_HEAD.size : _HEAD.size + meta_len]
-    # the arrays are views into one private, writable copy (writable arrays stay writable)
-    blob = memoryview(bytearray(view[_HEAD.size + meta_len :]))
-    if zlib.crc32(blob, zlib.crc32(meta_bytes)) != crc:
+    blob_start = _HEAD.size + meta_len
+    meta_bytes = view[_HEAD.size : blob_start]
+    main = view[blob_start : blob_start + main_len]
+    if zlib.crc32(main, zlib.crc32(meta_bytes)) != crc:
         raise SerializationError(
             "corrupt compiled grammar: the checksum does not match (a damaged file): recompile it",
             reason="corrupt",
@@ -640,7 +1041,12 @@ def load_grammar(
             "compiled for, or recompile it",
             reason="vocabulary",
         )
-    dec = _Decoder(meta, blob, vocab)
+    # the arrays are read from ``data`` (read-only views; copies where writable or widened),
+    # the sections when first used: a private copy of it unless it is immutable
+    source = data if type(data) is bytes else bytes(view[blob_start:])
+    offset = blob_start if source is data else 0
+    main = memoryview(source)[offset : offset + main_len]
+    dec = _Decoder(meta, main, source, offset, vocab, on_corrupt)
     with gc_paused(True):  # a load makes thousands of objects: no collector passes meanwhile
         return _decode_all(dec, meta)
 
