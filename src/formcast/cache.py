@@ -188,12 +188,19 @@ class DiskCache:
         """The bytes stored under ``key``, or None (missing or unreadable)."""
         path = self.path(key)
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            fd = os.open(path, _READ_FLAGS)
         except OSError:
             self.misses += 1
             return None
-        _touch(path)  # refresh its age (best effort: read-only directories)
+        try:
+            data = _read_all(fd)
+            # refresh its age (best effort: read-only directories), on the open file
+            _touch(fd if os.utime in os.supports_fd else path)
+        except OSError:
+            self.misses += 1
+            return None
+        finally:
+            os.close(fd)
         self.hits += 1
         return data
 
@@ -271,7 +278,19 @@ class DiskCache:
         return removed
 
 
-def _touch(path: str) -> None:
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def _read_all(fd: int) -> bytes:
+    """The whole of file ``fd``: one read of its size (no copy), then reads to the end."""
+    first = os.read(fd, os.fstat(fd).st_size + 1)
+    chunks = [first]
+    while chunks[-1]:
+        chunks.append(os.read(fd, 1 << 20))
+    return first if len(chunks) == 2 else b"".join(chunks)
+
+
+def _touch(path: str | int) -> None:
     """Set ``path``'s times to now, in nanoseconds (the file system's own clock is often
     coarser than the gap between two writes: the eviction order needs the exact order)."""
     now = time.time_ns()

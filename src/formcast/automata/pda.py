@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from collections.abc import Callable
 
 import numpy as np
 
@@ -102,6 +103,23 @@ class ParserState:
         return f"ParserState(#{self.uid}, tops={tops}, accepting={self.accepting}{extra})"
 
 
+class _PerRule(dict[int, list[bool]]):
+    """``rule -> list``, each list made by ``make(rule)`` on its first lookup (a plain dict
+    lookup after that).  Two threads may both make a missing entry: equal lists, either kept."""
+
+    __slots__ = ("_make", "_rules")
+
+    def __init__(self, make: Callable[[int], list[bool]], rules: int) -> None:
+        super().__init__()
+        self._make, self._rules = make, rules
+
+    def __missing__(self, rule: int) -> list[bool]:
+        if type(rule) is not int or not 0 <= rule < self._rules:
+            raise IndexError(f"rule {rule!r} out of range")
+        v = self[rule] = self._make(rule)
+        return v
+
+
 class PushdownAutomaton:
     """Runs a :class:`GrammarAutomaton` byte by byte (see the module docstring)."""
 
@@ -111,24 +129,56 @@ class PushdownAutomaton:
         limits: ParserLimits | None = None,
         *,
         far_count: int | None = None,
+        initial_closure: bool = True,
     ) -> None:
         """``far_count``: frames with a counter above it (and the frames above those) are
         *far*: request-specific, interned weakly, never memoized (see the module docstring).
-        ``CfgProgram`` passes its count cap (the longest token + 1).  None: none are far."""
+        ``CfgProgram`` passes its count cap (the longest token + 1).  None: none are far.
+        ``initial_closure=False``: :attr:`initial` is computed on first use, or set by the
+        caller (a grammar loaded from disk sets the state it wrote)."""
         self.auto = auto
         self.limits = limits or ParserLimits()
         self.far_count = far_count
         self._uids = itertools.count()
         self._tables = [d.table for d in auto.dfas]
-        self._accepting = [d.accepting.tolist() for d in auto.dfas]
-        self._has_bytes = [(d.table != DEAD).any(axis=1).tolist() for d in auto.dfas]
-        self._tail = [t.tolist() for t in auto.tail]
+        n = len(self._tables)
+        # per-rule Python lists (fast in the closure loop), each made on the rule's first use:
+        # a grammar loaded from disk with its masks cached only ever closes over a few rules
+        self._accepting: _PerRule = _PerRule(self._accepting_of, n)
+        self._has_bytes: _PerRule = _PerRule(self._has_bytes_of, n)
+        self._tail: _PerRule = _PerRule(self._tail_of, n)
         self._starts = [d.start for d in auto.dfas]
         self._counts = [auto.count_of(r) for r in range(len(auto.dfas))]
         self.has_counts = any(c is not None for c in self._counts)
         self._lock = threading.RLock()
+        self._initial_state: ParserState | None = None
         self._reset_caches()
-        self.initial = self._initial()
+        if initial_closure:
+            self._initial_state = self._initial()
+
+    @property
+    def initial(self) -> ParserState:
+        """The state before any input (interned; computed on first use if not yet known)."""
+        s = self._initial_state
+        if s is None:
+            with self._lock:
+                s = self._initial_state
+                if s is None:
+                    s = self._initial_state = self._initial()
+        return s
+
+    @initial.setter
+    def initial(self, state: ParserState) -> None:
+        self._initial_state = state
+
+    def _accepting_of(self, rule: int) -> list[bool]:
+        return self.auto.dfas[rule].accepting.tolist()  # type: ignore[no-any-return]
+
+    def _has_bytes_of(self, rule: int) -> list[bool]:
+        return (self._tables[rule] != DEAD).any(axis=1).tolist()  # type: ignore[no-any-return]
+
+    def _tail_of(self, rule: int) -> list[bool]:
+        return self.auto.tail[rule].tolist()  # type: ignore[no-any-return]
 
     def _reset_caches(self) -> None:
         # keyed by the parent's id: the frame references its parent, so the id stays unique
@@ -179,10 +229,9 @@ class PushdownAutomaton:
         if self.far_count is not None:
             self._compact_far()
         if self.cache_entries() > self.limits.max_cache_entries:
-            initial = getattr(self, "initial", None)
+            known = self._initial_state is not None
             self._reset_caches()
-            if initial is not None:
-                self.initial = self._initial()
+            self._initial_state = self._initial() if known else None
 
     # -- interning ------------------------------------------------------------------------------
     def frame(

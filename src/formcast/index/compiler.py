@@ -104,6 +104,24 @@ _CANCEL: contextvars.ContextVar[_Cancel | None] = contextvars.ContextVar(
 )
 
 
+#: ``GrammarCompiler``'s default limits (frozen dataclasses: one instance serves every compiler)
+_DEFAULT_LIMITS = (CompileLimits(), ParserLimits(), CacheLimits())
+#: the part of a disk-cache file key after the grammar key, by layout digest and limits: the
+#: format version, the layout digest and the limits' reprs, each followed by a NUL byte
+_KEY_TAILS: dict[tuple[str, CompileLimits, ParserLimits, CacheLimits], bytes] = {}
+
+
+_DEFAULT_SCHEMA_OPTIONS: list[tuple[JsonSchemaOptions, str | None]] = []
+
+
+def _default_schema_options() -> tuple[JsonSchemaOptions, str | None]:
+    """``JsonSchemaOptions()`` and its cache key, made once (the options are frozen)."""
+    if not _DEFAULT_SCHEMA_OPTIONS:
+        opts = JsonSchemaOptions()
+        _DEFAULT_SCHEMA_OPTIONS.append((opts, opts.cache_key()))
+    return _DEFAULT_SCHEMA_OPTIONS[0]
+
+
 class GrammarCompiler:
     """Compiles regexes (and, through extensions, grammars and schemas) for one vocabulary.
 
@@ -159,11 +177,13 @@ class GrammarCompiler:
         if cache_size < 0:
             raise ConfigurationError(f"cache_size must be >= 0, got {cache_size}")
         self.vocab = vocab
-        self.limits = limits or CompileLimits()
-        self.parser_limits = parser_limits or ParserLimits()
+        # the defaults are shared: frozen, and a compiler per request (a server's disk-cache
+        # load path) then pays no validation of three dataclasses
+        self.limits = limits or _DEFAULT_LIMITS[0]
+        self.parser_limits = parser_limits or _DEFAULT_LIMITS[1]
         self.cache_size = cache_size
         self.pause_gc = pause_gc
-        self.cache_limits = cache_limits or CacheLimits()
+        self.cache_limits = cache_limits or _DEFAULT_LIMITS[2]
         self._cache: LruCache[str, CompiledGrammar] = LruCache(
             cache_size,
             max_weight=self.cache_limits.grammar_cache_bytes,
@@ -264,18 +284,16 @@ class GrammarCompiler:
     def _disk_key(self, key: str) -> str:
         """The file key of grammar ``key``: also the format version, the code layout and this
         compiler's limits (a grammar compiled under other limits is another file)."""
-        h = hashlib.sha256()
-        for part in (
-            key,
-            str(FORMAT_VERSION),
-            serialization_layout(),
-            repr(self.limits),
-            repr(self.parser_limits),
-            repr(self.cache_limits),
-        ):
-            h.update(part.encode())
-            h.update(b"\0")
-        return h.hexdigest()
+        layout = serialization_layout()
+        limits = (self.limits, self.parser_limits, self.cache_limits)
+        tail = _KEY_TAILS.get((layout, *limits))
+        if tail is None:
+            parts = (str(FORMAT_VERSION), layout, *map(repr, limits))
+            tail = b"".join(part.encode() + b"\0" for part in parts)
+            if len(_KEY_TAILS) >= 64:
+                _KEY_TAILS.clear()
+            _KEY_TAILS[(layout, *limits)] = tail
+        return hashlib.sha256(key.encode() + b"\0" + tail).hexdigest()
 
     def _load_from_disk(self, disk_key: str) -> CompiledGrammar | None:
         assert self._disk is not None
@@ -626,13 +644,14 @@ class GrammarCompiler:
         from ..frontends.jsonschema.api import schema_to_grammar
         from ..frontends.jsonschema.source import load_schema
 
-        opts = options if options is not None else JsonSchemaOptions()
+        opts = options if options is not None else _default_schema_options()[0]
         if not isinstance(opts, JsonSchemaOptions):
             raise ConfigurationError(
                 f"options must be a JsonSchemaOptions, got {type(opts).__name__}"
             )
         loaded = load_schema(schema, opts, base_uri=base_uri)
-        opts_key = opts.cache_key()
+        # the default options' key is computed once (frozen, and without a registry)
+        opts_key = _default_schema_options()[1] if options is None else opts.cache_key()
 
         def build(budget: WorkBudget) -> CompiledGrammar:
             t0 = time.perf_counter()

@@ -14,7 +14,10 @@ Format (little-endian)::
     meta    UTF-8 JSON: the vocabulary fingerprint, the code layout digest, the grammar's
             fields and program as a tagged tree (``["t", ...]`` a tuple, ``["a", i]`` array i,
             ``["o", "ByteDFA", n, {attr: value}]`` an object of an allow-listed class,
-            ``["z", s, attr]`` an attribute written in lazy section s...), the parser frames
+            ``["z", s, attr]`` an attribute written in lazy section s, ``["tz", d, x]``
+            nested tuples d deep, a tuple of tuples as ``[length, i, child, ...]`` with its
+            non-empty children only, ``["pda", n, auto, limits, far_count, initial state]``
+            the parser...), the parser frames
             as a flat table, the array directory and the lazy sections (their extent in the
             blob, CRC-32, tree, and the figures their cache accounting answers unloaded)
     blob    every numpy array's bytes, each at a 64-byte aligned offset in its region: the
@@ -61,7 +64,6 @@ import copy
 import dataclasses
 import hashlib
 import json
-import math
 import struct
 import threading
 import zlib
@@ -106,7 +108,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the encoding itself changes (the layout digest covers changes of classes).
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 _MAGIC = b"FCGRAMMR"
 _HEAD = struct.Struct("<8sIIQQQII")
@@ -157,7 +159,8 @@ _SCALARS = (int, str, bool, type(None))
 _DTYPE_OF: dict[str, np.dtype[Any]] = {}  # dtype strings already checked
 _U1, _U2 = np.dtype("u1"), np.dtype("<u2")
 _GOOD_NAMES: set[str] = set()  # attribute names already checked
-_PLAIN_DICT: dict[type, bool] = {}  # classes whose instances keep attributes in __dict__
+#: class -> (its instances keep every attribute in their __dict__, it is mypyc-compiled)
+_PLAIN_DICT: dict[type, tuple[bool, bool]] = {}
 
 
 def _attr_names(cls: type) -> list[str]:
@@ -235,6 +238,45 @@ def _tuple_lists(v: Any) -> Any:
     return [_tuple_lists(x) for x in v] if type(v) is tuple else v
 
 
+def _tuple_sparse(v: tuple[Any, ...]) -> Any:
+    """Nested tuples as JSON: a tuple of tuples is ``[length, i, child, j, child, ...]``
+    (its non-empty children only, by index), a tuple of scalars a plain list."""
+    if not v or type(v[0]) is not tuple:  # scalars (never mixed with tuples: _tuple_depth)
+        return list(v)
+    out: list[Any] = [len(v)]
+    for i, x in enumerate(v):
+        if x:
+            out += (i, _tuple_sparse(x))
+    return out
+
+
+def _sparse_tuple(x: Any, depth: int) -> tuple[Any, ...]:
+    """The inverse of :func:`_tuple_sparse` for ``depth`` levels (scalars at the last)."""
+    if type(x) is not list:
+        raise TypeError("nested tuples of a non-list")
+    if depth == 1:
+        if list in map(type, x):
+            raise TypeError("a list among the scalars of nested tuples")
+        return tuple(x)
+    if not x:
+        return ()
+    n = x[0]
+    if type(n) is not int or not 0 <= n <= 1 << 24 or len(x) % 2 != 1:
+        raise ValueError("sparse nested tuples")
+    out: list[Any] = [()] * n
+    last, d = -1, depth - 1
+    for k in range(1, len(x), 2):
+        i = x[k]
+        if type(i) is not int or not last < i < n:
+            raise ValueError("sparse nested tuples' index")
+        child = _sparse_tuple(x[k + 1], d)
+        if not child:
+            raise ValueError("an empty child written in sparse nested tuples")
+        out[i] = child
+        last = i
+    return tuple(out)
+
+
 def _lists_tuple(x: Any, depth: int) -> tuple[Any, ...]:
     """The inverse of :func:`_tuple_lists` for ``depth`` levels (scalars at the last)."""
     if type(x) is not list:
@@ -286,7 +328,8 @@ class _Encoder:
                 return ["tt", *(list(x) for x in v)]
             nested = _tuple_depth(v)
             if nested is not None and nested[0] <= 8:  # nested tuples (a grammar's call edges)
-                return ["tn", nested[0], _tuple_lists(v)]
+                # sparse: mostly empty (a rule's states without calls), only the others written
+                return ["tz", nested[0], _tuple_sparse(v)]
             return ["t", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
         if t is list:
             return ["l", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
@@ -408,6 +451,9 @@ class _Encoder:
             self.enc(p.auto, f"{path}.auto"),
             self.enc(p.limits, f"{path}.limits"),
             p.far_count,
+            # the initial state: a load need not compute its closure (the first mask cached
+            # under it is then a lookup)
+            self.enc(p.initial, f"{path}.initial"),
         ]
 
 
@@ -697,6 +743,10 @@ class _Decoder:
             if v[1] not in self.memo:
                 raise self.bad(f"reference to object {v[1]} before it is defined")
             return self.memo[v[1]]
+        if tag == "tz":
+            if len(v) != 3 or type(v[1]) is not int or not 1 <= v[1] <= 8:
+                raise self.bad("nested tuples")
+            return _sparse_tuple(v[2], v[1])
         if tag == "tn":
             if len(v) != 3 or type(v[1]) is not int or not 1 <= v[1] <= 8:
                 raise self.bad("nested tuples")
@@ -764,12 +814,12 @@ class _Decoder:
             raise self.bad(f"class {name!r} is not allow-listed")
         # a mypyc-compiled class (formcast._native) refuses object.__new__; its own __new__
         # only allocates (no __init__ runs), as object.__new__ does for the others
-        plain = _PLAIN_DICT.get(cls)
-        if plain is None:  # instances keep every attribute in their __dict__ (no slots)?
-            plain = _PLAIN_DICT[cls] = "__mypyc_attrs__" not in cls.__dict__ and not any(
-                "__slots__" in k.__dict__ for k in cls.__mro__[:-1]
-            )
-        native = "__mypyc_attrs__" in cls.__dict__
+        kind = _PLAIN_DICT.get(cls)
+        if kind is None:  # instances keep every attribute in their __dict__ (no slots)?
+            native = "__mypyc_attrs__" in cls.__dict__
+            plain = not native and not any("__slots__" in k.__dict__ for k in cls.__mro__[:-1])
+            kind = _PLAIN_DICT[cls] = (plain, native)
+        plain, native = kind
         obj: Any = cast(Any, cls).__new__(cls) if native else object.__new__(cls)
         self.memo[n] = obj
         if type(attrs) is not dict:
@@ -860,9 +910,13 @@ class _Decoder:
             if dt.char not in _DTYPES or dt.hasobject:
                 raise self.bad(f"array dtype {dtype_str!r}")
             _DTYPE_OF[dtype_str] = dt
-        if type(shape) is not list or not all(type(s) is int and s >= 0 for s in shape):
+        if type(shape) is not list:
             raise self.bad(f"array shape {shape!r}")
-        count = math.prod(shape)
+        count = 1
+        for s in shape:
+            if type(s) is not int or s < 0:
+                raise self.bad(f"array shape {shape!r}")
+            count *= s
         if packing == "":
             stored, n = dt, count
         elif packing == "u2":
@@ -889,8 +943,8 @@ class _Decoder:
             raw = np.unpackbits(raw, count=count).view(np.bool_)
         elif writeable:
             raw = raw.copy()
-        a = raw.reshape(shape)
-        if not writeable:
+        a = raw if len(shape) == 1 else raw.reshape(shape)
+        if not writeable and a.flags.writeable:  # a view of read-only data is read-only
             a.setflags(write=False)
         self.arrays[i] = a
         return a
@@ -920,7 +974,7 @@ class _Decoder:
         return a
 
     def make_pda(self, v: list[Any]) -> PushdownAutomaton:
-        _, n, auto_v, limits_v, far_count = v
+        _, n, auto_v, limits_v, far_count, initial_v = v
         auto, limits = self.dec(auto_v), self.dec(limits_v)
         if self.pda is not None:
             raise self.bad("a second pushdown automaton")
@@ -928,8 +982,11 @@ class _Decoder:
             raise self.bad("the pushdown automaton's grammar or limits")
         if far_count is not None and type(far_count) is not int:
             raise self.bad("far_count")
-        pda = PushdownAutomaton(auto, limits, far_count=far_count)
+        if type(initial_v) is not list or len(initial_v) != 4 or initial_v[0] != "p":
+            raise self.bad("the pushdown automaton's initial state")
+        pda = PushdownAutomaton(auto, limits, far_count=far_count, initial_closure=False)
         self.memo[n] = self.pda = pda
+        pda.initial = self.state(initial_v)
         return pda
 
     def frame(self, i: int) -> Frame:

@@ -180,7 +180,11 @@ def _load_value(schema: Any, options: JsonSchemaOptions) -> LoadedSchema:
         )
     try:
         canonical = json.dumps(schema, ensure_ascii=False)
-        size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
+        # as compact JSON: never longer than ``canonical`` (the same text less the spaces
+        # after separators), so written only when that could exceed the limit
+        size = len(canonical)
+        if size > options.max_schema_bytes:
+            size = len(json.dumps(schema, separators=(",", ":"), ensure_ascii=False))
     except RecursionError:
         depth, pointer = _deepest(schema)
         raise _too_deep(depth, pointer, options.max_depth) from None
