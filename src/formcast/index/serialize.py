@@ -608,6 +608,17 @@ def dump_grammar(fields: dict[str, Any], program: Any, vocab: Vocabulary, layout
     return b"".join((head, meta_bytes, blob))
 
 
+#: what decoding malformed data raises (SerializationError is a ValueError too: callers re-raise
+#: it before catching these)
+_MALFORMED = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError)
+
+
+def _corrupt(e: Exception) -> SerializationError:
+    """The typed error for data that made decoding raise ``e``."""
+    what = f"corrupt compiled grammar: {type(e).__name__}: {e}"
+    return SerializationError(what, reason="corrupt")
+
+
 class _Section:
     """A lazy section of a loaded grammar: attributes of one object (``owner``) whose tree
     and arrays are checked (CRC-32) and decoded on first use, then set on ``owner``."""
@@ -887,10 +898,8 @@ class _Decoder:
             return {k: self.dec(x) for k, x in tree.items()}
         except SerializationError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
-            raise SerializationError(
-                f"corrupt compiled grammar: {type(e).__name__}: {e}", reason="corrupt"
-            ) from None
+        except _MALFORMED as e:
+            raise _corrupt(e) from None
 
     def array(self, i: int) -> np.ndarray:
         hit = self.arrays.get(i)
@@ -1119,10 +1128,8 @@ def _decode_all(dec: _Decoder, meta: dict[str, Any]) -> tuple[dict[str, Any], An
             cfg_program._COUNTED_CLASSES.put(key, cls)
     except SerializationError:
         raise
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as e:
-        raise SerializationError(
-            f"corrupt compiled grammar: {type(e).__name__}: {e}", reason="corrupt"
-        ) from None
+    except _MALFORMED as e:
+        raise _corrupt(e) from None
     if not hasattr(program, "token_mask") or not isinstance(fields, dict):
         raise SerializationError("corrupt compiled grammar: no program", reason="corrupt")
     return fields, program
