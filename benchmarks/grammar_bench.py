@@ -542,8 +542,8 @@ def run_one(engine: str, workload: str, timeout: float, profile: bool) -> dict[s
             cmd.append("--profile")
         env = dict(os.environ)
         src = os.path.join(REPO, "src")
-        if os.path.isdir(src):
-            env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+        if os.path.isdir(src):  # after the caller's PYTHONPATH (a compiled copy must win)
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), src) if p)
         t0 = time.monotonic()
         try:
             p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
