@@ -234,10 +234,6 @@ def _tuple_depth(v: tuple[Any, ...]) -> tuple[int, bool] | None:
     return flex + 1, False
 
 
-def _tuple_lists(v: Any) -> Any:
-    return [_tuple_lists(x) for x in v] if type(v) is tuple else v
-
-
 def _tuple_sparse(v: tuple[Any, ...]) -> Any:
     """Nested tuples as JSON: a tuple of tuples is ``[length, i, child, j, child, ...]``
     (its non-empty children only, by index), a tuple of scalars a plain list."""
@@ -275,18 +271,6 @@ def _sparse_tuple(x: Any, depth: int) -> tuple[Any, ...]:
         out[i] = child
         last = i
     return tuple(out)
-
-
-def _lists_tuple(x: Any, depth: int) -> tuple[Any, ...]:
-    """The inverse of :func:`_tuple_lists` for ``depth`` levels (scalars at the last)."""
-    if type(x) is not list:
-        raise TypeError("nested tuples of a non-list")
-    if depth == 1:
-        if list in map(type, x):
-            raise TypeError("a list among the scalars of nested tuples")
-        return tuple(x)
-    d = depth - 1
-    return tuple([_lists_tuple(y, d) if y != [] else () for y in x])
 
 
 class _Encoder:
@@ -758,10 +742,6 @@ class _Decoder:
             if len(v) != 3 or type(v[1]) is not int or not 1 <= v[1] <= 8:
                 raise self.bad("nested tuples")
             return _sparse_tuple(v[2], v[1])
-        if tag == "tn":
-            if len(v) != 3 or type(v[1]) is not int or not 1 <= v[1] <= 8:
-                raise self.bad("nested tuples")
-            return _lists_tuple(v[2], v[1])
         if tag == "tt":
             out = tuple([tuple(x) for x in v[1:]])
             for x in v[1:]:
