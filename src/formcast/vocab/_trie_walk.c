@@ -43,6 +43,15 @@ get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, co
     return 0;
 }
 
+/* in a function with a `held` array, an `n_held` count and a `done:` label that releases them:
+ * take a buffer of `obj` (see get_buffer) into `view`, or leave through `done` */
+#define GET(obj, view, size, w, what)                                                  \
+    do {                                                                               \
+        if (get_buffer(obj, &view, size, w, what) < 0)                                 \
+            goto done;                                                                 \
+        held[n_held++] = &view;                                                        \
+    } while (0)
+
 static PyObject *
 trie_walk(PyObject *self, PyObject *args)
 {
@@ -56,12 +65,6 @@ trie_walk(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOLOOLL", &o_first, &o_count, &o_byte, &o_end, &o_table,
                           &start, &o_idx, &o_state, &root_first, &root_count))
         return NULL;
-#define GET(obj, view, size, w, what)                                                  \
-    do {                                                                               \
-        if (get_buffer(obj, &view, size, w, what) < 0)                                 \
-            goto done;                                                                 \
-        held[n_held++] = &view;                                                        \
-    } while (0)
     GET(o_first, b_first, 4, 0, "first (int32)");
     GET(o_count, b_count, 4, 0, "count (int32)");
     GET(o_byte, b_byte, 1, 0, "byte (uint8)");
@@ -69,7 +72,6 @@ trie_walk(PyObject *self, PyObject *args)
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_idx, b_idx, 4, 1, "out_idx (int32)");
     GET(o_state, b_state, 4, 1, "out_state (int32)");
-#undef GET
     {
         const int32_t *first = (const int32_t *)b_first.buf;
         const int32_t *count = (const int32_t *)b_count.buf;
@@ -194,17 +196,10 @@ trie_walk_all(PyObject *self, PyObject *args)
 
     if (!PyArg_ParseTuple(args, "OOOLO", &o_parent, &o_byte, &o_table, &start, &o_out))
         return NULL;
-#define GET(obj, view, size, w, what)                                                  \
-    do {                                                                               \
-        if (get_buffer(obj, &view, size, w, what) < 0)                                 \
-            goto done;                                                                 \
-        held[n_held++] = &view;                                                        \
-    } while (0)
     GET(o_parent, b_parent, 4, 0, "parent (int32)");
     GET(o_byte, b_byte, 1, 0, "byte (uint8)");
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_out, b_out, 4, 1, "out (int32)");
-#undef GET
     {
         const int32_t *parent = (const int32_t *)b_parent.buf;
         const uint8_t *byte = (const uint8_t *)b_byte.buf;
