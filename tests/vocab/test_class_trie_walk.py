@@ -140,3 +140,72 @@ def test_walk_pairs_equals_per_string_walk_on_real_lexers(grammar: int) -> None:
             _check(trie, table, start)
     if grammar == 0:  # the arithmetic lexer has few classes: its walks ran on class tries
         assert trie._class_tries
+
+
+def _random_item_inputs(
+    rng: np.random.Generator, n_states: int, n_classes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(table, accepting, call_split, exit_split) of a random counted item: few column classes
+    in the table, and split flags that cut some of them further (so that the window's
+    classes are the join of all three)."""
+    table = _random_table(rng, n_states, n_classes)
+    accepting = rng.random(n_states) < 0.5
+    accepting[0] = accepting[1] = False  # state 1 starts an iteration
+    if rng.random() < 0.75:  # else iterations may overlap: only subset windows exist
+        # an accepting state never goes on with a byte that begins the next iteration
+        table[np.ix_(accepting, table[1] != 0)] = 0
+    call_split = np.zeros((n_states, 256), dtype=bool)
+    call_split[1:, rng.choice(256, size=2, replace=False)] = rng.random((n_states - 1, 2)) < 0.7
+    exit_split = np.zeros(256, dtype=bool)
+    exit_split[rng.choice(256, size=3, replace=False)] = True
+    return table, accepting, call_split, exit_split
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_counted_windows_told_their_classes_walk_exactly_without_hashing_the_table(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window's augmented table, told the item's column classes
+    (``note_column_classes(aug, window_column_classes(...))``, as the counted classifier does),
+    walks exactly like the per-string reference, and its permissive walks never hash the
+    table itself (``column_classes`` on it would raise here)."""
+    from formcast.automata.counted import subset_window, window_column_classes, window_table
+    from formcast.columns import column_classes
+    from formcast.index.cfg_program import _augmented_table
+
+    rng = np.random.default_rng(seed)
+    tokens = list(dict.fromkeys(_vocab(rng, 500)))
+    trie = TokenTrie(tokens, vocab_size=len(tokens))
+    table, accepting, call_split, exit_split = _random_item_inputs(rng, 4, int(rng.integers(2, 6)))
+    item_start = 1
+    classes = window_column_classes(table, item_start, call_split, exit_split)
+    windows = []
+    for need, iterations in ((0, -1), (0, 5), (3, 6), (2, 2)):
+        got = window_table(table, accepting, item_start, call_split, exit_split, need, iterations)
+        if got is not None:
+            windows.append(_augmented_table(*got))
+    entries = [(q, 0) for q in range(1, table.shape[0])]
+    sub = subset_window(table, accepting, item_start, call_split, exit_split, 0, -1, entries, 6)
+    if sub is not None:
+        windows.append(_augmented_table(sub[0], sub[1]))
+    assert windows
+    for aug in windows:
+        # the partition holds equal columns of the window (it may be finer than its own)
+        cmap, first = classes
+        assert np.array_equal(aug[:, first[cmap]], aug)
+        own = column_classes(aug)
+        assert own[1].size <= first.size
+    told = []
+    for aug in windows:
+        trie_mod.note_column_classes(aug, classes)
+        told.append(aug)
+
+    def no_hashing(table: np.ndarray, most: int | None = None) -> None:
+        raise AssertionError("a window told its classes was hashed")
+
+    monkeypatch.setattr(trie_mod, "column_classes", no_hashing)
+    for aug in told:
+        n = (aug.shape[0] - 1) // 3
+        for start in range(2 * n + 1, 3 * n):
+            _check(trie, aug, start)
+    assert trie._class_tries  # some walk was permissive and ran on the told classes

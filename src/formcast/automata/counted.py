@@ -30,7 +30,7 @@ import numpy as np
 from ..columns import column_classes
 from .dfa import DEAD
 
-__all__ = ["subset_window", "window_table"]
+__all__ = ["subset_window", "window_column_classes", "window_table"]
 
 
 def window_table(
@@ -74,14 +74,17 @@ def window_table(
     m = iterations
     if bool((live[acc] & restart_live[None, :]).any()) and m > 1:
         return None
-    levels = np.arange(m, dtype=np.int64)[:, None, None] * n  # (m, 1, 1)
-    own = np.where(live[None, :, :], table[None, :, :].astype(np.int64) + levels, 0)  # (m,n,256)
-    # an accepting state may also begin the next iteration (level i + 1) if one is allowed
-    nxt = np.where(restart_live, table[start].astype(np.int64), 0)  # (256,)
-    for i in range(m - 1):
-        own[i, acc] = np.where(restart_live[None, :], nxt[None, :] + (i + 1) * n, own[i, acc])
+    offsets = np.arange(m, dtype=np.int32)[:, None, None] * np.int32(n)  # (m, 1, 1)
+    own = np.add(table.astype(np.int32)[None, :, :], offsets)  # (m, n, 256)
+    own *= live[None, :, :]  # dead stays dead
+    if m > 1 and acc.any():
+        # an accepting state may also begin the next iteration (level i + 1) if one is
+        # allowed (its own moves on those bytes are dead: the overlap was excluded above)
+        nxt = np.where(restart_live, table[start], 0).astype(np.int32)  # (256,)
+        restart = nxt[None, None, :] + offsets[1:]  # (m - 1, 1, 256)
+        own[:-1, acc] = np.where(restart_live, restart, own[:-1, acc])
     own[:, DEAD, :] = 0
-    out = own.reshape(m * n, 256).astype(np.int32)
+    out = own.reshape(m * n, 256)
     split = np.repeat(call_split[None, :, :], m, axis=0)
     # an iteration that ends at level i completes i + 1 iterations: the rule may return there
     # once ``need`` is met (need <= i + 1)
@@ -90,6 +93,22 @@ def window_table(
         split[first_exit:, acc] |= exit_split[None, None, :]
     split[:, DEAD, :] = False
     return out, split.reshape(m * n, 256)
+
+
+def window_column_classes(
+    table: np.ndarray, start: int, call_split: np.ndarray, exit_split: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The column classes ``(class of each byte, a byte of each class)`` of the item's inputs
+    (``table``, ``start``, ``call_split``, ``exit_split`` as for :func:`window_table`), which every
+    window built from them shares: :func:`window_table` and :func:`subset_window` build
+    each byte's column from that byte's columns of the inputs alone, so bytes with equal
+    inputs get equal window columns (the partition may be finer than the window's own).
+    O(item states x 256): the window itself has up to ``2 x (longest token + 1)`` times
+    the rows."""
+    cols = np.concatenate(
+        [table, call_split, call_split[start][None, :], exit_split[None, :]], axis=0
+    )
+    return column_classes(cols)
 
 
 def subset_window(
@@ -141,10 +160,7 @@ def subset_window(
     single = iterations < 0  # one self-restarting level: no bound within reach
     # no walk from any entry can reach the upper bound: levels matter for ``need`` alone
     clip = single or max(level for _, level in entries) + reach < iterations
-    cols = np.concatenate(
-        [table, call_split, call_split[start][None, :], exit_split[None, :]], axis=0
-    )
-    cls_of_byte, reps = column_classes(cols)
+    cls_of_byte, reps = window_column_classes(table, start, call_split, exit_split)
     n_cls = int(reps.size)
     rows = np.asarray(table)[:, reps].tolist()  # per item state and byte class: successor
     calls = np.asarray(call_split)[:, reps].tolist()

@@ -34,13 +34,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ..automata.analysis import counted_splits, split_bytes
-from ..automata.counted import subset_window, window_table
+from ..automata.counted import subset_window, window_column_classes, window_table
 from ..automata.dfa import DEAD, describe_bytes
 from ..automata.equivalence import equivalence_classes
 from ..automata.lexer import ExpandedLexer, build_expanded_lexer
 from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
-from ..bitmask import bitmask_has_many, bitmask_set_many, bool_to_bitmask, ids_to_bitmask
+from ..bitmask import bitmask_has_many, bitmask_set_many, ids_to_bitmask
 from ..cache import LruCache, StepMemo
 from ..columns import column_classes
 from ..limits import (
@@ -51,7 +51,7 @@ from ..limits import (
     charge,
     check_deadline,
 )
-from ..vocab.trie import TokenTrie
+from ..vocab.trie import TokenTrie, note_column_classes
 from ..vocab.vocabulary import Vocabulary
 from .program import LimitStop, mask_weight
 
@@ -74,7 +74,7 @@ def _walk(vocab: Vocabulary, table: np.ndarray, start: int) -> Classification:
     idx, ends = trie.walk_pairs(table, start)
     sink = ends == 3 * n
     size = vocab.vocab_size
-    words = bool_to_bitmask(trie.token_mask_of(idx[~sink], size), size)
+    words = trie.token_words(idx[~sink], size)
     words.setflags(write=False)
     return Classification(words, idx[sink])
 
@@ -294,7 +294,7 @@ class _ExitSplitClassifier:
         alive_x = idx[~sink]
         words = base.words
         if alive_x.size:
-            words = words | bool_to_bitmask(vocab.trie.token_mask_of(alive_x, size), size)
+            words = vocab.trie.token_words(alive_x, size, base=words)
         words.setflags(write=False)
         cands = np.concatenate((base.candidates, idx[sink])) if sink.any() else base.candidates
         return Classification(words, cands)
@@ -481,7 +481,7 @@ class _CountedClassifier:
             if built is not None:
                 rows = np.zeros(max(entry_levels.stop, 1) * n, dtype=np.int64)
                 rows[[i * n + q for q, i in entries]] = built[2]
-                got = (_augmented_table(built[0], built[1]), rows)
+                got = (self._windowed(rule, _augmented_table(built[0], built[1])), rows)
             _COUNTED_SUBSETS.put(key, got)
         if got is None:
             return None, state
@@ -497,8 +497,18 @@ class _CountedClassifier:
         dfa = self._auto.dfas[rule]
         calls, follow = self.rules[rule]
         got = window_table(dfa.table, dfa.accepting, dfa.start, calls, follow, need, levels)
-        aug = None if got is None else _augmented_table(*got)
+        aug = None if got is None else self._windowed(rule, _augmented_table(*got))
         _COUNTED_WINDOWS.put(key, aug)
+        return aug
+
+    def _windowed(self, rule: int, aug: np.ndarray) -> np.ndarray:
+        """``aug``, an augmented window table of ``rule``, with its column classes told to
+        the walks (:func:`~formcast.vocab.trie.note_column_classes`): the item's, as
+        :func:`~formcast.automata.counted.window_column_classes` computes them (the
+        augmented table, too, is built byte column by byte column)."""
+        dfa = self._auto.dfas[rule]
+        calls, follow = self.rules[rule]
+        note_column_classes(aug, window_column_classes(dfa.table, dfa.start, calls, follow))
         return aug
 
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..automata.dfa import DEAD, ByteDFA, describe_bytes
 from ..automata.equivalence import bounded_equivalence
-from ..bitmask import bool_to_bitmask, ids_to_bitmask
+from ..bitmask import ids_to_bitmask
 from ..cache import LruCache, StepMemo
 from ..limits import CACHE_ENTRY_BYTES, CacheLimits, WorkBudget
 from ..vocab.vocabulary import Vocabulary
@@ -107,7 +107,7 @@ class RegexProgram:
         if state == DEAD:
             return np.zeros_like(self._stop_words)
         alive, _ = trie.walk_pairs(self.dfa.table, state)
-        words = bool_to_bitmask(trie.token_mask_of(alive, vocab.vocab_size), vocab.vocab_size)
+        words = trie.token_words(alive, vocab.vocab_size)
         if self.dfa.accepting[state]:
             words |= self._stop_words
         words.setflags(write=False)

@@ -34,10 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from ..bitmask import bitmask_set_many, bitmask_words, bool_to_bitmask
 from ..cache import LruCache
 from ..columns import column_classes
 
-__all__ = ["TokenTrie"]
+__all__ = ["TokenTrie", "note_column_classes"]
 
 # the compiled build's walks (docs/native.md); absent from the pure-Python package
 _KERNEL: Any
@@ -409,15 +410,9 @@ class TokenTrie:
         first call per class map, kept for the :data:`_CLASS_TRIES_KEPT` most recent maps);
         None where the table has more than :data:`_CLASS_TRIE_MAX_CLASSES` classes (a class
         trie would merge few prefixes)."""
-        key = id(table)
-        got = _TABLE_CLASSES.get(key)
+        got = _TABLE_CLASSES.get(id(table))
         if got is None or got.table() is not table:
-            found = column_classes(table, _CLASS_TRIE_MAX_CLASSES)
-            got = _TableClasses(weakref.ref(table), found)
-            with _TABLE_CLASSES_LOCK:
-                for k in [k for k, v in _TABLE_CLASSES.items() if v.table() is None]:
-                    del _TABLE_CLASSES[k]
-                _TABLE_CLASSES[key] = got
+            got = _keep_classes(table, column_classes(table, _CLASS_TRIE_MAX_CLASSES))
         if got.cmap is None:
             return None
         map_key = got.map_key
@@ -438,6 +433,29 @@ class TokenTrie:
             out[self.unique_token_ids(unique)] = True
         return out
 
+    def token_words(
+        self, unique: np.ndarray, vocab_size: int, base: np.ndarray | None = None
+    ) -> np.ndarray:
+        """``int32`` bitmask words of the token ids whose bytes are one of the ``unique``
+        strings, OR-ed into a copy of ``base`` (bitmask words of ``vocab_size``) when given.
+
+        A new array every call.  Few strings (at most :data:`_SPARSE_WORDS_MAX`: a key, a
+        literal, the tokens with a quote that stay alive) set their bits directly, O(strings)
+        after one allocation of ``ceil(vocab_size / 32)`` words; more go through
+        :meth:`token_mask_of` and one packing pass, O(vocabulary)."""
+        if unique.size <= _SPARSE_WORDS_MAX:
+            if base is None:
+                words = np.zeros(bitmask_words(vocab_size), dtype=np.int32)
+            else:
+                words = base.copy()
+            if unique.size:
+                bitmask_set_many(words, self.unique_token_ids(unique))
+            return words
+        packed = bool_to_bitmask(self.token_mask_of(unique, vocab_size), vocab_size)
+        if base is not None:
+            packed |= base
+        return packed
+
     def unique_token_ids(self, unique: np.ndarray) -> np.ndarray:
         """Token ids of the given distinct strings (a string may be several ids).  O(k)."""
         if self._csr is None:
@@ -453,6 +471,9 @@ class TokenTrie:
         return order[idx]
 
 
+#: :meth:`TokenTrie.token_words` sets the bits of at most this many strings one by one (past
+#: it, a boolean vector and one packing pass over the vocabulary are cheaper)
+_SPARSE_WORDS_MAX = 512
 #: in the compiled build, walks whose live first bytes reach fewer trie nodes than this run
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
@@ -501,6 +522,34 @@ class _TableClasses:
 #: included) share a table's classes.
 _TABLE_CLASSES: dict[int, _TableClasses] = {}
 _TABLE_CLASSES_LOCK = threading.Lock()
+
+
+def _keep_classes(table: np.ndarray, found: tuple[np.ndarray, np.ndarray] | None) -> _TableClasses:
+    """Record ``table``'s column classes in :data:`_TABLE_CLASSES` (dropping the entries of
+    tables that died) and return the entry."""
+    got = _TableClasses(weakref.ref(table), found)
+    with _TABLE_CLASSES_LOCK:
+        for k in [k for k, v in _TABLE_CLASSES.items() if v.table() is None]:
+            del _TABLE_CLASSES[k]
+        _TABLE_CLASSES[id(table)] = got
+    return got
+
+
+def note_column_classes(table: np.ndarray, classes: tuple[np.ndarray, np.ndarray]) -> None:
+    """Tell the permissive walks of every trie ``table``'s column classes, known to the code
+    that built it: ``(class of each column, a column of each class)``, where the columns of
+    one class are equal (the partition may be finer than :func:`~formcast.columns.column_classes`'s:
+    a class trie is exact on any such partition).
+
+    A table built column by column from small inputs (a counted rule's window: levels of an
+    item automaton) has the column classes of those inputs; given them, a permissive walk of
+    the pure-Python build does not hash and check the whole table (O(rows x 256): 20-40 ms
+    for a 10-20k-row window) to learn them.  ``table`` must not change afterwards.  The
+    compiled build's walks do not use classes.  Cost: O(rows x classes) for the class table.
+    """
+    cmap, first = classes
+    found = (cmap, first) if first.size <= _CLASS_TRIE_MAX_CLASSES else None
+    _keep_classes(table, found)
 
 
 class _ClassTrie:
