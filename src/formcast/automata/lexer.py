@@ -13,6 +13,7 @@ immutable.  Cost: subset construction over byte classes, capped at ``max_states`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 
@@ -43,6 +44,10 @@ class ExpandedLexer:
     def entry(self, rule: int, state: int) -> int:
         """The lexer state of rule position ``(rule, state)`` (``state`` live).  O(1)."""
         return int(self.offsets[rule]) + state
+
+
+#: lexer rows built per vectorized batch (bounds the batch's gathered successor rows)
+_BATCH_ROWS = 256
 
 
 class _TooLarge(Exception):
@@ -131,34 +136,49 @@ def build_expanded_lexer(
     rows: list[np.ndarray] = []
     split_rows: list[np.ndarray] = []
 
-    def union_row(members: list[int]) -> None:
-        # vectorized over byte classes: where at most one member lives on, the successor is
-        # that member's (lexer state v is closure1(v)); only classes where several live on are
-        # determinized in Python
-        if budget is not None:
-            budget.spend(n_cls)
-        succ = g_succ[members]
-        row = succ.max(axis=0)
-        for c in np.flatnonzero(np.count_nonzero(succ, axis=0) >= 2).tolist():
-            tup = tuple(succ[:, c].tolist())
-            j = multi.get(tup)
-            if j is None:
-                live_ids = {v for v in tup if v}
-                j = set_id(frozenset().union(*(closure1(v) for v in live_ids)))
-                multi[tup] = j
-            row[c] = j
-        rows.append(row)
-        split_rows.append(np.asarray(g_split[members].any(axis=0)))
+    def union_rows(batch: list[list[int]]) -> None:
+        # the rows of lexer states with these members, in order: vectorized over the batch
+        # and the byte classes (where at most one member lives on, the successor is that
+        # member's: lexer state v is closure1(v)); only the classes where several live on are
+        # determinized in Python, row by row and class by class as they come, so new states
+        # are numbered in the order a one-row-at-a-time construction would number them
+        lens = [len(m) for m in batch]
+        starts = [0] * len(batch)
+        for b in range(1, len(batch)):
+            starts[b] = starts[b - 1] + lens[b - 1]
+        flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
+        succ = g_succ[flat]
+        block = np.maximum.reduceat(succ, starts, axis=0)
+        live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
+        split_block = np.logical_or.reduceat(g_split[flat], starts, axis=0)
+        cells = np.argwhere(live >= 2)  # (row, class), rows in order, classes ascending
+        bounds = np.searchsorted(cells[:, 0], np.arange(len(batch) + 1)).tolist()
+        cell_class = cells[:, 1].tolist()
+        for b in range(len(batch)):
+            if budget is not None:
+                budget.spend(n_cls)
+            row = block[b]
+            for c in cell_class[bounds[b] : bounds[b + 1]]:
+                tup = tuple(succ[starts[b] : starts[b] + lens[b], c].tolist())
+                j = multi.get(tup)
+                if j is None:
+                    live_ids = {v for v in tup if v}
+                    j = set_id(frozenset().union(*(closure1(v) for v in live_ids)))
+                    multi[tup] = j
+                row[c] = j
+            rows.append(row)
+            split_rows.append(split_block[b])
 
     if budget is not None:
         budget.spend(n_global * n_cls // 16 + 1)
     try:
-        for g in with_calls:
-            union_row(sorted(closure1(g)))
+        for lo in range(0, len(with_calls), _BATCH_ROWS):
+            union_rows([sorted(closure1(g)) for g in with_calls[lo : lo + _BATCH_ROWS]])
         i = 0
-        while i < len(sets):
-            union_row(sorted(sets[i]))
-            i += 1
+        while i < len(sets):  # states found while building rows join the end of ``sets``
+            hi = min(len(sets), i + _BATCH_ROWS)
+            union_rows([sorted(sets[k]) for k in range(i, hi)])
+            i = hi
     except _TooLarge:
         return None
     table = np.empty((n_global + len(sets), 256), dtype=np.int32)
