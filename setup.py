@@ -4,8 +4,8 @@ Everything about the package (name, dependencies, entry points) is in ``pyprojec
 file only adds the optional compiled build.  With ``FORMCAST_MYPYC=1`` set at build time the
 modules listed in ``src/formcast/_native.py`` (``NATIVE_MODULES``) are compiled with mypyc from
 the same source (the ``.py`` files are shipped too, as the fallback), and the C kernels of
-``NATIVE_KERNELS`` (``src/formcast/vocab/_trie_walk.c``: the vocabulary-trie walk, whose numpy
-version stays the fallback) are built beside them::
+``NATIVE_KERNELS`` (``<module>.c`` each, e.g. ``src/formcast/vocab/_trie_walk.c``, the
+vocabulary-trie walk; their numpy versions stay the fallbacks) are built beside them::
 
     FORMCAST_MYPYC=1 pip install --no-build-isolation .
 
@@ -46,7 +46,10 @@ def _ext_modules() -> list[object]:
     ]
     kernels = [
         Extension(
-            name, [str(Path("src", *name.split(".")).with_suffix(".c"))], extra_compile_args=["-O3"]
+            name,
+            [str(Path("src", *name.split(".")).with_suffix(".c"))],
+            depends=[str(Path("src", "formcast", "_kernel_buffers.h"))],  # what the kernels share
+            extra_compile_args=["-O3"],
         )
         for name in native["NATIVE_KERNELS"]
     ]

@@ -1,10 +1,11 @@
 """The optional compiled build: which modules it compiles, and which are compiled here.
 
 formcast is pure Python; the modules in :data:`NATIVE_MODULES` (the hot per-state loops of the
-automata layer, chosen by measurement: docs/native.md) can also be compiled to C extensions
+automata and IR layers, chosen by measurement: docs/native.md) can also be compiled to C extensions
 with mypyc from the very same source, and the C kernels of :data:`NATIVE_KERNELS` (the
-vocabulary-trie walk of first visits, whose numpy version is the fallback) are built beside
-them.  The compiled build is opt-in at install time::
+vocabulary-trie walk of first visits and the Moore refinement of the token index's state
+equivalence, whose numpy versions are the fallbacks) are built beside them.  The compiled
+build is opt-in at install time::
 
     FORMCAST_MYPYC=1 pip install --no-build-isolation .   # needs mypy (mypyc) and a C compiler
 
@@ -22,8 +23,15 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from typing import TypeVar
 
-__all__ = ["NATIVE_KERNELS", "NATIVE_MODULES", "compiled_modules", "native_summary"]
+__all__ = [
+    "NATIVE_KERNELS",
+    "NATIVE_MODULES",
+    "compiled_modules",
+    "interpreted_class",
+    "native_summary",
+]
 
 #: the modules the compiled build compiles with mypyc, as dotted names (one place: setup.py,
 #: scripts/build_native.sh and the tests read it)
@@ -32,11 +40,22 @@ NATIVE_MODULES: tuple[str, ...] = (
     "formcast.automata.nfa",
     "formcast.automata.lexer",
     "formcast.automata.equivalence",
+    # the grammar IR, its passes, the compile's fuel counter and the rule-automaton builder:
+    # what a JSON schema's compile spends its Python time on after the four above (docs/native.md)
+    "formcast.ir.nodes",
+    "formcast.ir.passes",
+    "formcast.limits",
+    "formcast.automata.rules",
 )
 
 #: the C kernels of the compiled build (``<name>.c`` beside the module that imports it, which
-#: falls back to numpy without it), as dotted names
-NATIVE_KERNELS: tuple[str, ...] = ("formcast.vocab._trie_walk",)
+#: falls back to numpy without it), as dotted names: the trie walk, the Moore refinement and
+#: the column classes (formcast.columns)
+NATIVE_KERNELS: tuple[str, ...] = (
+    "formcast.vocab._trie_walk",
+    "formcast.automata._moore",
+    "formcast._columns",
+)
 
 _EXTENSION_SUFFIXES = (".so", ".pyd")
 
@@ -72,3 +91,16 @@ def native_summary() -> str:
         f"mypyc-compiled {len(mods)}/{len(NATIVE_MODULES)}: {', '.join(mods) or '-'}; "
         f"C kernels {len(kernels)}/{len(NATIVE_KERNELS)}: {', '.join(kernels) or '-'}"
     )
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def interpreted_class(cls: _C) -> _C:
+    """Identity class decorator (``cls`` itself, unchanged): it keeps a class an ordinary Python
+    class when its module is compiled with mypyc (:data:`NATIVE_MODULES`), which makes a class
+    with any decorator other than ``dataclass`` a non-native class.  For the classes that rely
+    on what mypyc's native classes lack (weak references, ``dataclass(slots=True)``, an
+    instance ``__dict__``, pickling, ``dataclasses.replace``, subclasses in other modules);
+    their methods are compiled all the same."""
+    return cls

@@ -15,11 +15,19 @@ hashing weights (a few KiB per seed).  Cost: O(rows x columns), temporaries boun
 
 from __future__ import annotations
 
-from typing import overload
+from typing import Any, cast, overload
 
 import numpy as np
 
 __all__ = ["column_classes", "hash_weights"]
+
+# the compiled build's column classes (docs/native.md); absent from the pure-Python package,
+# where the numpy code below runs (tests set this to None for the reference)
+_KERNEL: Any
+try:
+    from . import _columns as _KERNEL  # type: ignore[attr-defined,no-redef]
+except ImportError:  # pragma: no cover - depends on the build
+    _KERNEL = None
 
 _WEIGHTS: dict[int, np.ndarray] = {}
 # rows per float64 temporary of the column hash (4096 x 256 columns: 8 MiB)
@@ -67,7 +75,16 @@ def column_classes(
     rows, then as soon as the rows hashed so far tell more than ``most`` columns apart.
     O(rows x columns); with ``most``, usually O(:data:`_PROBE_ROWS` x columns) where the
     answer is None.
+
+    In the compiled build a C kernel (:data:`_KERNEL`) gives the same answer for the tables
+    it takes (2-D, int32, int64, bool or uint8, at least one column), hashing every column as
+    integers in one pass; on a hash collision between two different columns it leaves the
+    table to the numpy code below.
     """
+    if _KERNEL is not None:
+        got = _kernel_classes(table, most)
+        if got is not _FALLBACK:
+            return cast("tuple[np.ndarray, np.ndarray] | None", got)
     n = table.shape[0]
     # columns that differ on some rows differ on the whole table: past ``most`` distinct
     # hashes of a spread of rows (then of the rows hashed so far) the answer is None
@@ -102,6 +119,43 @@ def column_classes(
     if most is not None and first.size > most:
         return None
     return inverse.astype(np.int64), first.astype(np.int64)
+
+
+# _kernel_classes' answer where the numpy code decides
+_FALLBACK: Any = object()
+
+
+def _kernel_classes(table: np.ndarray, most: int | None) -> Any:
+    """column_classes by the C kernel: its answer, or :data:`_FALLBACK` where the kernel
+    does not take the table or two different columns share a hash."""
+    if table.ndim != 2 or table.shape[1] == 0 or not table.dtype.isnative:
+        return _FALLBACK
+    kind, size = table.dtype.kind, table.dtype.itemsize
+    if not ((kind == "i" and size in (4, 8)) or (kind in "bu" and size == 1)):
+        return _FALLBACK
+    n, c = table.shape
+    src = table if table.flags.c_contiguous else np.ascontiguousarray(table)
+    class_of = np.empty(c, dtype=np.int64)
+    first = np.empty(c, dtype=np.int64)
+    k = int(
+        _KERNEL.classes(
+            src,
+            n,
+            c,
+            size,
+            hash_weights(n, _SEED),
+            most is not None,
+            0 if most is None else max(-1, min(most, c)),
+            n // _PROBE_ROWS if most is not None and n > _PROBE_ROWS else 0,
+            class_of,
+            first,
+        )
+    )
+    if k == -2:
+        return None
+    if k < 0:
+        return _FALLBACK
+    return class_of, first[:k]
 
 
 def _float_hash(rows: np.ndarray, weights: np.ndarray) -> np.ndarray:

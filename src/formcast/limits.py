@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields, replace
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from ._native import interpreted_class
 from .cache import LruCache
 from .errors import ConfigurationError
 
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 
+@interpreted_class
 @dataclass(frozen=True)
 class CompileLimits:
     """Hard limits on the work and memory of compiling one regular constraint.
@@ -110,6 +112,7 @@ class CompileLimits:
 _MIB = 1 << 20
 
 
+@interpreted_class
 @dataclass(frozen=True)
 class CacheLimits:
     """Byte budgets of the caches a compiled grammar fills while it serves requests (one
@@ -160,6 +163,7 @@ CACHE_ENTRY_BYTES = 200
 _ENV_PREFIX = "FORMCAST_LIMIT_"
 
 
+@interpreted_class
 @dataclass(frozen=True)
 class ParserLimits:
     """Run-time limits of the pushdown automaton (per matcher step).
@@ -351,6 +355,7 @@ def metered(build: Callable[[], _T]) -> tuple[_T, int]:
     return value, inner.used - start
 
 
+@interpreted_class
 @dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
 class CachedWork(Generic[_T]):
     """One entry of a cache of compile work (:func:`cached_work`): the value, the fuel of its
@@ -495,14 +500,18 @@ def metered_cache(maxsize: int) -> Callable[[Callable[_P, _T]], Callable[_P, _T]
 
     def decorate(fn: Callable[_P, _T]) -> Callable[_P, _T]:
         store: LruCache[Hashable, CachedWork[_T]] = LruCache(maxsize)
+        # the wrapper itself (memo keys are ``(wrapper, key)``), through a cell: a mypyc-compiled
+        # closure cannot refer to its own name
+        this: list[Callable[_P, _T]] = []
 
         @functools.wraps(fn)
         def cached(*args: _P.args, **kwargs: _P.kwargs) -> _T:
             key: Hashable = (args, tuple(sorted(kwargs.items()))) if kwargs else args
             return cached_work(
-                store, key, (cached, key), lambda: fn(*args, **kwargs), compile_memo()
+                store, key, (this[0], key), lambda: fn(*args, **kwargs), compile_memo()
             )
 
+        this.append(cached)
         return cached
 
     return decorate

@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
+from .._native import interpreted_class
 from ..limits import check_deadline
 from .dfa import DEAD, ByteDFA
 
@@ -113,6 +114,7 @@ def _frozen(arrays: list[np.ndarray]) -> tuple[np.ndarray, ...]:
     return tuple(arrays)
 
 
+@interpreted_class
 @dataclass(frozen=True, eq=False, slots=True)
 class GrammarAnalysis:
     """Per-rule byte sets of a grammar (see the module docstring); arrays are ``bool[256]``,

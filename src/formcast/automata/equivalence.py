@@ -3,7 +3,9 @@
 * :func:`bounded_equivalence` / :func:`equivalence_classes` — the classes of states that no
   string of at most ``depth`` bytes distinguishes (Moore refinement, vectorized with numpy,
   restricted each round to the blocks whose successors moved).  The token index merges the
-  states of one class: they share their token mask.
+  states of one class: they share their token mask.  In the compiled build (docs/native.md)
+  the refinement runs in C (``formcast.automata._moore``: the same rounds, partitions, block
+  numbers and fuel); the numpy code is the fallback and the reference.
 
 The groups of equal columns (byte classes) come from :mod:`formcast.columns`, shared with the
 vocabulary trie.
@@ -17,6 +19,7 @@ correct: it returns the identity partition).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +27,14 @@ from ..columns import column_classes, hash_weights
 from ..limits import WorkBudget
 
 __all__ = ["bounded_equivalence", "equivalence_classes"]
+
+# the compiled build's refinement (docs/native.md); absent from the pure-Python package, where
+# the numpy code below runs (tests set this to None for the reference)
+_KERNEL: Any
+try:
+    from . import _moore as _KERNEL  # type: ignore[attr-defined,no-redef]
+except ImportError:  # pragma: no cover - depends on the build
+    _KERNEL = None
 
 
 def bounded_equivalence(
@@ -65,7 +76,13 @@ def equivalence_classes(
     automata usually converge in a few dozen rounds, far fewer than ``depth``.  Past the cap,
     or when the compile's fuel (``work``) or its deadline (within :data:`_DEADLINE_RESERVE`
     seconds) would run out, the refinement stops and the identity is returned: correct, only
-    without shared walks; this step never fails a compile."""
+    without shared walks; this step never fails a compile.
+
+    In the compiled build the refinement runs in C (:func:`_native_classes`, the same
+    partition with the same numbers, the same fuel charged); the numpy code is the
+    fallback."""
+    if _KERNEL is not None and _native_takes(table, labels):
+        return _native_classes(table, labels, depth, budget, work)
     n = table.shape[0]
     identity = np.arange(n, dtype=np.int64)
     cols = table[:, column_classes(table)[1]].astype(np.int64)  # the distinct columns
@@ -103,6 +120,75 @@ def equivalence_classes(
         touched[part[affected]] = True
         touched = touched[part]
     return part, False
+
+
+def _native_takes(table: np.ndarray, labels: np.ndarray) -> bool:
+    """Whether the compiled refinement applies: a non-empty ``int32[n, c]`` table (``c >= 1``)
+    with one label per state."""
+    return (
+        table.dtype == np.int32
+        and table.ndim == 2
+        and 0 < table.shape[0] < 2**31 - 1
+        and table.shape[1] > 0
+        and labels.shape == (table.shape[0],)
+    )
+
+
+def _native_classes(
+    table: np.ndarray, labels: np.ndarray, depth: int, budget: int, work: WorkBudget | None
+) -> tuple[np.ndarray, bool]:
+    """:func:`equivalence_classes` with the refinement in C (``formcast.automata._moore``):
+    the same rounds over the same touched blocks, so the same partition with the same block
+    numbers, the same ``stable`` and the same fuel.  The fuel of the rounds run is charged at
+    once, after them: the kernel stops before it would pass the limit or the deadline's
+    reserve, exactly where the numpy path stops, so :meth:`WorkBudget.spend` (whose checks
+    cannot fail there) is not called round by round."""
+    n = table.shape[0]
+    part = _label_blocks(labels)
+    n_blocks = int(part.max()) + 1
+    if n_blocks == n:
+        return part, True
+    first = column_classes(table)[1]
+    k = first.size
+    cols = np.ascontiguousarray(table[:, first])  # the distinct columns
+    fuel, threshold = 0, float("inf")
+    if work is not None:
+        fuel = max(min(work.limit - work.used, _CLAMP), -1)
+        if work.deadline is not None:
+            threshold = work.deadline - _DEADLINE_RESERVE
+    status, charged = _KERNEL.refine(
+        cols,
+        k,
+        part,
+        n_blocks,
+        max(min(depth, _CLAMP), 0),
+        max(min(budget, _CLAMP), -1),
+        hash_weights(k + 1, _ROW_SEED),
+        work is not None,
+        fuel,
+        threshold,
+    )
+    if work is not None:
+        work.used += int(charged)
+    if status == 1:
+        return np.arange(n, dtype=np.int64), True
+    return part, status == 0
+
+
+def _label_blocks(labels: np.ndarray) -> np.ndarray:
+    """``np.unique(labels, return_inverse=True)[1]`` as int64: each state's rank among the
+    distinct labels; for integer labels of a small range by counting (O(n), no sort)."""
+    small = labels.dtype.kind == "i" or (labels.dtype.kind == "u" and labels.dtype.itemsize < 8)
+    if small and labels.ndim == 1 and labels.size > 0:
+        lo, hi = int(labels.min()), int(labels.max())
+        if hi - lo <= 4 * labels.size:
+            shifted = labels.astype(np.int64) - lo
+            present = np.bincount(shifted, minlength=hi - lo + 1) > 0
+            rank = np.cumsum(present, dtype=np.int64) - 1
+            out: np.ndarray = rank[shifted]
+            return out
+    _, inverse = np.unique(labels, return_inverse=True)
+    return np.ascontiguousarray(inverse.reshape(-1), dtype=np.int64)
 
 
 class _Csr:
@@ -152,7 +238,7 @@ def _refine_blocks(
     k = cols.shape[1]
     own = part[members]
     succ = part[cols[members]]
-    weights = hash_weights(k + 1, 0xB10C)
+    weights = hash_weights(k + 1, _ROW_SEED)
     with np.errstate(over="ignore"):
         h = succ @ weights[1:] + own * weights[0]
     _, first, group = np.unique(h, return_index=True, return_inverse=True)
@@ -183,4 +269,7 @@ def _refine_blocks(
 # seconds before the compile's deadline past which the token index's equivalence pass gives up
 # (it is an optimization: stopping it early never fails a compile)
 _DEADLINE_RESERVE = 0.15
-
+# the seed of the row hashes of a refinement round
+_ROW_SEED = 0xB10C
+# bounds of the integers handed to the compiled refinement (int64 there)
+_CLAMP = 1 << 62

@@ -19,6 +19,7 @@ fits its limits does not depend on what the process compiled before.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
+from typing import TypeAlias
 
 from ..cache import LruCache
 from ..ir.nodes import Node
@@ -44,7 +45,8 @@ __all__ = [
 
 #: one compile's sub-automata by IR node (:func:`build_nfa`'s ``sub_dfas``; a
 #: :func:`~formcast.limits.cached_work` memo)
-SubDfaMemo = dict[Hashable, CachedWork[SubAutomaton]]
+#: (a string: the compiled build's ``CachedWork`` is not subscriptable at run time)
+SubDfaMemo: TypeAlias = "dict[Hashable, CachedWork[SubAutomaton]]"
 
 #: fuel of a sub-automaton the compile already built (a lookup: copying it into an NFA is
 #: charged by the NFA construction); every cache whose entries embed sub-automata replays

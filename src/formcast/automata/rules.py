@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._native import interpreted_class
 from ..cache import LruCache
 from ..errors import LimitExceededError, UnsatisfiableGrammarError, UnsupportedFeatureError
 from ..ir.left_recursion import eliminate_left_recursion
@@ -84,6 +85,7 @@ _EXPAND_ROUNDS = 3
 _EXPANDED_MAX_NODES = 4_000
 
 
+@interpreted_class
 @dataclass(frozen=True, eq=False)
 class GrammarAutomaton:
     """Per-rule byte DFAs of a grammar (rule 0 is the start rule).
@@ -218,11 +220,11 @@ def compile_grammar_automaton(
     counts = tuple(count_by_name.get(name) for name in names)
     for r, dfa in enumerate(dfas):
         check_deadline()
-        n = dfa.table.shape[0]
+        n_states: int = dfa.table.shape[0]  # (not ``n``: a rule name above, for mypyc)
         per_state: list[tuple[tuple[int, int], ...]] = []
         bnd = np.array(dfa.accepting, dtype=bool)
         has_out = (dfa.table != DEAD).any(axis=1)
-        for s in range(n):
+        for s in range(n_states):
             lst: list[tuple[int, int]] = []
             if dfa.ref_table is not None and s != DEAD:
                 for j, callee in enumerate(dfa.ref_rules):

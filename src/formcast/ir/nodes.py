@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from weakref import WeakValueDictionary
 
+from .._native import interpreted_class
 from ..limits import charge
 
 __all__ = [
@@ -54,22 +55,26 @@ __all__ = [
 MAX_CODEPOINT = 0x10FFFF
 
 
+@interpreted_class
 class Node:
     """Base class of IR nodes."""
 
     __slots__ = ()
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class Empty(Node):
     """Matches the empty string only."""
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class Nothing(Node):
     """Matches no string at all (the empty language)."""
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class CharSet(Node):
     """One Unicode code point from ``ranges`` (sorted, disjoint, inclusive ``(lo, hi)`` pairs).
@@ -104,6 +109,7 @@ class CharSet(Node):
         return any(lo <= cp <= hi for lo, hi in self.ranges)
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class ByteSet(Node):
     """One raw byte from ``ranges`` (sorted, disjoint, inclusive pairs within 0..255)."""
@@ -111,6 +117,7 @@ class ByteSet(Node):
     ranges: tuple[tuple[int, int], ...]
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class Literal(Node):
     """An exact string (stored as text; lowered to its UTF-8 bytes)."""
@@ -144,6 +151,7 @@ def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int]:
     return size, refs, copies
 
 
+@interpreted_class
 class _Composite(Node):
     """Composite nodes cache their hash, tree size, referenced rule names and most copies of a
     bounded repeat under them (:func:`node_copies`) at construction,
@@ -160,6 +168,7 @@ class _Composite(Node):
     __slots__ = ("__weakref__",)
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True, eq=False)
 class _Items(_Composite):
     """A node made of a tuple of child nodes (:class:`Concat`, :class:`Alt`)."""
@@ -187,21 +196,24 @@ class _Items(_Composite):
     def __eq__(self, other: object) -> bool:
         return self is other or (
             type(other) is type(self)
-            and other._hash == self._hash  # type: ignore[attr-defined]
-            and _structurally_equal(self, other)  # type: ignore[arg-type]
+            and other._hash == self._hash
+            and _structurally_equal(self, other)
         )
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True, eq=False)
 class Concat(_Items):
     """The items in sequence.  Use :func:`concat` to build (it flattens and simplifies)."""
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True, eq=False)
 class Alt(_Items):
     """Any one of the items.  Use :func:`alt` to build (it flattens and simplifies)."""
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True, eq=False)
 class Repeat(_Composite):
     """``item`` repeated between ``min`` and ``max`` times (``max=None``: unbounded)."""
@@ -280,6 +292,7 @@ def _structurally_equal(a: _Composite, b: _Composite) -> bool:
     return True
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class RuleRef(Node):
     """A reference to the rule called ``name`` of the enclosing :class:`Grammar`."""
@@ -287,6 +300,7 @@ class RuleRef(Node):
     name: str
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class Rule:
     """A named rule.
@@ -306,6 +320,7 @@ class Rule:
     lazy: bool = False
 
 
+@interpreted_class
 @dataclass(frozen=True, slots=True)
 class Grammar:
     """A context-free grammar: rules by name plus the start rule's name."""
@@ -362,7 +377,7 @@ def concat(items: Iterable[Node]) -> Node:
     flat: list[Node] = []
     last_literal = False  # flat[-1] is a Literal
     for item in items:
-        parts = item.items if type(item) is Concat else (item,)  # type: ignore[attr-defined]
+        parts = item.items if type(item) is Concat else (item,)
         for p in parts:
             tp = type(p)
             if tp is Literal:
@@ -394,7 +409,7 @@ def alt(items: Iterable[Node]) -> Node:
     chars: list[tuple[int, int]] = []
     has_chars = False
     for item in items:
-        parts = item.items if type(item) is Alt else (item,)  # type: ignore[attr-defined]
+        parts = item.items if type(item) is Alt else (item,)
         for p in parts:
             tp = type(p)
             if tp is Nothing:

@@ -249,6 +249,10 @@ def _derives(
     return get(node)
 
 
+#: deepest recursion of :func:`_derives_lazy` (deeper trees take :func:`_derives`'s loop)
+_LAZY_MAX_DEPTH = 1000
+
+
 def _derives_lazy(
     n: Node,
     rules: AbstractSet[str],
@@ -256,8 +260,15 @@ def _derives_lazy(
     memo: dict[int, tuple[Node, bool]] | None,
     scratch: dict[int, tuple[Node, bool]] | None,
     settled: set[str] | None,
+    depth: int = 0,
 ) -> bool:
-    """:func:`_derives` by short-circuit recursion (``all``/``any`` stop early)."""
+    """:func:`_derives` by short-circuit recursion (``all``/``any`` stop early).
+
+    Raises RecursionError past :data:`_LAZY_MAX_DEPTH` levels too: the interpreter raises it
+    first (each level is two frames), but a mypyc-compiled build (formcast._native) has no
+    recursion limit of its own and would exhaust the C stack on a very deep tree instead."""
+    if depth > _LAZY_MAX_DEPTH:
+        raise RecursionError("a very deep tree")
     if memo is not None:
         hit = memo.get(id(n))
         if hit is None and scratch is not None:
@@ -268,12 +279,18 @@ def _derives_lazy(
     if leaf is not None:
         return leaf
     if isinstance(n, Concat):
-        out = all(_derives_lazy(k, rules, empty_only, memo, scratch, settled) for k in n.items)
+        out = all(
+            _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1) for k in n.items
+        )
     elif isinstance(n, Alt):
-        out = any(_derives_lazy(k, rules, empty_only, memo, scratch, settled) for k in n.items)
+        out = any(
+            _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1) for k in n.items
+        )
     else:
         assert isinstance(n, Repeat)
-        out = n.min == 0 or _derives_lazy(n.item, rules, empty_only, memo, scratch, settled)
+        out = n.min == 0 or _derives_lazy(
+            n.item, rules, empty_only, memo, scratch, settled, depth + 1
+        )
     if memo is not None:
         if scratch is None or settled is None or node_refs(n) <= settled:
             memo[id(n)] = (n, out)

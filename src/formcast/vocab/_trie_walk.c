@@ -23,34 +23,11 @@
  * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
  * tests/vocab/test_native_trie_walk.py compares them.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#define KERNEL_NAME "_trie_walk"
+#include "../_kernel_buffers.h"
+
 #include <stdint.h>
 #include <stdlib.h>
-
-static int
-get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *what)
-{
-    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(obj, view, flags) < 0)
-        return -1;
-    if (view->itemsize != itemsize || view->len % itemsize != 0) {
-        PyErr_Format(PyExc_ValueError, "_trie_walk: %s must have %zd-byte items, not %zd",
-                     what, itemsize, view->itemsize);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
-/* in a function with a `held` array, an `n_held` count and a `done:` label that releases them:
- * take a buffer of `obj` (see get_buffer) into `view`, or leave through `done` */
-#define GET(obj, view, size, w, what)                                                  \
-    do {                                                                               \
-        if (get_buffer(obj, &view, size, w, what) < 0)                                 \
-            goto done;                                                                 \
-        held[n_held++] = &view;                                                        \
-    } while (0)
 
 static PyObject *
 trie_walk(PyObject *self, PyObject *args)
