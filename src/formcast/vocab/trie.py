@@ -538,15 +538,17 @@ def _keep_classes(table: np.ndarray, found: tuple[np.ndarray, np.ndarray] | None
 def note_column_classes(table: np.ndarray, classes: tuple[np.ndarray, np.ndarray]) -> None:
     """Tell the permissive walks of every trie ``table``'s column classes, known to the code
     that built it: ``(class of each column, a column of each class)``, where the columns of
-    one class are equal (the partition may be finer than :func:`~formcast.columns.column_classes`'s:
-    a class trie is exact on any such partition).
+    one class are equal (the partition may be finer than
+    :func:`~formcast.columns.column_classes`'s: a class trie is exact on any such partition).
 
     A table built column by column from small inputs (a counted rule's window: levels of an
     item automaton) has the column classes of those inputs; given them, a permissive walk of
     the pure-Python build does not hash and check the whole table (O(rows x 256): 20-40 ms
     for a 10-20k-row window) to learn them.  ``table`` must not change afterwards.  The
-    compiled build's walks do not use classes.  Cost: O(rows x classes) for the class table.
-    """
+    compiled build's walks do not use classes (a table they take is not recorded).  Cost:
+    O(rows x classes) for the class table."""
+    if TokenTrie._native_takes(table, 1):  # walked in C, without classes
+        return
     cmap, first = classes
     found = (cmap, first) if first.size <= _CLASS_TRIE_MAX_CLASSES else None
     _keep_classes(table, found)
