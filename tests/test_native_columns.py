@@ -16,7 +16,6 @@ In the pure-Python package the kernel is absent and these tests skip;
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -25,18 +24,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import formcast.columns as columns_module
+from _native_kernel import kernel_or_skip
 from formcast.columns import column_classes, hash_weights
 
-KERNEL = columns_module._KERNEL
-
-if KERNEL is None:
-    if os.environ.get("FORMCAST_EXPECT_NATIVE") == "1":
-        raise RuntimeError("the compiled build's formcast._columns did not import")
-    pytest.skip(
-        "formcast._columns is not built (the pure-Python package); "
-        "tests/project/test_native_build.py runs this file against the compiled copy",
-        allow_module_level=True,
-    )
+KERNEL = kernel_or_skip(columns_module._KERNEL, "formcast._columns")
 
 _DTYPES = (np.int32, np.int64, np.bool_, np.uint8)
 

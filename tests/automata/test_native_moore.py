@@ -16,7 +16,6 @@ In the pure-Python package the kernel is absent and these tests skip;
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
@@ -25,19 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import formcast.automata.equivalence as eq
+from _native_kernel import kernel_or_skip
 from formcast.columns import column_classes
 from formcast.limits import WorkBudget
 
-KERNEL = eq._KERNEL
-
-if KERNEL is None:
-    if os.environ.get("FORMCAST_EXPECT_NATIVE") == "1":
-        raise RuntimeError("the compiled build's formcast.automata._moore did not import")
-    pytest.skip(
-        "formcast.automata._moore is not built (the pure-Python package); "
-        "tests/project/test_native_build.py runs this file against the compiled copy",
-        allow_module_level=True,
-    )
+KERNEL = kernel_or_skip(eq._KERNEL, "formcast.automata._moore")
 
 
 def _canonical(part: np.ndarray) -> list[int]:

@@ -14,26 +14,16 @@ In the pure-Python package the kernel is absent and these tests skip;
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import formcast.vocab.trie as trie_module
+from _native_kernel import kernel_or_skip
 from formcast.vocab.trie import TokenTrie
 
-KERNEL = trie_module._KERNEL
-
-if KERNEL is None:
-    if os.environ.get("FORMCAST_EXPECT_NATIVE") == "1":
-        raise RuntimeError("the compiled build's formcast.vocab._trie_walk did not import")
-    pytest.skip(
-        "formcast.vocab._trie_walk is not built (the pure-Python package); "
-        "tests/project/test_native_build.py runs this file against the compiled copy",
-        allow_module_level=True,
-    )
+KERNEL = kernel_or_skip(trie_module._KERNEL, "formcast.vocab._trie_walk")
 
 
 def _both(trie: TokenTrie, table: np.ndarray, start: int) -> None:
