@@ -26,3 +26,29 @@ def kernel_or_skip(kernel: Any, name: str) -> Any:
             allow_module_level=True,
         )
     return kernel
+
+
+#: a JSON schema whose compile on Llama-3 meets the kernels' real inputs: lexers with string,
+#: enum, bounded-integer, date and e-mail positions, counted windows, cut tables
+REAL_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 12},
+        "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}},
+        "n": {"type": "integer", "minimum": 3, "maximum": 250},
+        "when": {"type": "string", "format": "date"},
+        "mail": {"type": "string", "format": "email"},
+    },
+    "required": ["name"],
+}
+
+
+def compile_real_inputs() -> None:
+    """Compile :data:`REAL_SCHEMA` and the builtin JSON grammar on Llama-3 with a fresh
+    compiler (no caches), so that a patched kernel entry point records what they meet."""
+    from formcast import GrammarCompiler
+    from formcast.vocab.loaders import load_vocabulary
+
+    compiler = GrammarCompiler(load_vocabulary("llama3"), cache_dir=False)
+    compiler.compile_json_schema(REAL_SCHEMA)
+    compiler.compile_builtin_json_grammar()

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import formcast.columns as columns_module
-from _native_kernel import kernel_or_skip
+from _native_kernel import compile_real_inputs, kernel_or_skip
 from formcast.columns import column_classes, hash_weights
 
 KERNEL = kernel_or_skip(columns_module._KERNEL, "formcast._columns")
@@ -268,8 +268,6 @@ def test_bad_buffers_raise() -> None:
 def test_the_tables_of_real_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
     """The tables that compiling JSON schemas on Llama-3 groups (lexers, windows, cuts):
     recorded from the compile, then grouped both ways with caps around their class count."""
-    from formcast import GrammarCompiler
-    from formcast.vocab.loaders import load_vocabulary
 
     seen: list[tuple[np.ndarray, int | None]] = []
     real = columns_module._kernel_classes
@@ -279,21 +277,7 @@ def test_the_tables_of_real_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(table, most)
 
     monkeypatch.setattr(columns_module, "_kernel_classes", record)
-    compiler = GrammarCompiler(load_vocabulary("llama3"), cache_dir=False)
-    compiler.compile_json_schema(
-        {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "maxLength": 12},
-                "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}},
-                "n": {"type": "integer", "minimum": 3, "maximum": 250},
-                "when": {"type": "string", "format": "date"},
-                "mail": {"type": "string", "format": "email"},
-            },
-            "required": ["name"],
-        }
-    )
-    compiler.compile_builtin_json_grammar()
+    compile_real_inputs()
     monkeypatch.undo()
     assert seen
     assert any(t.shape[0] > 100 for t, _ in seen)

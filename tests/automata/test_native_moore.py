@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import formcast.automata.equivalence as eq
-from _native_kernel import kernel_or_skip
+from _native_kernel import compile_real_inputs, kernel_or_skip
 from formcast.columns import column_classes
 from formcast.limits import WorkBudget
 
@@ -245,9 +245,7 @@ def test_tables_the_kernel_does_not_take_use_numpy() -> None:
 def test_the_lexers_of_real_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
     """The (cut) lexers of compiled JSON schemas on Llama-3, as the token index refines
     them: recorded from the compile, then refined both ways with ample and scarce fuel."""
-    from formcast import GrammarCompiler
     from formcast.index import cfg_program
-    from formcast.vocab.loaders import load_vocabulary
 
     seen: list[tuple[np.ndarray, np.ndarray, int]] = []
     real = cfg_program.equivalence_classes
@@ -257,20 +255,7 @@ def test_the_lexers_of_real_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(table, labels, depth, **kw)
 
     monkeypatch.setattr(cfg_program, "equivalence_classes", record)
-    compiler = GrammarCompiler(load_vocabulary("llama3"), cache_dir=False)
-    compiler.compile_json_schema(
-        {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "maxLength": 12},
-                "tags": {"type": "array", "items": {"enum": ["red", "green", "blue"]}},
-                "n": {"type": "integer", "minimum": 3, "maximum": 250},
-                "when": {"type": "string", "format": "date"},
-            },
-            "required": ["name"],
-        }
-    )
-    compiler.compile_builtin_json_grammar()
+    compile_real_inputs()
     assert seen
     for table, labels, depth in seen:
         _, _, used = _both(table, labels, depth, limit=10**9)
