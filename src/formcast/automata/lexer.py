@@ -13,7 +13,7 @@ immutable.  Cost: subset construction over byte classes, capped at ``max_states`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
+from itertools import accumulate, chain
 
 import numpy as np
 
@@ -143,9 +143,7 @@ def build_expanded_lexer(
         # determinized in Python, row by row and class by class as they come, so new states
         # are numbered in the order a one-row-at-a-time construction would number them
         lens = [len(m) for m in batch]
-        starts = [0] * len(batch)
-        for b in range(1, len(batch)):
-            starts[b] = starts[b - 1] + lens[b - 1]
+        starts = [0, *accumulate(lens[:-1])]
         flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
         succ = g_succ[flat]
         block = np.maximum.reduceat(succ, starts, axis=0)
