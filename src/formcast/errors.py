@@ -18,6 +18,7 @@ __all__ = [
     "CompileWorkerError",
     "ConfigurationError",
     "ConstraintError",
+    "ContextLengthError",
     "DeadEndDiagnostic",
     "DeadEndError",
     "FormcastError",
@@ -26,6 +27,7 @@ __all__ = [
     "LimitExceededError",
     "MissingDependencyError",
     "ModelFileError",
+    "OptionError",
     "SamplingBudgetError",
     "SerializationError",
     "ToolCallError",
@@ -41,6 +43,46 @@ class FormcastError(Exception):
 
 class ConfigurationError(FormcastError, ValueError):
     """An option or argument has an invalid value (also a :class:`ValueError`)."""
+
+
+class OptionError(ConfigurationError):
+    """One generation option (``generate``/``stream``/``GenerationOptions``/the action runner)
+    has a bad value.
+
+    Attributes:
+        option: the option's keyword, e.g. ``"max_tokens"``.
+        value: the value given.
+    """
+
+    def __init__(self, option: str, value: Any, message: str) -> None:
+        self.option = option
+        self.value = value
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.option, self.value, str(self)))
+
+
+class ContextLengthError(ConfigurationError):
+    """The prompt plus the token budget do not fit in the model's context.
+
+    Attributes:
+        prompt_tokens: tokens of the prompt (chat template applied).
+        max_tokens: the budget asked for.
+        context: the model's context length, in tokens.
+    """
+
+    def __init__(self, prompt_tokens: int, max_tokens: int, context: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.max_tokens = max_tokens
+        self.context = context
+        super().__init__(
+            f"prompt ({prompt_tokens} tokens) + max_tokens ({max_tokens}) exceeds the model's "
+            f"context of {context} tokens: lower max_tokens or load the model with a larger n_ctx"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.prompt_tokens, self.max_tokens, self.context))
 
 
 class ChatTemplateError(ConfigurationError):

@@ -328,7 +328,7 @@ def run_eval(
         exact, fields = score(case.expected, outcome.args)
         results.append(CaseResult(case, outcome, exact, fields))
         if compare_unconstrained:
-            same = {k: runner.options[k] for k in _COMPARED_OPTIONS if k in runner.options}
+            same = {k: getattr(runner.options, k) for k in _COMPARED_OPTIONS}
             m.compare_unconstrained(model, case.prompt, compiled=runner.compiled, **same)
     return EvalReport(tuple(results), m)
 

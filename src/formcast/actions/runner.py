@@ -61,12 +61,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigurationError, GrammarError
-from ..generation import GenerationResult, compile_constraint
+from ..generation import GenerationOptions, GenerationResult, compile_constraint
 from ..generation import stream as generation_stream
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
 from ..model.protocol import LanguageModel
-from ..sampling import SamplingParams
 from .retry import RetryPolicy, default_feedback
 from .tool import Tool
 from .types import Failure, LayerResult, Ledger, LedgerEntry, Outcome, OutcomeFinishReason, Status
@@ -76,7 +75,8 @@ __all__ = ["GENERATION_OPTIONS", "ActionRunner", "tools_generation_schema"]
 GENERATION_OPTIONS = (
     "max_tokens", "temperature", "top_k", "top_p", "seed", "timeout_s", "chat", "system", "stop",
 )
-"""The options of the constructor that one ``run``/``stream`` call may override."""
+"""The options of the constructor that one ``run``/``stream`` call may override (fields of
+:class:`~formcast.generation.GenerationOptions`; ``timeout_s`` is per attempt)."""
 
 ENVELOPE_DEFS = "formcast_tools"
 """Where several tools' schemas go in the envelope's ``$defs`` (``#/$defs/formcast_tools/<i>``
@@ -265,13 +265,15 @@ class ActionRunner:
         if on_hand_off is not None and not callable(on_hand_off):
             raise ConfigurationError("ActionRunner: on_hand_off must be callable(outcome)")
         self.on_hand_off = on_hand_off
-        self.options: dict[str, Any] = _checked_options({
-            "max_tokens": max_tokens, "temperature": temperature, "top_k": top_k,
-            "top_p": top_p, "seed": seed, "timeout_s": timeout_s, "chat": chat,
-            "system": system, "stop": stop,
-        })
+        options = GenerationOptions(  # checked before anything compiles
+            max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+            seed=seed, timeout_s=timeout_s, chat=chat, system=system, stop=stop,
+        )
         self.generation_schema = tools_generation_schema(self.tools)
         self.compiled: CompiledGrammar = self._compile(compiler)
+        self.options: GenerationOptions = options.replace(compiled=self.compiled)
+        """The generation options of every attempt (one ``run`` may override the fields in
+        :data:`GENERATION_OPTIONS`)."""
 
     # -- construction helpers --------------------------------------------------------------------
     def _compile(self, compiler: GrammarCompiler | None) -> CompiledGrammar:
@@ -347,7 +349,7 @@ class ActionRunner:
                 f"ActionRunner.run: unknown options {unknown}; the options are "
                 f"{list(GENERATION_OPTIONS)}"
             )
-        options = _checked_options({**self.options, **overrides})
+        options = self.options.replace(**overrides)
         if idempotency_key is None:
             key = uuid.uuid4().hex
         elif isinstance(idempotency_key, str) and idempotency_key:
@@ -435,7 +437,7 @@ class ActionRunner:
 
     # -- the run ---------------------------------------------------------------------------------
     def _drive(
-        self, prompt: Any, principal: Any, run: _Run, options: dict[str, Any]
+        self, prompt: Any, principal: Any, run: _Run, options: GenerationOptions
     ) -> Generator[str | Outcome, None, Outcome]:
         try:
             outcome = yield from self._attempts(prompt, principal, run, options)
@@ -492,7 +494,7 @@ class ActionRunner:
                            tool=entry.tool, args=args)
 
     def _attempts(
-        self, prompt: Any, principal: Any, run: _Run, options: dict[str, Any]
+        self, prompt: Any, principal: Any, run: _Run, options: GenerationOptions
     ) -> Generator[str, None, Outcome]:
         recorded = self._recorded(run)
         if recorded is not None:
@@ -527,17 +529,14 @@ class ActionRunner:
             _check_prompt(prompt)
 
     def _generate(
-        self, prompt: Any, options: dict[str, Any], run: _Run
+        self, prompt: Any, options: GenerationOptions, run: _Run
     ) -> Generator[str, None, GenerationResult | str]:
-        """One attempt's generation: yields its pieces; returns the result, or ``"timeout"``."""
-        timeout = options["timeout_s"]
+        """One attempt's generation: yields its pieces; returns the result, or ``"timeout"``
+        (the decoding loop stops at ``timeout_s`` before its next model call; a generation
+        that finished past the deadline is a timeout too)."""
+        timeout = options.timeout_s
         deadline = None if timeout is None else time.monotonic() + timeout
-        gen = generation_stream(
-            self.model, prompt, compiled=self.compiled,
-            max_tokens=options["max_tokens"], temperature=options["temperature"],
-            top_k=options["top_k"], top_p=options["top_p"], seed=options["seed"],
-            stop=options["stop"], chat=options["chat"], system=options["system"],
-        )
+        gen = generation_stream(self.model, prompt, options=options)
         pieces: list[str] = []
         try:
             for item in gen:
@@ -550,7 +549,9 @@ class ActionRunner:
                     continue
                 run.result = item
                 run.text = item.text
-                if deadline is not None and time.monotonic() > deadline:
+                if item.finish_reason == "timeout" or (
+                    deadline is not None and time.monotonic() > deadline
+                ):
                     return "timeout"
                 return item
         finally:
@@ -725,28 +726,6 @@ def _check_tools(tools: Any) -> tuple[Tool, ...]:
     return items
 
 
-def _checked_options(options: dict[str, Any]) -> dict[str, Any]:
-    mt = options["max_tokens"]
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 0:
-        raise ConfigurationError(f"max_tokens must be an int >= 0, got {mt!r}")
-    SamplingParams(
-        temperature=options["temperature"], top_k=options["top_k"], top_p=options["top_p"]
-    )
-    seed = options["seed"]
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigurationError(f"seed must be an int or None, got {seed!r}")
-    t = options["timeout_s"]
-    if t is not None and (
-        isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0
-    ):
-        raise ConfigurationError(f"timeout_s must be a number of seconds > 0 or None, got {t!r}")
-    if options["chat"] not in (None, True, False):
-        raise ConfigurationError(f"chat must be True, False or None, got {options['chat']!r}")
-    if options["system"] is not None and not isinstance(options["system"], str):
-        raise ConfigurationError("system must be a string or None")
-    return options
-
-
 def _check_prompt(prompt: Any) -> None:
     if isinstance(prompt, (str, Sequence)) and len(prompt) > 0:
         return
@@ -756,7 +735,7 @@ def _check_prompt(prompt: Any) -> None:
     )
 
 
-def _chat_on(model: LanguageModel, options: Mapping[str, Any]) -> bool:
-    chat = options["chat"]
+def _chat_on(model: LanguageModel, options: GenerationOptions) -> bool:
+    chat = options.chat
     return bool(model.chat_template is not None) if chat is None else bool(chat)
 

@@ -22,9 +22,18 @@ from ..model.chat import CHATML, SMOLLM2_CHAT, ChatTemplate, Message
 from ..model.protocol import LanguageModel, Logits
 from .api import generate, stream
 from .conditioned import ConditionedSampler
+from .control import Step, StepControl
 from .inputs import Prompt, compile_constraint, get_compiler
+from .options import GenerationOptions
 from .reasoning import ReasoningOptions, ReasoningText
-from .results import FINISH_REASONS, FinishReason, GenerationResult, GenerationTimings
+from .results import (
+    FINISH_REASONS,
+    FinishReason,
+    GenerationResult,
+    GenerationTimings,
+    StepTimes,
+    TokenLogprob,
+)
 from .sampler_context import SamplerStats
 
 __all__ = [
@@ -34,6 +43,7 @@ __all__ = [
     "ChatTemplate",
     "ConditionedSampler",
     "FinishReason",
+    "GenerationOptions",
     "GenerationResult",
     "GenerationTimings",
     "LanguageModel",
@@ -43,6 +53,10 @@ __all__ = [
     "ReasoningOptions",
     "ReasoningText",
     "SamplerStats",
+    "Step",
+    "StepControl",
+    "StepTimes",
+    "TokenLogprob",
     "compile_constraint",
     "generate",
     "get_compiler",

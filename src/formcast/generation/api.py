@@ -57,31 +57,26 @@ import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from ..errors import (
-    ConfigurationError,
-)
+import numpy as np
+
+from ..errors import OptionError
 from ..frontends.jsonschema.source import pydantic_model_class
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
 from ..model.protocol import LanguageModel
-from ..sampling import SamplingParams
 from ..vocab.canonical import CanonicalPairs
 from .conditioned import ConditionedSampler
+from .control import StepControl
 from .inputs import (
-    DEFAULT_REGEX_DIALECT,
     Prompt,
-    _check_context,
-    _check_max_tokens,
-    _check_sampling,
     _prompt_ids,
     _resolve_model,
-    _seeded_rng,
-    _stop_strings,
     get_compiler,
     resolve_constraint,
 )
 from .loop import decode
-from .reasoning import ReasoningOptions, read_reasoning, split_stream, wrap_reasoning
+from .options import GenerationOptions, check_context
+from .reasoning import ReasoningOptions, split_stream, wrap_reasoning
 from .results import GenerationResult
 from .tokenization import canonical_pairs_for, heal_prompt
 
@@ -93,51 +88,95 @@ __all__ = ["generate", "stream"]
 _perf = time.perf_counter
 
 
-_CONDITIONED_OPTIONS = (
-    *("schema", "regex", "grammar", "grammar_syntax", "compiled", "max_tokens", "top_p"),
-    *("chat", "system", "compiler", "dialect", "canonical", "constraint"),
-)
-"""The options of :func:`generate` that :class:`ConditionedSampler` takes as they are."""
-
-
 def _conditioned_sample(
-    model: LanguageModel | str, prompt: Prompt, sampling: str, options: dict[str, Any]
+    lm: LanguageModel, prompt: Prompt, options: GenerationOptions
 ) -> GenerationResult:
-    """``generate(sampling="exact" | "aligned")``: one sample of a ConditionedSampler."""
-    if options.get("stop") is not None:
-        raise ConfigurationError(
-            f"stop strings are not supported with sampling={sampling!r} (they would change "
-            "the conditioned distribution): put the stop into the constraint"
-        )
-    if options.get("top_k", 0) != 0:
-        raise ConfigurationError(f"top_k is not supported with sampling={sampling!r}: use top_p")
-    if options.get("reasoning") not in (None, False):
-        raise ConfigurationError(
-            f"reasoning= is supported with sampling='mask' only, got sampling={sampling!r}: "
-            "use sampling='mask', or pass compiled=compiler.compile_reasoning(...) and split "
-            "the text at the marker yourself"
-        )
-    if options.get("token_healing", False):
-        raise ConfigurationError(
-            f"token_healing is supported with sampling='mask' only, got sampling={sampling!r}: "
-            "end the prompt where the constraint starts, or use sampling='mask'"
-        )
-    temperature = options.get("temperature", 0.0)
-    if temperature == 0.0:
-        raise ConfigurationError(
-            f"sampling={sampling!r} samples the model's distribution: give temperature > 0 "
-            "(generate's default temperature=0 is greedy decoding)"
-        )
-    kwargs = {k: options[k] for k in _CONDITIONED_OPTIONS if k in options}
-    sampler = ConditionedSampler(model, prompt, method=sampling, temperature=temperature, **kwargs)
-    result: GenerationResult = sampler.sample(1, seed=options.get("seed"))[0]
+    """``generate(sampling="exact" | "aligned")``: one sample of a ConditionedSampler (the
+    options were checked for it when they were built)."""
+    sampler = ConditionedSampler.from_options(lm, prompt, options)
+    result: GenerationResult = sampler.sample(1, seed=options.seed)[0]
     return result
 
 
 def _prepare(
+    lm: LanguageModel, prompt: Prompt, options: GenerationOptions, t_call: float
+) -> Generator[str, None, GenerationResult]:
+    """Compile, read the prompt, then return the (not yet started) decoding loop.
+
+    ``options`` are valid (checked once, when they were built) and ``options.sampling`` is
+    ``"mask"``; what is checked here needs the model: the constraint against its vocabulary,
+    the prompt against its context."""
+    o = options
+    cg, compile_s = resolve_constraint(
+        lm,
+        compiled=o.compiled,
+        schema=o.schema,
+        regex=o.regex,
+        grammar=o.grammar,
+        grammar_syntax=o.grammar_syntax,
+        compiler=o.compiler,
+        dialect=o.dialect,
+        constraint=o.constraint,
+    )
+    answer = cg
+    think = o.reasoning_options
+    if think is not None:
+        t_wrap = _perf()
+        comp = o.compiler if o.compiler is not None else get_compiler(lm.vocab)
+        cg = wrap_reasoning(cg, think, comp)
+        compile_s += _perf() - t_wrap
+    ids = _prompt_ids(lm, prompt, chat=o.chat, system=o.system)
+    check_context(lm, len(ids), o.max_tokens)
+    pairs = _canonical_option(lm, cg, o.canonical)
+    healed = b""
+    if o.token_healing:
+        ids, healed = heal_prompt(lm.vocab, ids)
+    control = o.control
+    if o.timeout_s is not None:
+        deadline = time.monotonic() - (_perf() - t_call) + o.timeout_s  # from the call's start
+        control = (control or StepControl()).with_deadline(deadline)
+    schema_class = pydantic_model_class(o.schema) if cg is not None else None
+    loop = decode(
+        lm,
+        ids,
+        cg,
+        o.params,
+        np.random.default_rng(o.seed),
+        o.max_tokens,
+        o.stops,
+        compile_s,
+        t_call,
+        schema_class,
+        canonical=pairs,
+        healed=healed,
+        control=control,
+        logprobs=o.logprobs,
+    )
+    if think is None or answer is None:  # (wrap_reasoning refused a call without a constraint)
+        return loop
+    return split_stream(loop, think, answer.kind, schema_class)
+
+
+def _canonical_option(
+    lm: LanguageModel, compiled: CompiledGrammar | None, canonical: object
+) -> CanonicalPairs | None:
+    """The model's :class:`CanonicalPairs` for ``canonical=True`` (``None`` for ``False``)."""
+    if not canonical:
+        return None
+    if compiled is None:
+        raise OptionError(
+            "canonical", canonical,
+            "canonical=True needs a constraint (schema=, regex=, grammar=, constraint= or "
+            "compiled=): unconstrained sampling follows the model's own tokenization"
+        )
+    return canonical_pairs_for(lm)
+
+
+def _arguments(
     model: LanguageModel | str,
     prompt: Prompt,
     *,
+    options: GenerationOptions | None = None,
     schema: Any = None,
     regex: str | None = None,
     grammar: str | None = None,
@@ -152,89 +191,19 @@ def _prepare(
     chat: bool | None = None,
     system: str | None = None,
     compiler: GrammarCompiler | None = None,
-    dialect: str = DEFAULT_REGEX_DIALECT,
+    dialect: str = "ecma",
     sampling: str = "mask",
     canonical: bool = False,
     token_healing: bool = False,
     constraint: Constraint | None = None,
     reasoning: bool | ReasoningOptions | Mapping[str, Any] | None = None,
-) -> Generator[str, None, GenerationResult]:
-    """Validate everything and compile, then return the (not yet started) decoding loop.
-
-    The one signature of :func:`generate` and :func:`stream` (documented on ``generate``);
-    the checks run in this order, before the model is called.  Only ``sampling="mask"``
-    reaches here (:func:`generate` sends the others to :class:`ConditionedSampler`)."""
-    t_call = _perf()
-    _check_sampling(sampling)
-    if sampling != "mask":
-        raise ConfigurationError(
-            f"stream() samples with the mask only, got sampling={sampling!r}: use "
-            "generate(..., sampling=...) or formcast.ConditionedSampler for the others"
-        )
-    lm = _resolve_model(model)
-    _check_max_tokens(max_tokens)
-    params = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
-    rng = _seeded_rng(seed)
-    stops = _stop_strings(stop)
-    think = read_reasoning(reasoning)
-    cg, compile_s = resolve_constraint(
-        lm,
-        compiled=compiled,
-        schema=schema,
-        regex=regex,
-        grammar=grammar,
-        grammar_syntax=grammar_syntax,
-        compiler=compiler,
-        dialect=dialect,
-        constraint=constraint,
-    )
-    answer = cg
-    if think is not None:
-        t_wrap = _perf()
-        cg = wrap_reasoning(cg, think, compiler if compiler is not None else get_compiler(lm.vocab))
-        compile_s += _perf() - t_wrap
-    ids = _prompt_ids(lm, prompt, chat=chat, system=system)
-    _check_context(lm, ids, max_tokens)
-    pairs = _canonical_option(lm, cg, canonical)
-    if not isinstance(token_healing, bool):
-        raise ConfigurationError(f"token_healing must be a bool, got {token_healing!r}")
-    healed = b""
-    if token_healing:
-        ids, healed = heal_prompt(lm.vocab, ids)
-    schema_class = pydantic_model_class(schema) if cg is not None else None
-    loop = decode(
-        lm,
-        ids,
-        cg,
-        params,
-        rng,
-        max_tokens,
-        stops,
-        compile_s,
-        t_call,
-        schema_class,
-        canonical=pairs,
-        healed=healed,
-    )
-    if think is None or answer is None:  # (wrap_reasoning refused a call without a constraint)
-        return loop
-    return split_stream(loop, think, answer.kind, schema_class)
-
-
-def _canonical_option(
-    lm: LanguageModel, compiled: CompiledGrammar | None, canonical: object
-) -> CanonicalPairs | None:
-    """The model's :class:`CanonicalPairs` for ``canonical=True`` (``None`` for ``False``)."""
-    if not isinstance(canonical, bool):
-        raise ConfigurationError(f"canonical must be a bool, got {canonical!r}")
-    if not canonical:
-        return None
-    if compiled is None:
-        raise ConfigurationError(
-            "canonical=True needs a constraint (schema=, regex=, grammar=, constraint= or "
-            "compiled=): unconstrained sampling follows the model's own tokenization"
-        )
-    return canonical_pairs_for(lm)
+    logprobs: int | None = None,
+    timeout_s: float | None = None,
+    control: StepControl | None = None,
+) -> None:
+    """The one signature of :func:`generate` and :func:`stream` (for ``help()``, type
+    checkers and the argument check): the keywords are the fields of
+    :class:`GenerationOptions`, with its defaults (a test keeps them equal)."""
 
 
 _P = ParamSpec("_P")
@@ -266,8 +235,14 @@ def _takes_arguments_of(
 
 
 # -- the public entry points ---------------------------------------------------------------------
-@_takes_arguments_of(_prepare)
-def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> GenerationResult:
+@_takes_arguments_of(_arguments)
+def generate(
+    model: LanguageModel | str,
+    prompt: Prompt,
+    *,
+    options: GenerationOptions | None = None,
+    **kwargs: Any,
+) -> GenerationResult:
     """Generate text from ``model`` under at most one constraint.
 
     Args:
@@ -278,6 +253,8 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
             default model on llama.cpp, loaded once and cached).
         prompt: text (the model's chat template is applied when it has one, see ``chat``),
             chat messages ``[{"role": ..., "content": ...}]``, or token ids (used as given).
+        options: a :class:`~formcast.generation.GenerationOptions` holding the options below
+            (built once, reusable); keyword arguments given as well override its fields.
         schema: a JSON Schema (dict, bool or JSON text) or a Pydantic model class: output is
             a JSON document valid for it; ``result.value`` is the parsed document and
             ``result.parsed`` the class's instance (``Model.model_validate_json``), both only
@@ -325,6 +302,17 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
             the thinking as :class:`~formcast.generation.ReasoningText` pieces (a ``str``
             subclass), never the marker, then the answer as plain ``str``.  The prompt (or
             chat template) must open the thinking if the model needs a ``<think>`` tag.
+        logprobs: ``None`` (off) or ``k`` in 0..20: ``result.logprobs`` holds each output
+            token's log-probability under the distribution it was drawn from (the allowed
+            tokens' log-softmax at temperature 1; 0 for a forced token) and the ``k`` most
+            likely allowed tokens (:class:`~formcast.generation.TokenLogprob`; ``"mask"``
+            only).
+        timeout_s: seconds from the call after which the output ends as ``"timeout"``
+            (checked before every model call; ``"mask"`` only).
+        control: a :class:`~formcast.generation.StepControl`: a cancel flag (ends the output
+            as ``"cancelled"``), a :func:`time.monotonic` deadline (``"timeout"``) and an
+            ``on_step(step)`` callback, checked by the decoding loop before every model call
+            (``"mask"`` only).
 
     Returns:
         A :class:`GenerationResult` (``finish_reason`` says how it ended).  The output is
@@ -333,16 +321,20 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
         of it is ``"max_tokens"`` with ``value``/``parsed`` ``None`` -- never a completion.
 
     Raises:
-        ConfigurationError: bad arguments (several constraints, bad sampling values, prompt
-            longer than the context...), before anything runs.
+        OptionError: a bad option (it names the option and the value), before the model is
+            loaded or called; several constraints at once are an ``OptionError`` too.
+        ContextLengthError: the prompt plus ``max_tokens`` exceed the model's context.
+        ConfigurationError: other bad arguments (a prompt the model cannot read...), before
+            anything runs (both errors above are ``ConfigurationError`` s).
         GrammarError: the constraint does not compile (before the model runs).
         VocabularyError: a constraint compiled for another vocabulary.
     """
-    sampling = options.get("sampling", "mask")
-    _check_sampling(sampling)
-    if sampling != "mask":
-        return _conditioned_sample(model, prompt, sampling, options)
-    loop = _prepare(model, prompt, **options)
+    t_call = _perf()
+    opts = GenerationOptions.build(options, **kwargs)
+    lm = _resolve_model(model)
+    if opts.sampling != "mask":
+        return _conditioned_sample(lm, prompt, opts)
+    loop = _prepare(lm, prompt, opts, t_call)
     while True:
         try:
             next(loop)
@@ -351,9 +343,13 @@ def generate(model: LanguageModel | str, prompt: Prompt, **options: Any) -> Gene
             return result
 
 
-@_takes_arguments_of(_prepare)
+@_takes_arguments_of(_arguments)
 def stream(
-    model: LanguageModel | str, prompt: Prompt, **options: Any
+    model: LanguageModel | str,
+    prompt: Prompt,
+    *,
+    options: GenerationOptions | None = None,
+    **kwargs: Any,
 ) -> Generator[str | GenerationResult, None, GenerationResult]:
     """Like :func:`generate`, but yields the text as it is produced.
 
@@ -371,7 +367,15 @@ def stream(
     generation; the model is left mid-sequence and the next call starts over.  The generator's
     return value (``StopIteration.value``) is the result as well.
     """
-    return _stream_items(_prepare(model, prompt, **options))
+    t_call = _perf()
+    opts = GenerationOptions.build(options, **kwargs)
+    if opts.sampling != "mask":
+        raise OptionError(
+            "sampling", opts.sampling,
+            f"stream() samples with the mask only, got sampling={opts.sampling!r}: use "
+            "generate(..., sampling=...) or formcast.ConditionedSampler for the others",
+        )
+    return _stream_items(_prepare(_resolve_model(model), prompt, opts, t_call))
 
 
 def _stream_items(

@@ -94,24 +94,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ConfigurationError, FormcastError
+from ..errors import ConfigurationError, FormcastError, OptionError
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
 from ..model.protocol import LanguageModel, Logits
 from ..runtime.matcher import GrammarMatcher
-from ..sampling import SamplingParams
 from .aligned import AlignedMethod, check_forced_stop
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
-    _check_context,
-    _check_max_tokens,
     _prompt_ids,
     _resolve_model,
-    _seeded_rng,
     resolve_constraint,
 )
 from .loop import decode
+from .options import GenerationOptions, check_context
 from .results import GenerationResult
 from .sampler_context import (
     SamplerContext,
@@ -526,40 +523,95 @@ class ConditionedSampler:
         forced_stop: str = "certain",
     ) -> None:
         if method not in METHODS:
-            raise ConfigurationError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+            raise OptionError(
+                "method", method, f"method must be one of {', '.join(METHODS)}, got {method!r}"
+            )
+        options = GenerationOptions(
+            schema=schema,
+            regex=regex,
+            grammar=grammar,
+            compiled=compiled,
+            temperature=temperature,
+            top_p=top_p,
+            max_tokens=max_tokens,
+            chat=chat,
+            system=system,
+            compiler=compiler,
+            grammar_syntax=grammar_syntax,
+            dialect=dialect,
+            canonical=canonical,
+            constraint=constraint,
+        )
+        self._setup(_resolve_model(model), prompt, options, method, max_model_calls, forced_stop)
+
+    @classmethod
+    def from_options(
+        cls,
+        model: LanguageModel | str,
+        prompt: Prompt,
+        options: GenerationOptions,
+        *,
+        max_model_calls: int = 100_000,
+        forced_stop: str = "certain",
+    ) -> ConditionedSampler:
+        """A sampler for ``options`` (:class:`GenerationOptions`), its method being
+        ``options.sampling`` (what ``generate(sampling="exact" | "aligned")`` uses).
+
+        Raises:
+            OptionError: an option the conditioned samplers do not take (``stop``, ``top_k``,
+                ``reasoning``, ``token_healing``, ``logprobs``, ``timeout_s``, ``control``).
+            GrammarError, VocabularyError: as the constructor.
+        """
+        self = cls.__new__(cls)
+        self._setup(
+            _resolve_model(model), prompt, options, options.sampling, max_model_calls, forced_stop
+        )
+        return self
+
+    def _setup(
+        self,
+        lm: LanguageModel,
+        prompt: Prompt,
+        options: GenerationOptions,
+        method: str,
+        max_model_calls: int,
+        forced_stop: str,
+    ) -> None:
+        """The constructor's work, once the options are valid and the model is resolved."""
         if (
             isinstance(max_model_calls, bool)
             or not isinstance(max_model_calls, int)
             or max_model_calls < 1
         ):
-            raise ConfigurationError(
-                f"max_model_calls must be an int >= 1, got {max_model_calls!r}"
+            raise OptionError(
+                "max_model_calls", max_model_calls,
+                f"max_model_calls must be an int >= 1, got {max_model_calls!r}",
             )
-        lm = _resolve_model(model)
-        _check_max_tokens(max_tokens)
-        params = SamplingParams(temperature=temperature, top_p=top_p)
+        _refuse_unconditioned_options(options)
+        o = options
+        max_tokens, canonical, schema = o.max_tokens, o.canonical, o.schema
+        params = o.params
         cg, compile_s = resolve_constraint(
             lm,
-            compiled=compiled,
-            schema=schema,
-            regex=regex,
-            grammar=grammar,
-            grammar_syntax=grammar_syntax,
-            compiler=compiler,
-            dialect=dialect,
-            constraint=constraint,
+            compiled=o.compiled,
+            schema=o.schema,
+            regex=o.regex,
+            grammar=o.grammar,
+            grammar_syntax=o.grammar_syntax,
+            compiler=o.compiler,
+            dialect=o.dialect,
+            constraint=o.constraint,
         )
         if cg is None and method != "mask":
             raise ConfigurationError(
                 f"method={method!r} needs a constraint: give schema=, regex=, grammar=, "
                 "constraint= or compiled= (without one, plain sampling already follows the model)"
             )
-        ids = _prompt_ids(lm, prompt, chat=chat, system=system)
-        _check_context(lm, ids, max_tokens)
-        if not isinstance(canonical, bool):
-            raise ConfigurationError(f"canonical must be a bool, got {canonical!r}")
+        ids = _prompt_ids(lm, prompt, chat=o.chat, system=o.system)
+        check_context(lm, len(ids), max_tokens)
         if canonical and cg is None:
-            raise ConfigurationError(
+            raise OptionError(
+                "canonical", canonical,
                 "canonical=True needs a constraint (schema=, regex=, grammar=, constraint= or "
                 "compiled=)"
             )
@@ -568,6 +620,7 @@ class ConditionedSampler:
         from ..frontends.jsonschema.source import pydantic_model_class
 
         self.method = method
+        self.options = options
         self.stats = SamplerStats()
         self.context = SamplerContext(
             model=lm,
@@ -600,7 +653,9 @@ class ConditionedSampler:
         """
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise ConfigurationError(f"n must be an int >= 0, got {n!r}")
-        rng = _seeded_rng(seed)
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise OptionError("seed", seed, f"seed must be an int or None, got {seed!r}")
+        rng = np.random.default_rng(seed)
         t0 = _perf()
         if isinstance(self._method, ExactMethod):
             self._method.samples_this_call = 0
@@ -611,3 +666,20 @@ class ConditionedSampler:
         finally:
             self.stats.seconds += _perf() - t0
         return out
+
+
+_UNCONDITIONED = ("stop", "top_k", "reasoning", "token_healing", "logprobs", "timeout_s", "control")
+
+
+def _refuse_unconditioned_options(options: GenerationOptions) -> None:
+    """The options a :class:`ConditionedSampler` does not take, set to something else than
+    their default (``sampling="exact"``/``"aligned"`` options refuse them already)."""
+    defaults = GenerationOptions()
+    for name in _UNCONDITIONED:
+        value = getattr(options, name)
+        if value != getattr(defaults, name):
+            raise OptionError(
+                name, value,
+                f"ConditionedSampler does not take {name}= (got {value!r}): it samples the "
+                "model's distribution under the constraint; use generate()/stream() for it",
+            )

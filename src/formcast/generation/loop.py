@@ -7,8 +7,14 @@ One step (the order is fixed; see :mod:`formcast.generation.api` for why)::
     budget check                   ``max_tokens`` text tokens -> "max_tokens"
     forced token                   exactly one allowed: taken without sampling
     _ModelSide.next_token          model.step(pending tokens) -> logits -> masked sample
+                                   (and, with ``logprobs``, the token's log-probability)
     _ConstraintSide.accept         matcher.accept_token
     _Output.add                    bytes -> UTF-8 text -> stop-string scan -> yield the piece
+    control.on_step                the caller's callback (may end the output)
+
+A :class:`~formcast.generation.StepControl` is checked before the prompt is evaluated and at
+the start of every step (so before every model call): a set cancel flag ends the output as
+``"cancelled"``, a passed deadline as ``"timeout"``; the result is the prefix so far.
 
 The three sides each own their state (``__slots__``) and their timings (``mask_step_s``,
 ``decode_step_s``, ``sample_step_s`` measure exactly the statements named above); the loop
@@ -29,6 +35,7 @@ import sys
 import threading
 import time
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +49,8 @@ from ..runtime.matcher import GrammarMatcher
 from ..sampling import SamplingParams, sample_token
 from ..vocab.canonical import CanonicalPairs
 from ..vocab.vocabulary import Vocabulary
-from .results import FinishReason, GenerationResult, GenerationTimings
+from .control import Step, StepControl
+from .results import FinishReason, GenerationResult, GenerationTimings, TokenLogprob
 from .tokenization import TokenHealing, canonical_dead_end
 
 __all__ = [
@@ -52,6 +60,7 @@ __all__ = [
     "cached_allowed_ids",
     "decode",
     "parse_output",
+    "token_logprob",
 ]
 
 JSON_KINDS = frozenset({"json_schema", "builtin_json"})
@@ -176,20 +185,44 @@ class _ModelSide:
 
     Forced tokens are only queued (``pending``); the next sampled token evaluates them all in
     one ``model.step`` call.  ``decode_times`` has one entry per such call, ``sample_times``
-    one per sampled token."""
+    one per sampled token.  With ``top`` (``logprobs=``) not ``None``, ``logprobs`` gets one
+    :class:`TokenLogprob` per output token, from the logits and allowed ids it was drawn
+    from (:func:`token_logprob`; a forced token's is added by :meth:`forced`)."""
 
-    __slots__ = ("decode_times", "logits", "model", "params", "pending", "rng", "sample_times")
+    __slots__ = (
+        "decode_times",
+        "logits",
+        "logprobs",
+        "model",
+        "params",
+        "pending",
+        "rng",
+        "sample_times",
+        "top",
+    )
 
     def __init__(
-        self, model: LanguageModel, logits: Logits, params: SamplingParams, rng: np.random.Generator
+        self,
+        model: LanguageModel,
+        logits: Logits,
+        params: SamplingParams,
+        rng: np.random.Generator,
+        top: int | None = None,
     ) -> None:
         self.model = model
         self.logits = logits
         self.params = params
         self.rng = rng
+        self.top = top
+        self.logprobs: list[TokenLogprob] | None = None if top is None else []
         self.pending: list[int] = []
         self.decode_times: list[float] = []
         self.sample_times: list[float] = []
+
+    def forced(self, tok: int) -> None:
+        """Record a forced token's log-probability (0: the only token allowed)."""
+        if self.logprobs is not None and self.top is not None:
+            self.logprobs.append(TokenLogprob(tok, 0.0, ((tok, 0.0),)[: self.top]))
 
     def next_token(self, allowed: np.ndarray | None) -> int:
         """Evaluate the pending tokens, then sample among ``allowed`` (``None``: any token)."""
@@ -204,7 +237,28 @@ class _ModelSide:
         else:
             tok = _sample_allowed(self.logits, allowed, self.params, self.rng)
         self.sample_times.append(_perf() - ts)
+        if self.logprobs is not None and self.top is not None:
+            self.logprobs.append(token_logprob(self.logits, allowed, tok, self.top))
         return tok
+
+
+def token_logprob(logits: Any, allowed: np.ndarray | None, tok: int, top: int) -> TokenLogprob:
+    """``tok``'s :class:`TokenLogprob` at a step with ``logits`` where ``allowed`` (sorted ids;
+    ``None``: every token) were allowed: a log-softmax of the raw logits over the allowed ids
+    (temperature 1, before top-k/top-p; non-finite logits are left out of the normalizer),
+    and the ``top`` most likely of them (a stable sort: ties in increasing id order).
+    O(allowed) plus the sort."""
+    row = np.asarray(logits, dtype=np.float64)
+    ids = np.arange(row.shape[0]) if allowed is None else allowed
+    sub = row[ids]
+    finite = np.isfinite(sub)
+    peak = sub[finite].max() if finite.any() else 0.0
+    logz = peak + np.log(np.exp(sub[finite] - peak).sum())
+    lp = sub - logz
+    order = np.argsort(-lp, kind="stable")[:top]
+    return TokenLogprob(
+        int(tok), float(row[tok] - logz), tuple((int(ids[j]), float(lp[j])) for j in order)
+    )
 
 
 def _sample_allowed(
@@ -361,6 +415,8 @@ def decode(
     *,
     canonical: CanonicalPairs | None = None,
     healed: bytes = b"",
+    control: StepControl | None = None,
+    logprobs: int | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """The decoding loop: yields the text pieces, returns the :class:`GenerationResult`.
 
@@ -369,8 +425,10 @@ def decode(
     ANDs its pair rows into every mask after the first output token; ``healed`` (token
     healing: the bytes of the prompt token backed off, ``prompt_ids`` being the prompt
     without it) must be re-spelled first and is left out of the text (see
-    :mod:`formcast.generation.tokenization`).  Nothing runs until the first item is requested;
-    the generator lives for one generation."""
+    :mod:`formcast.generation.tokenization`).  ``control`` is checked before the prefill and
+    every step (see the module docstring); ``logprobs`` (``k``) records each output token's
+    :class:`TokenLogprob` with the ``k`` most likely tokens.  Nothing runs until the first
+    item is requested; the generator lives for one generation."""
     vocab = model.vocab
     if canonical is not None and compiled is None:
         raise FormcastError(  # pragma: no cover - generate() checks it first
@@ -379,12 +437,22 @@ def decode(
     constraint = _ConstraintSide(compiled, vocab, canonical) if compiled is not None else None
     out = _Output(vocab, stops, len(healed))
     healing = TokenHealing(vocab, healed) if healed else None
+    stopped = control.check() if control is not None else None
+    if stopped is not None:  # cancelled or timed out before the model read the prompt
+        total = _perf() - t_call
+        timings = GenerationTimings(
+            compile_s=compile_s, time_to_first_token_s=total, total_s=total,
+            prompt_tokens=len(prompt_ids),
+        )
+        result = _result(out, stopped, constraint, compiled, schema_class, prompt_ids, timings)
+        return result if logprobs is None else replace(result, logprobs=())
     logits, prefill_s = prefill(model, prompt_ids, compiled)
-    sampler = _ModelSide(model, logits, params, rng)
+    sampler = _ModelSide(model, logits, params, rng, logprobs)
     reason = yield from _steps(
-        constraint, sampler, out, vocab.stop_token_ids, max_tokens, t_call, healing, canonical
+        constraint, sampler, out, vocab.stop_token_ids, max_tokens, t_call, healing, canonical,
+        control,
     )
-    if reason != "stop":
+    if reason not in ("stop", "cancelled", "timeout"):
         tail, hit = out.finish()
         if hit:
             reason = "stop"
@@ -403,7 +471,10 @@ def decode(
         mask_step_s=tuple(constraint.mask_times) if constraint is not None else (),
         sample_step_s=tuple(sampler.sample_times),
     )
-    return _result(out, reason, constraint, compiled, schema_class, prompt_ids, timings)
+    result = _result(out, reason, constraint, compiled, schema_class, prompt_ids, timings)
+    if sampler.logprobs is None:
+        return result
+    return replace(result, logprobs=tuple(sampler.logprobs))
 
 
 def _result(
@@ -450,15 +521,22 @@ def _steps(
     t_call: float,
     healing: TokenHealing | None = None,
     canonical: CanonicalPairs | None = None,
+    control: StepControl | None = None,
 ) -> Generator[str, None, FinishReason]:
     """One token per iteration (mask, budget, forced or sampled token, accept, text) until the
     output ends; yields the safe text pieces, returns the finish reason.  A stop token ends
     the output without counting as text (``out.stop_token``).  While ``healing`` is active the
     allowed tokens are the healing ones (pair-tested too), and the matcher only sees the bytes
-    past the removed text."""
+    past the removed text.  ``control`` is checked first in every step (before any model
+    call) and its ``on_step`` sees every output token."""
     out_ids = out.ids
     matcher = constraint.matcher if constraint is not None else None
+    on_step = control.on_step if control is not None else None
     while True:
+        if control is not None:
+            stopped = control.check()
+            if stopped is not None:
+                return stopped
         allowed: np.ndarray | None = None
         prev = out_ids[-1] if out_ids else -1
         healing_now = healing is not None and healing.active
@@ -480,7 +558,9 @@ def _steps(
                 return constraint.end
         if len(out_ids) >= max_tokens:
             return "max_tokens"
-        if allowed is not None and allowed.size == 1:  # forced: any sampler would pick it
+        forced = allowed is not None and allowed.size == 1
+        if forced:  # any sampler would pick it
+            assert allowed is not None
             tok = int(allowed[0])
             out.n_forced += 1
         else:
@@ -492,15 +572,24 @@ def _steps(
             healing.accept(tok, matcher)
         elif constraint is not None:
             constraint.accept(tok)
-        if tok in stop_ids:
+        if tok in stop_ids:  # not output: no log-probability entry either
+            if not forced and sampler.logprobs:
+                sampler.logprobs.pop()
             out.stop_token = tok
             return "completed"
+        if forced:
+            sampler.forced(tok)
         sampler.pending.append(tok)
         safe, hit = out.add(tok)
         if safe:
             yield safe
         if hit:
             return "stop"
+        if on_step is not None:
+            entries = sampler.logprobs
+            lp = entries[-1].logprob if entries else None
+            if on_step(Step(len(out_ids) - 1, tok, forced, lp)):
+                return "cancelled"
 
 
 def _healing_dead_end(

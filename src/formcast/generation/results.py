@@ -17,6 +17,10 @@
 ``"stop"``
     A caller-given stop string appeared; the text ends before it (constrained output is then
     usually incomplete, so ``value`` is ``None``).
+``"cancelled"`` / ``"timeout"``
+    A :class:`~formcast.generation.StepControl` ended the generation (its cancel flag was set,
+    its ``on_step`` returned ``True``; or its deadline or ``timeout_s`` passed).  The text is
+    the prefix generated so far (``value`` ``None``).
 
 Lifetime: immutable values.
 """
@@ -29,10 +33,20 @@ from typing import Any, Literal
 
 from ..errors import DeadEndDiagnostic
 
-__all__ = ["FINISH_REASONS", "FinishReason", "GenerationResult", "GenerationTimings", "percentile"]
+__all__ = [
+    "FINISH_REASONS",
+    "FinishReason",
+    "GenerationResult",
+    "GenerationTimings",
+    "StepTimes",
+    "TokenLogprob",
+    "percentile",
+]
 
-FinishReason = Literal["completed", "max_tokens", "dead_end", "stop"]
-FINISH_REASONS: tuple[FinishReason, ...] = ("completed", "max_tokens", "dead_end", "stop")
+FinishReason = Literal["completed", "max_tokens", "dead_end", "stop", "cancelled", "timeout"]
+FINISH_REASONS: tuple[FinishReason, ...] = (
+    "completed", "max_tokens", "dead_end", "stop", "cancelled", "timeout",
+)
 
 
 def percentile(values: tuple[float, ...], q: float) -> float:
@@ -47,6 +61,49 @@ def percentile(values: tuple[float, ...], q: float) -> float:
 
 
 @dataclass(frozen=True)
+class StepTimes:
+    """A summary of per-step durations (seconds): count, total, p50, p99 and max.
+
+    ``str()`` gives ``"38 x, p50 0.05 ms, p99 0.31 ms, max 1.20 ms"``; the durations themselves
+    stay in the :class:`GenerationTimings` tuple the summary was made from."""
+
+    count: int
+    total_s: float
+    p50_s: float
+    p99_s: float
+    max_s: float
+
+    @classmethod
+    def of(cls, values: tuple[float, ...]) -> StepTimes:
+        """The summary of ``values`` (``nan`` quantiles when empty)."""
+        return cls(
+            len(values),
+            math.fsum(values),
+            percentile(values, 50),
+            percentile(values, 99),
+            max(values, default=math.nan),
+        )
+
+    def __str__(self) -> str:
+        if not self.count:
+            return "none"
+        return (
+            f"{self.count} x, p50 {_ms(self.p50_s)}, p99 {_ms(self.p99_s)}, "
+            f"max {_ms(self.max_s)}"
+        )
+
+
+def _ms(seconds: float) -> str:
+    """``seconds`` for a human: ``"0.05 ms"``, ``"12.3 ms"``, ``"1.24 s"``."""
+    if not math.isfinite(seconds):
+        return "n/a"
+    if seconds >= 1.0:
+        return f"{seconds:.2f} s"
+    ms = seconds * 1e3
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:.1f} ms"
+
+
+@dataclass(frozen=True, repr=False)
 class GenerationTimings:
     """Where the time of one generation went, in seconds.
 
@@ -124,6 +181,40 @@ class GenerationTimings:
         decode = self.decode_s
         return self.mask_s / decode if decode > 0 else math.nan
 
+    @property
+    def mask_steps(self) -> StepTimes:
+        """count / total / p50 / p99 / max of ``mask_step_s``."""
+        return StepTimes.of(self.mask_step_s)
+
+    @property
+    def decode_steps(self) -> StepTimes:
+        """count / total / p50 / p99 / max of ``decode_step_s``."""
+        return StepTimes.of(self.decode_step_s)
+
+    @property
+    def sample_steps(self) -> StepTimes:
+        """count / total / p50 / p99 / max of ``sample_step_s``."""
+        return StepTimes.of(self.sample_step_s)
+
+    def __str__(self) -> str:
+        """A few readable lines: totals, counts, and p50/p99/max of each kind of step."""
+        head = (
+            f"total {_ms(self.total_s)} (compile {_ms(self.compile_s)}, prefill "
+            f"{_ms(self.prefill_s)}, first token {_ms(self.time_to_first_token_s)}); "
+            f"{self.prompt_tokens} prompt tokens, {self.output_tokens} output tokens "
+            f"({self.forced_tokens} forced), {len(self.decode_step_s) + 1} model calls"
+        )
+        lines = [head, f"  decode: {self.decode_steps}", f"  mask:   {self.mask_steps}"]
+        if self.mask_step_s and self.decode_step_s:
+            lines[-1] += f" ({self.mask_overhead:.1%} of decode)"
+        lines.append(f"  sample: {self.sample_steps}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        """One line: the summary of ``str()``; the per-step tuples stay in the attributes."""
+        flat = "; ".join(part.strip() for part in str(self).split("\n"))
+        return f"GenerationTimings({flat})"
+
     def summary(self) -> dict[str, float | int]:
         """Flat numbers for logs and ``--json`` output (seconds, counts, ratios)."""
         return {
@@ -145,6 +236,26 @@ class GenerationTimings:
             "sample_s": self.sample_s,
             "mask_overhead": self.mask_overhead,
         }
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """One output token's log-probability under the distribution it was drawn from: the
+    model's logits at that step restricted to the tokens allowed there (the constraint's mask,
+    and ``canonical``'s), renormalized by a log-softmax at temperature 1, before top-k/top-p.
+    Unconstrained, the model's own log-softmax; a token the constraint forced (the only one
+    allowed) has log-probability 0.
+
+    Attributes:
+        token_id: the output token.
+        logprob: its log-probability.
+        top: the ``logprobs`` most likely allowed tokens at that step, as ``(token id,
+            log-probability)``, most likely first (ties in increasing id order).
+    """
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -180,6 +291,8 @@ class GenerationResult:
             marker, ``text`` then being ``""``); ``text`` / ``value`` / ``parsed`` are the
             constrained answer after the marker, while ``token_ids`` / ``raw`` stay the whole
             output.  ``None`` without ``reasoning=``.
+        logprobs: with ``logprobs=k``, one :class:`TokenLogprob` per token of ``token_ids``
+            (the whole output, thinking included); ``None`` otherwise.
     """
 
     text: str
@@ -195,6 +308,7 @@ class GenerationResult:
     prompt_ids: tuple[int, ...] = ()
     timings: GenerationTimings = field(default_factory=GenerationTimings)
     reasoning: str | None = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
 
     @property
     def completed(self) -> bool:
