@@ -89,6 +89,7 @@ calls for the same model, prompt and constraint; it is not thread-safe.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -674,10 +675,10 @@ _UNCONDITIONED = ("stop", "top_k", "reasoning", "token_healing", "logprobs", "ti
 def _refuse_unconditioned_options(options: GenerationOptions) -> None:
     """The options a :class:`ConditionedSampler` does not take, set to something else than
     their default (``sampling="exact"``/``"aligned"`` options refuse them already)."""
-    defaults = GenerationOptions()
+    defaults = {f.name: f.default for f in dataclasses.fields(GenerationOptions)}
     for name in _UNCONDITIONED:
         value = getattr(options, name)
-        if value != getattr(defaults, name):
+        if value != defaults[name] and not (name == "stop" and value == ()):
             raise OptionError(
                 name, value,
                 f"ConditionedSampler does not take {name}= (got {value!r}): it samples the "

@@ -230,7 +230,7 @@ class GenerationOptions:
         if self.grammar_syntax not in GRAMMAR_SYNTAXES:
             raise OptionError(
                 "grammar_syntax", self.grammar_syntax,
-                f"unknown grammar syntax {self.grammar_syntax!r}; use 'gbnf' or 'lark'",
+                f"grammar_syntax must be 'gbnf' or 'lark', got {self.grammar_syntax!r}",
             )
         if self.dialect not in DIALECTS:
             raise OptionError(
