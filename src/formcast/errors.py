@@ -34,7 +34,17 @@ __all__ = [
     "UnsatisfiableGrammarError",
     "UnsupportedFeatureError",
     "VocabularyError",
+    "quote_text",
 ]
+
+
+def quote_text(text: str) -> str:
+    """``text`` in single quotes for a message, as the user typed it: a printable text keeps
+    its backslashes single (a regex reads as written, where :func:`repr` would double every
+    backslash); a text with control characters or a quote falls back to :func:`repr`."""
+    if text.isprintable() and "'" not in text:
+        return f"'{text}'"
+    return repr(text)
 
 
 class FormcastError(Exception):
@@ -131,7 +141,7 @@ class UnsupportedFeatureError(GrammarError):
     def __init__(self, feature: str, where: str = "", hint: str = "") -> None:
         self.feature = feature
         self.where = where
-        msg = f"unsupported feature {feature!r}"
+        msg = f"unsupported feature {quote_text(feature)}"
         if where:
             msg += f" at {where}"
         if hint:

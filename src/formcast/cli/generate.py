@@ -10,7 +10,8 @@
 stdout carries only the generated text (or, with ``--json``, one JSON object; with
 ``--stream --json``, one ``{"piece": ...}`` line per piece and then the result object).
 Progress (model load, compile) and the finish line with timings go to stderr.  Exit status: 0
-completed (or stopped by ``--stop``), 1 truncated (``max_tokens``) or dead end, 2 error.
+completed (or stopped by ``--stop``), 1 truncated (``max_tokens``) or dead end, 2 error,
+130 interrupted (Ctrl-C: one line on stderr, no traceback).
 
 The options and the command live here; ``formcast.cli.main`` registers them, and the options
 shared with the other subcommands come from :mod:`formcast.cli.common`.
@@ -33,8 +34,8 @@ from typing import Any
 
 from ..errors import FormcastError
 from ..generation.api import generate, stream
+from ..generation.options import GenerationOptions
 from ..generation.results import GenerationResult
-from ..sampling import SamplingParams
 from .common import (
     add_constraint_arguments,
     add_json_argument,
@@ -106,7 +107,16 @@ def run_generate(args: argparse.Namespace) -> int:
     """Run ``formcast generate``; returns the exit status."""
     check_backend(args)
     # everything that can be checked without the model is checked before it loads
-    SamplingParams(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p)
+    options = GenerationOptions(
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        stop=args.stop,
+        chat=False if args.no_chat else None,
+        system=args.system,
+    )
     constraint = read_constraint(args)
     prompt = args.prompt if args.prompt is not None else sys.stdin.read()
 
@@ -115,21 +125,11 @@ def run_generate(args: argparse.Namespace) -> int:
     compiled = compile_from_args(model.vocab, args, constraint)
     compile_s = time.perf_counter() - t1 if compiled is not None else 0.0
 
-    kwargs: dict[str, Any] = {
-        "compiled": compiled,
-        "max_tokens": args.max_tokens,
-        "temperature": args.temperature,
-        "top_k": args.top_k,
-        "top_p": args.top_p,
-        "seed": args.seed,
-        "stop": args.stop,
-        "chat": False if args.no_chat else None,
-        "system": args.system,
-    }
     if args.stream:
-        result = _print_stream(stream(model, prompt, **kwargs), as_json=args.json)
+        items = stream(model, prompt, options=options, compiled=compiled)
+        result = _print_stream(items, as_json=args.json)
     else:
-        result = generate(model, prompt, **kwargs)
+        result = generate(model, prompt, options=options, compiled=compiled)
     result = _with_compile_time(result, compile_s)
     _print_result(result, args)
     _print_finish(result)
@@ -142,14 +142,20 @@ def _print_stream(
     """Print the pieces as they come (one ``{"piece": ...}`` line each with ``--json``);
     returns the stream's result."""
     result: GenerationResult | None = None
-    for item in items:
-        if isinstance(item, GenerationResult):
-            result = item
-        elif as_json:
-            print(json.dumps({"piece": item}), flush=True)
-        else:
-            sys.stdout.write(item)
+    try:
+        for item in items:
+            if isinstance(item, GenerationResult):
+                result = item
+            elif as_json:
+                print(json.dumps({"piece": item}), flush=True)
+            else:
+                sys.stdout.write(item)
+                sys.stdout.flush()
+    except KeyboardInterrupt:
+        if not as_json:  # end the partial line; the command reports the interruption
+            sys.stdout.write("\n")
             sys.stdout.flush()
+        raise
     if result is None:  # pragma: no cover - a stream always ends with its result
         raise FormcastError("internal error: the stream ended without a result")
     return result

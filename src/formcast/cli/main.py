@@ -46,7 +46,7 @@ import numpy as np
 
 from .._version import __version__
 from ..bitmask import allocate_token_bitmask
-from ..errors import DeadEndError, FormcastError
+from ..errors import ContextLengthError, DeadEndError, FormcastError, UnsupportedFeatureError
 from ..index.compiled import CompiledGrammar
 from ..runtime.matcher import GrammarMatcher
 from ..vocab.vocabulary import Vocabulary
@@ -223,13 +223,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:
+    """Exit status 1 when a sample ran out of ``--max-tokens`` (its printed text is then a
+    truncated prefix, said on stderr), as ``generate`` does."""
     cg = compile_for_tokenizer(args)
+    truncated = 0
     for i in range(args.n):
         text, reason, _ = sample_constrained(
             cg, seed=args.seed + i, max_tokens=args.max_tokens, temperature=args.temperature
         )
         out = text.decode("utf-8", "replace")
         print(json.dumps({"text": out, "finish_reason": reason}) if args.json else out)
+        truncated += reason != "completed"
+    if truncated:
+        print(
+            f"[formcast] {truncated} of {args.n} sample(s) truncated (max_tokens): they are NOT "
+            "complete; raise --max-tokens",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -252,7 +263,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="formcast", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="formcast", description=__doc__.split("\n\n")[0].replace("``", "")
+    )
     p.add_argument("--version", action="version", version=f"formcast {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -328,8 +341,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except FormcastError as exc:
-        print(f"formcast: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"formcast: error: {type(exc).__name__}: {_cli_message(exc, args)}",
+              file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT
+        print("\nformcast: interrupted", file=sys.stderr, flush=True)
+        return 130
+
+
+def _cli_message(exc: FormcastError, args: argparse.Namespace) -> str:
+    """``exc``'s message, with the way out in the command's own options: ``--lenient`` and
+    the docs page for an unsupported feature, ``--max-tokens`` / ``--n-ctx`` for a prompt that
+    does not fit."""
+    if isinstance(exc, ContextLengthError):
+        n_ctx = getattr(args, "n_ctx", None)
+        raise_ctx = f", or raise --n-ctx (now {n_ctx})" if n_ctx is not None else ""
+        return (
+            f"the prompt ({exc.prompt_tokens} tokens) + --max-tokens ({exc.max_tokens}) exceed "
+            f"the model's context of {exc.context} tokens: lower --max-tokens, shorten the "
+            f"prompt{raise_ctx}"
+        )
+    if isinstance(exc, UnsupportedFeatureError):
+        if getattr(args, "schema", None) is not None:
+            return (
+                f"{str(exc).rstrip('.')}. formcast fails closed on keywords it cannot "
+                "enforce: remove or rewrite it, or pass --lenient to ignore it (the output may "
+                "then violate it); docs/json_schema.md lists what is supported"
+            )
+        if getattr(args, "regex", None) is not None:
+            return (
+                f"{str(exc).rstrip('.')}. Rewrite the pattern without it; docs/regex.md lists "
+                "what is supported"
+            )
+        return f"{str(exc).rstrip('.')}. docs/grammars.md lists what is supported"
+    return str(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

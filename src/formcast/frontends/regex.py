@@ -18,7 +18,12 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from ..errors import GrammarSyntaxError, LimitExceededError, UnsupportedFeatureError
+from ..errors import (
+    GrammarSyntaxError,
+    LimitExceededError,
+    UnsupportedFeatureError,
+    quote_text,
+)
 from ..ir.nodes import (
     ANY_CHAR,
     EMPTY,
@@ -101,7 +106,8 @@ class _Parser:
         )
 
     def unsupported(self, feature: str, pos: int, hint: str = "") -> UnsupportedFeatureError:
-        return UnsupportedFeatureError(feature, f"position {pos} of regex {self.src!r}", hint)
+        where = f"position {pos} of regex {quote_text(self.src)}"
+        return UnsupportedFeatureError(feature, where, hint)
 
     def peek(self, k: int = 0) -> str:
         i = self.pos + k
@@ -407,7 +413,7 @@ class _Parser:
                 self.pos += 1
             else:
                 raise self.error("bad \\p escape", start)
-            ranges = category_ranges(name, f"position {start} of regex {self.src!r}")
+            ranges = category_ranges(name, f"position {start} of regex {quote_text(self.src)}")
             cs = CharSet(ranges)
             return cs.negate() if c == "P" else cs
         if c == "0":
@@ -620,7 +626,7 @@ def _resolve_anchors(node: Node, at_start: str, at_end: str, src: str) -> Node:
             return NOTHING
         raise UnsupportedFeatureError(
             "anchor inside the pattern",
-            f"position {node.pos} of regex {src!r}",
+            f"position {node.pos} of regex {quote_text(src)}",
             "^ and $ are supported where they anchor the ends of the match",
         )
     if isinstance(node, Concat):

@@ -231,8 +231,8 @@ class Normalizer(Algebra):
                 guess = suggest(key)
                 if guess:
                     hint = (
-                        f"unknown keyword; did you mean {guess!r}? validators ignore a misspelt "
-                        "keyword, so formcast fails closed"
+                        f"unknown keyword; did you mean {guess!r}? (validators would silently "
+                        "ignore the misspelt keyword)"
                     )
                     self.unsupported(key, ctx.pointer, hint)
                 elif self.options.unknown_keywords == "error":
@@ -348,7 +348,7 @@ class Normalizer(Algebra):
                     node = replace(node, formats=(f,))
             elif f not in json_formats.NUMBER_FORMATS:
                 self.unsupported(
-                    "format", ctx.child("format").pointer, f"unknown format {f!r} (fails closed)"
+                    "format", ctx.child("format").pointer, f"unknown format {f!r}"
                 )
         return node
 
