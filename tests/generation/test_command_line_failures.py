@@ -62,7 +62,7 @@ def use_model(monkeypatch: pytest.MonkeyPatch, model: Any) -> None:
     monkeypatch.setattr(formcast.model.loading, "load_model", lambda *a, **k: model)
 
 
-# -- Ctrl-C -----------------------------------------------------------------------------------------
+# -- Ctrl-C ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("streamed", [False, True])
 def test_ctrl_c_in_generate_prints_one_line_and_exits_130(
     streamed: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
