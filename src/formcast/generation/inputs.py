@@ -258,32 +258,6 @@ def _resolve_model(model: Any) -> LanguageModel:
     return model
 
 
-def _check_max_tokens(max_tokens: Any) -> None:
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
-        raise ConfigurationError(f"max_tokens must be an int >= 0, got {max_tokens!r}")
-
-
-def _seeded_rng(seed: Any) -> np.random.Generator:
-    """The sampler's generator: seeded by ``seed``, or fresh entropy for ``None``."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigurationError(f"seed must be an int or None, got {seed!r}")
-    return np.random.default_rng(seed)
-
-
-def _stop_strings(stop: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``stop`` as a tuple of non-empty strings."""
-    stops: tuple[str, ...]
-    if stop is None:
-        stops = ()
-    elif isinstance(stop, str):
-        stops = (stop,)
-    else:
-        stops = tuple(stop)
-    if any(not isinstance(s, str) or not s for s in stops):
-        raise ConfigurationError(f"stop must be a non-empty string or a list of them, got {stop!r}")
-    return stops
-
-
 def _check_compiled(compiled: Any, model: LanguageModel, *constraints: Any) -> CompiledGrammar:
     """``compiled=`` given instead of a constraint: alone, a CompiledGrammar, for the model's
     vocabulary."""
@@ -303,21 +277,5 @@ def _check_compiled(compiled: Any, model: LanguageModel, *constraints: Any) -> C
 
 SAMPLING_METHODS = ("mask", "exact", "aligned")
 """The values of ``generate(sampling=...)`` (see :mod:`formcast.generation.conditioned`)."""
-
-
-def _check_sampling(sampling: Any) -> None:
-    if sampling not in SAMPLING_METHODS:
-        raise ConfigurationError(
-            f"sampling must be one of {', '.join(SAMPLING_METHODS)}, got {sampling!r}"
-        )
-
-
-def _check_context(model: LanguageModel, ids: list[int], max_tokens: int) -> None:
-    limit = model.max_context
-    if limit is not None and len(ids) + max_tokens > limit:
-        raise ConfigurationError(
-            f"prompt ({len(ids)} tokens) + max_tokens ({max_tokens}) exceeds the model's "
-            f"context of {limit} tokens: lower max_tokens or load the model with a larger n_ctx"
-        )
 
 
