@@ -249,6 +249,31 @@ def test_a_cancel_flag_stops_the_loop_before_the_next_model_call() -> None:
     assert result.text == vocab.decode(result.token_ids).decode()
 
 
+def test_a_cancel_flag_set_from_another_thread_stops_the_loop() -> None:
+    vocab = byte_vocab()
+    calls: list[int] = []
+    cancel = threading.Event()
+
+    def slow(seq: list[int]) -> np.ndarray:
+        calls.append(len(seq))
+        time.sleep(0.01)
+        return np.zeros(vocab.vocab_size)
+
+    timer = threading.Timer(0.1, cancel.set)
+    timer.start()
+    try:
+        result = generate(CallableModel(slow, vocab), [65], regex="[a-z]{500}", max_tokens=600,
+                          control=StepControl(cancel=cancel))
+    finally:
+        timer.cancel()
+    assert result.finish_reason == "cancelled"
+    n = len(calls)
+    assert 1 <= n < 100
+    assert len(result.token_ids) in (n - 1, n)  # at most the token chosen before the check
+    time.sleep(0.05)
+    assert len(calls) == n  # nothing runs after the call returned
+
+
 def test_on_step_returning_true_cancels_and_sees_forced_tokens() -> None:
     vocab = byte_vocab()
     model = noise_model(vocab)

@@ -205,7 +205,11 @@ class ActionRunner:
         system: the chat template's system message (default: the template's own).
         max_tokens, temperature, top_k, top_p, seed, stop, chat: the generation options of
             :func:`formcast.generation.generate` (defaults: 256 tokens, greedy).
-        timeout_s: a deadline per attempt's generation, in seconds (``None``: none).
+        timeout_s: a deadline per attempt's generation, in seconds (``None``: none); the
+            decoding loop checks it before every model call.
+
+    The options are kept as one :class:`~formcast.generation.GenerationOptions`
+    (``runner.options``), validated here, before anything compiles.
         compiler: the :class:`~formcast.index.compiler.GrammarCompiler` (default: the shared
             one of the model's vocabulary).
 
