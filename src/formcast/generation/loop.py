@@ -577,7 +577,7 @@ def _steps(
                 sampler.logprobs.pop()
             out.stop_token = tok
             return "completed"
-        if forced:
+        if forced and sampler.logprobs is not None:
             sampler.forced(tok)
         sampler.pending.append(tok)
         safe, hit = out.add(tok)
