@@ -81,7 +81,14 @@ _SPEC_BUILDERS: dict[str, Callable[..., ConstraintSpec]] = {
 
 
 class GrammarCompiler:
-    """Compiles regexes (and, through extensions, grammars and schemas) for one vocabulary.
+    """Compiles constraints (:class:`~formcast.index.spec.ConstraintSpec`: regexes, grammars,
+    JSON Schemas, constraint objects, structural tags...) for one vocabulary.
+
+    Lifetime: per vocabulary; thread-safe.  Holds the memory and disk cache tiers
+    (:class:`~formcast.index.compile_cache.CompileCache`) and the worker pool and async
+    threads (:class:`~formcast.index.compile_executor.CompileExecutor`); :meth:`close` stops
+    the latter.  Cost of a compile: the front-end, the automata and the token index's tables
+    under ``limits.max_compile_work`` fuel; a memory hit is a dict look-up.
 
     Args:
         vocab: the model's :class:`~formcast.vocab.vocabulary.Vocabulary`.
@@ -105,8 +112,8 @@ class GrammarCompiler:
             The directory is a trust boundary (see docs/threat_model.md).
         workers: compile in this many worker processes (0: in this thread).  The calling
             thread waits with the GIL released; the grammar comes back serialized
-            (milliseconds to load).  ``compile_grammar_ir`` and constraint objects that
-            cannot be pickled compile in-process.
+            (milliseconds to load).  Grammar IR specs and specs that cannot be pickled
+            compile in-process.
         worker_start_method: ``"spawn"`` (default; safe in threaded servers), ``"forkserver"``
             or ``"fork"``.
 
