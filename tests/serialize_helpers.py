@@ -218,6 +218,12 @@ def assert_same_data(a: Any, b: Any, vocab: Vocabulary, path: str = "grammar") -
         if callable(a) and not dataclasses.is_dataclass(a) and type(a).__name__ == "function":
             assert a is b, f"{path}: functions differ"
             return
+        if type(a).__name__ in ("UniqueItemsProgram", "ValueUniqueProgram"):
+            # the run-time uniqueItems check: its grammar's program and marks are written, its
+            # own caches are rebuilt on load
+            same(a.cfg, b.cfg, f"{path}.cfg")
+            same(a.marks, b.marks, f"{path}.marks")
+            return
         if isinstance(a, PushdownAutomaton):  # its own caches are rebuilt, not carried
             same(a.auto, b.auto, f"{path}.auto")
             same(a.limits, b.limits, f"{path}.limits")

@@ -174,6 +174,37 @@ def test_a_worker_killed_mid_compile_is_a_typed_error(pooled: GrammarCompiler) -
     assert pooled.worker_pids() != [pid]
 
 
+UNIQUE_TAGS = {
+    "type": "object",
+    "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
+    "required": ["tags"],
+}
+
+
+def test_a_worker_compiles_a_spec_with_its_run_time_checks(
+    pooled: GrammarCompiler, vocab: Vocabulary
+) -> None:
+    from formcast import constraints
+    from formcast.index.spec import CombinatorSpec, JsonSchemaSpec
+    from formcast.runtime.matcher import GrammarMatcher
+
+    async def both() -> list:  # type: ignore[type-arg]
+        return await asyncio.gather(
+            pooled.compile_async(JsonSchemaSpec.of(UNIQUE_TAGS)),
+            pooled.compile_async(CombinatorSpec(constraints.json(UNIQUE_TAGS))),
+        )
+
+    for compiled in asyncio.run(both()):
+        # loaded from the worker's bytes: the run-time uniqueItems check wraps the program again
+        assert type(compiled.program).__name__ == "UniqueItemsProgram"
+        m = GrammarMatcher(compiled)
+        assert m.accept_bytes(b'{"tags":["a","b"]}')
+        assert m.is_accepting()
+        assert not GrammarMatcher(compiled).accept_bytes(b'{"tags":["a","a"]')
+    with pytest.raises(ConfigurationError, match="takes no other arguments"):
+        asyncio.run(pooled.compile_async(JsonSchemaSpec.of(UNIQUE_TAGS), "extra"))
+
+
 def test_compile_async_returns_what_the_method_returns(
     pooled: GrammarCompiler, vocab: Vocabulary
 ) -> None:
@@ -233,12 +264,12 @@ def test_cancelling_kills_the_worker_job_and_writes_nothing(
 def test_cancelling_an_in_process_compile_unwinds_it(vocab: Vocabulary, tmp_path: Path) -> None:
     comp = GrammarCompiler(vocab, limits=BIG, cache_dir=tmp_path)
     _cancel_after(comp, 0.3)
-    executor = comp._executor
+    executor = comp._executor.threads
     assert executor is not None
     t0 = time.monotonic()
     executor.shutdown(wait=True)  # the compile thread stops at its next fuel charge
     assert time.monotonic() - t0 < 3
     assert list(tmp_path.iterdir()) == []
     assert comp.misses == 0
-    comp._executor = None
+    comp._executor.threads = None
     assert comp.compile_regex("[xy]+").kind == "regex"

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from formcast.index.compiler import GrammarCompiler
-from formcast.index.unique_items import ValueUniqueProgram, matcher_program
+from formcast.index.unique_items import ValueUniqueProgram
 
 RULE: Any = {"type": "string", "minLength": 1}
 #: the shape of micro-syntax's rules: objects of optional string members, other keys allowed
@@ -61,7 +61,7 @@ def test_trie_walk_equals_token_by_token_on_a_second_equal_item(
     from formcast.index import unique_items
 
     compiled = GrammarCompiler(llama3_vocab).compile_json_schema(SCHEMA)
-    prog = matcher_program(compiled)
+    prog = compiled.program
     assert isinstance(prog, ValueUniqueProgram)
     text = json.dumps(FIRST, separators=(",", ":")).encode()
     walked = ValueUniqueProgram(prog.cfg, prog.marks)  # many candidates: the trie walk
@@ -108,7 +108,7 @@ def test_trie_walk_states_equal_byte_steps(llama3_vocab: Any) -> None:
     where most of the vocabulary lives (a key) and where few tokens do (after a value, the
     walk switches to the live nodes only)."""
     compiled = GrammarCompiler(llama3_vocab).compile_json_schema(SCHEMA)
-    prog = matcher_program(compiled)
+    prog = compiled.program
     assert isinstance(prog, ValueUniqueProgram)
     pda = prog.cfg.pda
     trie = llama3_vocab.trie

@@ -27,7 +27,6 @@ from formcast.frontends.jsonschema.api import schema_to_grammar
 from formcast.index.cfg_program import CfgProgram
 from formcast.index.compiled import CompiledGrammar
 from formcast.index.compiler import GrammarCompiler
-from formcast.index.unique_items import matcher_program
 from formcast.runtime.matcher import GrammarMatcher
 from formcast.vocab.vocabulary import Vocabulary
 
@@ -306,8 +305,8 @@ def test_mask_equals_accept_on_random_walks_with_escapes(index: int) -> None:
     schema, program = ESCAPE_SCHEMAS[index]
     compiled = ESCAPE_COMPILER.compile_json_schema(schema)
     assert compiled.unique_items, "the run-time check is not in use"
-    assert type(matcher_program(compiled)).__name__ == program
-    cfg = compiled.program
+    assert type(compiled.program).__name__ == program
+    cfg = compiled.program.cfg  # type: ignore[attr-defined]
     assert isinstance(cfg, CfgProgram)
     rng = random.Random(1000 + index)
     escapes = [t for t, b in enumerate(ESCAPE_TOKENS) if b"\\" in b]
@@ -397,7 +396,7 @@ def test_masks_equal_the_oracle_with_the_trie_walk_forced(
 
     monkeypatch.setattr(unique_items.ValueUniqueProgram, "_trie_states", counted)
     compiled = GrammarCompiler(compiler.vocab).compile_json_schema(schema)  # its own caches
-    assert type(matcher_program(compiled)).__name__ == "ValueUniqueProgram"
+    assert type(compiled.program).__name__ == "ValueUniqueProgram"
     oracle = Oracle(schema, tokens, compiler)
     m = GrammarMatcher(compiled)
     for tok in path:

@@ -29,6 +29,7 @@ from ..errors import ConfigurationError, FormcastError
 from ..generation.inputs import get_compiler
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
+from ..index.spec import AnyJsonSpec, ConstraintSpec, GrammarTextSpec, JsonSchemaSpec, RegexSpec
 from ..vocab.vocabulary import Vocabulary
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "progress",
     "read_constraint",
     "require_compiled",
+    "spec_from_args",
     "temperature_type",
     "timed",
     "top_p_type",
@@ -260,22 +262,30 @@ def compile_with(
     """Compile ``constraint`` (``read_constraint(args)``) with ``comp``: ``--regex`` with
     ``--dialect``, a grammar with its syntax, a schema with ``--lenient`` and ``--ref-root``,
     its relative ``$ref``s resolved against the schema file.  Used by ``generate`` and
-    ``compile``."""
-    schema, grammar, syntax = constraint
-    if args.regex is not None:
-        return comp.compile_regex(args.regex, dialect=args.dialect)
-    if grammar == "json":
-        return comp.compile_builtin_json_grammar()
-    if grammar is not None:
-        return comp.compile_grammar(grammar, syntax=syntax)
+    ``compile``; one spec, compiled by ``GrammarCompiler.compile``."""
+    return comp.compile(spec_from_args(args, constraint))
+
+
+def spec_from_args(
+    args: argparse.Namespace, constraint: tuple[Any, str | None, str]
+) -> ConstraintSpec:
+    """The :class:`~formcast.index.spec.ConstraintSpec` of ``constraint`` and ``args`` (a
+    schema is read here, its relative ``$ref``s against the schema file)."""
     from pathlib import Path
 
     from ..frontends.jsonschema.options import JsonSchemaOptions
 
+    schema, grammar, syntax = constraint
+    if args.regex is not None:
+        return RegexSpec(args.regex, args.dialect)
+    if grammar == "json":
+        return AnyJsonSpec()
+    if grammar is not None:
+        return GrammarTextSpec(grammar, syntax)
     opts = JsonSchemaOptions(lenient=args.lenient, local_ref_root=getattr(args, "ref_root", None))
     # relative $refs resolve against the schema file (its siblings are read from disk)
     base = Path(args.schema).absolute() if getattr(args, "schema", None) is not None else None
-    return comp.compile_json_schema(schema, opts, base_uri=base)
+    return JsonSchemaSpec.of(schema, opts, base_uri=base)
 
 
 def load_vocab(spec: str) -> Vocabulary:

@@ -31,6 +31,7 @@ front-ends' own costs, charged to the compile's fuel like every front-end
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json as _json
 import re
@@ -51,6 +52,7 @@ from ..frontends._common import sep_repeat
 from ..frontends.jsonschema.options import JsonSchemaOptions
 from ..frontends.regex import parse_regex
 from ..ir import nodes as ir
+from ..ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark, is_marked_rule
 from ..limits import CompileLimits
 
 __all__ = [
@@ -131,7 +133,7 @@ class Constraint:
         spell (raw byte sets)."""
         from .printing import grammar_to_gbnf
 
-        return grammar_to_gbnf(self.to_grammar())
+        return grammar_to_gbnf(_printable(self.to_grammar(), "GBNF"))
 
     def to_lark(self) -> str:
         """This constraint as Lark text (the llguidance dialect formcast reads; start rule
@@ -139,7 +141,7 @@ class Constraint:
         same language."""
         from .printing import grammar_to_lark
 
-        return grammar_to_lark(self.to_grammar())
+        return grammar_to_lark(_printable(self.to_grammar(), "Lark"))
 
     def cache_key(self) -> str | None:
         """A digest of this constraint's structure (SHA-256, computed once at construction
@@ -190,6 +192,20 @@ class Constraint:
             "stand in place of a schema: a JSON value must stay JSON; put other constraints "
             "around the json(...) in a seq instead",
         )
+
+
+def _printable(grammar: ir.Grammar, syntax: str) -> ir.Grammar:
+    """``grammar``, refused when it has run-time checks (``uniqueItems`` of a ``json`` part)
+    that grammar text cannot carry."""
+    if grammar.marks:
+        mark = grammar.marks[0]
+        raise UnsupportedFeatureError(
+            "uniqueItems",
+            mark.pointer,
+            f"checked at run time, which {syntax} text cannot carry: compile the constraint "
+            "with GrammarCompiler.compile instead of printing it",
+        )
+    return grammar
 
 
 def as_constraint(value: Constraint | str, path: str = "") -> Constraint:
@@ -400,7 +416,9 @@ class Json(Constraint):
         if cached is not None:
             return cached
         opts = self.options if self.options is not None else JsonSchemaOptions()
-        grammar, ignored = schema_to_grammar(self._loaded_schema(path), opts)
+        # marks allowed: the grammar carries its run-time uniqueItems checks, as
+        # GrammarCompiler.compile_json_schema's does
+        grammar, ignored = schema_to_grammar(self._loaded_schema(path), opts, marks=[])
         lo.warnings.extend(ignored)
         ref = lo.embed(grammar, grammar.start)
         lo.json_starts[key] = ref
@@ -608,6 +626,11 @@ class Lowered:
         json_like: the constraint contains a ``json``/``any_json`` part (compiled with the
             JSON Schema settings of the pushdown program).
         warnings: what a lenient JSON Schema compile ignored.
+
+    The grammar carries the rest: the run-time checks of its ``json`` parts
+    (``grammar.marks``, renamed with their rules) and the program settings
+    (``grammar.hints``: one DFA when regular, the JSON Schema settings when ``json_like``,
+    else the grammar settings).
     """
 
     grammar: ir.Grammar
@@ -626,6 +649,7 @@ class _Lowering:
         self.defined: dict[str, tuple[Define, str]] = {}
         self.used: dict[str, str] = {}
         self.json_starts: dict[str, ir.Node] = {}
+        self.marks: list[UniqueItemsMark] = []
         self.warnings: list[str] = []
         self.memo: dict[int, ir.Node] = {}
         self.depth = 0
@@ -652,11 +676,22 @@ class _Lowering:
         return node
 
     def embed(self, grammar: ir.Grammar, start: str) -> ir.Node:
-        """Add the rules of a front-end's grammar under a fresh prefix; returns the reference
-        to its rule ``start``."""
+        """Add the rules of a front-end's grammar under a fresh prefix (a marked rule keeps
+        :data:`~formcast.ir.marks.MARKED_RULE_PREFIX` in front, and its mark is renamed with
+        it); returns the reference to its rule ``start``."""
         self.embedded += 1
         prefix = f"json{self.embedded}/"
-        names = {r.name: prefix + r.name for r in grammar.rules}
+        names = {
+            r.name: (
+                MARKED_RULE_PREFIX + prefix + r.name[len(MARKED_RULE_PREFIX) :]
+                if is_marked_rule(r.name)
+                else prefix + r.name
+            )
+            for r in grammar.rules
+        }
+        self.marks.extend(
+            dataclasses.replace(m, rule=names.get(m.rule, prefix + m.rule)) for m in grammar.marks
+        )
 
         def leaf(n: ir.Node) -> ir.Node | None:
             if isinstance(n, ir.RuleRef) and n.name in names:
@@ -734,8 +769,9 @@ def lower_constraint(constraint: Constraint, limits: CompileLimits | None = None
         raise UnsatisfiableGrammarError("the constraint matches no string at all")
     rules = (ir.Rule(_START, body), *lo.rules.values())
     regular = not lo.rules and ir.is_regular(body)
+    hints = ir.REGEX_HINTS if regular else ir.JSON_HINTS if lo.json_starts else ir.GRAMMAR_HINTS
     return Lowered(
-        grammar=ir.Grammar(rules, _START),
+        grammar=ir.Grammar(rules, _START, marks=tuple(lo.marks), hints=hints),
         node=body if regular else None,
         json_like=bool(lo.json_starts),
         warnings=tuple(lo.warnings),

@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
+from ..index.spec import AnyJsonSpec, ConstraintSpec, GrammarTextSpec, JsonSchemaSpec, RegexSpec
 from ..model.chat import Message
 from ..model.protocol import LanguageModel
 from ..vocab.vocabulary import Vocabulary
@@ -77,7 +78,7 @@ def compile_constraint(
     grammar_syntax: str = "gbnf",
     compiler: GrammarCompiler | None = None,
     dialect: str = DEFAULT_REGEX_DIALECT,
-    constraint: Constraint | None = None,
+    constraint: Constraint | ConstraintSpec | None = None,
 ) -> tuple[CompiledGrammar | None, str | None]:
     """Compile at most one constraint for ``vocab``; returns ``(compiled, kind)``.
 
@@ -92,7 +93,11 @@ def compile_constraint(
             ASCII ``\\d \\w \\s``, as JSON Schema ``pattern``) or ``"python"`` (``re``: Unicode
             ``\\d`` admits ``٣``); see docs/regex.md.
         constraint: a constraint object built with :mod:`formcast.constraints`
-            (combinators, state machines; ``GrammarCompiler.compile``).
+            (combinators, state machines), or a :class:`~formcast.index.spec.ConstraintSpec`
+            (``GrammarCompiler.compile``).
+
+    Every argument becomes one spec, compiled by ``GrammarCompiler.compile`` (the one compile
+    path).
 
     Returns:
         ``(None, None)`` when no constraint is given; ``kind`` is the compiled grammar's kind
@@ -116,23 +121,21 @@ def compile_constraint(
     if not given:
         return None, None
     comp = compiler if compiler is not None else get_compiler(vocab)
+    spec: ConstraintSpec | Constraint
     if constraint is not None:
-        cg = comp.compile(constraint)  # (checks that it is a constraint object)
-        return cg, cg.kind
-    if regex is not None:
+        spec = constraint  # a spec or a constraint object (compile checks which)
+    elif regex is not None:
         if not isinstance(regex, str):
             raise ConfigurationError(f"regex must be str, got {type(regex).__name__}")
-        cg = comp.compile_regex(regex, dialect=dialect)
-        return cg, cg.kind
-    if grammar is not None:
+        spec = RegexSpec(regex, dialect)
+    elif grammar is not None:
         if not isinstance(grammar, str):
             raise ConfigurationError(f"grammar must be str, got {type(grammar).__name__}")
-        if grammar.strip() == "json":
-            cg = comp.compile_builtin_json_grammar()
-        else:
-            cg = comp.compile_grammar(grammar, syntax=grammar_syntax)
-        return cg, cg.kind
-    cg = comp.compile_json_schema(schema)  # (text, dict, bool or Pydantic class: read there)
+        is_json = grammar.strip() == "json"
+        spec = AnyJsonSpec() if is_json else GrammarTextSpec(grammar, grammar_syntax)
+    else:
+        spec = JsonSchemaSpec.of(schema)  # (text, dict, bool or Pydantic class: read here)
+    cg = comp.compile(spec)
     return cg, cg.kind
 
 

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field, fields
 from ..errors import SerializationError
 from ..ir.marks import UniqueItemsMark
 from ..vocab.vocabulary import Vocabulary
+from .cfg_program import CfgProgram
 from .program import GrammarProgram
 from .serialize import dump_grammar, layout_digest, load_grammar, materialize
+from .unique_items import UniqueItemsProgram, ValueUniqueProgram, unique_items_program
 
 __all__ = ["CompiledGrammar", "grammar_key", "serialization_layout"]
 
@@ -43,8 +45,11 @@ class CompiledGrammar:
         compile_work: the fuel the compile used (units of ``CompileLimits.max_compile_work``):
             deterministic, the same on any machine and whatever was compiled before.
         unique_items: the arrays whose ``uniqueItems`` the matcher checks at run time
-            (:class:`~formcast.ir.marks.UniqueItemsMark`, plain data; see
-            :mod:`formcast.index.unique_items`).
+            (:class:`~formcast.ir.marks.UniqueItemsMark`, plain data; the grammar IR's
+            ``marks``).  When there are any, ``program`` already is the run-time check around
+            the pushdown program (:func:`~formcast.index.unique_items.unique_items_program`):
+            a matcher runs ``program`` as it is; the serialized form holds the pushdown
+            program and the marks, and a load wraps it again.
     """
 
     kind: str
@@ -111,7 +116,7 @@ class CompiledGrammar:
                 (``reason="unsupported"``, ``where`` names it).
         """
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _BOUND}
-        return dump_grammar(values, self.program, self.vocab, serialization_layout())
+        return dump_grammar(values, _stored(self.program), self.vocab, serialization_layout())
 
     @classmethod
     def deserialize(
@@ -146,13 +151,24 @@ class CompiledGrammar:
                 )
             object.__setattr__(obj, f.name, values[f.name])
         object.__setattr__(obj, "vocab", vocab)
+        marks = values.get("unique_items") or ()
+        if marks and isinstance(program, CfgProgram):  # the run-time check, as compiled
+            program = unique_items_program(program, tuple(marks))
         object.__setattr__(obj, "program", program)
         return obj
 
     def load_sections(self) -> None:
         """Check and decode now what :meth:`deserialize` left for first use (a no-op for a
         grammar compiled in this process).  Raises SerializationError when it is corrupt."""
-        materialize(self.program)
+        materialize(_stored(self.program))
+
+
+def _stored(program: GrammarProgram) -> GrammarProgram:
+    """The program as serialized: the pushdown program inside a run-time ``uniqueItems``
+    check (rebuilt from the marks on load), else ``program`` itself."""
+    if isinstance(program, (UniqueItemsProgram, ValueUniqueProgram)):
+        return program.cfg
+    return program
 
 
 #: fields bound at load time rather than written: the vocabulary (given to ``deserialize``)

@@ -1,28 +1,25 @@
-"""``GrammarCompiler``: compile constraints against one vocabulary, with a bounded cache.
+"""``GrammarCompiler``: compile constraints against one vocabulary — the one compile path.
+
+Every door (generation, the command line, the server, the engine integrations, the tools)
+names what to compile with a :class:`~formcast.index.spec.ConstraintSpec` and calls
+:meth:`GrammarCompiler.compile` (or :meth:`~GrammarCompiler.compile_async`); the
+``compile_regex`` / ``compile_grammar`` / ``compile_json_schema`` /
+``compile_builtin_json_grammar`` / ``compile_structural_tag`` / ``compile_grammar_ir`` methods
+are one-line conveniences that build a spec.  A compile is: the cache tiers
+(:mod:`formcast.index.compile_cache`), else the spec lowered to the grammar IR and the program
+built from it (:meth:`GrammarCompiler.build_program`: the IR's ``hints`` choose the program,
+its ``marks`` add the run-time ``uniqueItems`` check), here or in a worker process
+(:mod:`formcast.index.compile_executor`), under one fuel budget.
 
 Lifetime: per model.  Create one compiler per vocabulary and reuse it; compiled grammars are
 cached by a key that includes the constraint *and* the vocabulary fingerprint, so a changed
 tokenizer never reuses an old index.  Thread-safe.
-
-Two more tiers, both optional: a disk cache (``cache_dir=`` or ``$FORMCAST_CACHE_DIR``) of
-serialized grammars shared by every process using the directory (keyed also by the format
-version, the code layout and the limits), and ``workers=N`` compile processes
-(:mod:`formcast.index.workers`) so that a long compile never holds this process's GIL;
-:meth:`GrammarCompiler.compile_async` awaits a compile from asyncio, cancellable.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import contextvars
-import hashlib
 import os
-import pickle
-import threading
 import time
-import warnings
-import weakref
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,100 +27,68 @@ from typing import TYPE_CHECKING, Any, Literal
 from .._gc import gc_paused
 from ..automata.regular import compile_dfa
 from ..automata.rules import compile_grammar_automaton, has_counted_repeat
-from ..cache import DiskCache, LruCache
-from ..errors import ConfigurationError, SerializationError, UnsatisfiableGrammarError
+from ..errors import ConfigurationError, UnsatisfiableGrammarError
 from ..frontends.jsonschema.options import JsonSchemaOptions
-from ..frontends.regex import parse_regex
-from ..ir.marks import UniqueItemsMark
-from ..ir.nodes import Grammar, Rule
+from ..ir.nodes import Grammar
 from ..limits import (
     CacheLimits,
     CompileLimits,
     ParserLimits,
     WorkBudget,
-    cache_dir_from_env,
     compile_scope,
     current_budget,
 )
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
-from .compiled import CompiledGrammar, grammar_key, serialization_layout
+from .compile_cache import CompileCache, resolve_cache_dir
+from .compile_executor import CompileExecutor, current_cancel
+from .compiled import CompiledGrammar, grammar_key
 from .program import GrammarProgram
 from .regex_program import RegexProgram
-from .serialize import FORMAT_VERSION
-from .workers import CompileCancelled, CompilePool, WorkerSettings, worker_loop
+from .spec import (
+    AnyJsonSpec,
+    ConstraintSpec,
+    GrammarIRSpec,
+    GrammarTextSpec,
+    JsonSchemaSpec,
+    RegexSpec,
+    StructuralTagSpec,
+    as_spec,
+)
+from .unique_items import unique_items_program
+from .workers import WorkerSettings, worker_loop
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..constraints.core import Constraint
 
 __all__ = ["GrammarCompiler"]
 
-#: The token index's exit byte for context-free grammars (see
-#: :class:`~formcast.index.cfg_program.CfgProgram`): JSON's ``"``, which ends the permissive
-#: lexemes (string bodies) of JSON Schema, the builtin JSON grammar and most grammars' string
-#: literals.  Masks are exact for any byte; this one makes string bodies share their walks.
-_JSON_EXIT_BYTE = ord('"')
-
-#: the compile methods ``compile_async`` and the workers run (by name)
-_ASYNC_METHODS = frozenset(
-    {
-        "compile",
-        "compile_regex",
-        "compile_grammar",
-        "compile_grammar_ir",
-        "compile_json_schema",
-        "compile_builtin_json_grammar",
-        "compile_structural_tag",
-    }
-)
-
-
-class _Cancel:
-    """A compile's cancel switch: set by ``compile_async`` when its task is cancelled.  A
-    worker job is killed; an in-process compile's budget runs out at its next charge."""
-
-    __slots__ = ("budgets", "event")
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.budgets: list[WorkBudget] = []
-
-    def attach(self, budget: WorkBudget) -> None:
-        self.budgets.append(budget)
-        if self.event.is_set():
-            budget.deadline = float("-inf")
-
-    def set(self) -> None:
-        self.event.set()
-        for b in list(self.budgets):
-            b.deadline = float("-inf")  # the next fuel charge raises: the compile unwinds
-
-
-_CANCEL: contextvars.ContextVar[_Cancel | None] = contextvars.ContextVar(
-    "formcast_compile_cancel", default=None
-)
-
-
 #: ``GrammarCompiler``'s default limits (frozen dataclasses: one instance serves every compiler)
 _DEFAULT_LIMITS = (CompileLimits(), ParserLimits(), CacheLimits())
-#: the part of a disk-cache file key after the grammar key, by layout digest and limits: the
-#: format version, the layout digest and the limits' reprs, each followed by a NUL byte
-_KEY_TAILS: dict[tuple[str, CompileLimits, ParserLimits, CacheLimits], bytes] = {}
 
-
-_DEFAULT_SCHEMA_OPTIONS: list[tuple[JsonSchemaOptions, str | None]] = []
-
-
-def _default_schema_options() -> tuple[JsonSchemaOptions, str | None]:
-    """``JsonSchemaOptions()`` and its cache key, made once (the options are frozen)."""
-    if not _DEFAULT_SCHEMA_OPTIONS:
-        opts = JsonSchemaOptions()
-        _DEFAULT_SCHEMA_OPTIONS.append((opts, opts.cache_key()))
-    return _DEFAULT_SCHEMA_OPTIONS[0]
+#: the spec builders of ``compile_async``'s legacy form (a method name and its arguments)
+_SPEC_BUILDERS: dict[str, Callable[..., ConstraintSpec]] = {
+    "compile_regex": RegexSpec,
+    "compile_grammar": GrammarTextSpec,
+    "compile_json_schema": JsonSchemaSpec.of,
+    "compile_builtin_json_grammar": AnyJsonSpec,
+    "compile_structural_tag": StructuralTagSpec.of,
+    "compile_grammar_ir": lambda grammar, *, kind="grammar", source=None, warnings=(): (
+        GrammarIRSpec(grammar, kind, source, tuple(warnings))
+    ),
+    "compile": as_spec,
+}
 
 
 class GrammarCompiler:
-    """Compiles regexes (and, through extensions, grammars and schemas) for one vocabulary.
+    """Compiles constraints (:class:`~formcast.index.spec.ConstraintSpec`: regexes, grammars,
+    JSON Schemas, constraint objects, structural tags...) for one vocabulary.
+
+    Lifetime: per vocabulary; thread-safe.  Holds the memory and disk cache tiers
+    (:class:`~formcast.index.compile_cache.CompileCache`) and the worker pool and async
+    threads (:class:`~formcast.index.compile_executor.CompileExecutor`); :meth:`close` stops
+    the latter.  Cost of a compile: the front-end, the automata and the token index's tables
+    under ``limits.max_compile_work`` fuel; a memory hit is a dict look-up.
 
     Args:
         vocab: the model's :class:`~formcast.vocab.vocabulary.Vocabulary`.
@@ -147,8 +112,8 @@ class GrammarCompiler:
             The directory is a trust boundary (see docs/threat_model.md).
         workers: compile in this many worker processes (0: in this thread).  The calling
             thread waits with the GIL released; the grammar comes back serialized
-            (milliseconds to load).  ``compile_grammar_ir`` and constraint objects that
-            cannot be pickled compile in-process.
+            (milliseconds to load).  Grammar IR specs and specs that cannot be pickled
+            compile in-process.
         worker_start_method: ``"spawn"`` (default; safe in threaded servers), ``"forkserver"``
             or ``"fork"``.
 
@@ -176,6 +141,13 @@ class GrammarCompiler:
             )
         if cache_size < 0:
             raise ConfigurationError(f"cache_size must be >= 0, got {cache_size}")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise ConfigurationError(f"workers must be an int >= 0, got {workers!r}")
+        if worker_start_method not in ("spawn", "forkserver", "fork"):
+            raise ConfigurationError(
+                f"worker_start_method must be 'spawn', 'forkserver' or 'fork', got "
+                f"{worker_start_method!r}"
+            )
         self.vocab = vocab
         # the defaults are shared: frozen, and a compiler per request (a server's disk-cache
         # load path) then pays no validation of three dataclasses
@@ -184,49 +156,94 @@ class GrammarCompiler:
         self.cache_size = cache_size
         self.pause_gc = pause_gc
         self.cache_limits = cache_limits or _DEFAULT_LIMITS[2]
-        self._cache: LruCache[str, CompiledGrammar] = LruCache(
-            cache_size,
-            max_weight=self.cache_limits.grammar_cache_bytes,
-            weight=lambda g: g.nbytes(),
+        self.cache_dir: str | None = resolve_cache_dir(cache_dir)
+        self._cache = CompileCache(
+            vocab, (self.limits, self.parser_limits, self.cache_limits), cache_size, self.cache_dir
         )
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-        #: grammars loaded from the disk cache, and written to it, by this compiler
-        self.disk_hits = 0
-        self.disk_writes = 0
-        if cache_dir is None:
-            cache_dir = cache_dir_from_env() or False
-        self.cache_dir: str | None = os.fspath(cache_dir) if cache_dir is not False else None
-        self._disk = (
-            None
-            if self.cache_dir is None
-            else DiskCache(self.cache_dir, self.cache_limits.disk_cache_bytes, suffix=".fcg")
-        )
-        self._disk_keys: weakref.WeakKeyDictionary[CompiledGrammar, str] = (
-            weakref.WeakKeyDictionary()
-        )
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-            raise ConfigurationError(f"workers must be an int >= 0, got {workers!r}")
-        if worker_start_method not in ("spawn", "forkserver", "fork"):
-            raise ConfigurationError(
-                f"worker_start_method must be 'spawn', 'forkserver' or 'fork', got "
-                f"{worker_start_method!r}"
-            )
         self.workers = workers
-        self._pool = (
-            CompilePool(
-                _compile_worker,
-                WorkerSettings.of(
-                    vocab, self.limits, self.parser_limits, self.cache_limits, pause_gc
-                ),
-                workers,
-                worker_start_method,
-            )
-            if workers
-            else None
+        self._executor = CompileExecutor(
+            vocab,
+            _compile_worker,
+            WorkerSettings.of(vocab, self.limits, self.parser_limits, self.cache_limits, pause_gc),
+            workers,
+            worker_start_method,
         )
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # -- the one compile path ---------------------------------------------------------------------
+    def compile(self, spec: ConstraintSpec | Constraint) -> CompiledGrammar:
+        """Compile ``spec`` (a :class:`~formcast.index.spec.ConstraintSpec`; a
+        :mod:`formcast.constraints` object is wrapped in a
+        :class:`~formcast.index.spec.CombinatorSpec`): the memory cache, then the disk cache,
+        else the spec lowered to the grammar IR and its program built
+        (:meth:`build_program`) under one fresh budget — in a worker process when the
+        compiler has workers and the spec can travel.
+
+        A constraint object that is regular (no ``json``, no rules) compiles exactly as a
+        regex (one minimal DFA); one with a ``json``/``any_json`` part gets the JSON Schema
+        settings of the pushdown program; others the grammar settings (the IR's ``hints``).
+
+        Raises:
+            ConfigurationError (not a spec), and the spec's own errors: ConstraintError (with
+            the path in the constraint object), GrammarSyntaxError, UnsupportedFeatureError,
+            UnsatisfiableGrammarError, LimitExceededError.
+        """
+        spec = as_spec(spec)
+        kind, source, options = spec.key_parts()
+        key = None if options is None else grammar_key(kind, source, options, self.vocab)
+        cache = self._cache
+        if key is not None:
+            hit = cache.get(key)
+            if hit is not None:
+                return hit
+        disk_key = None if key is None else cache.disk_key(key)
+        compiled = None if disk_key is None else cache.load(disk_key)
+        cancel = current_cancel()
+        if compiled is None:
+            compiled = self._executor.run_remote(spec, cancel)
+            if compiled is None:
+                budget = self._budget(spec.max_seconds())
+                if cancel is not None:
+                    cancel.attach(budget)
+                with gc_paused(self.pause_gc), compile_scope(budget):
+                    compiled = self._build(spec, budget)
+            cache.count_miss()
+            if disk_key is not None and not (cancel is not None and cancel.is_set()):
+                cache.store(disk_key, compiled, first_mask=True)
+        cache.put(key, compiled, disk_key)
+        return compiled
+
+    async def compile_async(
+        self, spec: ConstraintSpec | Constraint | str, /, *args: Any, **kwargs: Any
+    ) -> CompiledGrammar:
+        """``await compiler.compile_async(spec)``: :meth:`compile` without blocking the event
+        loop.  (The older form, a method name and its arguments —
+        ``compile_async("compile_json_schema", schema)``, the ``compile_`` prefix optional —
+        builds the same spec.)
+
+        With ``workers`` the compile runs in a worker process (this process only waits on a
+        pipe); without, in a thread of this compiler (the compile holds the GIL while it
+        runs: use workers in a server).  Cancelling the awaiting task cancels the compile:
+        the worker is killed (replaced on the next job), an in-process compile stops at its
+        next fuel charge; nothing is written to the disk cache.  The result is identical to
+        :meth:`compile`'s, caches included.
+
+        Raises:
+            whatever :meth:`compile` raises (its own type and message), CompileWorkerError (a
+            worker died), ConfigurationError (an unknown method name).
+        """
+        if isinstance(spec, str):
+            name = spec if spec.startswith("compile") else f"compile_{spec}"
+            build = _SPEC_BUILDERS.get(name)
+            if build is None:
+                raise ConfigurationError(
+                    f"compile_async runs one of {sorted(_SPEC_BUILDERS)}, got {spec!r}: "
+                    "pass a ConstraintSpec instead"
+                )
+            spec = build(*args, **kwargs)
+        elif args or kwargs:
+            raise ConfigurationError("compile_async(spec) takes no other arguments")
+        target = as_spec(spec)
+        return await self._executor.run_async(lambda: self.compile(target))
 
     def _budget(self, seconds: float | None = None) -> WorkBudget:
         """A fresh fuel tank for one compile: ``limits.max_compile_work`` units, and the
@@ -234,281 +251,77 @@ class GrammarCompiler:
         caps = [x for x in (self.limits.max_compile_seconds, seconds) if x is not None]
         return WorkBudget(self.limits.max_compile_work, min(caps) if caps else None)
 
-    def _cached(
-        self,
-        kind: str,
-        source: str,
-        options: str | None,
-        build: Callable[[WorkBudget], CompiledGrammar],
-        *,
-        seconds: float | None = None,
-        remote: tuple[str, tuple[Any, ...], dict[str, Any]] | None = None,
-    ) -> CompiledGrammar:
-        """The cached grammar of ``(kind, source, options)`` (memory, then the disk cache),
-        else ``build(budget)`` run under one fresh budget (made current by
-        :func:`~formcast.limits.compile_scope`, so every stage, front-end included, charges
-        the same fuel and sees the same deadline) — or, with workers, the job ``remote``
-        (``(method, args, kwargs)``) run in a worker process.
-        ``options=None``: the constraint cannot be keyed exactly (it is built, not cached)."""
-        key = None if options is None else grammar_key(kind, source, options, self.vocab)
-        if key is not None:
-            _, hit = self._cache.get(key)
-            if hit is not None:
-                with self._lock:
-                    self.hits += 1
-                return hit
-        disk_key = None if key is None or self._disk is None else self._disk_key(key)
-        compiled = None if disk_key is None else self._load_from_disk(disk_key)
-        cancel = _CANCEL.get()
-        if compiled is None:
-            compiled = self._compile_remote(remote, cancel) if remote is not None else None
-            if compiled is None:
-                budget = self._budget(seconds)
-                if cancel is not None:
-                    cancel.attach(budget)
-                with gc_paused(self.pause_gc), compile_scope(budget):
-                    compiled = build(budget)
-            with self._lock:
-                self.misses += 1
-            if disk_key is not None and not (cancel is not None and cancel.event.is_set()):
-                self._store(disk_key, compiled, first_mask=True)
-        if disk_key is not None:
-            self._disk_keys[compiled] = disk_key
-        if self.cache_size and key is not None:
-            # grammars' caches grew since they were added: re-measure, then evict to fit
-            self._cache.put(key, compiled)
-            self._cache.reweigh()
-        return compiled
-
-    # -- the disk cache and the workers ---------------------------------------------------------
-    def _disk_key(self, key: str) -> str:
-        """The file key of grammar ``key``: also the format version, the code layout and this
-        compiler's limits (a grammar compiled under other limits is another file)."""
-        layout = serialization_layout()
-        limits = (self.limits, self.parser_limits, self.cache_limits)
-        tail = _KEY_TAILS.get((layout, *limits))
-        if tail is None:
-            parts = (str(FORMAT_VERSION), layout, *map(repr, limits))
-            tail = b"".join(part.encode() + b"\0" for part in parts)
-            if len(_KEY_TAILS) >= 64:
-                _KEY_TAILS.clear()
-            _KEY_TAILS[(layout, *limits)] = tail
-        return hashlib.sha256(key.encode() + b"\0" + tail).hexdigest()
-
-    def _load_from_disk(self, disk_key: str) -> CompiledGrammar | None:
-        assert self._disk is not None
-        data = self._disk.get(disk_key)
-        if data is None:
-            return None
-        try:
-            # a section found corrupt on first use removes the file too (the next load misses)
-            disk = self._disk
-            compiled = CompiledGrammar.deserialize(
-                data, self.vocab, on_corrupt=lambda _: disk.discard(disk_key)
-            )
-        except SerializationError:  # corrupt, truncated or stale: a miss, replaced below
-            self._disk.discard(disk_key)
-            return None
-        with self._lock:
-            self.disk_hits += 1
-        return compiled
-
-    def _store(self, disk_key: str, compiled: CompiledGrammar, *, first_mask: bool) -> bool:
-        assert self._disk is not None
-        try:
-            if first_mask:  # the first mask is what a loading process needs at once
-                program = compiled.program
-                program.token_mask(program.initial_state())
-            data = compiled.serialize()
-        except SerializationError as e:
-            warnings.warn(
-                f"formcast: the compiled grammar was not written to the disk cache: {e}",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            return False
-        written = self._disk.put(disk_key, data)
-        if written:
-            with self._lock:
-                self.disk_writes += 1
-        return written
-
-    def save(self, compiled: CompiledGrammar) -> bool:
-        """Rewrite ``compiled`` in the disk cache with every mask and classification it has
-        computed so far (call it after serving or :meth:`CompiledGrammar.warm_up`, so that
-        the next process starts warm).  Returns False when there is no disk cache, the
-        grammar was not compiled by this compiler under a cache key, or the write failed."""
-        disk_key = self._disk_keys.get(compiled)
-        if self._disk is None or disk_key is None:
-            return False
-        return self._store(disk_key, compiled, first_mask=False)
-
-    def cache_path(self, compiled: CompiledGrammar) -> str | None:
-        """The disk-cache file of ``compiled`` (None without a disk cache, or when this
-        compiler did not compile or load it under a cache key); it may not exist yet."""
-        disk_key = self._disk_keys.get(compiled)
-        return None if self._disk is None or disk_key is None else self._disk.path(disk_key)
-
-    def _compile_remote(
-        self, remote: tuple[str, tuple[Any, ...], dict[str, Any]], cancel: _Cancel | None
-    ) -> CompiledGrammar | None:
-        """The job compiled by a worker and loaded here; None to compile in-process (no
-        workers, or arguments that cannot travel to a worker)."""
-        pool = self._pool
-        if pool is None:
-            return None
-        method, args, kwargs = remote
-        try:
-            pickle.dumps((args, kwargs))
-        except Exception:  # e.g. a class defined in a function: compile it here
-            return None
-        try:
-            data = pool.run(method, args, kwargs, cancel=None if cancel is None else cancel.event)
-        except CompileCancelled:
-            raise asyncio.CancelledError from None
-        return CompiledGrammar.deserialize(data, self.vocab)
-
-    async def compile_async(self, method: str, /, *args: Any, **kwargs: Any) -> CompiledGrammar:
-        """``await compiler.compile_async("compile_json_schema", schema)``: run one of the
-        compile methods (``compile_regex``, ``compile_grammar``, ``compile_json_schema``,
-        ``compile_builtin_json_grammar``, ``compile_grammar_ir``, ``compile``; the
-        ``compile_`` prefix may be left out) without blocking the event loop.
-
-        With ``workers`` the compile runs in a worker process (this process only waits on a
-        pipe); without, in a thread of this compiler (the compile holds the GIL while it
-        runs: use workers in a server).  Cancelling the awaiting task cancels the compile:
-        the worker is killed (replaced on the next job), an in-process compile stops at its
-        next fuel charge; nothing is written to the disk cache.  The result is identical to
-        the synchronous method's, caches included.
-
-        Raises:
-            whatever the method raises (its own type and message), CompileWorkerError (a
-            worker died), ConfigurationError (an unknown method).
-        """
-        name = method if method.startswith("compile") else f"compile_{method}"
-        if name not in _ASYNC_METHODS:
-            raise ConfigurationError(
-                f"compile_async runs one of {sorted(_ASYNC_METHODS)}, got {method!r}"
-            )
-        fn: Callable[..., CompiledGrammar] = getattr(self, name)
-        cancel = _Cancel()
-
-        def run() -> CompiledGrammar:
-            token = _CANCEL.set(cancel)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _CANCEL.reset(token)
-
-        with self._lock:
-            if self._executor is None:
-                self._executor = concurrent.futures.ThreadPoolExecutor(
-                    max_workers=max(self.workers, 1), thread_name_prefix="formcast-compile"
-                )
-            executor = self._executor
-        future = asyncio.get_running_loop().run_in_executor(executor, run)
-        try:
-            return await future
-        except asyncio.CancelledError:
-            cancel.set()  # the thread kills the worker / unwinds the compile, writes nothing
-            raise
-
-    def close(self) -> None:
-        """Stop the worker processes and the async threads (a running compile is killed).
-        The compiler still compiles in-process afterwards."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
-        executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
-
-    def worker_pids(self) -> list[int]:
-        """Process ids of the running compile workers (empty without workers)."""
-        return [] if self._pool is None else self._pool.worker_pids()
-
-    @property
-    def cache_bytes(self) -> int:
-        """Bytes of the compiled grammars kept (as measured at the last insertion)."""
-        return self._cache.total_weight
-
-    def clear_cache(self) -> None:
-        with self._lock:
-            self._cache.clear()
-
-    def compile_regex(self, pattern: str, *, dialect: str = "ecma") -> CompiledGrammar:
-        """Compile a regular expression (fullmatch semantics) to a :class:`CompiledGrammar`.
-
-        Raises:
-            GrammarSyntaxError, UnsupportedFeatureError, LimitExceededError,
-            UnsatisfiableGrammarError (the pattern matches nothing).
-        """
-        if not isinstance(pattern, str):
-            raise ConfigurationError(f"pattern must be str, got {type(pattern).__name__}")
-
-        def build(budget: WorkBudget) -> CompiledGrammar:
-            t0 = time.perf_counter()
-            node = parse_regex(pattern, dialect=dialect, limits=self.limits)
-            program: GrammarProgram
-            if has_counted_repeat(node):
-                # a long bounded repeat (``.{0,5000}``) is counted by the parser, not unrolled
-                try:
-                    program = self._program_for(
-                        Grammar((Rule("regex", node),), "regex"), budget=budget
-                    )
-                except UnsatisfiableGrammarError:
-                    raise UnsatisfiableGrammarError(
-                        f"the regex {pattern!r} matches no string at all"
-                    ) from None
-            else:
-                dfa = compile_dfa(node, self.limits, budget)  # within limits.max_compile_work
-                if dfa.is_empty:
-                    raise UnsatisfiableGrammarError(
-                        f"the regex {pattern!r} matches no string at all"
-                    )
-                program = RegexProgram(
-                    dfa, self.vocab, budget=budget, cache_limits=self.cache_limits
-                )
-            return CompiledGrammar(
-                kind="regex",
-                source=pattern,
-                vocab=self.vocab,
-                program=program,
-                compile_seconds=time.perf_counter() - t0,
-                options=f"dialect={dialect}",
-                compile_work=budget.used,
-            )
-
-        return self._cached(
-            "regex",
-            pattern,
-            f"dialect={dialect}",
-            build,
-            remote=("compile_regex", (pattern,), {"dialect": dialect}),
+    def _build(self, spec: ConstraintSpec, budget: WorkBudget) -> CompiledGrammar:
+        """``spec`` lowered and its program built, in this thread (the budget is current)."""
+        t0 = time.perf_counter()
+        lowered = spec.lower(self.limits)
+        program = self.build_program(lowered.grammar, budget, empty_message=lowered.empty_message)
+        kind, source, options = spec.record()
+        return CompiledGrammar(
+            kind=kind,
+            source=source,
+            vocab=self.vocab,
+            program=program,
+            compile_seconds=time.perf_counter() - t0,
+            warnings=lowered.warnings,
+            options=options,
+            compile_work=budget.used,
+            unique_items=lowered.grammar.marks,
         )
 
-    # -- context-free grammars ------------------------------------------------------------------
-    def _program_for(
+    def build_program(
         self,
         grammar: Grammar,
-        *,
-        expand_calls: bool = True,
         budget: WorkBudget | None = None,
-        pushdown: bool = False,
-        minimize: bool = True,
-        exit_byte: int | None = _JSON_EXIT_BYTE,
+        *,
+        empty_message: str | None = None,
     ) -> GrammarProgram:
-        """The program of a grammar: one DFA when it is regular (unless ``pushdown``), else
-        the pushdown program, whose token index cuts ``exit_byte`` for its shared walks.
-        JSON Schema asks for the pushdown program even for regular grammars: its token index
-        walks every string body once per process (the exit-byte cut, shared walks), where the
-        DFA program walks each string position of each grammar on its own."""
-        # one fuel tank (and deadline) for every stage: the compile's, else a fresh one
+        """The program of a grammar IR, from the IR alone: ``grammar.hints`` choose it
+        (:class:`~formcast.ir.nodes.ProgramHints`) and ``grammar.marks`` wrap it in the
+        run-time ``uniqueItems`` check (:func:`~formcast.index.unique_items.unique_items_program`).
+
+        * ``hints.one_dfa`` and a start rule without a long counted repeat: one minimal DFA
+          (the regex program); ``empty_message`` is the error when it matches nothing.
+        * otherwise the rules' automaton: one DFA when it is regular (unless
+          ``hints.pushdown``), else the pushdown program, whose token index cuts
+          ``hints.exit_byte`` for its shared walks.
+
+        ``budget``: the compile's fuel (default: the current compile's, else a fresh one).
+        Cost: the automata and the token index's tables (masks are computed per state later).
+        """
         budget = budget or current_budget() or self._budget()
+        try:
+            program = self._program(grammar, budget, empty_message)
+        except UnsatisfiableGrammarError:
+            if empty_message is None or not grammar.hints.one_dfa:
+                raise
+            raise UnsatisfiableGrammarError(empty_message) from None
+        if grammar.marks and isinstance(program, CfgProgram):
+            program = unique_items_program(program, grammar.marks)
+        return program
+
+    def _program(
+        self, grammar: Grammar, budget: WorkBudget, empty_message: str | None
+    ) -> GrammarProgram:
+        hints = grammar.hints
+        if hints.one_dfa:
+            node = grammar.rule_map()[grammar.start].body
+            if not has_counted_repeat(node):
+                dfa = compile_dfa(node, self.limits, budget)  # within max_compile_work
+                if dfa.is_empty:
+                    raise UnsatisfiableGrammarError(
+                        empty_message or "the grammar matches no string at all"
+                    )
+                return RegexProgram(dfa, self.vocab, budget=budget, cache_limits=self.cache_limits)
+        # a long bounded repeat (``.{0,5000}``) is counted by the parser, not unrolled
         auto = compile_grammar_automaton(
-            grammar, self.limits, budget=budget, expand_calls=expand_calls, minimize=minimize
+            grammar,
+            self.limits,
+            budget=budget,
+            expand_calls=hints.expand_calls,
+            minimize=hints.minimize,
         )
-        if auto.is_regular and not pushdown:
+        if auto.is_regular and not hints.pushdown:
             return RegexProgram(
                 auto.dfas[0], self.vocab, budget=budget, cache_limits=self.cache_limits
             )
@@ -518,8 +331,30 @@ class GrammarCompiler:
             self.parser_limits,
             budget=budget,
             cache_limits=self.cache_limits,
-            exit_byte=exit_byte,
+            exit_byte=hints.exit_byte,
         )
+
+    # -- the conveniences: one spec each ----------------------------------------------------------
+    def compile_regex(self, pattern: str, *, dialect: str = "ecma") -> CompiledGrammar:
+        """Compile a regular expression (fullmatch semantics): ``compile(RegexSpec(...))``.
+
+        Raises:
+            GrammarSyntaxError, UnsupportedFeatureError, LimitExceededError,
+            UnsatisfiableGrammarError (the pattern matches nothing).
+        """
+        return self.compile(RegexSpec(pattern, dialect))
+
+    def compile_grammar(
+        self, text: str, *, syntax: str = "gbnf", start: str | None = None
+    ) -> CompiledGrammar:
+        """Compile a grammar written in GBNF (llama.cpp) or Lark (llguidance dialect):
+        ``compile(GrammarTextSpec(...))``.
+
+        Raises:
+            GrammarSyntaxError (with line and column), UnsupportedFeatureError,
+            UnsatisfiableGrammarError, LimitExceededError.
+        """
+        return self.compile(GrammarTextSpec(text, syntax, start))
 
     def compile_grammar_ir(
         self,
@@ -529,94 +364,21 @@ class GrammarCompiler:
         source: str | None = None,
         warnings: tuple[str, ...] = (),
     ) -> CompiledGrammar:
-        """Compile a grammar IR (what every front-end produces).
-
-        Regular grammars get the DFA program; others the pushdown program.
+        """Compile a grammar IR (what every front-end produces; its ``hints`` and ``marks``
+        as they are): ``compile(GrammarIRSpec(...))``.  Always in-process.
 
         Raises:
             UnsupportedFeatureError (left recursion too large to rewrite),
             UnsatisfiableGrammarError,
             LimitExceededError, GrammarError (undefined rules).
         """
-        return self._compile_ir(grammar, kind, source, warnings, None)
-
-    def _compile_ir(
-        self,
-        grammar: Grammar,
-        kind: str,
-        source: str | None,
-        warnings: tuple[str, ...],
-        remote: tuple[str, tuple[Any, ...], dict[str, Any]] | None,
-    ) -> CompiledGrammar:
-        src = source if source is not None else repr(grammar)
-
-        def build(budget: WorkBudget) -> CompiledGrammar:
-            t0 = time.perf_counter()
-            program = self._program_for(grammar, budget=budget)
-            return CompiledGrammar(
-                kind=kind,
-                source=src,
-                vocab=self.vocab,
-                program=program,
-                compile_seconds=time.perf_counter() - t0,
-                warnings=warnings,
-                compile_work=budget.used,
-            )
-
-        return self._cached(kind, src, "", build, remote=remote)
-
-    def compile_grammar(
-        self, text: str, *, syntax: str = "gbnf", start: str | None = None
-    ) -> CompiledGrammar:
-        """Compile a grammar written in GBNF (llama.cpp) or Lark (llguidance dialect).
-
-        Raises:
-            GrammarSyntaxError (with line and column), UnsupportedFeatureError,
-            UnsatisfiableGrammarError, LimitExceededError.
-        """
-        if syntax not in ("gbnf", "lark"):
-            raise ConfigurationError(f"unknown grammar syntax {syntax!r}; use 'gbnf' or 'lark'")
-
-        def build(budget: WorkBudget) -> CompiledGrammar:
-            t0 = time.perf_counter()
-            if syntax == "gbnf":
-                from ..frontends.gbnf import parse_gbnf
-
-                ir = parse_gbnf(text, start=start or "root")
-            else:
-                from ..frontends.lark import parse_lark
-
-                ir = parse_lark(text, start=start or "start")
-            program = self._program_for(ir, budget=budget)
-            return CompiledGrammar(
-                kind=syntax,
-                source=text,
-                vocab=self.vocab,
-                program=program,
-                compile_seconds=time.perf_counter() - t0,
-                options=f"start={start}",
-                compile_work=budget.used,
-            )
-
-        return self._cached(
-            syntax,
-            text,
-            f"start={start}",
-            build,
-            remote=("compile_grammar", (text,), {"syntax": syntax, "start": start}),
-        )
+        return self.compile(GrammarIRSpec(grammar, kind, source, warnings))
 
     def compile_builtin_json_grammar(self) -> CompiledGrammar:
         """Any JSON value (RFC 8259) with bounded whitespace between tokens and bounded number
-        digits (:func:`~formcast.frontends.builtin_json.builtin_json_grammar`)."""
-        from ..frontends.builtin_json import builtin_json_grammar
-
-        remote: tuple[str, tuple[Any, ...], dict[str, Any]] = (
-            "compile_builtin_json_grammar",
-            (),
-            {},
-        )
-        return self._compile_ir(builtin_json_grammar(), "builtin_json", "json", (), remote)
+        digits (:func:`~formcast.frontends.builtin_json.builtin_json_grammar`):
+        ``compile(AnyJsonSpec())``."""
+        return self.compile(AnyJsonSpec())
 
     def compile_json_schema(
         self,
@@ -625,7 +387,8 @@ class GrammarCompiler:
         *,
         base_uri: str | os.PathLike[str] | None = None,
     ) -> CompiledGrammar:
-        """Compile a JSON Schema (a file path, dict, JSON text, bool, or a Pydantic model class).
+        """Compile a JSON Schema (a file path, dict, JSON text, bool, or a Pydantic model
+        class): ``compile(JsonSchemaSpec.of(...))``.
 
         The schema is read and checked once, by
         :func:`~formcast.frontends.jsonschema.source.load_schema`, and handed to the front-end
@@ -639,131 +402,25 @@ class GrammarCompiler:
         or an absolute URI) sets where they resolve for a schema given as a value.  The files
         read are part of the cache key.
         """
-        # (imported here: the front-end costs ``import formcast`` ~0.2 s, and most uses of a
-        # compiler never compile a schema)
-        from ..frontends.jsonschema.api import schema_to_grammar
-        from ..frontends.jsonschema.source import load_schema
-
-        opts = options if options is not None else _default_schema_options()[0]
-        if not isinstance(opts, JsonSchemaOptions):
-            raise ConfigurationError(
-                f"options must be a JsonSchemaOptions, got {type(opts).__name__}"
-            )
-        loaded = load_schema(schema, opts, base_uri=base_uri)
-        # the default options' key is computed once (frozen, and without a registry)
-        opts_key = _default_schema_options()[1] if options is None else opts.cache_key()
-
-        def build(budget: WorkBudget) -> CompiledGrammar:
-            t0 = time.perf_counter()
-            marks: list[UniqueItemsMark] = []  # run-time uniqueItems checks
-            grammar, ignored = schema_to_grammar(loaded, opts, marks=marks)
-            # call-site expansion copies "any value" into every undeclared-member slot:
-            # measured on MaskBench it triples compile time and does not speed masks up
-            program = self._program_for(
-                grammar, expand_calls=False, budget=budget, pushdown=True, minimize=False
-            )
-            return CompiledGrammar(
-                kind="json_schema",
-                source=loaded.canonical,
-                vocab=self.vocab,
-                program=program,
-                compile_seconds=time.perf_counter() - t0,
-                warnings=tuple(ignored),
-                options=opts_key if opts_key is not None else repr(opts),
-                compile_work=budget.used,
-                unique_items=tuple(marks),
-            )
-
-        return self._cached(
-            "json_schema",
-            loaded.cache_text,
-            opts_key,
-            build,
-            seconds=opts.max_compile_seconds,
-            remote=("compile_json_schema", (schema, opts), {"base_uri": base_uri}),
-        )
-
-    def compile(self, constraint: Constraint) -> CompiledGrammar:
-        """Compile a constraint object built with :mod:`formcast.constraints` (combinators,
-        state machines).  A regular constraint (no ``json``, no rules) compiles exactly as a
-        regex (one minimal DFA); one with a ``json``/``any_json`` part gets the JSON Schema
-        settings of the pushdown program; others the grammar settings.  Cached by the
-        constraint's canonical key (``Constraint.cache_key``).
-
-        Raises:
-            ConstraintError (with the path in the constraint object), GrammarSyntaxError,
-            UnsupportedFeatureError, UnsatisfiableGrammarError, LimitExceededError.
-        """
-        from ..constraints.core import Constraint as _Constraint
-        from ..constraints.core import lower_constraint
-
-        if not isinstance(constraint, _Constraint):
-            raise ConfigurationError(
-                f"compile() takes a formcast.constraints constraint, got "
-                f"{type(constraint).__name__}: use compile_regex / compile_grammar / "
-                "compile_json_schema for text, or build one with formcast.constraints"
-            )
-        key = constraint.cache_key()
-
-        def build(budget: WorkBudget) -> CompiledGrammar:
-            t0 = time.perf_counter()
-            lowered = lower_constraint(constraint, self.limits)
-            node = lowered.node
-            program: GrammarProgram
-            if node is not None and not has_counted_repeat(node):
-                dfa = compile_dfa(node, self.limits, budget)  # exactly compile_regex's path
-                if dfa.is_empty:
-                    raise UnsatisfiableGrammarError("the constraint matches no string at all")
-                program = RegexProgram(
-                    dfa, self.vocab, budget=budget, cache_limits=self.cache_limits
-                )
-            elif lowered.json_like:
-                program = self._program_for(
-                    lowered.grammar,
-                    expand_calls=False,
-                    budget=budget,
-                    pushdown=True,
-                    minimize=False,
-                )
-            else:
-                program = self._program_for(lowered.grammar, budget=budget)
-            return CompiledGrammar(
-                kind="constraint",
-                source=key if key is not None else f"<{constraint.kind} without a cache key>",
-                vocab=self.vocab,
-                program=program,
-                compile_seconds=time.perf_counter() - t0,
-                warnings=lowered.warnings,
-                compile_work=budget.used,
-            )
-
-        return self._cached(
-            "constraint",
-            key or "",
-            "" if key is not None else None,
-            build,
-            remote=("compile", (constraint,), {}),  # in-process when it cannot be pickled
-        )
+        return self.compile(JsonSchemaSpec.of(schema, options, base_uri=base_uri))
 
     def compile_structural_tag(
         self, tag: Any, *, json_options: JsonSchemaOptions | None = None
     ) -> CompiledGrammar:
         """Compile a structural tag: free text until a trigger, then the tagged structure
         (``begin`` + JSON Schema / regex / grammar + ``end``), then free text again
-        (:mod:`formcast.index.structural_tag`).  ``tag`` is a typed
-        :class:`~formcast.index.structural_tag.StructuralTag` (or a bare format), or
-        xgrammar's JSON as vLLM / SGLang send it (a ``dict`` or JSON text: the legacy
-        ``structures`` + ``triggers`` form or ``{"type": "structural_tag", "format": ...}``).
-        Compiled as a constraint object (cached by its key); the stop token is allowed only
-        where the whole output is complete.
+        (:mod:`formcast.index.structural_tag`): ``compile(StructuralTagSpec.of(...))``.
+        ``tag`` is a typed :class:`~formcast.index.structural_tag.StructuralTag` (or a bare
+        format), or xgrammar's JSON as vLLM / SGLang send it (a ``dict`` or JSON text: the
+        legacy ``structures`` + ``triggers`` form or ``{"type": "structural_tag", "format":
+        ...}``).  Compiled as a constraint object (cached by its key); the stop token is
+        allowed only where the whole output is complete.
 
         Raises:
             ConstraintError (malformed tag, with its path), UnsupportedFeatureError
             (token-level formats), and the compile errors of the parts.
         """
-        from .structural_tag import structural_tag_constraint
-
-        return self.compile(structural_tag_constraint(tag, json_options=json_options))
+        return self.compile(StructuralTagSpec.of(tag, json_options=json_options))
 
     def compile_reasoning(
         self,
@@ -795,6 +452,57 @@ class GrammarCompiler:
             max_thinking_tokens=max_thinking_tokens,
             max_thinking_bytes=max_thinking_bytes,
         )
+
+    # -- the cache tiers and the executor ---------------------------------------------------------
+    @property
+    def hits(self) -> int:
+        """Compiles answered from the memory cache."""
+        return self._cache.hits
+
+    @property
+    def misses(self) -> int:
+        """Grammars compiled (here or in a worker)."""
+        return self._cache.misses
+
+    @property
+    def disk_hits(self) -> int:
+        """Grammars loaded from the disk cache by this compiler."""
+        return self._cache.disk_hits
+
+    @property
+    def disk_writes(self) -> int:
+        """Grammars written to the disk cache by this compiler."""
+        return self._cache.disk_writes
+
+    @property
+    def cache_bytes(self) -> int:
+        """Bytes of the compiled grammars kept (as measured at the last insertion)."""
+        return self._cache.memory.total_weight
+
+    def clear_cache(self) -> None:
+        """Forget the grammars kept in memory (the disk cache is left alone)."""
+        self._cache.clear()
+
+    def save(self, compiled: CompiledGrammar) -> bool:
+        """Rewrite ``compiled`` in the disk cache with every mask and classification it has
+        computed so far (call it after serving or :meth:`CompiledGrammar.warm_up`, so that
+        the next process starts warm).  Returns False when there is no disk cache, the
+        grammar was not compiled by this compiler under a cache key, or the write failed."""
+        return self._cache.save(compiled)
+
+    def cache_path(self, compiled: CompiledGrammar) -> str | None:
+        """The disk-cache file of ``compiled`` (None without a disk cache, or when this
+        compiler did not compile or load it under a cache key); it may not exist yet."""
+        return self._cache.path(compiled)
+
+    def close(self) -> None:
+        """Stop the worker processes and the async threads (a running compile is killed).
+        The compiler still compiles in-process afterwards."""
+        self._executor.close()
+
+    def worker_pids(self) -> list[int]:
+        """Process ids of the running compile workers (empty without workers)."""
+        return self._executor.worker_pids()
 
 
 def _compile_worker(conn: Connection, settings: WorkerSettings) -> None:

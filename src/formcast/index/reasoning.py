@@ -41,7 +41,6 @@ from ..errors import ConfigurationError
 from ..vocab.vocabulary import Vocabulary
 from .compiled import CompiledGrammar
 from .program import GrammarProgram, LimitStop, mask_weight
-from .unique_items import matcher_program
 
 __all__ = ["ReasoningProgram", "reasoning_grammar"]
 
@@ -366,7 +365,7 @@ def reasoning_grammar(
         return got
     marker = end_marker.encode("utf-8")
     program = ReasoningProgram(
-        matcher_program(inner),
+        inner.program,
         inner.vocab,
         marker,
         max_tokens=max_thinking_tokens,

@@ -28,10 +28,12 @@ wraps the grammar's :class:`~formcast.index.cfg_program.CfgProgram` to check the
 
 States are ``(parser state, lexical mode, open array)`` tuples of immutable values, so
 ``rollback``, ``fork`` and ``validate_tokens`` of the matcher stay exact.  Lifetime: one
-program per compiled grammar (:func:`matcher_program`), shared by its requests; the per-vocabulary
-lexical tables are built once per process (about 0.3 s for 50k tokens).  Costs: a mask outside
-a unique array costs the grammar's plus a simulation of its allowed ``[`` tokens; inside one,
-a simulation of the allowed quote tokens (see benchmarks/unique_items_bench.py).
+program per compiled grammar (built by the compiler from the grammar IR's marks,
+:func:`unique_items_program`: it *is* the compiled grammar's ``program``), shared by its
+requests; the per-vocabulary lexical tables are built once per process (about 0.3 s for 50k
+tokens).  Costs: a mask outside a unique array costs the grammar's plus a simulation of its
+allowed ``[`` tokens; inside one, a simulation of the allowed quote tokens (see
+benchmarks/unique_items_bench.py).
 """
 
 from __future__ import annotations
@@ -53,10 +55,9 @@ from ..columns import column_classes
 from ..ir.marks import COUNT_CAP, UniqueItemsMark, length_count, state_counts
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
-from .compiled import CompiledGrammar
-from .program import GrammarProgram, LimitStop
+from .program import LimitStop
 
-__all__ = ["UniqueItemsProgram", "ValueUniqueProgram", "matcher_program"]
+__all__ = ["UniqueItemsProgram", "ValueUniqueProgram", "unique_items_program"]
 
 # lexical modes of JSON text: outside strings, inside one, just after a backslash in one
 OUT, IN, ESC = 0, 1, 2
@@ -882,29 +883,18 @@ def _settle(got: _State | LimitStop | None) -> _State | LimitStop | None:
     return got
 
 
-_PROGRAMS: weakref.WeakKeyDictionary[CompiledGrammar, GrammarProgram] = weakref.WeakKeyDictionary()
-_PROGRAMS_LOCK = threading.Lock()
-
-
-def matcher_program(compiled: CompiledGrammar) -> GrammarProgram:
-    """The program a matcher runs for ``compiled``: its own program, or -- when it carries
-    ``uniqueItems`` marks -- one :class:`UniqueItemsProgram` per compiled grammar, shared by
-    its matchers."""
-    marks = getattr(compiled, "unique_items", ())
-    program = compiled.program
-    if not marks or not isinstance(program, CfgProgram):
-        return program
-    got = _PROGRAMS.get(compiled)
-    if got is None:
-        with _PROGRAMS_LOCK:
-            got = _PROGRAMS.get(compiled)
-            if got is None:
-                if any(m.kind == "value" for m in marks):
-                    got = ValueUniqueProgram(program, tuple(marks))
-                else:
-                    got = UniqueItemsProgram(program, tuple(marks))
-                _PROGRAMS[compiled] = got
-    return got
+def unique_items_program(
+    cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]
+) -> UniqueItemsProgram | ValueUniqueProgram:
+    """The program of a grammar whose IR carries ``uniqueItems`` marks: ``cfg`` wrapped in
+    the run-time check -- :class:`ValueUniqueProgram` when some mark's items are of any type
+    (``kind="value"``), else the exact string program :class:`UniqueItemsProgram`.  Built by
+    the compiler (and when a serialized grammar is loaded), once per compiled grammar, and
+    shared by its matchers.  Cost: the per-vocabulary lexical tables on the first call in a
+    process (about 0.3 s for 50k tokens), then O(marks)."""
+    if any(m.kind == "value" for m in marks):
+        return ValueUniqueProgram(cfg, tuple(marks))
+    return UniqueItemsProgram(cfg, tuple(marks))
 
 
 # == items of any type: the general program ===================================================
@@ -1074,7 +1064,7 @@ class ValueUniqueProgram:
       tokens are in question, so a string body costs milliseconds on a 128k vocabulary);
       every other token is simulated byte by byte.
 
-    Lifetime: one per compiled grammar (:func:`matcher_program`), shared by its requests."""
+    Lifetime: one per compiled grammar (:func:`unique_items_program`), shared by its requests."""
 
     def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
         self.cfg = cfg

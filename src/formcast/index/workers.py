@@ -3,7 +3,8 @@
 A long compile (hundreds of milliseconds of pure Python) holds the GIL and stalls every other
 request of a serving process.  A pool of ``N`` worker processes compiles instead: each worker
 holds its own :class:`~formcast.index.compiler.GrammarCompiler` for the same vocabulary (and
-its process-wide caches, which warm up across jobs), compiles, computes the first mask and
+its process-wide caches, which warm up across jobs), compiles the job's
+:class:`~formcast.index.spec.ConstraintSpec` (pickled), computes the first mask and
 returns the *serialized* grammar (:meth:`CompiledGrammar.serialize`); the calling thread waits
 on a pipe (the GIL released) and loads the bytes (milliseconds).
 
@@ -37,14 +38,17 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import errors as _errors
 from ..errors import CompileWorkerError, FormcastError
 from ..limits import CacheLimits, CompileLimits, ParserLimits
 from ..vocab.vocabulary import Vocabulary
 
-__all__ = ["CompileCancelled", "CompilePool", "WorkerSettings", "worker_loop"]
+if TYPE_CHECKING:  # pragma: no cover
+    from .spec import ConstraintSpec
+
+__all__ = ["CompileCancelled", "CompilePool", "WorkerSettings", "WorkerTarget", "worker_loop"]
 
 #: seconds between checks of a job's cancel event while it runs
 _POLL_SECONDS = 0.02
@@ -142,9 +146,8 @@ def worker_loop(conn: Connection, build: Callable[[], Any]) -> None:
         if failure is not None:
             conn.send(failure)
             return
-        method, args, kwargs = job
         try:
-            compiled = getattr(compiler, method)(*args, **kwargs)
+            compiled = compiler.compile(job)
             program = compiled.program
             program.token_mask(program.initial_state())  # the first mask travels with it
             reply: tuple[Any, ...] = ("ok", compiled.serialize())
@@ -247,28 +250,22 @@ class CompilePool:
             w.kill()
         self._slots.release()
 
-    def run(
-        self,
-        method: str,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        cancel: threading.Event | None = None,
-    ) -> bytes:
-        """Run ``compiler.<method>(*args, **kwargs)`` in a worker; the serialized grammar.
+    def run(self, spec: ConstraintSpec, *, cancel: threading.Event | None = None) -> bytes:
+        """Run ``compiler.compile(spec)`` in a worker; the serialized grammar.
 
         Raises:
             CompileCancelled: ``cancel`` was set (the worker was killed).
             CompileWorkerError: the worker died, or the compile raised a non-formcast error.
             FormcastError: the compile's own error, with its type and attributes.
         """
+        what = f"the compile of a {spec.kind} spec"
         w = self._acquire(cancel)
         keep = False
         try:
             try:
-                w.conn.send((method, args, kwargs))
+                w.conn.send(spec)
             except OSError:
-                raise self._died(w, method) from None
+                raise self._died(w, what) from None
             while True:
                 ready = wait([w.conn, w.proc.sentinel], timeout=_POLL_SECONDS)
                 if cancel is not None and cancel.is_set():
@@ -277,10 +274,10 @@ class CompilePool:
                     try:
                         reply = w.conn.recv()
                     except (EOFError, OSError):
-                        raise self._died(w, method) from None
+                        raise self._died(w, what) from None
                     break
                 if ready:  # the sentinel only: the process ended without replying
-                    raise self._died(w, method)
+                    raise self._died(w, what)
             keep = True
             if reply[0] == "ok" and isinstance(reply[1], bytes):
                 return reply[1]
@@ -290,12 +287,12 @@ class CompilePool:
         finally:
             self._release(w, keep=keep)
 
-    def _died(self, w: _Worker, method: str) -> CompileWorkerError:
+    def _died(self, w: _Worker, what: str) -> CompileWorkerError:
         w.proc.join(timeout=5)
         pid, code = w.proc.pid or 0, w.proc.exitcode
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit {code}"
         return CompileWorkerError(
-            f"compile worker process {pid} died ({how}) during {method}; the job was lost "
+            f"compile worker process {pid} died ({how}) during {what}; the job was lost "
             "(a fresh worker takes the next one). Check the system log for an out-of-memory "
             "kill, or compile in-process (workers=0) to see the failure",
             pid=pid,

@@ -51,6 +51,7 @@ from ..cache import LruCache
 from ..errors import ConfigurationError, DeadEndError, FormcastError
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
+from ..index.spec import ConstraintSpec, GrammarTextSpec, JsonSchemaSpec, RegexSpec
 from ..runtime.matcher import GrammarMatcher
 from ..vocab.vocabulary import Vocabulary
 
@@ -287,12 +288,14 @@ def llama_cpp_logits_processor(
         )
     if compiled is None:
         comp = compiler if compiler is not None else llama_cpp_compiler(llm, verify=verify)
+        spec: ConstraintSpec
         if schema is not None:
-            compiled = comp.compile_json_schema(schema)
+            spec = JsonSchemaSpec.of(schema)
         elif regex is not None:
-            compiled = comp.compile_regex(regex)
+            spec = RegexSpec(regex)
         else:
-            compiled = comp.compile_grammar(str(grammar), syntax=grammar_syntax)
+            spec = GrammarTextSpec(str(grammar), grammar_syntax)
+        compiled = comp.compile(spec)
     n_vocab = getattr(llm, "n_vocab", None)
     if callable(n_vocab) and int(n_vocab()) != compiled.vocab.vocab_size:
         raise ConfigurationError(

@@ -54,7 +54,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sglang.srt.constrained import base_grammar_backend as _base
@@ -66,9 +66,17 @@ from sglang.srt.constrained.base_grammar_backend import (
 )
 
 from ..bitmask import allocate_token_bitmask, apply_token_bitmask_inplace
-from ..errors import ConfigurationError, FormcastError
+from ..errors import FormcastError
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
+from ..index.spec import (
+    AnyJsonSpec,
+    ConstraintSpec,
+    GrammarTextSpec,
+    JsonSchemaSpec,
+    RegexSpec,
+    StructuralTagSpec,
+)
 from ..runtime.batch import batch_fill_next_token_bitmask
 from ..runtime.matcher import GrammarMatcher
 from ..vocab.engine import engine_vocabulary
@@ -333,10 +341,12 @@ class FormcastGrammarBackend(BaseGrammarBackend):  # type: ignore[misc]
         self.vocab_size = self.vocab.vocab_size
 
     def _grammar(
-        self, key_type: str, key_string: str, build: Any
+        self, key_type: str, key_string: str, make_spec: Callable[[], ConstraintSpec]
     ) -> FormcastSGLangGrammar | InvalidGrammarObject:
+        """Compile the spec ``make_spec()`` (the one compile path); an error of either is an
+        :class:`InvalidGrammarObject`, as SGLang's other backends report it."""
         try:
-            compiled = build()
+            compiled = self.compiler.compile(make_spec())
         except (FormcastError, ValueError, TypeError, RecursionError) as exc:
             logger.error("Hit invalid %s: key_string=%r, e=%r", key_type, key_string[:200], exc)
             return InvalidGrammarObject(f"{type(exc).__name__}: {exc}")
@@ -347,36 +357,24 @@ class FormcastGrammarBackend(BaseGrammarBackend):  # type: ignore[misc]
     def dispatch_json(self, key_string: str) -> Any:
         """A JSON Schema (text), or ``"$$ANY$$"`` for any JSON value."""
         if key_string == ANY_JSON_KEY:
-            return self._grammar("json", key_string, self.compiler.compile_builtin_json_grammar)
-        return self._grammar(
-            "json", key_string, lambda: self.compiler.compile_json_schema(key_string)
-        )
+            return self._grammar("json", key_string, AnyJsonSpec)
+        return self._grammar("json", key_string, lambda: JsonSchemaSpec.of(key_string))
 
     def dispatch_regex(self, key_string: str) -> Any:
         """A regular expression, ECMA-262 semantics (matched in full)."""
-        return self._grammar(
-            "regex", key_string, lambda: self.compiler.compile_regex(key_string, dialect="ecma")
-        )
+        return self._grammar("regex", key_string, lambda: RegexSpec(key_string, "ecma"))
 
     def dispatch_ebnf(self, key_string: str) -> Any:
         """xgrammar's EBNF (GBNF, start rule ``root``), or Lark (see :func:`ebnf_syntax`)."""
         return self._grammar(
-            "ebnf",
-            key_string,
-            lambda: self.compiler.compile_grammar(key_string, syntax=ebnf_syntax(key_string)),
+            "ebnf", key_string, lambda: GrammarTextSpec(key_string, ebnf_syntax(key_string))
         )
 
     def dispatch_structural_tag(self, key_string: str) -> Any:
         """xgrammar's structural-tag JSON (legacy ``structures``/``triggers``, or ``format``)."""
-
-        def build() -> CompiledGrammar:
-            compile_tag = getattr(self.compiler, "compile_structural_tag", None)
-            if compile_tag is None:  # pragma: no cover - depends on the formcast version
-                raise ConfigurationError("this formcast has no structural-tag compiler")
-            compiled: CompiledGrammar = compile_tag(json.loads(key_string))
-            return compiled
-
-        return self._grammar("structural_tag", key_string, build)
+        return self._grammar(
+            "structural_tag", key_string, lambda: StructuralTagSpec.of(json.loads(key_string))
+        )
 
     def reset(self) -> None:
         """Forget SGLang's grammar cache and the compiler's compiled grammars."""

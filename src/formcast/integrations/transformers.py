@@ -5,9 +5,10 @@ Two ways in:
 1. **Your own** ``model.generate()`` call, with formcast's mask as a logits processor::
 
        from transformers import LogitsProcessorList
+       from formcast.index.spec import RegexSpec
        from formcast.integrations.transformers import FormcastLogitsProcessor
 
-       proc = FormcastLogitsProcessor(compiler.compile_regex(r"\\d{4}-\\d{2}-\\d{2}"))
+       proc = FormcastLogitsProcessor(compiler.compile(RegexSpec(r"\\d{4}-\\d{2}-\\d{2}")))
        out = model.generate(**inputs, logits_processor=LogitsProcessorList([proc]),
                             max_new_tokens=20, eos_token_id=vocab_eos_ids)
 

@@ -54,6 +54,14 @@ from ..bitmask import allocate_token_bitmask, bitmask_words
 from ..errors import ConfigurationError
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
+from ..index.spec import (
+    ChoiceSpec,
+    ConstraintSpec,
+    GrammarTextSpec,
+    JsonSchemaSpec,
+    RegexSpec,
+    StructuralTagSpec,
+)
 from ..limits import CompileLimits
 from ..runtime.matcher import GrammarMatcher
 from ..vocab.engine import engine_vocabulary
@@ -66,6 +74,7 @@ __all__ = [
     "check_request",
     "compile_request",
     "grammar_syntax",
+    "request_spec",
     "vocabulary_from_tokenizer",
 ]
 
@@ -127,40 +136,9 @@ def check_request(request_type: StructuredOutputOptions | str, spec: str) -> Non
             or feature and where it is), ``ConfigurationError`` (a bad CHOICE list, an unknown
             request type), ``LimitExceededError``.
     """
-    kind = _kind(request_type)
-    if kind == "JSON":
-        from ..frontends.jsonschema.api import schema_to_grammar
-        from ..frontends.jsonschema.options import JsonSchemaOptions
-        from ..frontends.jsonschema.source import load_schema
-
-        opts = JsonSchemaOptions()
-        schema_to_grammar(load_schema(spec, opts), opts, marks=[])
-    elif kind == "JSON_OBJECT":
+    if _kind(request_type) == "JSON_OBJECT":
         return
-    elif kind == "REGEX":
-        from ..frontends.regex import parse_regex
-
-        parse_regex(spec, dialect="ecma")
-    elif kind == "GRAMMAR":
-        if grammar_syntax(spec) == "gbnf":
-            from ..frontends.gbnf import parse_gbnf
-
-            parse_gbnf(spec)
-        else:
-            from ..frontends.lark import parse_lark
-
-            parse_lark(spec)
-    elif kind == "CHOICE":
-        from ..constraints.core import literal, lower_constraint, select
-
-        lower_constraint(select([literal(c) for c in _choices(spec)]), CompileLimits())
-    elif kind == "STRUCTURAL_TAG":
-        from ..constraints.core import lower_constraint
-        from ..index.structural_tag import structural_tag_constraint
-
-        lower_constraint(structural_tag_constraint(spec), CompileLimits())
-    else:
-        raise ConfigurationError(f"formcast has no support for {kind} requests")
+    request_spec(request_type, spec).lower(CompileLimits())
 
 
 def compile_request(
@@ -174,21 +152,29 @@ def compile_request(
         FormcastError: as the compiler's methods (syntax, unsupported feature, limits, an
             empty language), ``ConfigurationError`` for an unknown request type.
     """
+    return compiler.compile(request_spec(request_type, spec))
+
+
+def request_spec(request_type: StructuredOutputOptions | str, spec: str) -> ConstraintSpec:
+    """The :class:`~formcast.index.spec.ConstraintSpec` of one vLLM request (see the module
+    docstring for each type).  Cost: reading a JSON Schema or a structural tag (no compile).
+
+    Raises:
+        ConfigurationError: an unknown request type, a bad CHOICE list, a malformed schema.
+    """
     kind = _kind(request_type)
     if kind == "JSON":
-        return compiler.compile_json_schema(spec)
+        return JsonSchemaSpec.of(spec)
     if kind == "JSON_OBJECT":
-        return compiler.compile_json_schema(_ANY_OBJECT)
+        return JsonSchemaSpec.of(_ANY_OBJECT)
     if kind == "REGEX":
-        return compiler.compile_regex(spec, dialect="ecma")
+        return RegexSpec(spec, "ecma")
     if kind == "GRAMMAR":
-        return compiler.compile_grammar(spec, syntax=grammar_syntax(spec))
+        return GrammarTextSpec(spec, grammar_syntax(spec))
     if kind == "CHOICE":
-        from ..constraints.core import literal, select
-
-        return compiler.compile(select([literal(c) for c in _choices(spec)]))
+        return ChoiceSpec.of(_choices(spec))
     if kind == "STRUCTURAL_TAG":  # xgrammar's JSON formats (legacy and "format")
-        return compiler.compile_structural_tag(spec)
+        return StructuralTagSpec.of(spec)
     raise ConfigurationError(f"formcast has no support for {kind} requests")
 
 

@@ -20,11 +20,15 @@ from weakref import WeakValueDictionary
 
 from .._native import interpreted_class
 from ..limits import charge
+from .marks import UniqueItemsMark
 
 __all__ = [
     "ANY_CHAR",
     "EMPTY",
+    "GRAMMAR_HINTS",
+    "JSON_HINTS",
     "NOTHING",
+    "REGEX_HINTS",
     "Alt",
     "ByteSet",
     "CharSet",
@@ -34,6 +38,7 @@ __all__ = [
     "Literal",
     "Node",
     "Nothing",
+    "ProgramHints",
     "Repeat",
     "Rule",
     "RuleRef",
@@ -320,13 +325,70 @@ class Rule:
     lazy: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ProgramHints:
+    """How a compiler should build the token program of a grammar: settings that change
+    speed and compile cost, never the language (masks are exact whatever they say).
+
+    Attributes:
+        one_dfa: compile the start rule's body as one minimal DFA (the regex program), when
+            it is regular and has no long counted repeat; the grammar must then be that one
+            rule.  What ``compile_regex`` and regular constraint objects use.
+        pushdown: the pushdown program even when the grammar is regular (JSON Schema: its
+            token index walks every string body once per process through the exit-byte cut,
+            where the one-DFA program walks each string position of each grammar on its own).
+        expand_calls: expand small recursive rules into their callers
+            (:func:`~formcast.automata.rules.compile_grammar_automaton`).
+        minimize: minimize each rule's DFA.
+        exit_byte: the byte the pushdown program's token index cuts its shared walks at
+            (JSON's ``"``, which ends string bodies); None: no cut.
+
+    Lifetime: immutable values (one default instance shared by every grammar).
+    """
+
+    one_dfa: bool = False
+    pushdown: bool = False
+    expand_calls: bool = True
+    minimize: bool = True
+    exit_byte: int | None = 0x22
+
+
+#: the program settings of a grammar that says nothing (GBNF, Lark, the builtin JSON grammar)
+GRAMMAR_HINTS = ProgramHints()
+#: JSON Schema's settings (and those of constraint objects with a JSON part): the pushdown
+#: program, no call-site expansion (it copies "any value" into every undeclared-member slot:
+#: on MaskBench it triples compile time and does not speed masks up), no minimization
+#: (measured faster end to end)
+JSON_HINTS = ProgramHints(pushdown=True, expand_calls=False, minimize=False)
+#: a regular expression: one minimal DFA (a long counted repeat falls back to the grammar
+#: settings)
+REGEX_HINTS = ProgramHints(one_dfa=True)
+
+
 @interpreted_class
 @dataclass(frozen=True, slots=True)
 class Grammar:
-    """A context-free grammar: rules by name plus the start rule's name."""
+    """A context-free grammar: rules by name plus the start rule's name, and everything else
+    the compiled grammar needs -- the run-time checks its rules cannot express (``marks``)
+    and how to build its program (``hints``).
+
+    Attributes:
+        rules, start: the rules and the start rule's name.
+        marks: run-time ``uniqueItems`` checks (:class:`~formcast.ir.marks.UniqueItemsMark`,
+            one per marked rule, see :mod:`formcast.ir.marks`); a consumer that cannot carry
+            them (a grammar printer) must refuse a grammar that has any.
+        hints: the program settings (:class:`ProgramHints`).
+
+    ``marks`` and ``hints`` are left out of ``repr`` (which keys compiled grammars: a grammar
+    without marks and with the default hints keeps its key); equality and hashing include them.
+    Lifetime: an immutable value; the IR passes that rebuild a grammar keep only its rules
+    (the compiler reads ``marks`` and ``hints`` from the grammar it is given).
+    """
 
     rules: tuple[Rule, ...]
     start: str
+    marks: tuple[UniqueItemsMark, ...] = field(default=(), repr=False)
+    hints: ProgramHints = field(default=GRAMMAR_HINTS, repr=False)
 
     def rule_map(self) -> Mapping[str, Rule]:
         return {r.name: r for r in self.rules}

@@ -31,7 +31,6 @@ from ..bitmask import bitmask_has, bitmask_to_bool, bitmask_words, writable_bitm
 from ..errors import ConfigurationError, DeadEndDiagnostic
 from ..index.compiled import CompiledGrammar
 from ..index.program import LimitStop
-from ..index.unique_items import matcher_program
 
 __all__ = ["GrammarMatcher"]
 
@@ -81,8 +80,9 @@ class GrammarMatcher:
         if max_rollback_tokens is not None and max_rollback_tokens < 0:
             raise ConfigurationError("max_rollback_tokens must be >= 0 or None")
         self.compiled = compiled
-        # the grammar's program, or its run-time uniqueItems check around it
-        self._program = matcher_program(compiled)
+        # the compiled grammar's program (a run-time uniqueItems check already wraps it when
+        # the grammar has marks: the compiler built it from the IR)
+        self._program = compiled.program
         self._max_rollback = max_rollback_tokens
         # one entry per undoable step (deques: forgetting the oldest step is O(1))
         self._history: deque[Any] = deque([self._program.initial_state()])

@@ -59,13 +59,15 @@ def schema_to_grammar(
         options: see :class:`JsonSchemaOptions` (defaults: compact output, strict).
         base_uri: where relative ``$ref``s resolve (a path or an absolute URI; default: the
             file's path): see :func:`~.source.load_schema`.
-        marks: a list that receives the run-time checks the grammar needs beside its rules
-            (:class:`~formcast.ir.marks.UniqueItemsMark`: ``uniqueItems`` over string
-            items), for a compiler that carries them to the matcher.  None (the default):
-            the grammar must say everything, and such arrays fail closed.
+        marks: a list: allow the run-time checks a grammar alone cannot express
+            (:class:`~formcast.ir.marks.UniqueItemsMark`: ``uniqueItems``); the grammar then
+            carries them (``Grammar.marks``, which a compiler turns into the matcher's
+            program) and the list receives them too.  None (the default): the grammar must
+            say everything, and such arrays fail closed.
 
     Returns:
-        ``(grammar, ignored)``: the IR grammar (start rule ``root``) and warnings — the
+        ``(grammar, ignored)``: the IR grammar (start rule ``root``; its ``hints`` are the
+        JSON Schema program settings, :data:`~formcast.ir.nodes.JSON_HINTS`) and warnings — the
         features that were ignored (``options.lenient``) and the unknown keywords treated as
         annotations (``options.unknown_keywords="annotate"``, the default).
 

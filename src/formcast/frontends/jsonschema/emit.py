@@ -45,6 +45,7 @@ from ...ir.marks import (
     state_counts,
 )
 from ...ir.nodes import (
+    JSON_HINTS,
     NOTHING,
     CharSet,
     Grammar,
@@ -250,7 +251,10 @@ class Emitter:
             self.add_rule("ws", repeat(_WS, 0, self.options.max_whitespace))
         body = self.emit(root, 0)
         self.add_rule("root", body)
-        return _finish(list(self.rules.values()), "root")
+        grammar = _finish(list(self.rules.values()), "root")
+        # the grammar carries its run-time checks and the JSON Schema program settings
+        marks = tuple(self.marks) if self.marks else ()
+        return Grammar(grammar.rules, grammar.start, marks=marks, hints=JSON_HINTS)
 
     def emit(self, s: S, depth: int) -> Node:
         charge(6)  # the compile's fuel (and deadline)
@@ -455,8 +459,10 @@ class Emitter:
                 norm.unsupported(
                     "uniqueItems",
                     s.where or "#",
-                    "checked at run time, which a grammar alone cannot carry: compile with "
-                    "GrammarCompiler.compile_json_schema (or formcast.compile_json_schema)",
+                    "checked at run time, which a grammar alone cannot carry (a printed "
+                    "grammar, schema_to_grammar without marks): compile the schema with a "
+                    "GrammarCompiler (compile_json_schema(schema), or "
+                    "compile(formcast.constraints.json(schema)))",
                 )
             else:
                 norm.unsupported(
