@@ -9,7 +9,7 @@ as SmolLM2).  ``tool_choice``:
 * ``"auto"`` (default) -- free text, and after the format's trigger one or more calls whose
   ``name`` selects the parameters' schema;
 * ``"required"`` -- at least one call; ``{"type": "function", "function": {"name": N}}`` --
-  a call of ``N``.
+  exactly one call of ``N`` (OpenAI's contract, with or without ``parallel_tool_calls``).
 
 With ``parallel_tool_calls: false`` at most one call is allowed.  A ``response_format`` schema
 with ``"auto"`` makes the reply either a document valid for it or calls.  The completed output is
@@ -108,11 +108,16 @@ def plan_tools(
                            code="invalid_request")
     fmt = get_tool_call_format(_format_hint(model), default=HERMES)
     content = None if content_schema is None else JsonSchema(content_schema, content_options)
+    # OpenAI's contract: a named function is called exactly once, whatever
+    # parallel_tool_calls says ("forcing" a function means one call of it)
+    named = isinstance(choice, dict)
+    parallel = not named and (True if parallel_tool_calls is None else parallel_tool_calls)
     try:
         tag = tool_call_structural_tag(
             tools,
             choice,
-            parallel_tool_calls=True if parallel_tool_calls is None else parallel_tool_calls,
+            parallel_tool_calls=parallel,
+            max_calls=1 if named else None,
             format=fmt,
             content=content,
         )
