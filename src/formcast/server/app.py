@@ -40,6 +40,7 @@ from .context import ServerContext
 from .engine import Engine
 from .metrics import ServerMetrics
 from .requests import ChatCompletionRequest, CompletionRequest
+from .responses_api import ResponsesRequest, create_response
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..actions.metrics import Metrics
@@ -47,7 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["create_app", "run_server"]
 
 _ROUTES = frozenset(
-    {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"}
+    {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health",
+     "/metrics"}
 )
 
 
@@ -131,6 +133,10 @@ def create_app(
     @app.post("/v1/completions")
     async def completions(body: CompletionRequest, request: Request) -> Response:
         return await text_completion(ctx, body, request)
+
+    @app.post("/v1/responses")
+    async def responses(body: ResponsesRequest, request: Request) -> Response:
+        return await create_response(ctx, body, request)
 
     # -- the rest -----------------------------------------------------------------------------
     def model_card() -> dict[str, Any]:
