@@ -181,3 +181,35 @@ def test_parameters_asking_for_nothing_are_accepted(client: Any) -> None:
                                        store=False, modalities=["text"], user="u1",
                                        extra_body={"top_k": -1})
     assert r.choices[0].message.content == "Hello there."
+
+
+def raw_post(client: Any, body: dict[str, Any]) -> str:
+    import urllib.request
+
+    req = urllib.request.Request(f"{client.base_url}chat/completions",
+                                 data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return str(resp.read().decode())
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"tools": [WEATHER]},
+        {"tools": [WEATHER], "max_tokens": 14},
+        {"functions": [WEATHER["function"]], "function_call": {"name": "get_weather"}},
+    ],
+)
+def test_bodies_and_chunks_are_the_sdks_types(client: Any, extra: dict[str, Any]) -> None:
+    """Every body and chunk validates against openai.types.chat (what any client reads)."""
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+    body = {"model": "toy", "messages": ask("weather?"), "temperature": 0, **extra}
+    whole = ChatCompletion.model_validate_json(raw_post(client, body))
+    assert whole.choices[0].finish_reason in ("tool_calls", "length", "function_call")
+    stream = raw_post(client, {**body, "stream": True})
+    datas = [ln[6:] for ln in stream.splitlines() if ln.startswith("data: ")]
+    assert datas[-1] == "[DONE]"
+    for d in datas[:-1]:
+        ChatCompletionChunk.model_validate_json(d)
