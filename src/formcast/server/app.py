@@ -26,19 +26,18 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from starlette.exceptions import HTTPException
 
 from .._version import __version__
 from ..model.protocol import LanguageModel
-from .api_errors import APIError
 from .chat import chat_completion
 from .completions import text_completion
 from .config import ServerConfig
 from .context import ServerContext
 from .engine import Engine
+from .error_handlers import install_error_handlers
 from .metrics import ServerMetrics
+from .middleware import CountRequests
 from .requests import ChatCompletionRequest, CompletionRequest
 from .responses_api import ResponsesRequest, create_response
 
@@ -93,37 +92,9 @@ def create_app(
     app.state.engine = engine
     app.state.metrics = metrics
 
-    def error_response(err: APIError) -> Response:
-        return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
-
-    @app.exception_handler(APIError)
-    async def _api_error(_: Request, exc: APIError) -> Response:
-        return error_response(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> Response:
-        errors = exc.errors()
-        first = errors[0] if errors else {}
-        loc = [p for p in first.get("loc", ()) if p != "body"]
-        param = _param_path(loc) or None
-        msg = first.get("msg", "invalid request body")
-        if first.get("type") == "json_invalid":
-            msg, param = f"the request body is not valid JSON: {first.get('ctx', {})}", None
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        return error_response(APIError(400, f"{param or 'body'}: {msg}{more}", param=param,
-                                       code="invalid_request"))
-
-    @app.exception_handler(Exception)
-    async def _internal_error(_: Request, exc: Exception) -> Response:
-        return error_response(APIError(500, f"internal error: {type(exc).__name__}: {exc}",
-                                       type="server_error", code="internal_error"))
-
-    @app.exception_handler(HTTPException)
-    async def _http_error(_: Request, exc: HTTPException) -> Response:
-        code = "not_found" if exc.status_code == 404 else "http_error"
-        return error_response(APIError(exc.status_code, str(exc.detail), code=code))
-
-    app.add_middleware(_CountRequests, metrics=metrics)  # pure ASGI: keeps receive() intact
+    install_error_handlers(app)
+    # pure ASGI middleware: keeps receive() intact (disconnects reach the routes)
+    app.add_middleware(CountRequests, metrics=metrics, routes=_ROUTES)
 
     # -- generation ---------------------------------------------------------------------------
     @app.post("/v1/chat/completions")
@@ -166,45 +137,6 @@ def create_app(
         return Response(payload, media_type=content_type)
 
     return app
-
-
-class _CountRequests:
-    """ASGI middleware counting answered requests by path and status
-    (``formcast_requests_total``).  Plain ASGI, not ``BaseHTTPMiddleware``: that one wraps
-    ``receive`` and would hide a client's disconnect from the routes."""
-
-    def __init__(self, app: Any, metrics: ServerMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope.get("type") != "http":
-            await self.app(scope, receive, send)
-            return
-        status = {"code": 500}
-
-        async def counting_send(message: Any) -> None:
-            if message.get("type") == "http.response.start":
-                status["code"] = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, counting_send)
-        finally:
-            path = str(scope.get("path", ""))
-            if path not in _ROUTES and not path.startswith("/v1/models/"):
-                path = "other"  # bounded label values: unknown paths are one series
-            self.metrics.requests.labels(endpoint=path, status=str(status["code"])).inc()
-
-
-def _param_path(loc: list[Any]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
-    return out
 
 
 def run_server(

@@ -1,5 +1,6 @@
-"""OpenAI request bodies (Pydantic models) of ``/v1/chat/completions`` and ``/v1/completions``,
-and the check that every parameter given is honoured or refused by name.
+"""OpenAI request bodies (Pydantic models) of ``/v1/chat/completions``, ``/v1/completions`` and
+``/v1/responses`` (:class:`ResponsesRequest`; its parameters: :mod:`.responses_api`), and the
+check that every parameter given is honoured or refused by name.
 
 Unknown fields are ignored (as vLLM does), except the parameters OpenAI (or vLLM) defines that
 this server cannot honour: those are a 400 naming them when given a value that asks for
@@ -35,6 +36,9 @@ __all__ = [
     "FunctionDef",
     "JsonSchemaFormat",
     "ResponseFormat",
+    "ResponsesRequest",
+    "TextConfig",
+    "TextFormat",
     "ToolDef",
     "check_unsupported",
     "legacy_functions",
@@ -123,6 +127,39 @@ class CompletionRequest(_Sampling):
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = Field(default=None, ge=1)
+
+
+# -- the Responses API ---------------------------------------------------------------------------
+class TextFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextConfig(_Body):
+    format: TextFormat | None = None
+
+
+class ResponsesRequest(_Body):
+    """The body of ``POST /v1/responses`` (see the module docstring)."""
+
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    text: TextConfig | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    stream: bool = False
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    previous_response_id: str | None = None
+    user: str | None = None
 
 
 #: parameters this server knows and cannot honour when they ask for something: (name, does

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Literal
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
 
 from ..tools.calls import new_call_id
 from .api_errors import APIError
@@ -44,47 +43,12 @@ from .constraints import compile_plan, json_schema_plan, tools_plan
 from .context import SSE_HEADERS, ServerContext, aclose, all_events, collect, first_event
 from .engine import Finished, GenerationSpec, Piece, now_deadline
 from .prompts import render_chat
+from .requests import ResponsesRequest
 from .responses import created, new_id
 from .tool_bridge import ToolPlan, plan_tools
 from .tool_stream import ArgumentsDelta, CallSplitter, CallStarted, TextDelta, split_output
 
 __all__ = ["ResponsesRequest", "create_response"]
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-class TextFormat(_Body):
-    type: Literal["text", "json_object", "json_schema"] = "text"
-    name: str | None = None
-    description: str | None = None
-    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
-    strict: bool | None = None
-
-
-class TextConfig(_Body):
-    format: TextFormat | None = None
-
-
-class ResponsesRequest(_Body):
-    """The body of ``POST /v1/responses`` (see the module docstring)."""
-
-    model: str
-    input: str | list[dict[str, Any]]
-    instructions: str | None = None
-    text: TextConfig | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    stream: bool = False
-    store: bool | None = None
-    metadata: dict[str, str] | None = None
-    previous_response_id: str | None = None
-    user: str | None = None
 
 
 #: parameters refused when they ask for something: (name, asks for something, why)
