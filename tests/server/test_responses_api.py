@@ -170,6 +170,10 @@ def test_stream_parse_with_text_format(client: Any) -> None:
         ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
         ({"extra_body": {"background": True}}, "background"),
         ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type"),
+        ({"truncation": "auto"}, "truncation"),
+        ({"text": {"verbosity": "low"}}, "text.verbosity"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]},
+         "input[0].content[0]"),
     ],
 )
 def test_what_a_stateless_server_cannot_do_is_refused_by_name(

@@ -63,11 +63,17 @@ _REFUSED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("include", lambda v: bool(v), "no additional output data is implemented"),
     ("top_logprobs", lambda v: bool(v), "logprobs are not implemented on /v1/responses"),
     ("max_tool_calls", lambda v: v is not None, "max_tool_calls is not implemented"),
+    ("truncation", lambda v: v not in (None, "disabled"),
+     "this server never drops input items: send truncation 'disabled' (a prompt too long for "
+     "the context is a 400)"),
+    ("text.verbosity", lambda v: v is not None, "verbosity is not implemented"),
 )
 
 
 def _check(body: ResponsesRequest) -> None:
     given = {**(body.model_extra or {}), "previous_response_id": body.previous_response_id}
+    if body.text is not None and body.text.model_extra:
+        given.update({f"text.{k}": v for k, v in body.text.model_extra.items()})
     for name, asks, why in _REFUSED:
         if name in given and asks(given[name]):
             raise APIError(400, f"unsupported parameter {name!r}: {why}", param=name,
