@@ -187,3 +187,42 @@ def test_pydantic_ai_run_stream_streams_before_the_end(server: Any) -> None:
     outputs = asyncio.run(main())
     assert len(outputs) >= 3, outputs  # partial outputs as the arguments grow
     assert outputs[-1] == ADA
+
+
+def test_openai_agents_runs_a_tool_and_streams(server: Any) -> None:
+    """A whole agent turn over the Responses API: the model calls a function tool, the runner
+    runs it and sends its result back as a function_call_output item, the model answers --
+    streamed (Runner.run_streamed) with the arguments arriving as generated."""
+    need("agents")
+    import openai
+    from agents import (
+        Agent,
+        Runner,
+        function_tool,
+        set_default_openai_client,
+        set_tracing_disabled,
+    )
+
+    set_tracing_disabled(True)
+    set_default_openai_client(openai.AsyncOpenAI(base_url=server.base_url, api_key="x",
+                                                 max_retries=0), use_for_tracing=False)
+    seen: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather of a city."""
+        seen.append(city)
+        return "21 degrees"
+
+    agent = Agent(name="weather", instructions="Answer.", model="toy", tools=[get_weather])
+
+    async def main() -> tuple[Any, list[str]]:
+        result = Runner.run_streamed(agent, "weather?")
+        kinds = [getattr(e, "data", None) and e.data.type async for e in result.stream_events()
+                 if e.type == "raw_response_event"]
+        return result, [k for k in kinds if k]
+
+    result, kinds = asyncio.run(main())
+    assert seen == ["Paris"]
+    assert result.final_output == "It is 21 degrees in Paris."
+    assert kinds.count("response.function_call_arguments.delta") >= 3
