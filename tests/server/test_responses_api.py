@@ -183,3 +183,9 @@ def test_what_a_stateless_server_cannot_do_is_refused_by_name(
     with pytest.raises(openai.BadRequestError) as info:
         client.responses.create(**kwargs)
     assert info.value.response.json()["error"]["param"] == param
+
+
+def test_ids_are_in_openais_style(client: Any) -> None:
+    r = client.responses.create(model="toy", input="weather?", tools=[TOOL], temperature=0)
+    assert r.id.startswith("resp_")
+    assert [o.id.split("_")[0] for o in r.output] == ["msg", "fc"]

@@ -31,6 +31,7 @@ Lifetime: the functions serve one request each.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -44,7 +45,7 @@ from .context import SSE_HEADERS, ServerContext, aclose, all_events, collect, fi
 from .engine import Finished, GenerationSpec, Piece, now_deadline
 from .prompts import render_chat
 from .requests import ResponsesRequest
-from .responses import created, new_id
+from .responses import created
 from .tool_bridge import ToolPlan, plan_tools
 from .tool_stream import ArgumentsDelta, CallSplitter, CallStarted, TextDelta, split_output
 
@@ -190,7 +191,7 @@ async def create_response(ctx: ServerContext, body: ResponsesRequest, request: R
                           top_p=body.top_p, stop=None, deadline=deadline, logprobs=None,
                           release=release)
         events, watcher = ctx.start(request, job)
-        shell = _shell(ctx, body, new_id("resp"))
+        shell = _shell(ctx, body, _new_id("resp"))
         if body.stream:
             first = await first_event(events, watcher)
             streaming = True
@@ -202,6 +203,11 @@ async def create_response(ctx: ServerContext, body: ResponsesRequest, request: R
     finally:
         if not streaming:
             release()
+
+
+def _new_id(prefix: str) -> str:
+    """An id in OpenAI's Responses style: ``resp_...``, ``msg_...``, ``fc_...``."""
+    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 def _shell(ctx: ServerContext, body: ResponsesRequest, rid: str) -> dict[str, Any]:
@@ -223,7 +229,7 @@ def _shell(ctx: ServerContext, body: ResponsesRequest, rid: str) -> dict[str, An
 
 
 def _message_item(text: str, status: str, mid: str | None = None) -> dict[str, Any]:
-    return {"type": "message", "id": mid or new_id("msg"), "status": status,
+    return {"type": "message", "id": mid or _new_id("msg"), "status": status,
             "role": "assistant",
             "content": [{"type": "output_text", "text": text, "annotations": [],
                          "logprobs": []}]}
@@ -231,7 +237,7 @@ def _message_item(text: str, status: str, mid: str | None = None) -> dict[str, A
 
 def _call_item(call_id: str, name: str, arguments: str, status: str,
                fid: str | None = None) -> dict[str, Any]:
-    return {"type": "function_call", "id": fid or new_id("fc"), "call_id": call_id,
+    return {"type": "function_call", "id": fid or _new_id("fc"), "call_id": call_id,
             "name": name, "arguments": arguments, "status": status}
 
 
