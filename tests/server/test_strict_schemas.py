@@ -120,3 +120,17 @@ def test_the_server_switch_allows_undeclared_properties() -> None:
         # strict schemas stay closed whatever the switch says
         with pytest.raises(openai.BadRequestError):
             c.chat.completions.create(model="toy", messages=MSG, response_format=fmt(OPEN, True))
+
+
+def test_a_free_form_object_stays_free_form() -> None:
+    """Declared properties only, but a ``{"type": "object"}`` that declares none (a dict
+    field) is not reduced to ``{}``: the model writes the keys it wants there."""
+    schema = {"type": "object", "properties": {"meta": {"type": "object"}},
+              "required": ["meta"], "default": {"type": "object"}}
+    want = '{"meta":{"a":1},"junk":2}'
+    with running_server(ToyModel(lambda prompt: want), ServerConfig(model_name="toy")) as srv:
+        c = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+        r = c.chat.completions.create(model="toy", messages=MSG, temperature=0,
+                                      response_format=fmt(schema, None))
+    assert json.loads(r.choices[0].message.content) == {"meta": {"a": 1}}
+    assert schema["properties"]["meta"] == {"type": "object"}  # the request's schema untouched

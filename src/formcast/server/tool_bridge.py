@@ -113,10 +113,18 @@ def plan_tools(
             raise APIError(400, f"tool_choice names the function {name!r}, which is not in "
                            f"tools ({', '.join(names)})", param="tool_choice",
                            code="invalid_request")
+    from .constraints import open_free_form_objects
+
+    checked = []
     for i, t in enumerate(tools):
         fn = t.get("function") or {}
         if fn.get("strict") and fn.get("parameters") is not None:
             check_strict_schema(fn["parameters"], param=f"tools[{i}].function.parameters")
+        elif not allow_extra_properties and isinstance(fn.get("parameters"), dict):
+            fn = {**fn, "parameters": open_free_form_objects(fn["parameters"])}
+            t = {**t, "function": fn}
+        checked.append(t)
+    tools = checked
     fmt = get_tool_call_format(_format_hint(model), default=HERMES)
     json_options = replace(TOOL_CALL_JSON_OPTIONS, allow_extra_properties=allow_extra_properties)
     content = None if content_schema is None else JsonSchema(content_schema, content_options)
