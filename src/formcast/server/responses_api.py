@@ -198,7 +198,11 @@ async def create_response(ctx: ServerContext, body: ResponsesRequest, request: R
             return StreamingResponse(
                 _stream(all_events(first, events), events, watcher, shell, tool_plan, release),
                 media_type="text/event-stream", headers=SSE_HEADERS)
-        [done] = await collect(events, watcher)
+        finished = await collect(events, watcher)
+        if not finished:  # cancelled before any output: the client has gone
+            raise APIError(500, "the generation ended without a result (cancelled)",
+                           type="server_error", code="cancelled")
+        done = finished[0]
         return JSONResponse(_finished(shell, _output(done, tool_plan), done))
     finally:
         if not streaming:
