@@ -15,7 +15,7 @@ Responses API's ``strict``):
   enforce; objects without ``additionalProperties`` get declared properties only unless the
   server runs with ``allow_extra_properties`` (``--allow-extra-properties``) -- a free-form
   object (``{"type": "object"}`` declaring no property) stays free-form
-  (:func:`open_free_form_objects`);
+  (:func:`~formcast.server.strict.open_free_form_objects`);
 * ``false``: the same, but a keyword formcast cannot enforce is ignored and listed in the
   choice's ``formcast.warnings`` (best effort, as OpenAI's non-strict mode).
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..frontends.jsonschema.options import JsonSchemaOptions
 from .api_errors import APIError
-from .strict import check_strict_schema
+from .strict import check_strict_schema, open_free_form_objects
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..index.compiled import CompiledGrammar
@@ -40,7 +40,6 @@ __all__ = [
     "ConstraintPlan",
     "compile_plan",
     "json_schema_plan",
-    "open_free_form_objects",
     "schema_options",
     "tools_plan",
 ]
@@ -103,48 +102,6 @@ def json_schema_plan(
     options = schema_options(strict, compile_timeout_s=compile_timeout_s,
                              allow_extra_properties=allow_extra_properties)
     return ConstraintPlan("compile_json_schema", (schema, options), param, json_output=True)
-
-
-#: the keywords whose values are subschemas (by name, in a list, in a mapping of names)
-_SUB_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains",
-            "propertyNames", "unevaluatedItems", "unevaluatedProperties")
-_SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
-_SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-#: an object schema with none of these declares no property: a free-form object
-_DECLARING = frozenset(("properties", "patternProperties", "additionalProperties",
-                        "unevaluatedProperties", "required", "propertyNames", "allOf", "anyOf",
-                        "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
-                        "dependentSchemas", "dependentRequired", "enum", "const"))
-
-
-def open_free_form_objects(schema: Any) -> Any:
-    """A copy of ``schema`` with ``"additionalProperties": true`` written on each free-form
-    object (``{"type": "object"}`` declaring no property in any way); ``schema`` itself is
-    not changed.  Only schema positions are visited (never ``enum``/``const``/``default``
-    values).
-
-    The same language under the specification (an absent ``additionalProperties`` is
-    ``true``); under the server's default ``allow_extra_properties=False`` it keeps a
-    free-form object (a ``dict`` field, a tool taking any arguments) free, where "declared
-    properties only" would leave it nothing but ``{}``."""
-    if isinstance(schema, list):
-        return [open_free_form_objects(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = dict(schema)
-    if out.get("type") == "object" and not (_DECLARING & out.keys()):
-        out["additionalProperties"] = True
-    for key in _SUB_ONE:
-        if isinstance(out.get(key), dict):
-            out[key] = open_free_form_objects(out[key])
-    for key in _SUB_LIST:
-        if isinstance(out.get(key), list):
-            out[key] = open_free_form_objects(out[key])
-    for key in _SUB_MAP:
-        sub = out.get(key)
-        if isinstance(sub, dict):
-            out[key] = {k: open_free_form_objects(v) for k, v in sub.items()}
-    return out
 
 
 def tools_plan(tool_plan: ToolPlan) -> ConstraintPlan:

@@ -19,6 +19,9 @@ Departure, deliberate: value keywords formcast enforces beyond OpenAI's document
 Everything the output must satisfy is enforced by the mask either way; ``strict`` only decides
 which schemas are *accepted*.  See docs/server.md, "strict".
 
+Without ``strict``, the server generates declared properties only (``ServerConfig.
+allow_extra_properties``); :func:`open_free_form_objects` keeps a free-form object free there.
+
 Lifetime: pure functions.
 """
 
@@ -28,7 +31,7 @@ from typing import Any
 
 from .api_errors import APIError
 
-__all__ = ["UNSUPPORTED_IN_STRICT", "check_strict_schema"]
+__all__ = ["UNSUPPORTED_IN_STRICT", "check_strict_schema", "open_free_form_objects"]
 
 #: keywords OpenAI's strict mode refuses (see the module docstring)
 UNSUPPORTED_IN_STRICT = (
@@ -106,3 +109,45 @@ def _walk(schema: Any, pointer: str, param: str) -> None:
                 _walk(s, f"{pointer}/{key}/{j}", param)
     for key in _SUBSCHEMAS:
         _walk(schema.get(key), f"{pointer}/{key}", param)
+
+
+#: the keywords whose values are subschemas (by name, in a list, in a mapping of names)
+_SUB_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains",
+            "propertyNames", "unevaluatedItems", "unevaluatedProperties")
+_SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+#: an object schema with none of these declares no property: a free-form object
+_DECLARING = frozenset(("properties", "patternProperties", "additionalProperties",
+                        "unevaluatedProperties", "required", "propertyNames", "allOf", "anyOf",
+                        "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
+                        "dependentSchemas", "dependentRequired", "enum", "const"))
+
+
+def open_free_form_objects(schema: Any) -> Any:
+    """A copy of ``schema`` with ``"additionalProperties": true`` written on each free-form
+    object (``{"type": "object"}`` declaring no property in any way); ``schema`` itself is
+    not changed.  Only schema positions are visited (never ``enum``/``const``/``default``
+    values).
+
+    The same language under the specification (an absent ``additionalProperties`` is
+    ``true``); under the server's default ``allow_extra_properties=False`` it keeps a
+    free-form object (a ``dict`` field, a tool taking any arguments) free, where "declared
+    properties only" would leave it nothing but ``{}``."""
+    if isinstance(schema, list):
+        return [open_free_form_objects(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if out.get("type") == "object" and not (_DECLARING & out.keys()):
+        out["additionalProperties"] = True
+    for key in _SUB_ONE:
+        if isinstance(out.get(key), dict):
+            out[key] = open_free_form_objects(out[key])
+    for key in _SUB_LIST:
+        if isinstance(out.get(key), list):
+            out[key] = open_free_form_objects(out[key])
+    for key in _SUB_MAP:
+        sub = out.get(key)
+        if isinstance(sub, dict):
+            out[key] = {k: open_free_form_objects(v) for k, v in sub.items()}
+    return out

@@ -29,7 +29,7 @@ from typing import Any
 from ..errors import ConfigurationError, FormcastError
 from ..model.protocol import LanguageModel
 from .api_errors import APIError, from_formcast_error
-from .strict import check_strict_schema
+from .strict import check_strict_schema, open_free_form_objects
 
 __all__ = ["ToolPlan", "plan_tools", "tools_system_text"]
 
@@ -113,8 +113,6 @@ def plan_tools(
             raise APIError(400, f"tool_choice names the function {name!r}, which is not in "
                            f"tools ({', '.join(names)})", param="tool_choice",
                            code="invalid_request")
-    from .constraints import open_free_form_objects
-
     checked = []
     for i, t in enumerate(tools):
         fn = t.get("function") or {}
