@@ -28,7 +28,7 @@ def error_of(exc: openai.APIStatusError) -> dict[str, Any]:
     return err
 
 
-def fmt(schema: Any, strict: bool | None = True) -> Any:
+def fmt(schema: Any, strict: bool | None = None) -> Any:
     spec: dict[str, Any] = {"name": "s", "schema": schema}
     if strict is not None:
         spec["strict"] = strict

@@ -57,6 +57,8 @@ BAD_CALL = (
 
 
 def reply(prompt: str) -> str:
+    if "two calls at once" in prompt:  # calls from the first token: what a forced call wants
+        return CALL + "\n" + CALL.replace("Paris", "Rome")
     if "two calls" in prompt:
         return "Sure. " + CALL + "\n" + CALL.replace("Paris", "Rome")
     if "bad call" in prompt:
@@ -123,6 +125,22 @@ def test_named_function_is_the_one_called(tool_client: Any) -> None:
     calls = check_calls(r.choices[0].message.tool_calls)
     assert calls
     assert {name for name, _ in calls} == {"get_time"}
+
+
+@pytest.mark.parametrize("parallel", [None, True, False])
+def test_named_function_is_called_exactly_once(tool_client: Any, parallel: bool | None) -> None:
+    """OpenAI's contract (what instructor's TOOLS mode relies on): forcing a function gives
+    ONE call of it, even where the model wants two and parallel_tool_calls is true."""
+    extra = {} if parallel is None else {"parallel_tool_calls": parallel}
+    r = tool_client.chat.completions.create(
+        model="toy", messages=ask("two calls at once"), tools=TOOLS, temperature=0,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, **extra,
+    )
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert check_calls(choice.message.tool_calls) == [
+        ("get_weather", {"city": "Paris", "unit": "C"})
+    ]
 
 
 def test_invalid_arguments_the_model_wants_are_masked_away(tool_client: Any) -> None:

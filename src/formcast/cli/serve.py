@@ -59,6 +59,9 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
                    help="max_tokens of a chat request that gives none (default: %(default)s)")
     p.add_argument("--cache-dir", default=None,
                    help="compiled-grammar disk cache (default: $FORMCAST_CACHE_DIR or none)")
+    p.add_argument("--allow-extra-properties", action="store_true",
+                   help="objects of non-strict schemas without additionalProperties may get "
+                        "undeclared properties (default: declared properties only)")
     p.add_argument("--log-level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"],
                    help="uvicorn's log level (default: %(default)s)")
@@ -83,6 +86,7 @@ def run_serve(args: argparse.Namespace) -> int:
         compile_workers=args.compile_workers,
         default_max_tokens=args.max_tokens,
         cache_dir=args.cache_dir,
+        allow_extra_properties=args.allow_extra_properties,
     )
     model = load_model_from_args(args)
     progress(f"serving {name!r} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)")

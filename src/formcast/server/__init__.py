@@ -6,12 +6,18 @@
     app = create_app(model, ServerConfig(model_name="smollm2"))      # a FastAPI app
     run_server(model, ServerConfig(), host="127.0.0.1", port=8000)   # uvicorn, blocks
 
-Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``,
-``GET /health``, ``GET /metrics`` (Prometheus text).  Modules: :mod:`.config` (the one options
-dataclass), :mod:`.engine` (the bounded queue, the model thread, compiles off the event loop),
-:mod:`.requests` (OpenAI request bodies to generation jobs), :mod:`.responses` (jobs' outcomes
-to OpenAI JSON and SSE chunks), :mod:`.api_errors` (OpenAI's error JSON), :mod:`.metrics`
-(Prometheus), :mod:`.app` (the FastAPI routes and uvicorn).
+Endpoints: ``POST /v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/responses`` (the
+Responses API, stateless), ``GET /v1/models``, ``GET /health``, ``GET /metrics`` (Prometheus
+text).  Modules: :mod:`.config` (the one options dataclass), :mod:`.app` (the FastAPI routes and
+uvicorn), one handler module per endpoint (:mod:`.chat`, :mod:`.completions`,
+:mod:`.responses_api`), :mod:`.requests` (OpenAI request models, parameters refused by name),
+:mod:`.constraints` (what a request constrains, and the one compile of it), :mod:`.strict`
+(OpenAI's strict-mode rules), :mod:`.prompts` (messages to the chat template),
+:mod:`.tool_bridge` and :mod:`.tool_stream` (tools to a constraint; the output back to calls,
+streamed as written), :mod:`.responses` (outcomes to OpenAI JSON and SSE chunks),
+:mod:`.context` (what the routes share), :mod:`.engine` (the bounded queue, the model thread,
+compiles off the event loop), :mod:`.api_errors` (OpenAI's error JSON), :mod:`.metrics`
+(Prometheus).
 
 Needs the ``server`` extra (``pip install 'formcast[server]'``: FastAPI and uvicorn).
 Importing this package imports neither: the names below load their module on first use.

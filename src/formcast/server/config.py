@@ -41,6 +41,13 @@ class ServerConfig:
         compile_limits: the compiler's limits (``None``: :class:`~formcast.limits.CompileLimits`
             defaults: about 2 s of deterministic compile fuel); a request exceeding one is a
             400 naming it.
+        allow_extra_properties: for schemas sent without ``strict: true`` (response formats
+            and tool parameters): may an object whose schema has no ``additionalProperties``
+            get properties it does not declare?  False (default, as XGrammar's strict mode
+            and so vLLM): declared properties only -- a subset of the valid documents, and a
+            small model cannot pad arguments with keys copied from the schema.  True: the
+            JSON Schema specification's reading (any undeclared property, any value).
+            ``strict: true`` schemas are closed either way (docs/server.md, "strict").
     """
 
     model_name: str = "smollm2"
@@ -53,6 +60,7 @@ class ServerConfig:
     retry_after_s: int = 1
     cache_dir: str | None = None
     compile_limits: CompileLimits | None = None
+    allow_extra_properties: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.model_name, str) or not self.model_name:
@@ -65,6 +73,11 @@ class ServerConfig:
                 raise ConfigurationError(
                     f"ServerConfig.{name} must be an int >= {low}, got {value!r}"
                 )
+        if not isinstance(self.allow_extra_properties, bool):
+            raise ConfigurationError(
+                "ServerConfig.allow_extra_properties must be a bool, got "
+                f"{self.allow_extra_properties!r}"
+            )
         t = self.request_timeout_s
         if t is not None and not t > 0:
             raise ConfigurationError(

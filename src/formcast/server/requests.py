@@ -1,47 +1,47 @@
-"""OpenAI request bodies (Pydantic models) and what they become: a prompt, a constraint, a job.
+"""OpenAI request bodies (Pydantic models) of ``/v1/chat/completions``, ``/v1/completions`` and
+``/v1/responses`` (:class:`ResponsesRequest`; its parameters: :mod:`.responses_api`), and the
+check that every parameter given is honoured or refused by name.
 
-The request models accept the fields of OpenAI's ``/v1/chat/completions`` and
-``/v1/completions`` (unknown fields are ignored, as vLLM does).  A parameter the server cannot
-honour with a non-default value (``logit_bias``, penalties, ``echo``, ``suffix``,
-``best_of``) is a 400 naming it -- never silently dropped.
+Unknown fields are ignored (as vLLM does), except the parameters OpenAI (or vLLM) defines that
+this server cannot honour: those are a 400 naming them when given a value that asks for
+something (:func:`check_unsupported`) -- never silently dropped.
 
 ``response_format`` (chat, and as an extension on completions):
 
 * ``{"type": "text"}`` or absent: no constraint;
 * ``{"type": "json_object"}``: a JSON object (the schema ``{"type": "object"}``);
 * ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``: a document valid
-  for ``schema``.  ``strict`` true or absent fails closed on a keyword formcast cannot enforce
-  (400 naming it and its JSON pointer); ``strict: false`` ignores such keywords (they are
-  listed in the response's ``formcast.warnings``).
+  for ``schema`` (``strict``: see :mod:`formcast.server.constraints`).
+
+Legacy ``functions`` / ``function_call`` (chat) are read as ``tools`` / ``tool_choice`` (one
+call at most, as OpenAI's legacy API) and answered in ``message.function_call``; role
+``function`` messages and an assistant's ``function_call`` are read as tool results and tool
+calls.
 
 Lifetime: request models live for one request; the functions are pure.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import FormcastError
-from ..frontends.jsonschema.options import JsonSchemaOptions
-from ..model.protocol import LanguageModel
 from .api_errors import APIError
-from .tool_bridge import ToolPlan, tools_system_text
 
 __all__ = [
     "ChatCompletionRequest",
+    "ChatMessage",
     "CompletionRequest",
-    "ConstraintPlan",
-    "chat_messages",
+    "FunctionDef",
+    "JsonSchemaFormat",
+    "ResponseFormat",
+    "ResponsesRequest",
+    "TextConfig",
+    "TextFormat",
+    "ToolDef",
     "check_unsupported",
-    "render_chat",
-    "response_format_plan",
+    "legacy_functions",
 ]
 
 
@@ -78,11 +78,12 @@ class ToolDef(_Body):
 
 
 class ChatMessage(_Body):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[dict[str, Any]] | None = None
     name: str | None = None
     tool_calls: list[dict[str, Any]] | None = None
     tool_call_id: str | None = None
+    function_call: dict[str, Any] | None = None  # legacy: an assistant's call
 
 
 class _Sampling(_Body):
@@ -97,7 +98,7 @@ class _Sampling(_Body):
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     logit_bias: dict[str, float] | None = None
-    user: str | None = None
+    user: str | None = None  # an end-user id for abuse monitoring: accepted, not used
 
 
 class ChatCompletionRequest(_Sampling):
@@ -108,6 +109,8 @@ class ChatCompletionRequest(_Sampling):
     tools: list[ToolDef] | None = None
     tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+    functions: list[FunctionDef] | None = None
+    function_call: Literal["none", "auto"] | dict[str, Any] | None = None
     max_tokens: int | None = Field(default=None, ge=0)
     max_completion_tokens: int | None = Field(default=None, ge=0)
     logprobs: bool | None = None
@@ -126,6 +129,63 @@ class CompletionRequest(_Sampling):
     best_of: int | None = Field(default=None, ge=1)
 
 
+# -- the Responses API ---------------------------------------------------------------------------
+class TextFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"] = "text"
+    name: str | None = None
+    description: str | None = None
+    schema_: dict[str, Any] | None = Field(default=None, alias="schema")
+    strict: bool | None = None
+
+
+class TextConfig(_Body):
+    format: TextFormat | None = None
+
+
+class ResponsesRequest(_Body):
+    """The body of ``POST /v1/responses`` (see the module docstring)."""
+
+    model: str
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    text: TextConfig | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Literal["none", "auto", "required"] | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    stream: bool = False
+    store: bool | None = None
+    metadata: dict[str, str] | None = None
+    previous_response_id: str | None = None
+    user: str | None = None
+
+
+#: parameters this server knows and cannot honour when they ask for something: (name, does
+#: the value ask for something, why).  Values that ask for nothing (null, false, 0, the
+#: default) are accepted.
+_REFUSED: tuple[tuple[str, Any, str], ...] = (
+    ("audio", lambda v: v is not None, "audio output is not implemented"),
+    ("modalities", lambda v: v not in (None, ["text"]), "only text output is implemented"),
+    ("prediction", lambda v: v is not None, "predicted outputs are not implemented"),
+    ("web_search_options", lambda v: v is not None, "web search is not implemented"),
+    ("reasoning_effort", lambda v: v is not None, "this server serves no reasoning model"),
+    ("verbosity", lambda v: v is not None, "verbosity is not implemented"),
+    ("store", lambda v: bool(v), "this server stores nothing (stateless): send store: false"),
+    # vLLM's own constraint parameters: a constraint silently dropped would be a wrong answer
+    ("guided_json", lambda v: v is not None, "use response_format json_schema"),
+    ("guided_regex", lambda v: v is not None, "not implemented on this server"),
+    ("guided_choice", lambda v: v is not None, "use response_format json_schema with enum"),
+    ("guided_grammar", lambda v: v is not None, "not implemented on this server"),
+    ("structured_outputs", lambda v: v is not None, "use response_format json_schema"),
+    ("top_k", lambda v: v not in (None, -1, 0), "top_k is not implemented"),
+    ("min_p", lambda v: v not in (None, 0, 0.0), "min_p is not implemented"),
+    ("repetition_penalty", lambda v: v not in (None, 1, 1.0),
+     "repetition_penalty is not implemented"),
+)
+
+
 def check_unsupported(body: _Sampling) -> None:
     """A 400 naming the first parameter given a value the server cannot honour."""
     checks: list[tuple[str, bool, str]] = [
@@ -136,6 +196,10 @@ def check_unsupported(body: _Sampling) -> None:
     if isinstance(body, ChatCompletionRequest):
         checks.append(("top_logprobs", bool(body.top_logprobs) and not body.logprobs,
                        "top_logprobs needs logprobs: true"))
+        checks.append(("functions", bool(body.functions) and bool(body.tools),
+                       "give tools or the legacy functions, not both"))
+        checks.append(("function_call", body.function_call is not None and not body.functions,
+                       "function_call needs functions"))
     if isinstance(body, CompletionRequest):
         checks += [
             ("echo", body.echo, "echo is not implemented"),
@@ -143,157 +207,29 @@ def check_unsupported(body: _Sampling) -> None:
             ("best_of", body.best_of not in (None, 1) and body.best_of != body.n,
              "best_of is not implemented"),
         ]
+    extra = body.model_extra or {}
+    for name, asks, why in _REFUSED:
+        if name in extra:
+            checks.append((name, bool(asks(extra[name])), why))
     for param, given, why in checks:
         if given:
             raise APIError(400, f"unsupported parameter {param!r}: {why}", param=param,
                            code="unsupported_parameter")
 
 
-# -- constraints ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ConstraintPlan:
-    """What to compile: a :class:`~formcast.index.compiler.GrammarCompiler` method, its
-    arguments (``compile_json_schema``: ``(schema, JsonSchemaOptions)``), and the request
-    parameter that carried it (for error messages)."""
-
-    method: str
-    args: tuple[Any, ...]
-    param: str
-    json_output: bool = False
-
-
-def response_format_plan(
-    fmt: ResponseFormat | None, *, compile_timeout_s: float
-) -> ConstraintPlan | None:
-    """The compile of ``response_format`` (``None``: free text)."""
-    if fmt is None or fmt.type == "text":
+def legacy_functions(body: ChatCompletionRequest) -> tuple[list[dict[str, Any]], Any] | None:
+    """``(tools, tool_choice)`` of a request with the legacy ``functions`` (``None``
+    without): each function a tool; ``function_call`` ``"auto"``/``"none"``/``{"name": N}``
+    the matching ``tool_choice``."""
+    if not body.functions:
         return None
-    if fmt.type == "json_object":
-        options = JsonSchemaOptions(max_compile_seconds=compile_timeout_s)
-        return ConstraintPlan("compile_json_schema", ({"type": "object"}, options),
-                              "response_format", json_output=True)
-    spec = fmt.json_schema
-    if spec is None or spec.schema_ is None:
-        raise APIError(
-            400,
-            "response_format type 'json_schema' needs json_schema.schema (the JSON Schema the "
-            "output must be valid for)",
-            param="response_format.json_schema",
-            code="invalid_request",
-        )
-    options = JsonSchemaOptions(lenient=spec.strict is False, max_compile_seconds=compile_timeout_s)
-    return ConstraintPlan("compile_json_schema", (spec.schema_, options),
-                          "response_format.json_schema.schema", json_output=True)
-
-
-# -- chat messages -------------------------------------------------------------------------------
-def _text_content(content: str | list[dict[str, Any]] | None, index: int) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for j, part in enumerate(content):
-        if part.get("type") != "text" or not isinstance(part.get("text"), str):
-            raise APIError(
-                400,
-                f"messages[{index}].content[{j}] has type {part.get('type')!r}: this server "
-                "accepts text parts only",
-                param=f"messages[{index}].content[{j}]",
-                code="unsupported_content",
-            )
-        parts.append(part["text"])
-    return "".join(parts)
-
-
-def chat_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    """The messages as plain dicts for a chat template: text content, ``developer`` as
-    ``system``, tool calls and tool results kept (``tool_calls``, ``tool_call_id``)."""
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(messages):
-        msg: dict[str, Any] = {
-            "role": "system" if m.role == "developer" else m.role,
-            "content": _text_content(m.content, i),
-        }
-        if m.tool_calls:
-            msg["tool_calls"] = m.tool_calls
-        if m.tool_call_id is not None:
-            msg["tool_call_id"] = m.tool_call_id
-        if m.name is not None:
-            msg["name"] = m.name
-        out.append(msg)
-    return out
-
-
-def render_chat(
-    model: LanguageModel,
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
-    tool_plan: ToolPlan | None = None,
-) -> str:
-    """The prompt text of ``messages`` (and ``tools``) in the model's own chat template.
-
-    A template that renders tools itself (a model's jinja template that uses ``tools``) gets
-    them as they are; any other (a hand-written ChatML, or a jinja template without tool
-    support such as SmolLM2's) gets text-only messages, earlier tool calls written in the
-    model's call format, and the tools described in a system message."""
-    template = model.chat_template
-    if template is None:
-        raise APIError(
-            400,
-            f"the model {model.name!r} has no chat template: use /v1/completions with a text "
-            "prompt",
-            param="messages",
-            code="no_chat_template",
-        )
-    fmt = tool_plan.format if tool_plan is not None else None
-    try:
-        if _renders_tools(template):
-            render: Any = template.render
-            text: str = render(messages, tools=tools or None)
-            return text
-        plain = [_plain_message(m, fmt) for m in messages]
-        if tools and fmt is not None:
-            note = tools_system_text(tools, fmt)
-            if plain and plain[0]["role"] == "system":
-                plain[0] = {"role": "system", "content": plain[0]["content"] + "\n\n" + note}
-            else:
-                plain.insert(0, {"role": "system", "content": note})
-        return template.render(plain)
-    except FormcastError as exc:  # the template refused the conversation
-        raise APIError(400, f"the chat template cannot render these messages: {exc}",
-                       param="messages", code="invalid_request") from exc
-
-
-def _renders_tools(template: Any) -> bool:
-    """Does the template show tools and tool calls itself (a jinja template of the model), or
-    is it a hand-written turn format (text only)?"""
-    from ..model import chat
-
-    turn = getattr(chat, "TurnTemplate", None)
-    if isinstance(turn, type) and isinstance(template, turn):
-        return False
-    source = getattr(template, "source", None)
-    if isinstance(source, str) and "tools" not in source:
-        return False  # a jinja template that never shows tools (SmolLM2's)
-    return "tools" in inspect.signature(template.render).parameters
-
-
-def _plain_message(m: Mapping[str, Any], fmt: Any) -> dict[str, str]:
-    """A message with text content only: an assistant's tool calls written in the model's
-    call format (Hermes when none is known)."""
-    content = str(m.get("content") or "")
-    calls = m.get("tool_calls")
-    if calls:
-        from ..tools.formats import HERMES
-
-        pairs = []
-        for c in calls:
-            fn = c.get("function") or {}
-            args = fn.get("arguments")
-            if isinstance(args, str):
-                with contextlib.suppress(ValueError):  # not JSON: kept as the text it is
-                    args = json.loads(args)
-            pairs.append((str(fn.get("name")), args))
-        content += (fmt if fmt is not None else HERMES).render(pairs)
-    return {"role": str(m["role"]), "content": content}
+    tools = [{"type": "function", "function": f.model_dump(exclude_none=True)}
+             for f in body.functions]
+    fc = body.function_call
+    if isinstance(fc, dict):
+        name = fc.get("name")
+        if not isinstance(name, str):
+            raise APIError(400, "function_call must be 'none', 'auto' or {\"name\": ...}",
+                           param="function_call", code="invalid_request")
+        return tools, {"type": "function", "function": {"name": name}}
+    return tools, fc

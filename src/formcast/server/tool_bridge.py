@@ -9,32 +9,29 @@ as SmolLM2).  ``tool_choice``:
 * ``"auto"`` (default) -- free text, and after the format's trigger one or more calls whose
   ``name`` selects the parameters' schema;
 * ``"required"`` -- at least one call; ``{"type": "function", "function": {"name": N}}`` --
-  a call of ``N``.
+  exactly one call of ``N`` (OpenAI's contract, with or without ``parallel_tool_calls``).
 
 With ``parallel_tool_calls: false`` at most one call is allowed.  A ``response_format`` schema
 with ``"auto"`` makes the reply either a document valid for it or calls.  The completed output is
 parsed into :class:`formcast.tools.ToolCall` values (arguments valid for their schema) and
 answered as ``message.tool_calls`` with ``finish_reason: "tool_calls"``.
 
-Streaming: the text before a call is streamed as ``content`` (text that could be the start of a
-trigger is held back until it is known not to be); the calls are sent as ``tool_calls`` deltas
-(the first delta of each call carries its ``id``, ``type`` and ``name``, the next its
-``arguments``) once the output is complete and parsed.
+Streaming, and outputs cut short: :mod:`formcast.server.tool_stream`.
 
-Lifetime: :class:`ToolPlan` lives for one request; :class:`ToolStream` for one choice.
+Lifetime: :class:`ToolPlan` lives for one request.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigurationError, FormcastError
-from ..generation.loop import StopScanner
 from ..model.protocol import LanguageModel
 from .api_errors import APIError, from_formcast_error
+from .strict import check_strict_schema, open_free_form_objects
 
-__all__ = ["ToolPlan", "ToolStream", "plan_tools", "tools_system_text"]
+__all__ = ["ToolPlan", "plan_tools", "tools_system_text"]
 
 
 @dataclass
@@ -47,6 +44,7 @@ class ToolPlan:
     tag: Any
     calls_allowed: bool
     triggers: tuple[str, ...]
+    legacy: bool = False  # the request used the legacy functions / function_call
 
     def constraint(self) -> Any:
         """The tag as a constraint object, for ``GrammarCompiler.compile`` (so that it
@@ -80,11 +78,15 @@ def plan_tools(
     *,
     content_schema: Any = None,
     content_options: Any = None,
+    allow_extra_properties: bool = False,
 ) -> ToolPlan | None:
     """The :class:`ToolPlan` of a request (``None`` when it has no tools).
 
     ``content_schema``: the ``response_format`` schema of a text reply; with
     ``tool_choice="auto"`` the reply is then *either* a document valid for it *or* calls.
+    A tool with ``"strict": true`` must follow OpenAI's strict-mode rules
+    (:func:`~formcast.server.strict.check_strict_schema`); ``allow_extra_properties`` is the
+    server's switch for the objects of the others (see :class:`ServerConfig`).
 
     Raises:
         APIError: 400 for a bad ``tool_choice`` (an unknown function name...) or tools that
@@ -96,7 +98,12 @@ def plan_tools(
                            code="invalid_request")
         return None
     from ..index.structural_tag import JsonSchema
-    from ..tools.formats import HERMES, get_tool_call_format, tool_call_structural_tag
+    from ..tools.formats import (
+        HERMES,
+        TOOL_CALL_JSON_OPTIONS,
+        get_tool_call_format,
+        tool_call_structural_tag,
+    )
 
     choice = "auto" if tool_choice is None else tool_choice
     if isinstance(choice, dict):
@@ -106,15 +113,32 @@ def plan_tools(
             raise APIError(400, f"tool_choice names the function {name!r}, which is not in "
                            f"tools ({', '.join(names)})", param="tool_choice",
                            code="invalid_request")
+    checked = []
+    for i, t in enumerate(tools):
+        fn = t.get("function") or {}
+        if fn.get("strict") and fn.get("parameters") is not None:
+            check_strict_schema(fn["parameters"], param=f"tools[{i}].function.parameters")
+        elif not allow_extra_properties and isinstance(fn.get("parameters"), dict):
+            fn = {**fn, "parameters": open_free_form_objects(fn["parameters"])}
+            t = {**t, "function": fn}
+        checked.append(t)
+    tools = checked
     fmt = get_tool_call_format(_format_hint(model), default=HERMES)
+    json_options = replace(TOOL_CALL_JSON_OPTIONS, allow_extra_properties=allow_extra_properties)
     content = None if content_schema is None else JsonSchema(content_schema, content_options)
+    # OpenAI's contract: a named function is called exactly once, whatever
+    # parallel_tool_calls says ("forcing" a function means one call of it)
+    named = isinstance(choice, dict)
+    parallel = not named and (True if parallel_tool_calls is None else parallel_tool_calls)
     try:
         tag = tool_call_structural_tag(
             tools,
             choice,
-            parallel_tool_calls=True if parallel_tool_calls is None else parallel_tool_calls,
+            parallel_tool_calls=parallel,
+            max_calls=1 if named else None,
             format=fmt,
             content=content,
+            json_options=json_options,
         )
     except ConfigurationError as exc:
         raise APIError(400, f"tools / tool_choice: {exc}", param="tools",
@@ -146,27 +170,3 @@ def tools_system_text(tools: list[dict[str, Any]], fmt: Any) -> str:
         "You may call one or more functions to help with the user's request. The functions "
         f"are:\n<tools>\n{listing}\n</tools>\nTo call a function, write:\n{example}"
     )
-
-
-@dataclass
-class ToolStream:
-    """Streams one choice of a tool request: content until a trigger, then nothing until the
-    end (see the module docstring)."""
-
-    plan: ToolPlan
-    scanner: StopScanner = field(init=False)
-    in_call: bool = False
-    emitted: int = 0  # characters streamed as content so far
-
-    def __post_init__(self) -> None:
-        self.scanner = StopScanner(self.plan.triggers)
-
-    def feed(self, piece: str) -> str:
-        """The content safe to stream now."""
-        if self.in_call:
-            return ""
-        safe, hit = self.scanner.feed(piece)
-        if hit:
-            self.in_call = True
-        self.emitted += len(safe)
-        return safe

@@ -1,0 +1,117 @@
+"""What a request constrains, as one value (:class:`ConstraintPlan`), and the ONE place the
+server compiles it (:func:`compile_plan`).
+
+Every route builds its constraint here -- ``response_format`` (chat, completions), the Responses
+API's ``text.format``, tools (and legacy functions) as a structural tag -- and compiles it with
+:func:`compile_plan`; nothing else in the server calls the compiler.
+
+``strict`` (``response_format.json_schema.strict``, a tool's ``function.strict``, the
+Responses API's ``strict``):
+
+* ``true``: the schema must follow OpenAI's strict-mode rules (:mod:`.strict`: closed objects,
+  every property required...), else a 400 naming the keyword and its JSON pointer; formcast
+  fails closed on anything it cannot enforce;
+* absent: formcast's whole JSON Schema support, failing closed (400) on a keyword it cannot
+  enforce; objects without ``additionalProperties`` get declared properties only unless the
+  server runs with ``allow_extra_properties`` (``--allow-extra-properties``) -- a free-form
+  object (``{"type": "object"}`` declaring no property) stays free-form
+  (:func:`~formcast.server.strict.open_free_form_objects`);
+* ``false``: the same, but a keyword formcast cannot enforce is ignored and listed in the
+  choice's ``formcast.warnings`` (best effort, as OpenAI's non-strict mode).
+
+Lifetime: :class:`ConstraintPlan` is an immutable value for one request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..frontends.jsonschema.options import JsonSchemaOptions
+from .api_errors import APIError
+from .strict import check_strict_schema, open_free_form_objects
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..index.compiled import CompiledGrammar
+    from .engine import Engine
+    from .tool_bridge import ToolPlan
+
+__all__ = [
+    "ConstraintPlan",
+    "compile_plan",
+    "json_schema_plan",
+    "schema_options",
+    "tools_plan",
+]
+
+
+@dataclass(frozen=True)
+class ConstraintPlan:
+    """What to compile: a :class:`~formcast.index.compiler.GrammarCompiler` method, its
+    arguments (``compile_json_schema``: ``(schema, JsonSchemaOptions)``; ``compile``: a
+    constraint object), and the request parameter that carried it (for error messages)."""
+
+    method: str
+    args: tuple[Any, ...]
+    param: str
+    json_output: bool = False
+
+
+def schema_options(
+    strict: bool | None, *, compile_timeout_s: float, allow_extra_properties: bool
+) -> JsonSchemaOptions:
+    """The :class:`JsonSchemaOptions` of a schema sent with ``strict`` (see the module
+    docstring)."""
+    return JsonSchemaOptions(
+        lenient=strict is False,
+        max_compile_seconds=compile_timeout_s,
+        allow_extra_properties=False if strict else allow_extra_properties,
+    )
+
+
+def json_schema_plan(
+    kind: str,
+    schema: Any,
+    strict: bool | None,
+    *,
+    param: str,
+    compile_timeout_s: float,
+    allow_extra_properties: bool,
+) -> ConstraintPlan | None:
+    """The plan of a response format: ``kind`` ``"text"`` (``None``: free text),
+    ``"json_object"`` (a JSON object) or ``"json_schema"`` (``schema``, checked for strict
+    mode when ``strict``; ``param`` names where it came from)."""
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        options = JsonSchemaOptions(max_compile_seconds=compile_timeout_s)
+        return ConstraintPlan("compile_json_schema", ({"type": "object"}, options), param,
+                              json_output=True)
+    if schema is None:
+        raise APIError(
+            400,
+            f"a json_schema format needs its schema ({param}: the JSON Schema the output must "
+            "be valid for)",
+            param=param,
+            code="invalid_request",
+        )
+    if strict:
+        check_strict_schema(schema, param=param)
+    elif not allow_extra_properties:
+        schema = open_free_form_objects(schema)
+    options = schema_options(strict, compile_timeout_s=compile_timeout_s,
+                             allow_extra_properties=allow_extra_properties)
+    return ConstraintPlan("compile_json_schema", (schema, options), param, json_output=True)
+
+
+def tools_plan(tool_plan: ToolPlan) -> ConstraintPlan:
+    """The plan of a request's tools: their structural tag (a ``response_format`` inside)."""
+    return ConstraintPlan("compile", (tool_plan.constraint(),), "tools")
+
+
+async def compile_plan(engine: Engine, plan: ConstraintPlan | None) -> CompiledGrammar | None:
+    """Compile ``plan`` off the event loop (``None``: no constraint).  Raises the 400
+    :class:`APIError` of a compile error (see :meth:`Engine.compile`)."""
+    if plan is None:
+        return None
+    return await engine.compile(plan.method, *plan.args, param=plan.param)
