@@ -1,0 +1,336 @@
+"""The continuous batcher (:mod:`formcast.generation.batching`) against ``generate``.
+
+The oracle: every request decoded through the batcher -- whatever joins or leaves around it,
+whichever slot it lands in -- gives the same result (text, token ids, finish reason) as the
+same arguments given to :func:`formcast.generate` alone.  The model is a logits function of
+the whole sequence (a seeded hash: no two sequences share logits), wrapped as a
+:class:`CallableModel` for ``generate`` and a :class:`CallableBatchedDecoder` for the batcher,
+so a request that read another's tokens, slot or sampler would choose differently.  Also: one
+model call per step, the constraint holds for every row, a slot is reused after its request
+leaves, queue bound, cancel, the worker thread and ``async for``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+from formcast import ConfigurationError, GrammarCompiler, GrammarMatcher
+from formcast.generation import GenerationResult, generate
+from formcast.generation.batching import (
+    BatchedRequest,
+    BatcherFullError,
+    ContinuousBatcher,
+    RequestCancelledError,
+)
+from formcast.model.batched import BatchedDecoder
+from formcast.model.callable import CallableModel
+from formcast.model.callable_batched import CallableBatchedDecoder
+from formcast.sampling import SamplingParams
+from formcast.vocab.vocabulary import Vocabulary
+
+EOS = 256
+TOKENS = [bytes([i]) for i in range(256)] + [b"<eos>", b"ab", b"10", b'{"', b'":', b"true"]
+VOCAB = Vocabulary.from_tokens(TOKENS, stop_token_ids=[EOS], name="bytes+")
+COMPILER = GrammarCompiler(VOCAB)
+
+
+def logits_fn(ids: list[int]) -> np.ndarray:
+    """Pseudo-random logits seeded by the whole sequence (stable across processes)."""
+    seed = zlib.crc32(np.asarray(ids, dtype=np.int64).tobytes())
+    out = np.random.default_rng(seed).standard_normal(VOCAB.vocab_size) * 3.0
+    out[EOS] -= 2.0  # let outputs run a while
+    return out
+
+
+MODEL = CallableModel(logits_fn, VOCAB, tokenize=lambda s: list(s.encode()), max_context=4096)
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 0}},
+    "required": ["ok", "n"],
+    "additionalProperties": False,
+}
+REGEXES = [r"[a-c]{2,9}", r"(yes|no)!", r"\d{3}-\d{2}", r"[0-9a-f]+"]
+
+
+def _requests() -> list[dict]:
+    """Twelve requests: regexes, a schema, unconstrained, stop strings, budgets."""
+    reqs: list[dict] = []
+    for i in range(12):
+        ids = [*list(f"prompt {i}: ".encode()), i]
+        kind = i % 6
+        if kind < 4:
+            compiled = COMPILER.compile_regex(REGEXES[kind])
+        elif kind == 4:
+            compiled = COMPILER.compile_json_schema(SCHEMA)
+        else:
+            compiled = None
+        reqs.append(
+            {
+                "ids": ids,
+                "compiled": compiled,
+                "max_tokens": 6 + 3 * (i % 5),
+                "stop": ["c"] if i == 7 else None,
+            }
+        )
+    return reqs
+
+
+def _alone(req: dict, **sampling: object) -> GenerationResult:
+    return generate(
+        MODEL,
+        req["ids"],
+        compiled=req["compiled"],
+        max_tokens=req["max_tokens"],
+        stop=req["stop"],
+        **sampling,  # type: ignore[arg-type]
+    )
+
+
+def _same(a: GenerationResult, b: GenerationResult) -> None:
+    assert (a.text, a.token_ids, a.finish_reason, a.stop_token_id) == (
+        b.text,
+        b.token_ids,
+        b.finish_reason,
+        b.stop_token_id,
+    )
+    assert a.value == b.value
+    assert a.timings.output_tokens == b.timings.output_tokens
+    assert a.timings.forced_tokens == b.timings.forced_tokens
+
+
+def _drain(req: BatchedRequest) -> tuple[str, GenerationResult]:
+    pieces: list[str] = []
+    result = None
+    for item in req:
+        if isinstance(item, GenerationResult):
+            result = item
+        else:
+            assert isinstance(item, str)
+            assert item
+            pieces.append(item)
+    assert result is not None
+    return "".join(pieces), result
+
+
+def test_decoder_is_a_batched_decoder() -> None:
+    assert isinstance(CallableBatchedDecoder(MODEL), BatchedDecoder)
+
+
+@pytest.mark.parametrize("n_slots", [1, 3, 8])
+def test_greedy_requests_joining_at_different_steps_equal_generate(n_slots: int) -> None:
+    reqs = _requests()
+    decoder = CallableBatchedDecoder(MODEL, n_slots=n_slots)
+    batcher = ContinuousBatcher(decoder, max_queue=None)
+    handles: list[BatchedRequest] = []
+    for i, req in enumerate(reqs):
+        handles.append(
+            batcher.submit(
+                req["ids"],
+                compiled=req["compiled"],
+                max_tokens=req["max_tokens"],
+                stop=req["stop"],
+            )
+        )
+        for _ in range(i % 3):  # requests join after 0, 1 or 2 more steps
+            batcher.step()
+    batcher.run_until_idle()
+    assert batcher.running == batcher.queued == 0
+    for req, handle in zip(reqs, handles):
+        assert handle.done
+        text, result = _drain(handle)
+        assert text == result.text
+        _same(result, _alone(req))
+    # one model call per step, several rows per call when there are slots for them
+    assert decoder.calls == batcher.steps
+    assert max(decoder.batch_sizes) >= min(n_slots, 4)
+    assert all(decoder.length(s) == 0 for s in range(n_slots))  # every slot released
+
+
+def test_seeded_sampling_equals_generate_per_request() -> None:
+    reqs = _requests()
+    batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=5))
+    settings = [
+        {
+            "temperature": 0.8 + 0.1 * (i % 3),
+            "top_k": [0, 5, 40][i % 3],
+            "top_p": [1.0, 0.9][i % 2],
+            "seed": 100 + i,
+        }
+        for i in range(len(reqs))
+    ]
+    handles = [
+        batcher.submit(
+            r["ids"],
+            compiled=r["compiled"],
+            max_tokens=r["max_tokens"],
+            stop=r["stop"],
+            params=SamplingParams(s["temperature"], s["top_k"], s["top_p"]),
+            seed=s["seed"],
+        )
+        for r, s in zip(reqs, settings)
+    ]
+    batcher.run_until_idle()
+    for req, s, handle in zip(reqs, settings, handles):
+        _same(handle.result(), _alone(req, **s))
+
+
+def test_every_row_respects_its_constraint() -> None:
+    batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=8), max_queue=None)
+    pats = [REGEXES[i % len(REGEXES)] for i in range(16)]
+    handles = [
+        batcher.submit(
+            [i, 7, i],
+            compiled=COMPILER.compile_regex(p),
+            max_tokens=40,
+            seed=i,
+            params=SamplingParams(temperature=1.0),
+        )
+        for i, p in enumerate(pats)
+    ]
+    batcher.run_until_idle()
+    completed = 0
+    for pat, handle in zip(pats, handles):
+        res = handle.result()
+        matcher = GrammarMatcher(COMPILER.compile_regex(pat))  # every token a legal step
+        assert all(matcher.accept_token(t) for t in res.token_ids), (pat, res.text)
+        if res.finish_reason == "completed":
+            completed += 1
+            assert re.fullmatch(pat, res.text), (pat, res.text)
+            assert matcher.is_accepting()
+        else:
+            assert res.finish_reason == "max_tokens"
+    assert completed >= 8
+
+
+def test_cancel_frees_the_slot_and_leaves_others_alone() -> None:
+    reqs = _requests()[:4]
+    decoder = CallableBatchedDecoder(MODEL, n_slots=2)
+    batcher = ContinuousBatcher(decoder)
+    handles = [
+        batcher.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"], stop=r["stop"])
+        for r in reqs
+    ]
+    batcher.step()
+    handles[0].cancel()  # running
+    handles[3].cancel()  # queued
+    batcher.run_until_idle()
+    for i in (0, 3):
+        assert handles[i].cancelled
+        assert handles[i].done
+        with pytest.raises(RequestCancelledError):
+            handles[i].result()
+    for i in (1, 2):
+        _same(handles[i].result(), _alone(reqs[i]))
+
+
+def test_queue_bound_and_bad_arguments() -> None:
+    batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=1), max_queue=2)
+    batcher.submit([1, 2], max_tokens=2)
+    batcher.submit([1, 2], max_tokens=2)
+    with pytest.raises(BatcherFullError, match="max_queue=2"):
+        batcher.submit([1, 2], max_tokens=2)
+    batcher.step()  # one request takes the slot: room in the queue again
+    batcher.submit([1, 2], max_tokens=2)
+    with pytest.raises(ConfigurationError, match="prompt is empty"):
+        batcher.submit([])
+    with pytest.raises(ConfigurationError, match="max_tokens"):
+        batcher.submit([1], max_tokens=-1)
+    with pytest.raises(ConfigurationError, match="exceeds"):
+        batcher.submit([1] * 4000, max_tokens=200)
+    with pytest.raises(ConfigurationError, match="BatchedDecoder"):
+        ContinuousBatcher(MODEL)  # type: ignore[arg-type]
+    batcher.run_until_idle()
+
+
+def test_submit_generate_takes_generates_arguments() -> None:
+    batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=4))
+    kwargs = [
+        {"regex": r"(yes|no)!", "max_tokens": 10},
+        {"schema": SCHEMA, "max_tokens": 30},
+        {"max_tokens": 5, "temperature": 0.7, "seed": 3},
+    ]
+    handles = [batcher.submit_generate("question?", **kw) for kw in kwargs]  # type: ignore[arg-type]
+    batcher.run_until_idle()
+    for kw, handle in zip(kwargs, handles):
+        _same(handle.result(), generate(MODEL, "question?", **kw))  # type: ignore[arg-type]
+
+
+def test_worker_thread_and_async_iteration() -> None:
+    reqs = _requests()
+    decoder = CallableBatchedDecoder(MODEL, n_slots=8)
+    with ContinuousBatcher(decoder, max_queue=None) as batcher:
+        batcher.start()
+
+        async def main() -> list[tuple[str, GenerationResult]]:
+            async def one(req: dict) -> tuple[str, GenerationResult]:
+                handle = batcher.submit(
+                    req["ids"],
+                    compiled=req["compiled"],
+                    max_tokens=req["max_tokens"],
+                    stop=req["stop"],
+                )
+                pieces: list[str] = []
+                async for item in handle:
+                    if isinstance(item, GenerationResult):
+                        return "".join(pieces), item
+                    pieces.append(item)
+                raise AssertionError("no result")
+
+            return await asyncio.gather(*(one(r) for r in reqs))
+
+        got = asyncio.run(main())
+        for req, (text, result) in zip(reqs, got):
+            assert text == result.text
+            _same(result, _alone(req))
+        # blocking iteration from this thread while the worker runs
+        text, result = _drain(
+            batcher.submit(
+                reqs[4]["ids"], compiled=reqs[4]["compiled"], max_tokens=reqs[4]["max_tokens"]
+            )
+        )
+        _same(result, _alone(reqs[4]))
+    assert max(decoder.batch_sizes) > 1
+
+
+def test_async_iteration_needs_the_worker() -> None:
+    batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=1))
+    handle = batcher.submit([1, 2], max_tokens=2)
+
+    async def main() -> None:
+        async for _ in handle:
+            pass
+
+    with pytest.raises(ConfigurationError, match=r"batcher\.start\(\)"):
+        asyncio.run(main())
+    batcher.close()
+    with pytest.raises(RequestCancelledError):
+        handle.result()
+
+
+def test_decoder_checks_its_feeds() -> None:
+    decoder = CallableBatchedDecoder(MODEL, n_slots=2)
+    with pytest.raises(ConfigurationError, match="out of range"):
+        decoder.decode([(2, [1])])
+    with pytest.raises(ConfigurationError, match="fed twice"):
+        decoder.decode([(0, [1]), (0, [2])])
+    with pytest.raises(ConfigurationError, match="no tokens"):
+        decoder.decode([(0, [])])
+    with pytest.raises(ConfigurationError, match="no feeds"):
+        decoder.decode([])
+    rows = decoder.decode([(1, [5, 6]), (0, [7])])
+    assert np.array_equal(rows[0], logits_fn([5, 6]))
+    assert np.array_equal(rows[1], logits_fn([7]))
+    assert (decoder.length(0), decoder.length(1)) == (1, 2)
+    decoder.release(1)
+    assert decoder.length(1) == 0
+    assert np.array_equal(decoder.decode([(1, [9])])[0], logits_fn([9]))
+    small = CallableBatchedDecoder(CallableModel(logits_fn, VOCAB, max_context=3), n_slots=1)
+    small.decode([(0, [1, 2])])
+    with pytest.raises(ConfigurationError, match="context full in slot 0"):
+        small.decode([(0, [3, 4])])
