@@ -334,3 +334,24 @@ def test_decoder_checks_its_feeds() -> None:
     small.decode([(0, [1, 2])])
     with pytest.raises(ConfigurationError, match="context full in slot 0"):
         small.decode([(0, [3, 4])])
+
+
+def test_prefill_budget_staggers_joins_and_changes_no_output() -> None:
+    reqs = _requests()[:6]
+    decoder = CallableBatchedDecoder(MODEL, n_slots=8)
+    longest = max(len(r["ids"]) for r in reqs)
+    batcher = ContinuousBatcher(decoder, prefill_tokens=longest + 1)  # one prompt per step
+    handles = [
+        batcher.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"], stop=r["stop"])
+        for r in reqs
+    ]
+    batcher.step()
+    assert batcher.running == 1
+    assert batcher.queued == 5
+    batcher.step()
+    assert decoder.batch_sizes[:2] == [1, 2]  # the second joined beside the first
+    batcher.run_until_idle()
+    for req, handle in zip(reqs, handles):
+        _same(handle.result(), _alone(req))
+    with pytest.raises(ConfigurationError, match="prefill_tokens"):
+        ContinuousBatcher(decoder, prefill_tokens=0)
