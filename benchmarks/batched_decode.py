@@ -145,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             batcher_part(decoder, 1, 4)  # warm-up: the schema's compile and first masks
             part1 = model_part(model, decoder, args.steps)
+            print(f"\n== {threads} thread(s), SmolLM2-135M Q4_1 ==")
+            base = part1["n=1"]
+            print("model's own batched decode (tokens/s, x over n=1):")
+            for key in ("single", "n=1", "n=2", "n=4", "n=8"):
+                print(f"  {key:>7}  {part1[key]:8.1f}  {part1[key] / base:5.2f}x", flush=True)
             lone = batcher_part(decoder, 1, args.max_tokens)
             eight = batcher_part(decoder, 8, args.max_tokens)
             one_prompt = max(len(prompt_ids(model, q)) for q in QUESTIONS)
@@ -157,12 +162,6 @@ def main(argv: list[str] | None = None) -> int:
             "concurrent8": eight,
             "concurrent8_one_prompt_per_step": staggered,
         }
-
-        print(f"\n== {threads} thread(s), SmolLM2-135M Q4_1 ==")
-        base = part1["n=1"]
-        print("model's own batched decode (tokens/s, x over n=1):")
-        for key in ("single", "n=1", "n=2", "n=4", "n=8"):
-            print(f"  {key:>7}  {part1[key]:8.1f}  {part1[key] / base:5.2f}x")
         print("continuous batcher (schema, greedy; steady: after the prefill step):")
         rows = (
             ("lone", lone, "n=1"),
