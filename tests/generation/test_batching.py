@@ -355,3 +355,68 @@ def test_prefill_budget_staggers_joins_and_changes_no_output() -> None:
         _same(handle.result(), _alone(req))
     with pytest.raises(ConfigurationError, match="prefill_tokens"):
         ContinuousBatcher(decoder, prefill_tokens=0)
+
+
+class _Recorder:
+    """Records what a StepObserver sees; as a model proxy, what generate() makes it see."""
+
+    def __init__(self, model: CallableModel | None = None) -> None:
+        self.events: list[tuple[str, object]] = []
+        self._model = model
+
+    def consume(self, token_ids: list[int]) -> None:
+        self.events.append(("consume", list(token_ids)))
+
+    def on_logits(self, logits: np.ndarray) -> None:
+        self.events.append(("logits", np.array(logits, dtype=np.float64)))
+
+    # the LanguageModel proxy (the server's _GuardedModel pattern)
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._model, name)
+
+    def start(self, ids: list[int]) -> np.ndarray:
+        out = self._model.start(ids)  # type: ignore[union-attr]
+        self.on_logits(out)
+        return out
+
+    def step(self, ids: list[int]) -> np.ndarray:
+        self.consume(ids)
+        out = self._model.step(ids)  # type: ignore[union-attr]
+        self.on_logits(out)
+        return out
+
+
+def test_observer_sees_what_a_model_proxy_sees_under_generate() -> None:
+    reqs = _requests()[:6]
+    batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=3))
+    observers = [_Recorder() for _ in reqs]
+    handles = [
+        batcher.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"],
+                       stop=r["stop"], observer=o)
+        for r, o in zip(reqs, observers)
+    ]  # fmt: skip
+    batcher.run_until_idle()
+    for req, handle, obs in zip(reqs, handles, observers):
+        proxy = _Recorder(MODEL)
+        want = generate(proxy, req["ids"], compiled=req["compiled"],  # type: ignore[arg-type]
+                        max_tokens=req["max_tokens"], stop=req["stop"])  # fmt: skip
+        _same(handle.result(), want)
+        assert [e[0] for e in obs.events] == [e[0] for e in proxy.events]
+        for (kind, got), (_, exp) in zip(obs.events, proxy.events):
+            if kind == "consume":
+                assert got == exp
+            else:
+                assert np.array_equal(got, exp)  # type: ignore[arg-type]
+
+    class Broken(_Recorder):
+        def on_logits(self, logits: np.ndarray) -> None:
+            raise RuntimeError("observer failed")
+
+    bad = batcher.submit([1, 2, 3], max_tokens=3, observer=Broken())
+    good = batcher.submit([4, 5, 6], max_tokens=3)
+    batcher.run_until_idle()
+    with pytest.raises(RuntimeError, match="observer failed"):
+        bad.result()
+    assert good.result().timings.output_tokens == 3
+    with pytest.raises(ConfigurationError, match="observer"):
+        batcher.submit([1], observer=object())  # type: ignore[arg-type]

@@ -55,7 +55,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -64,6 +64,7 @@ from ..errors import ConfigurationError, FormcastError
 from ..frontends.jsonschema.source import pydantic_model_class
 from ..index.compiled import CompiledGrammar
 from ..model.batched import BatchedDecoder
+from ..model.protocol import Logits
 from ..runtime.batch import batch_fill_next_token_bitmask
 from ..sampling import SamplingParams
 from ..vocab.canonical import CanonicalPairs
@@ -87,11 +88,25 @@ __all__ = [
     "BatcherFullError",
     "ContinuousBatcher",
     "RequestCancelledError",
+    "StepObserver",
 ]
 
 _perf = time.perf_counter
 
 _CALL, _AGAIN, _DONE = 0, 1, 2  # what a row needs after one token (see _Row.advance)
+
+
+@runtime_checkable
+class StepObserver(Protocol):
+    """Sees a request's model calls as a :class:`LanguageModel` proxy would (the server's
+    log-probability recorder): ``consume(tokens)`` with the output tokens about to be
+    evaluated (those taken since the last call), then ``on_logits(row)`` with the call's
+    logits (a view: copy what you keep).  The prompt's call has no ``consume``.  Both run on
+    the batcher's thread; an exception ends that request only."""
+
+    def consume(self, token_ids: Sequence[int]) -> None: ...
+
+    def on_logits(self, logits: Logits) -> None: ...
 
 
 class BatcherFullError(FormcastError):
@@ -285,6 +300,7 @@ class _Row:
         "decode_times",
         "handle",
         "max_tokens",
+        "observer",
         "out",
         "prefill_s",
         "prefilled",
@@ -306,6 +322,7 @@ class _Row:
         self.schema_class = job.schema_class
         self.max_tokens = job.max_tokens
         self.t_call = job.t_call
+        self.observer = job.observer
         self.stop_ids = stop_ids
         vocab = job.vocab
         self.constraint: _ConstraintSide | None = None
@@ -412,6 +429,7 @@ class _Job:
     compile_s: float
     t_call: float
     vocab: Vocabulary
+    observer: StepObserver | None
 
 
 class ContinuousBatcher:
@@ -510,12 +528,14 @@ class ContinuousBatcher:
         canonical: bool = False,
         schema_class: Any = None,
         compile_s: float = 0.0,
+        observer: StepObserver | None = None,
     ) -> BatchedRequest:
         """Queue a request given as token ids and (optionally) a compiled constraint.
 
         ``params`` defaults to greedy decoding (``generate``'s ``temperature=0``); ``seed``
         seeds the request's own sampler exactly as ``generate(seed=)``; ``schema_class`` (a
-        Pydantic class) gives ``result.parsed``; ``compile_s`` goes into the timings.
+        Pydantic class) gives ``result.parsed``; ``compile_s`` goes into the timings;
+        ``observer`` sees the request's model calls (:class:`StepObserver`).
 
         Raises:
             ConfigurationError: bad arguments, or prompt + ``max_tokens`` exceeds a slot's
@@ -534,6 +554,7 @@ class ContinuousBatcher:
             schema_class,
             compile_s,
             _perf(),
+            observer,
         )
 
     def _submit(
@@ -548,6 +569,7 @@ class ContinuousBatcher:
         schema_class: Any,
         compile_s: float,
         t_call: float,
+        observer: StepObserver | None = None,
     ) -> BatchedRequest:
         ids = [int(t) for t in prompt_ids]
         if not ids:
@@ -569,6 +591,11 @@ class ContinuousBatcher:
             raise ConfigurationError(f"params must be SamplingParams, got {type(params).__name__}")
         if not isinstance(canonical, bool):
             raise ConfigurationError(f"canonical must be a bool, got {canonical!r}")
+        if observer is not None and not isinstance(observer, StepObserver):
+            raise ConfigurationError(
+                "observer must have consume(token_ids) and on_logits(logits) methods, got "
+                f"{type(observer).__name__}"
+            )
         pairs: CanonicalPairs | None = None
         if canonical:
             if compiled is None:
@@ -587,6 +614,7 @@ class ContinuousBatcher:
             compile_s=compile_s,
             t_call=t_call,
             vocab=self._vocab,
+            observer=observer,
         )
         with self._lock:
             if self._closing:
@@ -662,7 +690,7 @@ class ContinuousBatcher:
             rows = list(self._rows.values())
             if rows:
                 self._call_model(rows)
-                self._tokens([r for r in rows if r.slot in self._rows])
+                self._tokens([r for r in rows if self._rows.get(r.slot) is r])
                 self.steps += 1
             with self._lock:
                 return bool(self._rows or self._queue)
@@ -756,6 +784,15 @@ class ContinuousBatcher:
 
     def _call_model(self, rows: list[_Row]) -> None:
         """The step's one model call: every row's pending tokens (a joining row's prompt)."""
+        for r in list(rows):
+            if r.observer is not None and r.prefilled:
+                try:
+                    r.observer.consume(list(r.sampler.pending))
+                except Exception as exc:
+                    rows.remove(r)
+                    self._leave(r, None, exc)
+        if not rows:
+            return
         feeds = [(r.slot, r.sampler.pending) for r in rows]
         t0 = _perf()
         try:
@@ -772,6 +809,11 @@ class ContinuousBatcher:
                 r.decode_times.append(dt)
             else:
                 r.prefill_s, r.prefilled = dt, True
+            if r.observer is not None:
+                try:
+                    r.observer.on_logits(logits[i])
+                except Exception as exc:
+                    self._leave(r, None, exc)
 
     def _tokens(self, rows: list[_Row]) -> None:
         """Take tokens for every row until each waits for the model or has finished."""
