@@ -182,10 +182,11 @@ def _load_without_weight_repacking(lc: Any, path: str, kwargs: dict[str, Any]) -
     (``use_extra_bufts=False``, which ``Llama`` does not expose: its
     ``llama_model_default_params`` is wrapped for the call).
 
-    Why: on CPUs with AMX (Sapphire Rapids and later) the repacked AMX weights of a Q4_1 model
-    crash ``llama_decode`` with a segmentation fault on any batch of more than one token (a
-    prompt) in llama-cpp-python 0.3.36 -- measured on this project's machines.  The plain CPU
-    kernels are used instead."""
+    Why: on this project's machines (a Xeon whose llama.cpp build reports ``AMX_INT8 = 1`` and
+    ``REPACK = 1``), weights placed in those extra buffer types crash ``llama_decode`` with a
+    segmentation fault on any batch of more than one token -- every prompt -- in
+    llama-cpp-python 0.3.36 (SmolLM2 Q4_1; with ``use_extra_bufts=False`` the same calls
+    work).  The plain CPU kernels are used instead; one-token steps were never affected."""
     module = lc.llama_cpp
     default = module.llama_model_default_params
 

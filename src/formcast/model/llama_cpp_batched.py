@@ -70,7 +70,10 @@ class LlamaCppBatchedDecoder:
         n_ctx_per_slot: KV cells per sequence, prompt + output (default: the model's
             ``n_ctx``).
         n_threads: CPU threads for decoding and prompts (default: the cores this process may
-            use, :func:`~formcast.model.batched.default_threads`).
+            use, :func:`~formcast.model.batched.default_threads`).  On a machine whose cores
+            are busy with other work pass ``n_threads=1``: llama.cpp's threads wait for each
+            other by spinning, and measured here with 8 helpers on 2 cores (load ~14) two
+            threads did not finish what one thread did in 40 s within 5 minutes.
         n_batch: most tokens per ``llama_decode`` call (a larger call is split).
 
     Raises:
