@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import zlib
 
 import numpy as np
@@ -420,3 +421,53 @@ def test_observer_sees_what_a_model_proxy_sees_under_generate() -> None:
     assert good.result().timings.output_tokens == 3
     with pytest.raises(ConfigurationError, match="observer"):
         batcher.submit([1], observer=object())  # type: ignore[arg-type]
+
+
+def test_threads_submitting_and_reading_at_once_get_their_own_outputs() -> None:
+    reqs = _requests() + _requests()[:4]  # 16 requests, 16 threads, 8 slots
+    wants = [_alone(r) for r in reqs]
+    got: list[GenerationResult | BaseException | None] = [None] * len(reqs)
+    with ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=8), max_queue=None) as batcher:
+        batcher.start()
+
+        def client(i: int) -> None:
+            try:
+                r = reqs[i]
+                h = batcher.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"],
+                                   stop=r["stop"])  # fmt: skip
+                text, result = _drain(h)
+                assert text == result.text
+                got[i] = result
+            except BaseException as exc:  # reported below
+                got[i] = exc
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(reqs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    for res, want in zip(got, wants):
+        assert isinstance(res, GenerationResult), res
+        _same(res, want)
+
+
+def test_close_with_requests_in_flight_ends_every_request() -> None:
+    reqs = _requests()
+    decoder = CallableBatchedDecoder(MODEL, n_slots=4)
+    batcher = ContinuousBatcher(decoder, max_queue=None)
+    batcher.start()
+    handles = [batcher.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"])
+               for r in reqs]  # fmt: skip
+    batcher.close()
+    assert not batcher.has_worker
+    for req, h in zip(reqs, handles):
+        assert h.done
+        try:
+            res = h.result(timeout=5)
+        except RequestCancelledError:
+            assert h.cancelled
+        else:
+            _same(res, _alone({**req, "stop": None}))
+    assert all(decoder.length(s) == 0 for s in range(4))
+    with pytest.raises(ConfigurationError, match="closed"):
+        batcher.submit([1])
