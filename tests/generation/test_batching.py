@@ -471,3 +471,48 @@ def test_close_with_requests_in_flight_ends_every_request() -> None:
     assert all(decoder.length(s) == 0 for s in range(4))
     with pytest.raises(ConfigurationError, match="closed"):
         batcher.submit([1])
+
+
+def test_shared_prompt_starts_are_evaluated_once() -> None:
+    system = list(b"You are a careful assistant. Answer in the format asked. ")
+    reqs = [
+        {**r, "ids": system + r["ids"]} for r in _requests()[:8]
+    ]  # eight prompts, one long common start
+    decoder = CallableBatchedDecoder(MODEL, n_slots=8)
+    batcher = ContinuousBatcher(decoder, share_prefix=16)
+    handles = [
+        batcher.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"], stop=r["stop"])
+        for r in reqs
+    ]
+    batcher.step()
+    assert batcher.running == 1  # the others wait one step to copy its evaluated start
+    batcher.run_until_idle()
+    for req, handle in zip(reqs, handles):
+        _same(handle.result(), _alone(req))
+    assert decoder.copies == 7
+    # the same requests without sharing evaluate 7 x the common start more ("...prompt ")
+    plain = CallableBatchedDecoder(MODEL, n_slots=8)
+    again = ContinuousBatcher(plain)
+    for r in reqs:
+        again.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"], stop=r["stop"])
+    again.run_until_idle()
+    assert sum(plain.fed) - sum(decoder.fed) == 7 * (len(system) + len(b"prompt "))
+    off = CallableBatchedDecoder(MODEL, n_slots=8)
+    ContinuousBatcher(off).submit(reqs[0]["ids"], max_tokens=1).result()
+    assert off.copies == 0  # off by default
+    with pytest.raises(ConfigurationError, match="share_prefix"):
+        ContinuousBatcher(off, share_prefix=0)
+
+
+def test_copy_prefix_checks() -> None:
+    decoder = CallableBatchedDecoder(MODEL, n_slots=3)
+    decoder.decode([(0, [1, 2, 3, 4])])
+    decoder.copy_prefix(0, 1, 3)
+    assert decoder.sequence(1) == [1, 2, 3]
+    assert np.array_equal(decoder.decode([(1, [9])])[0], logits_fn([1, 2, 3, 9]))
+    with pytest.raises(ConfigurationError, match="release it first"):
+        decoder.copy_prefix(0, 1, 2)
+    with pytest.raises(ConfigurationError, match="cannot copy"):
+        decoder.copy_prefix(0, 2, 5)
+    with pytest.raises(ConfigurationError, match="cannot copy"):
+        decoder.copy_prefix(2, 2, 1)

@@ -235,3 +235,44 @@ def test_batcher_greedy_matches_generate_alone(
         else:
             assert got.finish_reason == "max_tokens"
     assert exact >= len(requests) // 2
+
+
+def test_copy_prefix_gives_the_full_prefill_logits(
+    model: LlamaCppModel, decoder: LlamaCppBatchedDecoder
+) -> None:
+    decoder.reset()
+    p1, p2 = _ids(model, QUESTIONS[0]), _ids(model, QUESTIONS[1])
+    n = next(i for i, (a, b) in enumerate(zip(p1, p2)) if a != b)  # the system prompt's part
+    assert n >= 16
+    decoder.decode([(0, p1)])
+    decoder.decode([(0, [28])])  # the donor has gone on
+    decoder.copy_prefix(0, 6, n)
+    assert decoder.length(6) == n
+    rows = decoder.decode([(6, p2[n:]), (0, [29])])
+    assert np.abs(rows[0] - np.array(model.start(p2))).max() < 1e-3
+    assert np.abs(rows[1] - np.array(model.start([*p1, 28, 29]))).max() < 1e-3
+    with pytest.raises(ConfigurationError, match="release it first"):
+        decoder.copy_prefix(0, 6, 3)
+    decoder.reset()
+
+
+@pytest.mark.slow
+def test_batcher_sharing_prompt_starts_matches_generate_alone(
+    model: LlamaCppModel, decoder: LlamaCppBatchedDecoder
+) -> None:
+    decoder.reset()
+    batcher = ContinuousBatcher(decoder, max_queue=None, share_prefix=8)
+    requests = _requests()[::2] + _requests()[1:4:2]  # 5 schemas, 2 regexes, one system prompt
+    handles = [batcher.submit_generate(**kw) for kw in requests]
+    batcher.step()
+    assert batcher.running == 1  # the rest copy its evaluated system prompt next step
+    batcher.run_until_idle()
+    exact = 0
+    for kw, handle in zip(requests, handles):
+        got = handle.result()
+        want = generate(model, **kw)
+        if (got.text, got.token_ids) == (want.text, want.token_ids):
+            exact += 1
+        else:
+            assert _near_tie(model, kw, got.token_ids, want.token_ids, got.prompt_ids) < 0.25
+    assert exact >= len(requests) // 2

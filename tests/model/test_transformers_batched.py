@@ -146,3 +146,16 @@ def test_batcher_greedy_equals_generate_alone(model: TransformersModel) -> None:
             if got.finish_reason == "completed":
                 assert re.fullmatch(pat, got.text)
     assert all(decoder.length(s) == 0 for s in range(4))
+
+
+def test_copy_prefix_gives_the_full_prefill_logits(model: TransformersModel) -> None:
+    decoder = TransformersBatchedDecoder(model, n_slots=3)
+    shared = [9, 8, 7, 6, 5, 4]
+    decoder.decode([(0, [*shared, 1, 2])])
+    decoder.copy_prefix(0, 2, len(shared))
+    rows = decoder.decode([(2, [3, 3]), (0, [4])])
+    assert np.abs(rows[0] - np.array(model.start([*shared, 3, 3]))).max() < 1e-4
+    assert np.abs(rows[1] - np.array(model.start([*shared, 1, 2, 4]))).max() < 1e-4
+    assert decoder.length(2) == len(shared) + 2
+    with pytest.raises(ConfigurationError, match="cannot copy"):
+        decoder.copy_prefix(0, 1, 99)

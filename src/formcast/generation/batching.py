@@ -63,7 +63,7 @@ from ..bitmask import allocate_token_bitmask
 from ..errors import ConfigurationError, FormcastError
 from ..frontends.jsonschema.source import pydantic_model_class
 from ..index.compiled import CompiledGrammar
-from ..model.batched import BatchedDecoder
+from ..model.batched import BatchedDecoder, SupportsCopyPrefix
 from ..model.protocol import Logits
 from ..runtime.batch import batch_fill_next_token_bitmask
 from ..sampling import SamplingParams
@@ -282,6 +282,16 @@ class BatchedRequest:
         return last
 
 
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]) -> None:
     for loop, event in waiters:
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
@@ -445,6 +455,13 @@ class ContinuousBatcher:
             whatever its length.  A bound staggers simultaneous arrivals over several steps:
             the running rows keep decoding between them and the first joiners get their first
             token sooner (lower time to first token, at a little throughput).
+        share_prefix: share prompt starts of at least this many tokens (``None``: off).  A
+            joining request whose prompt starts like a running request's prompt gets those
+            tokens' cache copied from it (:class:`~formcast.model.batched.SupportsCopyPrefix`)
+            and evaluates only the rest; a request that shares such a start with one joining
+            in the same step waits one step, to copy it once it is evaluated.  The copied
+            entries were computed in another batch, so the logits can differ from a full
+            prefill in the last bits (as any batching does).
 
     Raises:
         ConfigurationError: ``decoder`` is not a batched decoder, or a bad ``max_queue`` /
@@ -457,6 +474,7 @@ class ContinuousBatcher:
         *,
         max_queue: int | None = 64,
         prefill_tokens: int | None = None,
+        share_prefix: int | None = None,
     ) -> None:
         if not isinstance(decoder, BatchedDecoder):
             raise ConfigurationError(
@@ -476,6 +494,13 @@ class ContinuousBatcher:
                 f"prefill_tokens must be an int >= 1 or None, got {prefill_tokens!r}"
             )
         self._prefill_tokens = prefill_tokens
+        if share_prefix is not None and (
+            isinstance(share_prefix, bool) or not isinstance(share_prefix, int) or share_prefix < 1
+        ):
+            raise ConfigurationError(
+                f"share_prefix must be an int >= 1 or None, got {share_prefix!r}"
+            )
+        self._share_prefix = share_prefix if isinstance(decoder, SupportsCopyPrefix) else None
         self._decoder = decoder
         self._vocab = decoder.vocab
         self._stop_ids = self._vocab.stop_token_ids
@@ -771,16 +796,47 @@ class ContinuousBatcher:
     def _admit(self) -> None:
         free = [s for s in range(self.n_slots) if s not in self._rows]
         budget = self._prefill_tokens
+        share = self._share_prefix
         joined = 0
+        new_rows: list[_Row] = []
         with self._lock:
             while free and self._queue:
-                n = len(self._queue[0].handle.prompt_ids)
-                if budget is not None and joined and joined + n > budget:
+                ids = self._queue[0].handle.prompt_ids
+                donor, n = None, 0
+                if share is not None:
+                    if any(_common_prefix(ids, r.prompt_ids) >= share for r in new_rows):
+                        break  # joins next step, copying the prefix once it is evaluated
+                    donor, n = self._donor(ids)
+                    if n < share:
+                        donor, n = None, 0
+                cost = len(ids) - n
+                if budget is not None and joined and joined + cost > budget:
                     break
-                joined += n
+                joined += cost
                 job = self._queue.popleft()
                 slot = free.pop(0)
-                self._rows[slot] = _Row(job, slot, self._bitmask, self._stop_ids)
+                row = _Row(job, slot, self._bitmask, self._stop_ids)
+                if donor is not None:
+                    try:
+                        self._decoder.copy_prefix(donor.slot, slot, n)  # type: ignore[attr-defined]
+                    except ConfigurationError:  # the model cannot: prefill it all
+                        self._share_prefix = share = None
+                    else:
+                        row.sampler.pending = list(ids[n:])
+                self._rows[slot] = row
+                new_rows.append(row)
+
+    def _donor(self, ids: list[int]) -> tuple[_Row | None, int]:
+        """The running row whose evaluated prompt shares the longest start with ``ids`` (at
+        most ``len(ids) - 1`` tokens: one is left to evaluate, for the logits)."""
+        best: _Row | None = None
+        best_n = 0
+        for r in self._rows.values():
+            if r.prefilled:
+                n = min(_common_prefix(ids, r.prompt_ids), len(ids) - 1)
+                if n > best_n:
+                    best, best_n = r, n
+        return best, best_n
 
     def _call_model(self, rows: list[_Row]) -> None:
         """The step's one model call: every row's pending tokens (a joining row's prompt)."""

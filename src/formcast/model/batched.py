@@ -37,7 +37,7 @@ from ..errors import ConfigurationError
 from ..vocab.vocabulary import Vocabulary
 from .protocol import LanguageModel
 
-__all__ = ["BatchedDecoder", "Feed", "SlotTable", "default_threads"]
+__all__ = ["BatchedDecoder", "Feed", "SlotTable", "SupportsCopyPrefix", "default_threads"]
 
 Feed = tuple[int, Sequence[int]]
 """``(slot, token ids)``: the tokens to append to the sequence in ``slot``."""
@@ -111,6 +111,23 @@ class BatchedDecoder(Protocol):
         ...
 
 
+@runtime_checkable
+class SupportsCopyPrefix(Protocol):
+    """The optional prefix-sharing capability of a batched decoder (all of formcast's have it).
+
+    ``copy_prefix(src, dst, n)``: the free slot ``dst`` starts with the first ``n`` tokens of
+    the sequence in ``src`` without evaluating them again (their cache entries are copied);
+    feed ``dst`` the rest.  Requests whose prompts share a long start (a system prompt, tool
+    definitions) then pay for it once.  Cost: a copy of at most one slot's cache.
+
+    Raises:
+        ConfigurationError: ``dst`` is not free, ``n`` is not in ``1 .. length(src)``, or the
+            model cannot share (a recurrent model): nothing changed, prefill instead.
+    """
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None: ...
+
+
 class SlotTable:
     """The slots' lengths and the checks of a ``decode`` call, shared by the wrappers.
 
@@ -182,6 +199,21 @@ class SlotTable:
         """Record that the model now holds ``tokens[i]`` after slot ``slots[i]``'s sequence."""
         for s, ids in zip(slots, tokens):
             self.lengths[s] += len(ids)
+
+    def check_copy(self, src: int, dst: int, n: int) -> tuple[int, int]:
+        """``(src, dst)`` checked for :meth:`SupportsCopyPrefix.copy_prefix` (nothing changes)."""
+        s, d = self.slot(src), self.slot(dst)
+        if self.lengths[d]:
+            raise ConfigurationError(
+                f"{self.owner}.copy_prefix: slot {d} holds {self.lengths[d]} tokens; release it "
+                "first (a prefix is copied into a free slot)"
+            )
+        if s == d or isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.lengths[s]:
+            raise ConfigurationError(
+                f"{self.owner}.copy_prefix: cannot copy {n!r} tokens of slot {s} (it holds "
+                f"{self.lengths[s]}) into slot {d}"
+            )
+        return s, d
 
     def release(self, slot: int) -> int:
         """Mark ``slot`` free; returns the checked slot number."""

@@ -41,6 +41,8 @@ class CallableBatchedDecoder:
         self._seqs: list[list[int]] = [[] for _ in range(n_slots)]
         self.calls = 0
         self.batch_sizes: list[int] = []
+        self.fed: list[int] = []  # tokens fed per call
+        self.copies = 0
 
     @property
     def model(self) -> CallableModel:
@@ -86,7 +88,15 @@ class CallableBatchedDecoder:
         self._slots.advance(slots, tokens)
         self.calls += 1
         self.batch_sizes.append(len(slots))
+        self.fed.append(sum(len(ids) for ids in tokens))
         return out
+
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """See :class:`~formcast.model.batched.SupportsCopyPrefix` (no ``f`` call)."""
+        s, d = self._slots.check_copy(src, dst, n)
+        self._seqs[d] = self._seqs[s][:n]
+        self._slots.lengths[d] = n
+        self.copies += 1
 
     def release(self, slot: int) -> None:
         s = self._slots.release(slot)

@@ -243,6 +243,24 @@ class LlamaCppBatchedDecoder:
                 raise FormcastError(f"internal error: no logits for batch entry {index}")
             out[row] = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
 
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """See :class:`~formcast.model.batched.SupportsCopyPrefix`: ``llama_memory_seq_cp``
+        of the whole sequence (its cells are copied into ``dst``'s own stream at the next
+        ``llama_decode``), then ``llama_memory_seq_rm`` of ``dst``'s positions from ``n``."""
+        self._check_open()
+        s, d = self._slots.check_copy(src, dst, n)
+        if self._model._recurrent:
+            raise ConfigurationError(
+                f"{self.name!r} is a recurrent model: its state cannot be cut to a prefix"
+            )
+        lc = self._lc
+        lc.llama_memory_seq_rm(self._mem, d, -1, -1)
+        lc.llama_memory_seq_cp(self._mem, s, d, -1, -1)
+        if not lc.llama_memory_seq_rm(self._mem, d, n, -1):  # pragma: no cover - not recurrent
+            lc.llama_memory_seq_rm(self._mem, d, -1, -1)
+            raise ConfigurationError(f"llama.cpp could not cut slot {d} to {n} tokens")
+        self._slots.lengths[d] = n
+
     def release(self, slot: int) -> None:
         s = self._slots.release(slot)
         if not self._closed:

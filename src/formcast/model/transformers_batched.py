@@ -201,6 +201,15 @@ class TransformersBatchedDecoder:
                     for (ko, vo), (kn, vn) in zip(old, new)
                 ]
 
+    def copy_prefix(self, src: int, dst: int, n: int) -> None:
+        """See :class:`~formcast.model.batched.SupportsCopyPrefix`: ``dst`` gets copies of the
+        first ``n`` cached positions of ``src``."""
+        s, d = self._slots.check_copy(src, dst, n)
+        kv = self._kv[s]
+        assert kv is not None
+        self._kv[d] = [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v in kv]
+        self._slots.lengths[d] = n
+
     def release(self, slot: int) -> None:
         s = self._slots.release(slot)
         self._kv[s] = None
