@@ -18,7 +18,9 @@ Parts (each thread count in ``--threads``, one process, same model file):
    submit), and ``vs model``: the batcher's tokens/s over part 1's tokens/s at ``n = 8`` with
    the same threads -- the ratio the issue's target is about.  ``8, staggered``: the same 8
    with ``prefill_tokens`` = one prompt, so one request joins per step (lower median time to
-   first token: the running rows keep decoding between the prefills).
+   first token: the running rows keep decoding between the prefills).  ``8, shared``: the
+   same 8 with ``share_prefix=8``: the chat template's system prompt (24 of about 37 prompt
+   tokens) is evaluated once and copied to the other slots.
 
 The machine is shared (2 cores, other work running): numbers are indicative; compare rows of
 one run.  Usage::
@@ -96,12 +98,18 @@ def model_part(
 
 
 def batcher_part(
-    decoder: LlamaCppBatchedDecoder, n: int, max_tokens: int, prefill_tokens: int | None = None
+    decoder: LlamaCppBatchedDecoder,
+    n: int,
+    max_tokens: int,
+    prefill_tokens: int | None = None,
+    share_prefix: int | None = None,
 ) -> dict[str, float]:
     """One run of ``n`` concurrent requests: tokens/s end to end and after the first step
     (the steady state, prefill and compile left out), and time to first token."""
     decoder.reset()
-    batcher = ContinuousBatcher(decoder, max_queue=None, prefill_tokens=prefill_tokens)
+    batcher = ContinuousBatcher(
+        decoder, max_queue=None, prefill_tokens=prefill_tokens, share_prefix=share_prefix
+    )
     t0 = _perf()
     handles = [
         batcher.submit_generate(QUESTIONS[i % len(QUESTIONS)], schema=SCHEMA,
@@ -154,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             eight = batcher_part(decoder, 8, args.max_tokens)
             one_prompt = max(len(prompt_ids(model, q)) for q in QUESTIONS)
             staggered = batcher_part(decoder, 8, args.max_tokens, prefill_tokens=one_prompt)
+            shared = batcher_part(decoder, 8, args.max_tokens, share_prefix=8)
         finally:
             decoder.close()
         report["threads"][threads] = {
@@ -161,12 +170,14 @@ def main(argv: list[str] | None = None) -> int:
             "lone": lone,
             "concurrent8": eight,
             "concurrent8_one_prompt_per_step": staggered,
+            "concurrent8_share_prefix": shared,
         }
         print("continuous batcher (schema, greedy; steady: after the prefill step):")
         rows = (
             ("lone", lone, "n=1"),
             ("8 concurrent", eight, "n=8"),
             ("8, staggered", staggered, "n=8"),
+            ("8, shared", shared, "n=8"),
         )
         for label, r, key in rows:
             print(
@@ -176,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"  ttft p50 {r['ttft_p50_s'] * 1e3:7.1f} ms"
                 f"  max {r['ttft_max_s'] * 1e3:7.1f} ms"
             )
-        for label, r in (("8 concurrent", eight), ("8, staggered", staggered)):
+        for label, r in (
+            ("8 concurrent", eight),
+            ("8, staggered", staggered),
+            ("8, shared", shared),
+        ):
             print(
                 f"  {label} vs lone: throughput {r['tokens_per_s'] / lone['tokens_per_s']:.2f}x, "
                 f"ttft p50 {r['ttft_p50_s'] / lone['ttft_p50_s']:.2f}x"
