@@ -140,13 +140,15 @@ class _ConstraintSide:
         self.stop_token: int | None = None
         self.diagnostic: DeadEndDiagnostic | None = None
 
-    def next_allowed(self, prev: int = -1) -> np.ndarray | None:
+    def next_allowed(self, prev: int = -1, filled: bool | None = None) -> np.ndarray | None:
         """The ids allowed next (sorted), or ``None`` when the constraint ends the output.
 
-        ``prev``: the previous output token (``-1``: none), for ``canonical``'s pair rows."""
+        ``prev``: the previous output token (``-1``: none), for ``canonical``'s pair rows.
+        ``filled``: ``self.row`` was already filled by a batch fill, which returned this
+        (:mod:`formcast.generation.batching`); ``None``: fill it here."""
         matcher = self.matcher
         tm = _perf()
-        ok = matcher.fill_next_token_bitmask(self.bitmask)
+        ok = matcher.fill_next_token_bitmask(self.bitmask) if filled is None else filled
         allowed = cached_allowed_ids(self.row)
         canonical = self.canonical
         if ok and canonical is not None and prev >= 0 and allowed.size:
