@@ -292,9 +292,22 @@ def apply_lazy_lexemes(grammar: Grammar) -> Grammar:
 
     renamed: dict[int, str] = {}
     made: dict[tuple[str, frozenset[str]], str] = {}
-    for o, ks in cutset.items():
+    cuts_memo: dict[tuple[str, str], bool] = {}
+
+    def cuts(t: str, k: str) -> bool:
+        """Whether lazy ``k`` removes any string from terminal ``t``."""
+        got = cuts_memo.get((t, k))
+        if got is None:
+            hit = _prefix_hit_dfa(dfa(k), proper=t in lazies)
+            got = cuts_memo[(t, k)] = not charfa.intersect(dfa(t), hit, _MAX_STATES).is_empty()
+        return got
+
+    for o, all_ks in cutset.items():
         t = occ_term[o]
         assert t is not None
+        ks = {k for k in all_ks if k == t or cuts(t, k)}  # a cut that removes nothing: none
+        if not ks:
+            continue
         key = (t, frozenset(ks))
         name = made.get(key)
         if name is None:
