@@ -77,6 +77,18 @@ culprit (`invalid schema at #/enum/1: nan is not a JSON number ...`), wherever t
 numbers (`minimum: 10**400` is exact); a text with more digits than Python reads
 (`sys.get_int_max_str_digits()`) is a `ConfigurationError`.
 
+**Malformed keyword values.** Every keyword of the schema's draft is checked against the shape
+its meta-schema gives it before it is read (`keywords.SHAPES`): `{"prefixItems": {"type":
+"string"}}` raises `ConfigurationError: invalid schema at #/prefixItems: prefixItems must be a
+non-empty array of schemas, not an object` instead of compiling without it. Kept lenient where
+formcast gives a value one meaning in every draft: `items` may be an array (the tuple form) and
+`exclusiveMinimum`/`exclusiveMaximum` a boolean (draft 4) or a number; draft 4 schemas may use
+boolean subschemas; empty or repeated `required`/`enum` entries are accepted. Annotations and
+the identifiers `$id`, `id`, `$anchor`, `$schema` are not checked (a value that is no string
+identifies and constrains nothing). Tested against each draft's meta-schema
+(`tests/jsonschema/test_keyword_shapes.py`); the check costs 0.3% of the front-end's time on
+the MaskBench sample.
+
 **Lone surrogates.** A string holding a lone surrogate (`"\\ud800"`: legal JSON text, and a
 Python `str` can hold it) has no UTF-8 form; JSON text can only spell it as an escape, which
 formcast never generates. So such a string in `const`/`enum` (values or object keys),
@@ -138,7 +150,13 @@ instances accepted.
   beyond); they are written compactly with the configured separators.
 * **Whitespace.** None by default; `whitespace="flexible"` allows at most `max_whitespace`
   characters per gap; `indent=N` pretty-prints (values of unconstrained type and constants stay
-  compact).
+  compact). So a valid pretty-printed document, or one with more digits than
+  `max_integer_digits`/`max_fraction_digits`/`max_exponent_digits`, is rejected by design (a
+  model cannot spend its budget on spaces or digits); `formcast check` says where and which
+  bound the document crossed and the option that lifts it (`rejected at line 1, column 2
+  (byte 1), byte b' ': whitespace, and the schema compiles to compact output by default ...;
+  JsonSchemaOptions(whitespace='flexible', max_whitespace=3) accepts this document's layout
+  (the document is valid otherwise)`).
 * **Formats** are a documented subset of the valid strings where marked "subset" below.
 * **Large bounds** (`maxLength: 100000`, `maxItems: 10000`, `minLength: 5000`) are never
   unrolled: a repeat of 64 or more copies becomes a *counted rule* (the item's automaton once;

@@ -394,20 +394,26 @@ def test_prefix_items_is_a_keyword_of_2020_12_only(draft: str) -> None:
             )
 
 
-def _rfc1123_label(label: str, *, last: bool) -> bool:
-    """The ``hostname`` subset before A-labels were excluded (letters, digits, hyphens; 1-30
-    characters; no hyphen first or last; the last label starts with a letter)."""
+def _rfc1123_label(label: str, *, last: bool, n: int) -> bool:
+    """The ``hostname`` subset's labels (letters, digits, hyphens; 1-``n`` characters; no hyphen
+    first or last; the last label not all digits, and ending with a letter when a digit starts
+    it), written independently of formats.py."""
     import re
 
-    first = "[A-Za-z]" if last else "[A-Za-z0-9]"
-    return re.fullmatch(f"{first}(?:[A-Za-z0-9-]{{0,28}}[A-Za-z0-9])?", label) is not None
+    if not re.fullmatch(f"[A-Za-z0-9](?:[A-Za-z0-9-]{{0,{n - 2}}}[A-Za-z0-9])?", label):
+        return False
+    return not last or label[0].isalpha() or label[-1].isalpha()
 
 
 def _hostname_reference(s: str) -> bool:
+    """A first label of up to 63 characters, then up to 6 of up to 30; no A-label."""
     labels = s.split(".")
     return (
-        len(labels) <= 8
-        and all(_rfc1123_label(x, last=i == len(labels) - 1) for i, x in enumerate(labels))
+        len(labels) <= 7
+        and all(
+            _rfc1123_label(x, last=i == len(labels) - 1, n=63 if i == 0 else 30)
+            for i, x in enumerate(labels)
+        )
         and not any(x[:4].lower() == "xn--" for x in labels)
     )
 

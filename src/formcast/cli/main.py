@@ -50,6 +50,7 @@ from ..errors import ContextLengthError, DeadEndError, FormcastError, Unsupporte
 from ..index.compiled import CompiledGrammar
 from ..runtime.matcher import GrammarMatcher
 from ..vocab.vocabulary import Vocabulary
+from .check import explain_rejection
 from .common import (
     add_constraint_arguments,
     add_json_argument,
@@ -60,6 +61,7 @@ from .common import (
     compile_from_args,
     non_negative_int,
     positive_int,
+    read_constraint,
     require_compiled,
 )
 from .eval import add_eval_arguments
@@ -215,10 +217,18 @@ def _cmd_mask(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    cg = require_compiled(compile_from_args(_byte_vocabulary(), args))
+    constraint = read_constraint(args)
+    cg = require_compiled(compile_from_args(_byte_vocabulary(), args, constraint))
     m = GrammarMatcher(cg)
-    ok = m.accept_bytes(args.text.encode("utf-8")) and m.is_accepting()
-    print(json.dumps({"match": ok}) if args.json else ("match" if ok else "no match"))
+    data = args.text.encode("utf-8")
+    ok = m.accept_bytes(data) and m.is_accepting()
+    why = None if ok else explain_rejection(cg, data, args, constraint)  # where, which bound
+    if args.json:
+        print(json.dumps({"match": ok} if ok else {"match": ok, "reason": why}))
+    else:
+        print("match" if ok else "no match")
+        if why:
+            print(f"[formcast] {why}", file=sys.stderr)
     return 0 if ok else 1
 
 

@@ -19,8 +19,9 @@ Supported:
   language (``no_forcing``, ``allow_invalid_utf8: false``), otherwise unsupported.
 * Priorities ``name.N:`` on rules and terminals are accepted and ignored: they steer Lark's lexer
   and parser choices, never the language.  llguidance's ``[lazy]`` sets ``Rule.lazy`` (and makes
-  a lower-case rule a terminal, as llguidance does); ``[capture]`` / ``[capture="x"]`` /
-  ``[capture_name="x"]`` are ignored.
+  a lower-case rule a terminal, as llguidance does) and its semantics are compiled into the
+  terminals (:func:`formcast.frontends.lark_lazy.apply_lazy_lexemes`); ``[capture]`` /
+  ``[capture="x"]`` / ``[capture_name="x"]`` are ignored (no change to the language).
 * ``//`` and ``#`` comments; names may contain ``-`` (llguidance); newlines inside ``( )`` /
   ``[ ]`` are tolerated (Lark itself only allows a newline right before ``|``).
 
@@ -36,7 +37,7 @@ Refused with :class:`~formcast.errors.UnsupportedFeatureError` naming the featur
 (``name{a, b}: ...`` and their uses), ``%declare``, ``%override``, relative or non-``common``
 imports, ``%json``, ``%regex {...}``, special tokens ``<...>``, grammar references ``@name``,
 llguidance's ``&`` / ``~`` regex operators, the ``stop`` / ``suffix`` / ``max_tokens`` /
-``temperature`` lexeme options.
+``temperature`` lexeme options (any option but ``lazy`` and ``capture``).
 
 Lifetime: :func:`parse_lark` is a pure function; linear in the source plus the regexes' cost.
 """
@@ -64,6 +65,7 @@ from ..ir.nodes import (
     repeat,
 )
 from ._common import ExprBuilder, location, scalar_charset, syntax_error
+from .lark_lazy import apply_lazy_lexemes
 
 __all__ = ["COMMON_TERMINALS", "IGNORE_RULE", "parse_lark"]
 
@@ -525,20 +527,26 @@ class _LarkParser:
         lazy = False
         while self.tok().kind != "]":
             key = self.expect("NAME", "an attribute name")
+            value: _Tok | None = None
             if self.tok().kind == "=":
                 self.i += 1
                 if self.tok().kind in ("STRING", "NUMBER", "REGEX", "NAME"):
+                    value = self.tok()
                     self.i += 1
                 else:
                     raise self.error("expecting an attribute value", self.tok().pos)
-            if key.text == "lazy":
-                lazy = True
-            elif key.text not in ("capture", "capture_name"):
+            if key.text not in ("lazy", "capture", "capture_name"):
                 raise UnsupportedFeatureError(
                     f"lexeme option {key.text!r}",
                     self.where(key.pos),
                     "only lazy and capture are supported",
                 )
+            if key.text == "lazy":
+                if value is not None:  # llguidance: a syntax error too
+                    raise self.error("'lazy' takes no value (write name[lazy])", value.pos)
+                lazy = True
+            elif value is not None and value.kind != "STRING":
+                raise self.error(f'{key.text!r} takes a string ("name")', value.pos)
             if self.tok().kind == ",":
                 self.i += 1
             elif self.tok().kind != "]":
@@ -868,7 +876,7 @@ class _LarkParser:
                 f"rule {start!r}",
                 "start from a rule",
             )
-        return Grammar(tuple(rules), start)
+        return apply_lazy_lexemes(Grammar(tuple(rules), start))
 
     def inline_terminals(self, bodies: dict[str, Node]) -> dict[str, Node]:
         """Regular bodies of all terminals (defined and imported), with the terminals they name

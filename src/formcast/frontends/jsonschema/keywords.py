@@ -19,9 +19,23 @@ Statuses:
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["EXTENSION_PREFIXES", "KEYWORDS", "Keyword", "is_annotation", "keyword_info", "suggest"]
+from ...errors import ConfigurationError
+
+__all__ = [
+    "EXTENSION_PREFIXES",
+    "KEYWORDS",
+    "SHAPES",
+    "Keyword",
+    "check_shapes",
+    "is_annotation",
+    "keyword_info",
+    "suggest",
+]
 
 
 @dataclass(frozen=True)
@@ -409,3 +423,180 @@ def suggest(name: str) -> str | None:
         return lowered[name.lower()]
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.85)
     return close[0] if close else None
+
+
+# -- value shapes (the meta-schemas' types, checked on every schema object a compile reads) -----
+def _is_schema(v: Any) -> bool:
+    return isinstance(v, (dict, bool))
+
+
+def _is_nonneg_int(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):  # (never through a float: 10**400 does not fit one)
+        return v >= 0
+    return isinstance(v, float) and math.isfinite(v) and v >= 0 and v.is_integer()
+
+
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float))
+
+
+def _each(v: Any, ok: Callable[[Any], bool], *, nonempty: bool = False) -> str | int | None:
+    """``None`` when ``v`` is an array (non-empty if asked) of values ``ok`` accepts; else
+    ``""`` (not such an array) or the index of the first bad item."""
+    if not isinstance(v, list) or (nonempty and not v):
+        return ""
+    return next((i for i, x in enumerate(v) if not ok(x)), None)
+
+
+def _members(v: Any, ok: Callable[[Any], bool]) -> str | None:
+    """``None`` when ``v`` is an object whose values ``ok`` accepts; else ``""`` (not an object)
+    or the first bad member's name."""
+    if not isinstance(v, dict):
+        return ""
+    return next((k for k, x in v.items() if not ok(x)), None)
+
+
+def _is_strings(v: Any) -> bool:
+    return _each(v, lambda x: isinstance(x, str)) is None
+
+
+_TYPE_NAMES = frozenset({"null", "boolean", "object", "array", "number", "integer", "string"})
+
+
+def _shape_type(v: Any) -> str | int | None:
+    if isinstance(v, str):
+        return None if v in _TYPE_NAMES else ""
+    bad = _each(v, lambda x: isinstance(x, str) and x in _TYPE_NAMES, nonempty=True)
+    if bad is None and len(set(v)) != len(v):  # the meta-schemas: unique names
+        return next(i for i, x in enumerate(v) if x in v[:i])
+    return bad
+
+
+_Check = Callable[[Any], "str | int | None"]
+
+
+def _scalar(ok: Callable[[Any], bool]) -> _Check:
+    return lambda v: None if ok(v) else ""
+
+
+#: keyword -> (check of the value, what the meta-schemas want).  A check returns None (fine),
+#: "" (the value itself is wrong) or the index / member name of the wrong part.  Lenient where
+#: formcast gives one value two drafts' meanings: ``items`` may be an array in every draft (the
+#: tuple form) and ``exclusiveMinimum``/``exclusiveMaximum`` a number or a boolean (draft 4).
+#: Annotations are not checked: their values never change what is valid; nor are the
+#: identifiers ``$id``/``id``/``$anchor``/``$schema``: a value that is no string identifies
+#: nothing (``"id": {...}``, a property written one level too high, is common in draft-4 files)
+#: and constrains nothing.
+SHAPES: dict[str, tuple[_Check, str]] = {
+    "type": (
+        _shape_type,
+        "a type name (null, boolean, object, array, number, integer, string) or a non-empty "
+        "array of distinct type names",
+    ),
+    "enum": (_scalar(lambda v: isinstance(v, list)), "an array"),
+    "$ref": (_scalar(lambda v: isinstance(v, str)), "a string (a URI reference)"),
+    "$defs": (lambda v: _members(v, _is_schema), "an object of schemas"),
+    "definitions": (lambda v: _members(v, _is_schema), "an object of schemas"),
+    "allOf": (lambda v: _each(v, _is_schema, nonempty=True), "a non-empty array of schemas"),
+    "anyOf": (lambda v: _each(v, _is_schema, nonempty=True), "a non-empty array of schemas"),
+    "oneOf": (lambda v: _each(v, _is_schema, nonempty=True), "a non-empty array of schemas"),
+    "not": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "if": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "then": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "else": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "minimum": (_scalar(_is_number), "a number"),
+    "maximum": (_scalar(_is_number), "a number"),
+    "exclusiveMinimum": (
+        _scalar(lambda v: isinstance(v, (bool, int, float))),
+        "a number (a boolean in draft 4)",
+    ),
+    "exclusiveMaximum": (
+        _scalar(lambda v: isinstance(v, (bool, int, float))),
+        "a number (a boolean in draft 4)",
+    ),
+    "multipleOf": (_scalar(lambda v: _is_number(v) and v > 0), "a number above 0"),
+    "minLength": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "maxLength": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "pattern": (_scalar(lambda v: isinstance(v, str)), "a string (a regular expression)"),
+    "format": (_scalar(lambda v: isinstance(v, str)), "a string"),
+    "items": (
+        lambda v: None if _is_schema(v) else _each(v, _is_schema),
+        "a schema (or, before 2020-12, an array of schemas)",
+    ),
+    "prefixItems": (lambda v: _each(v, _is_schema, nonempty=True), "a non-empty array of schemas"),
+    "additionalItems": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "minItems": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "maxItems": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "contains": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "minContains": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "maxContains": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "uniqueItems": (_scalar(lambda v: isinstance(v, bool)), "a boolean"),
+    "unevaluatedItems": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "properties": (lambda v: _members(v, _is_schema), "an object of schemas"),
+    "required": (lambda v: _each(v, lambda x: isinstance(x, str)), "an array of strings"),
+    "additionalProperties": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "patternProperties": (lambda v: _members(v, _is_schema), "an object of schemas"),
+    "propertyNames": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+    "minProperties": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "maxProperties": (_scalar(_is_nonneg_int), "a non-negative integer"),
+    "dependentRequired": (lambda v: _members(v, _is_strings), "an object of arrays of strings"),
+    "dependentSchemas": (lambda v: _members(v, _is_schema), "an object of schemas"),
+    "dependencies": (
+        lambda v: _members(v, lambda x: _is_schema(x) or _is_strings(x)),
+        "an object of schemas or arrays of strings",
+    ),
+    "unevaluatedProperties": (_scalar(_is_schema), "a schema (an object or a boolean)"),
+}
+
+_DRAFTS = {k.name: frozenset(d.strip() for d in k.drafts.split(",")) for k in KEYWORDS}
+#: keywords formcast reads in every draft (``definitions`` is a container everywhere)
+_EVERY_DRAFT = frozenset({"definitions"})
+
+
+def check_shapes(schema: dict[str, Any], draft: str, pointer: str) -> None:
+    """Raise :class:`~formcast.errors.ConfigurationError` naming the JSON pointer of the first
+    keyword of ``schema`` (one schema object, not its subschemas) whose value has the wrong
+    shape for the meta-schema of ``draft`` (:data:`SHAPES`), e.g. ``prefixItems`` that is not
+    an array of schemas.  Keywords of other drafts, annotations and unknown keywords are left
+    to the caller.  Cost: one look-up per keyword, plus one per item of array or object
+    values; no recursion."""
+    for key, value in schema.items():
+        shape = SHAPES.get(key)
+        if shape is None or (draft not in _DRAFTS[key] and key not in _EVERY_DRAFT):
+            continue
+        check, want = shape
+        bad = check(value)
+        if bad is None:
+            continue
+        where = f"{pointer}/{_escape(key)}"
+        if bad == "":
+            got = _json_type(value)
+            raise ConfigurationError(
+                f"invalid schema at {where}: {key} must be {want}, not {got}; fix the value "
+                "(validators refuse this schema: its meaning is undefined)"
+            )
+        item = value[bad]
+        raise ConfigurationError(
+            f"invalid schema at {where}/{_escape(str(bad))}: {key} must be {want}; this "
+            f"{'item' if isinstance(bad, int) else 'member'} is {_json_type(item)}"
+        )
+
+
+def _escape(segment: str) -> str:
+    return segment.replace("~", "~0").replace("/", "~1")
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return f"the number {v!r}"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "an array" if v else "an empty array"
+    return "an object"

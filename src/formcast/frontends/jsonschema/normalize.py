@@ -33,7 +33,7 @@ from . import formats as json_formats
 from .algebra import Algebra, all_kinds, mark_all_evaluated, others, strip_eval, tighten, whole_kind
 from .checks import check_json, check_utf8_value, lone_surrogate
 from .files import LocalResources
-from .keywords import is_annotation, keyword_info, suggest
+from .keywords import check_shapes, is_annotation, keyword_info, suggest
 from .nodes import (
     ANY,
     NOTHING_S,
@@ -221,6 +221,7 @@ class Normalizer(Algebra):
         return v
 
     def _check_keywords(self, schema: dict[str, Any], ctx: Ctx) -> None:
+        check_shapes(schema, ctx.draft, ctx.pointer)  # the meta-schema's value shapes (#29)
         for key in schema:
             if not isinstance(key, str):
                 raise ConfigurationError(f"invalid schema at {ctx.pointer}: non-string keyword")
