@@ -2,8 +2,8 @@
 on-step in the decoding loop), ``logprobs`` from the loop's own distribution, and the readable
 ``result.timings``.
 
-Oracles: the logprobs are checked against an independent replay (a second matcher driven by
-the server's ``_LogprobRecorder`` through its model proxy, and a brute-force log-softmax over the
+Oracles: the logprobs are checked against an independent replay (a second matcher driven
+through a model proxy, as the server once did, and a brute-force log-softmax over the
 allowed set of a fresh matcher); cancellation and deadlines are checked by counting model calls.
 """
 
@@ -394,10 +394,47 @@ def test_logprobs_match_a_replay_with_a_fresh_matcher(
     assert without.token_ids == result.token_ids
 
 
-def test_logprobs_agree_with_the_servers_recorder_through_its_model_proxy() -> None:
-    """The server's ``_LogprobRecorder`` replays the constraint on a second matcher behind a
-    model proxy; the loop's own entries must be the same numbers (so the server can switch)."""
-    engine = pytest.importorskip("formcast.server.engine")
+class _ReplayRecorder:
+    """The independent oracle (what the server did before the loop reported logprobs): a
+    model proxy's view of each step's logits, replaying the constraint on a second matcher to
+    know what was allowed, and a log-softmax over the allowed tokens (0 for a forced one)."""
+
+    def __init__(self, compiled: formcast.CompiledGrammar, vocab: Vocabulary, top: int) -> None:
+        self.matcher = formcast.GrammarMatcher(compiled)
+        self.bitmask = formcast.allocate_token_bitmask(1, vocab.vocab_size)
+        self.vocab_size = vocab.vocab_size
+        self.top = top
+        self.logits: np.ndarray | None = None
+        self.entries: list[tuple[int, float, tuple[tuple[int, float], ...]]] = []
+
+    def on_logits(self, logits: np.ndarray) -> None:
+        self.logits = np.array(logits, dtype=np.float64, copy=True)
+
+    def consume(self, tokens: list[int]) -> None:
+        for k, tok in enumerate(tokens):
+            self.matcher.fill_next_token_bitmask(self.bitmask)
+            bits = np.unpackbits(self.bitmask[0].view(np.uint8), bitorder="little")
+            allowed = np.flatnonzero(bits[: self.vocab_size])
+            logits = self.logits
+            if k == 0 and logits is not None and allowed.size > 1:
+                sub = logits[allowed]
+                finite = np.isfinite(sub)
+                peak = sub[finite].max()
+                logz = peak + np.log(np.exp(sub[finite] - peak).sum())
+                lp = sub - logz
+                order = np.argsort(-lp, kind="stable")[: self.top]
+                top = tuple((int(allowed[j]), float(lp[j])) for j in order)
+                self.entries.append((int(tok), float(logits[tok] - logz), top))
+            else:  # forced: the only token allowed
+                self.entries.append((int(tok), 0.0, ((int(tok), 0.0),)[: self.top]))
+            self.matcher.accept_token(int(tok))
+            if k == 0:
+                self.logits = None
+
+
+def test_logprobs_agree_with_a_replay_behind_a_model_proxy() -> None:
+    """A second matcher behind a model proxy replays the constraint; the loop's own entries
+    must be the same numbers."""
     vocab = byte_vocab((b"ab", b"abc", b'{"', b'": ', b"true"))
     model = noise_model(vocab, seed=2)
     cg = formcast.GrammarCompiler(vocab).compile_json_schema(
@@ -405,23 +442,36 @@ def test_logprobs_agree_with_the_servers_recorder_through_its_model_proxy() -> N
                                           "n": {"type": "integer"}},
          "required": ["k", "n"], "additionalProperties": False}
     )
-    recorder = engine._LogprobRecorder(cg, vocab, 4)
+    recorder = _ReplayRecorder(cg, vocab, 4)
 
-    class Job:
-        cancel = threading.Event()
-        deadline = None
+    class Proxy:
+        vocab = model.vocab
+        name = model.name
+        chat_template = None
+        max_context = model.max_context
 
-    proxy = engine._GuardedModel(model, Job(), recorder)
+        def tokenize(self, text: str) -> list[int]:
+            return model.tokenize(text)
+
+        def start(self, prompt_ids: list[int]) -> np.ndarray:
+            logits = model.start(prompt_ids)
+            recorder.on_logits(logits)
+            return logits
+
+        def step(self, token_ids: list[int]) -> np.ndarray:
+            recorder.consume(list(token_ids))
+            logits = model.step(token_ids)
+            recorder.on_logits(logits)
+            return logits
+
     mine = generate(model, [65], compiled=cg, max_tokens=40, temperature=0.9, seed=7,
                     logprobs=4)
-    theirs = generate(proxy, [65], compiled=cg, max_tokens=40, temperature=0.9, seed=7)
+    theirs = generate(Proxy(), [65], compiled=cg, max_tokens=40, temperature=0.9, seed=7)
     assert mine.token_ids == theirs.token_ids
     assert mine.finish_reason == "completed"
     recorder.consume(theirs.token_ids[len(recorder.entries):])
     assert mine.logprobs is not None
-    assert [(e.token_id, e.logprob, e.top) for e in mine.logprobs] == [
-        (e.token_id, e.logprob, e.top) for e in recorder.entries
-    ]
+    assert [(e.token_id, e.logprob, e.top) for e in mine.logprobs] == recorder.entries
 
 
 def test_logprobs_zero_lists_no_alternatives() -> None:

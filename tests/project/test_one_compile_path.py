@@ -34,14 +34,6 @@ CONVENIENCES = frozenset(
         "compile_grammar_ir",
     }
 )
-#: door modules not converted yet, with what they still do: the server's compile door is
-#: converted by its owner at merge (#28); each entry must still be a violation (so that the
-#: list cannot go stale) and is removed when the module is converted
-NOT_YET_CONVERTED: frozenset[str] = frozenset(
-    {"server/app.py", "server/engine.py", "server/requests.py"}
-)
-
-
 def _name_of(func: ast.expr) -> str | None:
     if isinstance(func, ast.Attribute):
         return func.attr
@@ -87,18 +79,11 @@ def _door_modules() -> list[pathlib.Path]:
 
 def test_no_door_calls_a_compile_convenience_or_names_a_method() -> None:
     problems: list[str] = []
-    still_pending: set[str] = set()
     for path in _door_modules():
         rel = path.relative_to(PKG).as_posix()
         found = _violations(ast.parse(path.read_text(encoding="utf-8"), str(path)))
-        if rel in NOT_YET_CONVERTED:
-            if found:
-                still_pending.add(rel)
-            continue
         problems += [f"formcast/{rel}:{line}: {why}" for line, why in found]
     assert not problems, "a door bypasses the one compile path:\n" + "\n".join(problems)
-    stale = NOT_YET_CONVERTED - still_pending
-    assert not stale, f"converted to the one compile path: remove from NOT_YET_CONVERTED: {stale}"
 
 
 def test_the_scan_finds_what_it_looks_for() -> None:

@@ -73,13 +73,11 @@ from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
     _check_compiled,
-    _check_max_tokens,
     _prompt_ids,
-    _seeded_rng,
-    _stop_strings,
     resolve_constraint,
 )
 from .loop import _ConstraintSide, _ModelSide, _Output, _result
+from .options import GenerationOptions
 from .results import FinishReason, GenerationResult, GenerationTimings
 from .tokenization import canonical_pairs_for
 
@@ -602,7 +600,8 @@ class ContinuousBatcher:
         model = self._decoder.model
         if compiled is not None:
             compiled = _check_compiled(compiled, model)
-        _check_max_tokens(max_tokens)
+        # the option checks of generate(), made in their one place
+        checked = GenerationOptions(max_tokens=max_tokens, seed=seed, stop=stop)
         limit = self._decoder.max_context
         if limit is not None and len(ids) + max_tokens > limit:
             raise ConfigurationError(
@@ -631,9 +630,9 @@ class ContinuousBatcher:
             handle=handle,
             compiled=compiled,
             params=params,
-            rng=_seeded_rng(seed),
+            rng=np.random.default_rng(checked.seed),
             max_tokens=max_tokens,
-            stops=_stop_strings(stop),
+            stops=checked.stops,
             canonical=pairs,
             schema_class=schema_class,
             compile_s=compile_s,

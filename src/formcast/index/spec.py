@@ -374,7 +374,11 @@ class GrammarIRSpec(ConstraintSpec):
         return self.label, self._source, ""
 
     def lower(self, limits: CompileLimits) -> LoweredSpec:
-        return LoweredSpec(self.grammar, self.warnings)
+        # a lazy terminal (``Rule.lazy``) gets its meaning here as in the Lark reader: an IR
+        # built by hand must not have the option dropped (a grammar without one is unchanged)
+        from ..frontends.lark_lazy import apply_lazy_lexemes
+
+        return LoweredSpec(apply_lazy_lexemes(self.grammar), self.warnings)
 
 
 def as_spec(value: Any) -> ConstraintSpec:

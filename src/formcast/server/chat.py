@@ -79,7 +79,7 @@ async def chat_completion(
             compile_timeout_s=cfg.compile_timeout_s,
             allow_extra_properties=cfg.allow_extra_properties,
         )
-    content = rf_plan.args if rf_plan is not None else (None, None)
+    content = rf_plan.content if rf_plan is not None else (None, None)
     tool_plan = plan_tools(ctx.model, tools, tool_choice, parallel,
                            content_schema=content[0], content_options=content[1],
                            allow_extra_properties=cfg.allow_extra_properties)

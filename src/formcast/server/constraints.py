@@ -28,10 +28,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..frontends.jsonschema.options import JsonSchemaOptions
+from ..index.spec import CombinatorSpec, ConstraintSpec, JsonSchemaSpec
 from .api_errors import APIError
 from .strict import check_strict_schema, open_free_form_objects
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..constraints.core import Constraint
     from ..index.compiled import CompiledGrammar
     from .engine import Engine
     from .tool_bridge import ToolPlan
@@ -47,14 +49,28 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ConstraintPlan:
-    """What to compile: a :class:`~formcast.index.compiler.GrammarCompiler` method, its
-    arguments (``compile_json_schema``: ``(schema, JsonSchemaOptions)``; ``compile``: a
-    constraint object), and the request parameter that carried it (for error messages)."""
+    """What to compile, and the request parameter that carried it (for error messages): a
+    JSON Schema with its options (``response_format`` / ``text.format``), or a constraint
+    object (the tools' structural tag).  :meth:`spec` makes the
+    :class:`~formcast.index.spec.ConstraintSpec` that :func:`compile_plan` compiles; it is
+    made there, so that reading a bad schema is the same 400 as compiling it."""
 
-    method: str
-    args: tuple[Any, ...]
     param: str
+    schema: Any = None
+    options: JsonSchemaOptions | None = None
+    constraint: Constraint | None = None
     json_output: bool = False
+
+    @property
+    def content(self) -> tuple[Any, JsonSchemaOptions | None]:
+        """The JSON Schema and its options (what the tools' plan nests as free content)."""
+        return self.schema, self.options
+
+    def spec(self) -> ConstraintSpec:
+        """The constraint value to compile (reads the schema: may raise a FormcastError)."""
+        if self.constraint is not None:
+            return CombinatorSpec(self.constraint)
+        return JsonSchemaSpec.of(self.schema, self.options)
 
 
 def schema_options(
@@ -85,8 +101,7 @@ def json_schema_plan(
         return None
     if kind == "json_object":
         options = JsonSchemaOptions(max_compile_seconds=compile_timeout_s)
-        return ConstraintPlan("compile_json_schema", ({"type": "object"}, options), param,
-                              json_output=True)
+        return ConstraintPlan(param, {"type": "object"}, options, json_output=True)
     if schema is None:
         raise APIError(
             400,
@@ -101,12 +116,12 @@ def json_schema_plan(
         schema = open_free_form_objects(schema)
     options = schema_options(strict, compile_timeout_s=compile_timeout_s,
                              allow_extra_properties=allow_extra_properties)
-    return ConstraintPlan("compile_json_schema", (schema, options), param, json_output=True)
+    return ConstraintPlan(param, schema, options, json_output=True)
 
 
 def tools_plan(tool_plan: ToolPlan) -> ConstraintPlan:
     """The plan of a request's tools: their structural tag (a ``response_format`` inside)."""
-    return ConstraintPlan("compile", (tool_plan.constraint(),), "tools")
+    return ConstraintPlan("tools", constraint=tool_plan.constraint())
 
 
 async def compile_plan(engine: Engine, plan: ConstraintPlan | None) -> CompiledGrammar | None:
@@ -114,4 +129,4 @@ async def compile_plan(engine: Engine, plan: ConstraintPlan | None) -> CompiledG
     :class:`APIError` of a compile error (see :meth:`Engine.compile`)."""
     if plan is None:
         return None
-    return await engine.compile(plan.method, *plan.args, param=plan.param)
+    return await engine.compile(plan.spec, param=plan.param)

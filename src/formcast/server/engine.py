@@ -36,16 +36,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-
 from ..errors import FormcastError
 from ..generation.api import stream
-from ..generation.results import GenerationResult
+from ..generation.control import StepControl
+from ..generation.results import GenerationResult, TokenLogprob
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
-from ..model.chat import ChatTemplate
-from ..model.protocol import LanguageModel, Logits
-from ..vocab.vocabulary import Vocabulary
+from ..index.spec import ConstraintSpec
+from ..model.protocol import LanguageModel
 from .api_errors import APIError
 from .config import ServerConfig
 from .metrics import ServerMetrics
@@ -74,16 +72,6 @@ class Piece:
 
     index: int
     text: str
-
-
-@dataclass(frozen=True)
-class TokenLogprob:
-    """One output token's log-probability (see :class:`_LogprobRecorder`) and the ``top``
-    most likely tokens at its step, as ``(token id, log-probability)``."""
-
-    token_id: int
-    logprob: float
-    top: tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)
@@ -140,127 +128,6 @@ class _JobDone:
 @dataclass(frozen=True)
 class _Failed:
     error: BaseException
-
-
-class _Interrupted(Exception):
-    """Raised inside the model proxy to leave the decoding loop (cancel or deadline)."""
-
-    def __init__(self, finish: Finish) -> None:
-        super().__init__(finish)
-        self.finish: Finish = finish
-
-
-class _LogprobRecorder:
-    """Each output token's log-probability under the distribution it was drawn from: the
-    model's logits at that step restricted to the tokens the constraint allowed (a
-    log-softmax over them at temperature 1, before top-p).  A token the constraint forced
-    (the only one allowed) has log-probability 0.  Unconstrained, this is the model's own
-    log-softmax.
-
-    Fed by :class:`_GuardedModel`: ``logits`` after each model call (copied: the buffer is the
-    model's), ``consume(tokens)`` with the tokens accepted since (the first one was sampled
-    from those logits unless forced; the others were forced, which is why they were batched),
-    replaying the constraint with its own matcher to know what was allowed."""
-
-    def __init__(self, compiled: CompiledGrammar | None, vocab: Vocabulary, top: int) -> None:
-        from ..bitmask import allocate_token_bitmask
-        from ..runtime.matcher import GrammarMatcher
-
-        self.matcher = GrammarMatcher(compiled) if compiled is not None else None
-        self.bitmask = allocate_token_bitmask(1, vocab.vocab_size)
-        self.top = top
-        self.logits: np.ndarray | None = None
-        self.entries: list[TokenLogprob] = []
-
-    def on_logits(self, logits: Logits) -> None:
-        self.logits = np.array(logits, dtype=np.float64, copy=True)
-
-    def _allowed(self) -> np.ndarray | None:
-        if self.matcher is None:
-            return None
-        from ..generation.loop import cached_allowed_ids
-
-        self.matcher.fill_next_token_bitmask(self.bitmask)
-        return cached_allowed_ids(self.bitmask[0])
-
-    def consume(self, tokens: Sequence[int]) -> None:
-        for k, tok in enumerate(tokens):
-            allowed = self._allowed()
-            logits = self.logits
-            if k == 0 and logits is not None and (allowed is None or allowed.size > 1):
-                ids = np.arange(logits.shape[0]) if allowed is None else allowed
-                sub = logits[ids]
-                finite = np.isfinite(sub)
-                peak = sub[finite].max() if finite.any() else 0.0
-                logz = peak + np.log(np.exp(sub[finite] - peak).sum())
-                lp = sub - logz
-                mine = float(logits[tok] - logz)
-                order = np.argsort(-lp, kind="stable")[: self.top]
-                top = tuple((int(ids[j]), float(lp[j])) for j in order)
-                self.entries.append(TokenLogprob(int(tok), mine, top))
-            else:  # forced: the only token allowed
-                self.entries.append(TokenLogprob(int(tok), 0.0, ((int(tok), 0.0),)[: self.top]))
-            if self.matcher is not None:
-                self.matcher.accept_token(int(tok))
-            if k == 0:
-                self.logits = None
-
-
-class _GuardedModel:
-    """A :class:`LanguageModel` proxy that checks the job's cancel event and deadline before
-    each model call (so an abandoned request stops calling the model) and counts the output
-    tokens evaluated."""
-
-    def __init__(
-        self, model: LanguageModel, job: Job, recorder: _LogprobRecorder | None = None
-    ) -> None:
-        self._model = model
-        self._job = job
-        self.tokens = 0
-        self.recorder = recorder
-
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._model.vocab
-
-    @property
-    def name(self) -> str:
-        return self._model.name
-
-    @property
-    def chat_template(self) -> ChatTemplate | None:
-        return self._model.chat_template
-
-    @property
-    def max_context(self) -> int | None:
-        return self._model.max_context
-
-    def tokenize(self, text: str) -> list[int]:
-        return self._model.tokenize(text)
-
-    def check(self) -> None:
-        if self._job.cancel.is_set():
-            raise _Interrupted("cancelled")
-        deadline = self._job.deadline
-        if deadline is not None and time.monotonic() > deadline:
-            raise _Interrupted("timeout")
-
-    def start(self, prompt_ids: Sequence[int]) -> Logits:
-        self.check()
-        logits = self._model.start(prompt_ids)
-        if self.recorder is not None:
-            self.recorder.on_logits(logits)
-        return logits
-
-    def step(self, token_ids: Sequence[int]) -> Logits:
-        self.check()
-        self.tokens += len(token_ids)
-        if self.recorder is not None:
-            self.recorder.consume(token_ids)
-        logits = self._model.step(token_ids)
-        if self.recorder is not None:
-            self.recorder.on_logits(logits)
-        return logits
 
 
 class Engine:
@@ -370,10 +237,12 @@ class Engine:
 
     # -- compiling ------------------------------------------------------------------------------
     async def compile(
-        self, method: str, *args: Any, param: str | None, **kwargs: Any
+        self, spec: ConstraintSpec | Callable[[], ConstraintSpec], *, param: str | None
     ) -> CompiledGrammar:
-        """``await`` one compile off the event loop (``GrammarCompiler.compile_async``), under
-        ``compile_timeout_s``.  Raises :class:`APIError` 400 for every compile error (see
+        """``await`` one compile of ``spec`` (or of what ``spec()`` makes, reading a schema
+        inside this method's error handling) off the event loop
+        (``GrammarCompiler.compile_async``), under ``compile_timeout_s``.  Raises
+        :class:`APIError` 400 for every compile error (see
         :func:`~formcast.server.api_errors.from_formcast_error`)."""
         from .api_errors import from_formcast_error
 
@@ -381,9 +250,8 @@ class Engine:
         hits = self.compiler.hits
         timeout = self.config.compile_timeout_s
         try:
-            compiled = await asyncio.wait_for(
-                self.compiler.compile_async(method, *args, **kwargs), timeout
-            )
+            value = spec if isinstance(spec, ConstraintSpec) else spec()
+            compiled = await asyncio.wait_for(self.compiler.compile_async(value), timeout)
         except TimeoutError:
             self.metrics.compile_errors.labels(code="compile_timeout").inc()
             raise APIError(
@@ -490,54 +358,34 @@ class Engine:
         return job.max_tokens
 
     def _generate(self, job: Job, spec: GenerationSpec, ids: list[int]) -> Finished:
-        recorder = (
-            None if job.logprobs is None
-            else _LogprobRecorder(job.compiled, self.model.vocab, job.logprobs)
-        )
-        guarded = _GuardedModel(self.model, job, recorder)
-        pieces: list[str] = []
         max_tokens = self._max_tokens(job, len(ids))
+        control = StepControl(cancel=job.cancel, deadline=job.deadline)
+        stopped = control.check()  # waited too long in the queue, or abandoned there
+        if stopped is not None:
+            return Finished(spec.index, "", stopped, len(ids), 0,
+                            logprobs=None if job.logprobs is None else [])
+        items = stream(self.model, ids, compiled=job.compiled, max_tokens=max_tokens,
+                       temperature=job.temperature, top_p=job.top_p, seed=spec.seed,
+                       stop=list(job.stop) or None, control=control, logprobs=job.logprobs)
+        result: GenerationResult | None = None
         try:
-            guarded.check()  # waited too long in the queue, or abandoned there
-            items = stream(
-                guarded,
-                ids,
-                compiled=job.compiled,
-                max_tokens=max_tokens,
-                temperature=job.temperature,
-                top_p=job.top_p,
-                seed=spec.seed,
-                stop=list(job.stop) or None,
-            )
-            result: GenerationResult | None = None
-            try:
-                for item in items:
-                    if isinstance(item, GenerationResult):
-                        result = item
-                        break
-                    pieces.append(item)
-                    job.post(Piece(spec.index, item))
-                    guarded.check()
-            finally:
-                items.close()
-        except _Interrupted as stop:
-            entries = None if recorder is None else recorder.entries
-            return Finished(spec.index, "".join(pieces), stop.finish, len(ids), guarded.tokens,
-                            logprobs=entries)
+            for item in items:
+                if isinstance(item, GenerationResult):
+                    result = item
+                    break
+                job.post(Piece(spec.index, item))
+        finally:
+            items.close()
         if result is None:  # pragma: no cover - a stream always ends with its result
             raise FormcastError("internal error: the stream ended without a result")
+        entries = None if result.logprobs is None else list(result.logprobs)
+        if result.finish_reason in ("cancelled", "timeout"):
+            return Finished(spec.index, result.text, result.finish_reason, len(ids),
+                            len(result.token_ids), logprobs=entries)
         self.metrics.record_timings(result)
-        if recorder is not None:  # the last tokens never went back to the model
-            recorder.consume(result.token_ids[len(recorder.entries) :])
-        return Finished(
-            spec.index,
-            result.text,
-            result.finish_reason,
-            result.timings.prompt_tokens,
-            result.timings.output_tokens,
-            result,
-            None if recorder is None else recorder.entries,
-        )
+        return Finished(spec.index, result.text, result.finish_reason,
+                        result.timings.prompt_tokens, result.timings.output_tokens, result,
+                        entries)
 
 
 def now_deadline(timeout_s: float | None) -> float | None:

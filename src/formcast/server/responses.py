@@ -92,7 +92,7 @@ def _token_text(vocab: Vocabulary, tid: int) -> tuple[str, list[int]]:
 def chat_logprobs(finished: Finished, vocab: Vocabulary) -> dict[str, Any] | None:
     """A chat choice's ``logprobs`` (``{"content": [...], "refusal": None}``), ``None`` when
     not asked for.  Each entry is one output token: its text, log-probability, bytes and the
-    top alternatives at its step (see :class:`~formcast.server.engine._LogprobRecorder` for
+    top alternatives at its step (see ``GenerationResult.logprobs`` for
     which distribution)."""
     if finished.logprobs is None:
         return None
