@@ -177,31 +177,6 @@ def check_llama_vocabulary(
         )
 
 
-def _load_without_weight_repacking(lc: Any, path: str, kwargs: dict[str, Any]) -> Any:
-    """``lc.Llama(model_path=path, **kwargs)`` with llama.cpp's weight repacking off
-    (``use_extra_bufts=False``, which ``Llama`` does not expose: its
-    ``llama_model_default_params`` is wrapped for the call).
-
-    Why: on this project's machines (a Xeon whose llama.cpp build reports ``AMX_INT8 = 1`` and
-    ``REPACK = 1``), weights placed in those extra buffer types crash ``llama_decode`` with a
-    segmentation fault on any batch of more than one token -- every prompt -- in
-    llama-cpp-python 0.3.36 (SmolLM2 Q4_1; with ``use_extra_bufts=False`` the same calls
-    work).  The plain CPU kernels are used instead; one-token steps were never affected."""
-    module = lc.llama_cpp
-    default = module.llama_model_default_params
-
-    def params() -> Any:
-        p = default()
-        p.use_extra_bufts = False
-        return p
-
-    module.llama_model_default_params = params
-    try:
-        return lc.Llama(model_path=path, **kwargs)
-    finally:
-        module.llama_model_default_params = default
-
-
 _OPEN: weakref.WeakSet[LlamaCppModel] = weakref.WeakSet()
 
 
@@ -265,7 +240,7 @@ class LlamaCppModel(ModelBase):
         }
         kwargs.update(llama_kwargs or {})
         try:
-            llm = _load_without_weight_repacking(lc, path, kwargs)
+            llm = lc.Llama(model_path=path, **kwargs)
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelFileError(
                 f"llama.cpp cannot load {path!r} ({exc}): check that the file is a complete "
