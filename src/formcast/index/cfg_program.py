@@ -374,11 +374,11 @@ class _LazyExitSplitClassifier:
     states whose rows are not built are exactly where it was cut short; those rows are built
     (:meth:`_ensure`) and the walk is run again, until no end state is a sentinel — then no
     path went through one, and the walk is the eager walk's (the same strings alive, the same
-    candidates).  Shared walks: a wide start state (at least :data:`_SHARED_WALK_MIN_BYTES`
-    live first bytes on the cut lexer) whose cut-lexer reach closes within
-    :data:`_LAZY_REACH_STATES` states is keyed by the canonical digest of that reach's
-    minimal (Moore) quotient (:meth:`cut_signature`), within the grammar and across grammars
-    (:data:`_SHARED_WALKS`); other start states are walked on their own.  Past the lexer's
+    candidates).  Shared walks: the first wide start state (at least
+    :data:`_SHARED_WALK_MIN_BYTES` live first bytes on the cut lexer) refines the cut lexer
+    built so far as the eager build refines the whole one (:meth:`_refine`, sentinels in
+    classes of their own); start states of one class share a walk, wide ones across grammars
+    by the digest of their quotient (:data:`_SHARED_WALKS`).  Past the lexer's
     state cap the classifier continues on the per-rule automata (:class:`_RuleClassifier`,
     calls become candidates): masks are the same either way.
 
@@ -392,6 +392,7 @@ class _LazyExitSplitClassifier:
     __slots__ = (
         "_by_class",
         "_by_start",
+        "_classes",
         "_cut_classes",
         "_derived",
         "_exit",
@@ -426,6 +427,11 @@ class _LazyExitSplitClassifier:
         self._by_start: dict[int, Classification] = {}
         self._by_class: dict[bytes | int, Classification] = {}
         self._fallback: _RuleClassifier | None = None
+        #: the classes of :meth:`_refine`: (states refined, class per state, stable, the cut
+        #: table, its split flags and the built rows then); None until a wide start needs them
+        self._classes: (
+            tuple[int, np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray] | None
+        ) = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -483,8 +489,10 @@ class _LazyExitSplitClassifier:
         if derived[2] is not derived[1]:
             note_column_classes(derived[2], self._cut_classes)
 
-    def _ensure(self, states: np.ndarray) -> None:
-        """Make the walk rows of ``states`` (building their lexer rows first); raises
+    def _ensure(self, states: np.ndarray, ahead: int = 0) -> None:
+        """Make the walk rows of ``states`` (building their lexer rows first), and of the
+        states up to ``ahead`` bytes further whose lexer rows are built already (a walk that
+        stopped on a sentinel usually goes on: writing rows is cheap, a walk is not); raises
         :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap."""
         _, _, _, ready = self._tables()
         states = np.unique(np.asarray(states, dtype=np.int64))
@@ -495,9 +503,23 @@ class _LazyExitSplitClassifier:
         try:
             lexer.ensure(states)
         finally:  # the lexer's arrays may have been replaced (also on the cap's error)
-            self._tables()
-        self._write_rows(states)
-        self._ready_list.extend(states.tolist())
+            _, _, _, ready = self._tables()
+        parts = [states]
+        mark = ready.copy()
+        mark[states] = True
+        frontier = states
+        for _ in range(ahead):
+            succ = np.unique(lexer.table[frontier])
+            succ = succ[~mark[succ]]
+            succ = succ[lexer.built[succ]]
+            if not succ.size:
+                break
+            mark[succ] = True
+            parts.append(succ)
+            frontier = succ
+        rows = np.concatenate(parts) if len(parts) > 1 else states
+        self._write_rows(rows)
+        self._ready_list.extend(rows.tolist())
         self._note_classes()
 
     def _walk_pairs(
@@ -513,7 +535,7 @@ class _LazyExitSplitClassifier:
             need = np.unique(q[~ready[q]])
             if not need.size:
                 return idx, ends, n
-            self._ensure(need)
+            self._ensure(need, _LAZY_AHEAD)
 
     # -- classification -------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> Classification:
@@ -534,13 +556,18 @@ class _LazyExitSplitClassifier:
         return hit
 
     def _classify(self, start: int) -> Classification:
-        self._ensure(np.asarray([start], dtype=np.int64))
+        self._ensure(np.asarray([start], dtype=np.int64), _LAZY_AHEAD)
         n, _, cut_aug, _ = self._tables()
         wide = np.count_nonzero(cut_aug[start + 2 * n]) >= _SHARED_WALK_MIN_BYTES
-        sig = self.cut_signature(start) if wide else None
-        key: bytes | int = start if sig is None else sig
+        if wide and self._classes is None:  # the first wide start: classes of the lexer so far
+            self._refine()
+        classes = self._classes
+        key: bytes | int = start
+        if classes is not None and start < classes[0]:
+            key = b"c%d" % int(classes[1][start])
         base = self._by_class.get(key)
         if base is None:
+            sig = self._digest(start) if wide else None
             base = None if sig is None else _SHARED_WALKS.get(sig)[1]
             if base is None:
                 idx, ends, n = self._walk_pairs(self._vocab.trie, True, start)
@@ -569,52 +596,52 @@ class _LazyExitSplitClassifier:
         cands = np.concatenate((base.candidates, idx[sink])) if sink.any() else base.candidates
         return Classification(words, cands)
 
-    def cut_signature(self, start: int) -> bytes | None:
-        """A canonical digest of what the cut lexer can do from ``start`` (equal digests mean
-        equal walks, in any grammar), or None when its reach exceeds
-        :data:`_LAZY_REACH_STATES` states or its minimal quotient
-        :data:`_SHARED_WALK_STATES` classes.  Builds the rows of the reach (breadth-first),
-        then takes the Moore quotient of the reach labelled by its split flags and digests it
-        as :meth:`_ExitSplitClassifier.cut_signature` does.  O(reach x 256) plus the
-        refinement."""
-        with self._lock:
-            lexer = self.lexer
-            xb = self.exit_byte
-            order = [start]
-            where = {start: 1}
-            frontier = np.asarray([start], dtype=np.int64)
-            while frontier.size:
-                self._ensure(frontier)
-                rows = lexer.table[frontier]
-                if xb is not None:
-                    rows = rows.copy()
-                    rows[:, xb] = DEAD
-                nxt = np.unique(rows)
-                fresh = [s for s in nxt.tolist() if s != DEAD and s not in where]
-                if len(order) + len(fresh) > _LAZY_REACH_STATES:
-                    return None
-                for s in fresh:
-                    where[s] = len(order) + 1
-                    order.append(s)
-                frontier = np.asarray(fresh, dtype=np.int64)
-            states = np.asarray(order, dtype=np.int64)
-            m = states.size
-            renumber = np.zeros(lexer.size, dtype=np.int64)
-            renumber[states] = np.arange(1, m + 1)
-            cut = np.zeros((m + 1, 256), dtype=np.int64)
-            cut[1:] = renumber[lexer.table[states]]
-            cut_split = np.zeros((m + 1, 256), dtype=bool)
-            cut_split[1:] = lexer.split[states]
-            if xb is not None:
-                cut[:, xb] = DEAD
-                cut_split[:, xb] = False
+    def _refine(self) -> None:
+        """The eager build's bounded Moore refinement of the cut lexer (labelled by split
+        flags, ``max(longest token, _STABLE_ROUNDS)`` rounds) on the lexer as built so far,
+        once (on the first wide start's classification).  Each sentinel row gets a label of
+        its own, so states of one class have equal futures whatever the sentinels' rows turn
+        out to be (their paths meet the same sentinels at the same places).  States made
+        later have no class (walked on their own).  Caller holds the lock."""
+        lexer = self.lexer
+        n = lexer.size
+        xb = self.exit_byte
+        built = lexer.built[:n].copy()
+        cut = lexer.table[:n].copy()
+        cut_split = lexer.split[:n].copy()
+        if xb is not None:
+            cut[built, xb] = DEAD
+            cut_split[:, xb] = False
         split_class, _ = column_classes(np.ascontiguousarray(cut_split.T))
         labels = split_class + 1
         labels[DEAD] = 0
-        part, stable = equivalence_classes(cut, labels, m + 1)
-        if not stable:
-            part = np.arange(m + 1, dtype=np.int64)
-        return _quotient_digest(self._vocab, xb, part, cut, cut_split, 1)
+        unbuilt = np.flatnonzero(~built)
+        labels[unbuilt] = int(labels.max()) + 1 + np.arange(unbuilt.size)
+        depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
+        part, stable = equivalence_classes(cut, labels, depth)
+        self._classes = (n, part, stable, cut, cut_split, built)
+
+    def _digest(self, start: int) -> bytes | None:
+        """:meth:`cut_signature` of a start state with a class, else None."""
+        classes = self._classes
+        if classes is None or start >= classes[0]:
+            return None
+        n, part, stable, cut, cut_split, built = classes
+        if not stable:  # as the eager build: digests on the cut lexer itself
+            part = np.arange(n, dtype=np.int64)
+        return _quotient_digest(self._vocab, self.exit_byte, part, cut, cut_split, start, built)
+
+    def cut_signature(self, start: int) -> bytes | None:
+        """A canonical digest of what the cut lexer can do from ``start`` (equal digests
+        mean equal walks, in any grammar), as :meth:`_ExitSplitClassifier.cut_signature`, on
+        the classes of :meth:`_refine` (made now if need be); None past
+        :data:`_SHARED_WALK_STATES` reachable classes, where a sentinel is reachable, and for
+        a state made after the refinement."""
+        with self._lock:
+            self._ensure(np.asarray([start], dtype=np.int64))
+            if self._classes is None:
+                self._refine()
+            return self._digest(start)
 
     def __len__(self) -> int:
         return len(self._by_start) + len(self._by_class) + (
@@ -645,11 +672,14 @@ def _quotient_digest(
     cut: np.ndarray,
     cut_split: np.ndarray,
     start: int,
+    built: np.ndarray,
 ) -> bytes | None:
     """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
     automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
     reachable from ``start``'s, numbered breadth-first in byte order, their rows and split
-    flags, the vocabulary and the exit byte; None past :data:`_SHARED_WALK_STATES` classes."""
+    flags, the vocabulary and the exit byte; None past :data:`_SHARED_WALK_STATES` classes
+    and where a state whose row is not ``built`` (a sentinel, a class of its own) is
+    reachable."""
     rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
     rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
     dead = int(part[DEAD])
@@ -670,6 +700,8 @@ def _quotient_digest(
         seen[frontier] = True
         parts.append(frontier)
     states = np.concatenate(parts)
+    if not built[rep[states]].all():
+        return None
     renumber = np.full(rep.size, -1, dtype=np.int64)
     renumber[states] = np.arange(states.size)
     h = hashlib.blake2b(digest_size=16)
@@ -1128,9 +1160,9 @@ _SHARED_WALKS: LruCache[bytes, Classification] = LruCache(
 )
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96
-# the lazy index digests a start state's cut-lexer reach only when it has at most this many
-# states (built to take the digest; see _LazyExitSplitClassifier.cut_signature)
-_LAZY_REACH_STATES = 4 * _SHARED_WALK_STATES
+# walk rows are written this many bytes ahead of where a walk stopped (see
+# _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
+_LAZY_AHEAD = 12
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
 # longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by
