@@ -505,16 +505,19 @@ class _LazyExitSplitClassifier:
         finally:  # the lexer's arrays may have been replaced (also on the cap's error)
             _, _, _, ready = self._tables()
         parts = [states]
-        mark = ready.copy()
-        mark[states] = True
+        # states already ready, or not built (their rows wait for a walk to need them)
+        skip = ready | ~lexer.built[: ready.size]
+        skip[states] = True
+        hit = np.zeros(ready.size, dtype=bool)
         frontier = states
         for _ in range(ahead):
-            succ = np.unique(lexer.table[frontier])
-            succ = succ[~mark[succ]]
-            succ = succ[lexer.built[succ]]
+            hit[lexer.table[frontier].reshape(-1)] = True  # a scatter: no sort
+            hit &= ~skip
+            succ = np.flatnonzero(hit)
             if not succ.size:
                 break
-            mark[succ] = True
+            hit[succ] = False
+            skip[succ] = True
             parts.append(succ)
             frontier = succ
         rows = np.concatenate(parts) if len(parts) > 1 else states
