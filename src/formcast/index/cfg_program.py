@@ -1165,7 +1165,7 @@ _SHARED_WALKS: LruCache[bytes, Classification] = LruCache(
 _SHARED_WALK_STATES = 96
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
-_LAZY_AHEAD = 12
+_LAZY_AHEAD = 40
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
 # longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by
