@@ -11,6 +11,7 @@ peers use ``benchmarks/maskbench.py``.
 Usage::
 
     python benchmarks/compile_sweep.py --sample 100 --seed 5
+    python benchmarks/compile_sweep.py --sample 60 --seed 5 --both  # eager vs lazy index
     PYTHONPATH=/tmp/formcast-native python benchmarks/compile_sweep.py --sample 100 --seed 5
 """
 
@@ -38,6 +39,14 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=100)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--data", default=str(DATA_DIR))
+    ap.add_argument(
+        "--eager", action="store_true", help="the eager token index (cfg_program.LAZY_INDEX off)"
+    )
+    ap.add_argument(
+        "--both",
+        action="store_true",
+        help="eager and lazy token index, interleaved, two rounds (the second is warm)",
+    )
     args = ap.parse_args()
 
     from formcast import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
@@ -55,23 +64,30 @@ def main() -> int:
         c = GrammarCompiler(vocab, cache_size=0).compile_json_schema(schema)
         GrammarMatcher(c).fill_next_token_bitmask(mask, 0)
 
-    one({"type": "object", "properties": {"a": {"type": "integer"}}})  # warm-up
-    times: list[float] = []
-    for f in files:
-        doc = json.loads(f.read_text())
-        t = time.thread_time()
-        try:
-            one(doc.get("schema", doc))
-        except Exception:  # a schema that does not compile is left out
-            continue
-        times.append(time.thread_time() - t)
-    times.sort()
+    import formcast.index.cfg_program as cfg_program
+
+    docs = [json.loads(f.read_text()) for f in files]
     print(f"formcast native modules: {native_summary()}", file=sys.stderr)
-    print(
-        f"schemas {len(times)}/{len(files)}  p50 {_pct(times, 0.5) * 1e3:.1f} ms  "
-        f"p90 {_pct(times, 0.9) * 1e3:.1f} ms  p99 {_pct(times, 0.99) * 1e3:.1f} ms  "
-        f"max {times[-1] * 1e3:.1f} ms  total {sum(times):.2f} s"
-    )
+    rounds = [False, True, False, True] if args.both else [not args.eager]
+    for lazy in rounds:
+        cfg_program.LAZY_INDEX = lazy
+        one({"type": "object", "properties": {"a": {"type": "integer"}}})  # warm-up
+        times: list[float] = []
+        for doc in docs:
+            t = time.thread_time()
+            try:
+                one(doc.get("schema", doc))
+            except Exception:  # a schema that does not compile is left out
+                continue
+            times.append(time.thread_time() - t)
+        times.sort()
+        print(
+            f"{'lazy ' if lazy else 'eager'} index: schemas {len(times)}/{len(files)}  "
+            f"p50 {_pct(times, 0.5) * 1e3:.1f} ms  "
+            f"p90 {_pct(times, 0.9) * 1e3:.1f} ms  p99 {_pct(times, 0.99) * 1e3:.1f} ms  "
+            f"max {times[-1] * 1e3:.1f} ms  total {sum(times):.2f} s",
+            flush=True,
+        )
     return 0
 
 

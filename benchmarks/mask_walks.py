@@ -13,6 +13,7 @@ that fail are skipped, as are the schemas named by ``--skip``.
 Usage (about a minute per 150 schemas; interleave runs of the two builds)::
 
     python benchmarks/mask_walks.py --sample 150 --seed 1
+    python benchmarks/mask_walks.py --sample 150 --seed 1 --eager  # the eager token index
     PYTHONPATH=/tmp/formcast-native python benchmarks/mask_walks.py --sample 150 --seed 1
 """
 
@@ -34,15 +35,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=str(maskbench.DATA_DIR))
     ap.add_argument("--skip", default="", help="comma-separated substrings of file names")
+    ap.add_argument(
+        "--eager", action="store_true", help="the eager token index (cfg_program.LAZY_INDEX off)"
+    )
     args = ap.parse_args()
     maskbench._single_thread_env()  # before numpy loads its BLAS
     import numpy as np
     from tokenizers import Tokenizer
 
+    import formcast.index.cfg_program as cfg_program
     from formcast import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
     from formcast._native import native_summary
     from formcast.errors import FormcastError
     from formcast.vocab.loaders import load_vocabulary
+
+    cfg_program.LAZY_INDEX = not args.eager
 
     files = maskbench.select_files(
         argparse.Namespace(
@@ -79,7 +86,7 @@ def main() -> None:
                     break
     d = np.asarray(times) * 1e6
     fv = np.asarray(first)
-    print(f"formcast: {native_summary()}")
+    print(f"formcast: {native_summary()}; {'eager' if args.eager else 'lazy'} token index")
     print(f"{compiled} of {len(files)} schemas compiled; {d.size} masks, {int(fv.sum())} first")
     print("| masks | n | p50 | p90 | p99 | p99.9 | max | mean |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

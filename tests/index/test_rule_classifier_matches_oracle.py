@@ -6,6 +6,7 @@ lexer turned off.
 
 from __future__ import annotations
 
+from typing import Any
 from unittest import mock
 
 from hypothesis import given
@@ -19,12 +20,19 @@ SETTINGS = oracle_tests.SETTINGS
 RandomGrammar = oracle_tests.RandomGrammar
 
 
+def _lexer_off() -> Any:
+    """The eager index (cfg_program.LAZY_INDEX off) with the expanded lexer refused."""
+    return mock.patch.multiple(
+        cfg_program, LAZY_INDEX=False, build_expanded_lexer=mock.Mock(return_value=None)
+    )
+
+
 @SETTINGS
 @given(g=oracle_tests.grammars(), vocab=oracle_tests.vocabularies(), data=st.data())
 def test_masks_match_the_oracle_without_the_expanded_lexer(
     g: RandomGrammar, vocab: Vocabulary, data
 ) -> None:
-    with mock.patch.object(cfg_program, "build_expanded_lexer", return_value=None):
+    with _lexer_off():
         oracle_tests.test_masks_match_the_oracle_on_random_walks.hypothesis.inner_test(
             g, vocab, data
         )
@@ -32,6 +40,6 @@ def test_masks_match_the_oracle_without_the_expanded_lexer(
 
 def test_the_lexer_off_switch_reaches_the_rule_classifier() -> None:
     """The patch above really selects the per-rule classifier."""
-    with mock.patch.object(cfg_program, "build_expanded_lexer", return_value=None):
+    with _lexer_off():
         compiled = oracle_tests.compile_gbnf(oracle_tests.BYTE_VOCAB, 'root ::= "(" root ")" | "x"')
     assert isinstance(compiled.program._positions, cfg_program._RuleClassifier)

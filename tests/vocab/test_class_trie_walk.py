@@ -11,9 +11,12 @@ with the numpy walks in test_native_trie_walk.py).
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 
+import formcast.index.cfg_program as cfg_program
 from formcast import GrammarCompiler
 from formcast.index.cfg_program import CfgProgram, _ExitSplitClassifier
 from formcast.vocab import trie as trie_mod
@@ -102,7 +105,8 @@ def _grammar_tables(gbnf: str, vocab_tokens: list[bytes]) -> list[np.ndarray]:
     from formcast.vocab.vocabulary import Vocabulary
 
     vocab = Vocabulary([*vocab_tokens, b""], stop_token_ids=[len(vocab_tokens)])
-    compiled = GrammarCompiler(vocab, cache_size=0).compile_grammar(gbnf)
+    with mock.patch.object(cfg_program, "LAZY_INDEX", False):  # the whole (eager) tables
+        compiled = GrammarCompiler(vocab, cache_size=0).compile_grammar(gbnf)
     program = compiled.program
     assert isinstance(program, CfgProgram)
     positions = program._positions

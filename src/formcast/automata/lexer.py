@@ -23,7 +23,7 @@ from .dfa import DEAD
 from .nfa import epsilon_closure
 from .rules import GrammarAutomaton
 
-__all__ = ["ExpandedLexer", "build_expanded_lexer"]
+__all__ = ["ExpandedLexer", "LazyExpandedLexer", "LexerStateCapError", "build_expanded_lexer"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -195,3 +195,273 @@ def build_expanded_lexer(
     table[0] = 0
     split[0] = False
     return ExpandedLexer(table=table, split=split, offsets=offsets.astype(np.int64))
+
+
+class LexerStateCapError(Exception):
+    """A :class:`LazyExpandedLexer` would outgrow its ``max_states`` cap.  Internal: the token
+    index catches it and classifies on the per-rule automata from then on (same masks)."""
+
+
+class LazyExpandedLexer:
+    """:class:`ExpandedLexer` whose rows are built when a walk first needs them.
+
+    The states are those of the eager construction (lexer state ``g < offsets[-1]`` is the
+    closure of global rule position ``g``; later states are unions met while building rows),
+    numbered in the order they are first *referenced* by a built row.  A row not built yet is
+    a *sentinel*: every byte leads back to the state itself, with no split flag (``built[s]``
+    False), so a walk that reaches it stays there and ends on it — the caller then builds that
+    row (:meth:`ensure`) and walks again.  States without calls are their own closure: their
+    rows are the rule DFAs' rows, copied at construction (one vectorized pass); only call
+    closures and unions, the Python part of the eager build, are made lazily.
+
+    Attributes:
+        table: ``int32[capacity, 256]``: rows of built states, sentinels of referenced but
+            unbuilt ones (``size`` states), zeros past ``size``.  Rows change in place when
+            built; the array is replaced (twice the capacity) when it is full, so a caller
+            keeping derived tables compares :attr:`capacity`.
+        split: ``bool[capacity, 256]`` as :attr:`ExpandedLexer.split` (False on sentinels).
+        built: ``bool[capacity]``.
+        offsets: as :attr:`ExpandedLexer.offsets`.
+        classes: ``(class of each byte, a byte of each class)``: columns of one class are
+            equal in :attr:`table` and :attr:`split` whatever rows get built.
+
+    Lifetime: per compiled grammar; grows monotonically (bounded by ``max_states``, past which
+    :meth:`ensure` raises :class:`LexerStateCapError`).  Not thread-safe: callers serialize
+    :meth:`ensure` and their walks of the tables (the token index holds a lock).
+    Costs: construction O(rule states x 256) numpy plus one epsilon closure per state with
+    calls; :meth:`ensure` O(members x byte classes) per row, numpy-batched.
+    """
+
+    #: helpers rebuilt from ``auto`` on first use after a load (see :mod:`formcast.index.serialize`)
+    _serialize_omit = frozenset({"_helpers"})
+
+    __slots__ = (
+        "_helpers",
+        "auto",
+        "built",
+        "classes",
+        "ids",
+        "max_states",
+        "offsets",
+        "sets",
+        "size",
+        "split",
+        "table",
+    )
+
+    def __init__(self, auto: GrammarAutomaton, max_states: int = 30_000) -> None:
+        self.auto = auto
+        self.max_states = max_states
+        self.offsets = np.cumsum([0] + [d.table.shape[0] for d in auto.dfas]).astype(np.int64)
+        n_global = int(self.offsets[-1])
+        cap = n_global + max(16, n_global // 8)
+        self.table = np.zeros((cap, 256), dtype=np.int32)
+        self.split = np.zeros((cap, 256), dtype=bool)
+        self.built = np.zeros(cap, dtype=bool)
+        self.size = n_global
+        # the global rows are written straight into the lexer's arrays
+        helpers = self._helpers = _LexerHelpers(
+            auto, self.offsets, self.table[:n_global], self.split[:n_global]
+        )
+        plain = np.ones(n_global, dtype=bool)
+        plain[helpers.with_calls] = False
+        plain[DEAD] = True
+        wc = np.asarray(helpers.with_calls, dtype=np.int64)
+        self.table[wc] = wc[:, None].astype(np.int32)  # sentinels
+        self.split[wc] = False
+        self.table[DEAD] = 0
+        self.split[DEAD] = False
+        self.built[:n_global] = plain
+        #: member tuple -> lexer state, for the unions (states past ``offsets[-1]``)
+        self.ids: dict[tuple[int, ...], int] = {}
+        #: per union state (``s - offsets[-1]``), its members
+        self.sets: list[tuple[int, ...]] = []
+        self.classes = (helpers.cls_of_byte, helpers.first)
+
+    @property
+    def capacity(self) -> int:
+        return int(self.table.shape[0])
+
+    def entry(self, rule: int, state: int) -> int:
+        """The lexer state of rule position ``(rule, state)`` (``state`` live).  O(1)."""
+        return int(self.offsets[rule]) + state
+
+    def _build_helpers(self) -> _LexerHelpers:
+        """The global tables, byte classes and call closures (from ``auto``): built at
+        construction and again on first use after a load."""
+        helpers = self._helpers
+        if helpers is None:
+            n_global = int(self.offsets[-1])
+            helpers = self._helpers = _LexerHelpers(
+                self.auto,
+                self.offsets,
+                np.zeros((n_global, 256), dtype=np.int32),
+                np.zeros((n_global, 256), dtype=bool),
+            )
+        return helpers
+
+    def ensure(self, states: np.ndarray | list[int]) -> bool:
+        """Build the rows of ``states`` (lexer states below :attr:`size`) not built yet;
+        True when some row was built.  New states referenced by the rows get sentinels (the
+        arrays are replaced by larger ones when full).  Raises :class:`LexerStateCapError`
+        past ``max_states`` (rows built before it stay: the tables remain consistent)."""
+        todo = [int(s) for s in np.asarray(states, dtype=np.int64).tolist() if not self.built[s]]
+        if not todo:
+            return False
+        todo = sorted(set(todo))
+        h = self._build_helpers()
+        n_global = int(self.offsets[-1])
+        batch = [
+            list(h.closure(s)) if s < n_global else list(self.sets[s - n_global]) for s in todo
+        ]
+        rows, split_rows = self._union_rows(h, batch)
+        cmap = h.cls_of_byte
+        idx = np.asarray(todo, dtype=np.int64)
+        self.table[idx] = np.asarray(rows, dtype=np.int32)[:, cmap]
+        self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
+        self.built[idx] = True
+        return True
+
+    def _state_of(self, h: _LexerHelpers, members: tuple[int, ...]) -> int:
+        """The lexer state of a set of (two or more) live global states, numbered (with a
+        sentinel row) when new."""
+        j = self.ids.get(members)
+        if j is not None:
+            return j
+        j = h.closure_state.get(members)
+        if j is not None:  # the closure of a global state with calls: that state
+            self.ids[members] = j
+            return j
+        j = self.size
+        if j >= self.max_states:
+            raise LexerStateCapError
+        if j >= self.capacity:
+            self._grow()
+        self.size = j + 1
+        self.table[j] = j
+        self.split[j] = False
+        self.ids[members] = j
+        self.sets.append(members)
+        return j
+
+    def _grow(self) -> None:
+        cap = min(2 * self.capacity, max(self.max_states, self.capacity + 1))
+        for name in ("table", "split", "built"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
+            new[: old.shape[0]] = old
+            setattr(self, name, new)
+
+    def _union_rows(
+        self, h: _LexerHelpers, batch: list[list[int]]
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Rows (per byte class) of the lexer states with these sorted members: as
+        :func:`build_expanded_lexer`'s batches (successors where one member lives on are
+        that member, the rest determinized class by class)."""
+        lens = [len(m) for m in batch]
+        starts = [0, *accumulate(lens[:-1])]
+        flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
+        succ = h.g_succ[flat]
+        block = np.maximum.reduceat(succ, starts, axis=0)
+        live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
+        split_block = np.logical_or.reduceat(h.g_split[flat], starts, axis=0)
+        cells = np.argwhere(live >= 2)
+        bounds = np.searchsorted(cells[:, 0], np.arange(len(batch) + 1)).tolist()
+        cell_class = cells[:, 1].tolist()
+        rows: list[np.ndarray] = []
+        for b in range(len(batch)):
+            row = block[b]
+            for c in cell_class[bounds[b] : bounds[b + 1]]:
+                tup = tuple(succ[starts[b] : starts[b] + lens[b], c].tolist())
+                j = h.multi.get(tup)
+                if j is None:
+                    live_ids = {v for v in tup if v}
+                    members = tuple(sorted(frozenset().union(*(h.closure(v) for v in live_ids))))
+                    j = self._state_of(h, members)
+                    h.multi[tup] = j
+                row[c] = j
+            rows.append(row)
+        return rows, list(split_block)
+
+    def nbytes(self) -> int:
+        return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
+
+
+class _LexerHelpers:
+    """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
+    (and its split flags), the byte classes, the call closures, and the successor tuples met
+    so far.  Derived from the grammar automaton alone (rebuilt after a load)."""
+
+    __slots__ = (
+        "calls",
+        "closure_cache",
+        "closure_state",
+        "cls_of_byte",
+        "first",
+        "g_split",
+        "g_succ",
+        "multi",
+        "with_calls",
+    )
+
+    def __init__(
+        self, auto: GrammarAutomaton, offsets: np.ndarray, gtable: np.ndarray, gsplit: np.ndarray
+    ) -> None:
+        """Writes the global rows into ``gtable`` (``int32[offsets[-1], 256]``, zeros) and
+        ``gsplit`` (bool, False) and keeps their columns at the byte classes' bytes."""
+        analysis = auto.analysis
+        follow, restart = analysis.follow, analysis.restart
+        n_global = int(offsets[-1])
+        calls: list[list[int]] = [[] for _ in range(n_global)]
+        split_vectors: list[np.ndarray] = []
+        for r, dfa in enumerate(auto.dfas):
+            check_deadline()
+            off = int(offsets[r])
+            t = dfa.table
+            dest = gtable[off : off + t.shape[0]]
+            np.add(t, off, out=dest, casting="unsafe")
+            dest[t == DEAD] = 0
+            dest[0] = 0
+            vec = follow[r] | restart[r]
+            split_vectors.append(vec)
+            acc = np.asarray(dfa.accepting, dtype=bool)
+            gsplit[off : off + t.shape[0]][acc] = vec
+            count = auto.count_of(r)
+            if count is not None and count[0] == 0:
+                gsplit[off + dfa.start] |= follow[r]
+            refs = auto.refs[r]
+            for q in np.flatnonzero(auto.boundary[r]).tolist():  # states with calls among them
+                for callee, _ in refs[q]:
+                    calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)
+        check_deadline()
+        split_vectors.extend(follow[r] for r in range(len(auto.dfas)))
+        vectors = np.stack(split_vectors)
+        # byte classes: runs of equal adjacent columns first (one comparison pass), then
+        # the equal runs (column_classes on one column per run): the exact column classes
+        # of the eager build, hashing a fraction of the columns
+        edge = (gtable[:, 1:] != gtable[:, :-1]).any(axis=0)
+        edge |= (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
+        run_first = np.flatnonzero(np.concatenate(([True], edge)))
+        run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
+        small = np.concatenate(
+            [gtable[:, run_first], vectors[:, run_first].astype(np.int32)], axis=0
+        )
+        cls_of_run, first_run = column_classes(small)
+        self.cls_of_byte = cls_of_run[run_of_byte]
+        self.first = run_first[first_run]
+        reps = np.asarray(self.first, dtype=np.int64)
+        self.g_succ = gtable[:, reps].astype(np.int64)
+        self.g_split = gsplit[:, reps]
+        self.calls = calls
+        self.closure_cache: dict[int, frozenset[int]] = {}
+        self.with_calls = [g for g in range(n_global) if calls[g]]
+        self.closure_state: dict[tuple[int, ...], int] = {}
+        for g in self.with_calls:
+            self.closure_state.setdefault(tuple(sorted(self.closure(g))), g)
+        self.multi: dict[tuple[int, ...], int] = {}
+
+    def closure(self, g: int) -> frozenset[int]:
+        hit = self.closure_cache.get(g)
+        if hit is None:  # calls are the lexer's epsilon moves
+            hit = self.closure_cache[g] = epsilon_closure(self.calls, (g,))
+        return hit

@@ -37,7 +37,12 @@ from ..automata.analysis import counted_splits, split_bytes
 from ..automata.counted import subset_window, window_column_classes, window_table
 from ..automata.dfa import DEAD, describe_bytes
 from ..automata.equivalence import equivalence_classes
-from ..automata.lexer import ExpandedLexer, build_expanded_lexer
+from ..automata.lexer import (
+    ExpandedLexer,
+    LazyExpandedLexer,
+    LexerStateCapError,
+    build_expanded_lexer,
+)
 from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
 from ..bitmask import bitmask_has_many, bitmask_set_many, ids_to_bitmask
@@ -360,6 +365,370 @@ class _ExitSplitClassifier:
         return sum(a.nbytes for a in arrays)
 
 
+class _LazyExitSplitClassifier:
+    """:class:`_ExitSplitClassifier` on a :class:`~formcast.automata.lexer.LazyExpandedLexer`:
+    lexer rows, their augmented and cut rows, are made when a walk first reaches them.
+
+    Walks run on tables whose unbuilt rows are sentinels (every byte leads back to the state
+    itself: see the lexer): a token path that meets one ends on it, so after a walk the end
+    states whose rows are not built are exactly where it was cut short; those rows are built
+    (:meth:`_ensure`) and the walk is run again, until no end state is a sentinel — then no
+    path went through one, and the walk is the eager walk's (the same strings alive, the same
+    candidates).  Shared walks: the first wide start state (at least
+    :data:`_SHARED_WALK_MIN_BYTES` live first bytes on the cut lexer) refines the cut lexer
+    built so far as the eager build refines the whole one (:meth:`_refine`, sentinels in
+    classes of their own); start states of one class share a walk, wide ones across grammars
+    by the digest of their quotient (:data:`_SHARED_WALKS`).  Past the lexer's
+    state cap the classifier continues on the per-rule automata (:class:`_RuleClassifier`,
+    calls become candidates): masks are the same either way.
+
+    The derived tables (``_derived``) are functions of the lexer's current rows: omitted by
+    :mod:`formcast.index.serialize` and rebuilt on first use.  Thread-safe: one lock per
+    classifier around every miss (walks of tables that grow in place).
+    """
+
+    _serialize_omit = frozenset({"_derived"})
+
+    __slots__ = (
+        "_by_class",
+        "_by_start",
+        "_classes",
+        "_cut_classes",
+        "_derived",
+        "_exit",
+        "_fallback",
+        "_lock",
+        "_ready_list",
+        "_vocab",
+        "exit_byte",
+        "lexer",
+    )
+
+    def __init__(self, lexer: LazyExpandedLexer, vocab: Vocabulary, exit_byte: int | None) -> None:
+        self.lexer = lexer
+        self.exit_byte = exit_byte
+        self._vocab = vocab
+        self._derived: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._ready_list: list[int] = []
+        self._exit: tuple[TokenTrie, np.ndarray, np.ndarray] | None = None
+        if exit_byte is not None:
+            exit_trie, exit_idx = vocab.trie.with_byte(exit_byte)
+            has_exit = np.zeros(vocab.trie.num_strings + 1, dtype=bool)
+            has_exit[exit_idx] = True
+            self._exit = exit_trie, exit_idx, has_exit
+        cmap, first = lexer.classes
+        if exit_byte is not None and int(np.count_nonzero(cmap == cmap[exit_byte])) > 1:
+            cut_map = cmap.copy()
+            cut_map[exit_byte] = first.size
+            _, first_cut, inverse = np.unique(cut_map, return_index=True, return_inverse=True)
+            self._cut_classes = (inverse.reshape(-1).astype(np.int64), first_cut.astype(np.int64))
+        else:
+            self._cut_classes = (cmap, first)
+        self._by_start: dict[int, Classification] = {}
+        self._by_class: dict[bytes | int, Classification] = {}
+        self._fallback: _RuleClassifier | None = None
+        #: the classes of :meth:`_refine`: (states refined, class per state, stable, the cut
+        #: table, its split flags and the built rows then); None until a wide start needs them
+        self._classes: (
+            tuple[int, np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray] | None
+        ) = None
+        self._lock = threading.RLock()
+
+    # -- tables ---------------------------------------------------------------------------------
+    def _tables(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """``(capacity n, augmented lexer table, augmented cut table, ready)``: the walks'
+        tables (3n + 1 rows each, :func:`_augmented_table`'s layout) with the rows of the
+        *ready* lexer states written and every other row a sentinel (a self-loop); remade
+        (ready rows rewritten) when the lexer's arrays were replaced.  The walks are told the
+        tables' column classes."""
+        derived = self._derived
+        lexer = self.lexer
+        n = lexer.capacity
+        if derived is not None and derived[0] == n:
+            return derived
+        fill = np.arange(3 * n + 1, dtype=np.int32)[:, None]
+        lex_aug = np.empty((3 * n + 1, 256), dtype=np.int32)
+        lex_aug[...] = fill
+        lex_aug[DEAD] = DEAD  # as _augmented_table: dead stays dead
+        lex_aug[n] = 3 * n
+        lex_aug[2 * n] = DEAD
+        cut_aug = lex_aug if self.exit_byte is None else lex_aug.copy()
+        ready = np.zeros(n, dtype=bool)
+        ready[DEAD] = True
+        derived = self._derived = (n, lex_aug, cut_aug, ready)
+        if self._ready_list:
+            self._write_rows(np.asarray(self._ready_list, dtype=np.int64))
+        self._note_classes()
+        return derived
+
+    def _write_rows(self, states: np.ndarray) -> None:
+        """Write the walk rows of ``states`` (live, built) into both tables; mark them ready."""
+        derived = self._derived
+        assert derived is not None
+        _, lex_aug, cut_aug, ready = derived
+        lexer = self.lexer
+        t = lexer.table[states]
+        sp = lexer.split[states]
+        _write_augmented_rows(lex_aug, states, t, sp)
+        if cut_aug is not lex_aug:
+            xb = self.exit_byte
+            assert xb is not None
+            t = t.copy()
+            t[:, xb] = DEAD
+            sp = sp.copy()
+            sp[:, xb] = False
+            _write_augmented_rows(cut_aug, states, t, sp)
+        ready[states] = True
+
+    def _note_classes(self) -> None:
+        """Tell the walks the tables' column classes (the lexer's, the exit byte apart on the
+        cut table): after every change of the tables, so no walk keeps stale ones."""
+        derived = self._derived
+        assert derived is not None
+        note_column_classes(derived[1], self.lexer.classes)
+        if derived[2] is not derived[1]:
+            note_column_classes(derived[2], self._cut_classes)
+
+    def _ensure(self, states: np.ndarray, ahead: int = 0) -> None:
+        """Make the walk rows of ``states`` (building their lexer rows first), and of the
+        states up to ``ahead`` bytes further whose lexer rows are built already (a walk that
+        stopped on a sentinel usually goes on: writing rows is cheap, a walk is not); raises
+        :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap."""
+        _, _, _, ready = self._tables()
+        states = np.unique(np.asarray(states, dtype=np.int64))
+        states = states[~ready[states]]
+        if not states.size:
+            return
+        lexer = self.lexer
+        try:
+            lexer.ensure(states)
+        finally:  # the lexer's arrays may have been replaced (also on the cap's error)
+            _, _, _, ready = self._tables()
+        parts = [states]
+        # states already ready, or not built (their rows wait for a walk to need them)
+        skip = ready | ~lexer.built[: ready.size]
+        skip[states] = True
+        hit = np.zeros(ready.size, dtype=bool)
+        frontier = states
+        for _ in range(ahead):
+            hit[lexer.table[frontier].reshape(-1)] = True  # a scatter: no sort
+            hit &= ~skip
+            succ = np.flatnonzero(hit)
+            if not succ.size:
+                break
+            hit[succ] = False
+            skip[succ] = True
+            parts.append(succ)
+            frontier = succ
+        rows = np.concatenate(parts) if len(parts) > 1 else states
+        self._write_rows(rows)
+        self._ready_list.extend(rows.tolist())
+        self._note_classes()
+
+    def _walk_pairs(
+        self, trie: TokenTrie, cut: bool, start: int
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """``trie.walk_pairs`` on the (cut) augmented table from lexer state ``start``,
+        building the rows it reaches until no path stops on a sentinel: ``(string indices,
+        end states, n)`` (the sink is ``3 n``).  Caller holds the lock."""
+        while True:
+            n, lex_aug, cut_aug, ready = self._tables()
+            idx, ends = trie.walk_pairs(cut_aug if cut else lex_aug, start + 2 * n)
+            q = ends[ends < 3 * n] % n
+            need = np.unique(q[~ready[q]])
+            if not need.size:
+                return idx, ends, n
+            self._ensure(need, _LAZY_AHEAD)
+
+    # -- classification -------------------------------------------------------------------------
+    def classify(self, rule: int, state: int) -> Classification:
+        """As :meth:`_ExitSplitClassifier.classify`, building what the walks reach."""
+        start = self.lexer.entry(rule, state)
+        hit = self._by_start.get(start)
+        if hit is not None:
+            return hit
+        with self._lock:
+            if self._fallback is not None:
+                return self._fallback.classify(rule, state)
+            try:
+                hit = self._classify(start)
+            except LexerStateCapError:
+                self._fallback = _RuleClassifier(self.lexer.auto, self._vocab, charge)
+                return self._fallback.classify(rule, state)
+            self._by_start[start] = hit
+        return hit
+
+    def _classify(self, start: int) -> Classification:
+        self._ensure(np.asarray([start], dtype=np.int64), _LAZY_AHEAD)
+        n, _, cut_aug, _ = self._tables()
+        wide = np.count_nonzero(cut_aug[start + 2 * n]) >= _SHARED_WALK_MIN_BYTES
+        if wide and self._classes is None:  # the first wide start: classes of the lexer so far
+            self._refine()
+        classes = self._classes
+        key: bytes | int = start
+        if classes is not None and start < classes[0]:
+            key = b"c%d" % int(classes[1][start])
+        base = self._by_class.get(key)
+        if base is None:
+            sig = self._digest(start) if wide else None
+            base = None if sig is None else _SHARED_WALKS.get(sig)[1]
+            if base is None:
+                idx, ends, n = self._walk_pairs(self._vocab.trie, True, start)
+                sink = ends == 3 * n
+                words = self._vocab.trie.token_words(idx[~sink], self._vocab.vocab_size)
+                words.setflags(write=False)
+                cands = idx[sink]
+                if self._exit is not None:
+                    cands = cands[~self._exit[2][cands]]
+                base = Classification(words, cands)
+                if sig is not None:
+                    _SHARED_WALKS.put(sig, base)
+            self._by_class[key] = base
+        exit_tokens = self._exit
+        if exit_tokens is None:
+            return base
+        exit_trie, exit_idx, _ = exit_tokens
+        sub, ends, n = self._walk_pairs(exit_trie, False, start)
+        idx = exit_idx[sub]
+        sink = ends == 3 * n
+        alive_x = idx[~sink]
+        words = base.words
+        if alive_x.size:
+            words = self._vocab.trie.token_words(alive_x, self._vocab.vocab_size, base=words)
+        words.setflags(write=False)
+        cands = np.concatenate((base.candidates, idx[sink])) if sink.any() else base.candidates
+        return Classification(words, cands)
+
+    def _refine(self) -> None:
+        """The eager build's bounded Moore refinement of the cut lexer (labelled by split
+        flags, ``max(longest token, _STABLE_ROUNDS)`` rounds) on the lexer as built so far,
+        once (on the first wide start's classification).  Each sentinel row gets a label of
+        its own, so states of one class have equal futures whatever the sentinels' rows turn
+        out to be (their paths meet the same sentinels at the same places).  States made
+        later have no class (walked on their own).  Caller holds the lock."""
+        lexer = self.lexer
+        n = lexer.size
+        xb = self.exit_byte
+        built = lexer.built[:n].copy()
+        cut = lexer.table[:n].copy()
+        cut_split = lexer.split[:n].copy()
+        if xb is not None:
+            cut[built, xb] = DEAD
+            cut_split[:, xb] = False
+        split_class, _ = column_classes(np.ascontiguousarray(cut_split.T))
+        labels = split_class + 1
+        labels[DEAD] = 0
+        unbuilt = np.flatnonzero(~built)
+        labels[unbuilt] = int(labels.max()) + 1 + np.arange(unbuilt.size)
+        depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
+        part, stable = equivalence_classes(cut, labels, depth)
+        self._classes = (n, part, stable, cut, cut_split, built)
+
+    def _digest(self, start: int) -> bytes | None:
+        """:meth:`cut_signature` of a start state with a class, else None."""
+        classes = self._classes
+        if classes is None or start >= classes[0]:
+            return None
+        n, part, stable, cut, cut_split, built = classes
+        if not stable:  # as the eager build: digests on the cut lexer itself
+            part = np.arange(n, dtype=np.int64)
+        return _quotient_digest(self._vocab, self.exit_byte, part, cut, cut_split, start, built)
+
+    def cut_signature(self, start: int) -> bytes | None:
+        """A canonical digest of what the cut lexer can do from ``start`` (equal digests
+        mean equal walks, in any grammar), as :meth:`_ExitSplitClassifier.cut_signature`, on
+        the classes of :meth:`_refine` (made now if need be); None past
+        :data:`_SHARED_WALK_STATES` reachable classes, where a sentinel is reachable, and for
+        a state made after the refinement."""
+        with self._lock:
+            self._ensure(np.asarray([start], dtype=np.int64))
+            if self._classes is None:
+                self._refine()
+            return self._digest(start)
+
+    def __len__(self) -> int:
+        return len(self._by_start) + len(self._by_class) + (
+            len(self._fallback) if self._fallback is not None else 0
+        )
+
+    def cache_bytes(self) -> int:
+        kept = [*self._by_start.values(), *self._by_class.values()]
+        extra = self._fallback.cache_bytes() if self._fallback is not None else 0
+        return sum(_class_bytes(c) for c in kept) + extra
+
+    def table_bytes(self) -> int:
+        """The lexer and its augmented tables (each array once)."""
+        total = self.lexer.nbytes()
+        if self._derived is not None:
+            _, lex_aug, cut_aug, ready = self._derived
+            total += lex_aug.nbytes + ready.nbytes
+            total += cut_aug.nbytes if cut_aug is not lex_aug else 0
+        if self._fallback is not None:
+            total += self._fallback.table_bytes()
+        return total
+
+
+def _quotient_digest(
+    vocab: Vocabulary,
+    exit_byte: int | None,
+    part: np.ndarray,
+    cut: np.ndarray,
+    cut_split: np.ndarray,
+    start: int,
+    built: np.ndarray,
+) -> bytes | None:
+    """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
+    automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
+    reachable from ``start``'s, numbered breadth-first in byte order, their rows and split
+    flags, the vocabulary and the exit byte; None past :data:`_SHARED_WALK_STATES` classes
+    and where a state whose row is not ``built`` (a sentinel, a class of its own) is
+    reachable."""
+    rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
+    rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
+    dead = int(part[DEAD])
+    first_cls = int(part[start])
+    seen = np.zeros(rep.size, dtype=bool)
+    seen[dead] = seen[first_cls] = True
+    parts = [np.asarray([first_cls], dtype=np.int64)]
+    frontier = parts[0]
+    total = 1
+    while frontier.size:
+        flat = part[cut[rep[frontier]]].reshape(-1)
+        targets, first = np.unique(flat, return_index=True)
+        targets = targets[np.argsort(first)]
+        frontier = targets[~seen[targets]].astype(np.int64)
+        total += frontier.size
+        if total > _SHARED_WALK_STATES:
+            return None
+        seen[frontier] = True
+        parts.append(frontier)
+    states = np.concatenate(parts)
+    if not built[rep[states]].all():
+        return None
+    renumber = np.full(rep.size, -1, dtype=np.int64)
+    renumber[states] = np.arange(states.size)
+    h = hashlib.blake2b(digest_size=16)
+    h.update(vocab.fingerprint.encode())
+    h.update(b"" if exit_byte is None else bytes([exit_byte]))
+    h.update(np.ascontiguousarray(renumber[part[cut[rep[states]]]]).tobytes())
+    h.update(np.packbits(cut_split[rep[states]]).tobytes())
+    return h.digest()
+
+
+def _write_augmented_rows(
+    out: np.ndarray, rows: np.ndarray, table_rows: np.ndarray, split_rows: np.ndarray
+) -> None:
+    """Write the rows of lexer states ``rows`` (live) into ``out``, an augmented table of
+    :func:`_augmented_table`'s layout, from their table and split rows."""
+    n = (out.shape[0] - 1) // 3
+    t = np.asarray(table_rows, dtype=np.int32)
+    passed = t + n
+    passed[t == DEAD] = 3 * n
+    out[rows + n] = passed
+    out[rows] = np.where(split_rows, passed, t)
+    out[rows + 2 * n] = t
+
+
 class _CountedClassifier:
     """Classifies the stack tops of counted rules (counts already clipped), on window
     automata shared by every grammar with the same item automaton on the same vocabulary
@@ -527,6 +896,10 @@ class CfgProgram:
         exit_byte: the byte whose column is cut for the shared walks (see
             :class:`_ExitSplitClassifier`): the byte that ends the grammar's permissive
             lexemes (JSON's ``"``); None cuts nothing.  Masks are exact for any value.
+        lazy: build the call-expanded lexer and its position tables as walks reach them
+            (:class:`_LazyExitSplitClassifier`) rather than at construction; None: the module
+            switch :data:`LAZY_INDEX`.  Masks are the same either way (the differential
+            test, tests/index/test_lazy_index_matches_eager.py, keeps them so).
     """
 
     def __init__(
@@ -539,6 +912,7 @@ class CfgProgram:
         budget: WorkBudget | None = None,
         cache_limits: CacheLimits | None = None,
         exit_byte: int | None = None,
+        lazy: bool | None = None,
     ) -> None:
         self.auto = auto
         self.vocab = vocab
@@ -550,17 +924,29 @@ class CfgProgram:
         # counts above the cap are out of any token's reach: those states are request-specific
         self._cap = vocab.trie.max_len + 1
         self.pda = PushdownAutomaton(auto, limits, far_count=self._cap)
-        self.lexer = build_expanded_lexer(auto, budget=budget)
-        # the compile's fuel for the numpy passes of the classifiers, charged before them:
-        # the lexer's two augmented tables, the cut copies and the split classes (measured:
-        # ~35 units per lexer state), else one augmented table per rule
         spend = budget.spend if budget is not None else charge
-        self._positions: _ExitSplitClassifier | _RuleClassifier
-        if self.lexer is not None:
-            spend(35 * int(self.lexer.table.shape[0]))
-            self._positions = _ExitSplitClassifier(self.lexer, vocab, exit_byte, budget)
-        else:  # too large to determinize: classify per rule (calls become candidates)
-            self._positions = _RuleClassifier(auto, vocab, spend)
+        self.lexer: ExpandedLexer | LazyExpandedLexer | None
+        self._positions: _ExitSplitClassifier | _LazyExitSplitClassifier | _RuleClassifier
+        if LAZY_INDEX if lazy is None else lazy:
+            # the lexer's rows, and their augmented and cut rows, are made when walks reach
+            # them; the compile pays the global tables (measured: ~40 units per rule state)
+            if auto.num_states < _LEXER_MAX_STATES:
+                spend(40 * auto.num_states + 20 * len(auto.dfas))
+                self.lexer = LazyExpandedLexer(auto, _LEXER_MAX_STATES)
+                self._positions = _LazyExitSplitClassifier(self.lexer, vocab, exit_byte)
+            else:  # as the eager build: too large to determinize
+                self.lexer = None
+                self._positions = _RuleClassifier(auto, vocab, spend)
+        else:
+            self.lexer = build_expanded_lexer(auto, _LEXER_MAX_STATES, budget=budget)
+            # the compile's fuel for the numpy passes of the classifiers, charged before
+            # them: the lexer's two augmented tables, the cut copies and the split classes
+            # (measured: ~35 units per lexer state), else one augmented table per rule
+            if self.lexer is not None:
+                spend(35 * int(self.lexer.table.shape[0]))
+                self._positions = _ExitSplitClassifier(self.lexer, vocab, exit_byte, budget)
+            else:  # too large to determinize: classify per rule (calls become candidates)
+                self._positions = _RuleClassifier(auto, vocab, spend)
         # counted rules: masks are shared by states equal up to counts clipped to the longest
         # token + 1; stack tops of counted rules are classified on window automata
         self._counted = _CountedClassifier(auto, vocab, self._cap)
@@ -738,6 +1124,12 @@ class CfgProgram:
         return words
 
 
+#: Internal switch: CfgProgram builds its lexer lazily (the default) or eagerly (the build of
+#: the previous sessions, kept for the lazy/eager differential test).
+LAZY_INDEX = True
+#: the call-expanded lexer's state cap (past it: the per-rule classifier)
+_LEXER_MAX_STATES = 30_000
+
 #: bytes of one parser-cache entry (an interned frame or state, a closure, a byte step),
 #: measured with tracemalloc on a long string: about 260
 _PARSER_ENTRY_BYTES = 260
@@ -771,6 +1163,9 @@ _SHARED_WALKS: LruCache[bytes, Classification] = LruCache(
 )
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96
+# walk rows are written this many bytes ahead of where a walk stopped (see
+# _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
+_LAZY_AHEAD = 40
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
 # longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by

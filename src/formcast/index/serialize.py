@@ -77,7 +77,7 @@ from .._gc import gc_paused
 from .._version import __version__
 from ..automata.analysis import GrammarAnalysis
 from ..automata.dfa import ByteDFA
-from ..automata.lexer import ExpandedLexer
+from ..automata.lexer import ExpandedLexer, LazyExpandedLexer
 from ..automata.pda import Frame, ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
 from ..cache import LruCache, StepMemo
@@ -93,6 +93,7 @@ from .cfg_program import (
     _class_bytes,
     _CountedClassifier,
     _ExitSplitClassifier,
+    _LazyExitSplitClassifier,
     _RuleClassifier,
 )
 from .program import LimitStop, mask_weight
@@ -126,6 +127,7 @@ PLAIN_CLASSES: dict[str, type] = {
         CfgProgram,
         ExpandedLexer,
         GrammarAnalysis,
+        LazyExpandedLexer,
         GrammarAutomaton,
         LimitStop,
         LruCache,
@@ -134,6 +136,7 @@ PLAIN_CLASSES: dict[str, type] = {
         UniqueItemsMark,
         _CountedClassifier,
         _ExitSplitClassifier,
+        _LazyExitSplitClassifier,
         _RuleClassifier,
     )
 }

@@ -1,0 +1,160 @@
+"""The lazy token index gives the eager index's masks, bit for bit (issue #31).
+
+``CfgProgram`` builds its call-expanded lexer, and the augmented and cut tables its walks run
+on, as walks reach them (``cfg_program.LAZY_INDEX``, the default); the eager build of earlier
+sessions stays behind that switch for this test.  Each constraint is compiled both ways on the
+Llama-3 vocabulary (the real trie: dense, sparse and class-trie walks all occur), seeded random
+walks are drawn on the eager grammar, and every mask met along them must be identical in both.
+The process-wide shared walks are cleared between the two compiles, so the lazy grammar walks
+the vocabulary itself instead of reusing the eager grammar's walks.
+
+Inputs: MaskBench schemas (a fixed spread of ../shared/data), the llama.cpp GBNF grammars, the
+Lark and GBNF workloads, regexes with counted repeats (pushdown programs), the builtin JSON
+grammar, and a lazy lexer forced past its state cap (the per-rule fallback mid-walk).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+
+import formcast.index.cfg_program as cfg_program
+from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
+from formcast.automata.lexer import LazyExpandedLexer
+from formcast.vocab.loaders import load_vocabulary
+from serialize_helpers import LARK, random_walks, replay_masks
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
+MASKBENCH = SHARED / "JSONSchemaBench" / "maskbench" / "data"
+GBNF_DIR = SHARED / "llama.cpp-grammars" / "grammars"
+CFG_DIR = SHARED / "workloads" / "cfg"
+REGEX_DIR = SHARED / "workloads" / "regex"
+
+#: MaskBench schemas compared (a seeded sample of the sorted file names)
+N_SCHEMAS = 14
+WALKS, STEPS = 3, 24
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocabulary:
+    return load_vocabulary("llama3")
+
+
+def _compile(
+    vocab: Vocabulary, lazy: bool, method: str, args: tuple[Any, ...], kw: dict[str, Any]
+) -> CompiledGrammar:
+    cfg_program._SHARED_WALKS.clear()
+    with mock.patch.object(cfg_program, "LAZY_INDEX", lazy):
+        compiled: CompiledGrammar = getattr(GrammarCompiler(vocab, cache_size=0), method)(
+            *args, **kw
+        )
+    return compiled
+
+
+def _compare(
+    vocab: Vocabulary, method: str, args: tuple[Any, ...], kw: dict[str, Any], seed: int
+) -> int:
+    """Compile both ways, walk, compare every mask; the number of masks compared (0 when the
+    constraint does not compile: then it must fail the same way both times)."""
+    try:
+        eager = _compile(vocab, False, method, args, kw)
+    except Exception as e:  # the lazy compile must raise the same
+        with pytest.raises(type(e)):
+            _compile(vocab, True, method, args, kw)
+        return 0
+    with mock.patch.object(cfg_program, "LAZY_INDEX", False):
+        walks = random_walks(eager, walks=WALKS, steps=STEPS, seed=seed)
+        expected = replay_masks(eager, walks)
+    lazy = _compile(vocab, True, method, args, kw)
+    program = lazy.program
+    if isinstance(program, cfg_program.CfgProgram) and program.lexer is not None:
+        assert isinstance(program.lexer, LazyExpandedLexer)
+    got = replay_masks(lazy, walks)
+    assert got.shape == expected.shape
+    bad = np.flatnonzero((got != expected).any(axis=1))
+    assert bad.size == 0, f"masks differ at steps {bad.tolist()[:10]} of {len(got)}"
+    return len(got)
+
+
+def _maskbench() -> list[Path]:
+    files = sorted(MASKBENCH.glob("*.json"))
+    return sorted(random.Random(31).sample(files, min(N_SCHEMAS, len(files))))
+
+
+def _skip_without(path: Path) -> None:
+    if not path.exists():
+        pytest.skip(f"shared data missing: {path}")
+
+
+@pytest.mark.parametrize("index", range(N_SCHEMAS))
+def test_maskbench_schemas(vocab: Vocabulary, index: int) -> None:
+    _skip_without(MASKBENCH)
+    f = _maskbench()[index]
+    doc = json.loads(f.read_text("utf-8"))
+    _compare(vocab, "compile_json_schema", (doc.get("schema", doc),), {}, seed=index)
+
+
+@pytest.mark.parametrize(
+    "name", ["json.gbnf", "json_arr.gbnf", "arithmetic.gbnf", "c.gbnf", "chess.gbnf", "list.gbnf"]
+)
+def test_llama_cpp_gbnf_grammars(vocab: Vocabulary, name: str) -> None:
+    path = GBNF_DIR / name
+    _skip_without(path)
+    assert _compare(vocab, "compile_grammar", (path.read_text("utf-8"),), {}, seed=7) > 0
+
+
+@pytest.mark.parametrize(
+    "name", ["c1_arith.lark", "c2_arith_stmt.lark", "c1_arith.gbnf", "c2_arith_stmt.gbnf"]
+)
+def test_grammar_workloads(vocab: Vocabulary, name: str) -> None:
+    path = CFG_DIR / name
+    _skip_without(path)
+    kw = {"syntax": "lark"} if name.endswith(".lark") else {}
+    assert _compare(vocab, "compile_grammar", (path.read_text("utf-8"),), kw, seed=3) > 0
+
+
+def test_lark_and_builtin_json(vocab: Vocabulary) -> None:
+    assert _compare(vocab, "compile_grammar", (LARK,), {"syntax": "lark"}, seed=1) > 0
+    assert _compare(vocab, "compile_builtin_json_grammar", (), {}, seed=2) > 0
+
+
+def _regexes() -> Iterator[str]:
+    yield r"[a-z\" ]{0,300}x"
+    yield r"(\w+-?){0,100}!"
+    for f in sorted(REGEX_DIR.glob("*.json")):
+        yield json.loads(f.read_text("utf-8"))["pattern"]
+
+
+def test_regexes(vocab: Vocabulary) -> None:
+    compared = 0
+    for i, pattern in enumerate(_regexes()):
+        compared += _compare(vocab, "compile_regex", (pattern,), {}, seed=i)
+    assert compared > 0
+
+
+def test_lexer_past_its_cap_falls_back_with_the_same_masks(vocab: Vocabulary) -> None:
+    """A lazy lexer allowed one union state beyond the rule automata's overflows during the
+    walks (c1_arith's lexer makes three): the classifier continues on the per-rule automata,
+    and the masks do not change."""
+    path = CFG_DIR / "c1_arith.gbnf"
+    _skip_without(path)
+    real = cfg_program.LazyExpandedLexer
+
+    def tiny(auto: Any, max_states: int = 30_000) -> LazyExpandedLexer:
+        return real(auto, sum(d.table.shape[0] for d in auto.dfas) + 1)
+
+    source = path.read_text("utf-8")
+    with mock.patch.object(cfg_program, "LazyExpandedLexer", tiny):
+        assert _compare(vocab, "compile_grammar", (source,), {}, seed=5) > 0
+        grammar = _compile(vocab, True, "compile_grammar", (source,), {})
+        replay_masks(grammar, random_walks(grammar, walks=3, steps=24, seed=5))
+    positions = grammar.program._positions
+    assert isinstance(positions, cfg_program._LazyExitSplitClassifier)
+    assert positions._fallback is not None
