@@ -19,10 +19,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..errors import FormcastError
 from ..frontends.builtin_json import BUILTIN_JSON_BOUNDS
 from ..frontends.jsonschema.options import JsonSchemaOptions
 from ..generation.inputs import get_compiler
 from ..index.compiled import CompiledGrammar
+from ..index.spec import JsonSchemaSpec
 from ..runtime.matcher import GrammarMatcher
 
 __all__ = ["explain_rejection"]
@@ -113,10 +115,10 @@ def explain_rejection(
     )
     base = Path(args.schema).absolute() if getattr(args, "schema", None) else None
     try:
-        relaxed = get_compiler(cg.vocab).compile_json_schema(schema, lifted, base_uri=base)
+        relaxed = get_compiler(cg.vocab).compile(JsonSchemaSpec.of(schema, lifted, base_uri=base))
         m = GrammarMatcher(relaxed)
         fits = m.accept_bytes(data) and m.is_accepting()
-    except Exception:
+    except FormcastError:  # the relaxed schema does not compile: no diagnosis from it
         fits = False
     if byte and byte in _WS:
         if opts.whitespace == "compact":
