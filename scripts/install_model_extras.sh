@@ -12,6 +12,8 @@
 #
 #   PYTHON                      the interpreter to install into (default: python, so an
 #                               activated virtual environment is used when there is one)
+#   FORMCAST_CPUINFO            the file whose flags say whether the CPU has AMX (default:
+#                               /proc/cpuinfo; the tests point it elsewhere)
 #   FORMCAST_WHEEL_DIR          where the llama-cpp-python wheel built here is kept, so that a
 #                               new virtual environment installs it in seconds (default:
 #                               ~/.cache/formcast/wheels)
@@ -44,11 +46,14 @@ except PackageNotFoundError:
 PY
 }
 
+# has_amx: does the CPU have AMX tiles?
+has_amx() { grep -qw amx_tile "${FORMCAST_CPUINFO:-/proc/cpuinfo}" 2>/dev/null; }
+
 # amx_safe: is the installed llama-cpp-python free of AMX code where it could crash? (any build
 # on a CPU without AMX; on one with it, the wheel this script built without AMX, which pip
 # records as installed from FORMCAST_WHEEL_DIR's ...-noamx folder)
 amx_safe() {
-  ! grep -qw amx_tile /proc/cpuinfo 2>/dev/null || "$PYTHON" - <<'PY'
+  ! has_amx || "$PYTHON" - <<'PY'
 import sys
 from importlib.metadata import distribution
 
@@ -62,7 +67,7 @@ PY
 install_llama_cpp() {
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}"
   export CMAKE_BUILD_PARALLEL_LEVEL
-  if ! grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+  if ! has_amx; then
     echo "[formcast] installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION (a source build" \
          "on $CMAKE_BUILD_PARALLEL_LEVEL cores can take ~7 minutes; pip caches the wheel) ..." >&2
     "$PYTHON" -m pip install "$@" "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"

@@ -286,13 +286,14 @@ class GrammarCompiler:
         compiler's limits (a grammar compiled under other limits is another file)."""
         layout = serialization_layout()
         limits = (self.limits, self.parser_limits, self.cache_limits)
-        tail = _KEY_TAILS.get((layout, *limits))
+        ident = (layout, *limits)
+        tail = _KEY_TAILS.get(ident)
         if tail is None:
             parts = (str(FORMAT_VERSION), layout, *map(repr, limits))
             tail = b"".join(part.encode() + b"\0" for part in parts)
             if len(_KEY_TAILS) >= 64:
                 _KEY_TAILS.clear()
-            _KEY_TAILS[(layout, *limits)] = tail
+            _KEY_TAILS[ident] = tail
         return hashlib.sha256(key.encode() + b"\0" + tail).hexdigest()
 
     def _load_from_disk(self, disk_key: str) -> CompiledGrammar | None:
