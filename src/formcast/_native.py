@@ -1,19 +1,21 @@
-"""The optional compiled build: which modules it compiles, and which are compiled here.
+"""The compiled build: which modules it compiles, and which are compiled here.
 
-formcast is pure Python; the modules in :data:`NATIVE_MODULES` (the hot per-state loops of the
-automata and IR layers, chosen by measurement: docs/native.md) can also be compiled to C extensions
-with mypyc from the very same source, and the C kernels of :data:`NATIVE_KERNELS` (the
-vocabulary-trie walk of first visits and the Moore refinement of the token index's state
-equivalence, whose numpy versions are the fallbacks) are built beside them.  The compiled
-build is opt-in at install time::
+formcast's source is pure Python; the modules in :data:`NATIVE_MODULES` (the hot per-state loops
+of the automata and IR layers, chosen by measurement: docs/native.md) are also compiled to C
+extensions with mypyc from the very same source, and the C kernels of :data:`NATIVE_KERNELS`
+(the vocabulary-trie walk of first visits, the Moore refinement of the token index's state
+equivalence and the column classes, whose numpy versions are the fallbacks) are built beside
+them.  ``pip install .`` builds both wherever a C compiler is present, each falling back to the
+pure Python source when it cannot be built; ``FORMCAST_NATIVE=0`` at build time installs the
+pure-Python package, and an editable install is always pure (``setup.py``)::
 
-    FORMCAST_MYPYC=1 pip install --no-build-isolation .   # needs mypy (mypyc) and a C compiler
+    pip install .                      # compiled where it can be
+    FORMCAST_NATIVE=0 pip install .    # pure Python
 
 ``setup.py`` and ``scripts/build_native.sh`` read :data:`NATIVE_MODULES` and
-:data:`NATIVE_KERNELS` from this file (with
-``runpy``, so it must import nothing outside the standard library); without ``FORMCAST_MYPYC``
-the install is the pure-Python package, which is also what every compiled module falls back to
-when its extension is absent.
+:data:`NATIVE_KERNELS` from this file (with ``runpy``, so it must import nothing outside the
+standard library); every compiled module falls back to its ``.py`` file when its extension is
+absent.  ``formcast --version`` prints :func:`native_summary`.
 
 Lifetime: constants, and a report computed on each call (cheap: one spec look-up per module,
 no module is imported or executed by it beyond the packages above them).

@@ -290,7 +290,7 @@ def bitmask_has(words: np.ndarray, token_id: int) -> bool:
 def bitmask_has_many(words: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """The bits of ``ids`` (an integer array) in the bitmask row ``words``: 1 where set, else
     0, one per id.  O(len(ids))."""
-    return (np.take(words, ids >> 5) >> (ids & 31).astype(np.int32)) & 1  # type: ignore[no-any-return]
+    return (np.take(words, ids >> 5) >> (ids & 31).astype(np.int32)) & 1
 
 
 def bitmask_set_many(words: np.ndarray, ids: np.ndarray) -> None:

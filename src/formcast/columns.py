@@ -25,7 +25,7 @@ __all__ = ["column_classes", "hash_weights"]
 # where the numpy code below runs (tests set this to None for the reference)
 _KERNEL: Any
 try:
-    from . import _columns as _KERNEL  # type: ignore[attr-defined,no-redef]
+    from . import _columns as _KERNEL  # type: ignore[no-redef]
 except ImportError:  # pragma: no cover - depends on the build
     _KERNEL = None
 

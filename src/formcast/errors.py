@@ -8,6 +8,7 @@ Lifetime: these are plain exception classes; nothing here imports another formca
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,13 @@ def quote_text(text: str) -> str:
 
 class FormcastError(Exception):
     """Root of every exception raised by formcast."""
+
+    if sys.version_info < (3, 11):
+
+        def add_note(self, note: str) -> None:
+            """Python 3.10's stand-in for ``BaseException.add_note`` (3.11): appends ``note`` to
+            ``__notes__`` (which 3.10's tracebacks do not print)."""
+            self.__dict__.setdefault("__notes__", []).append(note)
 
 
 class ConfigurationError(FormcastError, ValueError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 import weakref
 from collections.abc import Callable, Hashable, Iterator
@@ -355,8 +356,15 @@ def metered(build: Callable[[], _T]) -> tuple[_T, int]:
     return value, inner.used - start
 
 
+# slots with a weak-reference slot from Python 3.11 on; Python 3.10's dataclass has no
+# weakref_slot, so there the instances keep a __dict__ (which also allows weak references)
+_WORK_SLOTS: dict[str, Any] = (
+    {"slots": True, "weakref_slot": True} if sys.version_info >= (3, 11) else {}
+)
+
+
 @interpreted_class
-@dataclass(frozen=True, eq=False, slots=True, weakref_slot=True)
+@dataclass(frozen=True, eq=False, **_WORK_SLOTS)
 class CachedWork(Generic[_T]):
     """One entry of a cache of compile work (:func:`cached_work`): the value, the fuel of its
     own work, and the cached calls its build made, in call order (each a ``CachedWork``, so

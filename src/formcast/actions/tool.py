@@ -352,10 +352,10 @@ class Tool:
         return LayerResult("schema", not failures, tuple(failures))
 
     def check_rules(self, args: Mapping[str, Any]) -> LayerResult:
-        return run_checks("business", self.rules, args)  # type: ignore[arg-type]
+        return run_checks("business", self.rules, args)
 
     def check_facts(self, args: Mapping[str, Any]) -> LayerResult:
-        return run_checks("facts", self.facts, args)  # type: ignore[arg-type]
+        return run_checks("facts", self.facts, args)
 
     def check_inspection(self, args: Mapping[str, Any]) -> LayerResult:
         """``inspect(text, pointer)`` on every string the model wrote (server-filled fields

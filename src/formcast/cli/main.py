@@ -272,11 +272,43 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return run_serve(args)
 
 
+def version_text() -> str:
+    """What ``formcast --version`` prints: the version, then which build runs (the modules
+    compiled with mypyc and the C kernels loaded, from :func:`formcast._native.native_summary`)
+    and where the package and the interpreter are."""
+    import platform
+    from pathlib import Path
+
+    from .. import _native
+
+    where = Path(_native.__file__).resolve().parent
+    return (
+        f"formcast {__version__}\n"
+        f"build: {_native.native_summary()}\n"
+        f"at: {where} (Python {platform.python_version()})"
+    )
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: prints :func:`version_text` (computed only when asked) and exits 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="formcast", description=__doc__.split("\n\n")[0].replace("``", "")
     )
-    p.add_argument("--version", action="version", version=f"formcast {__version__}")
+    p.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="show the version, which build runs (compiled modules, C kernels) and exit",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     def common(sp: argparse.ArgumentParser, *, tokenizer: bool = True) -> None:

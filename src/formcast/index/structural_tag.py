@@ -238,7 +238,7 @@ Format = (
     | Plus
     | RepeatFormat
 )
-_FORMAT_TYPES: tuple[type, ...] = Format.__args__  # type: ignore[attr-defined]
+_FORMAT_TYPES: tuple[type, ...] = Format.__args__
 
 
 @dataclass(frozen=True)

@@ -784,7 +784,7 @@ class UniqueItemsProgram:
             self.simulated += len(slow)
         if not refused:
             return words
-        out = words.copy()
+        out: np.ndarray = words.copy()
         bits = out.view(np.uint32)
         for t in set(refused):
             bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
@@ -1761,7 +1761,7 @@ class ValueUniqueProgram:
         self.simulated += len(slow)
         if not refused:
             return words
-        out = words.copy()
+        out: np.ndarray = words.copy()
         bits = out.view(np.uint32)
         for t in refused:
             bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))

@@ -98,8 +98,9 @@ def _patch_config() -> None:
         return
     if BACKEND_NAME in names:
         return
-    widened = Literal[(*names, BACKEND_NAME)]  # type: ignore[valid-type]
-    so.StructuredOutputsBackend = widened  # type: ignore[attr-defined]
+    choices = (*names, BACKEND_NAME)
+    widened = Literal[choices]  # type: ignore[valid-type]
+    so.StructuredOutputsBackend = widened
     cls.__annotations__["backend"] = widened
     cls.__dataclass_fields__["backend"].type = widened
     pydantic_fields = getattr(cls, "__pydantic_fields__", None)
@@ -130,7 +131,7 @@ def _patch_validation() -> None:
         _validate_for_formcast(self, model_config, tokenizer)
 
     validate._formcast = True  # type: ignore[attr-defined]
-    SamplingParams._validate_structured_outputs = validate  # type: ignore[method-assign]
+    SamplingParams._validate_structured_outputs = validate
 
 
 def _validate_for_formcast(params: Any, model_config: Any, tokenizer: Any) -> None:
@@ -231,4 +232,4 @@ def _patch_manager() -> None:
         original(self, request)
 
     grammar_init._formcast = True  # type: ignore[attr-defined]
-    StructuredOutputManager.grammar_init = grammar_init  # type: ignore[method-assign]
+    StructuredOutputManager.grammar_init = grammar_init
