@@ -29,6 +29,12 @@ bash scripts/fetch_test_assets.sh       # pinned offline tokenizers + llama.cpp 
 # the SGLang backend's tests run against SGLang's real grammar base classes: sglang itself,
 # without its CUDA dependencies
 "$PYTHON" -m pip install -q --no-deps "sglang==0.5.23"
+# instructor (tests/server/test_client_libraries.py: its default TOOLS mode against the server):
+# its jiter<0.15 pin conflicts with openai 3.51's jiter>=0.16 although it runs with both, so it
+# is installed without the resolver, after the dependencies the rest of the suite lacks
+"$PYTHON" -m pip install -q "docstring-parser==0.18.0" "typer==0.29.2" "rich==14.3.4" \
+  "tenacity>=8.2"
+"$PYTHON" -m pip install -q --no-deps "instructor==1.17.0"
 "$PYTHON" -m ruff check src tests benchmarks
 "$PYTHON" -m mypy
 "$PYTHON" -m pytest -q -p no:cacheprovider "$@"

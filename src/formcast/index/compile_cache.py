@@ -110,13 +110,14 @@ class CompileCache:
         if self.disk is None:
             return None
         layout = serialization_layout()
-        tail = _KEY_TAILS.get((layout, *self.limits))
+        ident = (layout, *self.limits)
+        tail = _KEY_TAILS.get(ident)
         if tail is None:
             parts = (str(FORMAT_VERSION), layout, *map(repr, self.limits))
             tail = b"".join(part.encode() + b"\0" for part in parts)
             if len(_KEY_TAILS) >= 64:
                 _KEY_TAILS.clear()
-            _KEY_TAILS[(layout, *self.limits)] = tail
+            _KEY_TAILS[ident] = tail
         return hashlib.sha256(key.encode() + b"\0" + tail).hexdigest()
 
     def load(self, disk_key: str) -> CompiledGrammar | None:
