@@ -28,7 +28,7 @@ rows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -37,7 +37,14 @@ from ..errors import ConfigurationError
 from ..vocab.vocabulary import Vocabulary
 from .protocol import LanguageModel
 
-__all__ = ["BatchedDecoder", "Feed", "SlotTable", "SupportsCopyPrefix", "default_threads"]
+__all__ = [
+    "BatchedDecoder",
+    "Feed",
+    "SlotDecoderBase",
+    "SlotTable",
+    "SupportsCopyPrefix",
+    "default_threads",
+]
 
 Feed = tuple[int, Sequence[int]]
 """``(slot, token ids)``: the tokens to append to the sequence in ``slot``."""
@@ -220,3 +227,39 @@ class SlotTable:
         s = self.slot(slot)
         self.lengths[s] = 0
         return s
+
+
+ModelT = TypeVar("ModelT", bound=LanguageModel)
+
+
+class SlotDecoderBase(Generic[ModelT]):
+    """What every decoder over one single-sequence model and a :class:`SlotTable` answers the
+    same way: the model, its vocabulary and name, the slots, and each slot's length.
+    Subclasses set ``_model`` and ``_slots`` in their constructor."""
+
+    _model: ModelT
+    _slots: SlotTable
+
+    @property
+    def model(self) -> ModelT:
+        """The single-sequence wrapper this decoder shares the weights of."""
+        return self._model
+
+    @property
+    def vocab(self) -> Vocabulary:
+        return self._model.vocab
+
+    @property
+    def name(self) -> str:
+        return self._model.name
+
+    @property
+    def n_slots(self) -> int:
+        return self._slots.n_slots
+
+    @property
+    def max_context(self) -> int | None:
+        return self._slots.max_context
+
+    def length(self, slot: int) -> int:
+        return self._slots.lengths[self._slots.slot(slot)]

@@ -18,14 +18,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigurationError
-from ..vocab.vocabulary import Vocabulary
-from .batched import Feed, SlotTable
+from .batched import Feed, SlotDecoderBase, SlotTable
 from .callable import CallableModel
 
 __all__ = ["CallableBatchedDecoder"]
 
 
-class CallableBatchedDecoder:
+class CallableBatchedDecoder(SlotDecoderBase[CallableModel]):
     """``n_slots`` sequences of a :class:`CallableModel` (see the module docstring).
 
     ``calls`` counts ``decode`` calls and ``batch_sizes`` records the feeds of each: what a
@@ -43,29 +42,6 @@ class CallableBatchedDecoder:
         self.batch_sizes: list[int] = []
         self.fed: list[int] = []  # tokens fed per call
         self.copies = 0
-
-    @property
-    def model(self) -> CallableModel:
-        return self._model
-
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._model.vocab
-
-    @property
-    def name(self) -> str:
-        return self._model.name
-
-    @property
-    def n_slots(self) -> int:
-        return self._slots.n_slots
-
-    @property
-    def max_context(self) -> int | None:
-        return self._slots.max_context
-
-    def length(self, slot: int) -> int:
-        return self._slots.lengths[self._slots.slot(slot)]
 
     def sequence(self, slot: int) -> list[int]:
         """The token ids held in ``slot`` (a copy)."""

@@ -43,8 +43,7 @@ import numpy.typing as npt
 
 from .._optional import require
 from ..errors import ConfigurationError, FormcastError
-from ..vocab.vocabulary import Vocabulary
-from .batched import Feed, SlotTable, default_threads
+from .batched import Feed, SlotDecoderBase, SlotTable, default_threads
 from .llama_cpp import LlamaCppModel
 
 __all__ = ["LlamaCppBatchedDecoder"]
@@ -59,7 +58,7 @@ def _close_all() -> None:
         decoder.close()
 
 
-class LlamaCppBatchedDecoder:
+class LlamaCppBatchedDecoder(SlotDecoderBase[LlamaCppModel]):
     """A :class:`~formcast.model.batched.BatchedDecoder` on a loaded :class:`LlamaCppModel`.
 
     Args:
@@ -140,27 +139,6 @@ class LlamaCppBatchedDecoder:
 
     # -- properties --------------------------------------------------------------------------
     @property
-    def model(self) -> LlamaCppModel:
-        """The single-sequence wrapper this decoder shares the weights of."""
-        return self._model
-
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._model.vocab
-
-    @property
-    def name(self) -> str:
-        return self._model.name
-
-    @property
-    def n_slots(self) -> int:
-        return self._slots.n_slots
-
-    @property
-    def max_context(self) -> int | None:
-        return self._slots.max_context
-
-    @property
     def n_threads(self) -> int:
         return self._n_threads
 
@@ -171,9 +149,6 @@ class LlamaCppBatchedDecoder:
         self._check_open()
         self._lc.llama_set_n_threads(self._ctx, n_threads, n_threads)
         self._n_threads = n_threads
-
-    def length(self, slot: int) -> int:
-        return self._slots.lengths[self._slots.slot(slot)]
 
     # -- decoding ------------------------------------------------------------------------------
     def decode(self, feeds: Sequence[Feed]) -> npt.NDArray[np.floating]:

@@ -38,14 +38,13 @@ import numpy.typing as npt
 
 from .._optional import require
 from ..errors import ConfigurationError
-from ..vocab.vocabulary import Vocabulary
-from .batched import Feed, SlotTable
+from .batched import Feed, SlotDecoderBase, SlotTable
 from .transformers import TransformersModel
 
 __all__ = ["TransformersBatchedDecoder"]
 
 
-class TransformersBatchedDecoder:
+class TransformersBatchedDecoder(SlotDecoderBase[TransformersModel]):
     """A :class:`~formcast.model.batched.BatchedDecoder` on a :class:`TransformersModel`.
 
     Args:
@@ -96,29 +95,6 @@ class TransformersBatchedDecoder:
         limit = model.max_context if max_context is None else max_context
         self._slots = SlotTable(n_slots, limit, "TransformersBatchedDecoder")
         self._kv: list[list[tuple[Any, Any]] | None] = [None] * n_slots
-
-    @property
-    def model(self) -> TransformersModel:
-        return self._model
-
-    @property
-    def vocab(self) -> Vocabulary:
-        return self._model.vocab
-
-    @property
-    def name(self) -> str:
-        return self._model.name
-
-    @property
-    def n_slots(self) -> int:
-        return self._slots.n_slots
-
-    @property
-    def max_context(self) -> int | None:
-        return self._slots.max_context
-
-    def length(self, slot: int) -> int:
-        return self._slots.lengths[self._slots.slot(slot)]
 
     def decode(self, feeds: Sequence[Feed]) -> npt.NDArray[np.floating]:
         """See :meth:`formcast.model.batched.BatchedDecoder.decode` (float32 rows)."""
