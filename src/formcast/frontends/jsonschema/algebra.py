@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
@@ -191,22 +191,35 @@ class Algebra(InstanceChecks):
             raise
 
     # -- oneOf --------------------------------------------------------------------------------
-    def one_of(self, branches: list[S], ctx: Ctx) -> S:
+    def one_of(
+        self,
+        branches: list[S],
+        ctx: Ctx,
+        context: Callable[[], tuple[S, S]] | None = None,
+    ) -> S:
+        """``oneOf`` of ``branches``: exactly one matches.
+
+        ``context`` gives ``(pre, post)``, what the same schema object's other keywords require
+        (before and after ``oneOf`` in the object; called only when branches may overlap; the
+        caller still intersects the result with them): two
+        branches that only overlap outside them need no exclusion, and the exclusions are built
+        inside them.  Branches that overlap are split by JSON type (the types partition the
+        values, so ``oneOf`` is the union over each type of the ``oneOf`` of the branches
+        restricted to it) and branch ``i`` becomes ``Bi ∧ ¬Bj`` for every ``Bj`` it overlaps,
+        with ``¬Bj`` built within that type and impossible alternatives pruned as they appear.
+        Exact; fails closed naming ``oneOf`` where a negation cannot be built (or grows past
+        ``max_union``), unless ``oneof_as_anyof``."""
         n = len(branches)
-        overlaps: list[list[int]] = [[] for _ in range(n)]
-        for i in range(n):
-            for j in range(i + 1, n):
-                if not self.disjoint(branches[i], branches[j], ctx):
-                    overlaps[i].append(j)
-                    overlaps[j].append(i)
-        if not any(overlaps):
+        overlapping = any(
+            not self.disjoint(branches[i], branches[j], ctx)
+            for i in range(n)
+            for j in range(i + 1, n)
+        )
+        if not overlapping:
             return self.union(branches)
         try:
-            out = []
-            for i, b in enumerate(branches):
-                parts = [b] + [strip_eval(self.negate(branches[j], ctx)) for j in overlaps[i]]
-                out.append(self.conj_all(parts, ctx))
-            return self.union(out)
+            pre, post = context() if context is not None else (ANY, ANY)
+            return self._one_of_by_kind(branches, ctx, pre, post)
         except CompileBudgetError:
             raise
         except (UnsupportedFeatureError, Pending, LimitExceededError) as e:
@@ -219,6 +232,96 @@ class Algebra(InstanceChecks):
             )
             self.unsupported("oneOf", ctx.pointer, hint)
             return self.union(branches)
+
+    def _one_of_by_kind(self, branches: list[S], ctx: Ctx, pre: S, post: S) -> S:
+        """The exact ``oneOf`` (see :meth:`one_of`), one JSON type at a time."""
+        out: list[S] = []
+        kinds = [self._kinds(b) for b in branches]
+        for kind in all_kinds():
+            whole = whole_kind(kind)
+            within = self.conj(self.conj(pre, whole, ctx), post, ctx)
+            if self.is_empty(within):
+                continue
+            restricted: list[S] = []
+            for b, ks in zip(branches, kinds, strict=True):
+                if ks is not None and kind not in ks:
+                    continue
+                r = self._pruned(self.conj(self.conj(pre, b, ctx), post, ctx), whole, ctx)
+                if not self.is_empty(r):
+                    restricted.append(r)
+            m = len(restricted)
+            for i in range(m):
+                acc = restricted[i]
+                for j in range(m):
+                    if j == i or self.disjoint(restricted[i], restricted[j], ctx):
+                        continue
+                    neg = self._negate_within(restricted[j], kind, ctx, restricted[i])
+                    acc = self._pruned(acc, neg, ctx)
+                    if isinstance(acc, SNothing):
+                        break
+                out.append(acc)
+        return self.union(out)
+
+    def _negate_within(self, s: S, kind: str, ctx: Ctx, given: S) -> S:
+        """The values of type ``kind`` that ``s`` does not match (no annotations), up to what
+        ``given`` excludes: an alternative whose intersection with ``given`` is certainly empty
+        may be left out (the caller intersects the result with ``given``)."""
+        whole = whole_kind(kind)
+        top = self._top(s, 0)
+        if top is not None and not isinstance(top, SRef):
+            s = top
+        items = s.items if isinstance(s, SUnion) else (s,)
+        g = self._top(given, 0)
+        gobjs = g.items if isinstance(g, SUnion) else (g,)
+        same_objs = [x for x in gobjs if isinstance(x, SObj)] if g is not None else []
+        if len(same_objs) != len(gobjs):
+            same_objs = []
+        acc: S = whole
+        for item in items:
+            if _kind(item) not in (None, kind) and not isinstance(item, SConst):
+                continue  # another type: excludes nothing of this one
+            if isinstance(item, SObj) and same_objs:
+                neg = self._negate_obj_given(item, same_objs, ctx)
+            else:
+                neg = strip_eval(self.negate(item, ctx))
+            acc = self._pruned(acc, neg, ctx)
+            if isinstance(acc, SNothing):
+                break
+        return acc
+
+    def _negate_obj_given(self, s: SObj, given: list[SObj], ctx: Ctx) -> S:
+        """The objects that ``s`` does not match, less the alternatives "member ``k`` present
+        and not matching ``s``'s schema for it" where every object of ``given`` already holds
+        ``k`` to that very schema (their intersection with ``given`` is empty: this is what
+        keeps a recursive member shared by two ``oneOf`` branches from being negated)."""
+
+        def shared(k: str, v: S) -> bool:
+            for g in given:
+                w = self._key_effect(g, k, ctx)
+                if w is not v and w != v:
+                    return False
+            return True
+
+        kept = {k: v for k, v in s.props.items() if not shared(k, v)}
+        atoms = self._negate_obj(
+            replace(s, props={k: (v if k in kept else ANY) for k, v in s.props.items()}),
+            ctx,
+            ctx.pointer,
+        )
+        return self.union(atoms)
+
+    def _pruned(self, a: S, b: S, ctx: Ctx | None) -> S:
+        """``a ∧ b`` distributed over both unions, dropping the alternatives proved empty as
+        they appear (so that a product of unions does not grow past ``max_union`` with
+        impossible combinations)."""
+        keep: list[S] = []
+        for x in a.items if isinstance(a, SUnion) else (a,):
+            for y in b.items if isinstance(b, SUnion) else (b,):
+                z = self.conj(x, y, ctx)
+                for part in z.items if isinstance(z, SUnion) else (z,):
+                    if not self.is_empty(part):
+                        keep.append(part)
+        return self.union(keep)
 
     def disjoint(self, a: S, b: S, ctx: Ctx | None) -> bool:
         """True only when no value matches both (False: maybe overlapping)."""
@@ -518,7 +621,12 @@ class Algebra(InstanceChecks):
                     raise
             return SRef(key)
         if isinstance(s, SUnion):
-            return self.conj_all([self.negate(i, ctx) for i in s.items], ctx)
+            acc: S = ANY
+            for i in s.items:  # impossible combinations pruned as they appear
+                acc = self._pruned(acc, self.negate(i, ctx), ctx)
+                if isinstance(acc, SNothing):
+                    break
+            return acc
         if isinstance(s, SConst):
             return self._negate_const(s, where)
         kind = _kind(s)
@@ -627,9 +735,13 @@ class Algebra(InstanceChecks):
                 )
         for k in sorted(s.required):  # not the set's order: it varies with the hash seed
             out.append(SObj(props={k: NOTHING_S}, declared=(k,) if k in s.declared else ()))
-        if s.witnesses:
-            raise UnsupportedFeatureError(
-                "not", where, "negation of a negated additionalProperties is not compiled"
+        for w in s.witnesses:
+            # no member outside the witness's keys breaks its rule: the rule itself, with
+            # those keys exempt (an atom with no props: the rule reaches every key)
+            out.append(
+                SObj(
+                    rules=(KeyRule(w.rule.patterns, w.rule.additional, w.rule.exempt | w.excluded),)
+                )
             )
         for rule in s.rules:
             trivial = isinstance(rule.additional, SAny) and all(

@@ -178,8 +178,9 @@ class Normalizer(Algebra):
             )
         if "oneOf" in schema:
             subs = self._schema_list(schema, "oneOf", ctx)
-            branches = [self.normalize(s, ctx.child("oneOf", i)) for i, s in enumerate(subs)]
-            add("oneOf", self.one_of(branches, ctx.child("oneOf")))
+            one_of_branches = [self.normalize(s, ctx.child("oneOf", i)) for i, s in enumerate(subs)]
+            one_of_slot = len(ordered)
+            add("oneOf", ANY)  # replaced below, once the other keywords' parts are known
         if "enum" in schema:
             values = schema["enum"]
             if not isinstance(values, list):
@@ -202,7 +203,19 @@ class Normalizer(Algebra):
             add("if", self._if_then_else(schema, ctx))
         for kw, part in self._dependencies(schema, ctx):
             add(kw, part)
-        parts = [part for _, _, part in sorted(ordered, key=lambda t: (t[0], t[1]))]
+        ordered.sort(key=lambda t: (t[0], t[1]))
+        if "oneOf" in schema:
+            # the other keywords' parts bound the values where the branches must be told apart
+            at = next(i for i, t in enumerate(ordered) if t[1] == one_of_slot)
+            before = [t[2] for t in ordered[:at]]
+            after = [t[2] for t in ordered[at + 1 :]]
+            part = self.one_of(
+                one_of_branches,
+                ctx.child("oneOf"),
+                lambda: (self.conj_all(before, ctx), self.conj_all(after, ctx)),
+            )
+            ordered[at] = (ordered[at][0], ordered[at][1], part)
+        parts = [part for _, _, part in ordered]
         result = self.conj_all(parts, ctx)
         if "unevaluatedProperties" in schema:
             u = self.normalize(schema["unevaluatedProperties"], ctx.child("unevaluatedProperties"))
