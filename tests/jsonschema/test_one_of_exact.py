@@ -25,7 +25,24 @@ from formcast.frontends.jsonschema.api import JsonSchemaOptions, schema_to_gramm
 from formcast.testing.reference import ReferenceRecognizer
 
 KEYS = ("kind", "a", "b")
-LEAVES: list[Any] = [None, True, 0, 1, 2.5, "", "x", "y", [], [1]]
+LEAVES: list[Any] = [
+    None,
+    True,
+    0,
+    1,
+    2.5,
+    "",
+    "x",
+    "y",
+    [],
+    [1],
+    [1, 2],
+    [1, 1],
+    ["x", 1],
+    [1, "x", "y"],
+    [2, 1],
+    ["x", "x"],
+]
 
 
 def _compact(x: Any) -> str:
@@ -124,6 +141,23 @@ CLOSED_BRANCHES = {
         },
     ]
 }
+UNIQUE_ARRAYS = {
+    # both array branches are uniqueItems (stylelint's indentation): the exclusion of one from
+    # the other needs no "some item repeated" alternative, and an item schema both share needs
+    # no negation
+    "type": ["null", "integer", "array"],
+    "oneOf": [
+        {"type": ["null", "integer"]},
+        {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": [1, 2, "x"]}},
+        {
+            "type": "array",
+            "minItems": 2,
+            "maxItems": 2,
+            "uniqueItems": True,
+            "items": {"enum": [1, 2, "x"]},
+        },
+    ],
+}
 TYPES_AND_CONSTS = {
     "oneOf": [
         {"type": ["string", "integer"]},
@@ -143,6 +177,7 @@ TYPES_AND_CONSTS = {
         OVERLAPPING_ENUMS,
         CLOSED_BRANCHES,
         TYPES_AND_CONSTS,
+        UNIQUE_ARRAYS,
     ],
     ids=[
         "tagged-no-type",
@@ -152,6 +187,7 @@ TYPES_AND_CONSTS = {
         "overlapping-enums",
         "closed-branches",
         "types-and-consts",
+        "unique-arrays",
     ],
 )
 def test_overlapping_one_of_agrees_with_jsonschema(schema: Any) -> None:

@@ -262,7 +262,7 @@ class Algebra(InstanceChecks):
                 out.append(acc)
         return self.union(out)
 
-    def _negate_within(self, s: S, kind: str, ctx: Ctx, given: S) -> S:
+    def _negate_within(self, s: S, kind: str, ctx: Ctx, given: S, depth: int = 0) -> S:
         """The values of type ``kind`` that ``s`` does not match (no annotations), up to what
         ``given`` excludes: an alternative whose intersection with ``given`` is certainly empty
         may be left out (the caller intersects the result with ``given``)."""
@@ -272,22 +272,67 @@ class Algebra(InstanceChecks):
             s = top
         items = s.items if isinstance(s, SUnion) else (s,)
         g = self._top(given, 0)
-        gobjs = g.items if isinstance(g, SUnion) else (g,)
-        same_objs = [x for x in gobjs if isinstance(x, SObj)] if g is not None else []
-        if len(same_objs) != len(gobjs):
+        gitems = (g.items if isinstance(g, SUnion) else (g,)) if g is not None else ()
+        same_objs = [x for x in gitems if isinstance(x, SObj)]
+        if not gitems or len(same_objs) != len(gitems):
             same_objs = []
+        # every given array is uniqueItems: "some item repeated" is no alternative there
+        unique_given = bool(gitems) and all(isinstance(x, SArr) and x.unique for x in gitems)
         acc: S = whole
         for item in items:
             if _kind(item) not in (None, kind) and not isinstance(item, SConst):
                 continue  # another type: excludes nothing of this one
             if isinstance(item, SObj) and same_objs:
                 neg = self._negate_obj_given(item, same_objs, ctx)
+            elif isinstance(item, SArr) and len(gitems) == 1 and isinstance(gitems[0], SArr):
+                neg = self._negate_arr_given(item, gitems[0], ctx, depth)
+            elif isinstance(item, SArr) and item.unique and unique_given:
+                neg = strip_eval(self.negate(replace(item, unique=False), ctx))
             else:
                 neg = strip_eval(self.negate(item, ctx))
             acc = self._pruned(acc, neg, ctx)
             if isinstance(acc, SNothing):
                 break
         return acc
+
+    def _minus(self, a: S, b: S, ctx: Ctx, depth: int = 0) -> S:
+        """``a ∧ ¬b``, built inside ``a`` (see :meth:`_negate_within`), one type at a time."""
+        if depth > 8:
+            return self._pruned(a, strip_eval(self.negate(b, ctx)), ctx)
+        ka, kb = self._kinds(a), self._kinds(b)
+        out: list[S] = []
+        for kind in all_kinds():
+            if ka is not None and kind not in ka:
+                continue
+            at = self._pruned(a, whole_kind(kind), ctx)
+            if self.is_empty(at):
+                continue
+            if kb is not None and kind not in kb:
+                out.append(at)
+                continue
+            out.append(self._pruned(at, self._negate_within(b, kind, ctx, at, depth + 1), ctx))
+        return self.union(out)
+
+    def _negate_arr_given(self, s: SArr, g: SArr, ctx: Ctx, depth: int) -> S:
+        """The arrays that ``s`` does not match, inside the arrays of ``g``: the alternative
+        "some item does not match ``s``'s items" is built inside ``g``'s items (so an item
+        schema both share, or a ``uniqueItems`` that ``g`` holds too, needs no negation)."""
+        if s.prefix or g.prefix or s.contains:
+            return strip_eval(self.negate(replace(s, unique=s.unique and not g.unique), ctx))
+        out: list[S] = []
+        if s.min_items > 0:
+            out.append(SArr(max_items=s.min_items - 1))
+        if s.max_items is not None:
+            out.append(SArr(min_items=s.max_items + 1))
+        if not isinstance(s.items, SAny) and s.items is not g.items:
+            bad = self._minus(g.items, s.items, ctx, depth)
+            if not self.is_empty(bad):
+                out.append(SArr(contains=((strip_eval(bad), 1, None),)))
+        if s.unique and not g.unique:
+            raise UnsupportedFeatureError(
+                "not", ctx.pointer, "negation of uniqueItems is not compiled"
+            )
+        return self.union(out)
 
     def _negate_obj_given(self, s: SObj, given: list[SObj], ctx: Ctx) -> S:
         """The objects that ``s`` does not match, less the alternatives "member ``k`` present
@@ -298,7 +343,8 @@ class Algebra(InstanceChecks):
         def shared(k: str, v: S) -> bool:
             for g in given:
                 w = self._key_effect(g, k, ctx)
-                if w is not v and w != v:
+                same_ref = isinstance(w, SRef) and isinstance(v, SRef) and w.key == v.key
+                if w is not v and not same_ref:
                     return False
             return True
 
