@@ -158,6 +158,24 @@ UNIQUE_ARRAYS = {
         },
     ],
 }
+OPEN_AND_TAGGED = {
+    # an open branch overlapping tagged ones that are disjoint among themselves (WashingtonPost's
+    # promo items): the complement of the tagged ones is a sum over the tag, not a product
+    "oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}}},
+        {
+            "type": "object",
+            "properties": {"kind": {"const": "x"}, "a": {"type": "string"}},
+            "required": ["kind"],
+        },
+        {
+            "type": "object",
+            "properties": {"kind": {"enum": ["y", 1]}, "b": {"type": "integer"}},
+            "required": ["kind", "b"],
+        },
+        {"type": "object", "properties": {"kind": {"const": None}}, "required": ["kind", "a"]},
+    ]
+}
 TYPES_AND_CONSTS = {
     "oneOf": [
         {"type": ["string", "integer"]},
@@ -178,6 +196,7 @@ TYPES_AND_CONSTS = {
         CLOSED_BRANCHES,
         TYPES_AND_CONSTS,
         UNIQUE_ARRAYS,
+        OPEN_AND_TAGGED,
     ],
     ids=[
         "tagged-no-type",
@@ -188,6 +207,7 @@ TYPES_AND_CONSTS = {
         "closed-branches",
         "types-and-consts",
         "unique-arrays",
+        "open-and-tagged",
     ],
 )
 def test_overlapping_one_of_agrees_with_jsonschema(schema: Any) -> None:

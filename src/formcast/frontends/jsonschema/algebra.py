@@ -252,15 +252,59 @@ class Algebra(InstanceChecks):
             m = len(restricted)
             for i in range(m):
                 acc = restricted[i]
-                for j in range(m):
-                    if j == i or self.disjoint(restricted[i], restricted[j], ctx):
-                        continue
+                ovs = [
+                    j
+                    for j in range(m)
+                    if j != i and not self.disjoint(restricted[i], restricted[j], ctx)
+                ]
+                tagged = self._negate_tagged([restricted[j] for j in ovs], ctx, acc)
+                if tagged is not None:
+                    out.append(self._pruned(acc, tagged, ctx))
+                    continue
+                for j in ovs:
                     neg = self._negate_within(restricted[j], kind, ctx, restricted[i])
                     acc = self._pruned(acc, neg, ctx)
                     if isinstance(acc, SNothing):
                         break
                 out.append(acc)
         return self.union(out)
+
+    def _negate_tagged(self, others: list[S], ctx: Ctx, given: S) -> S | None:
+        """``¬(B1 ∨ ... ∨ Bn)`` as a sum, when the ``Bj`` are objects that each require a member
+        ``k`` with constant values, pairwise disjoint (a discriminator): an object whose ``k``
+        has ``Bj``'s values matches no other ``Bl``, so the complement is "``k`` absent or
+        another value" or, for some ``j``, "``k`` has ``Bj``'s values and ``¬Bj``" — n terms
+        where the product of the n negations has exponentially many.  None when there is no
+        such member (or fewer than two branches)."""
+        if len(others) < 2:
+            return None
+        objs: list[SObj] = []
+        for o in others:
+            t = self._top(o, 0)
+            if not isinstance(t, SObj):
+                return None
+            objs.append(t)
+        common = set.intersection(*(set(o.required) for o in objs))
+        for k in sorted(common):
+            consts = [self._top(o.props.get(k, ANY), 0) for o in objs]
+            if not all(isinstance(c, SConst) for c in consts):
+                continue
+            values = [v for c in consts if isinstance(c, SConst) for v in c.values]
+            if any(json_equal(a, b) for i, a in enumerate(values) for b in values[i + 1 :]):
+                continue  # two branches share a value: not a discriminator
+            parts: list[S] = [
+                SObj(props={k: NOTHING_S}),
+                SObj(
+                    props={k: self._negate_const(SConst(tuple(values)), ctx.pointer)},
+                    required=frozenset([k]),
+                ),
+            ]
+            for o, c in zip(objs, consts, strict=True):
+                assert isinstance(c, SConst)
+                tag = SObj(props={k: c}, required=frozenset([k]))
+                parts.append(self._pruned(tag, self._negate_within(o, "object", ctx, given), ctx))
+            return self.union(parts)
+        return None
 
     def _negate_within(self, s: S, kind: str, ctx: Ctx, given: S, depth: int = 0) -> S:
         """The values of type ``kind`` that ``s`` does not match (no annotations), up to what
