@@ -169,10 +169,18 @@ instances accepted.
   branch that also matches, by `contains`, or by an `if` without `then`/`else` is treated as
   unevaluated), so the grammar may reject some valid instances but never accepts an invalid
   one.
-* **`oneOf`** is exact: branches must be provably disjoint, or each branch is intersected with
-  the negation of the overlapping ones. When neither works compiling fails, unless
+* **`oneOf`** is exact: `oneOf [A, B]` is `(A ∧ ¬B) ∨ (B ∧ ¬A)`. Branches that are provably
+  disjoint are a plain union. Otherwise the exclusions are built one JSON type at a time (the
+  types partition the values: a `oneOf` whose branches have no `type` accepts no non-object
+  when every branch accepts it) and inside what the schema object's other keywords require
+  (`{"required": ["kind"], "oneOf": [...]}`: branches that only overlap on objects without
+  `kind` need no exclusion); `¬B` is built inside `A` (a member both branches hold to the same
+  schema, or a `uniqueItems` both hold, needs no negation; array items are negated inside the
+  other branch's items), and alternatives proved empty are dropped as they appear. Where an
+  exclusion still needs a negation formcast cannot build (`uniqueItems` that only one branch
+  holds, `propertyNames`) or grows past `max_union`, compiling fails naming `oneOf`, unless
   `oneof_as_anyof=True` (then an instance matching two branches may be accepted — listed in
-  the ignored features).
+  the ignored features). A run-time exactly-one check (as for `uniqueItems`) is not built yet.
 * **References.** `$ref` to anything outside the schema needs a local file (see "References
   to other files" below) or `options.registry` (a `referencing.Registry`); the official
   meta-schemas are available offline; nothing is ever fetched over the network.
@@ -571,6 +579,44 @@ def options_table() -> str:
     return "\n".join(lines) + "\n"
 
 
+REFUSALS = """\
+## Refusals that remain, and why
+
+What still fails closed on real schemas (MaskBench, SchemaStore), by count:
+
+* **Compile work (`max_compile_work`)** — the largest SchemaStore class (about 50 schemas:
+  renovate, pantsbuild, detekt, clang-format...). The front-end finishes on them in seconds;
+  the fuel runs out building the grammar's automata and token index (hundreds to thousands of
+  rules, long `allOf` chains of `if`/`then` multiplied out). Not a front-end limit: a cheaper
+  back-end, or a raised `max_compile_work` for a trusted schema.
+* **Unknown `format` names** (`semver`, `topic`, `interval`, `markdown`, vendor names...): the
+  format's language is not known, so it cannot be enforced; formcast fails closed where a
+  validator treats an unknown format as an annotation. `format_assertion=False` or `lenient`
+  accepts any string there (listed in the ignored features). Inherent: no language to compile.
+* **Misspelt keywords** (`additonalProperties`, `anyof`, `defs`) and draft-3 keywords
+  (`optional`, `divisibleBy`): a validator ignores them, so the schema does not mean what its
+  author wrote; formcast fails closed and names the likely keyword. By design.
+* **`pattern` lookarounds**: a lookahead right after `^` (`^(?!X)R`, `^(?=Y)R`) is compiled
+  exactly as positive and negated patterns. A lookahead or lookbehind anywhere else, `\\b`,
+  and backreferences are not regular in general (or need an automaton per position): they fail
+  closed, as does a lookahead in a `patternProperties` key pattern (key patterns are matched
+  as plain regexes).
+* **`oneOf`** exclusions that need a negation formcast cannot build (see Departures) or that
+  grow past `max_union` (many branches sharing optional members: metricshub, utam, vector).
+* **`max_union`** from `allOf`/`anyOf` products (cloudify, pyproject, youtrack-app): the
+  distributed alternatives exceed the bound; raise `max_union` for a trusted schema.
+* **`multipleOf`** is an automaton over the digits whose states are the residue classes that
+  have different futures (`multipleOf: 10000` needs 5, `1000000` 7; `1024` needs 159), times
+  the digit positions of `max_integer_digits`. Measured (`type: integer`, default limits):
+  3, 7, 10000, 1000000 and any decimal (0.01, 0.25, 1.5, 1e-4) compile in under 0.2 s;
+  256, 1024, 2048, 4096 run out of compile work and 65536 past `max_automaton_states`: the
+  number automaton is the residue classes times the digit positions (66 × 20 for 256,
+  159 × 20 for 1024), and the grammar automaton and token index built from it exceed the
+  compile work. Making them cheap needs the residue kept in the parser's state (as counted
+  repeats keep a count), not a front-end change.
+"""
+
+
 def render() -> str:
     prefixes = ", ".join(f"`{p}`" for p in EXTENSION_PREFIXES)
     return "\n".join(
@@ -585,6 +631,7 @@ def render() -> str:
             REFERENCES,
             suite_table(),
             schemastore_table(),
+            REFUSALS,
         ]
     )
 

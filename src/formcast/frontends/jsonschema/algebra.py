@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from fractions import Fraction
@@ -191,22 +191,35 @@ class Algebra(InstanceChecks):
             raise
 
     # -- oneOf --------------------------------------------------------------------------------
-    def one_of(self, branches: list[S], ctx: Ctx) -> S:
+    def one_of(
+        self,
+        branches: list[S],
+        ctx: Ctx,
+        context: Callable[[], tuple[S, S]] | None = None,
+    ) -> S:
+        """``oneOf`` of ``branches``: exactly one matches.
+
+        ``context`` gives ``(pre, post)``, what the same schema object's other keywords require
+        (before and after ``oneOf`` in the object; called only when branches may overlap; the
+        caller still intersects the result with them): two
+        branches that only overlap outside them need no exclusion, and the exclusions are built
+        inside them.  Branches that overlap are split by JSON type (the types partition the
+        values, so ``oneOf`` is the union over each type of the ``oneOf`` of the branches
+        restricted to it) and branch ``i`` becomes ``Bi ∧ ¬Bj`` for every ``Bj`` it overlaps,
+        with ``¬Bj`` built within that type and impossible alternatives pruned as they appear.
+        Exact; fails closed naming ``oneOf`` where a negation cannot be built (or grows past
+        ``max_union``), unless ``oneof_as_anyof``."""
         n = len(branches)
-        overlaps: list[list[int]] = [[] for _ in range(n)]
-        for i in range(n):
-            for j in range(i + 1, n):
-                if not self.disjoint(branches[i], branches[j], ctx):
-                    overlaps[i].append(j)
-                    overlaps[j].append(i)
-        if not any(overlaps):
+        overlapping = any(
+            not self.disjoint(branches[i], branches[j], ctx)
+            for i in range(n)
+            for j in range(i + 1, n)
+        )
+        if not overlapping:
             return self.union(branches)
         try:
-            out = []
-            for i, b in enumerate(branches):
-                parts = [b] + [strip_eval(self.negate(branches[j], ctx)) for j in overlaps[i]]
-                out.append(self.conj_all(parts, ctx))
-            return self.union(out)
+            pre, post = context() if context is not None else (ANY, ANY)
+            return self._one_of_by_kind(branches, ctx, pre, post)
         except CompileBudgetError:
             raise
         except (UnsupportedFeatureError, Pending, LimitExceededError) as e:
@@ -219,6 +232,186 @@ class Algebra(InstanceChecks):
             )
             self.unsupported("oneOf", ctx.pointer, hint)
             return self.union(branches)
+
+    def _one_of_by_kind(self, branches: list[S], ctx: Ctx, pre: S, post: S) -> S:
+        """The exact ``oneOf`` (see :meth:`one_of`), one JSON type at a time."""
+        out: list[S] = []
+        kinds = [self._kinds(b) for b in branches]
+        for kind in all_kinds():
+            whole = whole_kind(kind)
+            within = self.conj(self.conj(pre, whole, ctx), post, ctx)
+            if self.is_empty(within):
+                continue
+            restricted: list[S] = []
+            for b, ks in zip(branches, kinds, strict=True):
+                if ks is not None and kind not in ks:
+                    continue
+                r = self._pruned(self.conj(self.conj(pre, b, ctx), post, ctx), whole, ctx)
+                if not self.is_empty(r):
+                    restricted.append(r)
+            m = len(restricted)
+            for i in range(m):
+                acc = restricted[i]
+                ovs = [
+                    j
+                    for j in range(m)
+                    if j != i and not self.disjoint(restricted[i], restricted[j], ctx)
+                ]
+                tagged = self._negate_tagged([restricted[j] for j in ovs], ctx, acc)
+                if tagged is not None:
+                    out.append(self._pruned(acc, tagged, ctx))
+                    continue
+                for j in ovs:
+                    neg = self._negate_within(restricted[j], kind, ctx, restricted[i])
+                    acc = self._pruned(acc, neg, ctx)
+                    if isinstance(acc, SNothing):
+                        break
+                out.append(acc)
+        return self.union(out)
+
+    def _negate_tagged(self, others: list[S], ctx: Ctx, given: S) -> S | None:
+        """``¬(B1 ∨ ... ∨ Bn)`` as a sum, when the ``Bj`` are objects that each require a member
+        ``k`` with constant values, pairwise disjoint (a discriminator): an object whose ``k``
+        has ``Bj``'s values matches no other ``Bl``, so the complement is "``k`` absent or
+        another value" or, for some ``j``, "``k`` has ``Bj``'s values and ``¬Bj``" — n terms
+        where the product of the n negations has exponentially many.  None when there is no
+        such member (or fewer than two branches)."""
+        if len(others) < 2:
+            return None
+        objs: list[SObj] = []
+        for o in others:
+            t = self._top(o, 0)
+            if not isinstance(t, SObj):
+                return None
+            objs.append(t)
+        common = set.intersection(*(set(o.required) for o in objs))
+        for k in sorted(common):
+            consts = [self._top(o.props.get(k, ANY), 0) for o in objs]
+            if not all(isinstance(c, SConst) for c in consts):
+                continue
+            values = [v for c in consts if isinstance(c, SConst) for v in c.values]
+            if any(json_equal(a, b) for i, a in enumerate(values) for b in values[i + 1 :]):
+                continue  # two branches share a value: not a discriminator
+            parts: list[S] = [
+                SObj(props={k: NOTHING_S}),
+                SObj(
+                    props={k: self._negate_const(SConst(tuple(values)), ctx.pointer)},
+                    required=frozenset([k]),
+                ),
+            ]
+            for o, c in zip(objs, consts, strict=True):
+                assert isinstance(c, SConst)
+                tag = SObj(props={k: c}, required=frozenset([k]))
+                parts.append(self._pruned(tag, self._negate_within(o, "object", ctx, given), ctx))
+            return self.union(parts)
+        return None
+
+    def _negate_within(self, s: S, kind: str, ctx: Ctx, given: S, depth: int = 0) -> S:
+        """The values of type ``kind`` that ``s`` does not match (no annotations), up to what
+        ``given`` excludes: an alternative whose intersection with ``given`` is certainly empty
+        may be left out (the caller intersects the result with ``given``)."""
+        whole = whole_kind(kind)
+        top = self._top(s, 0)
+        if top is not None and not isinstance(top, SRef):
+            s = top
+        items = s.items if isinstance(s, SUnion) else (s,)
+        g = self._top(given, 0)
+        gitems = (g.items if isinstance(g, SUnion) else (g,)) if g is not None else ()
+        same_objs = [x for x in gitems if isinstance(x, SObj)]
+        if not gitems or len(same_objs) != len(gitems):
+            same_objs = []
+        # every given array is uniqueItems: "some item repeated" is no alternative there
+        unique_given = bool(gitems) and all(isinstance(x, SArr) and x.unique for x in gitems)
+        acc: S = whole
+        for item in items:
+            if _kind(item) not in (None, kind) and not isinstance(item, SConst):
+                continue  # another type: excludes nothing of this one
+            if isinstance(item, SObj) and same_objs:
+                neg = self._negate_obj_given(item, same_objs, ctx)
+            elif isinstance(item, SArr) and len(gitems) == 1 and isinstance(gitems[0], SArr):
+                neg = self._negate_arr_given(item, gitems[0], ctx, depth)
+            elif isinstance(item, SArr) and item.unique and unique_given:
+                neg = strip_eval(self.negate(replace(item, unique=False), ctx))
+            else:
+                neg = strip_eval(self.negate(item, ctx))
+            acc = self._pruned(acc, neg, ctx)
+            if isinstance(acc, SNothing):
+                break
+        return acc
+
+    def _minus(self, a: S, b: S, ctx: Ctx, depth: int = 0) -> S:
+        """``a ∧ ¬b``, built inside ``a`` (see :meth:`_negate_within`), one type at a time."""
+        if depth > 8:
+            return self._pruned(a, strip_eval(self.negate(b, ctx)), ctx)
+        ka, kb = self._kinds(a), self._kinds(b)
+        out: list[S] = []
+        for kind in all_kinds():
+            if ka is not None and kind not in ka:
+                continue
+            at = self._pruned(a, whole_kind(kind), ctx)
+            if self.is_empty(at):
+                continue
+            if kb is not None and kind not in kb:
+                out.append(at)
+                continue
+            out.append(self._pruned(at, self._negate_within(b, kind, ctx, at, depth + 1), ctx))
+        return self.union(out)
+
+    def _negate_arr_given(self, s: SArr, g: SArr, ctx: Ctx, depth: int) -> S:
+        """The arrays that ``s`` does not match, inside the arrays of ``g``: the alternative
+        "some item does not match ``s``'s items" is built inside ``g``'s items (so an item
+        schema both share, or a ``uniqueItems`` that ``g`` holds too, needs no negation)."""
+        if s.prefix or g.prefix or s.contains:
+            return strip_eval(self.negate(replace(s, unique=s.unique and not g.unique), ctx))
+        out: list[S] = []
+        if s.min_items > 0:
+            out.append(SArr(max_items=s.min_items - 1))
+        if s.max_items is not None:
+            out.append(SArr(min_items=s.max_items + 1))
+        if not isinstance(s.items, SAny) and s.items is not g.items:
+            bad = self._minus(g.items, s.items, ctx, depth)
+            if not self.is_empty(bad):
+                out.append(SArr(contains=((strip_eval(bad), 1, None),)))
+        if s.unique and not g.unique:
+            raise UnsupportedFeatureError(
+                "not", ctx.pointer, "negation of uniqueItems is not compiled"
+            )
+        return self.union(out)
+
+    def _negate_obj_given(self, s: SObj, given: list[SObj], ctx: Ctx) -> S:
+        """The objects that ``s`` does not match, less the alternatives "member ``k`` present
+        and not matching ``s``'s schema for it" where every object of ``given`` already holds
+        ``k`` to that very schema (their intersection with ``given`` is empty: this is what
+        keeps a recursive member shared by two ``oneOf`` branches from being negated)."""
+
+        def shared(k: str, v: S) -> bool:
+            for g in given:
+                w = self._key_effect(g, k, ctx)
+                same_ref = isinstance(w, SRef) and isinstance(v, SRef) and w.key == v.key
+                if w is not v and not same_ref:
+                    return False
+            return True
+
+        kept = {k: v for k, v in s.props.items() if not shared(k, v)}
+        atoms = self._negate_obj(
+            replace(s, props={k: (v if k in kept else ANY) for k, v in s.props.items()}),
+            ctx,
+            ctx.pointer,
+        )
+        return self.union(atoms)
+
+    def _pruned(self, a: S, b: S, ctx: Ctx | None) -> S:
+        """``a ∧ b`` distributed over both unions, dropping the alternatives proved empty as
+        they appear (so that a product of unions does not grow past ``max_union`` with
+        impossible combinations)."""
+        keep: list[S] = []
+        for x in a.items if isinstance(a, SUnion) else (a,):
+            for y in b.items if isinstance(b, SUnion) else (b,):
+                z = self.conj(x, y, ctx)
+                for part in z.items if isinstance(z, SUnion) else (z,):
+                    if not self.is_empty(part):
+                        keep.append(part)
+        return self.union(keep)
 
     def disjoint(self, a: S, b: S, ctx: Ctx | None) -> bool:
         """True only when no value matches both (False: maybe overlapping)."""
@@ -518,7 +711,12 @@ class Algebra(InstanceChecks):
                     raise
             return SRef(key)
         if isinstance(s, SUnion):
-            return self.conj_all([self.negate(i, ctx) for i in s.items], ctx)
+            acc: S = ANY
+            for i in s.items:  # impossible combinations pruned as they appear
+                acc = self._pruned(acc, self.negate(i, ctx), ctx)
+                if isinstance(acc, SNothing):
+                    break
+            return acc
         if isinstance(s, SConst):
             return self._negate_const(s, where)
         kind = _kind(s)
@@ -627,9 +825,13 @@ class Algebra(InstanceChecks):
                 )
         for k in sorted(s.required):  # not the set's order: it varies with the hash seed
             out.append(SObj(props={k: NOTHING_S}, declared=(k,) if k in s.declared else ()))
-        if s.witnesses:
-            raise UnsupportedFeatureError(
-                "not", where, "negation of a negated additionalProperties is not compiled"
+        for w in s.witnesses:
+            # no member outside the witness's keys breaks its rule: the rule itself, with
+            # those keys exempt (an atom with no props: the rule reaches every key)
+            out.append(
+                SObj(
+                    rules=(KeyRule(w.rule.patterns, w.rule.additional, w.rule.exempt | w.excluded),)
+                )
             )
         for rule in s.rules:
             trivial = isinstance(rule.additional, SAny) and all(

@@ -115,10 +115,10 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "any",
         _ALL,
-        "exact when the branches are provably disjoint (types, "
-        "const/enum discriminators, required keys vs `additionalProperties: false`) or when each "
-        "branch can be intersected with the negation of the others; else fails closed unless "
-        "`oneof_as_anyof`",
+        "exact: a union when the branches are provably disjoint, else each branch "
+        "intersected with the negation of the others it overlaps, one JSON type at a time and "
+        "inside the sibling keywords; fails closed (naming `oneOf`) where a negation cannot be "
+        "built or grows past `max_union`, unless `oneof_as_anyof`",
     ),
     _K(
         "not",
@@ -129,7 +129,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "string lengths/patterns/formats, `required`, properties, `additionalProperties`/"
         '`patternProperties` ("some other member breaks it", once per object, written last), '
         "array lengths/`items`/`prefixItems`/`contains`, member counts (a negated "
-        "`maxProperties` as `minProperties`), recursive `$ref` (a negated rule); "
+        "`maxProperties` as `minProperties`), recursive `$ref` (a negated rule), a negated "
+        "negation of `additionalProperties` (the rule again); "
         "`uniqueItems`, `propertyNames` and `items` after `prefixItems` fail closed",
     ),
     _K(
@@ -157,8 +158,9 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "number",
         _ALL,
-        "residue automaton over the digits; fails "
-        "closed when it needs more than `max_automaton_states` states",
+        "automaton over the digits whose states are the residue classes with different "
+        "futures (10000: 5 classes); fails closed past `max_automaton_states` or "
+        "`max_compile_work` (large powers of 2: 256 and up)",
     ),
     # -- strings
     _K(
@@ -180,7 +182,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "string",
         _ALL,
-        "ECMA 262 regex, search semantics; lookaround, "
+        "ECMA 262 regex, search semantics; lookaheads right after `^` compiled as "
+        "positive/negated patterns; other lookaround, "
         "backreferences, `\\b` and anchors inside a branch fail closed",
     ),
     _K(

@@ -178,8 +178,9 @@ class Normalizer(Algebra):
             )
         if "oneOf" in schema:
             subs = self._schema_list(schema, "oneOf", ctx)
-            branches = [self.normalize(s, ctx.child("oneOf", i)) for i, s in enumerate(subs)]
-            add("oneOf", self.one_of(branches, ctx.child("oneOf")))
+            one_of_branches = [self.normalize(s, ctx.child("oneOf", i)) for i, s in enumerate(subs)]
+            one_of_slot = len(ordered)
+            add("oneOf", ANY)  # replaced below, once the other keywords' parts are known
         if "enum" in schema:
             values = schema["enum"]
             if not isinstance(values, list):
@@ -202,7 +203,19 @@ class Normalizer(Algebra):
             add("if", self._if_then_else(schema, ctx))
         for kw, part in self._dependencies(schema, ctx):
             add(kw, part)
-        parts = [part for _, _, part in sorted(ordered, key=lambda t: (t[0], t[1]))]
+        ordered.sort(key=lambda t: (t[0], t[1]))
+        if "oneOf" in schema:
+            # the other keywords' parts bound the values where the branches must be told apart
+            at = next(i for i, t in enumerate(ordered) if t[1] == one_of_slot)
+            before = [t[2] for t in ordered[:at]]
+            after = [t[2] for t in ordered[at + 1 :]]
+            part = self.one_of(
+                one_of_branches,
+                ctx.child("oneOf"),
+                lambda: (self.conj_all(before, ctx), self.conj_all(after, ctx)),
+            )
+            ordered[at] = (ordered[at][0], ordered[at][1], part)
+        parts = [part for _, _, part in ordered]
         result = self.conj_all(parts, ctx)
         if "unevaluatedProperties" in schema:
             u = self.normalize(schema["unevaluatedProperties"], ctx.child("unevaluatedProperties"))
@@ -336,7 +349,14 @@ class Normalizer(Algebra):
                 raise ConfigurationError(
                     f"invalid schema at {ctx.pointer}: pattern must be a string"
                 )
-            if self._pattern_ok(p, ctx.child("pattern")) and not _universal_pattern(p):
+            split = _leading_lookaheads(p)
+            if split is not None:
+                pos, neg = split
+                ok = all(self._pattern_ok(x, ctx.child("pattern")) for x in (*pos, *neg))
+                if ok:
+                    pos = [x for x in pos if not _universal_pattern(x)]
+                    node = replace(node, patterns=tuple(pos), neg_patterns=tuple(neg))
+            elif self._pattern_ok(p, ctx.child("pattern")) and not _universal_pattern(p):
                 node = replace(node, patterns=(p,))
         if "format" in schema and self.options.format_assertion:
             f = schema["format"]
@@ -569,6 +589,85 @@ class Normalizer(Algebra):
             )
             return replace(s, prefix=prefix, items=self.conj(s.items, u, ctx), eval_all=True)
         return s
+
+
+def _group_end(p: str, i: int) -> int | None:
+    """The index just past the group that opens at ``p[i] == "("`` (escapes and classes
+    skipped), or None when it does not close."""
+    depth = 0
+    in_class = False
+    j = i
+    while j < len(p):
+        c = p[j]
+        if c == "\\":
+            j += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if p[j + 1 : j + 2] == "]":  # a literal "]" first in a class: "[]...]"
+                j += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return None
+
+
+def _top_level_bar(p: str) -> bool:
+    """True when ``p`` has a ``|`` outside every group and class."""
+    depth = 0
+    in_class = False
+    j = 0
+    while j < len(p):
+        c = p[j]
+        if c == "\\":
+            j += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if p[j + 1 : j + 2] == "]":
+                j += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return True
+        j += 1
+    return False
+
+
+def _leading_lookaheads(p: str) -> tuple[list[str], list[str]] | None:
+    """``^(?!X)(?=Y)...R`` as patterns that must match (``^(?:Y)``, ``^(?:R)``) and patterns
+    that must not (``^(?:X)``), or None when ``p`` is not of that shape.
+
+    Exact for ``pattern``'s search semantics: with ``^`` (and no top-level ``|``, which would
+    end the lookahead's scope) every lookahead is tested at the start of the string, so the
+    string matches iff each ``Y`` and ``R`` match a prefix and no ``X`` does."""
+    if not p.startswith("^(?") or p[3:4] not in ("!", "="):
+        return None
+    pos: list[str] = []
+    neg: list[str] = []
+    i = 1
+    while p.startswith(("(?!", "(?="), i):
+        end = _group_end(p, i)
+        if end is None:
+            return None
+        body = p[i + 3 : end - 1]
+        (neg if p[i + 2] == "!" else pos).append(f"^(?:{body})")
+        i = end
+    rest = p[i:]
+    if _top_level_bar(rest):
+        return None
+    pos.append(f"^(?:{rest})")
+    return pos, neg
 
 
 @metered_cache(4096)

@@ -27,7 +27,7 @@ Lifetime: pure functions; work linear in the number of digits of the bounds, and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from fractions import Fraction
 
@@ -375,33 +375,80 @@ def _modulus(m: Fraction, integer_only: bool) -> tuple[int, int]:
     return a * 10**j // m.denominator, j
 
 
+def _residue_classes(big_m: int) -> Callable[[int], tuple[int, ...]]:
+    """A key of the residues ``v`` (mod ``big_m``) that is equal exactly when ``v`` and ``v'``
+    have the same futures: for every digit string ``s`` of length ``t``, ``big_m`` divides
+    ``v·10^t + s`` iff it divides ``v'·10^t + s``.
+
+    Write ``big_m = 2^a·5^b·q`` with ``q`` prime to 10, ``k = max(a, b)``.  For ``t >= k`` the
+    condition reads ``s ≡ -v·10^t (mod big_m)`` where ``v·10^t`` is 0 modulo ``2^a·5^b``: it
+    depends on ``v mod q`` only.  For ``t < k`` the digit strings that complete ``v`` are the
+    ``s < 10^t`` congruent to ``R_t = -v·10^t mod big_m``: determined by ``R_t`` when
+    ``R_t < 10^t`` and empty otherwise.  So the key is ``(v mod q, R_0 or -1, ..., R_{k-1} or
+    -1)``: multiples of ``10^k`` need ``k + 1`` classes where the residues need ``10^k``."""
+    q, a, b = big_m, 0, 0
+    while q % 2 == 0:
+        q //= 2
+        a += 1
+    while q % 5 == 0:
+        q //= 5
+        b += 1
+    k = max(a, b)
+
+    def key(v: int) -> tuple[int, ...]:
+        out = [v % q]
+        for t in range(k):
+            r = (-v * 10**t) % big_m
+            out.append(r if r < 10**t else -1)
+        return tuple(out)
+
+    return key
+
+
 def multiple_of_dfa(m: Fraction, integer_only: bool, max_states: int = 20_000) -> CharDFA:
     """DFA of the exponent-free number spellings that are multiples of ``m`` (> 0).
 
     With ``integer_only`` the spellings are integers; otherwise a fraction may follow and
-    fraction digits beyond the ``j``-th must be zeros.
+    fraction digits beyond the ``j``-th must be zeros.  The states track the value read so far
+    up to :func:`_residue_classes` (not the residue itself): ``multipleOf: 10000`` needs 5
+    classes, not 10,000 residues; a modulus with a large power of 2 (``1024``) or a large part
+    prime to 10 still needs one class per residue (that is the minimal automaton).
     """
     big_m, j = _modulus(m, integer_only)
-    n_states = big_m * (j + 3) + 3
-    if n_states > max_states:
-        raise LimitExceededError(
-            "max_automaton_states",
-            max_states,
-            f"multipleOf {m} needs about {n_states} states (residues modulo {big_m})",
-        )
+    key = _residue_classes(big_m)
+    classes: dict[tuple[int, ...], int] = {}  # class key -> class id
+    reps: list[int] = []  # class id -> a residue of the class
+
+    def cls(v: int) -> int:
+        v %= big_m
+        kv = key(v)
+        got = classes.get(kv)
+        if got is None:
+            if len(classes) * (j + 3) > max_states:
+                raise LimitExceededError(
+                    "max_automaton_states",
+                    max_states,
+                    f"multipleOf {m} needs more than {len(classes)} residue classes modulo "
+                    f"{big_m} (times the digit positions)",
+                )
+            got = classes[kv] = len(reps)
+            reps.append(v)
+        return got
+
     ids: dict[tuple[str, int, int], int] = {}
     trans: list[list[Edge]] = []
     accept: list[bool] = []
     work: list[tuple[str, int, int]] = []
 
     def sid(kind: str, k: int, r: int) -> int:
-        key = (kind, k, r)
-        got = ids.get(key)
+        c = cls(r)  # r: a residue; the state is keyed by its class
+        key3 = (kind, k, c)
+        got = ids.get(key3)
         if got is None:
-            got = ids[key] = len(accept)
+            got = ids[key3] = len(accept)
             trans.append([])
             accept.append(False)
-            work.append(key)
+            work.append(key3)
         return got
 
     def pow10(e: int) -> int:
@@ -409,8 +456,9 @@ def multiple_of_dfa(m: Fraction, integer_only: bool, max_states: int = 20_000) -
 
     sid("start", 0, 0)
     while work:
-        kind, k, r = work.pop()
-        s = ids[(kind, k, r)]
+        kind, k, c = work.pop()
+        s = ids[(kind, k, c)]
+        r = reps[c]
         row: list[tuple[int, int]] = []  # (code point, target)
         if kind in ("start", "neg"):
             if kind == "start":
