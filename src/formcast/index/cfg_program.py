@@ -26,6 +26,7 @@ costs one dict lookup.  Lifetime: per (grammar, vocabulary); thread-safe.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import replace
@@ -1125,8 +1126,10 @@ class CfgProgram:
 
 
 #: Internal switch: CfgProgram builds its lexer lazily (the default) or eagerly (the build of
-#: the previous sessions, kept for the lazy/eager differential test).
-LAZY_INDEX = True
+#: the previous sessions, kept for the lazy/eager differential test and for A/B benchmarks:
+#: ``FORMCAST_EAGER_INDEX=1`` in the environment turns it off for a whole process tree, e.g.
+#: benchmarks/maskbench.py's workers).  Masks are identical either way; only time moves.
+LAZY_INDEX = os.environ.get("FORMCAST_EAGER_INDEX") != "1"
 #: the call-expanded lexer's state cap (past it: the per-rule classifier)
 _LEXER_MAX_STATES = 30_000
 
