@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import accumulate, chain
+from typing import ClassVar
 
 import numpy as np
 
+from .._native import interpreted_class
 from ..columns import column_classes
 from ..limits import WorkBudget, check_deadline
 from .dfa import DEAD
@@ -202,6 +204,7 @@ class LexerStateCapError(Exception):
     index catches it and classifies on the per-rule automata from then on (same masks)."""
 
 
+@interpreted_class  # serialized: re-created by object.__new__ (formcast.index.serialize)
 class LazyExpandedLexer:
     """:class:`ExpandedLexer` whose rows are built when a walk first needs them.
 
@@ -233,7 +236,7 @@ class LazyExpandedLexer:
     """
 
     #: helpers rebuilt from ``auto`` on first use after a load (see :mod:`formcast.index.serialize`)
-    _serialize_omit = frozenset({"_helpers"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset({"_helpers"})
 
     __slots__ = (
         "_helpers",
@@ -260,9 +263,10 @@ class LazyExpandedLexer:
         self.built = np.zeros(cap, dtype=bool)
         self.size = n_global
         # the global rows are written straight into the lexer's arrays
-        helpers = self._helpers = _LexerHelpers(
-            auto, self.offsets, self.table[:n_global], self.split[:n_global]
-        )
+        helpers = _LexerHelpers(auto, self.offsets, self.table[:n_global], self.split[:n_global])
+        # None after a load (``_serialize_omit``): rebuilt by ``_build_helpers`` on first use;
+        # typed Optional so that mypyc's compiled methods accept the loaded None
+        self._helpers: _LexerHelpers | None = helpers
         plain = np.ones(n_global, dtype=bool)
         plain[helpers.with_calls] = False
         plain[DEAD] = True
@@ -292,12 +296,13 @@ class LazyExpandedLexer:
         helpers = self._helpers
         if helpers is None:
             n_global = int(self.offsets[-1])
-            helpers = self._helpers = _LexerHelpers(
+            helpers = _LexerHelpers(
                 self.auto,
                 self.offsets,
                 np.zeros((n_global, 256), dtype=np.int32),
                 np.zeros((n_global, 256), dtype=bool),
             )
+            self._helpers = helpers
         return helpers
 
     def ensure(self, states: np.ndarray | list[int]) -> bool:
