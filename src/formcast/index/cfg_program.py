@@ -319,24 +319,9 @@ class _ExitSplitClassifier:
             self._class_rep = rep
         rep = self._class_rep
         cut = self._cut
-        dead = int(part[DEAD])
-        first_cls = int(part[start])
-        seen = np.zeros(rep.size, dtype=bool)
-        seen[dead] = seen[first_cls] = True
-        parts = [np.asarray([first_cls], dtype=np.int64)]
-        frontier = parts[0]
-        total = 1
-        while frontier.size:  # breadth-first, one level at a time, in byte order
-            flat = part[cut[rep[frontier]]].reshape(-1)
-            targets, first = np.unique(flat, return_index=True)
-            targets = targets[np.argsort(first)]
-            frontier = targets[~seen[targets]].astype(np.int64)
-            total += frontier.size
-            if total > _SHARED_WALK_STATES:
-                return None
-            seen[frontier] = True
-            parts.append(frontier)
-        states = np.concatenate(parts)
+        states = _reachable_classes(part, cut, rep, start)
+        if states is None:
+            return None
         renumber = np.full(rep.size, -1, dtype=np.int64)
         renumber[states] = np.arange(states.size)
         h = hashlib.blake2b(digest_size=16)
@@ -669,23 +654,13 @@ class _LazyExitSplitClassifier:
         return total
 
 
-def _quotient_digest(
-    vocab: Vocabulary,
-    exit_byte: int | None,
-    part: np.ndarray,
-    cut: np.ndarray,
-    cut_split: np.ndarray,
-    start: int,
-    built: np.ndarray,
-) -> bytes | None:
-    """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
-    automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
-    reachable from ``start``'s, numbered breadth-first in byte order, their rows and split
-    flags, the vocabulary and the exit byte; None past :data:`_SHARED_WALK_STATES` classes
-    and where a state whose row is not ``built`` (a sentinel, a class of its own) is
-    reachable."""
-    rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
-    rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
+def _reachable_classes(
+    part: np.ndarray, cut: np.ndarray, rep: np.ndarray, start: int
+) -> np.ndarray | None:
+    """The classes of ``part`` reachable in ``cut`` from ``start``'s class (the dead class
+    left out), numbered breadth-first one level at a time in byte order (``rep[c]``: a
+    member state of class ``c``); None past :data:`_SHARED_WALK_STATES` classes.
+    O(reachable classes x 256)."""
     dead = int(part[DEAD])
     first_cls = int(part[start])
     seen = np.zeros(rep.size, dtype=bool)
@@ -703,7 +678,29 @@ def _quotient_digest(
             return None
         seen[frontier] = True
         parts.append(frontier)
-    states = np.concatenate(parts)
+    return np.concatenate(parts)
+
+
+def _quotient_digest(
+    vocab: Vocabulary,
+    exit_byte: int | None,
+    part: np.ndarray,
+    cut: np.ndarray,
+    cut_split: np.ndarray,
+    start: int,
+    built: np.ndarray,
+) -> bytes | None:
+    """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
+    automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
+    reachable from ``start``'s, numbered breadth-first in byte order, their rows and split
+    flags, the vocabulary and the exit byte; None past :data:`_SHARED_WALK_STATES` classes
+    and where a state whose row is not ``built`` (a sentinel, a class of its own) is
+    reachable."""
+    rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
+    rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
+    states = _reachable_classes(part, cut, rep, start)
+    if states is None:
+        return None
     if not built[rep[states]].all():
         return None
     renumber = np.full(rep.size, -1, dtype=np.int64)
