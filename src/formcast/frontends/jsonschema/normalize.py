@@ -15,6 +15,7 @@ emitter.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
@@ -591,9 +592,9 @@ class Normalizer(Algebra):
         return s
 
 
-def _group_end(p: str, i: int) -> int | None:
-    """The index just past the group that opens at ``p[i] == "("`` (escapes and classes
-    skipped), or None when it does not close."""
+def _structure(p: str, i: int) -> Iterator[tuple[int, str, int]]:
+    """``(index, character, group depth before it)`` of each character of ``p`` from ``i``
+    that is outside character classes and escapes (depth counts ``(`` minus ``)`` so far)."""
     depth = 0
     in_class = False
     j = i
@@ -608,40 +609,27 @@ def _group_end(p: str, i: int) -> int | None:
             in_class = True
             if p[j + 1 : j + 2] == "]":  # a literal "]" first in a class: "[]...]"
                 j += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return j + 1
+        else:
+            yield j, c, depth
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
         j += 1
+
+
+def _group_end(p: str, i: int) -> int | None:
+    """The index just past the group that opens at ``p[i] == "("`` (escapes and classes
+    skipped), or None when it does not close."""
+    for j, c, depth in _structure(p, i):
+        if c == ")" and depth == 1:
+            return j + 1
     return None
 
 
 def _top_level_bar(p: str) -> bool:
     """True when ``p`` has a ``|`` outside every group and class."""
-    depth = 0
-    in_class = False
-    j = 0
-    while j < len(p):
-        c = p[j]
-        if c == "\\":
-            j += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if p[j + 1 : j + 2] == "]":
-                j += 1
-        elif c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-        elif c == "|" and depth == 0:
-            return True
-        j += 1
-    return False
+    return any(c == "|" and depth == 0 for _, c, depth in _structure(p, 0))
 
 
 def _leading_lookaheads(p: str) -> tuple[list[str], list[str]] | None:
