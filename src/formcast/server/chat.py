@@ -28,7 +28,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from ..tools.calls import new_call_id
 from ..vocab.vocabulary import Vocabulary
 from .api_errors import APIError
-from .constraints import compile_plan, json_schema_plan, tools_plan
+from .constraints import compile_plan, response_format_plan, tools_plan
 from .context import SSE_HEADERS, ServerContext, aclose, all_events, collect, first_event
 from .engine import Finished, GenerationSpec, Piece, now_deadline
 from .prompts import chat_messages, render_chat
@@ -68,17 +68,7 @@ async def chat_completion(
     else:
         tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
         tool_choice, parallel = body.tool_choice, body.parallel_tool_calls
-    rf = body.response_format
-    rf_plan = None
-    if rf is not None:
-        spec = rf.json_schema
-        rf_plan = json_schema_plan(
-            rf.type, None if spec is None else spec.schema_, None if spec is None else spec.strict,
-            param="response_format.json_schema.schema" if rf.type == "json_schema"
-            else "response_format",
-            compile_timeout_s=cfg.compile_timeout_s,
-            allow_extra_properties=cfg.allow_extra_properties,
-        )
+    rf_plan = response_format_plan(body.response_format, cfg)
     content = rf_plan.content if rf_plan is not None else (None, None)
     tool_plan = plan_tools(ctx.model, tools, tool_choice, parallel,
                            content_schema=content[0], content_options=content[1],

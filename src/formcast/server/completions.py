@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from ..vocab.vocabulary import Vocabulary
 from .api_errors import APIError
-from .constraints import compile_plan, json_schema_plan
+from .constraints import compile_plan, response_format_plan
 from .context import SSE_HEADERS, ServerContext, aclose, all_events, collect, first_event
 from .engine import Finished, GenerationSpec, Piece, now_deadline
 from .requests import CompletionRequest, check_unsupported
@@ -44,17 +44,7 @@ async def text_completion(
     if body.n * len(prompts) > cfg.max_n:
         raise APIError(400, f"{len(prompts)} prompts x n={body.n} choices is more than "
                        f"this server's max_n={cfg.max_n}", param="n", code="invalid_request")
-    rf = body.response_format
-    plan = None
-    if rf is not None:
-        spec = rf.json_schema
-        plan = json_schema_plan(
-            rf.type, None if spec is None else spec.schema_, None if spec is None else spec.strict,
-            param="response_format.json_schema.schema" if rf.type == "json_schema"
-            else "response_format",
-            compile_timeout_s=cfg.compile_timeout_s,
-            allow_extra_properties=cfg.allow_extra_properties,
-        )
+    plan = response_format_plan(body.response_format, cfg)
     release = ctx.engine.admit()
     streaming = False
     try:

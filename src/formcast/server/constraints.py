@@ -35,13 +35,16 @@ from .strict import check_strict_schema, open_free_form_objects
 if TYPE_CHECKING:  # pragma: no cover
     from ..constraints.core import Constraint
     from ..index.compiled import CompiledGrammar
+    from .config import ServerConfig
     from .engine import Engine
+    from .requests import ResponseFormat
     from .tool_bridge import ToolPlan
 
 __all__ = [
     "ConstraintPlan",
     "compile_plan",
     "json_schema_plan",
+    "response_format_plan",
     "schema_options",
     "tools_plan",
 ]
@@ -117,6 +120,23 @@ def json_schema_plan(
     options = schema_options(strict, compile_timeout_s=compile_timeout_s,
                              allow_extra_properties=allow_extra_properties)
     return ConstraintPlan(param, schema, options, json_output=True)
+
+
+def response_format_plan(fmt: ResponseFormat | None, config: ServerConfig) -> ConstraintPlan | None:
+    """The plan of a chat or completions request's ``response_format`` (``None``: free
+    text), under the server's compile timeout and extra-properties switch."""
+    if fmt is None:
+        return None
+    spec = fmt.json_schema
+    return json_schema_plan(
+        fmt.type,
+        None if spec is None else spec.schema_,
+        None if spec is None else spec.strict,
+        param="response_format.json_schema.schema" if fmt.type == "json_schema"
+        else "response_format",
+        compile_timeout_s=config.compile_timeout_s,
+        allow_extra_properties=config.allow_extra_properties,
+    )
 
 
 def tools_plan(tool_plan: ToolPlan) -> ConstraintPlan:
