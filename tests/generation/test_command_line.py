@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import formcast
+from cli_helpers import run
 from formcast import _native
 from formcast.cli import common as cli_common
 from formcast.cli import generate as gen_cli
@@ -41,16 +42,6 @@ EOS = len(TOKENS)
 
 def small_vocab() -> Vocabulary:
     return Vocabulary.from_tokens([*TOKENS, b"</s>"], stop_token_ids=[EOS], name="cli-test")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """``main(argv)`` -> (exit status, stdout, stderr); argparse's exits are statuses too."""
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from cli_helpers import run
 from formcast.cli import common as cli_common
-from formcast.cli import main as cli
 from formcast.model.callable import CallableModel
 from formcast.vocab.vocabulary import Vocabulary
 
@@ -26,16 +26,6 @@ EOS = len(TOKENS)
 
 def small_vocab() -> Vocabulary:
     return Vocabulary.from_tokens([*TOKENS, b"</s>"], stop_token_ids=[EOS], name="cli-fail")
-
-
-def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """``main(argv)`` -> (exit status, stdout, stderr); argparse's exits are statuses too."""
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def errors(err: str) -> list[str]:
