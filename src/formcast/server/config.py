@@ -20,8 +20,22 @@ class ServerConfig:
     Attributes:
         model_name: the id clients send as ``model`` and ``GET /v1/models`` lists (a request
             naming another model is a 404 ``model_not_found``).
-        max_queue: requests that may wait for the model while one generates; one more is
-            answered ``429`` with ``Retry-After`` (requests compiling count as waiting).
+        max_queue: requests that may wait for the model beyond those it serves (``max_batch``
+            with batching, else one); one more is answered ``429`` with ``Retry-After``
+            (requests compiling count as waiting).
+        batching: serve requests together (continuous batching, :mod:`formcast.generation.
+            batching`) when formcast has a batched decoder for the model (llama.cpp,
+            transformers, ``CallableModel``): the running requests' sequences are decoded in
+            one model call per step, a request joins at the next step after it arrives and
+            leaves when it ends.  ``False``, or a model without a batched decoder: one
+            request after another on one model thread.
+        max_batch: slots of the batched decoder -- the most requests (choices) decoded
+            together; more wait in the queue.  Each slot holds a whole context (llama.cpp
+            allocates ``max_batch`` x the model's context of KV cells up front).
+        n_threads: CPU threads of the batched decoder (``None``: the cores this process may
+            run on for llama.cpp; torch's own setting for transformers).  On a machine whose
+            cores are busy with other work use 1 (llama.cpp's threads spin waiting for each
+            other).
         request_timeout_s: wall-clock budget of one request from its arrival, queue wait
             included; when it runs out the generation stops with ``finish_reason
             "timeout"`` (the text so far is returned).  ``None``: no limit.
@@ -52,6 +66,9 @@ class ServerConfig:
 
     model_name: str = "smollm2"
     max_queue: int = 16
+    batching: bool = True
+    max_batch: int = 8
+    n_threads: int | None = None
     request_timeout_s: float | None = 120.0
     compile_timeout_s: float = 30.0
     compile_workers: int = 0
@@ -66,13 +83,23 @@ class ServerConfig:
         if not isinstance(self.model_name, str) or not self.model_name:
             raise ConfigurationError("ServerConfig.model_name must be a non-empty string")
         for name in ("max_queue", "compile_workers", "default_max_tokens", "max_n",
-                     "retry_after_s"):
+                     "retry_after_s", "max_batch"):
             value = getattr(self, name)
-            low = 1 if name in ("default_max_tokens", "max_n") else 0
+            low = 1 if name in ("default_max_tokens", "max_n", "max_batch") else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigurationError(
                     f"ServerConfig.{name} must be an int >= {low}, got {value!r}"
                 )
+        n = self.n_threads
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigurationError(
+                f"ServerConfig.n_threads must be an int >= 1 or None (the machine's cores), "
+                f"got {n!r}"
+            )
+        if not isinstance(self.batching, bool):
+            raise ConfigurationError(
+                f"ServerConfig.batching must be a bool, got {self.batching!r}"
+            )
         if not isinstance(self.allow_extra_properties, bool):
             raise ConfigurationError(
                 "ServerConfig.allow_extra_properties must be a bool, got "
