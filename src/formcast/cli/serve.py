@@ -54,6 +54,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-batch", type=positive_int, default=8,
                    help="requests decoded together (continuous batching slots; "
                    "default: %(default)s)")
+    p.add_argument("--share-prefix", type=non_negative_int, default=16,
+                   help="share prompt starts of at least this many tokens between batched "
+                   "requests (0: off; default: %(default)s)")
+    p.add_argument("--prefill-tokens", type=positive_int, default=None,
+                   help="most prompt tokens joining the batch in one step (default: no bound)")
     p.add_argument("--no-batching", action="store_true",
                    help="serve one request after another on one model thread")
     p.add_argument("--timeout", type=_seconds, default=120.0,
@@ -94,6 +99,8 @@ def run_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         batching=not args.no_batching,
         max_batch=args.max_batch,
+        share_prefix=args.share_prefix or None,
+        prefill_tokens=args.prefill_tokens,
         n_threads=args.threads,
         request_timeout_s=args.timeout,
         compile_timeout_s=args.compile_timeout,

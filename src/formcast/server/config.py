@@ -32,6 +32,18 @@ class ServerConfig:
         max_batch: slots of the batched decoder -- the most requests (choices) decoded
             together; more wait in the queue.  Each slot holds a whole context (llama.cpp
             allocates ``max_batch`` x the model's context of KV cells up front).
+        share_prefix: with batching, a request whose prompt starts with at least this many
+            tokens of a running request's prompt (the chat template's system prompt, the same
+            tool definitions) copies their cache entries instead of evaluating them again
+            (``ContinuousBatcher(share_prefix=)``): on a CPU, where evaluating a prompt costs
+            in proportion to its tokens, simultaneous requests get their first token much
+            sooner.  ``None``: every prompt is evaluated whole.  The copied entries were
+            computed in another batch, so logits can differ in their last bits (as batching
+            itself does).
+        prefill_tokens: with batching, the most prompt tokens that join in one step
+            (``ContinuousBatcher(prefill_tokens=)``; ``None``: every waiting request that has
+            a slot joins at once).  A bound spreads simultaneous arrivals over several steps:
+            the first of them get their first token sooner, the running ones keep decoding.
         n_threads: CPU threads of the batched decoder (``None``: the cores this process may
             run on for llama.cpp; torch's own setting for transformers).  On a machine whose
             cores are busy with other work use 1 (llama.cpp's threads spin waiting for each
@@ -68,6 +80,8 @@ class ServerConfig:
     max_queue: int = 16
     batching: bool = True
     max_batch: int = 8
+    share_prefix: int | None = 16
+    prefill_tokens: int | None = None
     n_threads: int | None = None
     request_timeout_s: float | None = 120.0
     compile_timeout_s: float = 30.0
@@ -90,6 +104,16 @@ class ServerConfig:
                 raise ConfigurationError(
                     f"ServerConfig.{name} must be an int >= {low}, got {value!r}"
                 )
+        sp = self.share_prefix
+        if sp is not None and (isinstance(sp, bool) or not isinstance(sp, int) or sp < 1):
+            raise ConfigurationError(
+                f"ServerConfig.share_prefix must be an int >= 1 or None (off), got {sp!r}"
+            )
+        pt = self.prefill_tokens
+        if pt is not None and (isinstance(pt, bool) or not isinstance(pt, int) or pt < 1):
+            raise ConfigurationError(
+                f"ServerConfig.prefill_tokens must be an int >= 1 or None (no bound), got {pt!r}"
+            )
         n = self.n_threads
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ConfigurationError(

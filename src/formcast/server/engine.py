@@ -202,7 +202,10 @@ class Engine:
                         f"formcast has no batched decoder for {type(model).__name__}"
                     )
         if self._decoder is not None:
-            batcher = ContinuousBatcher(self._decoder, max_queue=None)  # admit() bounds it
+            batcher = ContinuousBatcher(  # admit() bounds the queue
+                self._decoder, max_queue=None, share_prefix=config.share_prefix,
+                prefill_tokens=config.prefill_tokens,
+            )
             self._batcher = batcher
             metrics.bind_batch(lambda: batcher.steps, lambda: batcher.rows_stepped,
                                lambda: batcher.running, batcher.n_slots)
