@@ -96,8 +96,8 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "maxLength
 
 
 def requests() -> list[dict[str, Any]]:
-    """Eight different requests: schemas, free text, stop strings, seeded sampling, n=2,
-    logprobs, a stream."""
+    """Nine different requests: schemas, free text, stop strings, seeded sampling, n=2,
+    logprobs, a stream, streamed tool calls."""
     out: list[dict[str, Any]] = []
     for i in range(8):
         body: dict[str, Any] = {
@@ -120,6 +120,15 @@ def requests() -> list[dict[str, Any]]:
         if i == 7:
             body["stream"] = True
         out.append(body)
+    out.append({  # streamed tool-call arguments
+        "model": "toy", "messages": [{"role": "user", "content": "weather in Paris?"}],
+        "temperature": 0, "max_tokens": 120, "stream": True, "tool_choice": "required",
+        "parallel_tool_calls": False,
+        "tools": [{"type": "function", "function": {
+            "name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                "required": ["city"], "additionalProperties": False}}}],
+    })
     return out
 
 
@@ -127,13 +136,17 @@ async def send(client: Any, body: dict[str, Any]) -> Any:
     if body.get("stream"):
         texts: dict[int, str] = {}
         finish: dict[int, str | None] = {}
+        calls: list[tuple[int, str | None, str | None]] = []
         stream = await client.chat.completions.create(**body)
         async for chunk in stream:
             for c in chunk.choices:
                 texts[c.index] = texts.get(c.index, "") + (c.delta.content or "")
+                for t in c.delta.tool_calls or []:
+                    calls.append((t.index, t.function.name if t.function else None,
+                                  t.function.arguments if t.function else None))
                 if c.finish_reason:
                     finish[c.index] = c.finish_reason
-        return {"texts": texts, "finish": finish}
+        return {"texts": texts, "finish": finish, "calls": calls}
     r = await client.chat.completions.create(**body)
     return {
         "choices": [(c.index, c.message.content, c.finish_reason,
@@ -161,7 +174,7 @@ def test_concurrent_requests_are_decoded_together_and_answered_as_served_one_by_
         rows = metric(srv.url, "formcast_batch_rows")
         assert health(srv.url)["running"] == 0
         assert metric(srv.url, "formcast_requests_in_flight") == 0
-    # decoded together: 9 choices of 12..33 tokens in far fewer model calls than rows
+    # decoded together: 10 choices of 12..33 tokens in far fewer model calls than rows
     assert steps > 0
     assert rows / steps >= 2.0, (rows, steps)
 
@@ -181,6 +194,10 @@ def test_concurrent_requests_are_decoded_together_and_answered_as_served_one_by_
     assert len({json.dumps(a, sort_keys=True) for a in alone}) == len(alone)
     assert alone[2]["choices"][0][3] is not None
     assert len(alone[5]["choices"]) == 2
+    assert alone[8]["finish"] == {0: "tool_calls"}, alone[8]
+    assert alone[8]["calls"][0][1] == "get_weather"
+    assert len(alone[8]["calls"]) > 2  # the arguments arrived in several deltas
+    json.loads("".join(a or "" for _, _, a in alone[8]["calls"]))
 
 
 def test_past_max_batch_plus_max_queue_is_429() -> None:
