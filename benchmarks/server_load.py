@@ -392,6 +392,12 @@ def main() -> int:
                 time.sleep(0.2)
         if args.rounds:
             batching = batching_part(url, args, threads)
+        if not args.requests:  # the batching part only
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump({"threads": threads, "batching": batching,
+                               "command": " ".join(["python", *sys.argv])}, f, indent=2)
+            return 0
         results, wall, peak = asyncio.run(run_load(url, args))
         problems = check(results, url)
         mask = scrape(url, "formcast_mask_seconds_sum") / max(1.0, scrape(
