@@ -408,7 +408,7 @@ class Engine:
                 for _, _, req in submitted:
                     req.cancel()
                 raise
-        except BaseException as exc:
+        except Exception as exc:
             if job.on_done is not None:
                 job.on_done()
             raise _api_error(exc) from exc
