@@ -181,6 +181,7 @@ def test_concurrent_requests_are_decoded_together_and_answered_as_served_one_by_
     sequential_cfg = ServerConfig(model_name="toy", batching=False)
     with running_server(callable_model(TokenFunction()), sequential_cfg) as srv:
         assert health(srv.url)["batching"] is False
+        assert health(srv.url)["batching_off"] == "ServerConfig.batching is False"
 
         async def one_by_one() -> list[Any]:
             client = openai.AsyncOpenAI(base_url=srv.base_url, api_key="x", max_retries=0)

@@ -132,7 +132,8 @@ def create_app(
                 "in_flight": engine.in_flight, "waiting": engine.waiting,
                 "max_queue": cfg.max_queue, "batching": batcher is not None,
                 "slots": engine.slots,
-                "running": batcher.running if batcher is not None else None}
+                "running": batcher.running if batcher is not None else None,
+                "batching_off": engine.batching_off}
         return JSONResponse(body, status_code=200 if alive else 503)
 
     @app.get("/metrics")
