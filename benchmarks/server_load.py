@@ -1,10 +1,30 @@
 #!/usr/bin/env python3
 """Load test of ``formcast serve``: concurrent OpenAI-client requests against a real server on
-the bundled SmolLM2-135M-Instruct (llama.cpp, one thread), checking that nothing is lost or
-mixed up.
+the bundled SmolLM2-135M-Instruct (llama.cpp), measuring what continuous batching gives and
+checking that nothing is lost or mixed up.
 
-The script starts ``python -m formcast serve`` in a subprocess on a free 127.0.0.1 port, then
-sends ``--requests`` chat requests at once with ``openai.AsyncOpenAI``:
+The script starts ``python -m formcast serve`` in a subprocess on a free 127.0.0.1 port with
+the server's defaults (continuous batching, ``--max-batch 8``, the machine's cores; ``--threads
+N`` passes ``--threads N``), then runs two parts.
+
+**Batching** (issue #30's targets), ``--rounds`` rounds after a warm-up (every schema compiled,
+every prompt seen once), each round interleaving three measurements of the same 8 streamed
+greedy requests (``--batch`` of them, schema replies of ``--batch-tokens`` tokens at most):
+
+* ``lone``: each request alone, one after another: time to first token (request sent -> first
+  content chunk), p50 over the 8;
+* ``model``: the model's own batched decode of the same work in this process, beside the
+  server: a :class:`~formcast.model.llama_cpp_batched.LlamaCppBatchedDecoder` (same file, same
+  threads, 8 slots) prefills 8 prompts of the requests' prompt lengths in one call, then decodes
+  one greedy token per row per call until each row has produced as many tokens as its request
+  did (the server idles meanwhile).  Output tokens / wall time;
+* ``8 concurrent``: the 8 requests at once: time to first token p50, output tokens / wall time
+  (first request sent -> last response ended).
+
+Reported per round and as the median over rounds: ``ttft ratio`` = concurrent p50 / lone p50
+(target <= 2) and ``throughput ratio`` = concurrent / model (target >= 0.8).
+
+**Load**: ``--requests`` chat requests at once with ``openai.AsyncOpenAI``:
 
 * mixed schemas (``--kinds`` shapes: objects, arrays, enums, patterns), each carrying the
   request's own marker as a ``const`` (``{"req": {"const": "r17"}}``), so a reply given to the
@@ -24,8 +44,8 @@ depth seen on ``GET /metrics``.
 
 Usage::
 
-    python benchmarks/server_load.py                       # 32 requests (docs/benchmarks_server.md)
-    python benchmarks/server_load.py --requests 8 --json out.json
+    python benchmarks/server_load.py --threads 1           # docs/benchmarks_server.md
+    python benchmarks/server_load.py --requests 8 --rounds 1 --json out.json
 
 Needs the server extra and the bundled model (``pip install -e '.[server]'``,
 ``scripts/install_model_extras.sh``) and the ``openai`` client (the test extra).
@@ -46,9 +66,12 @@ import time
 import urllib.request
 from typing import Any
 
+import numpy as np
 import openai
 
 import jsonschema
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
 
 def free_port() -> int:
@@ -214,22 +237,148 @@ def pct(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def batch_body(i: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Request ``i`` of the batching part: a schema reply, greedy, streamed with usage."""
+    return {
+        "model": "smollm2",
+        "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + f" (case {i})"}],
+        "temperature": 0,
+        "max_tokens": args.batch_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "response_format": {"type": "json_schema", "json_schema": {
+            "name": f"b{i}", "schema": schema_for(i, args.kinds), "strict": True}},
+    }
+
+
+async def streamed(client: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """One streamed request: time to first content, end time, usage, text."""
+    t0 = time.perf_counter()
+    ttft = None
+    text = ""
+    usage = None
+    stream = await client.chat.completions.create(**body)
+    async for chunk in stream:
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            if c.delta.content:
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                text += c.delta.content
+    assert usage is not None, "no usage chunk"
+    return {"t0": t0, "end": time.perf_counter(), "ttft": ttft, "text": text,
+            "prompt_tokens": usage.prompt_tokens, "tokens": usage.completion_tokens}
+
+
+async def lone_and_concurrent(url: str, bodies: list[dict[str, Any]], together: bool
+                              ) -> list[dict[str, Any]]:
+    client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=600)
+    try:
+        if together:
+            return list(await asyncio.gather(*(streamed(client, b) for b in bodies)))
+        return [await streamed(client, b) for b in bodies]
+    finally:
+        await client.close()
+
+
+def model_reference(decoder: Any, prompt_lens: list[int], out_lens: list[int],
+                    filler: list[int]) -> tuple[float, int]:
+    """The model's own batched decode of the same work: ``(wall seconds, output tokens)``."""
+    decoder.reset()
+    prompts = [(filler * (n // len(filler) + 1))[:n] for n in prompt_lens]
+    t0 = time.perf_counter()
+    rows = decoder.decode(list(enumerate(prompts)))
+    made = [1] * len(prompts)  # the prefill's logits give each row its first token
+    live = [s for s in range(len(prompts)) if made[s] < out_lens[s]]
+    last = {s: int(np.argmax(rows[s])) for s in range(len(prompts))}
+    while live:
+        rows = decoder.decode([(s, [last[s]]) for s in live])
+        for k, s in enumerate(live):
+            last[s] = int(np.argmax(rows[k]))
+            made[s] += 1
+        live = [s for s in live if made[s] < out_lens[s]]
+    return time.perf_counter() - t0, sum(out_lens)
+
+
+def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str, Any]:
+    from formcast.generation.inputs import _prompt_ids
+    from formcast.model.llama_cpp_batched import LlamaCppBatchedDecoder
+    from formcast.model.loading import load_model
+
+    bodies = [batch_body(i, args) for i in range(args.batch)]
+    asyncio.run(lone_and_concurrent(url, bodies, together=False))  # warm-up: compiles, caches
+    model = load_model("smollm2", n_threads=threads)
+    decoder = LlamaCppBatchedDecoder(model, n_slots=args.batch, n_threads=threads)
+    filler = _prompt_ids(model, bodies[0]["messages"], chat=True, system=None)
+    rounds = []
+    try:
+        for _ in range(args.rounds):
+            lone = asyncio.run(lone_and_concurrent(url, bodies, together=False))
+            ref_s, ref_tokens = model_reference(
+                decoder, [r["prompt_tokens"] for r in lone], [max(1, r["tokens"]) for r in lone],
+                filler)
+            conc = asyncio.run(lone_and_concurrent(url, bodies, together=True))
+            wall = max(r["end"] for r in conc) - min(r["t0"] for r in conc)
+            lone_ttft = statistics.median(r["ttft"] for r in lone)
+            conc_ttft = statistics.median(r["ttft"] for r in conc)
+            tok_s = sum(r["tokens"] for r in conc) / wall
+            ref_tok_s = ref_tokens / ref_s
+            same = sum(a["text"] == b["text"] for a, b in zip(lone, conc))
+            rounds.append({
+                "lone_ttft_p50_s": lone_ttft, "concurrent_ttft_p50_s": conc_ttft,
+                "concurrent_ttft_max_s": max(r["ttft"] for r in conc),
+                "ttft_ratio": conc_ttft / lone_ttft,
+                "lone_total_s": sum(r["end"] - r["t0"] for r in lone),
+                "concurrent_wall_s": wall, "concurrent_tok_s": tok_s,
+                "model_batched_tok_s": ref_tok_s, "throughput_ratio": tok_s / ref_tok_s,
+                "output_tokens": sum(r["tokens"] for r in conc),
+                "same_text_as_lone": same,
+            })
+            r = rounds[-1]
+            print(f"round {len(rounds)}: ttft p50 lone {lone_ttft * 1e3:.0f} ms, 8 concurrent "
+                  f"{conc_ttft * 1e3:.0f} ms (x{r['ttft_ratio']:.2f}); throughput 8 concurrent "
+                  f"{tok_s:.1f} tok/s, model batched {ref_tok_s:.1f} tok/s "
+                  f"(x{r['throughput_ratio']:.2f}); lone one after another "
+                  f"{r['lone_total_s']:.1f} s vs {wall:.1f} s together; "
+                  f"{same}/{len(bodies)} texts as alone", flush=True)
+    finally:
+        decoder.close()
+    return {
+        "rounds": rounds,
+        "ttft_ratio_median": statistics.median(r["ttft_ratio"] for r in rounds),
+        "throughput_ratio_median": statistics.median(r["throughput_ratio"] for r in rounds),
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--requests", type=int, default=32)
-    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--requests", type=int, default=32, help="requests of the load part")
+    p.add_argument("--max-tokens", type=int, default=48, help="max_tokens in the load part")
     p.add_argument("--kinds", type=int, default=4, help="schema shapes used (1-4)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="the server's --threads (default: the server's default, the cores)")
+    p.add_argument("--serve-args", default="",
+                   help="more options for formcast serve, e.g. '--prefill-tokens 32'")
+    p.add_argument("--batch", type=int, default=8, help="requests of the batching part")
+    p.add_argument("--batch-tokens", type=int, default=48, help="max_tokens there")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of the batching part (0: off)")
     p.add_argument("--json", default=None, help="write the figures to this file")
     args = p.parse_args()
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "formcast", "serve", "--model", "smollm2", "--port", str(port),
-         "--max-queue", str(args.requests + 4), "--compile-workers", "1",
-         "--timeout", "600", "--log-level", "warning"],
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
-    )
+    from formcast.model.batched import default_threads
+
+    threads = args.threads if args.threads is not None else default_threads()
+    command = [sys.executable, "-m", "formcast", "serve", "--model", "smollm2", "--port",
+               str(port), "--max-queue", str(args.requests + 4), "--compile-workers", "1",
+               "--timeout", "600", "--log-level", "warning"]
+    if args.threads is not None:
+        command += ["--threads", str(args.threads)]
+    command += args.serve_args.split()
+    server = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    batching: dict[str, Any] | None = None
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -241,6 +390,14 @@ def main() -> int:
                     print("the server did not start", file=sys.stderr)
                     return 1
                 time.sleep(0.2)
+        if args.rounds:
+            batching = batching_part(url, args, threads)
+        if not args.requests:  # the batching part only
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump({"threads": threads, "batching": batching,
+                               "command": " ".join(["python", *sys.argv])}, f, indent=2)
+            return 0
         results, wall, peak = asyncio.run(run_load(url, args))
         problems = check(results, url)
         mask = scrape(url, "formcast_mask_seconds_sum") / max(1.0, scrape(
@@ -277,7 +434,14 @@ def main() -> int:
         "decode_step_mean_ms": decode * 1e3,
         "problems": problems,
         "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        "threads": threads,
+        "batching": batching,
+        "command": " ".join(["python", *sys.argv]),
     }
+    if batching is not None:
+        print(f"batching ({args.rounds} rounds, median): ttft ratio "
+              f"{batching['ttft_ratio_median']:.2f} (target <= 2), throughput ratio "
+              f"{batching['throughput_ratio_median']:.2f} (target >= 0.8)")
     print(f"{figures['answered']}/{args.requests - figures['abandoned']} answered "
           f"({figures['streamed']} streamed), {figures['abandoned']} abandoned "
           f"({int(cancelled)} cancelled by the server); finish stop {figures['finish_stop']}, "

@@ -516,3 +516,74 @@ def test_copy_prefix_checks() -> None:
         decoder.copy_prefix(0, 2, 5)
     with pytest.raises(ConfigurationError, match="cannot copy"):
         decoder.copy_prefix(2, 2, 1)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.9])
+def test_logprobs_equal_generate_per_request(temperature: float) -> None:
+    """``logprobs=k`` through the batcher: the entries ``generate(logprobs=k)`` gives, forced
+    tokens (logprob 0) and stop tokens (no entry) included."""
+    reqs = _requests()
+    batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=4))
+    handles = [
+        batcher.submit(req["ids"], compiled=req["compiled"], max_tokens=req["max_tokens"],
+                       stop=req["stop"], params=SamplingParams(temperature=temperature),
+                       seed=i, logprobs=3)
+        for i, req in enumerate(reqs)
+    ]
+    batcher.run_until_idle()
+    for i, (req, handle) in enumerate(zip(reqs, handles)):
+        got = handle.result()
+        want = _alone(req, temperature=temperature, seed=i, logprobs=3)
+        _same(got, want)
+        assert got.logprobs is not None
+        assert want.logprobs is not None
+        assert len(got.logprobs) == len(got.token_ids)
+        assert got.logprobs == want.logprobs
+    plain = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=2))
+    req = plain.submit(reqs[0]["ids"], compiled=reqs[0]["compiled"], max_tokens=5)
+    plain.run_until_idle()
+    assert req.result().logprobs is None  # off unless asked
+
+
+def test_control_cancel_and_deadline_end_requests_with_their_text_so_far() -> None:
+    """A request's ``StepControl``: a set cancel flag ends it as ``"cancelled"`` and a passed
+    deadline as ``"timeout"`` at the next step, with the text so far (a prefix of what it
+    would have written), its slot freed; a queued request stopped before it got a slot
+    ends with no text; ``on_step`` returning True cancels; the others are untouched."""
+    import time
+
+    from formcast.generation.control import StepControl
+
+    ids = list(b"go: ")
+    decoder = CallableBatchedDecoder(MODEL, n_slots=2)
+    batcher = ContinuousBatcher(decoder, max_queue=None)
+    flag = threading.Event()
+    cancelled = batcher.submit(ids, max_tokens=40, control=StepControl(cancel=flag))
+    deadline = time.monotonic() + 1.0  # four steps of a logits function take far less
+    late = batcher.submit(ids, max_tokens=40, control=StepControl(deadline=deadline))
+    queued = batcher.submit(ids, max_tokens=40, control=StepControl(deadline=time.monotonic() - 1))
+    seen: list[int] = []
+    stepped = batcher.submit(
+        list(b"other"), max_tokens=40,
+        control=StepControl(on_step=lambda s: seen.append(s.token_id) or len(seen) == 3),
+    )
+    for _ in range(4):
+        batcher.step()
+    flag.set()
+    time.sleep(max(0.0, deadline - time.monotonic()) + 0.01)
+    batcher.run_until_idle()
+    full = generate(MODEL, ids, max_tokens=40)
+    for handle, reason in ((cancelled, "cancelled"), (late, "timeout")):
+        result = handle.result()
+        assert result.finish_reason == reason
+        assert 0 < len(result.token_ids) < 40
+        assert full.token_ids[: len(result.token_ids)] == result.token_ids
+        assert full.text.startswith(result.text)
+        assert result.value is None
+    q = queued.result()
+    assert (q.finish_reason, q.text, q.token_ids) == ("timeout", "", ())
+    s = stepped.result()
+    assert s.finish_reason == "cancelled"
+    assert list(s.token_ids) == seen
+    assert len(seen) == 3
+    assert all(decoder.length(slot) == 0 for slot in range(2))

@@ -51,7 +51,7 @@ def served() -> Iterator[tuple[subprocess.Popen[str], str]]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "formcast", "serve", "--model", "smollm2", "--host", "127.0.0.1",
-         "--port", str(port), "--compile-workers", "1", "--log-level", "warning"],
+         "--port", str(port), "--compile-workers", "1", "--threads", "1", "--log-level", "warning"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )

@@ -315,9 +315,15 @@ def require_compiled(compiled: CompiledGrammar | None) -> CompiledGrammar:
     return compiled
 
 
-def add_model_arguments(p: argparse.ArgumentParser, *, threads_help: str = "CPU threads") -> None:
+def add_model_arguments(
+    p: argparse.ArgumentParser,
+    *,
+    threads_help: str = "CPU threads",
+    threads_default: int | None = 1,
+) -> None:
     """``--model``, ``--backend``, ``--n-ctx`` and ``--threads``: the options that choose and load
-    a model (``formcast generate`` and ``formcast serve``)."""
+    a model (``formcast generate`` and ``formcast serve``).  ``threads_default`` ``None``: the
+    caller resolves a missing ``--threads`` (``formcast serve``: the machine's cores)."""
     p.add_argument(
         "--model", default="smollm2",
         help="smollm2, a .gguf path or a transformers model directory (default: %(default)s)",
@@ -332,7 +338,9 @@ def add_model_arguments(p: argparse.ArgumentParser, *, threads_help: str = "CPU 
         help="context length, llama.cpp (default: %(default)s)",
     )
     p.add_argument(
-        "--threads", type=positive_int, default=1, help=f"{threads_help} (default: %(default)s)"
+        "--threads", type=positive_int, default=threads_default,
+        help=f"{threads_help} (default: "
+        + ("%(default)s)" if threads_default is not None else "the cores this process may use)"),
     )
 
 

@@ -4,9 +4,12 @@
 
     formcast serve --model smollm2 --host 127.0.0.1 --port 8000
     formcast serve --model /path/to/model.gguf --n-ctx 4096 --max-queue 32 --timeout 60
+    formcast serve --threads 1 --max-batch 4           # a busy machine; 4 requests at once
 
-Loads the model (the bundled SmolLM2-135M-Instruct on llama.cpp by default, one thread), then
-serves it with uvicorn until Ctrl-C / SIGTERM.  Progress goes to stderr; uvicorn logs its
+Loads the model (the bundled SmolLM2-135M-Instruct on llama.cpp by default, on the cores this
+process may use), then serves it with uvicorn until Ctrl-C / SIGTERM, decoding up to
+``--max-batch`` requests together (continuous batching; ``--no-batching``: one after
+another).  Progress goes to stderr; uvicorn logs its
 requests there too.  Needs the server extra: ``pip install 'formcast[server]'``.
 
 Lifetime: one process; the model and the compiler live as long as it.
@@ -40,14 +43,24 @@ def _seconds(text: str) -> float:
 
 def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     """The options of ``formcast serve``."""
-    add_model_arguments(p, threads_help="CPU threads of the model")
+    add_model_arguments(p, threads_help="CPU threads of the model", threads_default=None)
     p.add_argument("--served-name", default=None,
                    help="the model id clients send (default: the --model name or file stem)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
     p.add_argument("--port", type=positive_int, default=8000, help="port (default: %(default)s)")
     p.add_argument("--max-queue", type=non_negative_int, default=16,
-                   help="requests waiting beyond the one generating before 429 "
+                   help="requests waiting beyond those generating before 429 "
                    "(default: %(default)s)")
+    p.add_argument("--max-batch", type=positive_int, default=8,
+                   help="requests decoded together (continuous batching slots; "
+                   "default: %(default)s)")
+    p.add_argument("--share-prefix", type=non_negative_int, default=16,
+                   help="share prompt starts of at least this many tokens between batched "
+                   "requests (0: off; default: %(default)s)")
+    p.add_argument("--prefill-tokens", type=positive_int, default=None,
+                   help="most prompt tokens joining the batch in one step (default: no bound)")
+    p.add_argument("--no-batching", action="store_true",
+                   help="serve one request after another on one model thread")
     p.add_argument("--timeout", type=_seconds, default=120.0,
                    help="per-request seconds, queue included; then finish_reason 'timeout' "
                    "(default: %(default)s)")
@@ -71,9 +84,12 @@ def run_serve(args: argparse.Namespace) -> int:
     """Run ``formcast serve``; returns the exit status when the server stops."""
     import os
 
+    from ..model.batched import default_threads
     from ..server import ServerConfig, run_server  # checks the server extra
 
     check_backend(args)
+    if args.threads is None:  # the machine's cores, for the model and the batched decoder
+        args.threads = default_threads()
     name = args.served_name or (
         os.path.splitext(os.path.basename(args.model))[0] if args.model.endswith(".gguf")
         else args.model
@@ -81,6 +97,11 @@ def run_serve(args: argparse.Namespace) -> int:
     config = ServerConfig(
         model_name=name,
         max_queue=args.max_queue,
+        batching=not args.no_batching,
+        max_batch=args.max_batch,
+        share_prefix=args.share_prefix or None,
+        prefill_tokens=args.prefill_tokens,
+        n_threads=args.threads,
         request_timeout_s=args.timeout,
         compile_timeout_s=args.compile_timeout,
         compile_workers=args.compile_workers,

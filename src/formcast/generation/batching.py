@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import threading
 import time
 from collections import deque
@@ -69,6 +70,7 @@ from ..runtime.batch import batch_fill_next_token_bitmask
 from ..sampling import SamplingParams
 from ..vocab.canonical import CanonicalPairs
 from ..vocab.vocabulary import Vocabulary
+from .control import Step, StepControl, StopReason
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
@@ -305,6 +307,7 @@ class _Row:
         "compile_s",
         "compiled",
         "constraint",
+        "control",
         "decode_times",
         "handle",
         "max_tokens",
@@ -331,6 +334,7 @@ class _Row:
         self.max_tokens = job.max_tokens
         self.t_call = job.t_call
         self.observer = job.observer
+        self.control = job.control
         self.stop_ids = stop_ids
         vocab = job.vocab
         self.constraint: _ConstraintSide | None = None
@@ -339,7 +343,9 @@ class _Row:
             side.bitmask = bitmask[slot : slot + 1]  # the batch fill writes this row
             side.row = bitmask[slot]
             self.constraint = side
-        self.sampler = _ModelSide(None, np.empty(0, np.float32), job.params, job.rng)  # type: ignore[arg-type]
+        self.sampler = _ModelSide(
+            None, np.empty(0, np.float32), job.params, job.rng, job.logprobs  # type: ignore[arg-type]
+        )
         self.sampler.pending = list(self.prompt_ids)  # the first call is the prefill
         self.out = _Output(vocab, job.stops)
         self.prefilled = False
@@ -372,32 +378,45 @@ class _Row:
         if allowed is not None and allowed.size == 1:  # forced: any sampler would pick it
             tok = int(allowed[0])
             out.n_forced += 1
+            forced = True
         else:
             sampler = self.sampler
             if sampler.pending:
                 self.ready, self.allowed = True, allowed
                 return _CALL, None
             tok = sampler.next_token(allowed)
+            forced = False
         self.ready, self.allowed = False, None
         if not out.ids:
             out.ttft = _perf() - self.t_call
         if self.constraint is not None:
             self.constraint.accept(tok)
-        if tok in self.stop_ids:
+        sampler = self.sampler
+        if tok in self.stop_ids:  # not output: no log-probability entry either
+            if not forced and sampler.logprobs:
+                sampler.logprobs.pop()
             out.stop_token = tok
             return _DONE, "completed"
-        self.sampler.pending.append(tok)
+        if forced and sampler.logprobs is not None:
+            sampler.forced(tok)
+        sampler.pending.append(tok)
         safe, hit = out.add(tok)
         if safe:
             self.handle._push(safe)
         if hit:
             return _DONE, "stop"
+        control = self.control
+        if control is not None and control.on_step is not None:
+            entries = sampler.logprobs
+            lp = entries[-1].logprob if entries else None
+            if control.on_step(Step(len(out.ids) - 1, tok, forced, lp)):
+                return _DONE, "cancelled"
         return _AGAIN, None
 
     def result(self, reason: FinishReason) -> GenerationResult:
         """Flush the text and build the result (as :func:`formcast.generation.loop.decode`)."""
         out = self.out
-        if reason != "stop":
+        if reason not in ("stop", "cancelled", "timeout"):  # as decode(): no tail when stopped
             tail, hit = out.finish()
             if hit:
                 reason = "stop"
@@ -417,9 +436,11 @@ class _Row:
             mask_step_s=tuple(constraint.mask_times) if constraint is not None else (),
             sample_step_s=tuple(self.sampler.sample_times),
         )
-        return _result(
+        result = _result(
             out, reason, constraint, self.compiled, self.schema_class, self.prompt_ids, timings
         )
+        entries = self.sampler.logprobs
+        return result if entries is None else dataclasses.replace(result, logprobs=tuple(entries))
 
 
 @dataclass(slots=True)
@@ -438,6 +459,22 @@ class _Job:
     t_call: float
     vocab: Vocabulary
     observer: StepObserver | None
+    logprobs: int | None = None
+    control: StepControl | None = None
+
+    def stopped_result(self, reason: StopReason) -> GenerationResult:
+        """The result of a request stopped before it got a slot (as ``decode`` gives for a
+        control that stops it before the prefill): no text, no tokens."""
+        total = _perf() - self.t_call
+        timings = GenerationTimings(
+            compile_s=self.compile_s, time_to_first_token_s=total, total_s=total,
+            prompt_tokens=len(self.handle.prompt_ids),
+        )
+        out = _Output(self.vocab, self.stops)
+        result = _result(
+            out, reason, None, self.compiled, self.schema_class, self.handle.prompt_ids, timings
+        )
+        return result if self.logprobs is None else dataclasses.replace(result, logprobs=())
 
 
 class ContinuousBatcher:
@@ -514,6 +551,8 @@ class ContinuousBatcher:
         self._closing = False
         self.steps = 0
         """Steps run so far (one model call each, when any row ran)."""
+        self.rows_stepped = 0
+        """Rows in those steps' model calls, summed (``rows_stepped / steps``: the mean batch)."""
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -538,6 +577,12 @@ class ContinuousBatcher:
     def has_worker(self) -> bool:
         return self._worker is not None
 
+    @property
+    def worker_alive(self) -> bool:
+        """The worker thread runs (started and not closed)."""
+        worker = self._worker
+        return worker is not None and worker.is_alive() and not self._closing
+
     # -- submitting ----------------------------------------------------------------------------
     def submit(
         self,
@@ -552,13 +597,21 @@ class ContinuousBatcher:
         schema_class: Any = None,
         compile_s: float = 0.0,
         observer: StepObserver | None = None,
+        logprobs: int | None = None,
+        control: StepControl | None = None,
     ) -> BatchedRequest:
         """Queue a request given as token ids and (optionally) a compiled constraint.
 
         ``params`` defaults to greedy decoding (``generate``'s ``temperature=0``); ``seed``
         seeds the request's own sampler exactly as ``generate(seed=)``; ``schema_class`` (a
         Pydantic class) gives ``result.parsed``; ``compile_s`` goes into the timings;
-        ``observer`` sees the request's model calls (:class:`StepObserver`).
+        ``observer`` sees the request's model calls (:class:`StepObserver`); ``logprobs``
+        (``k``) gives ``result.logprobs`` as ``generate(logprobs=k)``; ``control`` (a
+        :class:`~formcast.generation.StepControl`) is checked at the start of every step
+        while the request waits or runs, so a set cancel flag or a passed deadline ends it
+        before its next model call with ``finish_reason`` ``"cancelled"`` / ``"timeout"``
+        and the text so far (a normal result, as ``generate(control=)`` gives; its slot is
+        freed), and its ``on_step`` sees every output token.
 
         Raises:
             ConfigurationError: bad arguments, or prompt + ``max_tokens`` exceeds a slot's
@@ -578,6 +631,8 @@ class ContinuousBatcher:
             compile_s,
             _perf(),
             observer,
+            logprobs,
+            control,
         )
 
     def _submit(
@@ -593,6 +648,8 @@ class ContinuousBatcher:
         compile_s: float,
         t_call: float,
         observer: StepObserver | None = None,
+        logprobs: int | None = None,
+        control: StepControl | None = None,
     ) -> BatchedRequest:
         ids = [int(t) for t in prompt_ids]
         if not ids:
@@ -601,7 +658,9 @@ class ContinuousBatcher:
         if compiled is not None:
             compiled = _check_compiled(compiled, model)
         # the option checks of generate(), made in their one place
-        checked = GenerationOptions(max_tokens=max_tokens, seed=seed, stop=stop)
+        checked = GenerationOptions(
+            max_tokens=max_tokens, seed=seed, stop=stop, logprobs=logprobs, control=control
+        )
         limit = self._decoder.max_context
         if limit is not None and len(ids) + max_tokens > limit:
             raise ConfigurationError(
@@ -639,6 +698,8 @@ class ContinuousBatcher:
             t_call=t_call,
             vocab=self._vocab,
             observer=observer,
+            logprobs=checked.logprobs,
+            control=checked.control,
         )
         with self._lock:
             if self._closing:
@@ -710,12 +771,14 @@ class ContinuousBatcher:
         thread (steps run one at a time); a request's error ends that request only."""
         with self._step_lock:
             self._drop_cancelled()
+            self._drop_stopped()
             self._admit()
             rows = list(self._rows.values())
             if rows:
                 self._call_model(rows)
                 self._tokens([r for r in rows if self._rows.get(r.slot) is r])
                 self.steps += 1
+                self.rows_stepped += len(rows)
             with self._lock:
                 return bool(self._rows or self._queue)
 
@@ -791,6 +854,36 @@ class ContinuousBatcher:
         for row in list(self._rows.values()):
             if row.handle in cancels:
                 self._leave(row, None, None)
+
+    def _drop_stopped(self) -> None:
+        """Requests whose control says stop (cancel flag set, deadline passed) end now, with
+        the text so far: queued ones without a slot, running ones leave theirs."""
+        with self._lock:
+            stopped = [
+                (job, reason)
+                for job in self._queue
+                if job.control is not None and (reason := job.control.check()) is not None
+            ]
+            if stopped:
+                gone = {id(job) for job, _ in stopped}
+                self._queue = deque(job for job in self._queue if id(job) not in gone)
+        for job, reason in stopped:
+            try:
+                result = job.stopped_result(reason)
+            except Exception as exc:  # pragma: no cover - building a result does not fail
+                job.handle._finish(None, exc)
+            else:
+                job.handle._finish(result, None)
+        for row in list(self._rows.values()):
+            control = row.control
+            reason = control.check() if control is not None else None
+            if reason is not None:
+                try:
+                    result = row.result(reason)
+                except Exception as exc:  # pragma: no cover - building a result does not fail
+                    self._leave(row, None, exc)
+                else:
+                    self._leave(row, result, None)
 
     def _admit(self) -> None:
         free = [s for s in range(self.n_slots) if s not in self._rows]

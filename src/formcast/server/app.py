@@ -9,7 +9,8 @@ named as ``messages[0].role``).
 
 One request, in order: the body is validated; the model name and unsupported parameters are
 checked; the engine admits it (or answers 429 with ``Retry-After``); its constraint
-(:mod:`.constraints`) is compiled off the event loop; the job is queued for the model thread;
+(:mod:`.constraints`) is compiled off the event loop; the job is queued for the model (the
+continuous batcher's slots, or the model thread: :mod:`.engine`);
 the answer is one JSON body, or server-sent events (``stream: true``).  A watcher polls the
 connection while the request runs: a client that disconnects cancels its job (the model is
 not called again for it).
@@ -126,9 +127,13 @@ def create_app(
     @app.get("/health")
     async def health() -> Response:
         alive = engine.alive
+        batcher = engine.batcher
         body = {"status": "ok" if alive else "unavailable", "model": cfg.model_name,
                 "in_flight": engine.in_flight, "waiting": engine.waiting,
-                "max_queue": cfg.max_queue}
+                "max_queue": cfg.max_queue, "batching": batcher is not None,
+                "slots": engine.slots,
+                "running": batcher.running if batcher is not None else None,
+                "batching_off": engine.batching_off}
         return JSONResponse(body, status_code=200 if alive else 503)
 
     @app.get("/metrics")

@@ -20,8 +20,34 @@ class ServerConfig:
     Attributes:
         model_name: the id clients send as ``model`` and ``GET /v1/models`` lists (a request
             naming another model is a 404 ``model_not_found``).
-        max_queue: requests that may wait for the model while one generates; one more is
-            answered ``429`` with ``Retry-After`` (requests compiling count as waiting).
+        max_queue: requests that may wait for the model beyond those it serves (``max_batch``
+            with batching, else one); one more is answered ``429`` with ``Retry-After``
+            (requests compiling count as waiting).
+        batching: serve requests together (continuous batching, :mod:`formcast.generation.
+            batching`) when formcast has a batched decoder for the model (llama.cpp,
+            transformers, ``CallableModel``): the running requests' sequences are decoded in
+            one model call per step, a request joins at the next step after it arrives and
+            leaves when it ends.  ``False``, or a model without a batched decoder: one
+            request after another on one model thread.
+        max_batch: slots of the batched decoder -- the most requests (choices) decoded
+            together; more wait in the queue.  Each slot holds a whole context (llama.cpp
+            allocates ``max_batch`` x the model's context of KV cells up front).
+        share_prefix: with batching, a request whose prompt starts with at least this many
+            tokens of a running request's prompt (the chat template's system prompt, the same
+            tool definitions) copies their cache entries instead of evaluating them again
+            (``ContinuousBatcher(share_prefix=)``): on a CPU, where evaluating a prompt costs
+            in proportion to its tokens, simultaneous requests get their first token much
+            sooner.  ``None``: every prompt is evaluated whole.  The copied entries were
+            computed in another batch, so logits can differ in their last bits (as batching
+            itself does).
+        prefill_tokens: with batching, the most prompt tokens that join in one step
+            (``ContinuousBatcher(prefill_tokens=)``; ``None``: every waiting request that has
+            a slot joins at once).  A bound spreads simultaneous arrivals over several steps:
+            the first of them get their first token sooner, the running ones keep decoding.
+        n_threads: CPU threads of the batched decoder (``None``: the cores this process may
+            run on for llama.cpp; torch's own setting for transformers).  On a machine whose
+            cores are busy with other work use 1 (llama.cpp's threads spin waiting for each
+            other).
         request_timeout_s: wall-clock budget of one request from its arrival, queue wait
             included; when it runs out the generation stops with ``finish_reason
             "timeout"`` (the text so far is returned).  ``None``: no limit.
@@ -52,6 +78,11 @@ class ServerConfig:
 
     model_name: str = "smollm2"
     max_queue: int = 16
+    batching: bool = True
+    max_batch: int = 8
+    share_prefix: int | None = 16
+    prefill_tokens: int | None = None
+    n_threads: int | None = None
     request_timeout_s: float | None = 120.0
     compile_timeout_s: float = 30.0
     compile_workers: int = 0
@@ -66,13 +97,33 @@ class ServerConfig:
         if not isinstance(self.model_name, str) or not self.model_name:
             raise ConfigurationError("ServerConfig.model_name must be a non-empty string")
         for name in ("max_queue", "compile_workers", "default_max_tokens", "max_n",
-                     "retry_after_s"):
+                     "retry_after_s", "max_batch"):
             value = getattr(self, name)
-            low = 1 if name in ("default_max_tokens", "max_n") else 0
+            low = 1 if name in ("default_max_tokens", "max_n", "max_batch") else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigurationError(
                     f"ServerConfig.{name} must be an int >= {low}, got {value!r}"
                 )
+        sp = self.share_prefix
+        if sp is not None and (isinstance(sp, bool) or not isinstance(sp, int) or sp < 1):
+            raise ConfigurationError(
+                f"ServerConfig.share_prefix must be an int >= 1 or None (off), got {sp!r}"
+            )
+        pt = self.prefill_tokens
+        if pt is not None and (isinstance(pt, bool) or not isinstance(pt, int) or pt < 1):
+            raise ConfigurationError(
+                f"ServerConfig.prefill_tokens must be an int >= 1 or None (no bound), got {pt!r}"
+            )
+        n = self.n_threads
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ConfigurationError(
+                f"ServerConfig.n_threads must be an int >= 1 or None (the machine's cores), "
+                f"got {n!r}"
+            )
+        if not isinstance(self.batching, bool):
+            raise ConfigurationError(
+                f"ServerConfig.batching must be a bool, got {self.batching!r}"
+            )
         if not isinstance(self.allow_extra_properties, bool):
             raise ConfigurationError(
                 "ServerConfig.allow_extra_properties must be a bool, got "

@@ -1,4 +1,18 @@
-"""The serving engine: a bounded queue in front of one model thread, compiles off the event loop.
+"""The serving engine: a bounded queue in front of the model, compiles off the event loop.
+
+Two ways to run the model (``ServerConfig.batching``):
+
+* **continuous batching** (the default when formcast has a batched decoder for the model:
+  llama.cpp, transformers, ``CallableModel`` -- :func:`~formcast.model.batched_select.
+  batched_decoder_for`): every choice of every request is a request of a
+  :class:`~formcast.generation.batching.ContinuousBatcher` with ``max_batch`` slots.  Its
+  worker thread (``formcast-batcher``) decodes the running sequences together, one model call
+  per step; a request takes a free slot at the next step after it arrives and frees it when it
+  ends (finished, cancelled, timed out), so no request waits for another to finish while a
+  slot is free.  Queued beyond the slots: FIFO.  Admission (the 429) counts requests:
+  ``max_batch + max_queue`` in flight at most.
+* **sequential** (``batching=False``, or a model without a batched decoder): the job FIFO of
+  one model thread, described below.
 
 ::
 
@@ -19,7 +33,16 @@ pieces, closes the stream and calls the model no more.  The request's deadline
 (``request_timeout_s`` from its arrival) is checked at the same points and ends the generation
 with ``finish="timeout"``.
 
-Lifetime: one engine per app; :meth:`Engine.close` stops the thread and the compile workers.
+With batching the same events come from the batcher: each choice's text pieces (whole
+characters) and its :class:`Finished`; choices of one request (``n``) are decoded together and
+their events interleave.  The job's ``cancel`` event and deadline reach the batcher as the
+request's :class:`~formcast.generation.StepControl`, checked at every step: the request leaves
+its slot before its next model call.  Results are those of ``generate`` with the same options
+(same tokens for greedy decoding, given the same logits: see the batched decoder's notes on
+the last bits of batched logits).
+
+Lifetime: one engine per app; :meth:`Engine.close` stops the thread (or the batcher, and closes
+its decoder) and the compile workers.
 Costs: admission and event hand-off are O(1); a compile costs what the compiler costs (cached
 per constraint); the model thread's work is the generation.
 """
@@ -38,11 +61,15 @@ from typing import Any, Literal
 
 from ..errors import FormcastError
 from ..generation.api import stream
+from ..generation.batching import BatchedRequest, ContinuousBatcher, RequestCancelledError
 from ..generation.control import StepControl
+from ..generation.options import GenerationOptions
 from ..generation.results import GenerationResult, TokenLogprob
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
 from ..index.spec import ConstraintSpec
+from ..model.batched import BatchedDecoder
+from ..model.batched_select import batched_decoder_for
 from ..model.protocol import LanguageModel
 from .api_errors import APIError
 from .config import ServerConfig
@@ -155,12 +182,43 @@ class Engine:
         self._closed = False
         self._job_seconds = 0.0  # exponential mean of a job's model time, for Retry-After
         self._thread: threading.Thread | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+        self.batching_off: str | None = None
+        """Why requests are served one after another (``None``: they are batched)."""
+        self._decoder: BatchedDecoder | None = None
+        self._batcher: ContinuousBatcher | None = None
+        if not config.batching:
+            self.batching_off = "ServerConfig.batching is False"
+        else:
+            try:
+                self._decoder = batched_decoder_for(
+                    model, n_slots=config.max_batch, n_threads=config.n_threads
+                )
+            except FormcastError as exc:  # the backend cannot batch this model: serve in turn
+                self.batching_off = f"no batched decoder: {exc}"
+            else:
+                if self._decoder is None:
+                    self.batching_off = (
+                        f"formcast has no batched decoder for {type(model).__name__}"
+                    )
+        if self._decoder is not None:
+            batcher = ContinuousBatcher(  # admit() bounds the queue
+                self._decoder, max_queue=None, share_prefix=config.share_prefix,
+                prefill_tokens=config.prefill_tokens,
+            )
+            self._batcher = batcher
+            metrics.bind_batch(lambda: batcher.steps, lambda: batcher.rows_stepped,
+                               lambda: batcher.running, batcher.n_slots)
         metrics.bind_queue(lambda: self.waiting, lambda: self.in_flight)
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the model thread (idempotent)."""
+        """Start the model thread, or the batcher's worker (idempotent)."""
         with self._lock:
+            if self._batcher is not None:
+                if not self._closed:
+                    self._batcher.start()
+                return
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._worker, name="formcast-model", daemon=True
@@ -176,13 +234,31 @@ class Engine:
         self._jobs.put(None)
         if thread is not None:
             thread.join(timeout=30)
+        if self._batcher is not None:
+            self._batcher.close()  # cancels what runs or waits, joins its worker
+            close = getattr(self._decoder, "close", None)
+            if close is not None:
+                close()
         self.compiler.close()
 
     @property
     def alive(self) -> bool:
-        """The model thread runs and the engine takes requests."""
+        """The model thread (or the batcher's worker) runs and the engine takes requests."""
+        if self._batcher is not None:
+            return not self._closed and self._batcher.worker_alive
         thread = self._thread
         return not self._closed and thread is not None and thread.is_alive()
+
+    @property
+    def batcher(self) -> ContinuousBatcher | None:
+        """The continuous batcher serving the requests (``None``: sequential serving, see
+        :attr:`batching_off`)."""
+        return self._batcher
+
+    @property
+    def slots(self) -> int:
+        """Requests (choices) generated at once: ``max_batch`` with batching, else 1."""
+        return 1 if self._batcher is None else self._batcher.n_slots
 
     @property
     def in_flight(self) -> int:
@@ -191,7 +267,9 @@ class Engine:
 
     @property
     def waiting(self) -> int:
-        """Jobs waiting for the model thread."""
+        """Jobs waiting for the model thread (with batching: choices waiting for a slot)."""
+        if self._batcher is not None:
+            return self._batcher.queued
         return self._jobs.qsize()
 
     # -- admission ------------------------------------------------------------------------------
@@ -201,7 +279,8 @@ class Engine:
         Returns the request's ``release``: idempotent (the first call counts the request out),
         so it can be called both where the response ends and when its job ends (a stream whose
         body never started -- the client left first -- still frees its place)."""
-        capacity = self.config.max_queue + 1
+        slots = self.slots
+        capacity = self.config.max_queue + slots
         with self._lock:
             if self._closed:
                 raise APIError(503, "the server is shutting down; retry on another instance",
@@ -212,9 +291,9 @@ class Engine:
                 self.metrics.rejected.labels(reason="queue_full").inc()
                 raise APIError(
                     429,
-                    f"the request queue is full ({self._in_flight} requests in flight: 1 "
-                    f"generating and max_queue={self.config.max_queue} waiting); retry after "
-                    f"{retry} s",
+                    f"the request queue is full ({self._in_flight} requests in flight: "
+                    f"{'1' if slots == 1 else f'max_batch={slots}'} generating and "
+                    f"max_queue={self.config.max_queue} waiting); retry after {retry} s",
                     type="rate_limit_error",
                     code="queue_full",
                     headers={"Retry-After": str(retry)},
@@ -232,7 +311,8 @@ class Engine:
 
     def _retry_after(self) -> int:
         """Seconds until a slot is likely free: the mean job time times the work ahead."""
-        estimate = self._job_seconds * max(1, self._in_flight - self.config.max_queue)
+        ahead = max(1, self._in_flight - self.config.max_queue - self.slots + 1)
+        estimate = self._job_seconds * ahead
         return int(min(60, max(self.config.retry_after_s, math.ceil(estimate))))
 
     # -- compiling ------------------------------------------------------------------------------
@@ -280,6 +360,10 @@ class Engine:
         Leaving the iteration early (the client went away, the task was cancelled) cancels the
         job: the model thread stops before its next model call.  Errors raised while preparing
         the prompt (too long for the context...) are re-raised here as :class:`APIError`."""
+        if self._batcher is not None:
+            async for event in self._run_batched(job, self._batcher):
+                yield event
+            return
         self._jobs.put(job)
         try:
             while True:
@@ -292,6 +376,108 @@ class Engine:
         finally:
             job.cancel.set()  # a no-op once the job is done; stops it otherwise
 
+    # -- continuous batching --------------------------------------------------------------------
+    async def _run_batched(
+        self, job: Job, batcher: ContinuousBatcher
+    ) -> AsyncIterator[Piece | Finished]:
+        """:meth:`run` with batching: every choice is submitted to ``batcher`` at once, a pump
+        task per choice turns its items into events.  Leaving early sets the job's cancel flag:
+        the batcher ends the choices at its next step (their slots are freed and the
+        ``cancelled`` finishes counted) -- the pumps run until then."""
+        t0 = _perf()
+        try:
+            prepared = []
+            for spec in job.specs:  # every prompt checked before anything is submitted
+                ids = self._prompt_ids(spec.prompt)
+                prepared.append((spec, ids, self._max_tokens(job, len(ids))))
+            control = StepControl(cancel=job.cancel, deadline=job.deadline)
+            submitted: list[tuple[GenerationSpec, list[int], BatchedRequest]] = []
+            try:
+                for spec, ids, max_tokens in prepared:
+                    options = GenerationOptions(
+                        max_tokens=max_tokens, temperature=job.temperature, top_p=job.top_p,
+                        seed=spec.seed, stop=list(job.stop) or None, logprobs=job.logprobs,
+                    )
+                    req = batcher.submit(
+                        ids, compiled=job.compiled, params=options.params, seed=options.seed,
+                        max_tokens=max_tokens, stop=list(options.stops) or None,
+                        logprobs=options.logprobs, control=control,
+                    )
+                    submitted.append((spec, ids, req))
+            except BaseException:
+                for _, _, req in submitted:
+                    req.cancel()
+                raise
+        except Exception as exc:
+            if job.on_done is not None:
+                job.on_done()
+            raise _api_error(exc) from exc
+        left = [len(submitted)]
+
+        def one_done() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                self._job_seconds = 0.8 * self._job_seconds + 0.2 * (_perf() - t0)
+                if job.on_done is not None:
+                    job.on_done()
+
+        for spec, ids, req in submitted:
+            task = asyncio.create_task(self._pump(job, spec, ids, req, one_done))
+            self._pumps.add(task)
+            task.add_done_callback(self._pumps.discard)
+        try:
+            finished = 0
+            while finished < len(submitted):
+                event = await job.events.get()
+                if isinstance(event, _Failed):
+                    raise event.error
+                if isinstance(event, Finished):
+                    finished += 1
+                yield event
+        finally:
+            job.cancel.set()  # a no-op once every choice has finished; stops them otherwise
+
+    async def _pump(
+        self,
+        job: Job,
+        spec: GenerationSpec,
+        ids: list[int],
+        req: BatchedRequest,
+        done: Callable[[], None],
+    ) -> None:
+        """One choice's items as events on the job's queue; its finish counted in the
+        metrics (whether or not anyone still reads the events)."""
+        try:
+            async for item in req:
+                if isinstance(item, str):
+                    job.events.put_nowait(Piece(spec.index, item))
+                    continue
+                finished = self._finished(job, spec, ids, item)
+                self.metrics.record_finish(
+                    finished.finish, finished.prompt_tokens, finished.completion_tokens
+                )
+                job.events.put_nowait(finished)
+        except RequestCancelledError:  # the engine closed under it: nobody listens
+            pass
+        except Exception as exc:
+            job.events.put_nowait(_Failed(_api_error(exc)))
+        finally:
+            done()
+
+    def _finished(
+        self, job: Job, spec: GenerationSpec, ids: list[int], result: GenerationResult
+    ) -> Finished:
+        """The :class:`Finished` of one choice's result (its timings go to the metrics unless
+        it was interrupted)."""
+        entries = None if result.logprobs is None else list(result.logprobs)
+        if result.finish_reason in ("cancelled", "timeout"):
+            return Finished(spec.index, result.text, result.finish_reason, len(ids),
+                            len(result.token_ids), logprobs=entries)
+        self.metrics.record_timings(result)
+        return Finished(spec.index, result.text, result.finish_reason,
+                        result.timings.prompt_tokens, result.timings.output_tokens, result,
+                        entries)
+
     # -- the model thread -----------------------------------------------------------------------
     def _worker(self) -> None:
         while True:
@@ -301,15 +487,8 @@ class Engine:
             t0 = _perf()
             try:
                 self._run_job(job)
-            except APIError as exc:
-                job.post(_Failed(exc))
-            except FormcastError as exc:
-                from .api_errors import from_formcast_error
-
-                job.post(_Failed(from_formcast_error(exc, param="messages")))
             except Exception as exc:  # reported to the request; the thread lives on
-                job.post(_Failed(APIError(500, f"internal error: {type(exc).__name__}: {exc}",
-                                          type="server_error", code="internal_error")))
+                job.post(_Failed(_api_error(exc)))
             finally:
                 job.post(_JobDone())
                 if job.on_done is not None:
@@ -335,12 +514,13 @@ class Engine:
         return ids
 
     def _max_tokens(self, job: Job, n_prompt: int) -> int:
-        room = None if self.model.max_context is None else self.model.max_context - n_prompt
+        context = self.model.max_context if self._decoder is None else self._decoder.max_context
+        room = None if context is None else context - n_prompt
         if room is not None and room <= 0:
             raise APIError(
                 400,
                 f"the prompt has {n_prompt} tokens, the model's context holds "
-                f"{self.model.max_context}: shorten the messages",
+                f"{context}: shorten the messages",
                 param="messages",
                 code="context_length_exceeded",
             )
@@ -351,7 +531,7 @@ class Engine:
             raise APIError(
                 400,
                 f"prompt ({n_prompt} tokens) + max_tokens ({job.max_tokens}) exceeds the "
-                f"model's context of {self.model.max_context} tokens: lower max_tokens",
+                f"model's context of {context} tokens: lower max_tokens",
                 param="max_tokens",
                 code="context_length_exceeded",
             )
@@ -378,14 +558,21 @@ class Engine:
             items.close()
         if result is None:  # pragma: no cover - a stream always ends with its result
             raise FormcastError("internal error: the stream ended without a result")
-        entries = None if result.logprobs is None else list(result.logprobs)
-        if result.finish_reason in ("cancelled", "timeout"):
-            return Finished(spec.index, result.text, result.finish_reason, len(ids),
-                            len(result.token_ids), logprobs=entries)
-        self.metrics.record_timings(result)
-        return Finished(spec.index, result.text, result.finish_reason,
-                        result.timings.prompt_tokens, result.timings.output_tokens, result,
-                        entries)
+        return self._finished(job, spec, ids, result)
+
+
+def _api_error(exc: BaseException) -> BaseException:
+    """What a request is answered for an error of its generation: an :class:`APIError` as
+    is, a formcast error as its 4xx/5xx (:func:`~formcast.server.api_errors.
+    from_formcast_error`), anything else a 500 naming it; a cancellation passes through."""
+    if isinstance(exc, APIError) or not isinstance(exc, Exception):
+        return exc
+    if isinstance(exc, FormcastError):
+        from .api_errors import from_formcast_error
+
+        return from_formcast_error(exc, param="messages")
+    return APIError(500, f"internal error: {type(exc).__name__}: {exc}",
+                    type="server_error", code="internal_error")
 
 
 def now_deadline(timeout_s: float | None) -> float | None:

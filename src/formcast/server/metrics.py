@@ -7,7 +7,10 @@ not memory-cache hits), ``compile_cache_hits_total``, ``compile_errors_total{cod
 ``mask_seconds`` (one observation per decoding step: fill, lookup, accept),
 ``decode_step_seconds`` (one per model call after the prompt), ``prefill_seconds``,
 ``time_to_first_token_seconds``, ``generation_seconds``, ``prompt_tokens_total``,
-``completion_tokens_total``.  When the app is given a :class:`formcast.actions.Metrics`
+``completion_tokens_total``; with continuous batching ``batch_steps`` (model calls of the
+batched decoder so far), ``batch_rows`` (the sequences in those calls, summed: ``batch_rows /
+batch_steps`` is the mean batch), ``batch_running`` (slots decoding now) and ``batch_slots``.
+When the app is given a :class:`formcast.actions.Metrics`
 (tools executed server-side through an ``ActionRunner``), its per-layer families follow
 (``formcast_action_...``, :meth:`~formcast.actions.Metrics.prometheus_text`).
 
@@ -92,6 +95,24 @@ class ServerMetrics:
         self.completion_tokens = pc.Counter(
             "formcast_completion_tokens", "output tokens generated", registry=r
         )
+
+    def bind_batch(
+        self,
+        steps: Callable[[], int],
+        rows: Callable[[], int],
+        running: Callable[[], int],
+        slots: int,
+    ) -> None:
+        """Expose the continuous batcher's counters (read at scrape time)."""
+        pc, r = self._pc, self.registry
+        pc.Gauge("formcast_batch_steps", "model calls of the batched decoder so far",
+                 registry=r).set_function(steps)
+        pc.Gauge("formcast_batch_rows", "sequences in those model calls, summed",
+                 registry=r).set_function(rows)
+        pc.Gauge("formcast_batch_running", "requests (choices) holding a slot now",
+                 registry=r).set_function(running)
+        pc.Gauge("formcast_batch_slots", "slots of the batched decoder (max_batch)",
+                 registry=r).set(slots)
 
     def bind_queue(self, waiting: Callable[[], int], in_flight: Callable[[], int]) -> None:
         """Read the queue depth and the in-flight count from these at scrape time."""
