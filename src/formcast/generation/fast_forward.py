@@ -44,14 +44,16 @@ each, keyed by the grammar state and the left context's token ids), so a schema'
 spelled once per model: a cached run costs one dictionary lookup plus the matcher's accepts.
 A new run costs one to three ``encode`` calls (SmolLM2 on llama.cpp: ~50-100 us each) and the
 extension test (a bisection of the sorted tokens and ``matcher.accept_bytes`` on the
-candidates' extra bytes).  Thread-safety: runs may be computed twice by two threads (harmless);
-the matcher passed in is used by one thread.
+candidates' extra bytes).  Thread-safety: the per-model and per-grammar tables are created under
+a lock; a run may be computed twice by two threads (harmless); the matcher passed in is used by
+one thread.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -72,6 +74,7 @@ _DEFAULT_LOOKBACK = 4
 _DEFAULT_MAX_RUNS = 4096
 
 _FF: weakref.WeakKeyDictionary[Any, FastForward] = weakref.WeakKeyDictionary()
+_FF_LOCK = threading.Lock()
 
 
 def fast_forward_for(model: LanguageModel) -> FastForward:
@@ -82,15 +85,16 @@ def fast_forward_for(model: LanguageModel) -> FastForward:
         ConfigurationError: the model has no ``encode_bytes`` (the message names the fix).
     """
     encode = raw_encoder(model, "fast_forward=True")
-    try:
-        found = _FF.get(model)
-    except TypeError:  # not weakly referenceable: no sharing across calls
-        return FastForward(model.vocab, encode)
-    if found is None or found.vocab is not model.vocab:
-        found = FastForward(model.vocab, encode)
-        with contextlib.suppress(TypeError):
-            _FF[model] = found
-    return found
+    with _FF_LOCK:
+        try:
+            found = _FF.get(model)
+        except TypeError:  # not weakly referenceable: no sharing across calls
+            return FastForward(model.vocab, encode)
+        if found is None or found.vocab is not model.vocab:
+            found = FastForward(model.vocab, encode)
+            with contextlib.suppress(TypeError):
+                _FF[model] = found
+        return found
 
 
 class FastForward:
@@ -139,6 +143,7 @@ class FastForward:
         text.sort()
         self._keys: list[bytes] = [t for t, _ in text]
         self._max_len = max((len(t) for t in self._keys), default=0)
+        self._lock = threading.Lock()
         self._runs: weakref.WeakKeyDictionary[
             CompiledGrammar, LruCache[tuple[Any, tuple[int, ...]], tuple[int, ...]]
         ] = weakref.WeakKeyDictionary()
@@ -200,11 +205,12 @@ class FastForward:
     ) -> LruCache[tuple[Any, tuple[int, ...]], tuple[int, ...]] | None:
         if self.max_runs == 0:
             return None
-        cache = self._runs.get(compiled)
-        if cache is None:
-            cache = LruCache(self.max_runs)
-            self._runs[compiled] = cache
-        return cache
+        with self._lock:
+            cache = self._runs.get(compiled)
+            if cache is None:
+                cache = LruCache(self.max_runs)
+                self._runs[compiled] = cache
+            return cache
 
     def _compute(self, matcher: GrammarMatcher, ctx_ids: list[int]) -> list[int]:
         forced = matcher.find_jump_forward_bytes()
