@@ -44,7 +44,8 @@ Usage::
     python benchmarks/fidelity.py                 # toys + SmolLM2, writes docs/img/*.png
     python benchmarks/fidelity.py --no-model      # toys only
     python benchmarks/fidelity.py --no-plots --sizes 100,300
-    python benchmarks/fidelity.py --no-plots --only SmolLM2 --model-methods mask,mask+ff
+    python benchmarks/fidelity.py --no-plots --only "SmolLM2 object" --object-world \
+        --model-methods mask,mask+ff
 
 Samplers: ``formcast.generation.conditioned.ConditionedSampler`` when importable (all three
 methods); otherwise ``mask`` runs through :func:`formcast.generation.generate` and the others
@@ -52,8 +53,8 @@ are reported as unavailable.  ``mask+ff`` (SmolLM2 only: it needs the tokenizer)
 ``generate(..., fast_forward=True)``: masked sampling that appends forced text in the
 tokenizer's spelling (:mod:`formcast.generation.fast_forward`); its KL next to ``mask``'s is
 the fidelity cost of fast-forward, its model calls per sample the saving.  The ``SmolLM2
-object`` world (``{"sentiment": <enum>}``) is the schema-shaped one, where the forced text
-(``{"sentiment":"``) is long.
+object`` world (``{"sentiment": <enum>}``, added by ``--object-world``) is the schema-shaped
+one, where the forced text (``{"sentiment":"``) is long.
 
 Lifetime: a script; each run builds its toy models, samples, and prints markdown tables.  Cost:
 toys a few seconds per method at 3,000 samples; SmolLM2 (one thread) a few minutes.
@@ -931,11 +932,15 @@ SENTIMENT_OBJECT = {
 }
 
 
-def smollm2_worlds() -> list[tuple[str, LanguageModel, list[int], dict[str, Any], int]]:
+def smollm2_worlds(
+    *, object_world: bool = False
+) -> list[tuple[str, LanguageModel, list[int], dict[str, Any], int]]:
+    """The SmolLM2 worlds; ``object_world`` adds the schema-shaped one (its enumeration walks
+    ~1,800 prefixes: minutes on one thread)."""
     from formcast import load_model
 
     model = load_model("smollm2")
-    return [
+    worlds = [
         (
             "SmolLM2 enum",
             model,
@@ -944,14 +949,18 @@ def smollm2_worlds() -> list[tuple[str, LanguageModel, list[int], dict[str, Any]
             12,
         ),
         ("SmolLM2 regex", model, model.tokenize(SMOL_QUESTION), {"regex": " ?(yes|no)"}, 6),
-        (
-            "SmolLM2 object",
-            model,
-            model.tokenize(SMOL_REVIEW_OBJECT),
-            {"schema": SENTIMENT_OBJECT},
-            16,
-        ),
     ]
+    if object_world:
+        worlds.append(
+            (
+                "SmolLM2 object",
+                model,
+                model.tokenize(SMOL_REVIEW_OBJECT),
+                {"schema": SENTIMENT_OBJECT},
+                16,
+            )
+        )
+    return worlds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -971,6 +980,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ),
     )
     ap.add_argument("--only", default="", help="run only the worlds whose name contains this")
+    ap.add_argument(
+        "--object-world",
+        action="store_true",
+        help="add the schema-shaped SmolLM2 world {\"sentiment\": <enum>} (minutes)",
+    )
     ap.add_argument("--save", default="", help="write this run's rows and references (JSON)")
     ap.add_argument(
         "--load", default="", help="add the rows and references of --save files (a,b,...)"
@@ -1033,7 +1047,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_model:
         msizes = [int(s) for s in args.model_sizes.split(",")]
         model_methods = [m for m in args.model_methods.split(",") if m]
-        for world, model, ids, constraint, max_tokens in smollm2_worlds():
+        for world, model, ids, constraint, max_tokens in smollm2_worlds(
+            object_world=args.object_world
+        ):
             if args.only and args.only not in world:
                 continue
             t0 = time.perf_counter()
