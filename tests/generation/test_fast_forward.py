@@ -398,3 +398,37 @@ def test_fast_forward_arguments_are_checked() -> None:
             FastForward(vocab, longest_match(vocab), **bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="callable"):
         FastForward(vocab, None)  # type: ignore[arg-type]
+
+
+# -- the fidelity benchmark's variant -------------------------------------------------------
+def _fidelity_module() -> Any:
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "fidelity.py"
+    spec = importlib.util.spec_from_file_location("fidelity_bench_ff", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["fidelity_bench_ff"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_fidelity_benchmark_runs_fast_forward_through_its_call_counter() -> None:
+    fid = _fidelity_module()
+    vocab = toy_vocabulary()
+    model = noise_model(vocab, 7)
+    constraint = {"regex": TOY_PATTERN}
+    runs = {
+        method: fid.run_method(method, model, [EOS_ID], constraint, 30, seed=0, max_tokens=40)
+        for method in ("mask", fid.FAST_FORWARD)
+    }
+    ff = runs[fid.FAST_FORWARD]
+    assert ff.error is None
+    assert ff.method == "mask+ff"
+    assert len(ff.outcomes) == 30
+    assert all(o == fid.UNFINISHED or re.fullmatch(TOY_PATTERN, o) for o in ff.outcomes)
+    assert ff.calls < runs["mask"].calls  # counted by the benchmark's own proxy
+    assert ff.noncanonical == ff.noncanonical  # a number: the proxy forwards encode_bytes
