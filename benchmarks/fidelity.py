@@ -44,10 +44,17 @@ Usage::
     python benchmarks/fidelity.py                 # toys + SmolLM2, writes docs/img/*.png
     python benchmarks/fidelity.py --no-model      # toys only
     python benchmarks/fidelity.py --no-plots --sizes 100,300
+    python benchmarks/fidelity.py --no-plots --only "SmolLM2 object" --object-world \
+        --model-methods mask,mask+ff
 
 Samplers: ``formcast.generation.conditioned.ConditionedSampler`` when importable (all three
 methods); otherwise ``mask`` runs through :func:`formcast.generation.generate` and the others
-are reported as unavailable.
+are reported as unavailable.  ``mask+ff`` (SmolLM2 only: it needs the tokenizer) is
+``generate(..., fast_forward=True)``: masked sampling that appends forced text in the
+tokenizer's spelling (:mod:`formcast.generation.fast_forward`); its KL next to ``mask``'s is
+the fidelity cost of fast-forward, its model calls per sample the saving.  The ``SmolLM2
+object`` world (``{"sentiment": <enum>}``, added by ``--object-world``) is the schema-shaped
+one, where the forced text (``{"sentiment":"``) is long.
 
 Lifetime: a script; each run builds its toy models, samples, and prints markdown tables.  Cost:
 toys a few seconds per method at 3,000 samples; SmolLM2 (one thread) a few minutes.
@@ -537,6 +544,11 @@ def split_method(method: str) -> tuple[str, bool]:
     return base, flag == "canonical"
 
 
+FAST_FORWARD = "mask+ff"
+"""The method name of masked sampling with ``fast_forward=True`` (through ``generate``; it
+needs a model with ``encode_bytes``, so SmolLM2 only)."""
+
+
 def noncanonical_rate(model: LanguageModel, results: Sequence[Any]) -> float:
     """Fraction of the completed outputs whose token ids are not ``encode(their bytes)``
     (``nan`` when the model has no ``encode_bytes``)."""
@@ -573,6 +585,9 @@ def run_method(
     cls = conditioned_sampler_class()
     base, canonical = split_method(method)
     t0 = time.perf_counter()
+    if method == FAST_FORWARD:
+        return _run_generate(counting, model, prompt_ids, constraint, n, seed=seed,
+                             max_tokens=max_tokens, t0=t0, fast_forward=True)  # fmt: skip
     if cls is not None:
         extra: dict[str, Any] = {"canonical": True} if canonical else {}
         if forced_stop != "certain":
@@ -602,18 +617,50 @@ def run_method(
         )
     if method != "mask":
         return Run(method, [], 0, 0.0, None, "ConditionedSampler not importable")
-    outcomes = []
-    for i in range(n):
-        r = generate(
-            counting,
-            list(prompt_ids),
-            max_tokens=max_tokens,
-            temperature=1.0,
-            seed=seed * 1_000_003 + i,
-            **dict(constraint),
-        )
-        outcomes.append(_outcome(r))
-    return Run(method, outcomes, counting.calls, time.perf_counter() - t0)
+    return _run_generate(
+        counting, model, prompt_ids, constraint, n, seed=seed, max_tokens=max_tokens, t0=t0
+    )
+
+
+def _run_generate(
+    counting: CountingModel,
+    model: LanguageModel,
+    prompt_ids: Sequence[int],
+    constraint: Mapping[str, Any],
+    n: int,
+    *,
+    seed: int,
+    max_tokens: int,
+    t0: float,
+    fast_forward: bool = False,
+) -> Run:
+    """``n`` samples of ``generate`` (temperature 1, seeds ``seed * 1_000_003 + i``)."""
+    method = FAST_FORWARD if fast_forward else "mask"
+    extra: dict[str, Any] = {"fast_forward": True} if fast_forward else {}
+    results = []
+    try:
+        for i in range(n):
+            results.append(
+                generate(
+                    counting,
+                    list(prompt_ids),
+                    max_tokens=max_tokens,
+                    temperature=1.0,
+                    seed=seed * 1_000_003 + i,
+                    **extra,
+                    **dict(constraint),
+                )
+            )
+    except Exception as exc:  # report, do not hide: a method that fails is a result
+        return Run(method, [], counting.calls, time.perf_counter() - t0, None, repr(exc))
+    return Run(
+        method,
+        [_outcome(r) for r in results],
+        counting.calls,
+        time.perf_counter() - t0,
+        noncanonical=noncanonical_rate(model, results),
+        dead_ends=sum(r.finish_reason == "dead_end" for r in results),
+    )
 
 
 # -- the benchmark -----------------------------------------------------------------------------
@@ -872,13 +919,28 @@ SMOL_REVIEW = (
     "The sentiment of this review (positive, negative or neutral) as a JSON string:"
 )
 SMOL_QUESTION = "Question: Is Paris the capital of France? Answer yes or no.\nAnswer:"
+SMOL_REVIEW_OBJECT = (
+    'Review: "The battery died after two days and support never answered my emails."\n'
+    'The sentiment of this review (positive, negative or neutral) as a JSON object '
+    '{"sentiment": ...}:'
+)
+SENTIMENT_OBJECT = {
+    "type": "object",
+    "properties": {"sentiment": {"enum": ["positive", "negative", "neutral"]}},
+    "required": ["sentiment"],
+    "additionalProperties": False,
+}
 
 
-def smollm2_worlds() -> list[tuple[str, LanguageModel, list[int], dict[str, Any], int]]:
+def smollm2_worlds(
+    *, object_world: bool = False
+) -> list[tuple[str, LanguageModel, list[int], dict[str, Any], int]]:
+    """The SmolLM2 worlds; ``object_world`` adds the schema-shaped one (its enumeration walks
+    ~1,800 prefixes: minutes on one thread)."""
     from formcast import load_model
 
     model = load_model("smollm2")
-    return [
+    worlds = [
         (
             "SmolLM2 enum",
             model,
@@ -888,6 +950,17 @@ def smollm2_worlds() -> list[tuple[str, LanguageModel, list[int], dict[str, Any]
         ),
         ("SmolLM2 regex", model, model.tokenize(SMOL_QUESTION), {"regex": " ?(yes|no)"}, 6),
     ]
+    if object_world:
+        worlds.append(
+            (
+                "SmolLM2 object",
+                model,
+                model.tokenize(SMOL_REVIEW_OBJECT),
+                {"schema": SENTIMENT_OBJECT},
+                16,
+            )
+        )
+    return worlds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -900,10 +973,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument(
         "--model-methods",
-        default=",".join([*METHODS, *(f"{m}+canonical" for m in METHODS)]),
-        help="methods on SmolLM2 ('+canonical': with canonical=True)",
+        default=",".join([*METHODS, *(f"{m}+canonical" for m in METHODS), FAST_FORWARD]),
+        help=(
+            "methods on SmolLM2 ('+canonical': with canonical=True; 'mask+ff': generate with "
+            "fast_forward=True)"
+        ),
     )
     ap.add_argument("--only", default="", help="run only the worlds whose name contains this")
+    ap.add_argument(
+        "--object-world",
+        action="store_true",
+        help="add the schema-shaped SmolLM2 world {\"sentiment\": <enum>} (minutes)",
+    )
     ap.add_argument("--save", default="", help="write this run's rows and references (JSON)")
     ap.add_argument(
         "--load", default="", help="add the rows and references of --save files (a,b,...)"
@@ -966,7 +1047,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.no_model:
         msizes = [int(s) for s in args.model_sizes.split(",")]
         model_methods = [m for m in args.model_methods.split(",") if m]
-        for world, model, ids, constraint, max_tokens in smollm2_worlds():
+        for world, model, ids, constraint, max_tokens in smollm2_worlds(
+            object_world=args.object_world
+        ):
             if args.only and args.only not in world:
                 continue
             t0 = time.perf_counter()

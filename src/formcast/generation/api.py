@@ -22,6 +22,11 @@ exact: when the mask allows **exactly one** token, that token is taken without s
 sampler would pick it), and its evaluation is deferred and batched with the next model call;
 when only stop tokens are allowed the output is complete and generation ends without a model
 call.  Greedy output is therefore identical to plain step-by-step masked decoding.
+``fast_forward=True`` opts into the other trade: the forced bytes are appended in the
+tokenizer's own spelling (the canonical one, not an arbitrary one), their last tokens held back
+where a longer token could merge them with what follows, and evaluated with the next sampled
+token in one model call (:mod:`formcast.generation.fast_forward`): fewer model calls, a
+different (canonical) spelling of forced text, so a slightly different distribution.
 
 Token budget.  ``max_tokens`` counts text tokens.  A stop token that the grammar forces (the
 output is complete and nothing else is allowed) is accepted without a model call and without
@@ -67,6 +72,7 @@ from ..model.protocol import LanguageModel
 from ..vocab.canonical import CanonicalPairs
 from .conditioned import ConditionedSampler
 from .control import StepControl
+from .fast_forward import FastForward, fast_forward_for
 from .inputs import (
     Prompt,
     _prompt_ids,
@@ -128,6 +134,7 @@ def _prepare(
     ids = _prompt_ids(lm, prompt, chat=o.chat, system=o.system)
     check_context(lm, len(ids), o.max_tokens)
     pairs = _canonical_option(lm, cg, o.canonical)
+    ff = _fast_forward_option(lm, cg, o.fast_forward)
     healed = b""
     if o.token_healing:
         ids, healed = heal_prompt(lm.vocab, ids)
@@ -151,6 +158,7 @@ def _prepare(
         healed=healed,
         control=control,
         logprobs=o.logprobs,
+        fast_forward=ff,
     )
     if think is None or answer is None:  # (wrap_reasoning refused a call without a constraint)
         return loop
@@ -170,6 +178,21 @@ def _canonical_option(
             "compiled=): unconstrained sampling follows the model's own tokenization"
         )
     return canonical_pairs_for(lm)
+
+
+def _fast_forward_option(
+    lm: LanguageModel, compiled: CompiledGrammar | None, fast_forward: bool
+) -> FastForward | None:
+    """The model's :class:`FastForward` for ``fast_forward=True`` (``None`` for ``False``)."""
+    if not fast_forward:
+        return None
+    if compiled is None:
+        raise OptionError(
+            "fast_forward", fast_forward,
+            "fast_forward=True needs a constraint (schema=, regex=, grammar=, constraint= or "
+            "compiled=): without one nothing is forced",
+        )
+    return fast_forward_for(lm)
 
 
 def _arguments(
@@ -200,6 +223,7 @@ def _arguments(
     logprobs: int | None = None,
     timeout_s: float | None = None,
     control: StepControl | None = None,
+    fast_forward: bool = False,
 ) -> None:
     """The one signature of :func:`generate` and :func:`stream` (for ``help()``, type
     checkers and the argument check): the keywords are the fields of
@@ -313,6 +337,16 @@ def generate(
             as ``"cancelled"``), a :func:`time.monotonic` deadline (``"timeout"``) and an
             ``on_step(step)`` callback, checked by the decoding loop before every model call
             (``"mask"`` only).
+        fast_forward: where the constraint forces the next bytes, append them as the
+            tokenizer's own tokens without sampling (evaluated with the next sampled token in
+            one model call; the run's last tokens are left to the model when a longer token
+            could merge them with what follows).  Fewer model calls on schema-shaped output;
+            the spelling of forced text is the tokenizer's instead of the model's choice,
+            which changes the distribution (and greedy output may differ).  Needs a
+            constraint and a model with ``encode_bytes``; ``"mask"`` only; no ``logprobs``
+            (the model never scores the appended tokens).  ``result.timings.forced_tokens``
+            counts them with the single-token forced ones.  See
+            :mod:`formcast.generation.fast_forward`.
 
     Returns:
         A :class:`GenerationResult` (``finish_reason`` says how it ended).  The output is

@@ -5,6 +5,9 @@ One step (the order is fixed; see :mod:`formcast.generation.api` for why)::
     _ConstraintSide.next_allowed   fill the bitmask, look up the allowed ids (cached per row):
                                    only stop tokens allowed -> "completed"; none -> "dead_end"
     budget check                   ``max_tokens`` text tokens -> "max_tokens"
+    fast-forward run               (``fast_forward=True``) the forced bytes' tokens, appended
+                                   without sampling (:mod:`formcast.generation.fast_forward`);
+                                   the next step samples
     forced token                   exactly one allowed: taken without sampling
     _ModelSide.next_token          model.step(pending tokens) -> logits -> masked sample
                                    (and, with ``logprobs``, the token's log-probability)
@@ -50,6 +53,7 @@ from ..sampling import SamplingParams, sample_token
 from ..vocab.canonical import CanonicalPairs
 from ..vocab.vocabulary import Vocabulary
 from .control import Step, StepControl
+from .fast_forward import FastForward
 from .results import FinishReason, GenerationResult, GenerationTimings, TokenLogprob
 from .tokenization import TokenHealing, canonical_dead_end
 
@@ -419,6 +423,7 @@ def decode(
     healed: bytes = b"",
     control: StepControl | None = None,
     logprobs: int | None = None,
+    fast_forward: FastForward | None = None,
 ) -> Generator[str, None, GenerationResult]:
     """The decoding loop: yields the text pieces, returns the :class:`GenerationResult`.
 
@@ -429,12 +434,18 @@ def decode(
     without it) must be re-spelled first and is left out of the text (see
     :mod:`formcast.generation.tokenization`).  ``control`` is checked before the prefill and
     every step (see the module docstring); ``logprobs`` (``k``) records each output token's
-    :class:`TokenLogprob` with the ``k`` most likely tokens.  Nothing runs until the first
-    item is requested; the generator lives for one generation."""
+    :class:`TokenLogprob` with the ``k`` most likely tokens.  ``fast_forward`` (with a
+    constraint, without ``logprobs``) appends the forced bytes' tokens at once
+    (:mod:`formcast.generation.fast_forward`).  Nothing runs until the first item is
+    requested; the generator lives for one generation."""
     vocab = model.vocab
-    if canonical is not None and compiled is None:
+    if (canonical is not None or fast_forward is not None) and compiled is None:
         raise FormcastError(  # pragma: no cover - generate() checks it first
-            "internal error: canonical masking needs a constraint"
+            "internal error: canonical masking and fast-forward need a constraint"
+        )
+    if fast_forward is not None and logprobs is not None:
+        raise FormcastError(  # pragma: no cover - GenerationOptions refuses it first
+            "internal error: fast-forward tokens have no log-probabilities"
         )
     constraint = _ConstraintSide(compiled, vocab, canonical) if compiled is not None else None
     out = _Output(vocab, stops, len(healed))
@@ -452,7 +463,7 @@ def decode(
     sampler = _ModelSide(model, logits, params, rng, logprobs)
     reason = yield from _steps(
         constraint, sampler, out, vocab.stop_token_ids, max_tokens, t_call, healing, canonical,
-        control,
+        control, fast_forward,
     )
     if reason not in ("stop", "cancelled", "timeout"):
         tail, hit = out.finish()
@@ -524,16 +535,20 @@ def _steps(
     healing: TokenHealing | None = None,
     canonical: CanonicalPairs | None = None,
     control: StepControl | None = None,
+    fast_forward: FastForward | None = None,
 ) -> Generator[str, None, FinishReason]:
     """One token per iteration (mask, budget, forced or sampled token, accept, text) until the
     output ends; yields the safe text pieces, returns the finish reason.  A stop token ends
     the output without counting as text (``out.stop_token``).  While ``healing`` is active the
     allowed tokens are the healing ones (pair-tested too), and the matcher only sees the bytes
     past the removed text.  ``control`` is checked first in every step (before any model
-    call) and its ``on_step`` sees every output token."""
+    call) and its ``on_step`` sees every output token.  With ``fast_forward``, a step whose
+    state forces bytes appends their tokens instead (:func:`_fast_forward`; the step after
+    such a run samples)."""
     out_ids = out.ids
     matcher = constraint.matcher if constraint is not None else None
     on_step = control.on_step if control is not None else None
+    after_run = False  # the last step was a fast-forward run: its held-back end is sampled
     while True:
         if control is not None:
             stopped = control.check()
@@ -560,6 +575,17 @@ def _steps(
                 return constraint.end
         if len(out_ids) >= max_tokens:
             return "max_tokens"
+        if fast_forward is not None and not healing_now and not after_run:
+            assert constraint is not None
+            ran, ended = yield from _fast_forward(
+                fast_forward, constraint, sampler, out, max_tokens, t_call, canonical, on_step
+            )
+            if ended is not None:
+                return ended
+            if ran:
+                after_run = True
+                continue
+        after_run = False
         forced = allowed is not None and allowed.size == 1
         if forced:  # any sampler would pick it
             assert allowed is not None
@@ -592,6 +618,46 @@ def _steps(
             lp = entries[-1].logprob if entries else None
             if on_step(Step(len(out_ids) - 1, tok, forced, lp)):
                 return "cancelled"
+
+
+def _fast_forward(
+    ff: FastForward,
+    constraint: _ConstraintSide,
+    sampler: _ModelSide,
+    out: _Output,
+    max_tokens: int,
+    t_call: float,
+    canonical: CanonicalPairs | None,
+    on_step: Any,
+) -> Generator[str, None, tuple[bool, FinishReason | None]]:
+    """Append the current state's forced run (:meth:`FastForward.run`) as forced tokens:
+    accepted, queued for the next model call, added to the output and shown to ``on_step``.
+
+    Returns ``(whether there was a run, None)`` (without one the step samples as usual), or
+    ``(True, reason)`` when a stop string or ``on_step`` ended the output inside the run.  The
+    run's work is timed into the step's mask time."""
+    out_ids = out.ids
+    tf = _perf()
+    run = ff.run(
+        constraint.matcher, out_ids, budget=max_tokens - len(out_ids), canonical=canonical
+    )
+    constraint.mask_times[-1] += _perf() - tf
+    if not run:
+        return False, None
+    if not out_ids:
+        out.ttft = _perf() - t_call
+    for tok in run:
+        constraint.accept(tok)
+        out.n_forced += 1
+        sampler.pending.append(tok)
+        safe, hit = out.add(tok)
+        if safe:
+            yield safe
+        if hit:
+            return True, "stop"
+        if on_step is not None and on_step(Step(len(out_ids) - 1, tok, True, None)):
+            return True, "cancelled"
+    return True, None
 
 
 def _healing_dead_end(

@@ -101,6 +101,11 @@ class GenerationOptions:
             ``finish_reason="timeout"`` (``None``: no limit).
         control: a :class:`~formcast.generation.StepControl` (cancel flag, deadline, on-step
             callback), checked before every model call.
+        fast_forward: append the bytes the constraint forces as the tokenizer's tokens
+            without sampling them (evaluated in one model call with the next token; see
+            :mod:`formcast.generation.fast_forward`).  Off by default: it changes which
+            spelling the output uses, and so the distribution.  Needs a constraint and a model
+            with ``encode_bytes``; refuses ``logprobs`` and ``sampling`` other than ``"mask"``.
 
     Raises:
         OptionError: a bad value (the message names the option and the value and says what
@@ -131,6 +136,7 @@ class GenerationOptions:
     logprobs: int | None = None
     timeout_s: float | None = None
     control: StepControl | None = None
+    fast_forward: bool = False
 
     # -- validation: the one place ---------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -170,7 +176,7 @@ class GenerationOptions:
                 "sampling", self.sampling,
                 f"sampling must be one of {', '.join(SAMPLING_METHODS)}, got {self.sampling!r}",
             )
-        for name in ("canonical", "token_healing"):
+        for name in ("canonical", "token_healing", "fast_forward"):
             v = getattr(self, name)
             if not isinstance(v, bool):
                 raise OptionError(name, v, f"{name} must be a bool, got {v!r}")
@@ -198,6 +204,13 @@ class GenerationOptions:
                 "control", self.control,
                 f"control must be a formcast.generation.StepControl, got "
                 f"{type(self.control).__name__}",
+            )
+        if self.fast_forward and self.logprobs is not None:
+            raise OptionError(
+                "fast_forward", self.fast_forward,
+                f"fast_forward=True cannot be combined with logprobs={self.logprobs!r}: the "
+                "model never scores the tokens a fast-forward run appends; use "
+                "fast_forward=False to get every token's log-probability",
             )
         self._check_sampling_method()
 
@@ -267,6 +280,10 @@ class GenerationOptions:
              f"control= and timeout_s= are supported with sampling='mask' only, got "
              f"sampling={sampling!r}: bound the work with ConditionedSampler's "
              "max_model_calls"),
+            ("fast_forward", self.fast_forward,
+             f"fast_forward=True is supported with sampling='mask' only, got "
+             f"sampling={sampling!r} (appending tokens unsampled would change the target "
+             "distribution)"),
         )
         for name, bad, message in refusals:
             if bad:

@@ -117,11 +117,13 @@ class GenerationTimings:
         prompt_tokens: tokens of the prompt (chat template applied).
         output_tokens: text tokens generated (the final stop token is not counted).
         forced_tokens: output tokens taken without sampling because the grammar allowed exactly
-            one token (their evaluation is batched into the next model call).
+            one token, or appended by a ``fast_forward=True`` run (their evaluation is batched
+            into the next model call).
         decode_step_s: each model call after the prompt (one per sampled token, fewer when
             forced tokens were batched).
         mask_step_s: per decoding step, the constraint's own work: filling the token bitmask
-            from the grammar state, checking for forced tokens and accepting the chosen token.
+            from the grammar state, checking for forced tokens and accepting the chosen token
+            (a fast-forward run, its spelling and its accepts, is one step).
         sample_step_s: per sampled token, the sampler chain (mask applied as ``-inf``,
             temperature, top-k, top-p, draw); runs with or without a constraint.
     """
