@@ -25,8 +25,7 @@ from ..ir.marks import UniqueItemsMark
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
 from .program import GrammarProgram
-from .programs.dispatch import unique_items_program
-from .programs.unique import UniqueItemsProgram, ValueUniqueProgram
+from .programs.dispatch import MARKED_PROGRAMS, unique_items_program
 from .serialize import dump_grammar, layout_digest, load_grammar, materialize
 
 __all__ = ["CompiledGrammar", "grammar_key", "serialization_layout"]
@@ -167,7 +166,7 @@ class CompiledGrammar:
 def _stored(program: GrammarProgram) -> GrammarProgram:
     """The program as serialized: the pushdown program inside a run-time ``uniqueItems``
     check (rebuilt from the marks on load), else ``program`` itself."""
-    if isinstance(program, (UniqueItemsProgram, ValueUniqueProgram)):
+    if isinstance(program, MARKED_PROGRAMS):
         return program.cfg
     return program
 

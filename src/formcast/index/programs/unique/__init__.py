@@ -2,7 +2,8 @@
 
 * :mod:`.lexer` -- JSON's lexical modes of tokens, per-vocabulary tables, string decoding;
 * :mod:`.strings` -- :class:`UniqueItemsProgram`, the exact program for string items;
-* :mod:`.values` -- :class:`ValueUniqueProgram`, the general program for items of any type.
+* :mod:`.values` -- :class:`ValueUniqueProgram`, the general program for items of any type;
+* :mod:`.keys` -- :class:`DistinctKeysProgram`, ``minProperties`` over distinct keys.
 
 Which program wraps a grammar is decided by
 :func:`formcast.index.programs.dispatch.unique_items_program`.
@@ -10,7 +11,8 @@ Which program wraps a grammar is decided by
 
 from __future__ import annotations
 
+from .keys import DistinctKeysProgram
 from .strings import UniqueItemsProgram
 from .values import ValueUniqueProgram
 
-__all__ = ["UniqueItemsProgram", "ValueUniqueProgram"]
+__all__ = ["DistinctKeysProgram", "UniqueItemsProgram", "ValueUniqueProgram"]
