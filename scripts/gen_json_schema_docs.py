@@ -371,7 +371,8 @@ a satisfiable value, `patternProperties` and `propertyNames` applied) are more t
 write (a cycle in a key automaton, or at least 2^62 names) and `maxProperties` is absent: then a
 fresh undeclared member can always be appended, inner marked objects first, so from every state
 the grammar allows a valid completion exists. Masks simulate only the allowed tokens with a
-structural `}`. Still refused by name (`minProperties`): finitely many undeclared names,
+structural `}`. Still refused by name (`minProperties`): a count above `max_count_states`
+(no run could finish it), finitely many undeclared names,
 `maxProperties` beside the count, a negated `additionalProperties` witness, and a schema that
 also needs run-time `uniqueItems` (one run-time program per grammar).
 

@@ -785,7 +785,7 @@ class Emitter:
         loose = False
         if lo > n + 1 and not isinstance(extra, Nothing):
             if self.marks is not None and hi is None and witness is None and (
-                inexhaustible_names(cells)
+                lo <= self.options.max_count_states and inexhaustible_names(cells)
             ):  # distinct keys counted at run time (distinct_keys.py)
                 members2 = [(node, required) for node, _, required in members]
                 return distinct_keys_object(self, s.where or "#", lo, members2, extra, lay)
