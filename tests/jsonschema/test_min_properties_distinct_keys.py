@@ -252,3 +252,17 @@ def test_serialized_grammar_keeps_the_check() -> None:
     assert isinstance(again.program, DistinctKeysProgram)
     assert not _accepts(again, '{"a":1,"a":2}')
     assert _accepts(again, '{"a":1,"b":2}')
+
+
+def test_through_constraints_and_inside_a_larger_constraint() -> None:
+    from formcast import constraints
+
+    schema = {"type": "object", "minProperties": 2}
+    c = constraints.seq("obj: ", constraints.json(schema), "\n")
+    compiled = COMPILERS[id(BYTES)].compile(c)
+    assert isinstance(compiled.program, DistinctKeysProgram)
+    assert _accepts(compiled, 'obj: {"a":1,"b":{"c":1}}\n')
+    assert not _accepts(compiled, 'obj: {"a":1,"a":{"c":1}}\n')
+    with pytest.raises(UnsupportedFeatureError) as err:
+        c.to_gbnf()
+    assert err.value.feature == "minProperties"
