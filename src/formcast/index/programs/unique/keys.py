@@ -22,7 +22,8 @@ this program counts the keys:
   finished and fresh undeclared members appended until the count is reached, inner marked
   objects first; only the ``}`` this program removes is ever missing.  The mask is therefore the
   grammar's mask less the tokens that would read such a ``}`` (simulated byte by byte: only
-  tokens with a structural ``}``), and equals what ``accept_token`` accepts.
+  tokens with a structural ``}``, and once every open level has its keys only those that also
+  open an object), and equals what ``accept_token`` accepts.
 
 States are ``(parser state, lexical mode, track or None)`` of immutable values, so
 ``rollback``, ``fork`` and ``validate_tokens`` of the matcher stay exact.  Lifetime: one
@@ -313,7 +314,9 @@ class DistinctKeysProgram:
         ps, mode, tr = state
         words = self.cfg.token_mask(ps)
         slow_words = words & self._braces.closes[mode]
-        if tr is None:
+        if tr is None or self._satisfied(tr):
+            # no open level can be refused its ``}`` (counts only grow): only a token that
+            # opens an object, which may be a new level, can close one too early
             slow_words = slow_words & self._braces.opens[mode]
         slow = bitmask_to_ids(slow_words).tolist()
         if not slow:
@@ -330,6 +333,13 @@ class DistinctKeysProgram:
             bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
         out.setflags(write=False)
         return out
+
+    def _satisfied(self, tr: _KeysTrack) -> bool:
+        """Whether every open level already has the distinct keys its marks ask."""
+        need: dict[int, int] = {}
+        for r, _, pos in tr.links:
+            need[pos] = max(need.get(pos, 0), self._min[r])
+        return all(len(keys) >= need.get(pos, 0) for pos, keys, _, _ in tr.levels)
 
     def expected(self, state: _KState) -> tuple[str, tuple[int, ...]]:
         desc, nxt = self.cfg.expected(state[0])
