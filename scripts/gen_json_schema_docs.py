@@ -354,6 +354,47 @@ assert m.accept_bytes("]") and m.is_accepting()
 ```
 """
 
+DISTINCT_KEYS = """\
+## Run-time `minProperties` (distinct keys)
+
+A validator keeps the last value of a repeated key, so `minProperties: k` asks for `k`
+*distinct* keys, and when that needs two or more undeclared members a grammar cannot count
+them. Such an object is emitted without the count, as a marked rule (a `kind="keys"` mark in
+`CompiledGrammar.unique_items`), and the matcher runs
+`formcast.index.programs.unique.DistinctKeysProgram`: it reads the keys off the text (as decoded
+strings) per open marked object and removes, just before the `}` that closes it, the
+stacks of an object with fewer distinct keys than its mark asks (a branch without the count
+goes on). Nothing else is refused: a repeated key is valid JSON for a validator.
+
+**No dead end.** It is used only when the object's undeclared names (the extra-key classes with
+a satisfiable value, `patternProperties` and `propertyNames` applied) are more than any run can
+write (a cycle in a key automaton, or at least 2^62 names) and `maxProperties` is absent: then a
+fresh undeclared member can always be appended, inner marked objects first, so from every state
+the grammar allows a valid completion exists. Masks simulate only the allowed tokens with a
+structural `}`. Still refused by name (`minProperties`): a count above `max_count_states`
+(no run could finish it), finitely many undeclared names,
+`maxProperties` beside the count, a negated `additionalProperties` witness, and a schema that
+also needs run-time `uniqueItems` (one run-time program per grammar).
+
+Overlapping `oneOf` branches that the schema algebra cannot tell apart are still refused
+(`oneOf`): a run-time exactly-one check (running every branch's automaton and asking that
+exactly one accepts at the end of the value, with a completion proven for every state) is not
+built yet.
+
+```python
+from formcast.index.compiler import GrammarCompiler
+from formcast.runtime.matcher import GrammarMatcher
+from formcast.vocab.vocabulary import Vocabulary
+
+vocab = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
+compiled = GrammarCompiler(vocab).compile_json_schema({"type": "object", "minProperties": 2})
+m = GrammarMatcher(compiled)
+assert m.accept_bytes('{"a":1,"a":2')
+assert not m.fork().accept_bytes("}")  # one distinct key so far
+assert m.accept_bytes(',"b":3}') and m.is_accepting()
+```
+"""
+
 REFERENCES = """\
 ## References to other files
 
@@ -628,6 +669,7 @@ def render() -> str:
             DRAFTS,
             DEPARTURES,
             UNIQUE_ITEMS,
+            DISTINCT_KEYS,
             REFERENCES,
             suite_table(),
             schemastore_table(),

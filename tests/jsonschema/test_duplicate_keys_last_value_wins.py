@@ -55,11 +55,24 @@ def _valid(schema: Any, text: str) -> bool:
         {"type": "object", "minProperties": 3, "properties": {"a": {}}},
     ],
 )
-def test_a_count_that_needs_several_undeclared_members_fails_closed(
+def test_a_count_that_needs_several_undeclared_members_is_counted_at_run_time(
     compiler: GrammarCompiler, schema: dict[str, Any]
 ) -> None:
+    # distinct keys counted by the matcher (tests/jsonschema/test_min_properties_distinct_keys.py)
+    compiled = compiler.compile_json_schema(schema)
+    assert [m.kind for m in compiled.unique_items] == ["keys"]
+    need = 3 if "properties" in schema else 2
+    dup = "{" + ",".join(f'"b":{i}' for i in range(need + 1)) + "}"  # one distinct key
+    fresh = "{" + ",".join(f'"{k}":1' for k in "abcd"[:need]) + "}"
+    assert not _valid(schema, dup)
+    assert not _accepts(compiler, schema, dup)
+    assert _valid(schema, fresh)
+    assert _accepts(compiler, schema, fresh)
+
+
+def test_a_count_past_max_count_states_still_fails_closed(compiler: GrammarCompiler) -> None:
     with pytest.raises(UnsupportedFeatureError) as e:
-        compiler.compile_json_schema(schema)
+        compiler.compile_json_schema({"type": "object", "minProperties": 10_001})
     assert e.value.feature == "minProperties"
     assert e.value.where == "#"
     assert "distinct" in str(e.value)

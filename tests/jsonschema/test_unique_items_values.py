@@ -1,5 +1,5 @@
 """``uniqueItems`` over items of any type (numbers, booleans, null, objects, arrays, mixed): the
-general run-time check (:class:`formcast.index.unique_items.ValueUniqueProgram`) against
+general run-time check (:class:`formcast.index.programs.unique.ValueUniqueProgram`) against
 ``jsonschema`` and against a brute-force oracle.
 
 Oracles: ``jsonschema`` validates values parsed with exact decimals (``parse_float=Decimal``:
@@ -29,7 +29,7 @@ from formcast.automata.pda import ParserState
 from formcast.errors import UnsatisfiableGrammarError
 from formcast.index.cfg_program import CfgProgram
 from formcast.index.compiler import GrammarCompiler
-from formcast.index.unique_items import ValueUniqueProgram
+from formcast.index.programs.unique import ValueUniqueProgram
 from formcast.runtime.matcher import GrammarMatcher
 from formcast.vocab.vocabulary import Vocabulary
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from formcast.index.compiler import GrammarCompiler
-from formcast.index.unique_items import ValueUniqueProgram
+from formcast.index.programs.unique import ValueUniqueProgram
 
 RULE: Any = {"type": "string", "minLength": 1}
 #: the shape of micro-syntax's rules: objects of optional string members, other keys allowed
@@ -58,7 +58,7 @@ def llama3_vocab(request: pytest.FixtureRequest) -> Any:
 def test_trie_walk_equals_token_by_token_on_a_second_equal_item(
     llama3_vocab: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from formcast.index import unique_items
+    from formcast.index.programs.unique import values as unique_items
 
     compiled = GrammarCompiler(llama3_vocab).compile_json_schema(SCHEMA)
     prog = compiled.program

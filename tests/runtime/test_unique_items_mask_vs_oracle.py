@@ -381,7 +381,7 @@ def test_masks_equal_the_oracle_with_the_trie_walk_forced(
     """The trie walk that decides :meth:`ValueUniqueProgram._safe` for many candidates (a
     128k vocabulary's string body) runs here for every candidate set: masks along a second
     item equal to the first, and on random walks, equal the oracle's."""
-    from formcast.index import unique_items
+    from formcast.index.programs.unique import values as unique_items
 
     schema, tokens, path, refused, allowed = TRIE_CASES[case]
     compiler = COMPILER if tokens is TOKENS else GrammarCompiler(CLOSING_VOCAB)

@@ -25,8 +25,8 @@ from ..ir.marks import UniqueItemsMark
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
 from .program import GrammarProgram
+from .programs.dispatch import MARKED_PROGRAMS, unique_items_program
 from .serialize import dump_grammar, layout_digest, load_grammar, materialize
-from .unique_items import UniqueItemsProgram, ValueUniqueProgram, unique_items_program
 
 __all__ = ["CompiledGrammar", "grammar_key", "serialization_layout"]
 
@@ -47,7 +47,7 @@ class CompiledGrammar:
         unique_items: the arrays whose ``uniqueItems`` the matcher checks at run time
             (:class:`~formcast.ir.marks.UniqueItemsMark`, plain data; the grammar IR's
             ``marks``).  When there are any, ``program`` already is the run-time check around
-            the pushdown program (:func:`~formcast.index.unique_items.unique_items_program`):
+            the pushdown program (:func:`~formcast.index.programs.dispatch.unique_items_program`):
             a matcher runs ``program`` as it is; the serialized form holds the pushdown
             program and the marks, and a load wraps it again.
     """
@@ -166,7 +166,7 @@ class CompiledGrammar:
 def _stored(program: GrammarProgram) -> GrammarProgram:
     """The program as serialized: the pushdown program inside a run-time ``uniqueItems``
     check (rebuilt from the marks on load), else ``program`` itself."""
-    if isinstance(program, (UniqueItemsProgram, ValueUniqueProgram)):
+    if isinstance(program, MARKED_PROGRAMS):
         return program.cfg
     return program
 

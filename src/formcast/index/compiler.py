@@ -44,6 +44,7 @@ from .compile_cache import CompileCache, resolve_cache_dir
 from .compile_executor import CompileExecutor, current_cancel
 from .compiled import CompiledGrammar, grammar_key
 from .program import GrammarProgram
+from .programs.dispatch import unique_items_program
 from .regex_program import RegexProgram
 from .spec import (
     AnyJsonSpec,
@@ -55,7 +56,6 @@ from .spec import (
     StructuralTagSpec,
     as_spec,
 )
-from .unique_items import unique_items_program
 from .workers import WorkerSettings, worker_loop
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -278,7 +278,7 @@ class GrammarCompiler:
     ) -> GrammarProgram:
         """The program of a grammar IR, from the IR alone: ``grammar.hints`` choose it
         (:class:`~formcast.ir.nodes.ProgramHints`) and ``grammar.marks`` wrap it in the
-        run-time ``uniqueItems`` check (:func:`~formcast.index.unique_items.unique_items_program`).
+        run-time ``uniqueItems`` check (:func:`~.programs.dispatch.unique_items_program`).
 
         * ``hints.one_dfa`` and a start rule without a long counted repeat: one minimal DFA
           (the regex program); ``empty_message`` is the error when it matches nothing.

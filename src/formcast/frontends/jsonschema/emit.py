@@ -68,6 +68,7 @@ from ...ir.passes import (
 )
 from ...limits import charge
 from .algebra import IntegerValue, int_bounds
+from .distinct_keys import distinct_keys_object, inexhaustible_names
 from .keys import not_in_set
 from .layout import Layout, counted_run, extras_run
 from .nodes import (
@@ -783,6 +784,11 @@ class Emitter:
         # the members written (at least the members a validator sees: sound).
         loose = False
         if lo > n + 1 and not isinstance(extra, Nothing):
+            if self.marks is not None and hi is None and witness is None and (
+                lo <= self.options.max_count_states and inexhaustible_names(cells)
+            ):  # distinct keys counted at run time (distinct_keys.py)
+                members2 = [(node, required) for node, _, required in members]
+                return distinct_keys_object(self, s.where or "#", lo, members2, extra, lay)
             norm.unsupported(
                 "minProperties",
                 s.where or "#",

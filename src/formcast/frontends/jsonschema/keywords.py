@@ -296,8 +296,9 @@ KEYWORDS: tuple[Keyword, ...] = (
         "object",
         _ALL,
         "member counting (bounded by `max_count_states`); undeclared members count as one "
-        "(they may repeat a key, see Duplicate keys), so a count that needs two or more of them "
-        "fails closed",
+        "(they may repeat a key, see Duplicate keys); a count that needs two or more of them "
+        "is checked at run time over distinct keys when the undeclared names are unbounded "
+        "and `maxProperties` is absent (else it fails closed)",
     ),
     _K("maxProperties", "exact", "object", _ALL, "see `minProperties`"),
     _K(

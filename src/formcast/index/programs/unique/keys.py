@@ -1,0 +1,365 @@
+"""Run-time ``minProperties`` over distinct keys (:class:`DistinctKeysProgram`, ``kind="keys"``).
+
+A validator reads a JSON object into a map: a repeated key keeps its last value, so an object's
+member count is the number of its *distinct* (decoded) keys -- ``uniqueItems`` over keys.  A
+grammar cannot count distinct names, so the JSON Schema front-end emits an object whose
+``minProperties`` needs two or more undeclared members as an ordinary object rule without the
+count, *marked* (:class:`~formcast.ir.marks.UniqueItemsMark` with ``kind="keys"``,
+``min_len`` = ``minProperties``; see :mod:`formcast.frontends.jsonschema.distinct_keys`), and
+this program counts the keys:
+
+* **Which stacks.**  As for the ``uniqueItems`` programs: a stack whose nearest frame of a
+  marked rule has read that rule's ``{`` is inside that object.  The marked rule reads its own
+  closing ``}`` (the members are a sub-rule), so its frame stays on the stack until then.  JSON's
+  lexical structure is a function of the bytes, so the object's keys are read off the text: per
+  open marked object (a *level*, by its depth in the text) the set of decoded keys written.
+* **The check.**  Just before a ``}`` that closes a level's object, the stacks inside it whose
+  mark asks more distinct keys than were written are removed (other stacks -- a branch without
+  the count -- go on).  Nothing else is refused: a repeated key is valid JSON for a validator.
+* **No dead end.**  The front-end marks an object only when its undeclared names are
+  inexhaustible (more than any run can write; every such name's value satisfiable) and
+  ``maxProperties`` is absent.  So from any state the grammar allows, the current member can be
+  finished and fresh undeclared members appended until the count is reached, inner marked
+  objects first; only the ``}`` this program removes is ever missing.  The mask is therefore the
+  grammar's mask less the tokens that would read such a ``}`` (simulated byte by byte: only
+  tokens with a structural ``}``, and once every open level has its keys only those that also
+  open an object), and equals what ``accept_token`` accepts.
+
+States are ``(parser state, lexical mode, track or None)`` of immutable values, so
+``rollback``, ``fork`` and ``validate_tokens`` of the matcher stay exact.  Lifetime: one
+program per compiled grammar (:func:`~formcast.index.programs.dispatch.unique_items_program`),
+shared by its requests; the per-vocabulary brace tables are built once per process (O(V)).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ....automata.pda import Frame, ParserState
+from ....bitmask import bitmask_to_ids
+from ....cache import LruCache
+from ....ir.marks import UniqueItemsMark
+from ....vocab.vocabulary import Vocabulary
+from ...cfg_program import CfgProgram
+from ...program import LimitStop
+from .lexer import ESC, IN, OUT, _packed, _tables
+
+__all__ = ["DistinctKeysProgram"]
+
+_NOT_LINKED = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _KeysTrack:
+    """The JSON text from the outermost open marked object (immutable).
+
+    ``stack``: its open containers (``o`` objects, ``a`` arrays), the marked object first;
+    ``levels``: per open marked object ``(position in stack, decoded keys written, phase: 0
+    before a key, 1 in one, 2 after one, raw bytes of the key being read)``; ``links``: which
+    parser frames are inside which level, ``(marked rule, the marked frame's parent,
+    position)``, recorded at the object's ``{``."""
+
+    stack: str
+    levels: tuple[tuple[int, frozenset[str], int, bytes], ...]
+    links: tuple[tuple[int, Frame | None, int], ...]
+
+
+_KState = tuple[ParserState, int, "_KeysTrack | None"]
+
+
+class _BraceTables:
+    """Per vocabulary and starting lexical mode, bitmasks of the tokens that read a
+    structural ``{`` (``opens``) or ``}`` (``closes``) -- outside strings.  Read-only; O(V)."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        size = vocab.vocab_size
+        opens = [np.zeros(size, dtype=bool) for _ in range(3)]
+        closes = [np.zeros(size, dtype=bool) for _ in range(3)]
+        for tid in range(min(size, len(vocab.tokens))):
+            data = vocab.token_bytes(tid)
+            if not data or (0x7B not in data and 0x7D not in data):
+                continue
+            for start in (OUT, IN, ESC):
+                mode = start
+                for b in data:
+                    if mode == OUT:
+                        if b == 0x22:
+                            mode = IN
+                        elif b == 0x7B:
+                            opens[start][tid] = True
+                        elif b == 0x7D:
+                            closes[start][tid] = True
+                    elif mode == IN:
+                        mode = OUT if b == 0x22 else ESC if b == 0x5C else IN
+                    else:
+                        mode = IN
+        self.opens = [_packed(m, size) for m in opens]
+        self.closes = [_packed(m, size) for m in closes]
+
+
+_BRACES: LruCache[str, _BraceTables] = LruCache(4)
+_BRACES_LOCK = threading.Lock()
+
+
+def _braces(vocab: Vocabulary) -> _BraceTables:
+    found, got = _BRACES.get(vocab.fingerprint)
+    if found and got is not None:
+        return got
+    with _BRACES_LOCK:
+        found, got = _BRACES.get(vocab.fingerprint)
+        if found and got is not None:
+            return got
+        built = _BraceTables(vocab)
+        _BRACES.put(vocab.fingerprint, built)
+        return built
+
+
+def _decoded_key(raw: bytes) -> str:
+    """The decoded value of a key's string body ``raw`` (the grammar only lets valid JSON
+    string bodies through; anything else is kept raw, still a distinct name)."""
+    try:
+        got = json.loads(b'"' + raw + b'"')
+    except ValueError:
+        return "\x00raw:" + raw.hex()
+    return got if isinstance(got, str) else "\x00raw:" + raw.hex()
+
+
+class DistinctKeysProgram:
+    """The matcher program of a grammar with ``kind="keys"`` marks: the grammar's
+    :class:`CfgProgram` plus the run-time count of distinct keys (see the module docstring).
+    States are ``(ParserState, lexical mode, track or None)``.  Lifetime: one per compiled
+    grammar, shared by its requests (thread-safe: memo tables under a lock)."""
+
+    def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
+        self.cfg = cfg
+        self.vocab = cfg.vocab
+        self.marks = marks
+        names = {name: i for i, name in enumerate(cfg.auto.names)}
+        self._start: dict[int, int] = {}
+        self._min: dict[int, int] = {}
+        for m in marks:
+            rid = names.get(m.rule)
+            if rid is not None:  # (a mark whose object the grammar dropped as unsatisfiable)
+                self._start[rid] = int(cfg.auto.dfas[rid].start)
+                self._min[rid] = m.min_len
+        self._lex = _tables(cfg.vocab)
+        self._braces = _braces(cfg.vocab)
+        self._near: weakref.WeakKeyDictionary[Frame, Any] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self.simulated = 0  # tokens checked byte by byte (a statistic)
+
+    # -- stacks ---------------------------------------------------------------------------------
+    def _nearest(self, frame: Frame) -> Any:
+        """``(rule, parent)`` of the nearest marked frame at or below ``frame`` that has read
+        its ``{`` (None: none).  Memoized per frame."""
+        got = self._near.get(frame, _NOT_LINKED)
+        if got is not _NOT_LINKED:
+            return got
+        chain: list[Frame] = []
+        cur: Frame | None = frame
+        found: Any = None
+        while cur is not None:
+            hit = self._near.get(cur, _NOT_LINKED)
+            if hit is not _NOT_LINKED:
+                found = hit
+                break
+            chain.append(cur)
+            start = self._start.get(cur.rule)
+            if start is not None and cur.state != start:
+                found = (cur.rule, cur.parent)
+                break
+            cur = cur.parent
+        with self._lock:
+            for f in chain:
+                self._near[f] = found
+        return found
+
+    def _register(
+        self,
+        ps: ParserState,
+        pos: int,
+        links: tuple[tuple[int, Frame | None, int], ...],
+        levels: list[list[Any]],
+    ) -> tuple[tuple[tuple[int, Frame | None, int], ...], list[list[Any]]]:
+        """After a ``{`` at ``pos``: the stacks whose nearest marked frame is new are inside a
+        new level (this object)."""
+        known = {(r, p) for r, p, _ in links}
+        new: list[tuple[int, Frame | None, int]] = []
+        for f in ps.frames:
+            key = self._nearest(f)
+            if key is not None and key not in known:
+                known.add(key)
+                new.append((key[0], key[1], pos))
+        if not new:
+            return links, levels
+        return (*links, *new), [*levels, [pos, frozenset(), 0, b""]]
+
+    def _closing(
+        self, ps: ParserState, lv: list[Any], links: tuple[tuple[int, Frame | None, int], ...]
+    ) -> ParserState:
+        """Before the ``}`` of level ``lv``: without the stacks whose mark asks more keys."""
+        short = {(r, p) for r, p, pos in links if pos == lv[0] and self._min[r] > len(lv[1])}
+        if not short:
+            return ps
+        drop = frozenset(f for f in ps.frames if self._nearest(f) in short)
+        if not drop:
+            return ps
+        return self.cfg.pda.state_of(ps.frames - drop, ps.accepting)
+
+    # -- stepping -------------------------------------------------------------------------------
+    def _run(self, state: _KState, data: bytes) -> _KState | LimitStop | None:
+        """The state after ``data``, byte by byte, with the check (the exact path)."""
+        ps, mode, tr = state
+        step = self.cfg.pda.step
+        links: tuple[tuple[int, Frame | None, int], ...]
+        if tr is None:
+            stack, links = "", ()
+            levels: list[list[Any]] = []
+        else:
+            stack, links = tr.stack, tr.links
+            levels = [list(lv) for lv in tr.levels]
+        for b in data:
+            if mode == OUT and b == 0x7D and levels and levels[-1][0] == len(stack) - 1:
+                ps = self._closing(ps, levels[-1], links)  # (its frames go with the ``}``)
+                if ps.is_dead:
+                    return None
+            nxt = step(ps, b)
+            if nxt.is_dead:
+                return LimitStop(nxt.error) if nxt.error else None
+            ps = nxt
+            if mode != OUT:
+                lv = levels[-1] if levels else None
+                if lv is not None and (lv[0] != len(stack) - 1 or lv[2] != 1):
+                    lv = None
+                if mode == ESC:
+                    mode = IN
+                elif b == 0x5C:
+                    mode = ESC
+                elif b == 0x22:
+                    mode = OUT
+                    if lv is not None:  # a key ends
+                        lv[1] = lv[1] | {_decoded_key(lv[3])}
+                        lv[2], lv[3] = 2, b""
+                    continue
+                if lv is not None:
+                    lv[3] += bytes((b,))
+                continue
+            if b == 0x22:
+                mode = IN
+                if levels and levels[-1][0] == len(stack) - 1 and levels[-1][2] == 0:
+                    levels[-1][2], levels[-1][3] = 1, b""
+            elif b == 0x7B or b == 0x5B:
+                if not stack and b == 0x5B:
+                    continue  # (outside every marked object: nothing to track)
+                stack += "o" if b == 0x7B else "a"
+                if b == 0x7B:
+                    links, levels = self._register(ps, len(stack) - 1, links, levels)
+                    if not levels:
+                        stack = ""
+            elif (b == 0x7D or b == 0x5D) and stack:
+                gone = len(stack) - 1
+                stack = stack[:-1]
+                if levels and levels[-1][0] == gone:
+                    levels.pop()
+                    links = tuple(x for x in links if x[2] != gone)
+                if not stack:
+                    levels, links = [], ()
+            elif b == 0x2C and levels and levels[-1][0] == len(stack) - 1:
+                levels[-1][2] = 0
+        if not stack:
+            return (ps, mode, None)
+        lvs = tuple((int(x[0]), x[1], int(x[2]), bytes(x[3])) for x in levels)
+        return (ps, mode, _KeysTrack(stack, lvs, links))
+
+    # -- the program protocol -------------------------------------------------------------------
+    def initial_state(self) -> _KState:
+        return (self.cfg.initial_state(), OUT, None)
+
+    @staticmethod
+    def _bit(words: np.ndarray, t: int) -> bool:
+        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
+
+    def advance(self, state: _KState, token_id: int) -> _KState | LimitStop | None:
+        data = self.vocab.token_bytes(token_id)
+        if not data:
+            return None
+        ps, mode, tr = state
+        if tr is None and not self._bit(self._braces.opens[mode], token_id):
+            nxt = self.cfg.advance(ps, token_id)
+            if not isinstance(nxt, ParserState):
+                return nxt
+            return (nxt, self._lex.end[mode][token_id], None)
+        self.simulated += 1
+        return self._run(state, data)
+
+    def advance_bytes(self, state: _KState, data: bytes) -> _KState | LimitStop | None:
+        if not data:
+            return state
+        return self._run(state, data)
+
+    def is_accepting(self, state: _KState) -> bool:
+        return state[0].accepting
+
+    def token_mask(self, state: _KState) -> np.ndarray:
+        """The grammar's mask of the state, less the tokens that would close a marked object
+        with too few distinct keys: the allowed tokens that read a structural ``}`` (and,
+        outside marked objects, a ``{`` before it) are simulated byte by byte; the others
+        cannot be refused by the check (see the module docstring)."""
+        ps, mode, tr = state
+        words = self.cfg.token_mask(ps)
+        slow_words = words & self._braces.closes[mode]
+        if tr is None or self._satisfied(tr):
+            # no open level can be refused its ``}`` (counts only grow): only a token that
+            # opens an object, which may be a new level, can close one too early
+            slow_words = slow_words & self._braces.opens[mode]
+        slow = bitmask_to_ids(slow_words).tolist()
+        if not slow:
+            return words
+        run, data = self._run, self.vocab.token_bytes
+        stops = set(self.vocab.stop_token_ids)
+        refused = [t for t in slow if t not in stops and not isinstance(run(state, data(t)), tuple)]
+        self.simulated += len(slow)
+        if not refused:
+            return words
+        out: np.ndarray = words.copy()
+        bits = out.view(np.uint32)
+        for t in refused:
+            bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+        out.setflags(write=False)
+        return out
+
+    def _satisfied(self, tr: _KeysTrack) -> bool:
+        """Whether every open level already has the distinct keys its marks ask."""
+        need: dict[int, int] = {}
+        for r, _, pos in tr.links:
+            need[pos] = max(need.get(pos, 0), self._min[r])
+        return all(len(keys) >= need.get(pos, 0) for pos, keys, _, _ in tr.levels)
+
+    def expected(self, state: _KState) -> tuple[str, tuple[int, ...]]:
+        desc, nxt = self.cfg.expected(state[0])
+        if state[2] is not None:
+            desc += " (in an object that needs more distinct keys: minProperties)"
+        return desc, nxt
+
+    def forced_bytes(self, state: _KState) -> bytes:
+        forced = self.cfg.forced_bytes(state[0])
+        if forced and not isinstance(self._run(state, forced), tuple):
+            return b""  # (never expected: the check leaves another way on)
+        return forced
+
+    def cache_info(self) -> dict[str, int]:
+        info = dict(self.cfg.cache_info())
+        info["distinct_keys_simulated"] = self.simulated
+        return info
+
+    def warm_up(self, should_stop: Any) -> int:
+        return self.cfg.warm_up(should_stop)
+
+    def nbytes(self) -> int:
+        return self.cfg.nbytes()

@@ -1,0 +1,319 @@
+"""The JSON lexer of the run-time ``uniqueItems`` programs: lexical modes, per-vocabulary tables.
+
+JSON's lexical structure (outside a string, inside one, just after a backslash) is a function of
+the bytes, so the programs read it off a token without the grammar: :func:`_lex` reads a token
+from a mode, :class:`_VocabTables` holds that reading for every token of a vocabulary (built once
+per process per vocabulary, O(V), about 0.3 s for 50k tokens; read-only, shared by threads), and
+:func:`_feed` decodes a string body (escapes, UTF-8) into code points.  :func:`_consistent` says
+which code points a partial character can still become.
+
+Used by :mod:`.strings` (string items) and :mod:`.values` (items of any type).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+
+from ....bitmask import bool_to_bitmask
+from ....cache import LruCache
+from ....vocab.vocabulary import Vocabulary
+
+# lexical modes of JSON text: outside strings, inside one, just after a backslash in one
+OUT, IN, ESC = 0, 1, 2
+_QUOTE, _BRACKET, _COMMA = 1, 2, 4
+_WS = frozenset(b" \t\n\r")
+_SPECIAL = frozenset(b'"\\[,')
+_SHORT_ESCAPES = {
+    ord('"'): '"',
+    ord("\\"): "\\",
+    ord("/"): "/",
+    ord("b"): "\b",
+    ord("f"): "\f",
+    ord("n"): "\n",
+    ord("r"): "\r",
+    ord("t"): "\t",
+}
+
+
+def _lex(mode: int, data: bytes) -> tuple[int, int]:
+    """``(end mode, flags)`` of ``data`` read from lexical ``mode``: flags tell whether a
+    structural quote, ``[`` (outside strings) or ``,`` (outside strings) occurred."""
+    flags = 0
+    for b in data:
+        if mode == OUT:
+            if b == 0x22:
+                mode, flags = IN, flags | _QUOTE
+            elif b == 0x5B:
+                flags |= _BRACKET
+            elif b == 0x2C:
+                flags |= _COMMA
+        elif mode == IN:
+            if b == 0x22:
+                mode, flags = OUT, flags | _QUOTE
+            elif b == 0x5C:
+                mode = ESC
+        else:
+            mode = IN
+    return mode, flags
+
+
+def _utf8_incomplete(data: bytes) -> bool:
+    """True when ``data`` ends inside a UTF-8 sequence."""
+    n = len(data)
+    for k in range(1, min(4, n) + 1):
+        b = data[n - k]
+        if b < 0x80:
+            return False
+        if b >= 0xC0:  # a lead byte: is its sequence complete?
+            need = 2 if b < 0xE0 else 3 if b < 0xF0 else 4
+            return k < need
+    return False
+
+
+class _VocabTables:
+    """Lexical facts about every token of a vocabulary, per starting mode (read-only).
+
+    ``end[m][t]``: the mode after token ``t`` read from mode ``m``; ``words[m][flag]``: bitmask
+    of the tokens whose reading from ``m`` has that flag; ``partial_in``: tokens that, read
+    from a clean position inside a string, end inside a character or an escape; ``ws_only``;
+    ``decoded``: decoded text of the tokens that, read from a clean position inside a string,
+    stay inside it and end clean (text -> ids).  Built once per vocabulary: O(V).
+    """
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        size = vocab.vocab_size
+        self.close_in: dict[int, tuple[str, int]] = {}
+        self.reopen_in: dict[int, str] = {}
+        self.open_out: dict[int, tuple[bool, str]] = {}
+        ends = [np.zeros(size, dtype=np.int8) for _ in range(3)]
+        flags = [np.zeros(size, dtype=np.uint8) for _ in range(3)]
+        partial = np.zeros(size, dtype=bool)
+        ws_only = np.zeros(size, dtype=bool)
+        decoded: dict[str, list[int]] = {}
+        for tid in range(min(size, len(vocab.tokens))):
+            data = vocab.token_bytes(tid)
+            if not data:
+                continue
+            if _SPECIAL.isdisjoint(data):
+                ends[OUT][tid], ends[IN][tid], ends[ESC][tid] = OUT, IN, IN
+                ws_only[tid] = _WS.issuperset(data)
+                if data[-1] >= 0x80 and _utf8_incomplete(data):
+                    partial[tid] = True
+                    continue
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                decoded.setdefault(text, []).append(tid)
+                continue
+            for m in (OUT, IN, ESC):
+                ends[m][tid], flags[m][tid] = _lex(m, data)
+            self._summarize(tid, data, flags)
+            if ends[IN][tid] == IN and not flags[IN][tid] & _QUOTE:
+                # escapes inside: decoded when the token ends clean
+                _, pend, i = _feed("", b"", data)
+                if i == -2:
+                    continue
+                if pend:
+                    partial[tid] = True
+                else:
+                    try:
+                        text = json.loads(b'"' + data + b'"')
+                    except ValueError:
+                        continue
+                    decoded.setdefault(text, []).append(tid)
+            elif ends[IN][tid] == ESC:
+                partial[tid] = True
+        self.end = [e.tolist() for e in ends]
+        self.flags = [f.tolist() for f in flags]
+        self.words = [
+            {flag: _packed(f & flag != 0, size) for flag in (_QUOTE, _BRACKET, _COMMA)}
+            for f in flags
+        ]
+        self.partial_in = _packed(partial, size)
+        self.ws_only = ws_only.tolist()
+        self.decoded = decoded
+        self.max_len = vocab.trie.max_len
+
+    def _summarize(self, tid: int, data: bytes, flags: list[np.ndarray]) -> None:
+        """The quote tokens a mask can decide without simulating them (see
+        :meth:`UniqueItemsProgram._quick`): ``close_in[t] = (text before the closing quote,
+        flags of the rest)`` read from a clean position inside a string; ``open_out[t] =
+        (a comma before the opening quote, the text after it)`` read between items, for a
+        token of whitespace and commas, one quote, then text that ends clean."""
+        if flags[IN][tid] & _QUOTE:
+            text, _, i = _feed("", b"", data)
+            if i >= 0:
+                rest = data[i + 1 :]
+                after = _lex(OUT, rest)[1]
+                again = _opening(rest) if after & _QUOTE else None
+                if again is not None:
+                    self.reopen_in[tid] = again[1]
+                    after &= ~_QUOTE
+                self.close_in[tid] = (text, after)
+        if flags[OUT][tid] & _QUOTE:
+            got = _opening(data)
+            if got is not None:
+                self.open_out[tid] = got
+
+
+def _opening(data: bytes) -> tuple[bool, str] | None:
+    """``data`` read between items as whitespace and commas, one quote, then string text
+    that ends clean: ``(a comma before the quote, the text)``; None for anything else."""
+    j = data.find(0x22)
+    before = data[:j]
+    if j < 0 or not all(b in _WS or b == 0x2C for b in before):
+        return None
+    text, pend, i = _feed("", b"", data[j + 1 :])
+    if i != -1 or pend:
+        return None
+    return 0x2C in before, text
+
+
+def _packed(allowed: np.ndarray, size: int) -> np.ndarray:
+    words = bool_to_bitmask(allowed, size)
+    words.setflags(write=False)
+    return words
+
+
+_TABLES: LruCache[str, _VocabTables] = LruCache(4)
+_TABLES_LOCK = threading.Lock()
+
+
+def _tables(vocab: Vocabulary) -> _VocabTables:
+    found, got = _TABLES.get(vocab.fingerprint)
+    if found and got is not None:
+        return got
+    with _TABLES_LOCK:
+        found, got = _TABLES.get(vocab.fingerprint)
+        if found and got is not None:
+            return got
+        built = _VocabTables(vocab)
+        _TABLES.put(vocab.fingerprint, built)
+        return built
+
+
+# -- decoding the current item ----------------------------------------------------------------
+def _feed(text: str, pend: bytes, data: bytes) -> tuple[str, bytes, int]:
+    """Decode string-body ``data`` after ``text`` (and the raw bytes ``pend`` of a partial
+    character): ``(text, pend, i)`` with ``i`` the index of a closing quote in ``data``
+    (``-1``: none; the bytes after it are not read; ``-2``: ``data`` is not a string body
+    there, which the grammar never allows)."""
+    for i, b in enumerate(data):
+        if not pend:
+            if b == 0x22:
+                return text, b"", i
+            if b == 0x5C:
+                pend = b"\\"
+            elif b < 0x80:
+                text += chr(b)
+            else:
+                pend = bytes((b,))
+            continue
+        pend += bytes((b,))
+        if pend[0] == 0x5C:
+            if len(pend) == 2:
+                if b != 0x75:  # a short escape
+                    text += _SHORT_ESCAPES.get(b, chr(b))
+                    pend = b""
+                continue
+            if chr(b) not in "0123456789abcdefABCDEF" and len(pend) not in (7, 8):
+                return text, pend, -2
+            if len(pend) == 6:
+                cp = int(pend[2:6], 16)
+                if not 0xD800 <= cp <= 0xDBFF:  # else: wait for the low surrogate
+                    text += chr(cp)
+                    pend = b""
+            elif len(pend) == 12:
+                if pend[6:8] != b"\\u":
+                    return text, pend, -2
+                hi, lo = int(pend[2:6], 16), int(pend[8:12], 16)
+                text += chr(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                pend = b""
+            continue
+        lead = pend[0]
+        need = 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+        if lead < 0xC0 or not 0x80 <= b < 0xC0:
+            return text, pend, -2
+        if len(pend) == need:
+            try:
+                text += pend.decode("utf-8")
+            except UnicodeDecodeError:
+                return text, pend, -2
+            pend = b""
+    if pend and pend[0] >= 0x80 and not 0xC0 <= pend[0] < 0xF8:
+        return text, pend, -2
+    return text, pend, -1
+
+
+_SCALAR_RANGES = ((0, 0xD7FF), (0xE000, 0x10FFFF))
+
+
+def _clip(ranges: list[tuple[int, int]], lo: int, hi: int) -> list[tuple[int, int]]:
+    out = []
+    for a, b in ranges:
+        a, b = max(a, lo), min(b, hi)
+        if a <= b:
+            out.append((a, b))
+    return out
+
+
+def _scalars(lo: int, hi: int) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in _SCALAR_RANGES:
+        out += _clip([(a, b)], lo, hi)
+    return out
+
+
+def _consistent(pend: bytes, canonical: bool) -> list[tuple[int, int]]:
+    """The code points a partial character's raw bytes ``pend`` can still become, as disjoint
+    ranges: under the canonical escaping (one spelling per character) or any JSON escape."""
+    if pend[0] != 0x5C:  # UTF-8: the code points whose encoding starts with these bytes
+        lead = pend[0]
+        need, bits, first = (
+            (2, lead & 0x1F, 0x80)
+            if lead < 0xE0
+            else (3, lead & 0x0F, 0x800)
+            if lead < 0xF0
+            else (4, lead & 0x07, 0x10000)
+        )
+        for b in pend[1:]:
+            bits = (bits << 6) | (b & 0x3F)
+        rest = 6 * (need - len(pend))
+        lo, hi = bits << rest, (bits << rest) | ((1 << rest) - 1)
+        top = (0x7FF, 0xFFFF, 0x10FFFF)[need - 2]
+        return _scalars(max(lo, first), min(hi, top))
+    hexes = pend[2:].decode("ascii", "replace").lower()
+    if canonical:
+        # \" \\ \b \f \n \r \t, and \u00XX (lower-case) for the other controls
+        controls = [c for c in range(0x20) if c not in (8, 9, 10, 12, 13)]
+        if len(pend) == 1:
+            return [(0, 0x1F), (0x22, 0x22), (0x5C, 0x5C)]
+        pool = [c for c in controls if f"{c:04x}".startswith(hexes)]
+        return [(c, c) for c in pool]
+    if len(pend) == 1:
+        return list(_SCALAR_RANGES)
+    if len(hexes) <= 4:  # \u + up to 4 hex digits (no low surrogate yet)
+        k = len(hexes)
+        base = int(hexes, 16) << (4 * (4 - k)) if k else 0
+        lo, hi = base, base | ((1 << (4 * (4 - k))) - 1)
+        out = _clip([(0, 0xD7FF), (0xE000, 0xFFFF)], lo, hi)
+        hs = _clip([(0xD800, 0xDBFF)], lo, hi)  # a high surrogate: an astral character
+        for a, b in hs:
+            out.append((0x10000 + ((a - 0xD800) << 10), 0x10000 + ((b - 0xD800) << 10) + 0x3FF))
+        return out
+    # a high surrogate, then (part of) its low surrogate: \uD83D\uDE0
+    high = int(hexes[:4], 16)
+    low_hex = pend[8:].decode("ascii", "replace").lower()
+    k = len(low_hex)
+    base = int(low_hex, 16) << (4 * (4 - k)) if k else 0
+    lows = _clip([(0xDC00, 0xDFFF)], base, base | ((1 << (4 * (4 - k))) - 1))
+    astral = 0x10000 + ((high - 0xD800) << 10)
+    return [(astral + a - 0xDC00, astral + b - 0xDC00) for a, b in lows]
+
+
+def _in_ranges(cp: int, ranges: list[tuple[int, int]]) -> bool:
+    return any(a <= cp <= b for a, b in ranges)
