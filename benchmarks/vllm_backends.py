@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""vLLM's structured-output backends side by side, inside one real vLLM engine (#31).
+
+Runs in vLLM's own virtual environment (``bash scripts/test_engines.sh --build-only`` makes it)::
+
+    VENV=~/.cache/formcast/vllm-venv
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 \\
+        PYTHONPATH=src $VENV/bin/python benchmarks/vllm_backends.py --repeat 3
+
+Setup: the random-weight tiny Llama of ``tests/engines/_tiny_llama.py`` (the real Llama-3
+tokenizer, logits padded past it) on the CPU, ``max_num_seqs=32``, no speculative decoding;
+one *batch* is ``--requests`` (32) structured requests submitted at once with one
+``LLM.generate`` call (8 JSON schemas round-robin, ``temperature=1`` with a per-request seed,
+``max_tokens=--max-tokens``).  The timed value is that call's wall time.
+
+The backends (``formcast``, ``xgrammar``, ``guidance``) share ONE engine (same model, scheduler,
+KV cache): between batches the engine's ``structured_outputs_config.backend`` and the
+structured-output manager's backend object are switched (each backend object is built once and
+kept, as in a server that runs one backend for its lifetime).  ``disable_any_whitespace=True``
+for the peers (formcast's JSON is compact anyway), so every backend writes the same language.
+Backends take turns (interleaved) ``--repeat`` times, in a rotated order each round.
+
+Two workloads:
+
+* ``warm``: the same 8 schemas every round: after round 0 (the cold one, which also builds
+  each backend's vocabulary), compiled grammars may come from each backend's cache
+  (formcast's and xgrammar's compilers cache; guidance recompiles every request, cheaply);
+* ``fresh``: every round's schemas differ (bounds depend on the round), so every round
+  compiles 8 new schemas in every backend.
+
+Every output is checked: finished ones (``finish_reason == "stop"``) with ``json.loads`` and
+``jsonschema``; the count of truncated (``length``) outputs is reported.  The report also says
+how many outputs are byte-identical to formcast's (the same seeds and the same language give
+the same text where the masks agree).
+
+``--profile FILE``: cProfile of formcast's warm batches (the engine runs in this process:
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``), written to FILE (pstats) and its top entries printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "engines"))
+
+BACKENDS = ("formcast", "xgrammar", "guidance")
+
+
+def schemas(round_no: int | None) -> list[dict[str, Any]]:
+    """The 8 schemas of a batch; ``round_no`` (fresh workload) shifts their bounds."""
+    k = 0 if round_no is None else round_no + 1
+    return [
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 6 + k},
+                "age": {"type": "integer", "minimum": 0, "maximum": 120 + k},
+                "ok": {"type": "boolean"},
+            },
+            "required": ["name", "age", "ok"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "city": {"enum": ["Paris", "Oslo", "Lima", f"Rome{k}"]},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7 + k},
+            },
+            "required": ["city", "days"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer", "minimum": 0, "maximum": 9999 + k},
+                "tags": {
+                    "type": "array",
+                    "items": {"type": "string", "maxLength": 5},
+                    "maxItems": 3 + k,
+                },
+            },
+            "required": ["id", "tags"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 8},
+                "arguments": {
+                    "type": "object",
+                    "properties": {
+                        "query": {"type": "string", "maxLength": 10 + k},
+                        "limit": {"type": "integer", "minimum": 1, "maximum": 50},
+                    },
+                    "required": ["query", "limit"],
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "status": {"enum": ["open", "closed", "pending"]},
+                "priority": {"type": "integer", "minimum": 1, "maximum": 5 + k},
+                "title": {"type": "string", "minLength": 1, "maxLength": 12},
+            },
+            "required": ["status", "priority", "title"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "array",
+            "items": {"type": "integer", "minimum": 0, "maximum": 99},
+            "minItems": 1,
+            "maxItems": 4 + k,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "user": {
+                    "type": "object",
+                    "properties": {
+                        "first": {"type": "string", "maxLength": 6},
+                        "last": {"type": "string", "maxLength": 6 + k},
+                    },
+                    "required": ["first", "last"],
+                    "additionalProperties": False,
+                },
+                "active": {"type": "boolean"},
+            },
+            "required": ["user", "active"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2,4}$"},
+                "count": {"type": "integer", "minimum": 0, "maximum": 1000 + k},
+            },
+            "required": ["code", "count"],
+            "additionalProperties": False,
+        },
+    ]
+
+
+PROMPTS = [
+    "Write a JSON record:",
+    "Ada is 36. Ada is 36. Ada is",
+    "The weather in Oslo for two days:",
+    "Call the search tool with a query.",
+]
+
+
+class Bench:
+    """One vLLM engine whose structured-output backend can be switched between batches."""
+
+    def __init__(self, model_dir: Path, requests: int) -> None:
+        from vllm import LLM
+
+        from formcast.integrations.vllm_plugin import register
+
+        register()
+        self.llm = LLM(
+            str(model_dir),
+            enforce_eager=True,
+            dtype="float32",
+            max_model_len=512,
+            max_num_seqs=requests,
+            seed=0,
+            structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+        )
+        core = self.llm.llm_engine.engine_core.engine_core
+        self.manager = core.scheduler.structured_output_manager
+        self.configs = {id(c): c for c in self._configs()}
+        self.backends: dict[str, Any] = {}
+        self.current = "xgrammar"
+
+    def _configs(self) -> list[Any]:
+        """Every StructuredOutputsConfig object the engine's parts hold (one in-process)."""
+        found = [self.llm.llm_engine.vllm_config.structured_outputs_config]
+        core = self.llm.llm_engine.engine_core.engine_core
+        found.append(core.scheduler.vllm_config.structured_outputs_config)
+        found.append(self.manager.vllm_config.structured_outputs_config)
+        for obj in (self.llm.llm_engine, getattr(self.llm.llm_engine, "input_processor", None)):
+            cfg = getattr(obj, "structured_outputs_config", None)
+            if cfg is not None:
+                found.append(cfg)
+        return found
+
+    def use(self, backend: str) -> None:
+        """Route the next requests to ``backend`` (its backend object kept between turns)."""
+        if self.manager.backend is not None:
+            self.backends[self.current] = self.manager.backend
+        for cfg in self.configs.values():
+            cfg.backend = backend
+        self.manager.backend = self.backends.get(backend)
+        self.manager._grammar_bitmask = None  # allocated by the backend in charge
+        self.current = backend
+
+    def batch(self, backend: str, docs: list[dict[str, Any]], n: int, max_tokens: int) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        self.use(backend)
+        params = [
+            SamplingParams(
+                max_tokens=max_tokens,
+                temperature=1.0,
+                seed=1000 + i,
+                structured_outputs=StructuredOutputsParams(json=docs[i % len(docs)]),
+            )
+            for i in range(n)
+        ]
+        prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
+        t0 = time.perf_counter()
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        wall = time.perf_counter() - t0
+        assert self.manager.backend is not None
+        assert type(self.manager.backend).__name__.lower().startswith(backend[:5]), (
+            type(self.manager.backend).__name__,
+            backend,
+        )
+        return wall, [o.outputs[0] for o in outs]
+
+
+def check(outputs: list[Any], docs: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
+    """(valid finished, truncated, texts); raises on an invalid finished output."""
+    import jsonschema
+
+    valid = truncated = 0
+    for i, out in enumerate(outputs):
+        schema = docs[i % len(docs)]
+        if out.finish_reason != "stop":
+            truncated += 1
+            continue
+        try:
+            jsonschema.validate(json.loads(out.text), schema)
+        except Exception as exc:  # noqa: BLE001 - reported with the output
+            raise AssertionError(f"invalid output {out.text!r} for {schema}: {exc}") from exc
+        valid += 1
+    return valid, truncated, [o.text for o in outputs]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3, help="timed rounds per workload")
+    ap.add_argument("--requests", type=int, default=32)
+    ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--workloads", default="warm,fresh")
+    ap.add_argument("--profile", help="cProfile formcast's warm batches into this file")
+    ap.add_argument("--json", help="write the raw numbers here")
+    args = ap.parse_args()
+    backends = args.backends.split(",")
+    import formcast
+    from _tiny_llama import build_tiny_llama
+
+    from formcast._native import native_summary
+
+    build = native_summary()
+    print(f"formcast {formcast.__file__} ({build})", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="tiny-llama-"))
+    bench = Bench(build_tiny_llama(tmp), args.requests)
+    results: dict[str, dict[str, list[float]]] = {}
+    profiler = cProfile.Profile() if args.profile else None
+    for workload in args.workloads.split(","):
+        times: dict[str, list[float]] = {b: [] for b in backends}
+        cold: dict[str, float] = {}
+        same = total = 0
+        rounds = args.repeat + (1 if workload == "warm" else 0)
+        for r in range(rounds):
+            docs = schemas(None if workload == "warm" else r + 100 * (workload == "fresh"))
+            order = backends[r % len(backends):] + backends[: r % len(backends)]
+            texts: dict[str, list[str]] = {}
+            for b in order:
+                prof = profiler if (b == "formcast" and workload == "warm" and r > 0) else None
+                if prof is not None:
+                    prof.enable()
+                wall, outs = bench.batch(b, docs, args.requests, args.max_tokens)
+                if prof is not None:
+                    prof.disable()
+                valid, truncated, texts[b] = check(outs, docs)
+                tag = "cold" if (workload == "warm" and r == 0) else "timed"
+                print(
+                    f"{workload} round {r} {b:9s} {wall:7.3f} s  valid {valid}  "
+                    f"truncated {truncated}  ({tag})",
+                    flush=True,
+                )
+                if workload == "warm" and r == 0:
+                    cold[b] = wall
+                else:
+                    times[b].append(wall)
+            if "formcast" in texts:
+                for b, t in texts.items():
+                    if b != "formcast":
+                        same += sum(x == y for x, y in zip(texts["formcast"], t))
+                        total += len(t)
+        results[workload] = times
+        print(f"\n== {workload}: p50 wall of {args.repeat} batches of {args.requests} requests")
+        p50 = {b: statistics.median(v) for b, v in times.items() if v}
+        for b in backends:
+            line = f"  {b:9s} p50 {p50[b]:.3f} s  min {min(times[b]):.3f}  max {max(times[b]):.3f}"
+            if b in cold:
+                line += f"  (cold round 0: {cold[b]:.3f} s)"
+            print(line)
+        if "formcast" in p50:
+            peers = [b for b in p50 if b != "formcast"]
+            for b in peers:
+                print(f"  formcast / {b}: {p50['formcast'] / p50[b]:.2f}x")
+            if peers:
+                best = min(peers, key=lambda b: p50[b])
+                print(f"  formcast / fastest peer ({best}): {p50['formcast'] / p50[best]:.2f}x")
+            if total:
+                print(f"  outputs identical to formcast's: {same}/{total}")
+        print(flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    if profiler is not None:
+        import pstats
+
+        profiler.dump_stats(args.profile)
+        pstats.Stats(args.profile).sort_stats("tottime").print_stats(30)
+
+
+if __name__ == "__main__":
+    main()
