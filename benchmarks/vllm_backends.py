@@ -10,8 +10,11 @@ Runs in vLLM's own virtual environment (``bash scripts/test_engines.sh --build-o
 Setup: the random-weight tiny Llama of ``tests/engines/_tiny_llama.py`` (the real Llama-3
 tokenizer, logits padded past it) on the CPU, ``max_num_seqs=32``, no speculative decoding;
 one *batch* is ``--requests`` (32) structured requests submitted at once with one
-``LLM.generate`` call (8 JSON schemas round-robin, ``temperature=1`` with a per-request seed,
-``max_tokens=--max-tokens``).  The timed value is that call's wall time.
+``LLM.generate`` call (8 JSON schemas round-robin, ``--temperature`` 1 with a per-request seed,
+``max_tokens=--max-tokens``).  The timed value is that call's wall time; the process's CPU time
+(every thread: the engine runs in this process) is reported beside it (steadier than wall time
+on a shared machine), and so is the wall time per decoding step (wall / the longest output's
+tokens: backends whose masks differ sample different outputs of different lengths).
 
 The backends (``formcast``, ``xgrammar``, ``guidance``) share ONE engine (same model, scheduler,
 KV cache): between batches the engine's ``structured_outputs_config.backend`` and the
@@ -218,7 +221,9 @@ class Bench:
         self.manager._grammar_bitmask = None  # allocated by the backend in charge
         self.current = backend
 
-    def batch(self, backend: str, docs: list[dict[str, Any]], n: int, max_tokens: int) -> Any:
+    def batch(
+        self, backend: str, docs: list[dict[str, Any]], n: int, max_tokens: int, temperature: float
+    ) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -226,22 +231,22 @@ class Bench:
         params = [
             SamplingParams(
                 max_tokens=max_tokens,
-                temperature=1.0,
+                temperature=temperature,
                 seed=1000 + i,
                 structured_outputs=StructuredOutputsParams(json=docs[i % len(docs)]),
             )
             for i in range(n)
         ]
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         outs = self.llm.generate(prompts, params, use_tqdm=False)
-        wall = time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert self.manager.backend is not None
         assert type(self.manager.backend).__name__.lower().startswith(backend[:5]), (
             type(self.manager.backend).__name__,
             backend,
         )
-        return wall, [o.outputs[0] for o in outs]
+        return wall, cpu, [o.outputs[0] for o in outs]
 
 
 def check(outputs: list[Any], docs: list[dict[str, Any]]) -> tuple[int, int, list[str]]:
@@ -268,6 +273,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="timed rounds per workload")
     ap.add_argument("--requests", type=int, default=32)
     ap.add_argument("--max-tokens", type=int, default=96)
+    ap.add_argument(
+        "--temperature", type=float, default=1.0, help="0: greedy (outputs agree more often)"
+    )
     ap.add_argument("--backends", default=",".join(BACKENDS))
     ap.add_argument("--workloads", default="warm,fresh")
     ap.add_argument("--profile", help="cProfile formcast's warm batches into this file")
@@ -289,6 +297,7 @@ def main() -> None:
     for workload in args.workloads.split(","):
         times: dict[str, list[float]] = {b: [] for b in backends}
         steps: dict[str, list[float]] = {b: [] for b in backends}
+        cpus: dict[str, list[float]] = {b: [] for b in backends}
         outputs: list[dict[str, list[str]]] = []
         bad = dict.fromkeys(backends, 0)
         cold: dict[str, float] = {}
@@ -302,7 +311,9 @@ def main() -> None:
                 prof = profiler if (b == "formcast" and workload == "warm" and r > 0) else None
                 if prof is not None:
                     prof.enable()
-                wall, outs = bench.batch(b, docs, args.requests, args.max_tokens)
+                wall, cpu, outs = bench.batch(
+                    b, docs, args.requests, args.max_tokens, args.temperature
+                )
                 if prof is not None:
                     prof.disable()
                 invalid, truncated, texts[b] = check(outs, docs)
@@ -310,7 +321,8 @@ def main() -> None:
                 tag = "cold" if (workload == "warm" and r == 0) else "timed"
                 lengths = [len(o.token_ids) for o in outs]
                 print(
-                    f"{workload} round {r} {b:9s} {wall:7.3f} s  invalid {invalid}  "
+                    f"{workload} round {r} {b:9s} {wall:7.3f} s (CPU {cpu:6.3f} s)  "
+                    f"invalid {invalid}  "
                     f"truncated {truncated}  tokens {sum(lengths)} (longest {max(lengths)}: "
                     f"{1000 * wall / max(lengths):.1f} ms per step)  ({tag})",
                     flush=True,
@@ -319,6 +331,7 @@ def main() -> None:
                     cold[b] = wall
                 else:
                     times[b].append(wall)
+                    cpus[b].append(cpu)
                     steps[b].append(wall / max(lengths))
             outputs.append(texts)
             if "formcast" in texts:
@@ -328,13 +341,15 @@ def main() -> None:
                         total += len(t)
         failed = failed or bad.get("formcast", 0) > 0
         results[workload] = {
-            "invalid": bad, "wall": times, "per_step": steps, "cold": cold, "texts": outputs
+            "invalid": bad, "wall": times, "cpu": cpus, "per_step": steps, "cold": cold,
+            "texts": outputs,
         }
         print(f"\n== {workload}: p50 wall of {args.repeat} batches of {args.requests} requests")
         p50 = {b: statistics.median(v) for b, v in times.items() if v}
         for b in backends:
             line = (
                 f"  {b:9s} p50 {p50[b]:.3f} s  min {min(times[b]):.3f}  max {max(times[b]):.3f}"
+                f"  CPU p50 {statistics.median(cpus[b]):.3f} s"
                 f"  per step p50 {1000 * statistics.median(steps[b]):.1f} ms"
                 f"  invalid outputs {bad[b]}"
             )
@@ -345,9 +360,10 @@ def main() -> None:
             peers = [b for b in p50 if b != "formcast"]
             for b in peers:
                 per_step = statistics.median(steps["formcast"]) / statistics.median(steps[b])
+                cpu_ratio = statistics.median(cpus["formcast"]) / statistics.median(cpus[b])
                 print(
                     f"  formcast / {b}: wall {p50['formcast'] / p50[b]:.2f}x, "
-                    f"per step {per_step:.2f}x"
+                    f"CPU {cpu_ratio:.2f}x, wall per step {per_step:.2f}x"
                 )
             if peers:
                 best = min(peers, key=lambda b: p50[b])
