@@ -19,7 +19,10 @@ tokens: backends whose masks differ sample different outputs of different length
 The backends (``formcast``, ``xgrammar``, ``guidance``) share ONE engine (same model, scheduler,
 KV cache): between batches the engine's ``structured_outputs_config.backend`` and the
 structured-output manager's backend object are switched (each backend object is built once and
-kept, as in a server that runs one backend for its lifetime).  ``disable_any_whitespace=True``
+kept, as in a server that runs one backend for its lifetime).  The engine starts configured
+with formcast (so formcast's plug-in builds its backend while the engine starts, as in a server
+started with ``backend="formcast"``); each peer's backend is built by vLLM at its first request,
+as vLLM does when the engine is configured with it.  ``disable_any_whitespace=True``
 for the peers (formcast's JSON is compact anyway), so every backend writes the same language.
 Backends take turns (interleaved) ``--repeat`` times, in a rotated order each round.
 
@@ -178,12 +181,16 @@ PROMPTS = [
 class Bench:
     """One vLLM engine whose structured-output backend can be switched between batches."""
 
-    def __init__(self, model_dir: Path, requests: int) -> None:
+    def __init__(self, model_dir: Path, requests: int, first: str) -> None:
         from vllm import LLM
 
         from formcast.integrations.vllm_plugin import register
 
         register()
+        config: dict[str, Any] = {"backend": first}
+        if first != "formcast":  # vLLM refuses the option for other backends than the two
+            config["disable_any_whitespace"] = True
+        t0 = time.perf_counter()
         self.llm = LLM(
             str(model_dir),
             enforce_eager=True,
@@ -191,13 +198,16 @@ class Bench:
             max_model_len=512,
             max_num_seqs=requests,
             seed=0,
-            structured_outputs_config={"backend": "xgrammar", "disable_any_whitespace": True},
+            structured_outputs_config=config,
         )
+        self.start = time.perf_counter() - t0
         core = self.llm.llm_engine.engine_core.engine_core
         self.manager = core.scheduler.structured_output_manager
         self.configs = {id(c): c for c in self._configs()}
+        for cfg in self.configs.values():  # the peers' option; formcast's JSON is compact anyway
+            cfg.disable_any_whitespace = True
         self.backends: dict[str, Any] = {}
-        self.current = "xgrammar"
+        self.current = first
 
     def _configs(self) -> list[Any]:
         """Every StructuredOutputsConfig object the engine's parts hold (one in-process)."""
@@ -290,7 +300,9 @@ def main() -> None:
     build = native_summary()
     print(f"formcast {formcast.__file__} ({build})", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="tiny-llama-"))
-    bench = Bench(build_tiny_llama(tmp), args.requests)
+    first = "formcast" if "formcast" in backends else backends[0]
+    bench = Bench(build_tiny_llama(tmp), args.requests, first)
+    print(f"engine started with backend {first!r} in {bench.start:.1f} s", flush=True)
     results: dict[str, Any] = {}
     profiler = cProfile.Profile() if args.profile else None
     failed = False

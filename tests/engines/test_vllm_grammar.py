@@ -171,3 +171,42 @@ def test_validate_accept_rollback_match_a_fresh_matcher(
 
 
     assert steps >= 24, f"the random walks were too short ({steps} steps) to test much"
+
+
+def test_check_request_remembers_a_constraint_that_passed() -> None:
+    from formcast.errors import FormcastError
+
+    spec = json.dumps({"type": "object", "properties": {"q": {"type": "string",
+                       "maxLength": 97}}, "required": ["q"], "additionalProperties": False})
+    before = fv._checked.cache_info()
+    fv.check_request("JSON", spec)
+    fv.check_request("JSON", spec)
+    after = fv._checked.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
+    # a refused constraint is not remembered: it fails every time it comes
+    bad = json.dumps({"type": "string", "pattern": "(?<=a)b"})
+    for _ in range(2):
+        with pytest.raises(FormcastError):
+            fv.check_request("JSON", bad)
+    assert fv._checked.cache_info().hits == after.hits
+
+
+def test_fill_bitmask_follows_the_bitmask_it_is_given(backend: fv.FormcastBackend) -> None:
+    """The numpy view of vLLM's tensor is kept between steps; another bitmask (a numpy array,
+    another tensor) is written, not the kept one."""
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    grammar = backend.compile_grammar(StructuredOutputOptions.REGEX, "[a-z]+")
+    first = backend.allocate_token_bitmask(2)
+    second = backend.allocate_token_bitmask(2)
+    other = np.full((2, first.shape[1]), -1, dtype=np.int32)
+    grammar.fill_bitmask(first, 0)
+    want = first.numpy()[0].copy()
+    assert not np.array_equal(want, np.full_like(want, -1))
+    for target in (other, second, first):
+        rows = target.numpy() if hasattr(target, "numpy") else target
+        rows[1] = -1
+        grammar.fill_bitmask(target, 1)
+        assert np.array_equal(rows[1], want)
+    assert bool((second[0] == -1).all())
+    assert bool((other[0] == -1).all())
