@@ -14,7 +14,10 @@ one *batch* is ``--requests`` (32) structured requests submitted at once with on
 ``max_tokens=--max-tokens``).  The timed value is that call's wall time; the process's CPU time
 (every thread: the engine runs in this process) is reported beside it (steadier than wall time
 on a shared machine), and so is the wall time per decoding step (wall / the longest output's
-tokens: backends whose masks differ sample different outputs of different lengths).
+tokens: backends whose masks differ sample different outputs of different lengths), and the
+time per step spent in the structured-output manager's per-step calls (``grammar_bitmask``,
+``accept_tokens``, ``validate_tokens``: the backend's own per-step work plus vLLM's loop around
+it; compiles run in vLLM's thread pool and are not in it).
 
 The backends (``formcast``, ``xgrammar``, ``guidance``) share ONE engine (same model, scheduler,
 KV cache): between batches the engine's ``structured_outputs_config.backend`` and the
@@ -208,6 +211,25 @@ class Bench:
             cfg.disable_any_whitespace = True
         self.backends: dict[str, Any] = {}
         self.current = first
+        self.in_backend = 0.0  # seconds in the manager's per-step calls (see _time_manager)
+        self._time_manager()
+
+    def _time_manager(self) -> None:
+        """Time the structured-output manager's per-step entry points on this engine's manager
+        (the mask fill of the batch, the sampled tokens' accept, draft validation): the
+        backend's per-step cost, whatever the outputs' lengths."""
+        manager = self.manager
+        for name in ("grammar_bitmask", "accept_tokens", "validate_tokens"):
+            original = getattr(manager, name)
+
+            def timed(*a: Any, _f: Any = original, **k: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return _f(*a, **k)
+                finally:
+                    self.in_backend += time.perf_counter() - t0
+
+            setattr(manager, name, timed)
 
     def _configs(self) -> list[Any]:
         """Every StructuredOutputsConfig object the engine's parts hold (one in-process)."""
@@ -248,6 +270,7 @@ class Bench:
             for i in range(n)
         ]
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
+        self.in_backend = 0.0
         t0, c0 = time.perf_counter(), time.process_time()
         outs = self.llm.generate(prompts, params, use_tqdm=False)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -256,6 +279,7 @@ class Bench:
             type(self.manager.backend).__name__,
             backend,
         )
+        self.per_step_backend = self.in_backend / max(len(o.outputs[0].token_ids) for o in outs)
         return wall, cpu, [o.outputs[0] for o in outs]
 
 
@@ -310,6 +334,7 @@ def main() -> None:
         times: dict[str, list[float]] = {b: [] for b in backends}
         steps: dict[str, list[float]] = {b: [] for b in backends}
         cpus: dict[str, list[float]] = {b: [] for b in backends}
+        managed: dict[str, list[float]] = {b: [] for b in backends}
         outputs: list[dict[str, list[str]]] = []
         bad = dict.fromkeys(backends, 0)
         cold: dict[str, float] = {}
@@ -336,7 +361,9 @@ def main() -> None:
                     f"{workload} round {r} {b:9s} {wall:7.3f} s (CPU {cpu:6.3f} s)  "
                     f"invalid {invalid}  "
                     f"truncated {truncated}  tokens {sum(lengths)} (longest {max(lengths)}: "
-                    f"{1000 * wall / max(lengths):.1f} ms per step)  ({tag})",
+                    f"{1000 * wall / max(lengths):.1f} ms per step; in the manager "
+                    f"{1000 * bench.in_backend:.0f} ms, {1000 * bench.per_step_backend:.2f} "
+                    f"ms per step)  ({tag})",
                     flush=True,
                 )
                 if workload == "warm" and r == 0:
@@ -344,6 +371,7 @@ def main() -> None:
                 else:
                     times[b].append(wall)
                     cpus[b].append(cpu)
+                    managed[b].append(bench.per_step_backend)
                     steps[b].append(wall / max(lengths))
             outputs.append(texts)
             if "formcast" in texts:
@@ -353,8 +381,8 @@ def main() -> None:
                         total += len(t)
         failed = failed or bad.get("formcast", 0) > 0
         results[workload] = {
-            "invalid": bad, "wall": times, "cpu": cpus, "per_step": steps, "cold": cold,
-            "texts": outputs,
+            "invalid": bad, "wall": times, "cpu": cpus, "manager_per_step": managed,
+            "per_step": steps, "cold": cold, "texts": outputs,
         }
         print(f"\n== {workload}: p50 wall of {args.repeat} batches of {args.requests} requests")
         p50 = {b: statistics.median(v) for b, v in times.items() if v}
@@ -363,6 +391,7 @@ def main() -> None:
                 f"  {b:9s} p50 {p50[b]:.3f} s  min {min(times[b]):.3f}  max {max(times[b]):.3f}"
                 f"  CPU p50 {statistics.median(cpus[b]):.3f} s"
                 f"  per step p50 {1000 * statistics.median(steps[b]):.1f} ms"
+                f" (in the manager {1000 * statistics.median(managed[b]):.2f} ms)"
                 f"  invalid outputs {bad[b]}"
             )
             if b in cold:
