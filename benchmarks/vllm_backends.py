@@ -248,7 +248,22 @@ class Bench:
         if self.manager.backend is not None:
             self.backends[self.current] = self.manager.backend
         for cfg in self.configs.values():
-            cfg.backend = backend
+            cfg.backend = backend.split("-")[0]
+        if backend == "formcast-workers" and backend not in self.backends:
+            # formcast with FORMCAST_VLLM_COMPILE_WORKERS=1, built as the plug-in builds it
+            from formcast.integrations import vllm as fv
+            from formcast.integrations.vllm_plugin import _new_backend
+
+            saved = os.environ.get(fv.COMPILE_WORKERS_ENV)
+            os.environ[fv.COMPILE_WORKERS_ENV] = "1"
+            try:
+                self.backends[backend] = _new_backend(self.manager)
+            finally:
+                if saved is None:
+                    del os.environ[fv.COMPILE_WORKERS_ENV]
+                else:
+                    os.environ[fv.COMPILE_WORKERS_ENV] = saved
+            self.backends[backend].warm_up()
         self.manager.backend = self.backends.get(backend)
         self.manager._grammar_bitmask = None  # allocated by the backend in charge
         self.current = backend
@@ -310,7 +325,11 @@ def main() -> None:
     ap.add_argument(
         "--temperature", type=float, default=1.0, help="0: greedy (outputs agree more often)"
     )
-    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help="also 'formcast-workers': formcast compiling in one worker process",
+    )
     ap.add_argument("--workloads", default="warm,fresh")
     ap.add_argument("--profile", help="cProfile formcast's warm batches into this file")
     ap.add_argument("--json", help="write the raw numbers and every output's text here")
@@ -376,7 +395,7 @@ def main() -> None:
             outputs.append(texts)
             if "formcast" in texts:
                 for b, t in texts.items():
-                    if b != "formcast":
+                    if not b.startswith("formcast"):
                         same += sum(x == y for x, y in zip(texts["formcast"], t))
                         total += len(t)
         failed = failed or bad.get("formcast", 0) > 0
@@ -397,20 +416,20 @@ def main() -> None:
             if b in cold:
                 line += f"  (cold round 0: {cold[b]:.3f} s)"
             print(line)
-        if "formcast" in p50:
-            peers = [b for b in p50 if b != "formcast"]
+        peers = [b for b in p50 if not b.startswith("formcast")]
+        for f in (b for b in p50 if b.startswith("formcast")):
             for b in peers:
-                per_step = statistics.median(steps["formcast"]) / statistics.median(steps[b])
-                cpu_ratio = statistics.median(cpus["formcast"]) / statistics.median(cpus[b])
+                per_step = statistics.median(steps[f]) / statistics.median(steps[b])
+                cpu_ratio = statistics.median(cpus[f]) / statistics.median(cpus[b])
                 print(
-                    f"  formcast / {b}: wall {p50['formcast'] / p50[b]:.2f}x, "
+                    f"  {f} / {b}: wall {p50[f] / p50[b]:.2f}x, "
                     f"CPU {cpu_ratio:.2f}x, wall per step {per_step:.2f}x"
                 )
             if peers:
                 best = min(peers, key=lambda b: p50[b])
-                print(f"  formcast / fastest peer ({best}): {p50['formcast'] / p50[best]:.2f}x")
-            if total:
-                print(f"  outputs identical to formcast's: {same}/{total}")
+                print(f"  {f} / fastest peer ({best}): {p50[f] / p50[best]:.2f}x")
+        if "formcast" in p50 and total:
+            print(f"  outputs identical to formcast's: {same}/{total}")
         print(flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
