@@ -321,7 +321,9 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
         if self._stopped:
             return True
         if len(tokens) == 1 and tokens[0] not in self._stopish:  # a step without drafts
-            if not self.matcher.accept_token(tokens[0]):
+            # accept_tokens, not accept_token: a refusal (a run-time limit included) leaves
+            # the matcher exactly as it was
+            if not self.matcher.accept_tokens(tokens):
                 return self._refused(request_id, tokens)
             self.num_processed_tokens += 1
             return True
