@@ -24,8 +24,8 @@ from ..errors import SerializationError
 from ..ir.marks import UniqueItemsMark
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
+from .persist import dump_grammar, layout_digest, load_grammar, materialize
 from .program import GrammarProgram
-from .serialize import dump_grammar, layout_digest, load_grammar, materialize
 from .unique_items import UniqueItemsProgram, ValueUniqueProgram, unique_items_program
 
 __all__ = ["CompiledGrammar", "grammar_key", "serialization_layout"]
