@@ -49,7 +49,8 @@ def test_written_objects_hold_exactly_their_declared_fields(
     data = grammar.serialize()
     _, _, _, meta_len, _, _, _, _ = HEAD.unpack_from(data)
     meta = json.loads(data[HEAD.size : HEAD.size + meta_len])
-    objects = _find([meta["program"], meta["fields"], *(s[3] for s in meta["sections"])], "o")
+    sections = [json.loads(s[3]) for s in meta["sections"]]  # section trees: JSON strings
+    objects = _find([meta["program"], meta["fields"], *sections], "o")
     assert objects
     for _, cls_name, _, attrs in objects:
         assert set(attrs) <= set(registry.FIELDS[cls_name]), cls_name

@@ -12,7 +12,7 @@ value}]`` an object of an allow-listed class with the fields its class declares
 (:mod:`.registry`), ``["z", s, field]`` a field written in lazy section s, ``["tz", d, x]``
 nested tuples d deep (:mod:`.tuples`), ``["pda", n, auto, limits, far_count, initial state]``
 the parser, ``["p", frames, accepting, error]`` a parser state over the flat frame table
-``meta["frames"]``...
+``meta["frames"]``...  A lazy section's tree is stored as a JSON string (parsed on first use).
 
 Lazy sections (a class's ``_persist_lazy``): the call-expanded lexer and the position
 classifier of a :class:`~formcast.index.cfg_program.CfgProgram` are needed only by the first
@@ -41,6 +41,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import json
 import threading
 import zlib
 from collections import OrderedDict
@@ -582,9 +583,9 @@ class _Decoder:
         ):
             raise self.bad(f"lazy attribute {name!r}")
         entry = sections[v[1]]
-        if type(entry) is not list or len(entry) != 5 or type(entry[3]) is not dict:
+        if type(entry) is not list or len(entry) != 5 or type(entry[3]) is not str:
             raise self.bad(f"section {v[1]}")
-        if name not in entry[3]:
+        if type(entry[4]) is not dict or name not in entry[4]:
             raise self.bad(f"section {v[1]} has no attribute {name!r}")
         section = self.sections.get(v[1])
         if section is None:
@@ -613,7 +614,10 @@ class _Decoder:
                     reason="corrupt",
                 )
             self.reader.regions[index + 1] = region
-            return {k: self.dec(x) for k, x in tree.items()}
+            fields = json.loads(tree)  # written as a string: parsed now, not at load
+            if type(fields) is not dict or fields.keys() != self.meta["sections"][index][4].keys():
+                raise self.bad(f"section {index}'s fields")
+            return {k: self.dec(x) for k, x in fields.items()}
         except SerializationError:
             raise
         except _MALFORMED as e:

@@ -8,7 +8,8 @@ Format (little-endian)::
     meta    UTF-8 JSON written by :mod:`.codec` (the object tree), plus what this module adds:
             ``arrays`` (the array directory: ``[dtype, shape, offset, writeable, packing,
             region, k?]`` per array) and ``sections`` (per lazy section ``[start, length,
-            CRC-32, tree, facts]``)
+            CRC-32, tree, facts]``, the tree as a JSON *string*: a load scans it as one string
+            and parses it when the section is first used)
     blob    every numpy array's bytes, each at a 64-byte aligned offset in its region: the
             main region (checked at load), then one region per lazy section (checked when
             the section is first used).  Arrays are read-only views into the data (copies
@@ -130,7 +131,7 @@ def write_container(
     """The file of ``meta`` (the codec's JSON tree; this adds ``arrays`` and ``sections``),
     ``arrays`` (region ``r`` holds ``arrays[bounds[r-1]:bounds[r]]``, region 0 from 0: the
     main region, then one per lazy section) and ``sections`` (per lazy section ``[tree,
-    facts]``).  ``meta`` is updated in place."""
+    facts]``, the tree written as a JSON string).  ``meta`` is updated in place."""
     directory: list[list[Any]] = []
     chunks: list[bytes | memoryview] = []
     starts: list[int] = []  # of the regions in the blob: main, then sections (contiguous)
@@ -159,14 +160,18 @@ def write_container(
     blob = b"".join(chunks)
     view = memoryview(blob)
     meta["sections"] = [
-        [start, length, zlib.crc32(view[start : start + length]), *tree]
-        for (start, length), tree in zip(regions[1:], sections)
+        [start, length, zlib.crc32(view[start : start + length]), _compact(tree), facts]
+        for (start, length), (tree, facts) in zip(regions[1:], sections)
     ]
-    meta_bytes = json.dumps(meta, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    meta_bytes = _compact(meta).encode("ascii")
     main = regions[0][1]
     crc = zlib.crc32(view[:main], zlib.crc32(meta_bytes))
     head = HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(meta_bytes), len(blob), main, crc, 0)
     return b"".join((head, meta_bytes, blob))
+
+
+def _compact(tree: Any) -> str:
+    return json.dumps(tree, separators=(",", ":"), ensure_ascii=True)
 
 
 def read_header(data: bytes | bytearray | memoryview) -> tuple[int, int, int, int, int]:
@@ -250,6 +255,8 @@ class ArrayReader:
     def __init__(self, directory: Any, main: memoryview) -> None:
         if type(directory) is not list:
             raise _bad("the array directory")
+        if not main.readonly:  # arrays are views into it, left writable otherwise
+            raise TypeError("ArrayReader reads immutable data (bytes)")
         self.directory: list[Any] = directory
         self.regions: dict[int, memoryview] = {0: main}
         self.arrays: dict[int, np.ndarray] = {}
@@ -302,15 +309,17 @@ class ArrayReader:
             raise _bad(f"array {i} lies outside the data")
         # a read-only view into the (immutable) data, copied when it is to be writable
         raw = np.frombuffer(blob, dtype=stored, count=n, offset=offset)
-        if packing == "u2" or packing == "u1":
-            raw = raw.astype(dt)
-        elif packing == "bits":
-            raw = np.unpackbits(raw, count=count).view(np.bool_)
+        if packing:
+            if packing == "bits":
+                raw = np.unpackbits(raw, count=count).view(np.bool_)
+            else:
+                raw = raw.astype(dt)
+            if not writeable:
+                raw.flags.writeable = False
         elif writeable:
             raw = raw.copy()
+        # (a view of the data, which is immutable bytes, is read-only already)
         a = raw if len(shape) == 1 else raw.reshape(shape)
-        if not writeable and a.flags.writeable:  # a view of read-only data is read-only
-            a.setflags(write=False)
         self.arrays[i] = a
         return a
 
