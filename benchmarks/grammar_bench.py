@@ -20,7 +20,8 @@ Method, per (engine, workload), in a fresh worker process with a time limit:
 1. setup (untimed): tokenizer, the engine's per-model object (formcast ``Vocabulary`` via
    ``load_vocabulary("llama3")``, llguidance ``LLTokenizer``, xgrammar ``TokenizerInfo`` of raw
    bytes), then a throw-away compile of a trivial grammar and one mask, so per-model lazy tables
-   (formcast's token trie) are not charged to the workload.
+   (formcast's token trie) are not charged to the workload; formcast's front-end modules are
+   imported there too (a module import is paid once per process, as in ``maskbench.py``).
 2. compile (timed): a new compiler with caching off; formcast ``compile_grammar`` (or the builtin
    JSON grammar), xgrammar ``compile_grammar`` / ``compile_builtin_json_grammar``, llguidance
    ``LLMatcher(tokenizer, grammar)``.
@@ -232,6 +233,13 @@ class FormcastAdapter(Adapter):
         self.notes.append(f"formcast native modules: {native_summary()}")
 
     def warmup(self) -> None:
+        # the front-ends' modules are imported here, as maskbench.py's setup does: a module's
+        # import (bytecode compiled from source where PYTHONDONTWRITEBYTECODE is set, module
+        # constants built) is paid once per process, not by a workload's compile
+        import formcast.frontends.builtin_json
+        import formcast.frontends.gbnf
+        import formcast.frontends.lark  # noqa: F401
+
         c = self.GC(self.vocab, cache_size=0).compile_grammar('root ::= "x" | "(" root ")"')
         self.fill(self.matcher(c), self.alloc())
 

@@ -1323,4 +1323,4 @@ PERSISTED_CLASSES: tuple[type, ...] = (
     CfgProgram, _RuleClassifier, _ExitSplitClassifier, _LazyExitSplitClassifier, _CountedClassifier
 )  # fmt: skip
 PERSISTED_TUPLES: tuple[type, ...] = (Classification,)
-PERSISTED_FUNCTIONS = {"class_bytes": _class_bytes}
+PERSISTED_FUNCTIONS: dict[str, Callable[..., object]] = {"class_bytes": _class_bytes}
