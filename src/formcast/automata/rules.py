@@ -28,7 +28,6 @@ is bounded by :class:`CompileLimits`.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
 
 import numpy as np
 
@@ -110,7 +109,8 @@ class GrammarAutomaton:
     tail: tuple[np.ndarray, ...]
     counts: tuple[tuple[int, int | None] | None, ...] = ()
     #: serialized with its fields (formcast.index.persist): the analysis cached by ``analysis``
-    _persist_extra: ClassVar[tuple[str, ...]] = ("_analysis",)
+    #: (unannotated: a class attribute, never a dataclass field, in both builds)
+    _persist_extra = ("_analysis",)
 
     def count_of(self, rule: int) -> tuple[int, int | None] | None:
         """``(lo, hi)`` of a counted rule, None for an ordinary rule.  O(1)."""
