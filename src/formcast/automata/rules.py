@@ -108,9 +108,6 @@ class GrammarAutomaton:
     boundary: tuple[np.ndarray, ...]
     tail: tuple[np.ndarray, ...]
     counts: tuple[tuple[int, int | None] | None, ...] = ()
-    #: serialized with its fields (formcast.index.persist): the analysis cached by ``analysis``
-    #: (unannotated: a class attribute, never a dataclass field, in both builds)
-    _persist_extra = ("_analysis",)
 
     def count_of(self, rule: int) -> tuple[int, int | None] | None:
         """``(lo, hi)`` of a counted rule, None for an ordinary rule.  O(1)."""
@@ -133,6 +130,12 @@ class GrammarAutomaton:
             found = GrammarAnalysis.of(self)
             object.__setattr__(self, "_analysis", found)
         return found
+
+
+# serialized with its fields (formcast.index.persist): the analysis cached by ``analysis``.
+# Set after the class: in a mypyc-compiled module a class attribute of a dataclass becomes a
+# field (the two builds' serialized layouts would differ)
+setattr(GrammarAutomaton, "_persist_extra", ("_analysis",))  # noqa: B010 (no attribute for mypy)
 
 
 def has_counted_repeat(node: Node) -> bool:
