@@ -26,7 +26,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 __all__ = ["DiskCache", "LruCache", "StepMemo"]
 
@@ -44,6 +44,11 @@ class LruCache(Generic[K, V]):
     evicts; an entry heavier than ``max_weight`` on its own is not kept.  For values that grow
     after insertion (a compiled grammar's own caches), :meth:`reweigh` re-measures them.
     """
+
+    #: what a serialized grammar holds of it (formcast.index.persist)
+    _persist_fields: ClassVar[tuple[str, ...]] = (
+        "_items", "_lock", "_max_entries", "_max_weight", "_total", "_weight", "hits", "misses",
+    )  # fmt: skip
 
     def __init__(
         self,

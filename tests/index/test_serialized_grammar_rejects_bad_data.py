@@ -165,7 +165,9 @@ def test_crafted_files_execute_nothing(
     m["program"] = ["o", "ByteDFA", 0, {"table": {"not": "a tagged value"}}]
     cases.append((m, blob, "unexpected JSON value"))
     m = json.loads(json.dumps(meta))
-    m["sections"][0][3]["lexer"] = ["o", "Popen", 99, {}]
+    tree = json.loads(m["sections"][0][3])  # a section's tree: a JSON string
+    tree["lexer"] = ["o", "Popen", 99, {}]
+    m["sections"][0][3] = json.dumps(tree)
     cases.append((m, blob, "not allow-listed"))
     m = json.loads(json.dumps(meta))
     m["program"][3]["_positions"] = ["a", len(meta["arrays"]) - 1]  # a section's array

@@ -132,6 +132,12 @@ class GrammarAutomaton:
         return found
 
 
+# serialized with its fields (formcast.index.persist): the analysis cached by ``analysis``.
+# Set after the class: in a mypyc-compiled module a class attribute of a dataclass becomes a
+# field (the two builds' serialized layouts would differ)
+setattr(GrammarAutomaton, "_persist_extra", ("_analysis",))  # noqa: B010 (no attribute for mypy)
+
+
 def has_counted_repeat(node: Node) -> bool:
     """True when compiling ``node`` would make a counted rule (a long bounded repeat), so a
     regular expression needs the pushdown program rather than one DFA.  O(tree size)."""

@@ -30,7 +30,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -900,6 +900,18 @@ class CfgProgram:
             test, tests/index/test_lazy_index_matches_eager.py, keeps them so).
     """
 
+    #: what a serialized grammar holds of it (formcast.index.persist): these fields, the
+    #: lexer and the position classifier each in a lazy section (with what it answers unloaded)
+    _persist_fields: ClassVar[tuple[str, ...]] = (
+        "auto", "vocab", "cache_limits", "_cap", "pda", "lexer", "_positions", "_counted",
+        "_masks", "_steps", "_stop_words", "_limit_errors", "candidates_checked",
+        "mask_computations",
+    )  # fmt: skip
+    _persist_lazy: ClassVar[dict[str, tuple[str, ...]]] = {
+        "lexer": (),
+        "_positions": ("__len__", "cache_bytes", "table_bytes"),
+    }
+
     def __init__(
         self,
         auto: GrammarAutomaton,
@@ -1303,3 +1315,12 @@ def _augmented_table(table: np.ndarray, split: np.ndarray) -> np.ndarray:
     out[n] = sink  # state 0 + n never occurs; keep it absorbing
     out[2 * n] = DEAD
     return out
+
+
+#: what formcast.index.persist may write of this module (each class declares its fields beside
+#: itself: ``_persist_fields`` or its ``__slots__``)
+PERSISTED_CLASSES: tuple[type, ...] = (
+    CfgProgram, _RuleClassifier, _ExitSplitClassifier, _LazyExitSplitClassifier, _CountedClassifier
+)  # fmt: skip
+PERSISTED_TUPLES: tuple[type, ...] = (Classification,)
+PERSISTED_FUNCTIONS: dict[str, Callable[..., object]] = {"class_bytes": _class_bytes}

@@ -29,7 +29,7 @@ from ..errors import SerializationError
 from ..limits import CacheLimits, CompileLimits, ParserLimits, cache_dir_from_env
 from ..vocab.vocabulary import Vocabulary
 from .compiled import CompiledGrammar, serialization_layout
-from .serialize import FORMAT_VERSION
+from .persist import FORMAT_VERSION
 
 __all__ = ["CompileCache", "resolve_cache_dir"]
 

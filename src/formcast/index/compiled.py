@@ -24,9 +24,9 @@ from ..errors import SerializationError
 from ..ir.marks import UniqueItemsMark
 from ..vocab.vocabulary import Vocabulary
 from .cfg_program import CfgProgram
+from .persist import dump_grammar, layout_digest, load_grammar, materialize
 from .program import GrammarProgram
 from .programs.dispatch import MARKED_PROGRAMS, unique_items_program
-from .serialize import dump_grammar, layout_digest, load_grammar, materialize
 
 __all__ = ["CompiledGrammar", "grammar_key", "serialization_layout"]
 

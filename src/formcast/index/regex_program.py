@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 
@@ -33,6 +34,12 @@ class RegexProgram:
     ``token_mask`` is O(live trie nodes) on the first visit of a state, O(1) lookups after.
     ``advance`` is O(token length), memoized per (state, token).
     """
+
+    #: what a serialized grammar holds of it (formcast.index.persist)
+    _persist_fields: ClassVar[tuple[str, ...]] = (
+        "dfa", "vocab", "_lock", "_mask_class", "_mask_computations", "_masks", "_steps",
+        "_stop_words",
+    )  # fmt: skip
 
     def __init__(
         self,

@@ -1,0 +1,348 @@
+"""The container of a serialized grammar: header, metadata, and the blob of numpy arrays.
+
+Format (little-endian)::
+
+    header  8s magic b"FCGRAMMR" | u32 format version | u32 flags (0) | u64 meta length
+            | u64 blob length | u64 main region length | u32 CRC-32 of meta + main region
+            | u32 reserved (0)
+    meta    UTF-8 JSON written by :mod:`.codec` (the object tree), plus what this module adds:
+            ``arrays`` (the array directory: ``[dtype, shape, offset, writeable, packing,
+            region, k?]`` per array) and ``sections`` (per lazy section ``[start, length,
+            CRC-32, tree, facts]``, the tree as a JSON *string*: a load scans it as one string
+            and parses it when the section is first used)
+    blob    every numpy array's bytes, each at a 64-byte aligned offset in its region: the
+            main region (checked at load), then one region per lazy section (checked when
+            the section is first used).  Arrays are read-only views into the data (copies
+            where writable); large boolean arrays are stored as bits, large tables of small
+            non-negative ints as uint8 / uint16, and a section's 2-D tables as their
+            distinct columns and a column map, restored on load.
+
+:data:`FORMAT_VERSION` is bumped whenever this layout or the codec's encoding changes; a file
+of another version is refused by :func:`read_header` (``reason="version"``) before anything
+else is read, never misread.
+
+Lifetime: stateless functions; an :class:`ArrayReader` lives as long as the grammar it loads
+(its arrays are views into the file's bytes).  Cost: O(bytes) to write; a load checks one
+CRC over the metadata and the main region, and builds each array (a view, or a widening copy
+for packed ones) on first request.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from typing import Any
+
+import numpy as np
+
+from ...errors import SerializationError
+
+__all__ = [
+    "ALIGN",
+    "DTYPES",
+    "FORMAT_VERSION",
+    "HEAD",
+    "MAGIC",
+    "ArrayReader",
+    "open_container",
+    "read_header",
+    "write_container",
+]
+
+#: Bumped whenever the encoding itself changes (the layout digest covers changes of classes).
+#: 4: objects carry only the fields their class declares (``_persist_fields``, else its
+#: dataclass fields / ``__slots__``); a file with another field is refused.
+FORMAT_VERSION = 4
+
+MAGIC = b"FCGRAMMR"
+HEAD = struct.Struct("<8sIIQQQII")
+ALIGN = 64
+#: the numpy dtype characters an array (or scalar) in a file may have: numbers only
+DTYPES = frozenset("?bBhHiIlLqQefd")
+_DTYPE_OF: dict[str, np.dtype[Any]] = {}  # dtype strings already checked
+_U1, _U2 = np.dtype("u1"), np.dtype("<u2")
+#: arrays at least this large are stored narrower when they can be (see :func:`_pack`)
+_PACK_MIN = 4096
+
+
+def _pack(c: np.ndarray, by_columns: bool) -> tuple[np.ndarray, str, int]:
+    """``(stored, packing, k)``: ``c`` as stored.  A large 2-D table of integers or booleans
+    with few distinct columns (an automaton's byte classes) as those ``k`` columns and the
+    column map (``"c"``; ``"c2"``: the columns as ``uint16``): ``uint8[cols]`` map, padding
+    to 8 bytes, ``[rows, k]`` columns; else large boolean arrays as bits (``"bits"``), large
+    tables of integers that fit as ``uint16`` (``"u2"``: automaton tables, whose states
+    number < 65,536; ``"u1"``: < 256); else ``c`` itself (``""``).  Shrinks what a load
+    reads and checks.  Columns only when ``by_columns`` (the lazy sections: expanding them,
+    5x the cost of widening, is paid when a section is first used, the smaller read at
+    every load)."""
+    if c.size < _PACK_MIN:
+        return c, "", 0
+    small = c.dtype.kind in "iu" and int(c.min()) >= 0 and int(c.max()) < 65536
+    if (
+        by_columns
+        and c.ndim == 2
+        and c.shape[0]
+        and 64 <= c.shape[1] <= 256
+        and c.dtype.kind in "iub"
+    ):
+        found = _distinct_columns(c, c.shape[1] // 4)
+        if found is not None:
+            reps, inverse = found
+            wide = small and c.dtype.itemsize > 2
+            columns = np.ascontiguousarray(c[:, reps].astype("<u2") if wide else c[:, reps])
+            head = np.zeros(c.shape[1] + (-c.shape[1] % 8), dtype=np.uint8)
+            head[: c.shape[1]] = inverse
+            stored = np.concatenate([head, columns.reshape(-1).view(np.uint8)])
+            return stored, "c2" if wide else "c", len(reps)
+    if c.dtype == np.bool_:
+        return np.packbits(c.reshape(-1)), "bits", 0
+    if small and c.dtype.itemsize > 1 and int(c.max()) < 256:
+        return c.astype(np.uint8), "u1", 0
+    if small and c.dtype.itemsize > 2:
+        return c.astype("<u2"), "u2", 0
+    return c, "", 0
+
+
+def _distinct_columns(c: np.ndarray, limit: int) -> tuple[list[int], np.ndarray] | None:
+    """``(reps, inverse)``: the first column of each distinct column of ``c`` in order, and
+    each column's index among them; None when there are more than ``limit`` distinct.
+    O(c.size) (one transposed copy, a dict of column bytes)."""
+    t = np.ascontiguousarray(c.T)
+    seen: dict[bytes, int] = {}
+    reps: list[int] = []
+    inverse = np.empty(c.shape[1], dtype=np.uint8)
+    for j in range(c.shape[1]):
+        i = seen.setdefault(t[j].tobytes(), len(seen))
+        if i == len(reps):
+            if i >= limit:
+                return None
+            reps.append(j)
+        inverse[j] = i
+    return reps, inverse
+
+
+def write_container(
+    meta: dict[str, Any],
+    arrays: list[np.ndarray],
+    bounds: list[int],
+    sections: list[list[Any]],
+) -> bytes:
+    """The file of ``meta`` (the codec's JSON tree; this adds ``arrays`` and ``sections``),
+    ``arrays`` (region ``r`` holds ``arrays[bounds[r-1]:bounds[r]]``, region 0 from 0: the
+    main region, then one per lazy section) and ``sections`` (per lazy section ``[tree,
+    facts]``, the tree written as a JSON string).  ``meta`` is updated in place."""
+    directory: list[list[Any]] = []
+    chunks: list[bytes | memoryview] = []
+    starts: list[int] = []  # of the regions in the blob: main, then sections (contiguous)
+    offset = 0
+    for region in range(len(bounds)):
+        pad = -offset % ALIGN
+        if pad:  # the previous region's padding: covered by its checksum
+            chunks.append(b"\0" * pad)
+            offset += pad
+        starts.append(start := offset)
+        for a in arrays[bounds[region - 1] if region else 0 : bounds[region]]:
+            c = np.ascontiguousarray(a)
+            pad = -(offset - start) % ALIGN
+            if pad:
+                chunks.append(b"\0" * pad)
+                offset += pad
+            entry: list[Any] = [c.dtype.str, list(c.shape), offset - start, bool(a.flags.writeable)]
+            # stored narrower (the reader restores ``entry[0]``)
+            c, packing, k = _pack(c, region > 0)
+            entry += [packing, region, *([k] if k else [])]
+            directory.append(entry)
+            chunks.append(c.reshape(-1).view(np.uint8).data if c.size else b"")
+            offset += c.nbytes
+    regions = [(lo, hi - lo) for lo, hi in zip(starts, [*starts[1:], offset])]
+    meta["arrays"] = directory
+    blob = b"".join(chunks)
+    view = memoryview(blob)
+    meta["sections"] = [
+        [start, length, zlib.crc32(view[start : start + length]), _compact(tree), facts]
+        for (start, length), (tree, facts) in zip(regions[1:], sections)
+    ]
+    meta_bytes = _compact(meta).encode("ascii")
+    main = regions[0][1]
+    crc = zlib.crc32(view[:main], zlib.crc32(meta_bytes))
+    head = HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(meta_bytes), len(blob), main, crc, 0)
+    return b"".join((head, meta_bytes, blob))
+
+
+def _compact(tree: Any) -> str:
+    return json.dumps(tree, separators=(",", ":"), ensure_ascii=True)
+
+
+def read_header(data: bytes | bytearray | memoryview) -> tuple[int, int, int, int, int]:
+    """``(format version, meta length, blob length, main region length, crc)``;
+    SerializationError when ``data`` is not a compiled grammar of this
+    :data:`FORMAT_VERSION` or is truncated."""
+    if len(data) < HEAD.size:
+        raise SerializationError(
+            f"truncated compiled grammar: {len(data)} bytes, the header alone is {HEAD.size}",
+            reason="truncated",
+        )
+    magic, version, _flags, meta_len, blob_len, main_len, crc, _ = HEAD.unpack_from(data, 0)
+    if magic != MAGIC:
+        raise SerializationError(
+            "not a serialized formcast compiled grammar (bad magic bytes)", reason="corrupt"
+        )
+    if version != FORMAT_VERSION:
+        raise SerializationError(
+            f"compiled grammar format version {version}, this formcast reads version "
+            f"{FORMAT_VERSION}: recompile it (a disk cache does so by itself)",
+            reason="version",
+        )
+    if len(data) != HEAD.size + meta_len + blob_len:
+        raise SerializationError(
+            f"truncated or padded compiled grammar: {len(data)} bytes, the header says "
+            f"{HEAD.size + meta_len + blob_len}",
+            reason="truncated",
+        )
+    if main_len > blob_len:
+        raise SerializationError(
+            "corrupt compiled grammar: the main region exceeds the data", reason="corrupt"
+        )
+    return version, meta_len, blob_len, main_len, crc
+
+
+def open_container(
+    data: bytes | bytearray | memoryview,
+) -> tuple[dict[str, Any], bytes | bytearray | memoryview, int, memoryview]:
+    """``(meta, source, blob offset in source, main region)`` of a file whose header and
+    checksum (metadata and main region) are right.  ``source`` is ``data`` when it is
+    ``bytes`` (immutable: arrays are views into it), else a private copy of the blob.
+
+    Raises:
+        SerializationError: another version, truncated, corrupt (``reason``).
+    """
+    _, meta_len, _, main_len, crc = read_header(data)
+    view = memoryview(data)
+    blob_start = HEAD.size + meta_len
+    meta_bytes = view[HEAD.size : blob_start]
+    main = view[blob_start : blob_start + main_len]
+    if zlib.crc32(main, zlib.crc32(meta_bytes)) != crc:
+        raise SerializationError(
+            "corrupt compiled grammar: the checksum does not match (a damaged file): recompile it",
+            reason="corrupt",
+        )
+    try:
+        meta = json.loads(bytes(meta_bytes))
+    except (ValueError, RecursionError) as e:
+        raise SerializationError(f"corrupt compiled grammar: {e}", reason="corrupt") from None
+    if not isinstance(meta, dict):
+        raise SerializationError("corrupt compiled grammar: no metadata", reason="corrupt")
+    source = data if type(data) is bytes else bytes(view[blob_start:])
+    offset = blob_start if source is data else 0
+    return meta, source, offset, memoryview(source)[offset : offset + main_len]
+
+
+def _bad(what: str) -> SerializationError:
+    return SerializationError(f"corrupt compiled grammar: {what}", reason="corrupt")
+
+
+class ArrayReader:
+    """The arrays of one loaded file, built from the directory on first request.
+
+    ``regions`` maps a region number to its checked bytes (0: the main region, checked at
+    load; ``s + 1``: lazy section ``s``, added by the codec once its CRC is checked): an
+    array of a region not checked yet is refused.  Not thread-safe by itself (the codec
+    decodes under its section locks)."""
+
+    __slots__ = ("arrays", "directory", "regions")
+
+    def __init__(self, directory: Any, main: memoryview) -> None:
+        if type(directory) is not list:
+            raise _bad("the array directory")
+        if not main.readonly:  # arrays are views into it, left writable otherwise
+            raise TypeError("ArrayReader reads immutable data (bytes)")
+        self.directory: list[Any] = directory
+        self.regions: dict[int, memoryview] = {0: main}
+        self.arrays: dict[int, np.ndarray] = {}
+
+    def array(self, i: int) -> np.ndarray:
+        """Array ``i`` (a read-only view into the data unless written as writeable)."""
+        hit = self.arrays.get(i)
+        if hit is not None:
+            return hit
+        if type(i) is not int or not 0 <= i < len(self.directory):
+            raise _bad(f"array {i!r}")
+        entry = self.directory[i]
+        if type(entry) is not list or not 4 <= len(entry) <= 7:
+            raise _bad(f"array entry {i}")
+        dtype_str, shape, offset, writeable = entry[:4]
+        packing = entry[4] if len(entry) > 4 else ""
+        blob = self.regions.get(entry[5] if len(entry) > 5 else 0)
+        if blob is None:  # a section's array reached from elsewhere, or no such section
+            raise _bad(f"array {i} lies outside the checked data")
+        dt = _DTYPE_OF.get(dtype_str)
+        if dt is None:
+            dt = np.dtype(dtype_str)
+            if dt.char not in DTYPES or dt.hasobject:
+                raise _bad(f"array dtype {dtype_str!r}")
+            _DTYPE_OF[dtype_str] = dt
+        if type(shape) is not list:
+            raise _bad(f"array shape {shape!r}")
+        count = 1
+        for s in shape:
+            if type(s) is not int or s < 0:
+                raise _bad(f"array shape {shape!r}")
+            count *= s
+        if packing == "":
+            stored, n = dt, count
+        elif packing == "u2":
+            stored, n = _U2, count
+        elif packing == "u1":
+            if dt.kind not in "iu":
+                raise _bad("an integer array packed as bytes of another dtype")
+            stored, n = _U1, count
+        elif packing == "bits":
+            if dt != np.bool_:
+                raise _bad("bit-packed array of a non-boolean dtype")
+            stored, n = _U1, (count + 7) // 8
+        elif packing == "c" or packing == "c2":
+            return self._columns(i, entry, dt, shape, offset, blob)
+        else:
+            raise _bad(f"array packing {packing!r}")
+        if type(offset) is not int or offset < 0 or offset + n * stored.itemsize > len(blob):
+            raise _bad(f"array {i} lies outside the data")
+        # a read-only view into the (immutable) data, copied when it is to be writable
+        raw = np.frombuffer(blob, dtype=stored, count=n, offset=offset)
+        if packing:
+            if packing == "bits":
+                raw = np.unpackbits(raw, count=count).view(np.bool_)
+            else:
+                raw = raw.astype(dt)
+            if not writeable:
+                raw.flags.writeable = False
+        elif writeable:
+            raw = raw.copy()
+        # (a view of the data, which is immutable bytes, is read-only already)
+        a = raw if len(shape) == 1 else raw.reshape(shape)
+        self.arrays[i] = a
+        return a
+
+    def _columns(
+        self, i: int, entry: list[Any], dt: np.dtype[Any], shape: list[int], offset: Any, blob: Any
+    ) -> np.ndarray:
+        """Array ``i`` stored as its distinct columns and the column map (see :func:`_pack`)."""
+        k = entry[6] if len(entry) > 6 else None
+        if len(shape) != 2 or type(k) is not int or not 1 <= k <= 256 or dt.kind not in "iub":
+            raise _bad(f"array {i}'s columns")
+        rows, cols = shape
+        inner = _U2 if entry[4] == "c2" else dt
+        head = cols + (-cols % 8)
+        if type(offset) is not int or offset < 0:
+            raise _bad(f"array {i} lies outside the data")
+        if offset + head + rows * k * inner.itemsize > len(blob):
+            raise _bad(f"array {i} lies outside the data")
+        inverse = np.frombuffer(blob, dtype=_U1, count=cols, offset=offset)
+        columns = np.frombuffer(blob, dtype=inner, count=rows * k, offset=offset + head)
+        if cols and int(inverse.max()) >= k:
+            raise _bad(f"array {i}'s column map")
+        a = np.ascontiguousarray(columns.reshape(rows, k).astype(dt, copy=False)[:, inverse])
+        if not entry[3]:
+            a.setflags(write=False)
+        self.arrays[i] = a
+        return a
