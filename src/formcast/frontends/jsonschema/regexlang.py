@@ -341,12 +341,21 @@ def _fixed(node: Node) -> int | None:
     return a if a == b else None
 
 
-def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
+def restrict_length(
+    node: Node, lo: int, hi: int | None, budget: list[int] | None = None
+) -> Node | None:
     """``L(node) ∩ {lo ≤ |w| ≤ hi}`` structurally, or None when the shape is not simple.
 
     Exact when it returns a node.  Handles an alternation branch by branch and, within a
-    concatenation, one repetition of a fixed-width item among fixed-width neighbours.
+    concatenation, one repetition of a fixed-width item among fixed-width neighbours; other
+    variable-width items of the concatenation that are small finite choices (an alternation,
+    ``x{a,b}`` of a fixed-width ``x``) are split into one concatenation per choice, at most
+    :data:`RESTRICT_SPLIT_BUDGET` in all (``budget``: what is left, shared by the recursion).
+    ``^data:image/(png|jpeg);base64,[A-Za-z0-9+/]+={0,2}$`` with ``maxLength: 1400000`` is 6
+    counted repeats, not an automaton of 1.4 M states.
     """
+    if budget is None:
+        budget = [RESTRICT_SPLIT_BUDGET]
     a, b = length_bounds(node)
     if a >= lo and (hi is None or (b is not None and b <= hi)):
         return node
@@ -359,6 +368,8 @@ def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
         return alt(p for p in parts if p is not None)
     items = node.items if isinstance(node, Concat) else (node,)
     var = [i for i, item in enumerate(items) if _fixed(item) is None]
+    if len(var) > 1:
+        return _restrict_split(items, var, lo, hi, budget)
     if len(var) != 1:
         return None
     k = var[0]
@@ -367,7 +378,8 @@ def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
     if isinstance(r, Alt):
         # distribute: pre (x | y) post  ->  pre x post | pre y post
         options = [
-            restrict_length(concat([*items[:k], o, *items[k + 1 :]]), lo, hi) for o in r.items
+            restrict_length(concat([*items[:k], o, *items[k + 1 :]]), lo, hi, budget)
+            for o in r.items
         ]
         if any(p is None for p in options):
             return None
@@ -388,6 +400,47 @@ def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
     if n_hi is not None and n_hi < n_lo:
         return NOTHING
     return concat([*items[:k], repeat(r.item, n_lo, n_hi), *items[k + 1 :]])
+
+
+#: the most concatenations :func:`restrict_length` splits one node into (past it: None)
+RESTRICT_SPLIT_BUDGET = 64
+
+
+def _choices(item: Node) -> list[Node] | None:
+    """``item`` as a small finite list of alternatives, or None."""
+    if isinstance(item, Alt) and len(item.items) <= 16:
+        return list(item.items)
+    finite = isinstance(item, Repeat) and item.max is not None and item.max - item.min <= 16
+    if (
+        finite
+        and isinstance(item, Repeat)
+        and item.max is not None
+        and _fixed(item.item) is not None
+    ):
+        return [repeat(item.item, n, n) for n in range(item.min, item.max + 1)]
+    return None
+
+
+def _restrict_split(
+    items: tuple[Node, ...], var: list[int], lo: int, hi: int | None, budget: list[int]
+) -> Node | None:
+    """:func:`restrict_length` of ``concat(items)`` with several variable-width items: the
+    first that is a small finite choice is split (one concatenation per choice)."""
+    for k in var:
+        options = _choices(items[k])
+        if options is None:
+            continue
+        budget[0] -= len(options)
+        if budget[0] < 0:
+            return None
+        parts = [
+            restrict_length(concat([*items[:k], o, *items[k + 1 :]]), lo, hi, budget)
+            for o in options
+        ]
+        if any(p is None for p in parts):
+            return None
+        return alt(p for p in parts if p is not None)
+    return None
 
 
 def any_string(lo: int = 0, hi: int | None = None) -> Node:
