@@ -620,9 +620,11 @@ the reason it stays:
 * **`uniqueItems`** outside what the run-time check covers (podman-desktop-extension: see
   Run-time `uniqueItems`).
 * **`max_automaton_states`**: string constraints whose product automaton is large by nature:
-  `maxLength: 1400000` with a `pattern` (sigmacv: a length count of 1.4 M states),
-  `format: email` with a `pattern` of `{1,64}@{1,255}` counts (revola). Inherent to
-  enforcing the combination as one automaton.
+  `format: email` with a `pattern` of `{1,64}@{1,255}` counts (revola), a combination of
+  string constraints (band-manifest). Inherent to enforcing the combination as one
+  automaton. A `pattern` with one unbounded repetition and small finite choices around it
+  (sigmacv: `^data:image/(jpeg|png|webp|gif);base64,[A-Za-z0-9+/]+={0,2}$`, `maxLength:
+  1400000`) is exact as counted repeats (one per choice) and compiles.
 * **`multipleOf`** is an automaton over the digits whose states are the residue classes that
   have different futures (`multipleOf: 10000` needs 5, `1000000` 7; `1024` needs 159), times
   the digit positions of `max_integer_digits`. Measured (`type: integer`, default limits):
