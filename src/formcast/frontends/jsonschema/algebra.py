@@ -608,12 +608,17 @@ class Algebra(InstanceChecks):
         declared = a.declared + tuple(k for k in b.declared if k not in a.declared)
         order = dict.fromkeys([*declared, *a.props, *b.props])
         props: dict[str, S] = {}
+        required = a.required | b.required
         for k in order:
             props[k] = self.conj(self._key_effect(a, k, ctx), self._key_effect(b, k, ctx), ctx)
+            if k in required and _trivially_empty(props[k]):
+                # a required member no value can take: no object (dropped from the unions
+                # now, so that a product of if/then unions does not grow with such terms)
+                return NOTHING_S
         his = [h for h in (a.max_props, b.max_props) if h is not None]
         return SObj(
             props=props,
-            required=a.required | b.required,
+            required=required,
             rules=a.rules + b.rules,
             names=a.names + b.names,
             min_props=max(a.min_props, b.min_props),
@@ -854,6 +859,11 @@ class IntegerValue(int):
     """An ``enum``/``const`` number that ``type: integer`` also constrains: written without
     the ``N.0`` spelling (draft 4 does not count ``1.0`` as an integer; in later drafts it is
     one, so leaving it out only narrows the output)."""
+
+
+def _trivially_empty(s: S) -> bool:
+    """True when ``s`` has no instance by its shape alone (``false``, an empty ``enum``): O(1)."""
+    return isinstance(s, SNothing) or (isinstance(s, SConst) and not s.values)
 
 
 def _typed_value(v: Any, other: S) -> Any:

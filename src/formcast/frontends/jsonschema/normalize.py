@@ -15,7 +15,6 @@ emitter.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import replace
 from decimal import Decimal
 from fractions import Fraction
@@ -55,7 +54,7 @@ from .nodes import (
 )
 from .options import JsonSchemaOptions
 from .refs import LEGACY_DRAFTS, Ctx, Pending, draft_of, enter_resource, root_context
-from .regexlang import node_matches, pattern_node
+from .regexlang import leading_lookaheads, node_matches, pattern_node
 
 __all__ = ["Normalizer"]
 
@@ -350,7 +349,7 @@ class Normalizer(Algebra):
                 raise ConfigurationError(
                     f"invalid schema at {ctx.pointer}: pattern must be a string"
                 )
-            split = _leading_lookaheads(p)
+            split = leading_lookaheads(p)
             if split is not None:
                 pos, neg = split
                 ok = all(self._pattern_ok(x, ctx.child("pattern")) for x in (*pos, *neg))
@@ -369,9 +368,7 @@ class Normalizer(Algebra):
                 if f not in json_formats.ANNOTATION_FORMATS:
                     node = replace(node, formats=(f,))
             elif f not in json_formats.NUMBER_FORMATS:
-                self.unsupported(
-                    "format", ctx.child("format").pointer, f"unknown format {f!r}"
-                )
+                self.unsupported("format", ctx.child("format").pointer, f"unknown format {f!r}")
         return node
 
     def _pattern_ok(self, p: str, ctx: Ctx) -> bool:
@@ -590,72 +587,6 @@ class Normalizer(Algebra):
             )
             return replace(s, prefix=prefix, items=self.conj(s.items, u, ctx), eval_all=True)
         return s
-
-
-def _structure(p: str, i: int) -> Iterator[tuple[int, str, int]]:
-    """``(index, character, group depth before it)`` of each character of ``p`` from ``i``
-    that is outside character classes and escapes (depth counts ``(`` minus ``)`` so far)."""
-    depth = 0
-    in_class = False
-    j = i
-    while j < len(p):
-        c = p[j]
-        if c == "\\":
-            j += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-            if p[j + 1 : j + 2] == "]":  # a literal "]" first in a class: "[]...]"
-                j += 1
-        else:
-            yield j, c, depth
-            if c == "(":
-                depth += 1
-            elif c == ")":
-                depth -= 1
-        j += 1
-
-
-def _group_end(p: str, i: int) -> int | None:
-    """The index just past the group that opens at ``p[i] == "("`` (escapes and classes
-    skipped), or None when it does not close."""
-    for j, c, depth in _structure(p, i):
-        if c == ")" and depth == 1:
-            return j + 1
-    return None
-
-
-def _top_level_bar(p: str) -> bool:
-    """True when ``p`` has a ``|`` outside every group and class."""
-    return any(c == "|" and depth == 0 for _, c, depth in _structure(p, 0))
-
-
-def _leading_lookaheads(p: str) -> tuple[list[str], list[str]] | None:
-    """``^(?!X)(?=Y)...R`` as patterns that must match (``^(?:Y)``, ``^(?:R)``) and patterns
-    that must not (``^(?:X)``), or None when ``p`` is not of that shape.
-
-    Exact for ``pattern``'s search semantics: with ``^`` (and no top-level ``|``, which would
-    end the lookahead's scope) every lookahead is tested at the start of the string, so the
-    string matches iff each ``Y`` and ``R`` match a prefix and no ``X`` does."""
-    if not p.startswith("^(?") or p[3:4] not in ("!", "="):
-        return None
-    pos: list[str] = []
-    neg: list[str] = []
-    i = 1
-    while p.startswith(("(?!", "(?="), i):
-        end = _group_end(p, i)
-        if end is None:
-            return None
-        body = p[i + 3 : end - 1]
-        (neg if p[i + 2] == "!" else pos).append(f"^(?:{body})")
-        i = end
-    rest = p[i:]
-    if _top_level_bar(rest):
-        return None
-    pos.append(f"^(?:{rest})")
-    return pos, neg
 
 
 @metered_cache(4096)

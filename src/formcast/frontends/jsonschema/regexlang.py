@@ -15,6 +15,8 @@ Lifetime: pure functions; :func:`pattern_node` caches by pattern text.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from ...errors import LimitExceededError
 from ...ir.nodes import (
     ANY_CHAR,
@@ -102,9 +104,79 @@ def _open_class_at_end(text: str) -> bool:
     return in_class
 
 
+def _structure(p: str, i: int) -> Iterator[tuple[int, str, int]]:
+    """``(index, character, group depth before it)`` of each character of ``p`` from ``i``
+    that is outside character classes and escapes (depth counts ``(`` minus ``)`` so far)."""
+    depth = 0
+    in_class = False
+    j = i
+    while j < len(p):
+        c = p[j]
+        if c == "\\":
+            j += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if p[j + 1 : j + 2] == "]":  # a literal "]" first in a class: "[]...]"
+                j += 1
+        else:
+            yield j, c, depth
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+        j += 1
+
+
+def _group_end(p: str, i: int) -> int | None:
+    """The index just past the group that opens at ``p[i] == "("`` (escapes and classes
+    skipped), or None when it does not close."""
+    for j, c, depth in _structure(p, i):
+        if c == ")" and depth == 1:
+            return j + 1
+    return None
+
+
+def _top_level_bar(p: str) -> bool:
+    """True when ``p`` has a ``|`` outside every group and class."""
+    return any(c == "|" and depth == 0 for _, c, depth in _structure(p, 0))
+
+
+def leading_lookaheads(p: str) -> tuple[list[str], list[str]] | None:
+    """``^(?!X)(?=Y)...R`` as patterns that must match (``^(?:Y)``, ``^(?:R)``) and patterns
+    that must not (``^(?:X)``), or None when ``p`` is not of that shape.
+
+    Exact for ``pattern``'s search semantics: with ``^`` (and no top-level ``|``, which would
+    end the lookahead's scope) every lookahead is tested at the start of the string, so the
+    string matches iff each ``Y`` and ``R`` match a prefix and no ``X`` does."""
+    if not p.startswith("^(?") or p[3:4] not in ("!", "="):
+        return None
+    pos: list[str] = []
+    neg: list[str] = []
+    i = 1
+    while p.startswith(("(?!", "(?="), i):
+        end = _group_end(p, i)
+        if end is None:
+            return None
+        body = p[i + 3 : end - 1]
+        (neg if p[i + 2] == "!" else pos).append(f"^(?:{body})")
+        i = end
+    rest = p[i:]
+    if _top_level_bar(rest):
+        return None
+    pos.append(f"^(?:{rest})")
+    return pos, neg
+
+
 @metered_cache(4096)
 def pattern_node(pattern: str, limits: CompileLimits | None = None) -> Node:
     """IR node of the strings that *contain* a match of the ECMA ``pattern``.
+
+    Lookaheads right after a leading ``^`` (``^(?!X)(?=Y)R``, no top-level ``|``) are exact:
+    see :func:`leading_lookaheads` and :func:`_lookahead_node`; any other lookaround fails
+    closed.
 
     The string is ``x m y`` with ``m`` a match; ``^`` holds only where ``x`` is empty and
     nothing was consumed before it, ``$`` likewise at the end.  The union over "``x`` empty or
@@ -124,6 +196,9 @@ def pattern_node(pattern: str, limits: CompileLimits | None = None) -> Node:
         raise LimitExceededError(
             "max_pattern_length", limits.max_pattern_length, f"pattern has {len(pattern)} chars"
         )
+    split = leading_lookaheads(pattern)
+    if split is not None:
+        return _lookahead_node(*split, limits)
     raw = _Parser(pattern, "ecma", limits).parse()
     star = repeat(ANY_CHAR, 0, None)
     if not _has_anchor(raw):
@@ -139,6 +214,29 @@ def pattern_node(pattern: str, limits: CompileLimits | None = None) -> Node:
                 concat([EMPTY if before_empty else plus, core, EMPTY if after_empty else plus])
             )
     return alt(parts)
+
+
+#: the most states of an automaton built for a pattern with leading lookaheads, and the most
+#: nodes of the expression read back from it (past either: LimitExceededError, fail closed)
+LOOKAHEAD_MAX_STATES = 2_000
+LOOKAHEAD_MAX_SIZE = 5_000
+
+
+def _lookahead_node(pos: list[str], neg: list[str], limits: CompileLimits) -> Node:
+    """``^(?=Y)(?!X)R`` (split by :func:`leading_lookaheads`): the strings that contain a
+    match of every ``pos`` pattern and of no ``neg`` one, as a regular node (the automata of
+    the parts intersected and subtracted, then read back by state elimination).  Exact; a
+    part that is itself unsupported, or an automaton or expression past
+    :data:`LOOKAHEAD_MAX_STATES` / :data:`LOOKAHEAD_MAX_SIZE`, raises (fail closed)."""
+    from ...automata import charfa
+
+    mx = LOOKAHEAD_MAX_STATES
+    d = charfa.dfa_from_node(pattern_node(pos[0], limits), mx)
+    for p in pos[1:]:
+        d = charfa.intersect(d, charfa.dfa_from_node(pattern_node(p, limits), mx), mx)
+    for p in neg:
+        d = charfa.difference(d, charfa.dfa_from_node(pattern_node(p, limits), mx), mx)
+    return charfa.dfa_to_node(d, LOOKAHEAD_MAX_SIZE)
 
 
 def _pattern_node_textual(pattern: str, limits: CompileLimits | None) -> Node:
@@ -243,12 +341,21 @@ def _fixed(node: Node) -> int | None:
     return a if a == b else None
 
 
-def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
+def restrict_length(
+    node: Node, lo: int, hi: int | None, budget: list[int] | None = None
+) -> Node | None:
     """``L(node) ∩ {lo ≤ |w| ≤ hi}`` structurally, or None when the shape is not simple.
 
     Exact when it returns a node.  Handles an alternation branch by branch and, within a
-    concatenation, one repetition of a fixed-width item among fixed-width neighbours.
+    concatenation, one repetition of a fixed-width item among fixed-width neighbours; other
+    variable-width items of the concatenation that are small finite choices (an alternation,
+    ``x{a,b}`` of a fixed-width ``x``) are split into one concatenation per choice, at most
+    :data:`RESTRICT_SPLIT_BUDGET` in all (``budget``: what is left, shared by the recursion).
+    ``^data:image/(png|jpeg);base64,[A-Za-z0-9+/]+={0,2}$`` with ``maxLength: 1400000`` is 6
+    counted repeats, not an automaton of 1.4 M states.
     """
+    if budget is None:
+        budget = [RESTRICT_SPLIT_BUDGET]
     a, b = length_bounds(node)
     if a >= lo and (hi is None or (b is not None and b <= hi)):
         return node
@@ -261,6 +368,8 @@ def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
         return alt(p for p in parts if p is not None)
     items = node.items if isinstance(node, Concat) else (node,)
     var = [i for i, item in enumerate(items) if _fixed(item) is None]
+    if len(var) > 1:
+        return _restrict_split(items, var, lo, hi, budget)
     if len(var) != 1:
         return None
     k = var[0]
@@ -269,7 +378,8 @@ def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
     if isinstance(r, Alt):
         # distribute: pre (x | y) post  ->  pre x post | pre y post
         options = [
-            restrict_length(concat([*items[:k], o, *items[k + 1 :]]), lo, hi) for o in r.items
+            restrict_length(concat([*items[:k], o, *items[k + 1 :]]), lo, hi, budget)
+            for o in r.items
         ]
         if any(p is None for p in options):
             return None
@@ -290,6 +400,47 @@ def restrict_length(node: Node, lo: int, hi: int | None) -> Node | None:
     if n_hi is not None and n_hi < n_lo:
         return NOTHING
     return concat([*items[:k], repeat(r.item, n_lo, n_hi), *items[k + 1 :]])
+
+
+#: the most concatenations :func:`restrict_length` splits one node into (past it: None)
+RESTRICT_SPLIT_BUDGET = 64
+
+
+def _choices(item: Node) -> list[Node] | None:
+    """``item`` as a small finite list of alternatives, or None."""
+    if isinstance(item, Alt) and len(item.items) <= 16:
+        return list(item.items)
+    finite = isinstance(item, Repeat) and item.max is not None and item.max - item.min <= 16
+    if (
+        finite
+        and isinstance(item, Repeat)
+        and item.max is not None
+        and _fixed(item.item) is not None
+    ):
+        return [repeat(item.item, n, n) for n in range(item.min, item.max + 1)]
+    return None
+
+
+def _restrict_split(
+    items: tuple[Node, ...], var: list[int], lo: int, hi: int | None, budget: list[int]
+) -> Node | None:
+    """:func:`restrict_length` of ``concat(items)`` with several variable-width items: the
+    first that is a small finite choice is split (one concatenation per choice)."""
+    for k in var:
+        options = _choices(items[k])
+        if options is None:
+            continue
+        budget[0] -= len(options)
+        if budget[0] < 0:
+            return None
+        parts = [
+            restrict_length(concat([*items[:k], o, *items[k + 1 :]]), lo, hi, budget)
+            for o in options
+        ]
+        if any(p is None for p in parts):
+            return None
+        return alt(p for p in parts if p is not None)
+    return None
 
 
 def any_string(lo: int = 0, hi: int | None = None) -> Node:

@@ -56,6 +56,27 @@ def string_parts(s: SStr) -> tuple[list[Node], list[Node]]:
     return pos, neg
 
 
+#: the automata of single patterns and formats (negated ones complemented), shared by the
+#: combinations :func:`string_dfa` builds: a schema whose ``oneOf`` branches are strings with
+#: patterns intersects and subtracts the same few parts in many combinations
+_PART_CACHE: LruCache[Hashable, CachedWork[charfa.CharDFA]] = LruCache(4 * STRING_DFA_CACHE_SIZE)
+
+
+def _part_dfa(kind: str, text: str, negated: bool, mx: int) -> charfa.CharDFA:
+    """The automaton of one ``pattern`` (``kind="pattern"``) or ``format`` — of the strings
+    it does not accept when ``negated`` — memoized like :func:`string_dfa`."""
+
+    def build() -> charfa.CharDFA:
+        node = pattern_node(text) if kind == "pattern" else json_formats.format_node(text)
+        if node is None:  # pragma: no cover - checked by the normalizer
+            raise GrammarError(f"unknown format {text!r}")
+        d = charfa.dfa_from_node(node, mx)
+        return charfa.complement(d, mx) if negated else d
+
+    key = (kind, text, negated, mx)
+    return cached_work(_PART_CACHE, key, ("string_part_dfa", key), build, compile_memo())
+
+
 def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
     """The automaton of the decoded strings ``s`` accepts (memoized by content)."""
     key = (
@@ -75,15 +96,16 @@ def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
 
 def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
     mx = options.max_automaton_states
-    pos, neg = string_parts(s)
     d: charfa.CharDFA | None = None
-    for p in pos:
-        pd = charfa.dfa_from_node(p, mx)
+    parts = [("pattern", p) for p in s.patterns] + [("format", f) for f in s.formats]
+    for kind, text in parts:
+        pd = _part_dfa(kind, text, False, mx)
         d = pd if d is None else charfa.intersect(d, pd, mx)
     if d is None:
         d = charfa.any_string_dfa()
-    for n in neg:
-        d = charfa.difference(d, charfa.dfa_from_node(n, mx), mx)
+    negs = [("pattern", p) for p in s.neg_patterns] + [("format", f) for f in s.neg_formats]
+    for kind, text in negs:
+        d = charfa.intersect(d, _part_dfa(kind, text, True, mx), mx)
     if s.excluded:
         d = charfa.difference(d, charfa.finite_set_dfa(sorted(s.excluded), mx), mx)
     lo, hi = s.min_len, s.max_len
