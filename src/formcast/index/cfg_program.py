@@ -494,15 +494,20 @@ class _LazyExitSplitClassifier:
         # states already ready, or not built (their rows wait for a walk to need them)
         skip = ready | ~lexer.built[: ready.size]
         skip[states] = True
-        hit = np.zeros(ready.size, dtype=bool)
         frontier = states
+        table = lexer.table
         for _ in range(ahead):
-            hit[lexer.table[frontier].reshape(-1)] = True  # a scatter: no sort
-            hit &= ~skip
-            succ = np.flatnonzero(hit)
+            # the successors met, sorted: O(frontier x 256) per byte of look-ahead where that
+            # is less than O(lexer states) (most frontiers are a handful of states)
+            if 256 * frontier.size < skip.size:
+                succ = np.unique(table[frontier])
+            else:  # a scatter: no sort
+                hit = np.zeros(skip.size, dtype=bool)
+                hit[table[frontier].reshape(-1)] = True
+                succ = np.flatnonzero(hit)
+            succ = succ[~skip[succ]]
             if not succ.size:
                 break
-            hit[succ] = False
             skip[succ] = True
             parts.append(succ)
             frontier = succ
