@@ -21,6 +21,7 @@ Usage (about a minute per 150 schemas; interleave runs of the two builds)::
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections import Counter
@@ -44,6 +45,12 @@ def main() -> None:
         action="store_true",
         help="time each mask in CPU time of the thread (time.thread_time) rather than wall "
         "time: steadier on a shared, loaded machine (the masks run on this thread only)",
+    )
+    ap.add_argument(
+        "--gc-off",
+        action="store_true",
+        help="collect, then disable the garbage collector during each schema's walks, as "
+        "maskbench.py's worker does (a collection then never lands on one mask)",
     )
     args = ap.parse_args()
     maskbench._single_thread_env()  # before numpy loads its BLAS
@@ -81,6 +88,9 @@ def main() -> None:
         except FormcastError:
             continue
         compiled += 1
+        if args.gc_off:
+            gc.collect()
+            gc.disable()
         for inst in task["instances"]:
             matcher = GrammarMatcher(grammar)
             for token in [*inst["ids"], None]:
@@ -92,6 +102,7 @@ def main() -> None:
                 where.append(path.name)
                 if token is None or not matcher.accept_token(token):
                     break
+        gc.enable()
     d = np.asarray(times) * 1e6
     fv = np.asarray(first)
     index = "eager" if args.eager else "lazy"
