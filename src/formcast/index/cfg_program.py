@@ -496,18 +496,18 @@ class _LazyExitSplitClassifier:
         skip[states] = True
         frontier = states
         table = lexer.table
+        # the successors met, each once: O(frontier x 256) per byte of look-ahead, with no
+        # pass over every lexer state and no sort (most frontiers are a handful of states);
+        # ``slot`` is read only where written (np.empty: no O(states) fill)
+        slot = np.empty(skip.size, dtype=np.int64)
         for _ in range(ahead):
-            # the successors met, sorted: O(frontier x 256) per byte of look-ahead where that
-            # is less than O(lexer states) (most frontiers are a handful of states)
-            if 256 * frontier.size < skip.size:
-                succ = np.unique(table[frontier])
-            else:  # a scatter: no sort
-                hit = np.zeros(skip.size, dtype=bool)
-                hit[table[frontier].reshape(-1)] = True
-                succ = np.flatnonzero(hit)
-            succ = succ[~skip[succ]]
-            if not succ.size:
+            met = table[frontier].reshape(-1)
+            met = met[~skip[met]]
+            if not met.size:
                 break
+            order = np.arange(met.size)
+            slot[met] = order
+            succ = met[slot[met] == order]  # one occurrence of each state (the one written)
             skip[succ] = True
             parts.append(succ)
             frontier = succ
