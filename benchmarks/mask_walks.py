@@ -52,6 +52,12 @@ def main() -> None:
         help="collect, then disable the garbage collector during each schema's walks, as "
         "maskbench.py's worker does (a collection then never lands on one mask)",
     )
+    ap.add_argument(
+        "--warmup",
+        action="store_true",
+        help="compile a small schema and fill its first mask before the sample, as "
+        "maskbench.py's worker does (process-wide one-time setup then lands on no mask)",
+    )
     args = ap.parse_args()
     maskbench._single_thread_env()  # before numpy loads its BLAS
     import numpy as np
@@ -74,6 +80,11 @@ def main() -> None:
     tok = Tokenizer.from_file(maskbench.tokenizer_path())
     vocab = load_vocabulary("llama3")
     mask = allocate_token_bitmask(1, maskbench.VOCAB_SIZE)
+    if args.warmup:
+        warm = GrammarCompiler(vocab, cache_size=0).compile_json_schema(
+            {"type": "object", "properties": {"a": {"type": "integer"}}}
+        )
+        GrammarMatcher(warm).fill_next_token_bitmask(mask, 0)
     skip = [s for s in args.skip.split(",") if s]
     times: list[float] = []
     first: list[bool] = []
