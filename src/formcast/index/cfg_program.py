@@ -413,11 +413,11 @@ class _LazyExitSplitClassifier:
         self._by_start: dict[int, Classification] = {}
         self._by_class: dict[bytes | int, Classification] = {}
         self._fallback: _RuleClassifier | None = None
-        #: the classes of :meth:`_refine`: (states refined, class per state, stable, the cut
-        #: table, its split flags and the built rows then); None until a wide start needs them
-        self._classes: (
-            tuple[int, np.ndarray, bool, np.ndarray, np.ndarray, np.ndarray] | None
-        ) = None
+        #: the classes of :meth:`_refine`: (states refined, class per state, the classes the
+        #: digests use, the cut table and its split flags on one column per byte class, the
+        #: built rows then, the column of each byte, a member of each digest class); None
+        #: until a wide start needs them
+        self._classes: _RefinedClasses | None = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -494,15 +494,20 @@ class _LazyExitSplitClassifier:
         # states already ready, or not built (their rows wait for a walk to need them)
         skip = ready | ~lexer.built[: ready.size]
         skip[states] = True
-        hit = np.zeros(ready.size, dtype=bool)
         frontier = states
+        table = lexer.table
+        # the successors met, each once: O(frontier x 256) per byte of look-ahead, with no
+        # pass over every lexer state and no sort (most frontiers are a handful of states);
+        # ``slot`` is read only where written (np.empty: no O(states) fill)
+        slot = np.empty(skip.size, dtype=np.int64)
         for _ in range(ahead):
-            hit[lexer.table[frontier].reshape(-1)] = True  # a scatter: no sort
-            hit &= ~skip
-            succ = np.flatnonzero(hit)
-            if not succ.size:
+            met = table[frontier].reshape(-1)
+            met = met[~skip[met]]
+            if not met.size:
                 break
-            hit[succ] = False
+            order = np.arange(met.size)
+            slot[met] = order
+            succ = met[slot[met] == order]  # one occurrence of each state (the one written)
             skip[succ] = True
             parts.append(succ)
             frontier = succ
@@ -591,34 +596,52 @@ class _LazyExitSplitClassifier:
         once (on the first wide start's classification).  Each sentinel row gets a label of
         its own, so states of one class have equal futures whatever the sentinels' rows turn
         out to be (their paths meet the same sentinels at the same places).  States made
-        later have no class (walked on their own).  Caller holds the lock."""
+        later have no class (walked on their own).  Caller holds the lock.
+
+        The refinement runs on one column per byte class of the cut lexer (columns of one
+        class are equal whatever rows get built: :attr:`LazyExpandedLexer.classes`), taken
+        in byte order, and the split labels are the distinct packed split rows: the same
+        partition as on the 256 columns, for a copy of ``states x classes`` cells rather
+        than ``states x 256`` and no transposed copy (this runs on a later first visit,
+        where it was the slowest step: issue #31)."""
         lexer = self.lexer
         n = lexer.size
         xb = self.exit_byte
         built = lexer.built[:n].copy()
-        cut = lexer.table[:n].copy()
-        cut_split = lexer.split[:n].copy()
-        if xb is not None:
-            cut[built, xb] = DEAD
-            cut_split[:, xb] = False
-        split_class, _ = column_classes(np.ascontiguousarray(cut_split.T))
-        labels = split_class + 1
+        cmap, first = self._cut_classes
+        order = np.argsort(first, kind="stable")
+        cols = np.asarray(first, dtype=np.int64)[order]  # a byte per class, in byte order
+        col_of_class = np.empty(order.size, dtype=np.int64)
+        col_of_class[order] = np.arange(order.size)
+        col_of_byte = col_of_class[cmap]
+        cut = np.take(lexer.table[:n], cols, axis=1)  # (a copy: rows are built in place later)
+        cut_split = np.take(lexer.split[:n], cols, axis=1)
+        if xb is not None:  # the exit byte is a class of its own in the cut classes
+            xc = int(col_of_byte[xb])
+            cut[built, xc] = DEAD
+            cut_split[:, xc] = False
+        labels = _row_classes(np.packbits(cut_split, axis=1)) + 1
         labels[DEAD] = 0
         unbuilt = np.flatnonzero(~built)
         labels[unbuilt] = int(labels.max()) + 1 + np.arange(unbuilt.size)
         depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
         part, stable = equivalence_classes(cut, labels, depth)
-        self._classes = (n, part, stable, cut, cut_split, built)
+        # digests on the quotient by stable classes, as the eager build: on the cut lexer
+        # itself when the classes are only depth-bounded (they still key walks here)
+        dpart = part if stable else np.arange(n, dtype=np.int64)
+        rep = np.zeros(int(dpart.max()) + 1, dtype=np.int64)  # a member of each class
+        rep[dpart[::-1]] = np.arange(dpart.size - 1, -1, -1)
+        self._classes = (n, part, dpart, cut, cut_split, built, col_of_byte, rep)
 
     def _digest(self, start: int) -> bytes | None:
         """:meth:`cut_signature` of a start state with a class, else None."""
         classes = self._classes
         if classes is None or start >= classes[0]:
             return None
-        n, part, stable, cut, cut_split, built = classes
-        if not stable:  # as the eager build: digests on the cut lexer itself
-            part = np.arange(n, dtype=np.int64)
-        return _quotient_digest(self._vocab, self.exit_byte, part, cut, cut_split, start, built)
+        _, _, dpart, cut, cut_split, built, col_of_byte, rep = classes
+        return _quotient_digest(
+            self._vocab, self.exit_byte, dpart, cut, cut_split, start, built, col_of_byte, rep
+        )
 
     def cut_signature(self, start: int) -> bytes | None:
         """A canonical digest of what the cut lexer can do from ``start`` (equal digests
@@ -652,6 +675,34 @@ class _LazyExitSplitClassifier:
         if self._fallback is not None:
             total += self._fallback.table_bytes()
         return total
+
+
+#: what :meth:`_LazyExitSplitClassifier._refine` keeps (see its ``_classes`` attribute)
+_RefinedClasses = tuple[
+    int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]
+
+
+def _row_classes(rows: np.ndarray) -> np.ndarray:
+    """Classes of the equal rows of ``rows`` (``uint8[n, w]``), numbered in the order of the
+    rows' values: the ``return_inverse`` of ``np.unique(rows, axis=0)``, exactly, but one
+    integer sort per 8 bytes of row rather than a sort of the rows as byte strings (which
+    was most of a refinement's time on a later first visit).  O(n log n x w / 8)."""
+    n, w = rows.shape
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    width = max(8, -(-w // 8) * 8)
+    padded = np.zeros((n, width), dtype=np.uint8)
+    padded[:, :w] = rows
+    words = padded.view(">u8")  # big-endian: word order is the byte strings' order
+    cls = np.zeros(n, dtype=np.int64)
+    for j in range(words.shape[1]):
+        _, inv = np.unique(words[:, j], return_inverse=True)
+        inv = inv.reshape(-1).astype(np.int64)
+        key = cls * (int(inv.max()) + 1) + inv  # below n * n: no overflow
+        _, cls = np.unique(key, return_inverse=True)
+        cls = cls.reshape(-1).astype(np.int64)
+    return cls
 
 
 def _reachable_classes(
@@ -689,15 +740,21 @@ def _quotient_digest(
     cut_split: np.ndarray,
     start: int,
     built: np.ndarray,
+    col_of_byte: np.ndarray | None = None,
+    rep: np.ndarray | None = None,
 ) -> bytes | None:
     """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
     automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
     reachable from ``start``'s, numbered breadth-first in byte order, their rows and split
     flags, the vocabulary and the exit byte; None past :data:`_SHARED_WALK_STATES` classes
     and where a state whose row is not ``built`` (a sentinel, a class of its own) is
-    reachable."""
-    rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
-    rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
+    reachable.  ``col_of_byte``: ``cut`` and ``cut_split`` hold one column per byte class,
+    in the order of the classes' first bytes (so first met in byte order as on 256
+    columns), and byte ``b`` is column ``col_of_byte[b]``: the digest is the one of the
+    256-column tables.  ``rep``: a member of each class, if known."""
+    if rep is None:
+        rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
+        rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
     states = _reachable_classes(part, cut, rep, start)
     if states is None:
         return None
@@ -708,8 +765,11 @@ def _quotient_digest(
     h = hashlib.blake2b(digest_size=16)
     h.update(vocab.fingerprint.encode())
     h.update(b"" if exit_byte is None else bytes([exit_byte]))
-    h.update(np.ascontiguousarray(renumber[part[cut[rep[states]]]]).tobytes())
-    h.update(np.packbits(cut_split[rep[states]]).tobytes())
+    rows, split_rows = cut[rep[states]], cut_split[rep[states]]
+    if col_of_byte is not None:
+        rows, split_rows = rows[:, col_of_byte], split_rows[:, col_of_byte]
+    h.update(np.ascontiguousarray(renumber[part[rows]]).tobytes())
+    h.update(np.packbits(split_rows).tobytes())
     return h.digest()
 
 
