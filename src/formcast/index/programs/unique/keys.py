@@ -42,13 +42,12 @@ from typing import Any
 import numpy as np
 
 from ....automata.pda import Frame, ParserState
-from ....bitmask import bitmask_to_ids
 from ....cache import LruCache
 from ....ir.marks import UniqueItemsMark
 from ....vocab.vocabulary import Vocabulary
 from ...cfg_program import CfgProgram
 from ...program import LimitStop
-from .lexer import ESC, IN, OUT, _packed, _tables
+from .lexer import ESC, IN, OUT, _packed, _tables, refuse_simulated
 
 __all__ = ["DistinctKeysProgram"]
 
@@ -318,20 +317,8 @@ class DistinctKeysProgram:
             # no open level can be refused its ``}`` (counts only grow): only a token that
             # opens an object, which may be a new level, can close one too early
             slow_words = slow_words & self._braces.opens[mode]
-        slow = bitmask_to_ids(slow_words).tolist()
-        if not slow:
-            return words
-        run, data = self._run, self.vocab.token_bytes
-        stops = set(self.vocab.stop_token_ids)
-        refused = [t for t in slow if t not in stops and not isinstance(run(state, data(t)), tuple)]
-        self.simulated += len(slow)
-        if not refused:
-            return words
-        out: np.ndarray = words.copy()
-        bits = out.view(np.uint32)
-        for t in refused:
-            bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
-        out.setflags(write=False)
+        out, simulated = refuse_simulated(words, slow_words, state, self._run, self.vocab)
+        self.simulated += simulated
         return out
 
     def _satisfied(self, tr: _KeysTrack) -> bool:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ....bitmask import bool_to_bitmask
+from ....bitmask import bitmask_to_ids, bool_to_bitmask
 from ....cache import LruCache
 from ....vocab.vocabulary import Vocabulary
 
@@ -317,3 +319,34 @@ def _consistent(pend: bytes, canonical: bool) -> list[tuple[int, int]]:
 
 def _in_ranges(cp: int, ranges: list[tuple[int, int]]) -> bool:
     return any(a <= cp <= b for a, b in ranges)
+
+
+def refuse_simulated(
+    words: np.ndarray,
+    slow_words: np.ndarray,
+    state: Any,
+    run: Callable[[Any, bytes], object],
+    vocab: Vocabulary,
+) -> tuple[np.ndarray, int]:
+    """``words`` less the tokens of ``slow_words`` that ``run(state, token bytes)`` refuses.
+
+    The run-time programs' shared last step of ``token_mask``: each token in ``slow_words`` (a
+    packed bitmask, a subset of ``words``) is simulated byte by byte; one whose run does not end
+    in a state (a tuple) is cleared.  Stop tokens are never simulated away.  Returns the mask
+    (``words`` itself when nothing is refused, else a read-only copy) and how many tokens were
+    simulated.  Cost: one ``run`` per token in ``slow_words``; mutates nothing.
+    """
+    slow = bitmask_to_ids(slow_words).tolist()
+    if not slow:
+        return words, 0
+    data = vocab.token_bytes
+    stops = set(vocab.stop_token_ids)
+    refused = [t for t in slow if t not in stops and not isinstance(run(state, data(t)), tuple)]
+    if not refused:
+        return words, len(slow)
+    out: np.ndarray = words.copy()
+    bits = out.view(np.uint32)
+    for t in refused:
+        bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+    out.setflags(write=False)
+    return out, len(slow)

@@ -39,6 +39,7 @@ from .lexer import (
     OUT,
     _packed,
     _tables,
+    refuse_simulated,
 )
 
 __all__ = ["ValueUniqueProgram"]
@@ -890,20 +891,8 @@ class ValueUniqueProgram:
             else:
                 safe = self._safe(ps, mode, tr)
                 slow_words = words if safe is None else words & ~safe
-        slow = bitmask_to_ids(slow_words).tolist()
-        if not slow:
-            return words
-        run, data = self._run, self.vocab.token_bytes
-        stops = set(self.vocab.stop_token_ids)
-        refused = [t for t in slow if t not in stops and not isinstance(run(state, data(t)), tuple)]
-        self.simulated += len(slow)
-        if not refused:
-            return words
-        out: np.ndarray = words.copy()
-        bits = out.view(np.uint32)
-        for t in refused:
-            bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
-        out.setflags(write=False)
+        out, simulated = refuse_simulated(words, slow_words, state, self._run, self.vocab)
+        self.simulated += simulated
         return out
 
     def expected(self, state: _VState) -> tuple[str, tuple[int, ...]]:
