@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -168,3 +169,13 @@ def running_server(model: Any, config: Any = None, **app_kwargs: Any) -> Iterato
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
+
+
+def metric(url: str, name: str) -> float:
+    """The value of the sample ``name`` (with its labels) on ``GET /metrics`` (0 if absent)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        for line in resp.read().decode().splitlines():
+            key, _, value = line.rpartition(" ")
+            if key == name:
+                return float(value)
+    return 0.0

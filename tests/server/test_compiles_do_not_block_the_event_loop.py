@@ -11,7 +11,7 @@ import urllib.request
 from typing import Any
 
 import openai
-from server_harness import ToyModel, running_server
+from server_harness import ToyModel, metric, running_server
 
 from formcast.server import ServerConfig
 
@@ -21,15 +21,6 @@ def big_schema(n: int) -> dict[str, Any]:
                             "pattern": f"^[a-z]{{{i % 5 + 1},{i % 7 + 8}}}-[0-9]{{2,{i % 4 + 3}}}$"}
              for i in range(n)}
     return {"type": "object", "properties": props, "required": sorted(props)}
-
-
-def metric(url: str, name: str) -> float:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            key, _, value = line.rpartition(" ")
-            if key == name:
-                return float(value)
-    return 0.0
 
 
 def test_health_answers_while_a_schema_compiles() -> None:

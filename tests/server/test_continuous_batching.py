@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 import openai
-from server_harness import ToyModel, running_server, smollm2_vocab
+from server_harness import ToyModel, metric, running_server, smollm2_vocab
 
 from formcast.model.callable import CallableModel
 from formcast.model.chat import SMOLLM2_CHAT
@@ -74,15 +74,6 @@ def callable_model(fn: TokenFunction) -> CallableModel:
     toy = ToyModel()  # its greedy longest-match tokenizer of SmolLM2's vocabulary
     return CallableModel(fn, smollm2_vocab(), tokenize=toy.tokenize, chat_template=SMOLLM2_CHAT,
                          max_context=4096, name="toy")
-
-
-def metric(url: str, name: str) -> float:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            key, _, value = line.rpartition(" ")
-            if key == name:
-                return float(value)
-    return 0.0
 
 
 def health(url: str) -> dict[str, Any]:

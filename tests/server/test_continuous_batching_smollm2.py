@@ -26,6 +26,7 @@ from typing import Any
 
 import openai
 import pytest
+from server_harness import metric
 
 import jsonschema
 from _assets import in_ci
@@ -61,15 +62,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def metric(url: str, name: str) -> float:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            key, _, value = line.rpartition(" ")
-            if key == name:
-                return float(value)
-    return 0.0
 
 
 @pytest.fixture(scope="module")

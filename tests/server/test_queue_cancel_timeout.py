@@ -8,12 +8,11 @@ import asyncio
 import json
 import socket
 import time
-import urllib.request
 from typing import Any
 
 import openai
 import pytest
-from server_harness import ToyModel, running_server
+from server_harness import ToyModel, metric, running_server
 
 from formcast.server import ServerConfig
 
@@ -23,16 +22,6 @@ MSG = [{"role": "user", "content": "hi"}]
 
 def slow_model(delay_s: float = 0.02, reply: str = LONG) -> ToyModel:
     return ToyModel(lambda prompt: reply, delay_s=delay_s)
-
-
-def metric(url: str, name: str) -> float:
-    """The value of the sample ``name`` (with its labels) on ``GET /metrics`` (0 if absent)."""
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
-        for line in resp.read().decode().splitlines():
-            key, _, value = line.rpartition(" ")
-            if key == name:
-                return float(value)
-    return 0.0
 
 
 def wait_until_idle(model: ToyModel, settle_s: float = 0.3, limit_s: float = 10) -> int:
