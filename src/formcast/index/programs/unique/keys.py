@@ -47,7 +47,7 @@ from ....ir.marks import UniqueItemsMark
 from ....vocab.vocabulary import Vocabulary
 from ...cfg_program import CfgProgram
 from ...program import LimitStop
-from .lexer import ESC, IN, OUT, _packed, _tables, refuse_simulated
+from .lexer import ESC, IN, OUT, _packed, _tables, per_vocabulary, refuse_simulated
 
 __all__ = ["DistinctKeysProgram"]
 
@@ -107,16 +107,7 @@ _BRACES_LOCK = threading.Lock()
 
 
 def _braces(vocab: Vocabulary) -> _BraceTables:
-    found, got = _BRACES.get(vocab.fingerprint)
-    if found and got is not None:
-        return got
-    with _BRACES_LOCK:
-        found, got = _BRACES.get(vocab.fingerprint)
-        if found and got is not None:
-            return got
-        built = _BraceTables(vocab)
-        _BRACES.put(vocab.fingerprint, built)
-        return built
+    return per_vocabulary(_BRACES, _BRACES_LOCK, vocab, _BraceTables)
 
 
 def _decoded_key(raw: bytes) -> str:

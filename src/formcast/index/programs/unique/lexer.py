@@ -15,13 +15,15 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ....bitmask import bitmask_to_ids, bool_to_bitmask
 from ....cache import LruCache
 from ....vocab.vocabulary import Vocabulary
+
+_T = TypeVar("_T")
 
 # lexical modes of JSON text: outside strings, inside one, just after a backslash in one
 OUT, IN, ESC = 0, 1, 2
@@ -185,17 +187,28 @@ _TABLES: LruCache[str, _VocabTables] = LruCache(4)
 _TABLES_LOCK = threading.Lock()
 
 
-def _tables(vocab: Vocabulary) -> _VocabTables:
-    found, got = _TABLES.get(vocab.fingerprint)
+def per_vocabulary(
+    cache: LruCache[str, _T],
+    lock: threading.Lock,
+    vocab: Vocabulary,
+    build: Callable[[Vocabulary], _T],
+) -> _T:
+    """``cache``'s entry for ``vocab`` (by fingerprint), built by ``build(vocab)`` once under
+    ``lock`` when missing: the run-time programs' per-vocabulary tables.  Thread-safe."""
+    found, got = cache.get(vocab.fingerprint)
     if found and got is not None:
         return got
-    with _TABLES_LOCK:
-        found, got = _TABLES.get(vocab.fingerprint)
+    with lock:
+        found, got = cache.get(vocab.fingerprint)
         if found and got is not None:
             return got
-        built = _VocabTables(vocab)
-        _TABLES.put(vocab.fingerprint, built)
+        built = build(vocab)
+        cache.put(vocab.fingerprint, built)
         return built
+
+
+def _tables(vocab: Vocabulary) -> _VocabTables:
+    return per_vocabulary(_TABLES, _TABLES_LOCK, vocab, _VocabTables)
 
 
 # -- decoding the current item ----------------------------------------------------------------

@@ -39,6 +39,7 @@ from .lexer import (
     OUT,
     _packed,
     _tables,
+    per_vocabulary,
     refuse_simulated,
 )
 
@@ -168,16 +169,7 @@ _PLAIN: LruCache[str, _VocabPlain] = LruCache(4)
 
 
 def _plain_tables(vocab: Vocabulary) -> _VocabPlain:
-    found, got = _PLAIN.get(vocab.fingerprint)
-    if found and got is not None:
-        return got
-    with _TABLES_LOCK:
-        found, got = _PLAIN.get(vocab.fingerprint)
-        if found and got is not None:
-            return got
-        built = _VocabPlain(vocab)
-        _PLAIN.put(vocab.fingerprint, built)
-        return built
+    return per_vocabulary(_PLAIN, _TABLES_LOCK, vocab, _VocabPlain)
 
 
 class ValueUniqueProgram:
