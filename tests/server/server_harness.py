@@ -16,7 +16,11 @@ REAL uvicorn server on 127.0.0.1 (a free port) in a thread of the test process.
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -179,3 +183,52 @@ def metric(url: str, name: str) -> float:
             if key == name:
                 return float(value)
     return 0.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_process(
+    *args: str, timeout_s: float = 120
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``python -m formcast serve --model smollm2 ARGS`` on a free 127.0.0.1 port, once
+    ``/health`` says ok: yields ``(process, base url)``; terminated (killed past 30 s) at the end
+    unless it already exited.  Raises AssertionError when it exits or is not healthy in time."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "formcast", "serve", "--model", "smollm2", "--host", "127.0.0.1",
+         "--port", str(port), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"formcast serve exited: {out}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                if json.loads(resp.read())["status"] == "ok":
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"formcast serve did not become healthy in {timeout_s:g} s")
+        time.sleep(0.2)
+    try:
+        yield proc, url
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)

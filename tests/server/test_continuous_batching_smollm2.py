@@ -15,18 +15,13 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
-from server_harness import metric
+from server_harness import metric, serve_process
 
 import jsonschema
 from _assets import in_ci
@@ -58,43 +53,11 @@ def body(i: int) -> dict[str, Any]:
                 "name": f"p{i}", "schema": schema(i), "strict": True}}}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "formcast", "serve", "--model", "smollm2", "--host", "127.0.0.1",
-         "--port", str(port), "--threads", "1", "--max-batch", "4", "--compile-workers", "0",
-         "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            raise AssertionError(f"formcast serve exited: {out}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                if json.loads(resp.read())["status"] == "ok":
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("formcast serve did not become healthy in 120 s")
-        time.sleep(0.2)
-    try:
+    with serve_process("--threads", "1", "--max-batch", "4", "--compile-workers", "0",
+                       "--log-level", "warning") as (_, url):
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def tokens(choice: Any) -> list[tuple[str, list[tuple[str, float]]]]:

@@ -7,18 +7,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import signal
-import socket
 import subprocess
-import sys
-import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
+from server_harness import serve_process
 
 import jsonschema
 from _assets import in_ci
@@ -40,43 +37,10 @@ SCHEMA = {
 MSG = [{"role": "user", "content": "Extract the person: Ada Lovelace, 36."}]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[subprocess.Popen[str], str]]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "formcast", "serve", "--model", "smollm2", "--host", "127.0.0.1",
-         "--port", str(port), "--compile-workers", "1", "--threads", "1", "--log-level", "warning"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        if proc.poll() is not None:
-            out = proc.stdout.read() if proc.stdout else ""
-            raise AssertionError(f"formcast serve exited: {out}")
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
-                if json.loads(resp.read())["status"] == "ok":
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError("formcast serve did not become healthy in 120 s")
-        time.sleep(0.2)
-    try:
-        yield proc, url
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+    with serve_process("--compile-workers", "1", "--threads", "1", "--log-level", "warning") as got:
+        yield got
 
 
 def client(url: str) -> Any:
