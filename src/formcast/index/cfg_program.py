@@ -368,12 +368,15 @@ class _LazyExitSplitClassifier:
     state cap the classifier continues on the per-rule automata (:class:`_RuleClassifier`,
     calls become candidates): masks are the same either way.
 
-    The derived tables (``_derived``) are functions of the lexer's current rows: omitted by
-    :mod:`formcast.index.serialize` and rebuilt on first use.  Thread-safe: one lock per
+    The walk tables (``_derived``: :class:`_LazyWalkTables`) hold only the rows of the
+    states walks made ready and of the states those rows lead to, on dense ids, so a first
+    visit pays for the rows it reaches, never for the lexer's capacity, and the lexer growing
+    moves no row.  They are functions of the lexer's rows and the ready list: omitted by
+    :mod:`formcast.index.persist` and rebuilt on first use.  Thread-safe: one lock per
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived"})
+    _serialize_omit = frozenset({"_derived", "_noted"})
 
     __slots__ = (
         "_by_class",
@@ -384,6 +387,7 @@ class _LazyExitSplitClassifier:
         "_exit",
         "_fallback",
         "_lock",
+        "_noted",
         "_ready_list",
         "_vocab",
         "exit_byte",
@@ -394,7 +398,10 @@ class _LazyExitSplitClassifier:
         self.lexer = lexer
         self.exit_byte = exit_byte
         self._vocab = vocab
-        self._derived: tuple[int, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._derived: _LazyWalkTables | None = None
+        #: what the pure build's walks were last told the column classes of (see
+        #: :meth:`_walk_table`)
+        self._noted: tuple[int, int] | None = None
         self._ready_list: list[int] = []
         self._exit: tuple[TokenTrie, np.ndarray, np.ndarray] | None = None
         if exit_byte is not None:
@@ -421,66 +428,44 @@ class _LazyExitSplitClassifier:
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
-    def _tables(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-        """``(capacity n, augmented lexer table, augmented cut table, ready)``: the walks'
-        tables (3n + 1 rows each, :func:`_augmented_table`'s layout) with the rows of the
-        *ready* lexer states written and every other row a sentinel (a self-loop); remade
-        (ready rows rewritten) when the lexer's arrays were replaced.  The walks are told the
-        tables' column classes."""
-        derived = self._derived
-        lexer = self.lexer
-        n = lexer.capacity
-        if derived is not None and derived[0] == n:
-            return derived
-        fill = np.arange(3 * n + 1, dtype=np.int32)[:, None]
-        lex_aug = np.empty((3 * n + 1, 256), dtype=np.int32)
-        lex_aug[...] = fill
-        lex_aug[DEAD] = DEAD  # as _augmented_table: dead stays dead
-        lex_aug[n] = 3 * n
-        lex_aug[2 * n] = DEAD
-        cut_aug = lex_aug if self.exit_byte is None else lex_aug.copy()
-        ready = np.zeros(n, dtype=bool)
-        ready[DEAD] = True
-        derived = self._derived = (n, lex_aug, cut_aug, ready)
-        if self._ready_list:
-            self._write_rows(np.asarray(self._ready_list, dtype=np.int64))
-        self._note_classes()
-        return derived
+    def _tables(self) -> _LazyWalkTables:
+        """The walk tables (:class:`_LazyWalkTables`), made on first use (after a load: the
+        ready rows rewritten, O(ready states x 256)) and extended to the lexer's capacity."""
+        tables = self._derived
+        if tables is None:
+            tables = _LazyWalkTables(self.lexer.capacity, self.exit_byte)
+            self._derived = tables
+            self._noted = None
+            if self._ready_list:
+                self._write_rows(tables, np.asarray(self._ready_list, dtype=np.int64))
+        else:
+            tables.fit(self.lexer.capacity)
+        return tables
 
-    def _write_rows(self, states: np.ndarray) -> None:
-        """Write the walk rows of ``states`` (live, built) into both tables; mark them ready."""
-        derived = self._derived
-        assert derived is not None
-        _, lex_aug, cut_aug, ready = derived
+    def _write_rows(self, tables: _LazyWalkTables, states: np.ndarray) -> None:
+        """Write the walk rows of ``states`` (distinct, live, built) into both tables."""
         lexer = self.lexer
-        t = lexer.table[states]
-        sp = lexer.split[states]
-        _write_augmented_rows(lex_aug, states, t, sp)
-        if cut_aug is not lex_aug:
-            xb = self.exit_byte
-            assert xb is not None
-            t = t.copy()
-            t[:, xb] = DEAD
-            sp = sp.copy()
-            sp[:, xb] = False
-            _write_augmented_rows(cut_aug, states, t, sp)
-        ready[states] = True
+        tables.write(states, lexer.table[states], lexer.split[states])
 
-    def _note_classes(self) -> None:
-        """Tell the walks the tables' column classes (the lexer's, the exit byte apart on the
-        cut table): after every change of the tables, so no walk keeps stale ones."""
-        derived = self._derived
-        assert derived is not None
-        note_column_classes(derived[1], self.lexer.classes)
-        if derived[2] is not derived[1]:
-            note_column_classes(derived[2], self._cut_classes)
+    def _walk_table(self, tables: _LazyWalkTables, cut: bool) -> np.ndarray:
+        """The (cut) table for a walk, its column classes told to the pure build's walks
+        first where its rows changed since (the lexer's classes, the exit byte apart on the
+        cut table: O(table rows x classes), once per change; nothing in the compiled build)."""
+        mark = (id(tables), tables.version)
+        if self._noted != mark:
+            note_column_classes(tables.lex, self.lexer.classes)
+            if tables.cut is not tables.lex:
+                note_column_classes(tables.cut, self._cut_classes)
+            self._noted = mark
+        return tables.cut if cut else tables.lex
 
     def _ensure(self, states: np.ndarray, ahead: int = 0) -> None:
         """Make the walk rows of ``states`` (building their lexer rows first), and of the
         states up to ``ahead`` bytes further whose lexer rows are built already (a walk that
         stopped on a sentinel usually goes on: writing rows is cheap, a walk is not); raises
-        :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap."""
-        _, _, _, ready = self._tables()
+        :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap.  Cost:
+        O(rows written x 256) plus O(lexer capacity) bytes, never a pass over the tables."""
+        ready = self._tables().ready
         states = np.unique(np.asarray(states, dtype=np.int64))
         states = states[~ready[states]]
         if not states.size:
@@ -489,7 +474,8 @@ class _LazyExitSplitClassifier:
         try:
             lexer.ensure(states)
         finally:  # the lexer's arrays may have been replaced (also on the cap's error)
-            _, _, _, ready = self._tables()
+            tables = self._tables()
+        ready = tables.ready
         parts = [states]
         # states already ready, or not built (their rows wait for a walk to need them)
         skip = ready | ~lexer.built[: ready.size]
@@ -512,23 +498,21 @@ class _LazyExitSplitClassifier:
             parts.append(succ)
             frontier = succ
         rows = np.concatenate(parts) if len(parts) > 1 else states
-        self._write_rows(rows)
+        self._write_rows(tables, rows)
         self._ready_list.extend(rows.tolist())
-        self._note_classes()
 
-    def _walk_pairs(
-        self, trie: TokenTrie, cut: bool, start: int
-    ) -> tuple[np.ndarray, np.ndarray, int]:
-        """``trie.walk_pairs`` on the (cut) augmented table from lexer state ``start``,
-        building the rows it reaches until no path stops on a sentinel: ``(string indices,
-        end states, n)`` (the sink is ``3 n``).  Caller holds the lock."""
+    def _walk_pairs(self, trie: TokenTrie, cut: bool, start: int) -> tuple[np.ndarray, np.ndarray]:
+        """``trie.walk_pairs`` on the (cut) walk table from lexer state ``start``, building
+        the rows it reaches until no path stops on a sentinel: ``(string indices, end
+        rows)`` (:data:`_LAZY_SINK`: died after a plausible split).  Caller holds the lock."""
         while True:
-            n, lex_aug, cut_aug, ready = self._tables()
-            idx, ends = trie.walk_pairs(cut_aug if cut else lex_aug, start + 2 * n)
-            q = ends[ends < 3 * n] % n
-            need = np.unique(q[~ready[q]])
+            tables = self._tables()
+            table = self._walk_table(tables, cut)
+            idx, ends = trie.walk_pairs(table, tables.start(start))
+            q = tables.end_states(ends)
+            need = np.unique(q[~tables.ready[q]])
             if not need.size:
-                return idx, ends, n
+                return idx, ends
             self._ensure(need, _LAZY_AHEAD)
 
     # -- classification -------------------------------------------------------------------------
@@ -551,8 +535,8 @@ class _LazyExitSplitClassifier:
 
     def _classify(self, start: int) -> Classification:
         self._ensure(np.asarray([start], dtype=np.int64), _LAZY_AHEAD)
-        n, _, cut_aug, _ = self._tables()
-        wide = np.count_nonzero(cut_aug[start + 2 * n]) >= _SHARED_WALK_MIN_BYTES
+        tables = self._tables()
+        wide = np.count_nonzero(tables.cut[tables.start(start)]) >= _SHARED_WALK_MIN_BYTES
         if wide and self._classes is None:  # the first wide start: classes of the lexer so far
             self._refine()
         classes = self._classes
@@ -564,8 +548,8 @@ class _LazyExitSplitClassifier:
             sig = self._digest(start) if wide else None
             base = None if sig is None else _SHARED_WALKS.get(sig)[1]
             if base is None:
-                idx, ends, n = self._walk_pairs(self._vocab.trie, True, start)
-                sink = ends == 3 * n
+                idx, ends = self._walk_pairs(self._vocab.trie, True, start)
+                sink = ends == _LAZY_SINK
                 words = self._vocab.trie.token_words(idx[~sink], self._vocab.vocab_size)
                 words.setflags(write=False)
                 cands = idx[sink]
@@ -579,9 +563,9 @@ class _LazyExitSplitClassifier:
         if exit_tokens is None:
             return base
         exit_trie, exit_idx, _ = exit_tokens
-        sub, ends, n = self._walk_pairs(exit_trie, False, start)
+        sub, ends = self._walk_pairs(exit_trie, False, start)
         idx = exit_idx[sub]
-        sink = ends == 3 * n
+        sink = ends == _LAZY_SINK
         alive_x = idx[~sink]
         words = base.words
         if alive_x.size:
@@ -656,8 +640,10 @@ class _LazyExitSplitClassifier:
             return self._digest(start)
 
     def __len__(self) -> int:
-        return len(self._by_start) + len(self._by_class) + (
-            len(self._fallback) if self._fallback is not None else 0
+        return (
+            len(self._by_start)
+            + len(self._by_class)
+            + (len(self._fallback) if self._fallback is not None else 0)
         )
 
     def cache_bytes(self) -> int:
@@ -669,9 +655,7 @@ class _LazyExitSplitClassifier:
         """The lexer and its augmented tables (each array once)."""
         total = self.lexer.nbytes()
         if self._derived is not None:
-            _, lex_aug, cut_aug, ready = self._derived
-            total += lex_aug.nbytes + ready.nbytes
-            total += cut_aug.nbytes if cut_aug is not lex_aug else 0
+            total += self._derived.nbytes()
         if self._fallback is not None:
             total += self._fallback.table_bytes()
         return total
@@ -773,18 +757,131 @@ def _quotient_digest(
     return h.digest()
 
 
-def _write_augmented_rows(
-    out: np.ndarray, rows: np.ndarray, table_rows: np.ndarray, split_rows: np.ndarray
-) -> None:
-    """Write the rows of lexer states ``rows`` (live) into ``out``, an augmented table of
-    :func:`_augmented_table`'s layout, from their table and split rows."""
-    n = (out.shape[0] - 1) // 3
-    t = np.asarray(table_rows, dtype=np.int32)
-    passed = t + n
-    passed[t == DEAD] = 3 * n
-    out[rows + n] = passed
-    out[rows] = np.where(split_rows, passed, t)
-    out[rows + 2 * n] = t
+class _LazyWalkTables:
+    """The lazy classifier's walk tables: the augmented lexer table and its cut copy on
+    *dense ids* of the lexer states a written row touched, so a first visit costs the rows
+    it makes, never the lexer's capacity.
+
+    Layout (both tables, ``int32[3 x ids capacity, 256]``): id ``k`` owns rows ``3k`` (no
+    split seen), ``3k + 1`` (a plausible split was seen) and ``3k + 2`` (walk start), as the
+    three blocks of :func:`_augmented_table`, interleaved; id 0 is the dead state, whose
+    row ``0`` is dead, row ``2`` (a dead start) dead and row ``1`` is :data:`_LAZY_SINK`
+    (died after a plausible split: absorbing).  A lexer state gets an id when its rows are
+    written (it became *ready*) or when a written row leads to it; the rows of an id whose
+    state is not ready are sentinels (every byte leads back to the row itself), so a walk
+    that meets one ends on it.  Rows never move: growing appends ids (the arrays are
+    replaced by twice as large ones, the used prefix copied: amortized O(rows written)).
+
+    Lifetime: per classifier, derived from its lexer and ready list (omitted from a
+    serialized grammar, rebuilt on first use).  Mutated in place by :meth:`write` under the
+    classifier's lock.  Costs: :meth:`write` O(states x 256) plus O(new ids x 768)."""
+
+    __slots__ = ("count", "cut", "exit_byte", "ids", "lex", "ready", "states", "version")
+
+    def __init__(self, capacity: int, exit_byte: int | None) -> None:
+        self.exit_byte = exit_byte
+        #: per lexer state, its id (-1: none yet); sized to the lexer's capacity
+        self.ids = np.full(capacity, -1, dtype=np.int32)
+        self.ids[DEAD] = 0
+        #: per lexer state, whether its rows are written
+        self.ready = np.zeros(capacity, dtype=bool)
+        self.ready[DEAD] = True
+        #: per id, its lexer state
+        self.states = np.zeros(_LAZY_IDS, dtype=np.int64)
+        self.count = 1
+        #: bumped by every change of the tables' rows
+        self.version = 0
+        self.lex = np.zeros((3 * _LAZY_IDS, 256), dtype=np.int32)
+        self.lex[_LAZY_SINK] = _LAZY_SINK
+        self.cut = self.lex if exit_byte is None else self.lex.copy()
+
+    def fit(self, capacity: int) -> None:
+        """Extend the per-lexer-state arrays to the lexer's ``capacity`` (it only grows).
+        O(capacity) bytes, only when it changed."""
+        old = self.ids.size
+        if capacity > old:
+            ids = np.full(capacity, -1, dtype=np.int32)
+            ids[:old] = self.ids
+            ready = np.zeros(capacity, dtype=bool)
+            ready[:old] = self.ready
+            self.ids, self.ready = ids, ready
+
+    def _assign(self, states: np.ndarray) -> None:
+        """Give ids (sentinel rows) to the lexer ``states`` (distinct, live) that lack one."""
+        new = states[self.ids[states] < 0]
+        if not new.size:
+            return
+        lo = self.count
+        hi = lo + int(new.size)
+        if hi > self.states.size:
+            self._grow(hi)
+        ks = np.arange(lo, hi, dtype=np.int32)
+        self.ids[new] = ks
+        self.states[lo:hi] = new
+        self.count = hi
+        fill = (3 * ks[:, None] + np.arange(3, dtype=np.int32)).reshape(-1, 1)
+        self.lex[3 * lo : 3 * hi] = fill
+        if self.cut is not self.lex:
+            self.cut[3 * lo : 3 * hi] = fill
+
+    def _grow(self, need: int) -> None:
+        """Replace the arrays by ones of at least ``need`` ids (twice as many), the used rows
+        copied."""
+        cap = max(need, 2 * self.states.size)
+        used = self.count
+        states = np.zeros(cap, dtype=np.int64)
+        states[:used] = self.states[:used]
+        lex = np.zeros((3 * cap, 256), dtype=np.int32)
+        lex[: 3 * used] = self.lex[: 3 * used]
+        if self.cut is self.lex:
+            cut = lex
+        else:
+            cut = np.zeros((3 * cap, 256), dtype=np.int32)
+            cut[: 3 * used] = self.cut[: 3 * used]
+        self.states, self.lex, self.cut = states, lex, cut
+
+    def write(self, states: np.ndarray, table_rows: np.ndarray, split_rows: np.ndarray) -> None:
+        """Write the rows of the lexer ``states`` (distinct, live, built; their lexer rows
+        and split flags given) into both tables and mark them ready."""
+        t = np.asarray(table_rows, dtype=np.int32)
+        targets = np.unique(t)
+        self._assign(np.union1d(states, targets[targets != DEAD].astype(np.int64)))
+        plain = 3 * self.ids[t]  # dead (id 0) stays 0
+        passed = plain + 1
+        passed[t == DEAD] = _LAZY_SINK
+        k = self.ids[states].astype(np.int64)
+        lex = self.lex
+        lex[3 * k] = np.where(split_rows, passed, plain)
+        lex[3 * k + 1] = passed
+        lex[3 * k + 2] = plain
+        cut = self.cut
+        if cut is not lex:  # the exit byte's column dead, its split flag cleared
+            xb = self.exit_byte
+            assert xb is not None
+            cut[3 * k] = lex[3 * k]
+            cut[3 * k + 1] = passed
+            cut[3 * k + 2] = plain
+            cut[3 * k, xb] = DEAD
+            cut[3 * k + 1, xb] = _LAZY_SINK
+            cut[3 * k + 2, xb] = DEAD
+        self.ready[states] = True
+        self.version += 1
+
+    def start(self, state: int) -> int:
+        """The walk-start row of the ready lexer ``state``."""
+        return 3 * int(self.ids[state]) + 2
+
+    def end_states(self, ends: np.ndarray) -> np.ndarray:
+        """The lexer states of a walk's end rows (the sink's left out)."""
+        out: np.ndarray = self.states[ends[ends != _LAZY_SINK] // 3]
+        return out
+
+    def nbytes(self) -> int:
+        """The arrays' bytes (each once)."""
+        arrays = [self.ids, self.ready, self.states, self.lex]
+        if self.cut is not self.lex:
+            arrays.append(self.cut)
+        return sum(int(a.nbytes) for a in arrays)
 
 
 class _CountedClassifier:
@@ -1238,6 +1335,10 @@ _SHARED_WALK_STATES = 96
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
+# the row of the lazy walk tables where a walk that died after a plausible split ends
+# (absorbing; :class:`_LazyWalkTables`), and the ids they have room for at first
+_LAZY_SINK = 1
+_LAZY_IDS = 64
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
 # longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by
