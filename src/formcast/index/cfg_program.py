@@ -451,13 +451,14 @@ class _LazyExitSplitClassifier:
         """The (cut) table for a walk, its column classes told to the pure build's walks
         first where its rows changed since (the lexer's classes, the exit byte apart on the
         cut table: O(table rows x classes), once per change; nothing in the compiled build)."""
+        lex, cut_table = tables.walk_tables()
         mark = (id(tables), tables.version)
         if self._noted != mark:
-            note_column_classes(tables.lex, self.lexer.classes)
-            if tables.cut is not tables.lex:
-                note_column_classes(tables.cut, self._cut_classes)
+            note_column_classes(lex, self.lexer.classes)
+            if cut_table is not lex:
+                note_column_classes(cut_table, self._cut_classes)
             self._noted = mark
-        return tables.cut if cut else tables.lex
+        return cut_table if cut else lex
 
     def _ensure(self, states: np.ndarray, ahead: int = 0) -> None:
         """Make the walk rows of ``states`` (building their lexer rows first), and of the
@@ -769,14 +770,27 @@ class _LazyWalkTables:
     (died after a plausible split: absorbing).  A lexer state gets an id when its rows are
     written (it became *ready*) or when a written row leads to it; the rows of an id whose
     state is not ready are sentinels (every byte leads back to the row itself), so a walk
-    that meets one ends on it.  Rows never move: growing appends ids (the arrays are
-    replaced by twice as large ones, the used prefix copied: amortized O(rows written)).
+    that meets one ends on it.  Rows never move: new ids are appended.  The tables have room
+    for as many ids as the lexer had states when they were made (zeroed fresh pages: memory
+    is used by the rows written only); past it they are replaced by twice as large ones, the
+    used rows copied (amortized O(rows written)).  Walks run on views of the rows in use
+    (:meth:`walk_tables`).
 
     Lifetime: per classifier, derived from its lexer and ready list (omitted from a
     serialized grammar, rebuilt on first use).  Mutated in place by :meth:`write` under the
     classifier's lock.  Costs: :meth:`write` O(states x 256) plus O(new ids x 768)."""
 
-    __slots__ = ("count", "cut", "exit_byte", "ids", "lex", "ready", "states", "version")
+    __slots__ = (
+        "_views",
+        "count",
+        "cut",
+        "exit_byte",
+        "ids",
+        "lex",
+        "ready",
+        "states",
+        "version",
+    )
 
     def __init__(self, capacity: int, exit_byte: int | None) -> None:
         self.exit_byte = exit_byte
@@ -786,14 +800,20 @@ class _LazyWalkTables:
         #: per lexer state, whether its rows are written
         self.ready = np.zeros(capacity, dtype=bool)
         self.ready[DEAD] = True
+        room = capacity if _LAZY_IDS is None else _LAZY_IDS
         #: per id, its lexer state
-        self.states = np.zeros(_LAZY_IDS, dtype=np.int64)
+        self.states = np.zeros(room, dtype=np.int64)
         self.count = 1
         #: bumped by every change of the tables' rows
         self.version = 0
-        self.lex = np.zeros((3 * _LAZY_IDS, 256), dtype=np.int32)
+        # zeroed by the allocator's fresh pages: only the rows written are ever touched
+        self.lex = np.zeros((3 * room, 256), dtype=np.int32)
         self.lex[_LAZY_SINK] = _LAZY_SINK
-        self.cut = self.lex if exit_byte is None else self.lex.copy()
+        self.cut = self.lex
+        if exit_byte is not None:
+            self.cut = np.zeros((3 * room, 256), dtype=np.int32)
+            self.cut[_LAZY_SINK] = _LAZY_SINK
+        self._views: tuple[int, np.ndarray, np.ndarray] | None = None
 
     def fit(self, capacity: int) -> None:
         """Extend the per-lexer-state arrays to the lexer's ``capacity`` (it only grows).
@@ -867,6 +887,18 @@ class _LazyWalkTables:
         self.ready[states] = True
         self.version += 1
 
+    def walk_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(augmented table, cut table)`` for the walks: views of the rows of the ids given
+        so far (a walk reaches no other), the same objects until ids are added (the pure
+        build's walks keep a table's column classes by its identity)."""
+        views = self._views
+        if views is None or views[0] != self.count:
+            rows = 3 * self.count
+            lex = self.lex[:rows]
+            cut = lex if self.cut is self.lex else self.cut[:rows]
+            views = self._views = (self.count, lex, cut)
+        return views[1], views[2]
+
     def start(self, state: int) -> int:
         """The walk-start row of the ready lexer ``state``."""
         return 3 * int(self.ids[state]) + 2
@@ -877,11 +909,10 @@ class _LazyWalkTables:
         return out
 
     def nbytes(self) -> int:
-        """The arrays' bytes (each once)."""
-        arrays = [self.ids, self.ready, self.states, self.lex]
-        if self.cut is not self.lex:
-            arrays.append(self.cut)
-        return sum(int(a.nbytes) for a in arrays)
+        """The bytes in use: the per-state arrays and the rows of the ids given (the rest
+        of the tables' room is never touched)."""
+        rows = 3 * self.count * 256 * 4 * (1 if self.cut is self.lex else 2)
+        return int(self.ids.nbytes + self.ready.nbytes + 8 * self.count) + rows
 
 
 class _CountedClassifier:
@@ -1336,9 +1367,10 @@ _SHARED_WALK_STATES = 96
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
 # the row of the lazy walk tables where a walk that died after a plausible split ends
-# (absorbing; :class:`_LazyWalkTables`), and the ids they have room for at first
+# (absorbing; :class:`_LazyWalkTables`), and the ids they have room for at first (None: the
+# lexer's capacity then; untouched room costs address space, not memory)
 _LAZY_SINK = 1
-_LAZY_IDS = 64
+_LAZY_IDS: int | None = None
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
 # longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by
