@@ -60,7 +60,7 @@ def vocab() -> Vocabulary:
 def _tiny_tables(grown: list[LazyExpandedLexer]) -> Iterator[None]:
     """Lazy builds whose lexer and walk tables start as small as they can (see the module
     docstring); every lexer made is appended to ``grown``."""
-    real = cfg_program.LazyExpandedLexer
+    real = LazyExpandedLexer
 
     def trimmed(auto: Any, max_states: int = 30_000) -> LazyExpandedLexer:
         lexer = real(auto, max_states)
@@ -116,7 +116,8 @@ def test_growing_tables_give_the_eager_masks(vocab: Vocabulary, name: str) -> No
     assert got.shape == expected.shape
     bad = np.flatnonzero((got != expected).any(axis=1))
     assert bad.size == 0, f"masks differ at steps {bad.tolist()[:10]} of {len(got)}"
-    positions = lazy.program._positions
+    program: Any = lazy.program
+    positions = program._positions
     assert isinstance(positions, cfg_program._LazyExitSplitClassifier)
     tables = positions._derived
     assert tables is not None
@@ -139,13 +140,15 @@ def test_round_trip_mid_walk_keeps_the_eager_masks(vocab: Vocabulary) -> None:
     with _tiny_tables([]):
         lazy: CompiledGrammar = _compile(vocab, method, args, kw)
         first = replay_masks(lazy, walks[:3])
-        before = lazy.program._positions
+        lazy_program: Any = lazy.program
+        before = lazy_program._positions
         assert isinstance(before, cfg_program._LazyExitSplitClassifier)
         assert before._ready_list
         loaded = CompiledGrammar.deserialize(lazy.serialize(), vocab)
         rest = replay_masks(loaded, walks[3:])
         again = replay_masks(loaded, walks)
-        positions = loaded.program._positions
+        loaded_program: Any = loaded.program
+        positions = loaded_program._positions
         assert isinstance(positions, cfg_program._LazyExitSplitClassifier)
         assert positions._derived is not None
         assert positions._derived is not before._derived

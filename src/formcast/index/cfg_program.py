@@ -26,6 +26,7 @@ costs one dict lookup.  Lifetime: per (grammar, vocabulary); thread-safe.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -758,6 +759,17 @@ def _quotient_digest(
     return h.digest()
 
 
+def _fresh_rows(rows: int) -> np.ndarray:
+    """``int32[rows, 256]`` zeros whose pages are touched only when written: a private
+    anonymous memory map (the kernel's zero pages) past :data:`_FRESH_MAP_BYTES`, where
+    ``np.zeros`` may get recycled heap memory that it clears page by page (glibc serves a
+    size freed before from the heap).  The map lives as long as the array."""
+    size = rows * 256 * 4
+    if size < _FRESH_MAP_BYTES:
+        return np.zeros((rows, 256), dtype=np.int32)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=np.int32).reshape(rows, 256)
+
+
 class _LazyWalkTables:
     """The lazy classifier's walk tables: the augmented lexer table and its cut copy on
     *dense ids* of the lexer states a written row touched, so a first visit costs the rows
@@ -771,7 +783,7 @@ class _LazyWalkTables:
     written (it became *ready*) or when a written row leads to it; the rows of an id whose
     state is not ready are sentinels (every byte leads back to the row itself), so a walk
     that meets one ends on it.  Rows never move: new ids are appended.  The tables have room
-    for as many ids as the lexer had states when they were made (zeroed fresh pages: memory
+    for as many ids as the lexer had states when they were made (:func:`_fresh_rows`: memory
     is used by the rows written only); past it they are replaced by twice as large ones, the
     used rows copied (amortized O(rows written)).  Walks run on views of the rows in use
     (:meth:`walk_tables`).
@@ -806,12 +818,11 @@ class _LazyWalkTables:
         self.count = 1
         #: bumped by every change of the tables' rows
         self.version = 0
-        # zeroed by the allocator's fresh pages: only the rows written are ever touched
-        self.lex = np.zeros((3 * room, 256), dtype=np.int32)
+        self.lex = _fresh_rows(3 * room)
         self.lex[_LAZY_SINK] = _LAZY_SINK
         self.cut = self.lex
         if exit_byte is not None:
-            self.cut = np.zeros((3 * room, 256), dtype=np.int32)
+            self.cut = _fresh_rows(3 * room)
             self.cut[_LAZY_SINK] = _LAZY_SINK
         self._views: tuple[int, np.ndarray, np.ndarray] | None = None
 
@@ -851,12 +862,12 @@ class _LazyWalkTables:
         used = self.count
         states = np.zeros(cap, dtype=np.int64)
         states[:used] = self.states[:used]
-        lex = np.zeros((3 * cap, 256), dtype=np.int32)
+        lex = _fresh_rows(3 * cap)
         lex[: 3 * used] = self.lex[: 3 * used]
         if self.cut is self.lex:
             cut = lex
         else:
-            cut = np.zeros((3 * cap, 256), dtype=np.int32)
+            cut = _fresh_rows(3 * cap)
             cut[: 3 * used] = self.cut[: 3 * used]
         self.states, self.lex, self.cut = states, lex, cut
 
@@ -1371,6 +1382,8 @@ _LAZY_AHEAD = 40
 # lexer's capacity then; untouched room costs address space, not memory)
 _LAZY_SINK = 1
 _LAZY_IDS: int | None = None
+# walk tables at least this large are memory maps (see _fresh_rows)
+_FRESH_MAP_BYTES = 1 << 20
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
 # longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by
