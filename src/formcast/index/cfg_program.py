@@ -875,9 +875,12 @@ class _LazyWalkTables:
         """Write the rows of the lexer ``states`` (distinct, live, built; their lexer rows
         and split flags given) into both tables and mark them ready."""
         t = np.asarray(table_rows, dtype=np.int32)
-        targets = np.unique(t)
-        self._assign(np.union1d(states, targets[targets != DEAD].astype(np.int64)))
-        plain = 3 * self.ids[t]  # dead (id 0) stays 0
+        have = self.ids[t]
+        lacking = np.concatenate((states[self.ids[states] < 0], t[have < 0]))
+        if lacking.size:  # most targets have ids already: only those without are sorted
+            self._assign(np.unique(lacking.astype(np.int64)))
+            have = self.ids[t]
+        plain = 3 * have  # dead (id 0) stays 0
         passed = plain + 1
         passed[t == DEAD] = _LAZY_SINK
         k = self.ids[states].astype(np.int64)
