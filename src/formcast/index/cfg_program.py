@@ -31,7 +31,6 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -362,11 +361,11 @@ class _LazyExitSplitClassifier:
     states whose rows are not built are exactly where it was cut short; those rows are built
     (:meth:`_ensure`) and the walk is run again, until no end state is a sentinel — then no
     path went through one, and the walk is the eager walk's (the same strings alive, the same
-    candidates).  Shared walks: a wide start state (at least :data:`_SHARED_WALK_MIN_BYTES`
-    live first bytes on the cut lexer) refines the part of the cut lexer it reaches as the
-    eager build refines the whole one (:meth:`_keys`, sentinels in classes of their own);
-    wide starts with one quotient share a walk, in this grammar and (without sentinels
-    within reach) across grammars by its digest (:data:`_SHARED_WALKS`).  Past the lexer's
+    candidates).  Shared walks: the first wide start state (at least
+    :data:`_SHARED_WALK_MIN_BYTES` live first bytes on the cut lexer) refines the cut lexer
+    built so far as the eager build refines the whole one (:meth:`_refine`, sentinels in
+    classes of their own); start states of one class share a walk, wide ones across grammars
+    by the digest of their quotient (:data:`_SHARED_WALKS`).  Past the lexer's
     state cap the classifier continues on the per-rule automata (:class:`_RuleClassifier`,
     calls become candidates): masks are the same either way.
 
@@ -383,6 +382,7 @@ class _LazyExitSplitClassifier:
     __slots__ = (
         "_by_class",
         "_by_start",
+        "_classes",
         "_cut_classes",
         "_derived",
         "_exit",
@@ -421,6 +421,11 @@ class _LazyExitSplitClassifier:
         self._by_start: dict[int, Classification] = {}
         self._by_class: dict[bytes | int, Classification] = {}
         self._fallback: _RuleClassifier | None = None
+        #: the classes of :meth:`_refine`: (states refined, class per state, the classes the
+        #: digests use, the cut table and its split flags on one column per byte class, the
+        #: built rows then, the column of each byte, a member of each digest class); None
+        #: until a wide start needs them
+        self._classes: _RefinedClasses | None = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -534,12 +539,15 @@ class _LazyExitSplitClassifier:
         self._ensure(np.asarray([start], dtype=np.int64), _LAZY_AHEAD)
         tables = self._tables()
         wide = np.count_nonzero(tables.cut[tables.start(start)]) >= _SHARED_WALK_MIN_BYTES
-        # wide starts share walks: in this grammar by their local key, in the process by
-        # their digest; narrow ones (cheap walks) are walked per start
-        sig, local = self._keys(start) if wide else (None, None)
-        key: bytes | int = start if local is None else local
+        if wide and self._classes is None:  # the first wide start: classes of the lexer so far
+            self._refine()
+        classes = self._classes
+        key: bytes | int = start
+        if classes is not None and start < classes[0]:
+            key = b"c%d" % int(classes[1][start])
         base = self._by_class.get(key)
         if base is None:
+            sig = self._digest(start) if wide else None
             base = None if sig is None else _SHARED_WALKS.get(sig)[1]
             if base is None:
                 idx, ends = self._walk_pairs(self._vocab.trie, True, start)
@@ -568,88 +576,70 @@ class _LazyExitSplitClassifier:
         cands = np.concatenate((base.candidates, idx[sink])) if sink.any() else base.candidates
         return Classification(words, cands)
 
-    def _keys(self, start: int) -> tuple[bytes | None, bytes | None]:
-        """``(shared, local)`` walk keys of the ready start state ``start``: equal keys mean
-        equal walks of the cut lexer, ``shared`` in any grammar (:meth:`cut_signature`; None
-        where a sentinel is reachable), ``local`` in this one (sentinels, whose rows are not
-        built yet, stand for themselves); both None past :data:`_SHARED_WALK_STATES`
-        reachable classes or :data:`_REACH_MAX_STATES` reachable states.  Caller holds the
-        lock.
+    def _refine(self) -> None:
+        """The eager build's bounded Moore refinement of the cut lexer (labelled by split
+        flags, ``max(longest token, _STABLE_ROUNDS)`` rounds) on the lexer as built so far,
+        once (on the first wide start's classification).  Each sentinel row gets a label of
+        its own, so states of one class have equal futures whatever the sentinels' rows turn
+        out to be (their paths meet the same sentinels at the same places).  States made
+        later have no class (walked on their own).  Caller holds the lock.
 
-        The eager build's bounded Moore refinement of the cut lexer (labelled by split flags,
-        ``max(longest token, _STABLE_ROUNDS)`` rounds) on the part of it reachable from
-        ``start`` only (every state's classes are decided by what it reaches, so they are
-        the whole lexer's classes there): a first visit pays for the states it can reach,
-        never for the lexer (issue #31).  Each sentinel gets a label of its own.  The
-        refinement runs on one column per byte class of the cut lexer (columns of one class
-        are equal whatever rows get built: :attr:`LazyExpandedLexer.classes`), taken in byte
-        order, and the split labels are the distinct packed split rows.  Cost:
-        O(reachable states x byte classes x rounds)."""
+        The refinement runs on one column per byte class of the cut lexer (columns of one
+        class are equal whatever rows get built: :attr:`LazyExpandedLexer.classes`), taken
+        in byte order, and the split labels are the distinct packed split rows: the same
+        partition as on the 256 columns, for a copy of ``states x classes`` cells rather
+        than ``states x 256`` and no transposed copy (this runs on a later first visit,
+        where it was the slowest step: issue #31)."""
         lexer = self.lexer
+        n = lexer.size
         xb = self.exit_byte
+        built = lexer.built[:n].copy()
         cmap, first = self._cut_classes
         order = np.argsort(first, kind="stable")
         cols = np.asarray(first, dtype=np.int64)[order]  # a byte per class, in byte order
         col_of_class = np.empty(order.size, dtype=np.int64)
         col_of_class[order] = np.arange(order.size)
         col_of_byte = col_of_class[cmap]
-        xc = None if xb is None else int(col_of_byte[xb])
-        built = lexer.built
-        # the states reachable on the cut lexer, breadth-first (DEAD first: local state 0)
-        seen = {DEAD, start}
-        reach = [DEAD, start]
-        frontier = np.asarray([start], dtype=np.int64)
-        while frontier.size:
-            rows = np.take(lexer.table[frontier], cols, axis=1)
-            if xc is not None:
-                rows[built[frontier], xc] = DEAD
-            new = [q for q in np.unique(rows).tolist() if q not in seen]
-            if len(reach) + len(new) > _REACH_MAX_STATES:
-                return None, None
-            seen.update(new)
-            reach.extend(new)
-            frontier = np.asarray(new, dtype=np.int64)
-        states = np.sort(np.asarray(reach, dtype=np.int64))
-        local_built = built[states]
-        cut = np.searchsorted(states, np.take(lexer.table[states], cols, axis=1))
-        cut_split = np.take(lexer.split[states], cols, axis=1)
-        if xc is not None:  # the exit byte is a class of its own in the cut classes
-            cut[local_built, xc] = DEAD
+        cut = np.take(lexer.table[:n], cols, axis=1)  # (a copy: rows are built in place later)
+        cut_split = np.take(lexer.split[:n], cols, axis=1)
+        if xb is not None:  # the exit byte is a class of its own in the cut classes
+            xc = int(col_of_byte[xb])
+            cut[built, xc] = DEAD
             cut_split[:, xc] = False
         labels = _row_classes(np.packbits(cut_split, axis=1)) + 1
         labels[DEAD] = 0
-        unbuilt = np.flatnonzero(~local_built)
+        unbuilt = np.flatnonzero(~built)
         labels[unbuilt] = int(labels.max()) + 1 + np.arange(unbuilt.size)
         depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
         part, stable = equivalence_classes(cut, labels, depth)
-        # digests on the quotient by stable classes, as the eager build: on the reachable
-        # cut lexer itself when the classes are only depth-bounded
-        dpart = part if stable else np.arange(states.size, dtype=np.int64)
-        local_start = int(np.searchsorted(states, start))
-        digest = partial(
-            _quotient_digest,
-            self._vocab,
-            xb,
-            dpart,
-            cut,
-            cut_split,
-            local_start,
-            local_built,
-            col_of_byte,
+        # digests on the quotient by stable classes, as the eager build: on the cut lexer
+        # itself when the classes are only depth-bounded (they still key walks here)
+        dpart = part if stable else np.arange(n, dtype=np.int64)
+        rep = np.zeros(int(dpart.max()) + 1, dtype=np.int64)  # a member of each class
+        rep[dpart[::-1]] = np.arange(dpart.size - 1, -1, -1)
+        self._classes = (n, part, dpart, cut, cut_split, built, col_of_byte, rep)
+
+    def _digest(self, start: int) -> bytes | None:
+        """:meth:`cut_signature` of a start state with a class, else None."""
+        classes = self._classes
+        if classes is None or start >= classes[0]:
+            return None
+        _, _, dpart, cut, cut_split, built, col_of_byte, rep = classes
+        return _quotient_digest(
+            self._vocab, self.exit_byte, dpart, cut, cut_split, start, built, col_of_byte, rep
         )
-        if unbuilt.size == 0:
-            shared = digest()
-            return shared, shared
-        return None, digest(sentinels=states)
 
     def cut_signature(self, start: int) -> bytes | None:
         """A canonical digest of what the cut lexer can do from ``start`` (equal digests
-        mean equal walks, in any grammar), as :meth:`_ExitSplitClassifier.cut_signature`,
-        on the part of the cut lexer reachable from ``start`` (:meth:`_keys`); None past
-        :data:`_SHARED_WALK_STATES` reachable classes and where a sentinel is reachable."""
+        mean equal walks, in any grammar), as :meth:`_ExitSplitClassifier.cut_signature`, on
+        the classes of :meth:`_refine` (made now if need be); None past
+        :data:`_SHARED_WALK_STATES` reachable classes, where a sentinel is reachable, and for
+        a state made after the refinement."""
         with self._lock:
             self._ensure(np.asarray([start], dtype=np.int64))
-            return self._keys(start)[0]
+            if self._classes is None:
+                self._refine()
+            return self._digest(start)
 
     def __len__(self) -> int:
         return (
@@ -671,6 +661,12 @@ class _LazyExitSplitClassifier:
         if self._fallback is not None:
             total += self._fallback.table_bytes()
         return total
+
+
+#: what :meth:`_LazyExitSplitClassifier._refine` keeps (see its ``_classes`` attribute)
+_RefinedClasses = tuple[
+    int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
+]
 
 
 def _row_classes(rows: np.ndarray) -> np.ndarray:
@@ -732,7 +728,6 @@ def _quotient_digest(
     built: np.ndarray,
     col_of_byte: np.ndarray | None = None,
     rep: np.ndarray | None = None,
-    sentinels: np.ndarray | None = None,
 ) -> bytes | None:
     """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
     automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
@@ -742,25 +737,18 @@ def _quotient_digest(
     reachable.  ``col_of_byte``: ``cut`` and ``cut_split`` hold one column per byte class,
     in the order of the classes' first bytes (so first met in byte order as on 256
     columns), and byte ``b`` is column ``col_of_byte[b]``: the digest is the one of the
-    256-column tables.  ``rep``: a member of each class, if known.  ``sentinels``: the
-    grammar's id of each state of ``cut``; given, reachable states whose rows are not built
-    are allowed and hashed by that id (they stand for themselves): a digest that keys walks
-    in that grammar only (prefixed ``b"L"``: never equal to a shared one)."""
+    256-column tables.  ``rep``: a member of each class, if known."""
     if rep is None:
         rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
         rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
     states = _reachable_classes(part, cut, rep, start)
     if states is None:
         return None
-    unbuilt = ~built[rep[states]]
-    if sentinels is None and unbuilt.any():
+    if not built[rep[states]].all():
         return None
     renumber = np.full(rep.size, -1, dtype=np.int64)
     renumber[states] = np.arange(states.size)
     h = hashlib.blake2b(digest_size=16)
-    if sentinels is not None:  # the sentinels met, by place and grammar id
-        h.update(b"L")
-        h.update(np.where(unbuilt, sentinels[rep[states]], -1).astype(np.int64).tobytes())
     h.update(vocab.fingerprint.encode())
     h.update(b"" if exit_byte is None else bytes([exit_byte]))
     rows, split_rows = cut[rep[states]], cut_split[rep[states]]
@@ -1389,8 +1377,6 @@ _SHARED_WALKS: LruCache[bytes, Classification] = LruCache(
 )
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96
-# ... and (lazy index) those reaching more of its states than this are not refined at all
-_REACH_MAX_STATES = 4_096
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
