@@ -880,24 +880,21 @@ class _LazyWalkTables:
         if lacking.size:  # most targets have ids already: only those without are sorted
             self._assign(np.unique(lacking.astype(np.int64)))
             have = self.ids[t]
-        plain = 3 * have  # dead (id 0) stays 0
-        passed = plain + 1
-        passed[t == DEAD] = _LAZY_SINK
+        # the three rows of each state, built in one block and written with one gather
+        block = np.empty((t.shape[0], 3, 256), dtype=np.int32)
+        plain, passed, first = block[:, 2], block[:, 1], block[:, 0]
+        np.multiply(have, 3, out=plain)  # dead (id 0) stays 0
+        np.add(plain, 1, out=passed)
+        np.copyto(passed, _LAZY_SINK, where=t == DEAD)
+        np.copyto(first, plain)
+        np.copyto(first, passed, where=split_rows)
         k = self.ids[states].astype(np.int64)
-        lex = self.lex
-        lex[3 * k] = np.where(split_rows, passed, plain)
-        lex[3 * k + 1] = passed
-        lex[3 * k + 2] = plain
-        cut = self.cut
-        if cut is not lex:  # the exit byte's column dead, its split flag cleared
+        self.lex.reshape(-1, 3, 256)[k] = block
+        if self.cut is not self.lex:  # the exit byte's column dead, its split flag cleared
             xb = self.exit_byte
             assert xb is not None
-            cut[3 * k] = lex[3 * k]
-            cut[3 * k + 1] = passed
-            cut[3 * k + 2] = plain
-            cut[3 * k, xb] = DEAD
-            cut[3 * k + 1, xb] = _LAZY_SINK
-            cut[3 * k + 2, xb] = DEAD
+            block[:, :, xb] = (DEAD, _LAZY_SINK, DEAD)
+            self.cut.reshape(-1, 3, 256)[k] = block
         self.ready[states] = True
         self.version += 1
 
