@@ -837,8 +837,9 @@ class _LazyWalkTables:
             ready[:old] = self.ready
             self.ids, self.ready = ids, ready
 
-    def _assign(self, states: np.ndarray) -> None:
-        """Give ids (sentinel rows) to the lexer ``states`` (distinct, live) that lack one."""
+    def _assign(self, states: np.ndarray, sentinels: bool) -> None:
+        """Give ids to the lexer ``states`` (distinct, live) that lack one, with sentinel
+        rows if ``sentinels`` (else the caller writes their rows at once)."""
         new = states[self.ids[states] < 0]
         if not new.size:
             return
@@ -850,6 +851,8 @@ class _LazyWalkTables:
         self.ids[new] = ks
         self.states[lo:hi] = new
         self.count = hi
+        if not sentinels:
+            return
         fill = (3 * ks[:, None] + np.arange(3, dtype=np.int32)).reshape(-1, 1)
         self.lex[3 * lo : 3 * hi] = fill
         if self.cut is not self.lex:
@@ -875,10 +878,11 @@ class _LazyWalkTables:
         """Write the rows of the lexer ``states`` (distinct, live, built; their lexer rows
         and split flags given) into both tables and mark them ready."""
         t = np.asarray(table_rows, dtype=np.int32)
+        self._assign(states, sentinels=False)  # their rows are written below
         have = self.ids[t]
-        lacking = np.concatenate((states[self.ids[states] < 0], t[have < 0]))
+        lacking = t[have < 0]
         if lacking.size:  # most targets have ids already: only those without are sorted
-            self._assign(np.unique(lacking.astype(np.int64)))
+            self._assign(np.unique(lacking.astype(np.int64)), sentinels=True)
             have = self.ids[t]
         # the three rows of each state, built in one block and written with one gather
         block = np.empty((t.shape[0], 3, 256), dtype=np.int32)
