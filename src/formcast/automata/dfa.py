@@ -17,18 +17,30 @@ NFA); the state-equivalence passes of the token index are in :mod:`.equivalence`
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import chain, pairwise
+from typing import Any
 
 import numpy as np
 
 from ..columns import column_classes
 from ..errors import LimitExceededError
+from ..errors import CompileTimeoutError
 from ..limits import CompileLimits, WorkBudget, check_deadline
 from .nfa import NFA, epsilon_closure
 
 __all__ = ["DEAD", "ByteDFA", "describe_bytes", "nfa_to_dfa"]
+
+# the compiled build's subset construction and Hopcroft partition (docs/native.md); absent from
+# the pure-Python package, where the Python code below runs (tests set this to None for the
+# reference: tests/automata/test_native_subset.py)
+_KERNEL: Any
+try:
+    from . import _subset as _KERNEL  # type: ignore[attr-defined,no-redef]
+except ImportError:  # pragma: no cover - depends on the build
+    _KERNEL = None
 
 DEAD = 0
 # fuel per DFA state built: ~80 us of Python work, with one unit ~ 0.7 us (see WorkBudget)
@@ -150,18 +162,25 @@ def nfa_to_dfa(
     budget = budget or limits.budget()
     # subset construction builds roughly one DFA state per NFA state on repeat chains
     budget.check_projected(len(nfa.eps) * _PROJECTED_COST_PER_NFA_STATE)
-    subsets = _SubsetConstruction(nfa)
-    sets, trans = subsets.determinize(limits, budget)
-    accepting = [nfa.accept in s for s in sets]
-    live = _live_states(trans, accepting)
-    if not live[0]:
-        return _empty_dfa()
-    small, acc_arr = _live_table(trans, accepting, live, subsets.n_symbols)
+    if _KERNEL is not None:
+        built = _native_live_table(nfa, limits, budget)
+        if built is None:
+            return _empty_dfa()
+        small, acc_arr, class_of, ref_rules = built
+    else:
+        subsets = _SubsetConstruction(nfa)
+        sets, trans = subsets.determinize(limits, budget)
+        accepting = [nfa.accept in s for s in sets]
+        live = _live_states(trans, accepting)
+        if not live[0]:
+            return _empty_dfa()
+        small, acc_arr = _live_table(trans, accepting, live, subsets.n_symbols)
+        class_of, ref_rules = subsets.class_of, subsets.ref_rules
     start = 1
     if minimize:
         small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
-    n_classes = subsets.n_classes
-    table = np.ascontiguousarray(small[:, :n_classes][:, subsets.class_of])
+    n_classes = small.shape[1] - len(ref_rules)
+    table = np.ascontiguousarray(small[:, :n_classes][:, class_of])
     table.setflags(write=False)
     acc_arr.setflags(write=False)
     ref_table = np.ascontiguousarray(small[:, n_classes:])
@@ -170,9 +189,85 @@ def nfa_to_dfa(
         table=table,
         accepting=acc_arr,
         start=start,
-        ref_rules=tuple(subsets.ref_rules),
-        ref_table=ref_table if subsets.ref_rules else None,
+        ref_rules=tuple(ref_rules),
+        ref_table=ref_table if ref_rules else None,
     )
+
+
+def _native_live_table(
+    nfa: NFA, limits: CompileLimits, budget: WorkBudget
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
+    """What the Python path's subset construction, :func:`_live_states` and :func:`_live_table`
+    make, made by the C kernel (``formcast.automata._subset.determinize``): the live table over
+    the symbols, its accepting flags, the byte classes and the referenced rules; None for the
+    empty language.  The same states in the same order, and the same fuel: the kernel adds up
+    what :meth:`_SubsetConstruction.determinize` charges per state and stops where it would
+    raise, and the total is charged here (which raises as the Python path does).  The NFA's
+    lists are flattened to int32 arrays first: O(NFA states and edges)."""
+    n = len(nfa.eps)
+    edges = nfa.edges
+    flat = list(chain.from_iterable(edges))
+    arr = np.array(flat, dtype=np.int32).reshape(len(flat), 3)
+    src = np.repeat(np.arange(n, dtype=np.int32), [len(e) for e in edges])
+    cuts = np.zeros(257, dtype=bool)
+    cuts[0] = True
+    cuts[arr[:, 0]] = True
+    cuts[arr[:, 1] + 1] = True
+    class_of = (np.cumsum(cuts[:256]) - 1).astype(np.int32)
+    n_classes = int(class_of[255]) + 1
+    lo = class_of[arr[:, 0]]
+    hi = class_of[arr[:, 1]]
+    tgt = arr[:, 2]
+    ref_flat = list(chain.from_iterable(nfa.refs))
+    ref_rules = sorted({r for r, _ in ref_flat})
+    if ref_flat:  # a rule reference is the symbol n_classes + its index in ref_rules
+        refs = np.array(ref_flat, dtype=np.int32).reshape(len(ref_flat), 2)
+        sym = np.searchsorted(np.asarray(ref_rules, dtype=np.int32), refs[:, 0]) + n_classes
+        sym = sym.astype(np.int32)
+        ref_src = np.repeat(np.arange(n, dtype=np.int32), [len(r) for r in nfa.refs])
+        src = np.concatenate([src, ref_src])
+        lo = np.concatenate([lo, sym])
+        hi = np.concatenate([hi, sym])
+        tgt = np.concatenate([tgt, refs[:, 1]])
+    eps = nfa.eps
+    eps_src = np.repeat(np.arange(n, dtype=np.int32), [len(e) for e in eps])
+    eps_tgt = np.fromiter(chain.from_iterable(eps), dtype=np.int32, count=len(eps_src))
+    n_symbols = n_classes + len(ref_rules)
+    status, units, _, table, acc, m = _KERNEL.determinize(
+        n,
+        nfa.start,
+        nfa.accept,
+        n_symbols,
+        np.ascontiguousarray(src, dtype=np.int32),
+        np.ascontiguousarray(lo, dtype=np.int32),
+        np.ascontiguousarray(hi, dtype=np.int32),
+        np.ascontiguousarray(tgt, dtype=np.int32),
+        eps_src,
+        eps_tgt,
+        limits.max_dfa_states,
+        _DFA_STATE_COST,
+        budget.limit - budget.used,
+        math.inf if budget.deadline is None else budget.deadline,
+    )
+    if status != 0 and status != 4:
+        budget.spend(units)  # past the fuel or the deadline: raises, as the Python path
+        if status == 2:
+            raise LimitExceededError(
+                "max_dfa_states",
+                limits.max_dfa_states,
+                "the regular expression's automaton is too large",
+            )
+        raise CompileTimeoutError(
+            "max_compile_seconds",
+            float(budget.seconds or 0.0),
+            "the compile ran out of wall-clock time (raise the limit, or None)",
+        )
+    budget.spend(units)
+    if status == 4:
+        return None
+    small = np.frombuffer(table, dtype=np.int32).reshape(m, n_symbols)
+    acc_arr = np.frombuffer(acc, dtype=bool)
+    return small, acc_arr, class_of, ref_rules
 
 
 class _SubsetConstruction:
@@ -403,12 +498,37 @@ def _minimize(
     n, k = table.shape
     if n <= 2 or n > limits.max_minimize_states or n * k > _MINIMIZE_WORK:
         return table, accepting, start
+    if _KERNEL is not None:
+        return _minimize_native(table, accepting, start)
     # equal columns split alike: Hopcroft runs on the distinct ones (about 3/4 of them)
     part = _hopcroft_partition(np.ascontiguousarray(table[:, column_classes(table)[1]]), accepting)
     n_blocks = int(part.max()) + 1
     if n_blocks == n:
         return table, accepting, start
     return _quotient(table, accepting, start, part, n_blocks)
+
+
+def _minimize_native(
+    table: np.ndarray, accepting: np.ndarray, start: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_minimize` past its size checks with the C kernel
+    (``formcast.automata._subset.hopcroft``): the same partition, its blocks already numbered
+    as :func:`_quotient` numbers them, so the quotient is one gather.  (It runs on every
+    column: in C, equal columns cost less than finding them.)  O(k n log n) in C."""
+    n, k = table.shape
+    table = np.ascontiguousarray(table, dtype=np.int32)
+    part = np.empty(n, dtype=np.int64)
+    _KERNEL.hopcroft(table, k, np.ascontiguousarray(accepting, dtype=bool), start, part)
+    n_blocks = int(part.max()) + 1
+    if n_blocks == n:
+        return table, accepting, start
+    rep_of_block = np.zeros(n_blocks, dtype=np.int64)
+    rep_of_block[part[::-1]] = np.arange(n - 1, -1, -1)
+    out = part[table[rep_of_block]].astype(np.int32)
+    acc = accepting[rep_of_block]
+    out[0] = 0
+    acc[0] = False
+    return out, acc, 1
 
 
 def _hopcroft_partition(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
@@ -496,9 +616,10 @@ def _quotient(
     block_table = part[table[rep_of_block]]
     block_acc = accepting[rep_of_block]
     mapping = {int(part[DEAD]): 0, int(part[start]): 1}
+    rows: list[list[int]] = block_table.tolist()  # one conversion, not one per row
     dq = deque([int(part[start])])
     while dq:
-        for t in block_table[dq.popleft()].tolist():
+        for t in rows[dq.popleft()]:
             if t not in mapping:
                 mapping[t] = len(mapping)
                 dq.append(t)
