@@ -26,8 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..columns import column_classes
-from ..errors import LimitExceededError
-from ..errors import CompileTimeoutError
+from ..errors import CompileTimeoutError, LimitExceededError
 from ..limits import CompileLimits, WorkBudget, check_deadline
 from .nfa import NFA, epsilon_closure
 
