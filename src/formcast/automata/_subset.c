@@ -27,12 +27,13 @@
  *
  * hopcroft(table, k, accepting, start, out) -> None: dfa._hopcroft_partition, then the block
  * numbering of dfa._quotient: the coarsest partition of the states of `table` (int32, n x k,
- * state 0 dead: every row of it 0, every state reachable from `start`) that is stable under
+ * state 0 dead: every row of it 0) that is stable under
  * every symbol and separates `accepting` (uint8/bool, n entries) from the rest and the dead
  * state from every other (the coarsest one is unique: the Python path's partition), written
  * to `out` (int64, n entries) as block numbers given breadth-first from the start's block in
  * symbol order (the dead state's block 0, the start's 1): the states of the minimal DFA as
- * dfa._quotient numbers them.
+ * dfa._quotient numbers them (blocks the start does not reach, which nfa_to_dfa's tables lack,
+ * are numbered after those, in the order of their first states).
  *
  * Safety: every array is a C-contiguous buffer of the stated item size (checked); every state
  * and symbol read from an array is checked against its range before it is used as an index (a
@@ -818,8 +819,11 @@ subset_hopcroft(PyObject *self, PyObject *args)
                         }
                     }
                 }
-                for (i = 0; i < n; i++)
-                    out[i] = members[blk[i]]; /* every block is met: every state is reachable */
+                for (i = 0; i < n; i++) { /* (blocks the start does not reach: after them) */
+                    if (members[blk[i]] < 0)
+                        members[blk[i]] = (int32_t)next++;
+                    out[i] = members[blk[i]];
+                }
             }
             Py_END_ALLOW_THREADS
             Py_INCREF(Py_None);
