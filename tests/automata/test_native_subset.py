@@ -270,21 +270,31 @@ def test_hopcroft_kernel_gives_the_coarsest_partition(seed: int) -> None:
     assert sorted(set(got.tolist())) == list(range(int(got.max()) + 1))
 
 
-def test_corrupt_inputs_raise_value_error() -> None:
-    one = np.zeros(1, dtype=np.int32)
-    bad = np.array([5], dtype=np.int32)
-    none = np.zeros(0, dtype=np.int32)
-    ok = (one, one, one, one, none, none)
-    with pytest.raises(ValueError, match="out of the NFA"):  # an edge to a missing state
-        KERNEL.determinize(2, 0, 1, 1, one, one, one, bad, none, none, 10, 100, 10**9, 1e300)
-    with pytest.raises(ValueError, match="out of the NFA"):  # a symbol past n_sym
-        KERNEL.determinize(2, 0, 1, 1, one, bad, bad, one, none, none, 10, 100, 10**9, 1e300)
-    with pytest.raises(ValueError, match="out of the NFA"):  # an epsilon edge
-        KERNEL.determinize(2, 0, 1, 1, *ok[:4], one, bad, 10, 100, 10**9, 1e300)
-    with pytest.raises(ValueError, match="4-byte items"):
-        KERNEL.determinize(
-            2, 0, 1, 1, np.zeros(1, dtype=np.int64), one, one, one, none, none, 10, 100, 1, 1.0
-        )
+def _determinize(eps: Any, edges: Any, refs: Any, start: int = 0, accept: int = 1) -> Any:
+    return KERNEL.determinize(eps, edges, refs, start, accept, 10, 100, 10**9, float("inf"))
+
+
+def test_corrupt_inputs_raise_value_or_type_error() -> None:
+    e: list[list[Any]] = [[], []]
+    assert _determinize(e, [[(97, 98, 1)], []], e)[0][0] == 0  # the well-formed one
+    with pytest.raises(ValueError, match="edges 5 is out of range"):  # a missing state
+        _determinize(e, [[(0, 0, 5)], []], e)
+    with pytest.raises(ValueError, match="out of range"):  # not a byte
+        _determinize(e, [[(0, 300, 1)], []], e)
+    with pytest.raises(ValueError, match="out of range"):  # an empty range
+        _determinize(e, [[(9, 3, 1)], []], e)
+    with pytest.raises(ValueError, match="eps -1 is out of range"):
+        _determinize([[-1], []], e, e)
+    with pytest.raises(ValueError, match="refs 2 is out of range"):
+        _determinize(e, e, [[(4, 2)], []])
+    with pytest.raises(ValueError, match="start or accepting"):
+        _determinize(e, e, e, start=2)
+    with pytest.raises(TypeError, match="tuples of 3 ints"):
+        _determinize(e, [[(0, 0)], []], e)
+    with pytest.raises(TypeError, match="one list per state"):
+        _determinize(e, [[]], e)
+    with pytest.raises(TypeError, match="integer"):
+        _determinize(e, [[(0, 0, "1")], []], e)
     table = np.array([[0], [7]], dtype=np.int32)
     with pytest.raises(ValueError, match="state it lacks"):
         KERNEL.hopcroft(table, 1, np.zeros(2, dtype=bool), 1, np.empty(2, dtype=np.int64))

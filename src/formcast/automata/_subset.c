@@ -413,32 +413,15 @@ subset_run(subset *S, int32_t start, int64_t max_states, int64_t state_cost, int
     return 0;
 }
 
+/* the construction over the flat arrays (checked here), as determinize() returns it */
 static PyObject *
-subset_determinize(PyObject *self, PyObject *args)
+determinize_arrays(int64_t n_nfa, int64_t start_arg, int64_t accept_arg, int64_t n_sym,
+                   const int32_t *src, const int32_t *lo, const int32_t *hi, const int32_t *tgt,
+                   int64_t n_e, const int32_t *esrc, const int32_t *etgt, int64_t n_x,
+                   int64_t max_states, int64_t state_cost, int64_t units_left, double threshold)
 {
-    PyObject *o_src, *o_lo, *o_hi, *o_tgt, *o_esrc, *o_etgt, *result = NULL;
-    long long n_nfa_arg, start_arg, accept_arg, n_sym_arg, max_states, state_cost, units_left;
-    double threshold;
-    Py_buffer b_src, b_lo, b_hi, b_tgt, b_esrc, b_etgt;
-    Py_buffer *held[6];
-    int n_held = 0;
-    (void)self;
-    if (!PyArg_ParseTuple(args, "LLLLOOOOOOLLLd", &n_nfa_arg, &start_arg, &accept_arg,
-                          &n_sym_arg, &o_src, &o_lo, &o_hi, &o_tgt, &o_esrc, &o_etgt,
-                          &max_states, &state_cost, &units_left, &threshold))
-        return NULL;
-    GET(o_src, b_src, 4, 0, "src");
-    GET(o_lo, b_lo, 4, 0, "lo");
-    GET(o_hi, b_hi, 4, 0, "hi");
-    GET(o_tgt, b_tgt, 4, 0, "tgt");
-    GET(o_esrc, b_esrc, 4, 0, "eps_src");
-    GET(o_etgt, b_etgt, 4, 0, "eps_tgt");
+    PyObject *result = NULL;
     {
-        const int64_t n_nfa = n_nfa_arg, n_sym = n_sym_arg;
-        const int64_t n_e = b_src.len / 4, n_x = b_esrc.len / 4;
-        const int32_t *src = (const int32_t *)b_src.buf, *lo = (const int32_t *)b_lo.buf;
-        const int32_t *hi = (const int32_t *)b_hi.buf, *tgt = (const int32_t *)b_tgt.buf;
-        const int32_t *esrc = (const int32_t *)b_esrc.buf, *etgt = (const int32_t *)b_etgt.buf;
         subset S;
         int64_t units = 0, i, m = 0;
         int status = 0, bad = 0;
@@ -446,11 +429,9 @@ subset_determinize(PyObject *self, PyObject *args)
         uint8_t *acc = NULL, *live = NULL;
         memset(&S, 0, sizeof S);
         if (n_nfa <= 0 || n_nfa >= INT32_MAX || n_sym <= 0 || n_sym >= INT32_MAX ||
-            start_arg < 0 || start_arg >= n_nfa || accept_arg < 0 || accept_arg >= n_nfa ||
-            b_lo.len / 4 != n_e || b_hi.len / 4 != n_e || b_tgt.len / 4 != n_e ||
-            b_etgt.len / 4 != n_x) {
-            PyErr_SetString(PyExc_ValueError, "_subset: array lengths or arguments disagree");
-            goto done;
+            start_arg < 0 || start_arg >= n_nfa || accept_arg < 0 || accept_arg >= n_nfa) {
+            PyErr_SetString(PyExc_ValueError, "_subset: the start or accepting state is not one");
+            return NULL;
         }
         for (i = 0; i < n_e && !bad; i++)
             if ((uint32_t)src[i] >= (uint32_t)n_nfa || (uint32_t)tgt[i] >= (uint32_t)n_nfa ||
@@ -461,7 +442,7 @@ subset_determinize(PyObject *self, PyObject *args)
                 bad = 1;
         if (bad) {
             PyErr_SetString(PyExc_ValueError, "_subset: an edge leads out of the NFA");
-            goto done;
+            return NULL;
         }
         S.n_nfa = (int32_t)n_nfa;
         S.n_sym = (int32_t)n_sym;
@@ -492,7 +473,7 @@ subset_determinize(PyObject *self, PyObject *args)
             !S.s_acc || !S.slots || !S.count || !S.b_off || !S.b_fill) {
             subset_free(&S);
             PyErr_NoMemory();
-            goto done;
+            return NULL;
         }
         Py_BEGIN_ALLOW_THREADS
         /* the CSRs (edges keep their given order within a source) */
@@ -635,9 +616,207 @@ subset_determinize(PyObject *self, PyObject *args)
         free(r_src);
         subset_free(&S);
     }
+    return result;
+}
+
+/* the int value of `obj` in [lo, hi], or -1 with ValueError/TypeError set */
+static int64_t
+int_in(PyObject *obj, int64_t lo, int64_t hi, const char *what)
+{
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < lo || v > hi) {
+        PyErr_Format(PyExc_ValueError, "_subset: %s %lld is out of range", what, v);
+        return -1;
+    }
+    return (int64_t)v;
+}
+
+/* a list of `n` lists: the sum of their lengths, or -1 with TypeError set */
+static int64_t
+total_length(PyObject *lists, Py_ssize_t n, const char *what)
+{
+    int64_t total = 0;
+    Py_ssize_t s;
+    if (!PyList_Check(lists) || PyList_GET_SIZE(lists) != n) {
+        PyErr_Format(PyExc_TypeError, "_subset: %s must be a list of one list per state", what);
+        return -1;
+    }
+    for (s = 0; s < n; s++) {
+        PyObject *row = PyList_GET_ITEM(lists, s);
+        if (!PyList_Check(row)) {
+            PyErr_Format(PyExc_TypeError, "_subset: %s must be a list of lists", what);
+            return -1;
+        }
+        total += PyList_GET_SIZE(row);
+    }
+    return total;
+}
+
+/* the item `j` of a tuple of `size` ints, or -1 with an error set */
+static int64_t
+tuple_int(PyObject *t, Py_ssize_t size, Py_ssize_t j, int64_t lo, int64_t hi, const char *what)
+{
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != size) {
+        PyErr_Format(PyExc_TypeError, "_subset: %s must be tuples of %zd ints", what, size);
+        return -1;
+    }
+    return int_in(PyTuple_GET_ITEM(t, j), lo, hi, what);
+}
+
+static int
+cmp64(const void *x, const void *y)
+{
+    const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return (a > b) - (a < b);
+}
+
+static PyObject *
+subset_determinize(PyObject *self, PyObject *args)
+{
+    PyObject *eps, *edges, *refs, *result = NULL, *built = NULL, *classes = NULL, *rules = NULL;
+    long long start, accept, max_states, state_cost, units_left;
+    double threshold;
+    Py_ssize_t n, s, j;
+    int64_t n_e, n_r, n_x, q = 0, x = 0, n_rules = 0, n_classes = 0, i;
+    int32_t *src = NULL, *lo = NULL, *hi = NULL, *tgt = NULL, *esrc = NULL, *etgt = NULL;
+    int64_t *rule = NULL;
+    int32_t class_of[256];
+    uint8_t cuts[257];
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOLLLLLd", &eps, &edges, &refs, &start, &accept, &max_states,
+                          &state_cost, &units_left, &threshold))
+        return NULL;
+    if (!PyList_Check(eps) || PyList_GET_SIZE(eps) == 0) {
+        PyErr_SetString(PyExc_TypeError, "_subset: eps must be a non-empty list");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(eps);
+    if ((int64_t)n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "_subset: too many NFA states");
+        return NULL;
+    }
+    if ((n_x = total_length(eps, n, "eps")) < 0 || (n_e = total_length(edges, n, "edges")) < 0 ||
+        (n_r = total_length(refs, n, "refs")) < 0)
+        return NULL;
+    src = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    lo = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    hi = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    tgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    esrc = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
+    etgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
+    rule = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_r + 1));
+    if (!src || !lo || !hi || !tgt || !esrc || !etgt || !rule) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* the byte edges, cut into byte classes at every range boundary (dfa._byte_classes) */
+    memset(cuts, 0, sizeof cuts);
+    cuts[0] = 1;
+    for (s = 0; s < n; s++) {
+        PyObject *row = PyList_GET_ITEM(edges, s);
+        for (j = 0; j < PyList_GET_SIZE(row); j++) {
+            PyObject *e = PyList_GET_ITEM(row, j);
+            int64_t a, b, t;
+            if ((a = tuple_int(e, 3, 0, 0, 255, "edges")) < 0 ||
+                (b = tuple_int(e, 3, 1, a, 255, "edges")) < 0 ||
+                (t = tuple_int(e, 3, 2, 0, (int64_t)n - 1, "edges")) < 0)
+                goto done;
+            src[q] = (int32_t)s;
+            lo[q] = (int32_t)a;
+            hi[q] = (int32_t)b;
+            tgt[q++] = (int32_t)t;
+            cuts[a] = 1;
+            cuts[b + 1] = 1;
+        }
+        row = PyList_GET_ITEM(eps, s);
+        for (j = 0; j < PyList_GET_SIZE(row); j++) {
+            int64_t t = int_in(PyList_GET_ITEM(row, j), 0, (int64_t)n - 1, "eps");
+            if (t < 0)
+                goto done;
+            esrc[x] = (int32_t)s;
+            etgt[x++] = (int32_t)t;
+        }
+    }
+    for (i = 0; i < 256; i++) {
+        n_classes += cuts[i];
+        class_of[i] = (int32_t)(n_classes - 1);
+    }
+    for (i = 0; i < n_e; i++) {
+        lo[i] = class_of[lo[i]];
+        hi[i] = class_of[hi[i]];
+    }
+    /* rule references: the symbol n_classes + the rule's rank among the referenced rules */
+    for (s = 0; s < n; s++) {
+        PyObject *row = PyList_GET_ITEM(refs, s);
+        for (j = 0; j < PyList_GET_SIZE(row); j++) {
+            PyObject *e = PyList_GET_ITEM(row, j);
+            int64_t r, t;
+            if ((r = tuple_int(e, 2, 0, 0, INT64_MAX, "refs")) < 0 ||
+                (t = tuple_int(e, 2, 1, 0, (int64_t)n - 1, "refs")) < 0)
+                goto done;
+            rule[q - n_e] = r;
+            src[q] = (int32_t)s;
+            tgt[q++] = (int32_t)t;
+        }
+    }
+    if (n_r > 0) {
+        int64_t *sorted_rules = (int64_t *)malloc(sizeof(int64_t) * (size_t)n_r);
+        if (!sorted_rules) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memcpy(sorted_rules, rule, sizeof(int64_t) * (size_t)n_r);
+        qsort(sorted_rules, (size_t)n_r, sizeof(int64_t), cmp64);
+        for (i = 0; i < n_r; i++)
+            if (i == 0 || sorted_rules[i] != sorted_rules[n_rules - 1])
+                sorted_rules[n_rules++] = sorted_rules[i];
+        for (i = 0; i < n_r; i++) {
+            int64_t l = 0, h = n_rules - 1;
+            while (l < h) {
+                const int64_t mid = (l + h) / 2;
+                if (sorted_rules[mid] < rule[i])
+                    l = mid + 1;
+                else
+                    h = mid;
+            }
+            lo[n_e + i] = hi[n_e + i] = (int32_t)(n_classes + l);
+        }
+        rules = PyList_New((Py_ssize_t)n_rules);
+        for (i = 0; rules && i < n_rules; i++) {
+            PyObject *v = PyLong_FromLongLong((long long)sorted_rules[i]);
+            if (!v)
+                Py_CLEAR(rules);
+            else
+                PyList_SET_ITEM(rules, (Py_ssize_t)i, v);
+        }
+        free(sorted_rules);
+    } else
+        rules = PyList_New(0);
+    classes = PyByteArray_FromStringAndSize((const char *)class_of, (Py_ssize_t)sizeof class_of);
+    if (!rules || !classes)
+        goto done;
+    if (start < 0 || start >= n || accept < 0 || accept >= n) {
+        PyErr_SetString(PyExc_ValueError, "_subset: the start or accepting state is not one");
+        goto done;
+    }
+    built = determinize_arrays((int64_t)n, start, accept, n_classes + n_rules, src, lo, hi, tgt,
+                               n_e + n_r, esrc, etgt, n_x, max_states, state_cost, units_left,
+                               threshold);
+    if (built)
+        result = Py_BuildValue("(OOO)", built, classes, rules);
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    Py_XDECREF(built);
+    Py_XDECREF(classes);
+    Py_XDECREF(rules);
+    free(src);
+    free(lo);
+    free(hi);
+    free(tgt);
+    free(esrc);
+    free(etgt);
+    free(rule);
     return result;
 }
 
@@ -854,8 +1033,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"determinize", subset_determinize, METH_VARARGS,
-     "determinize(n_nfa, start, accept, n_sym, src, lo, hi, tgt, eps_src, eps_tgt, max_states, "
-     "state_cost, units_left, threshold) -> (status, units, n_built, table, accepting, m) "
+     "determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, "
+     "threshold) -> ((status, units, n_built, table, accepting, m), class_of, ref_rules) "
      "(see the module's source)."},
     {"hopcroft", subset_hopcroft, METH_VARARGS,
      "hopcroft(table, k, accepting, start, out) -> None (see the module's source)."},

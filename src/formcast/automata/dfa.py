@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from itertools import chain, pairwise
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -197,76 +197,42 @@ def _native_live_table(
     nfa: NFA, limits: CompileLimits, budget: WorkBudget
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
     """What the Python path's subset construction, :func:`_live_states` and :func:`_live_table`
-    make, made by the C kernel (``formcast.automata._subset.determinize``): the live table over
-    the symbols, its accepting flags, the byte classes and the referenced rules; None for the
-    empty language.  The same states in the same order, and the same fuel: the kernel adds up
-    what :meth:`_SubsetConstruction.determinize` charges per state and stops where it would
-    raise, and the total is charged here (which raises as the Python path does).  The NFA's
-    lists are flattened to int32 arrays first: O(NFA states and edges)."""
-    n = len(nfa.eps)
-    edges = nfa.edges
-    flat = list(chain.from_iterable(edges))
-    arr = np.array(flat, dtype=np.int32).reshape(len(flat), 3)
-    src = np.repeat(np.arange(n, dtype=np.int32), [len(e) for e in edges])
-    cuts = np.zeros(257, dtype=bool)
-    cuts[0] = True
-    cuts[arr[:, 0]] = True
-    cuts[arr[:, 1] + 1] = True
-    class_of = (np.cumsum(cuts[:256]) - 1).astype(np.int32)
-    n_classes = int(class_of[255]) + 1
-    lo = class_of[arr[:, 0]]
-    hi = class_of[arr[:, 1]]
-    tgt = arr[:, 2]
-    ref_flat = list(chain.from_iterable(nfa.refs))
-    ref_rules = sorted({r for r, _ in ref_flat})
-    if ref_flat:  # a rule reference is the symbol n_classes + its index in ref_rules
-        refs = np.array(ref_flat, dtype=np.int32).reshape(len(ref_flat), 2)
-        sym = np.searchsorted(np.asarray(ref_rules, dtype=np.int32), refs[:, 0]) + n_classes
-        sym = sym.astype(np.int32)
-        ref_src = np.repeat(np.arange(n, dtype=np.int32), [len(r) for r in nfa.refs])
-        src = np.concatenate([src, ref_src])
-        lo = np.concatenate([lo, sym])
-        hi = np.concatenate([hi, sym])
-        tgt = np.concatenate([tgt, refs[:, 1]])
-    eps = nfa.eps
-    eps_src = np.repeat(np.arange(n, dtype=np.int32), [len(e) for e in eps])
-    eps_tgt = np.fromiter(chain.from_iterable(eps), dtype=np.int32, count=len(eps_src))
-    n_symbols = n_classes + len(ref_rules)
-    status, units, _, table, acc, m = _KERNEL.determinize(
-        n,
+    make, made by the C kernel (``formcast.automata._subset.determinize``, which reads the
+    NFA's lists itself): the live table over the symbols, its accepting flags, the byte classes
+    and the referenced rules; None for the empty language.  The same states in the same order
+    and the same fuel: the kernel adds up what :meth:`_SubsetConstruction.determinize` charges
+    per state and stops where that would raise; the total is charged here (and raises as the
+    Python path does).  O(NFA edges + DFA states x symbols) in C."""
+    (status, units, _, table, acc, m), class_bytes, ref_rules = _KERNEL.determinize(
+        nfa.eps,
+        nfa.edges,
+        nfa.refs,
         nfa.start,
         nfa.accept,
-        n_symbols,
-        np.ascontiguousarray(src, dtype=np.int32),
-        np.ascontiguousarray(lo, dtype=np.int32),
-        np.ascontiguousarray(hi, dtype=np.int32),
-        np.ascontiguousarray(tgt, dtype=np.int32),
-        eps_src,
-        eps_tgt,
         limits.max_dfa_states,
         _DFA_STATE_COST,
         budget.limit - budget.used,
         math.inf if budget.deadline is None else budget.deadline,
     )
-    if status != 0 and status != 4:
-        budget.spend(units)  # past the fuel or the deadline: raises, as the Python path
-        if status == 2:
-            raise LimitExceededError(
-                "max_dfa_states",
-                limits.max_dfa_states,
-                "the regular expression's automaton is too large",
-            )
+    budget.spend(units)  # past the fuel or the deadline (status 1, 3), this raises
+    if status == 2:
+        raise LimitExceededError(
+            "max_dfa_states",
+            limits.max_dfa_states,
+            "the regular expression's automaton is too large",
+        )
+    if status == 3:  # (the deadline passed in C: spend() saw it too, unless time went back)
         raise CompileTimeoutError(
             "max_compile_seconds",
             float(budget.seconds or 0.0),
             "the compile ran out of wall-clock time (raise the limit, or None)",
         )
-    budget.spend(units)
     if status == 4:
         return None
+    n_symbols = len(table) // (4 * m)
     small = np.frombuffer(table, dtype=np.int32).reshape(m, n_symbols)
     acc_arr = np.frombuffer(acc, dtype=bool)
-    return small, acc_arr, class_of, ref_rules
+    return small, acc_arr, np.frombuffer(class_bytes, dtype=np.int32), ref_rules
 
 
 class _SubsetConstruction:
