@@ -179,7 +179,7 @@ _RULE_BODIES = [
 @pytest.mark.parametrize("seed", range(40))
 def test_random_grammars_compile_to_the_same_rule_automata(seed: int) -> None:
     """Every automaton a grammar's compile builds (rules and embedded sub-automata), built
-    both ways from the very NFA the compile made."""
+    both ways from the very NFA the compile made (minimized and not)."""
     rnd = random.Random(seed)
     n_rules = rnd.randint(1, 4)
     names = ["root"] + [f"r{i}" for i in range(1, n_rules)]
@@ -201,32 +201,38 @@ def _compile_grammar(grammar: Any) -> None:
         rules_mod.compile_grammar_automaton(grammar)
 
 
+class _Recorder:
+    """A stand-in for the kernel that records the NFA of every construction (the compiled
+    build's modules call each other directly, so the kernel hook is where to listen)."""
+
+    def __init__(self) -> None:
+        self.seen: list[NFA] = []
+
+    def determinize(
+        self, eps: Any, edges: Any, refs: Any, start: int, accept: int, *rest: Any
+    ) -> Any:
+        nfa = NFA(eps=[list(x) for x in eps], edges=[list(x) for x in edges])
+        nfa.refs = [list(x) for x in refs]
+        nfa.start, nfa.accept = start, accept
+        self.seen.append(nfa)
+        return KERNEL.determinize(eps, edges, refs, start, accept, *rest)
+
+    def hopcroft(self, *args: Any) -> Any:
+        return KERNEL.hopcroft(*args)
+
+
 def _record_constructions(action: Any) -> list[tuple[NFA, bool]]:
-    """The NFAs (and ``minimize`` flags) that ``action`` determinizes, with the process-wide
-    automaton caches emptied first (so every one is built)."""
-    seen: list[tuple[NFA, bool]] = []
-    original = dfa_mod.nfa_to_dfa
-
-    def recording(
-        nfa: NFA,
-        limits: CompileLimits | None = None,
-        *,
-        minimize: bool = True,
-        budget: WorkBudget | None = None,
-    ) -> ByteDFA:
-        seen.append((nfa, minimize))
-        return original(nfa, limits, minimize=minimize, budget=budget)
-
+    """The NFAs that ``action`` determinizes, with the process-wide automaton caches emptied
+    first (so every one is built), each to be built minimized and not."""
+    recorder = _Recorder()
     rules_mod.RULE_DFA_CACHE.clear()
     regular_mod.SUB_DFA_CACHE.clear()
-    rules_mod.nfa_to_dfa = recording  # type: ignore[assignment]
-    regular_mod.nfa_to_dfa = recording  # type: ignore[assignment]
+    dfa_mod._KERNEL = recorder
     try:
         action()
     finally:
-        rules_mod.nfa_to_dfa = original  # type: ignore[assignment]
-        regular_mod.nfa_to_dfa = original  # type: ignore[assignment]
-    return seen
+        dfa_mod._KERNEL = KERNEL
+    return [(nfa, minimize) for nfa in recorder.seen for minimize in (True, False)]
 
 
 def test_real_inputs_give_the_same_automata() -> None:
