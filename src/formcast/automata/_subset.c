@@ -801,6 +801,8 @@ subset_determinize(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "_subset: the start or accepting state is not one");
         goto done;
     }
+    if (max_states > INT32_MAX - 1) /* (state numbers are int32) */
+        max_states = INT32_MAX - 1;
     built = determinize_arrays((int64_t)n, start, accept, n_classes + n_rules, src, lo, hi, tgt,
                                n_e + n_r, esrc, etgt, n_x, max_states, state_cost, units_left,
                                threshold);

@@ -11,6 +11,12 @@ size); minimization by partition refinement (Hopcroft) on the distinct columns, 
 :attr:`~formcast.limits.CompileLimits.max_minimize_states` or when its work budget runs out
 (the result is then correct but not minimal).
 
+In the compiled build (docs/native.md) the subset construction, the pruning and Hopcroft's
+partition run in C (``formcast.automata._subset``, :data:`_KERNEL`): the same DFA states in
+the same order, the same fuel and the same errors, the same minimal DFA with the same state
+numbers; the Python code below is the fallback and the reference
+(tests/automata/test_native_subset.py builds every automaton both ways).
+
 Regular IR → DFA end to end is :func:`formcast.automata.regular.compile_dfa` (it builds the
 NFA); the state-equivalence passes of the token index are in :mod:`.equivalence`.
 """
