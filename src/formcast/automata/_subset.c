@@ -843,7 +843,8 @@ subset_hopcroft(PyObject *self, PyObject *args)
         const int32_t *table = (const int32_t *)b_table.buf;
         const uint8_t *accepting = (const uint8_t *)b_acc.buf;
         int64_t *out = (int64_t *)b_out.buf;
-        int32_t *p_off = NULL, *p_src = NULL, *p_fill = NULL, *elems = NULL, *loc = NULL, *blk = NULL;
+        int32_t *p_off = NULL, *p_src = NULL, *p_fill = NULL, *p_sym = NULL, *pc = NULL, *px = NULL;
+        int32_t *cnt = NULL, *cfill = NULL, *elems = NULL, *loc = NULL, *blk = NULL;
         int32_t *bstart = NULL, *bend = NULL, *marked = NULL, *work = NULL, *members = NULL;
         int32_t *xs = NULL, *touched = NULL;
         uint8_t *in_work = NULL;
@@ -865,6 +866,11 @@ subset_hopcroft(PyObject *self, PyObject *args)
         p_off = (int32_t *)calloc((size_t)(n * k + 1), sizeof(int32_t));
         p_src = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n * k + 1));
         p_fill = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n * k + 1));
+        p_sym = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n * k + 1));
+        pc = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n * k + 1));
+        px = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n * k + 1));
+        cnt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(k + 1));
+        cfill = (int32_t *)malloc(sizeof(int32_t) * (size_t)(k + 1));
         elems = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
         loc = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
         blk = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
@@ -874,9 +880,9 @@ subset_hopcroft(PyObject *self, PyObject *args)
         work = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n + 1));
         in_work = (uint8_t *)calloc((size_t)(n + 1), 1);
         members = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
-        xs = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
+        xs = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n * k + 1));
         touched = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n + 1));
-        if (!p_off || !p_src || !p_fill || !elems || !loc || !blk || !bstart || !bend || !marked || !work ||
+        if (!p_off || !p_src || !p_fill || !p_sym || !pc || !px || !cnt || !cfill || !elems || !loc || !blk || !bstart || !bend || !marked || !work ||
             !in_work || !members || !xs || !touched)
             nomem = 1;
         if (!nomem) {
@@ -897,8 +903,11 @@ subset_hopcroft(PyObject *self, PyObject *args)
                 for (i = 0; i < n; i++)
                     for (c = 0; c < k; c++) {
                         const int32_t t = table[i * k + c];
-                        if (t != 0)
-                            p_src[fill[(int64_t)t * k + c]++] = (int32_t)i;
+                        if (t != 0) {
+                            const int32_t slot = fill[(int64_t)t * k + c]++;
+                            p_src[slot] = (int32_t)i;
+                            p_sym[slot] = (int32_t)c;
+                        }
                     }
             }
             /* blocks: the dead state, the accepting states, the others */
@@ -931,19 +940,36 @@ subset_hopcroft(PyObject *self, PyObject *args)
                 const int32_t a = work[--n_work];
                 const int64_t na = bend[a] - bstart[a];
                 in_work[a] = 0;
+                int64_t n_pairs = 0, q, j;
                 memcpy(members, elems + bstart[a], sizeof(int32_t) * (size_t)na);
-                for (c = 0; c < k; c++) {
-                    int64_t nx = 0, n_touched = 0, q, j;
-                    for (q = 0; q < na; q++) {
-                        const int64_t cell = (int64_t)members[q] * k + c;
-                        for (j = p_off[cell]; j < p_off[cell + 1]; j++)
-                            xs[nx++] = p_src[j];
+                /* the predecessors of the block's states, by symbol (a counting sort): the
+                 * entries of state t are p_src[p_off[t k] .. p_off[t k + k]), symbols ascending */
+                for (q = 0; q < na; q++) {
+                    const int64_t first = (int64_t)members[q] * k;
+                    for (j = p_off[first]; j < p_off[first + k]; j++) {
+                        pc[n_pairs] = p_sym[j];
+                        px[n_pairs++] = p_src[j];
                     }
+                }
+                if (n_pairs == 0)
+                    continue;
+                memset(cnt, 0, sizeof(int32_t) * (size_t)(k + 1));
+                for (q = 0; q < n_pairs; q++)
+                    cnt[pc[q] + 1]++;
+                for (c = 0; c < k; c++)
+                    cnt[c + 1] += cnt[c];
+                memcpy(cfill, cnt, sizeof(int32_t) * (size_t)k);
+                for (q = 0; q < n_pairs; q++)
+                    xs[cfill[pc[q]]++] = px[q];
+                for (c = 0; c < k; c++) {
+                    const int32_t *xc = xs + cnt[c];
+                    const int64_t nx = cnt[c + 1] - cnt[c];
+                    int64_t n_touched = 0;
                     if (nx == 0)
                         continue;
                     /* move each predecessor to the front of its block */
                     for (q = 0; q < nx; q++) {
-                        const int32_t x = xs[q], b = blk[x];
+                        const int32_t x = xc[q], b = blk[x];
                         const int32_t p = bstart[b] + marked[b], y = elems[p], lx = loc[x];
                         if (marked[b] == 0)
                             touched[n_touched++] = b;
@@ -1013,6 +1039,11 @@ subset_hopcroft(PyObject *self, PyObject *args)
         free(p_off);
         free(p_src);
         free(p_fill);
+        free(p_sym);
+        free(pc);
+        free(px);
+        free(cnt);
+        free(cfill);
         free(elems);
         free(loc);
         free(blk);
