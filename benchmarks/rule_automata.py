@@ -58,8 +58,9 @@ def _time(grammar: Any, kwargs: dict[str, Any], kernel: Any) -> float:
     import formcast.automata.regular as regular_mod
     import formcast.automata.rules as rules_mod
 
-    saved = dfa_mod._KERNEL
-    dfa_mod._KERNEL = kernel
+    saved = getattr(dfa_mod, "_KERNEL", None)  # (absent before session 14)
+    if saved is not None or kernel is not None:
+        dfa_mod._KERNEL = kernel
     try:
         rules_mod.RULE_DFA_CACHE.clear()
         regular_mod.SUB_DFA_CACHE.clear()
@@ -67,7 +68,8 @@ def _time(grammar: Any, kwargs: dict[str, Any], kernel: Any) -> float:
         rules_mod.compile_grammar_automaton(grammar, **kwargs)
         return time.thread_time() - t
     finally:
-        dfa_mod._KERNEL = saved
+        if saved is not None or kernel is not None:
+            dfa_mod._KERNEL = saved
 
 
 def main() -> int:
@@ -82,7 +84,7 @@ def main() -> int:
     from formcast.vocab.loaders import load_vocabulary
 
     print(f"formcast native modules: {native_summary()}")
-    kernel = dfa_mod._KERNEL
+    kernel = getattr(dfa_mod, "_KERNEL", None)
     paths = [("C kernel" if kernel else "Python", kernel)]
     if args.kernel == "both" and kernel is not None:
         paths.append(("Python", None))
