@@ -3,13 +3,15 @@
  * Two functions for formcast.automata.dfa, whose Python code is the fallback and the reference
  * (tests/automata/test_native_subset.py compares them on random and real NFAs):
  *
- * determinize(n_nfa, start, accept, n_sym, src, lo, hi, tgt, eps_src, eps_tgt, max_states,
- *             state_cost, units_left, threshold)
- *   -> (status, units, n_built, table, accepting, m)
+ * determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, threshold)
+ *   -> ((status, units, n_built, table, accepting, m), class_of, ref_rules)
  * The subset construction of dfa._SubsetConstruction.determinize, then dfa._live_states and
- * dfa._live_table, over an NFA given as flat int32 arrays: its symbol edges (`src` --[lo, hi]-->
- * `tgt`, symbols 0 .. n_sym - 1: the byte classes, then one per referenced rule) and its
- * epsilon edges (`eps_src` -> `eps_tgt`).  Exactly as the Python path:
+ * dfa._live_table, over a formcast.automata.nfa.NFA's own lists (read here, with the GIL:
+ * `eps[s]` the epsilon targets of state s, `edges[s]` its (lo, hi, target) byte ranges,
+ * `refs[s]` its (rule id, target) calls).  The bytes are cut into classes at every range
+ * boundary (`class_of`, a bytearray of int32[256], as dfa._byte_classes); the symbols are the
+ * classes, then one per referenced rule (`ref_rules`, the rule ids ascending).  Exactly as the
+ * Python path:
  * - a DFA state is the set of NFA states of the epsilon closures of its targets, kept to the
  *   states with symbol edges and the accepting one (pure epsilon states are left out); the
  *   start state is the closure of `start`; states are numbered in the order the construction
@@ -35,10 +37,12 @@
  * dfa._quotient numbers them (blocks the start does not reach, which nfa_to_dfa's tables lack,
  * are numbered after those, in the order of their first states).
  *
- * Safety: every array is a C-contiguous buffer of the stated item size (checked); every state
- * and symbol read from an array is checked against its range before it is used as an index (a
- * corrupt NFA or table raises ValueError, never reads out of bounds).  No Python object is
- * touched while the automata are built (the GIL is released).
+ * Safety: the NFA's lists are type-checked item by item (TypeError) and every state, byte and
+ * rule id read from them is checked against its range (ValueError) before anything is built;
+ * hopcroft's arrays are C-contiguous buffers of the stated item size (checked) and every table
+ * entry is checked against n: a corrupt input raises, never reads out of bounds (valgrind-clean
+ * on the differential tests' random NFAs).  No Python object is touched while the automata are
+ * built (the GIL is released).
  */
 #define KERNEL_NAME "_subset"
 #include "../_kernel_buffers.h"
