@@ -4,7 +4,8 @@ Everything about the package (name, dependencies, entry points) is in ``pyprojec
 file only adds the native code (docs/native.md):
 
 * the C kernels of ``NATIVE_KERNELS`` in ``src/formcast/_native.py`` (``<module>.c`` each: the
-  vocabulary-trie walk, the Moore refinement, the column classes), each an *optional*
+  vocabulary-trie walk, the Moore refinement, the column classes, the subset construction and
+  minimization of the byte DFAs), each an *optional*
   extension: one that fails to build (no C compiler, a compiler error) is left out with a
   warning and its module's numpy code runs instead;
 * the modules of ``NATIVE_MODULES``, compiled with mypyc from the same ``.py`` source (the

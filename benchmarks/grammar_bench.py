@@ -495,7 +495,7 @@ def _profile_summary(prof: Any) -> dict[str, Any]:
         return [k for k in table if k[2] == name and file_part in k[0]]
 
     def cum(name: str, file_part: str) -> float:
-        return sum(table[k][3] for k in find(name, file_part))
+        return float(sum(table[k][3] for k in find(name, file_part)))
 
     def cum_from(name: str, file_part: str, caller: str) -> float:
         total = 0.0

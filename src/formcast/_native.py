@@ -4,9 +4,10 @@ formcast's source is pure Python; the modules in :data:`NATIVE_MODULES` (the hot
 of the automata and IR layers, chosen by measurement: docs/native.md) are also compiled to C
 extensions with mypyc from the very same source, and the C kernels of :data:`NATIVE_KERNELS`
 (the vocabulary-trie walk of first visits, the Moore refinement of the token index's state
-equivalence and the column classes, whose numpy versions are the fallbacks) are built beside
-them.  ``pip install .`` builds both wherever a C compiler is present, each falling back to the
-pure Python source when it cannot be built; ``FORMCAST_NATIVE=0`` at build time installs the
+equivalence, the column classes, and the subset construction and minimization of the byte
+DFAs, whose numpy or Python versions are the fallbacks) are built beside them.  ``pip install
+.`` builds both wherever a C compiler is present, each falling back to the pure Python source
+when it cannot be built; ``FORMCAST_NATIVE=0`` at build time installs the
 pure-Python package, and an editable install is always pure (``setup.py``)::
 
     pip install .                      # compiled where it can be
@@ -51,12 +52,14 @@ NATIVE_MODULES: tuple[str, ...] = (
 )
 
 #: the C kernels of the compiled build (``<name>.c`` beside the module that imports it, which
-#: falls back to numpy without it), as dotted names: the trie walk, the Moore refinement and
-#: the column classes (formcast.columns)
+#: falls back to numpy or Python without it), as dotted names: the trie walk, the Moore
+#: refinement, the column classes (formcast.columns) and the subset construction and Hopcroft
+#: minimization of the byte DFAs (formcast.automata.dfa)
 NATIVE_KERNELS: tuple[str, ...] = (
     "formcast.vocab._trie_walk",
     "formcast.automata._moore",
     "formcast._columns",
+    "formcast.automata._subset",
 )
 
 _EXTENSION_SUFFIXES = (".so", ".pyd")

@@ -152,24 +152,42 @@ class GrammarAnalysis:
                 if (new != first[r]).any():
                     first[r] = new
                     changed = True
-        follow = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
         restart = restart_bytes(auto, first)
+        # FOLLOW(callee) is, over its call sites (caller, return state), the bytes that may
+        # come next at the return state (its moves, the FIRST of the rules it calls, and at
+        # an accepting one the caller's restart bytes) -- fixed, computed once per distinct
+        # site -- plus FOLLOW(caller) where the return state accepts: a fixpoint over rules
+        follow = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+        flows_from: list[set[int]] = [set() for _ in range(n_rules)]
+        for caller in range(n_rules):
+            check_deadline()
+            dfa = auto.dfas[caller]
+            caller_refs = auto.refs[caller]
+            sites = sorted({site for calls in caller_refs for site in calls})
+            if not sites:
+                continue
+            rets = np.fromiter((ret for _, ret in sites), dtype=np.int64, count=len(sites))
+            after = dfa.table[rets] != DEAD  # one row per site
+            for i, (_, ret) in enumerate(sites):
+                for c2, _ in caller_refs[ret]:
+                    after[i] |= all_bytes if nullable[c2] else first[c2]
+            accepts = dfa.accepting[rets]
+            after[accepts] |= restart[caller]
+            callees = np.fromiter((c for c, _ in sites), dtype=np.int64, count=len(sites))
+            for callee in set(callees.tolist()):
+                mine = callees == callee
+                follow[callee] |= after[mine].any(axis=0)
+                if accepts[mine].any():
+                    flows_from[callee].add(caller)
         changed = True
         while changed:
             changed = False
-            for caller in range(n_rules):
-                check_deadline()
-                dfa = auto.dfas[caller]
-                for calls in auto.refs[caller]:
-                    for callee, ret in calls:
-                        new = follow[callee] | (dfa.table[ret] != DEAD)
-                        for c2, _ in auto.refs[caller][ret]:
-                            new |= all_bytes if nullable[c2] else first[c2]
-                        if dfa.accepting[ret]:
-                            new |= follow[caller] | restart[caller]
-                        if (new != follow[callee]).any():
-                            follow[callee] = new
-                            changed = True
+            for callee in range(n_rules):
+                for caller in flows_from[callee]:
+                    new = follow[callee] | follow[caller]
+                    if (new != follow[callee]).any():
+                        follow[callee] = new
+                        changed = True
         # (restart aliases arrays of first and one shared empty set: all read-only alike)
         return cls(tuple(nullable), _frozen(first), _frozen(follow), _frozen(restart))
 

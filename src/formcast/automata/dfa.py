@@ -11,24 +11,41 @@ size); minimization by partition refinement (Hopcroft) on the distinct columns, 
 :attr:`~formcast.limits.CompileLimits.max_minimize_states` or when its work budget runs out
 (the result is then correct but not minimal).
 
+In the compiled build (docs/native.md) the subset construction, the pruning and Hopcroft's
+partition run in C (``formcast.automata._subset``, :data:`_KERNEL`): the same DFA states in
+the same order, the same fuel and the same errors, the same minimal DFA with the same state
+numbers; the Python code below is the fallback and the reference
+(tests/automata/test_native_subset.py builds every automaton both ways).
+
 Regular IR → DFA end to end is :func:`formcast.automata.regular.compile_dfa` (it builds the
 NFA); the state-equivalence passes of the token index are in :mod:`.equivalence`.
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
 from ..columns import column_classes
-from ..errors import LimitExceededError
+from ..errors import CompileTimeoutError, LimitExceededError
 from ..limits import CompileLimits, WorkBudget, check_deadline
 from .nfa import NFA, epsilon_closure
 
 __all__ = ["DEAD", "ByteDFA", "describe_bytes", "nfa_to_dfa"]
+
+# the compiled build's subset construction and Hopcroft partition (docs/native.md); absent from
+# the pure-Python package, where the Python code below runs (tests set this to None for the
+# reference: tests/automata/test_native_subset.py)
+_KERNEL: Any
+try:
+    from . import _subset as _KERNEL  # type: ignore[attr-defined,no-redef]
+except ImportError:  # pragma: no cover - depends on the build
+    _KERNEL = None
 
 DEAD = 0
 # fuel per DFA state built: ~80 us of Python work, with one unit ~ 0.7 us (see WorkBudget)
@@ -150,18 +167,25 @@ def nfa_to_dfa(
     budget = budget or limits.budget()
     # subset construction builds roughly one DFA state per NFA state on repeat chains
     budget.check_projected(len(nfa.eps) * _PROJECTED_COST_PER_NFA_STATE)
-    subsets = _SubsetConstruction(nfa)
-    sets, trans = subsets.determinize(limits, budget)
-    accepting = [nfa.accept in s for s in sets]
-    live = _live_states(trans, accepting)
-    if not live[0]:
-        return _empty_dfa()
-    small, acc_arr = _live_table(trans, accepting, live, subsets.n_symbols)
+    if _KERNEL is not None:
+        built = _native_live_table(nfa, limits, budget)
+        if built is None:
+            return _empty_dfa()
+        small, acc_arr, class_of, ref_rules = built
+    else:
+        subsets = _SubsetConstruction(nfa)
+        sets, trans = subsets.determinize(limits, budget)
+        accepting = [nfa.accept in s for s in sets]
+        live = _live_states(trans, accepting)
+        if not live[0]:
+            return _empty_dfa()
+        small, acc_arr = _live_table(trans, accepting, live, subsets.n_symbols)
+        class_of, ref_rules = subsets.class_of, subsets.ref_rules
     start = 1
     if minimize:
         small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
-    n_classes = subsets.n_classes
-    table = np.ascontiguousarray(small[:, :n_classes][:, subsets.class_of])
+    n_classes = small.shape[1] - len(ref_rules)
+    table = np.ascontiguousarray(small[:, :n_classes][:, class_of])
     table.setflags(write=False)
     acc_arr.setflags(write=False)
     ref_table = np.ascontiguousarray(small[:, n_classes:])
@@ -170,9 +194,51 @@ def nfa_to_dfa(
         table=table,
         accepting=acc_arr,
         start=start,
-        ref_rules=tuple(subsets.ref_rules),
-        ref_table=ref_table if subsets.ref_rules else None,
+        ref_rules=tuple(ref_rules),
+        ref_table=ref_table if ref_rules else None,
     )
+
+
+def _native_live_table(
+    nfa: NFA, limits: CompileLimits, budget: WorkBudget
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
+    """What the Python path's subset construction, :func:`_live_states` and :func:`_live_table`
+    make, made by the C kernel (``formcast.automata._subset.determinize``, which reads the
+    NFA's lists itself): the live table over the symbols, its accepting flags, the byte classes
+    and the referenced rules; None for the empty language.  The same states in the same order
+    and the same fuel: the kernel adds up what :meth:`_SubsetConstruction.determinize` charges
+    per state and stops where that would raise; the total is charged here (and raises as the
+    Python path does).  O(NFA edges + DFA states x symbols) in C."""
+    (status, units, _, table, acc, m), class_bytes, ref_rules = _KERNEL.determinize(
+        nfa.eps,
+        nfa.edges,
+        nfa.refs,
+        nfa.start,
+        nfa.accept,
+        limits.max_dfa_states,
+        _DFA_STATE_COST,
+        budget.limit - budget.used,
+        math.inf if budget.deadline is None else budget.deadline,
+    )
+    budget.spend(units)  # past the fuel or the deadline (status 1, 3), this raises
+    if status == 2:
+        raise LimitExceededError(
+            "max_dfa_states",
+            limits.max_dfa_states,
+            "the regular expression's automaton is too large",
+        )
+    if status == 3:  # (the deadline passed in C: spend() saw it too, unless time went back)
+        raise CompileTimeoutError(
+            "max_compile_seconds",
+            float(budget.seconds or 0.0),
+            "the compile ran out of wall-clock time (raise the limit, or None)",
+        )
+    if status == 4:
+        return None
+    n_symbols = len(table) // (4 * m)
+    small = np.frombuffer(table, dtype=np.int32).reshape(m, n_symbols)
+    acc_arr = np.frombuffer(acc, dtype=bool)
+    return small, acc_arr, np.frombuffer(class_bytes, dtype=np.int32), ref_rules
 
 
 class _SubsetConstruction:
@@ -403,12 +469,37 @@ def _minimize(
     n, k = table.shape
     if n <= 2 or n > limits.max_minimize_states or n * k > _MINIMIZE_WORK:
         return table, accepting, start
+    if _KERNEL is not None:
+        return _minimize_native(table, accepting, start)
     # equal columns split alike: Hopcroft runs on the distinct ones (about 3/4 of them)
     part = _hopcroft_partition(np.ascontiguousarray(table[:, column_classes(table)[1]]), accepting)
     n_blocks = int(part.max()) + 1
     if n_blocks == n:
         return table, accepting, start
     return _quotient(table, accepting, start, part, n_blocks)
+
+
+def _minimize_native(
+    table: np.ndarray, accepting: np.ndarray, start: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_minimize` past its size checks with the C kernel
+    (``formcast.automata._subset.hopcroft``): the same partition, its blocks already numbered
+    as :func:`_quotient` numbers them, so the quotient is one gather.  (It runs on every
+    column: in C, equal columns cost less than finding them.)  O(k n log n) in C."""
+    n, k = table.shape
+    table = np.ascontiguousarray(table, dtype=np.int32)
+    part = np.empty(n, dtype=np.int64)
+    _KERNEL.hopcroft(table, k, np.ascontiguousarray(accepting, dtype=bool), start, part)
+    n_blocks = int(part.max()) + 1
+    if n_blocks == n:
+        return table, accepting, start
+    rep_of_block = np.zeros(n_blocks, dtype=np.int64)
+    rep_of_block[part[::-1]] = np.arange(n - 1, -1, -1)
+    out = part[table[rep_of_block]].astype(np.int32)
+    acc = accepting[rep_of_block]
+    out[0] = 0
+    acc[0] = False
+    return out, acc, 1
 
 
 def _hopcroft_partition(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
@@ -496,9 +587,10 @@ def _quotient(
     block_table = part[table[rep_of_block]]
     block_acc = accepting[rep_of_block]
     mapping = {int(part[DEAD]): 0, int(part[start]): 1}
+    rows: list[list[int]] = block_table.tolist()  # one conversion, not one per row
     dq = deque([int(part[start])])
     while dq:
-        for t in block_table[dq.popleft()].tolist():
+        for t in rows[dq.popleft()]:
             if t not in mapping:
                 mapping[t] = len(mapping)
                 dq.append(t)

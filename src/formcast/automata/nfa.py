@@ -398,7 +398,12 @@ def _worth_embedding(item: Node) -> bool:
     """True when an item repeated many times is better compiled once and copied as a DFA."""
     if isinstance(item, (Literal, Empty, Nothing, ByteSet)):
         return False
-    return not (isinstance(item, CharSet) and len(item.ranges) <= 2 and item.ranges[-1][1] < 0x80)
+    # an ASCII set is one byte edge per range, fewer states than its embedded DFA's copy
+    return not (
+        isinstance(item, CharSet)
+        and len(item.ranges) <= _EMBED_RANGES
+        and item.ranges[-1][1] < 0x80
+    )
 
 
 def _add_repeat(

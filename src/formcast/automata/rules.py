@@ -227,20 +227,23 @@ def compile_grammar_automaton(
     for r, dfa in enumerate(dfas):
         check_deadline()
         n_states: int = dfa.table.shape[0]  # (not ``n``: a rule name above, for mypyc)
-        per_state: list[tuple[tuple[int, int], ...]] = []
         bnd = np.array(dfa.accepting, dtype=bool)
         has_out = (dfa.table != DEAD).any(axis=1)
-        for s in range(n_states):
-            lst: list[tuple[int, int]] = []
-            if dfa.ref_table is not None and s != DEAD:
-                for j, callee in enumerate(dfa.ref_rules):
-                    t = int(dfa.ref_table[s, j])
-                    if t != DEAD:
-                        lst.append((callee, t))
-            per_state.append(tuple(lst))
-            if lst:
-                bnd[s] = True
-                has_out[s] = True
+        if dfa.ref_table is None:
+            per_state: list[tuple[tuple[int, int], ...]] = [()] * n_states
+        else:
+            # one conversion of the call table, not one numpy scalar per (state, callee)
+            ref_rules = dfa.ref_rules
+            ref_rows: list[list[int]] = dfa.ref_table.tolist()
+            per_state = [
+                tuple((callee, t) for callee, t in zip(ref_rules, row, strict=True) if t != DEAD)
+                for row in ref_rows
+            ]
+            per_state[DEAD] = ()
+            calls = (dfa.ref_table != DEAD).any(axis=1)
+            calls[DEAD] = False
+            bnd |= calls
+            has_out |= calls
         bnd[DEAD] = False
         refs.append(tuple(per_state))
         boundary.append(bnd)
