@@ -209,6 +209,19 @@ class TokenTrie:
             top = top[self.level_parent[d]]
             below += np.bincount(top, minlength=below.size)
         self._below_first = below
+        # ... and per first-byte node and second byte, the nodes below that second-level
+        # child (itself included; 0 where there is none): a walk's reach refined by the
+        # second bytes its first states keep alive (:meth:`_reach`)
+        n1 = below.size
+        below_second = np.zeros((n1, 256), dtype=np.int64)
+        if len(sizes) > 2:
+            below2 = np.ones(sizes[2], dtype=np.int64)
+            top = np.arange(sizes[2], dtype=np.int64)
+            for d in range(3, len(sizes)):
+                top = top[self.level_parent[d]]
+                below2 += np.bincount(top, minlength=below2.size)
+            below_second[self.level_parent[2], self.level_bytes[2]] = below2
+        self._below_second = below_second
 
     def walk(self, table: np.ndarray, start: int) -> np.ndarray:
         """End state of every distinct string from ``start`` (0 where the automaton died).
@@ -300,7 +313,7 @@ class TokenTrie:
         flat = table.reshape(-1)
         states = np.take(flat, self.level_bytes[1] + start * 256)
         nodes = np.flatnonzero(states)
-        reach = int(self._below_first[nodes].sum())
+        reach = self._reach(table, nodes, states)
         native = self._native_walk(table, start, reach)  # the compiled build
         if native is not None:
             return native
@@ -334,6 +347,20 @@ class TokenTrie:
         if not out_idx:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(out_idx), np.concatenate(out_states)
+
+    def _reach(self, table: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> int:
+        """At most how many trie nodes a walk whose live first-level nodes are ``nodes`` (in
+        states ``states[nodes]`` of ``table``) may touch: the nodes below those first bytes,
+        and where that is many (a state that allows a space, which starts half of a
+        vocabulary's tokens), the nodes below the second-level children the first states
+        keep alive (a JSON whitespace gap keeps a few of the space's children: a few hundred
+        nodes, not 130k).  O(live first bytes) numpy, plus O(live first bytes x 256) for the
+        second level where the first is wide."""
+        reach = int(self._below_first[nodes].sum())
+        if reach < _REACH_SECOND_LEVEL or not nodes.size:
+            return reach
+        live2 = np.take(table, states[nodes], axis=0) != 0
+        return int(nodes.size) + int(self._below_second[nodes][live2].sum())
 
     @staticmethod
     def _native_takes(table: np.ndarray, start: int) -> bool:
@@ -388,12 +415,14 @@ class TokenTrie:
             off = self.level_offset
             last = len(self.level_bytes) - 1
             first = np.concatenate(
-                [self.level_child_start[d] + (off[d + 1] if d < last else 0)
-                 for d in range(1, last + 1)]
+                [
+                    self.level_child_start[d] + (off[d + 1] if d < last else 0)
+                    for d in range(1, last + 1)
+                ]
             ).astype(np.int32)
-            count = np.concatenate(
-                [self.level_child_count[d] for d in range(1, last + 1)]
-            ).astype(np.int32)
+            count = np.concatenate([self.level_child_count[d] for d in range(1, last + 1)]).astype(
+                np.int32
+            )
             byte = np.concatenate(self.level_bytes[1:]).astype(np.uint8)
             end = np.concatenate(self.level_end_string[1:]).astype(np.int32)
             parent = np.concatenate(
@@ -478,6 +507,8 @@ _SPARSE_WORDS_MAX = 512
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
 _NATIVE_WALK_MAX_REACH = 32_768
+#: first-level reaches from this many nodes on are refined by the second level (:meth:`TokenTrie._reach`)
+_REACH_SECOND_LEVEL = 4_096
 #: a walk whose live first bytes reach at least 1/this of the trie's nodes is permissive: it
 #: runs on the class trie of its table (where that trie is smaller than what it reaches)
 _CLASS_WALK_SHARE = 8
