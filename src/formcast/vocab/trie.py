@@ -507,7 +507,8 @@ _SPARSE_WORDS_MAX = 512
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
 _NATIVE_WALK_MAX_REACH = 32_768
-#: first-level reaches from this many nodes on are refined by the second level (:meth:`TokenTrie._reach`)
+#: first-level reaches from this many nodes on are refined by the second level
+#: (:meth:`TokenTrie._reach`: O(live first bytes x 256) more numpy)
 _REACH_SECOND_LEVEL = 4_096
 #: a walk whose live first bytes reach at least 1/this of the trie's nodes is permissive: it
 #: runs on the class trie of its table (where that trie is smaller than what it reaches)
