@@ -75,6 +75,8 @@ class TokenTrie:
         Without ``tokens``, an empty trie (see :meth:`_of_strings`)."""
         self._with_byte: dict[int, tuple[TokenTrie, np.ndarray]] = {}
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        # every string is one token id (None: not known yet; see _one_token_each)
+        self._one_each: bool | None = None
         # the nodes flattened for the compiled walk (see _flat_nodes)
         self._flat: _FlatNodes | None = None
         # class tries by class map (LRU; see _classes_of)
@@ -310,13 +312,17 @@ class TokenTrie:
         """
         if self.num_levels == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        if self._native_takes(table, start):  # the compiled build
+            states = table[start].take(self.level_bytes[1])
+            nodes = states.nonzero()[0]
+            reach = int(self._below_first[nodes].sum())
+            if reach >= _NATIVE_WALK_MAX_REACH:  # depth-first only if the second level says so
+                reach = self._reach(table, nodes, states)
+            return self._native_walk_checked(table, start, reach)
         flat = table.reshape(-1)
         states = np.take(flat, self.level_bytes[1] + start * 256)
         nodes = np.flatnonzero(states)
         reach = self._reach(table, nodes, states)
-        native = self._native_walk(table, start, reach)  # the compiled build
-        if native is not None:
-            return native
         if reach * _CLASS_WALK_SHARE >= self.total_nodes:  # permissive: on the class trie
             found = self._classes_of(table)
             if found is not None and found[1].total_nodes < reach:
@@ -385,15 +391,24 @@ class TokenTrie:
         nodes); a wider one is :meth:`_native_levels` plus one scan, O(nodes)."""
         if not self._native_takes(table, start):
             return None
+        return self._native_walk_checked(table, start, reach)
+
+    def _native_walk_checked(
+        self, table: np.ndarray, start: int, reach: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_native_walk` once :meth:`_native_takes` holds.  A depth-first walk's
+        output arrays are sized by ``reach`` (an upper bound of the nodes it touches, hence of
+        the strings it finds: the kernel refuses to write past them), not by the vocabulary."""
         if reach >= _NATIVE_WALK_MAX_REACH:
             full = self._native_levels(table, start)
             idx = np.flatnonzero(full)
             return idx, full[idx]
         first, count, byte, end, _, n_root = self._flat_nodes()
-        out_idx = np.empty(self.num_strings, dtype=np.int32)
-        out_state = np.empty(self.num_strings, dtype=np.int32)
+        size = min(reach, self.num_strings) + 1
+        out_idx = np.empty(size, dtype=np.int32)
+        out_state = np.empty(size, dtype=np.int32)
         k = _KERNEL.walk(first, count, byte, end, table, start, out_idx, out_state, 0, n_root)
-        return out_idx[:k].astype(np.int64), out_state[:k].copy()
+        return out_idx[:k].astype(np.int64), out_state[:k]
 
     def _native_levels(self, table: np.ndarray, start: int) -> np.ndarray:
         """:meth:`walk` in the compiled build: every node's state in one pass over the nodes
@@ -454,7 +469,9 @@ class TokenTrie:
     def token_mask_of(self, unique: np.ndarray, vocab_size: int) -> np.ndarray:
         """``bool[vocab_size]``: the token ids whose bytes are one of the ``unique`` strings."""
         out = np.zeros(vocab_size, dtype=bool)
-        if unique.size * 4 > self.num_strings:
+        if self._one_token_each():  # every string is one token id: one scatter, O(strings)
+            out[self.first_token[unique]] = True
+        elif unique.size * 4 > self.num_strings:
             ext = np.zeros(self.num_strings + 1, dtype=bool)
             ext[unique] = True
             out[:] = ext[self.token_to_unique]
@@ -480,19 +497,43 @@ class TokenTrie:
             if unique.size:
                 bitmask_set_many(words, self.unique_token_ids(unique))
             return words
-        packed = bool_to_bitmask(self.token_mask_of(unique, vocab_size), vocab_size)
+        if self._one_token_each():  # the bits straight into a padded vector, packed once
+            padded = np.zeros(bitmask_words(vocab_size) * 32, dtype=bool)
+            padded[self.first_token[unique]] = True
+            packed = np.packbits(padded, bitorder="little").view("<i4").astype(np.int32)
+        else:
+            packed = bool_to_bitmask(self.token_mask_of(unique, vocab_size), vocab_size)
         if base is not None:
             packed |= base
         return packed
 
-    def unique_token_ids(self, unique: np.ndarray) -> np.ndarray:
-        """Token ids of the given distinct strings (a string may be several ids).  O(k)."""
+    def _one_token_each(self) -> bool:
+        """Whether every distinct string is exactly one token id (Llama-3's, most
+        vocabularies'): then :attr:`first_token` maps strings to ids, one gather.  Computed
+        with the id ranges of :meth:`unique_token_ids` on first use, O(vocabulary)."""
+        one = self._one_each
+        if one is None:
+            starts, _ = self._token_ranges()
+            one = self._one_each = bool(self.num_strings > 0 and (np.diff(starts) == 1).all())
+        return one
+
+    def _token_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(per string, where its ids start in the second array; the ids sorted by string),
+        built once, O(vocabulary log vocabulary)."""
         if self._csr is None:
             order = np.argsort(self.token_to_unique, kind="stable")
             keys = self.token_to_unique[order]
             starts = np.searchsorted(keys, np.arange(self.num_strings + 1))
             self._csr = (starts, order)
-        starts, order = self._csr
+        return self._csr
+
+    def unique_token_ids(self, unique: np.ndarray) -> np.ndarray:
+        """Token ids of the given distinct strings (a string may be several ids), string by
+        string in the order given.  O(k): one gather where every string is one id."""
+        if self._one_token_each():
+            out: np.ndarray = self.first_token[unique]
+            return out
+        starts, order = self._token_ranges()
         lo = starts[unique]
         hi = starts[unique + 1]
         counts = hi - lo
