@@ -334,7 +334,7 @@ class LazyExpandedLexer:
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 break
-            succ = np.unique(self.table[frontier])
+            succ = np.unique(self.table[frontier]).astype(np.int64)
             succ = succ[~self.built[succ]][:budget]
             if not succ.size:
                 break
