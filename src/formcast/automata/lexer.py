@@ -330,20 +330,23 @@ class LazyExpandedLexer:
         todo = sorted(set(todo))
         self._build(todo)
         frontier = np.asarray(todo, dtype=np.int64)
+        seen = set(todo)
         budget = _AHEAD_ROWS
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 break
-            succ = np.unique(self.table[frontier]).astype(np.int64)
-            succ = succ[~self.built[succ]][:budget]
-            if not succ.size:
+            met = [s for s in np.unique(self.table[frontier]).tolist() if s not in seen]
+            if not met:
                 break
-            try:
-                self._build(succ.tolist())
-            except LexerStateCapError:  # a speculative row: the walk that needs it will say
-                break
-            budget -= int(succ.size)
-            frontier = succ
+            seen.update(met)
+            frontier = np.asarray(met, dtype=np.int64)  # built or not: walks go through both
+            build = frontier[~self.built[frontier]][:budget]
+            if build.size:
+                try:
+                    self._build(build.tolist())
+                except LexerStateCapError:  # a speculative row: the walk needing it will say
+                    break
+                budget -= int(build.size)
         return True
 
     def _build(self, todo: list[int]) -> None:

@@ -328,11 +328,11 @@ class TokenTrie:
             if found is not None and found[1].total_nodes < reach:
                 classes, ctrie = found
                 full = ctrie.walk(classes.flat, start)
-                idx = np.flatnonzero(full)
+                idx = np.flatnonzero(full != 0)  # a boolean scan: 4-5x faster than on ints
                 return idx, (full[idx] // ctrie.n_classes).astype(np.int32)
         if nodes.size * 8 >= states.size:
             full = self.walk(table, start)
-            idx = np.flatnonzero(full)
+            idx = np.flatnonzero(full != 0)
             return idx, full[idx]
         states = states[nodes]
         out_idx: list[np.ndarray] = []
@@ -401,7 +401,7 @@ class TokenTrie:
         the strings it finds: the kernel refuses to write past them), not by the vocabulary."""
         if reach >= _NATIVE_WALK_MAX_REACH:
             full = self._native_levels(table, start)
-            idx = np.flatnonzero(full)
+            idx = np.flatnonzero(full != 0)  # (a boolean scan: 4-5x faster than on ints)
             return idx, full[idx]
         first, count, byte, end, _, n_root = self._flat_nodes()
         size = min(reach, self.num_strings) + 1
