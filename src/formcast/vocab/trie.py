@@ -318,7 +318,7 @@ class TokenTrie:
             reach = int(self._below_first[nodes].sum())
             if reach >= _NATIVE_WALK_MAX_REACH:  # depth-first only if the second level says so
                 reach = self._reach(table, nodes, states)
-            return self._native_walk_checked(table, start, reach)
+            return self._native_walk_checked(table, start, reach, min(reach, self.num_strings))
         flat = table.reshape(-1)
         states = np.take(flat, self.level_bytes[1] + start * 256)
         nodes = np.flatnonzero(states)
@@ -391,20 +391,21 @@ class TokenTrie:
         nodes); a wider one is :meth:`_native_levels` plus one scan, O(nodes)."""
         if not self._native_takes(table, start):
             return None
-        return self._native_walk_checked(table, start, reach)
+        return self._native_walk_checked(table, start, reach, self.num_strings)
 
     def _native_walk_checked(
-        self, table: np.ndarray, start: int, reach: int
+        self, table: np.ndarray, start: int, reach: int, most: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_native_walk` once :meth:`_native_takes` holds.  A depth-first walk's
-        output arrays are sized by ``reach`` (an upper bound of the nodes it touches, hence of
-        the strings it finds: the kernel refuses to write past them), not by the vocabulary."""
+        output arrays hold ``most`` strings: :meth:`walk_pairs` passes its reach (an upper
+        bound of the nodes the walk touches, hence of the strings it finds; the kernel
+        refuses to write past the arrays), not the vocabulary's size."""
         if reach >= _NATIVE_WALK_MAX_REACH:
             full = self._native_levels(table, start)
             idx = np.flatnonzero(full != 0)  # (a boolean scan: 4-5x faster than on ints)
             return idx, full[idx]
         first, count, byte, end, _, n_root = self._flat_nodes()
-        size = min(reach, self.num_strings) + 1
+        size = most + 1
         out_idx = np.empty(size, dtype=np.int32)
         out_state = np.empty(size, dtype=np.int32)
         k = _KERNEL.walk(first, count, byte, end, table, start, out_idx, out_state, 0, n_root)
