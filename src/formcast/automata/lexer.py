@@ -199,6 +199,14 @@ def build_expanded_lexer(
     return ExpandedLexer(table=table, split=split, offsets=offsets.astype(np.int64))
 
 
+#: :meth:`LazyExpandedLexer.ensure` builds the unbuilt successors of the rows it was asked
+#: for this many levels ahead, at most this many rows per call, and none within this margin
+#: of the state cap (speculative rows must not bring the per-rule fallback nearer)
+_AHEAD_LEVELS = 3
+_AHEAD_ROWS = 48
+_AHEAD_MARGIN = 1_024
+
+
 class LexerStateCapError(Exception):
     """A :class:`LazyExpandedLexer` would outgrow its ``max_states`` cap.  Internal: the token
     index catches it and classifies on the per-rule automata from then on (same masks)."""
@@ -309,11 +317,40 @@ class LazyExpandedLexer:
         """Build the rows of ``states`` (lexer states below :attr:`size`) not built yet;
         True when some row was built.  New states referenced by the rows get sentinels (the
         arrays are replaced by larger ones when full).  Raises :class:`LexerStateCapError`
-        past ``max_states`` (rows built before it stay: the tables remain consistent)."""
+        past ``max_states`` (rows built before it stay: the tables remain consistent).
+
+        Then, ahead of the walks, the unbuilt successors of the rows built, level by level
+        (:data:`_AHEAD_LEVELS` levels, at most :data:`_AHEAD_ROWS` rows in all, none past
+        ``max_states - _AHEAD_MARGIN`` states): a walk that stops on a sentinel is walked
+        again over the whole vocabulary (0.5-1.5 ms on a permissive state), and a row costs
+        a few microseconds in a batch.  Which rows are built changes no walk's result."""
         todo = [int(s) for s in np.asarray(states, dtype=np.int64).tolist() if not self.built[s]]
         if not todo:
             return False
         todo = sorted(set(todo))
+        self._build(todo)
+        frontier = np.asarray(todo, dtype=np.int64)
+        seen = set(todo)
+        budget = _AHEAD_ROWS
+        for _ in range(_AHEAD_LEVELS):
+            if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
+                break
+            met = [s for s in np.unique(self.table[frontier]).tolist() if s not in seen]
+            if not met:
+                break
+            seen.update(met)
+            frontier = np.asarray(met, dtype=np.int64)  # built or not: walks go through both
+            build = frontier[~self.built[frontier]][:budget]
+            if build.size:
+                try:
+                    self._build(build.tolist())
+                except LexerStateCapError:  # a speculative row: the walk needing it will say
+                    break
+                budget -= int(build.size)
+        return True
+
+    def _build(self, todo: list[int]) -> None:
+        """Build the rows of ``todo`` (sorted, distinct, unbuilt states)."""
         h = self._build_helpers()
         n_global = int(self.offsets[-1])
         batch = [
@@ -325,7 +362,6 @@ class LazyExpandedLexer:
         self.table[idx] = np.asarray(rows, dtype=np.int32)[:, cmap]
         self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
         self.built[idx] = True
-        return True
 
     def _state_of(self, h: _LexerHelpers, members: tuple[int, ...]) -> int:
         """The lexer state of a set of (two or more) live global states, numbered (with a

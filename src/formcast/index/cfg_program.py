@@ -1400,7 +1400,9 @@ _SHARED_WALK_MIN_BYTES = 16
 
 #: candidate sets at least this large are verified level by level (:func:`_verify_by_levels`);
 #: smaller ones token by token (:func:`_verify_in_order`), which has no per-level numpy cost
-_LEVEL_VERIFY_MIN = 64
+#: (measured on the grammar workloads' sets of 64-300 candidates: token by token is as fast or
+#: up to 35% faster; the level walk pays off on thousands of counted-rule candidates)
+_LEVEL_VERIFY_MIN = 256
 
 
 def _verify_in_order(

@@ -75,6 +75,8 @@ class TokenTrie:
         Without ``tokens``, an empty trie (see :meth:`_of_strings`)."""
         self._with_byte: dict[int, tuple[TokenTrie, np.ndarray]] = {}
         self._csr: tuple[np.ndarray, np.ndarray] | None = None
+        # every string is one token id (None: not known yet; see _one_token_each)
+        self._one_each: bool | None = None
         # the nodes flattened for the compiled walk (see _flat_nodes)
         self._flat: _FlatNodes | None = None
         # class tries by class map (LRU; see _classes_of)
@@ -209,6 +211,19 @@ class TokenTrie:
             top = top[self.level_parent[d]]
             below += np.bincount(top, minlength=below.size)
         self._below_first = below
+        # ... and per first-byte node and second byte, the nodes below that second-level
+        # child (itself included; 0 where there is none): a walk's reach refined by the
+        # second bytes its first states keep alive (:meth:`_reach`)
+        n1 = below.size
+        below_second = np.zeros((n1, 256), dtype=np.int64)
+        if len(sizes) > 2:
+            below2 = np.ones(sizes[2], dtype=np.int64)
+            top = np.arange(sizes[2], dtype=np.int64)
+            for d in range(3, len(sizes)):
+                top = top[self.level_parent[d]]
+                below2 += np.bincount(top, minlength=below2.size)
+            below_second[self.level_parent[2], self.level_bytes[2]] = below2
+        self._below_second = below_second
 
     def walk(self, table: np.ndarray, start: int) -> np.ndarray:
         """End state of every distinct string from ``start`` (0 where the automaton died).
@@ -297,23 +312,27 @@ class TokenTrie:
         """
         if self.num_levels == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        if self._native_takes(table, start):  # the compiled build
+            states = table[start].take(self.level_bytes[1])
+            nodes = states.nonzero()[0]
+            reach = int(self._below_first[nodes].sum())
+            if reach >= _NATIVE_WALK_MAX_REACH:  # depth-first only if the second level says so
+                reach = self._reach(table, nodes, states)
+            return self._native_walk_checked(table, start, reach, min(reach, self.num_strings))
         flat = table.reshape(-1)
         states = np.take(flat, self.level_bytes[1] + start * 256)
         nodes = np.flatnonzero(states)
-        reach = int(self._below_first[nodes].sum())
-        native = self._native_walk(table, start, reach)  # the compiled build
-        if native is not None:
-            return native
+        reach = self._reach(table, nodes, states)
         if reach * _CLASS_WALK_SHARE >= self.total_nodes:  # permissive: on the class trie
             found = self._classes_of(table)
             if found is not None and found[1].total_nodes < reach:
                 classes, ctrie = found
                 full = ctrie.walk(classes.flat, start)
-                idx = np.flatnonzero(full)
+                idx = np.flatnonzero(full != 0)  # a boolean scan: 4-5x faster than on ints
                 return idx, (full[idx] // ctrie.n_classes).astype(np.int32)
         if nodes.size * 8 >= states.size:
             full = self.walk(table, start)
-            idx = np.flatnonzero(full)
+            idx = np.flatnonzero(full != 0)
             return idx, full[idx]
         states = states[nodes]
         out_idx: list[np.ndarray] = []
@@ -334,6 +353,20 @@ class TokenTrie:
         if not out_idx:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(out_idx), np.concatenate(out_states)
+
+    def _reach(self, table: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> int:
+        """At most how many trie nodes a walk whose live first-level nodes are ``nodes`` (in
+        states ``states[nodes]`` of ``table``) may touch: the nodes below those first bytes,
+        and where that is many (a state that allows a space, which starts half of a
+        vocabulary's tokens), the nodes below the second-level children the first states
+        keep alive (a JSON whitespace gap keeps a few of the space's children: a few hundred
+        nodes, not 130k).  O(live first bytes) numpy, plus O(live first bytes x 256) for the
+        second level where the first is wide."""
+        reach = int(self._below_first[nodes].sum())
+        if reach < _REACH_SECOND_LEVEL or not nodes.size:
+            return reach
+        live2 = np.take(table, states[nodes], axis=0) != 0
+        return int(nodes.size) + int(self._below_second[nodes][live2].sum())
 
     @staticmethod
     def _native_takes(table: np.ndarray, start: int) -> bool:
@@ -358,15 +391,25 @@ class TokenTrie:
         nodes); a wider one is :meth:`_native_levels` plus one scan, O(nodes)."""
         if not self._native_takes(table, start):
             return None
+        return self._native_walk_checked(table, start, reach, self.num_strings)
+
+    def _native_walk_checked(
+        self, table: np.ndarray, start: int, reach: int, most: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_native_walk` once :meth:`_native_takes` holds.  A depth-first walk's
+        output arrays hold ``most`` strings: :meth:`walk_pairs` passes its reach (an upper
+        bound of the nodes the walk touches, hence of the strings it finds; the kernel
+        refuses to write past the arrays), not the vocabulary's size."""
         if reach >= _NATIVE_WALK_MAX_REACH:
             full = self._native_levels(table, start)
-            idx = np.flatnonzero(full)
+            idx = np.flatnonzero(full != 0)  # (a boolean scan: 4-5x faster than on ints)
             return idx, full[idx]
         first, count, byte, end, _, n_root = self._flat_nodes()
-        out_idx = np.empty(self.num_strings, dtype=np.int32)
-        out_state = np.empty(self.num_strings, dtype=np.int32)
+        size = most + 1
+        out_idx = np.empty(size, dtype=np.int32)
+        out_state = np.empty(size, dtype=np.int32)
         k = _KERNEL.walk(first, count, byte, end, table, start, out_idx, out_state, 0, n_root)
-        return out_idx[:k].astype(np.int64), out_state[:k].copy()
+        return out_idx[:k].astype(np.int64), out_state[:k]
 
     def _native_levels(self, table: np.ndarray, start: int) -> np.ndarray:
         """:meth:`walk` in the compiled build: every node's state in one pass over the nodes
@@ -388,12 +431,14 @@ class TokenTrie:
             off = self.level_offset
             last = len(self.level_bytes) - 1
             first = np.concatenate(
-                [self.level_child_start[d] + (off[d + 1] if d < last else 0)
-                 for d in range(1, last + 1)]
+                [
+                    self.level_child_start[d] + (off[d + 1] if d < last else 0)
+                    for d in range(1, last + 1)
+                ]
             ).astype(np.int32)
-            count = np.concatenate(
-                [self.level_child_count[d] for d in range(1, last + 1)]
-            ).astype(np.int32)
+            count = np.concatenate([self.level_child_count[d] for d in range(1, last + 1)]).astype(
+                np.int32
+            )
             byte = np.concatenate(self.level_bytes[1:]).astype(np.uint8)
             end = np.concatenate(self.level_end_string[1:]).astype(np.int32)
             parent = np.concatenate(
@@ -425,7 +470,9 @@ class TokenTrie:
     def token_mask_of(self, unique: np.ndarray, vocab_size: int) -> np.ndarray:
         """``bool[vocab_size]``: the token ids whose bytes are one of the ``unique`` strings."""
         out = np.zeros(vocab_size, dtype=bool)
-        if unique.size * 4 > self.num_strings:
+        if self._one_token_each():  # every string is one token id: one scatter, O(strings)
+            out[self.first_token[unique]] = True
+        elif unique.size * 4 > self.num_strings:
             ext = np.zeros(self.num_strings + 1, dtype=bool)
             ext[unique] = True
             out[:] = ext[self.token_to_unique]
@@ -451,19 +498,43 @@ class TokenTrie:
             if unique.size:
                 bitmask_set_many(words, self.unique_token_ids(unique))
             return words
-        packed = bool_to_bitmask(self.token_mask_of(unique, vocab_size), vocab_size)
+        if self._one_token_each():  # the bits straight into a padded vector, packed once
+            padded = np.zeros(bitmask_words(vocab_size) * 32, dtype=bool)
+            padded[self.first_token[unique]] = True
+            packed = np.packbits(padded, bitorder="little").view("<i4").astype(np.int32)
+        else:
+            packed = bool_to_bitmask(self.token_mask_of(unique, vocab_size), vocab_size)
         if base is not None:
             packed |= base
         return packed
 
-    def unique_token_ids(self, unique: np.ndarray) -> np.ndarray:
-        """Token ids of the given distinct strings (a string may be several ids).  O(k)."""
+    def _one_token_each(self) -> bool:
+        """Whether every distinct string is exactly one token id (Llama-3's, most
+        vocabularies'): then :attr:`first_token` maps strings to ids, one gather.  Computed
+        with the id ranges of :meth:`unique_token_ids` on first use, O(vocabulary)."""
+        one = self._one_each
+        if one is None:
+            starts, _ = self._token_ranges()
+            one = self._one_each = bool(self.num_strings > 0 and (np.diff(starts) == 1).all())
+        return one
+
+    def _token_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(per string, where its ids start in the second array; the ids sorted by string),
+        built once, O(vocabulary log vocabulary)."""
         if self._csr is None:
             order = np.argsort(self.token_to_unique, kind="stable")
             keys = self.token_to_unique[order]
             starts = np.searchsorted(keys, np.arange(self.num_strings + 1))
             self._csr = (starts, order)
-        starts, order = self._csr
+        return self._csr
+
+    def unique_token_ids(self, unique: np.ndarray) -> np.ndarray:
+        """Token ids of the given distinct strings (a string may be several ids), string by
+        string in the order given.  O(k): one gather where every string is one id."""
+        if self._one_token_each():
+            out: np.ndarray = self.first_token[unique]
+            return out
+        starts, order = self._token_ranges()
         lo = starts[unique]
         hi = starts[unique + 1]
         counts = hi - lo
@@ -478,6 +549,9 @@ _SPARSE_WORDS_MAX = 512
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
 _NATIVE_WALK_MAX_REACH = 32_768
+#: first-level reaches from this many nodes on are refined by the second level
+#: (:meth:`TokenTrie._reach`: O(live first bytes x 256) more numpy)
+_REACH_SECOND_LEVEL = 4_096
 #: a walk whose live first bytes reach at least 1/this of the trie's nodes is permissive: it
 #: runs on the class trie of its table (where that trie is smaller than what it reaches)
 _CLASS_WALK_SHARE = 8
