@@ -89,6 +89,7 @@ __all__ = [
     "ContinuousBatcher",
     "RequestCancelledError",
     "StepObserver",
+    "SupportsTruncate",
 ]
 
 _perf = time.perf_counter
@@ -107,6 +108,15 @@ class StepObserver(Protocol):
     def consume(self, token_ids: Sequence[int]) -> None: ...
 
     def on_logits(self, logits: Logits) -> None: ...
+
+
+@runtime_checkable
+class SupportsTruncate(Protocol):
+    """A batched decoder that can cut a slot's sequence to its first ``n`` tokens
+    (``truncate(slot, n)``; :class:`~formcast.model.llama_cpp_batched.LlamaCppBatchedDecoder`
+    can): what the batcher's ``prompt_cache`` needs to reuse a finished request's slot."""
+
+    def truncate(self, slot: int, n: int) -> None: ...
 
 
 class BatcherFullError(FormcastError):
@@ -310,6 +320,7 @@ class _Row:
         "control",
         "decode_times",
         "handle",
+        "held",
         "max_tokens",
         "observer",
         "out",
@@ -344,9 +355,14 @@ class _Row:
             side.row = bitmask[slot]
             self.constraint = side
         self.sampler = _ModelSide(
-            None, np.empty(0, np.float32), job.params, job.rng, job.logprobs  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            np.empty(0, np.float32),
+            job.params,
+            job.rng,
+            job.logprobs,
         )
         self.sampler.pending = list(self.prompt_ids)  # the first call is the prefill
+        self.held: list[int] = []  # the tokens the slot's cache holds (evaluated or copied)
         self.out = _Output(vocab, job.stops)
         self.prefilled = False
         self.prefill_s = 0.0
@@ -467,7 +483,9 @@ class _Job:
         control that stops it before the prefill): no text, no tokens."""
         total = _perf() - self.t_call
         timings = GenerationTimings(
-            compile_s=self.compile_s, time_to_first_token_s=total, total_s=total,
+            compile_s=self.compile_s,
+            time_to_first_token_s=total,
+            total_s=total,
             prompt_tokens=len(self.handle.prompt_ids),
         )
         out = _Output(self.vocab, self.stops)
@@ -497,6 +515,16 @@ class ContinuousBatcher:
             in the same step waits one step, to copy it once it is evaluated.  The copied
             entries were computed in another batch, so the logits can differ from a full
             prefill in the last bits (as any batching does).
+        prompt_cache: keep a finished request's cache in its slot until the slot is needed
+            again (as llama.cpp's server keeps its slots' prompts, and vLLM's automatic
+            prefix caching its blocks): a joining request takes the free slot whose kept
+            sequence shares the longest start with its prompt (ties: the slot left longest
+            ago), keeps that start (``truncate``, :class:`SupportsTruncate`) and evaluates
+            only the rest; with ``share_prefix`` it copies a longer start from another slot
+            (kept or running) when there is one.  A repeated prompt (a retried request, the
+            next turn of a conversation, the same system prompt and tools) then costs one
+            token of prefill.  Off when the decoder cannot truncate.  Memory: none beyond the
+            slots' cache, which is allocated up front anyway.
 
     Raises:
         ConfigurationError: ``decoder`` is not a batched decoder, or a bad ``max_queue`` /
@@ -510,6 +538,7 @@ class ContinuousBatcher:
         max_queue: int | None = 64,
         prefill_tokens: int | None = None,
         share_prefix: int | None = None,
+        prompt_cache: bool = False,
     ) -> None:
         if not isinstance(decoder, BatchedDecoder):
             raise ConfigurationError(
@@ -536,6 +565,11 @@ class ContinuousBatcher:
                 f"share_prefix must be an int >= 1 or None, got {share_prefix!r}"
             )
         self._share_prefix = share_prefix if isinstance(decoder, SupportsCopyPrefix) else None
+        if not isinstance(prompt_cache, bool):
+            raise ConfigurationError(f"prompt_cache must be a bool, got {prompt_cache!r}")
+        self._prompt_cache = prompt_cache and isinstance(decoder, SupportsTruncate)
+        self._kept: dict[int, list[int]] = {}  # free slot -> the tokens its cache still holds
+        self._left: dict[int, int] = {}  # slot -> the step its last request left (LRU order)
         self._decoder = decoder
         self._vocab = decoder.vocab
         self._stop_ids = self._vocab.stop_token_ids
@@ -553,6 +587,11 @@ class ContinuousBatcher:
         """Steps run so far (one model call each, when any row ran)."""
         self.rows_stepped = 0
         """Rows in those steps' model calls, summed (``rows_stepped / steps``: the mean batch)."""
+        self.prompt_tokens_evaluated = 0
+        """Prompt tokens the model evaluated for joining requests."""
+        self.prompt_tokens_reused = 0
+        """Prompt tokens not evaluated: kept in a slot (``prompt_cache``) or copied from
+        another (``share_prefix``)."""
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -886,6 +925,9 @@ class ContinuousBatcher:
                     self._leave(row, result, None)
 
     def _admit(self) -> None:
+        """Queued requests take free slots, first come first served: each the free slot
+        whose kept sequence shares the longest start with its prompt (``prompt_cache``),
+        or a copy of a longer shared start (``share_prefix``); its ``pending`` is the rest."""
         free = [s for s in range(self.n_slots) if s not in self._rows]
         budget = self._prefill_tokens
         share = self._share_prefix
@@ -894,40 +936,100 @@ class ContinuousBatcher:
         with self._lock:
             while free and self._queue:
                 ids = self._queue[0].handle.prompt_ids
+                dst, kept = self._pick_slot(free, ids)
                 donor, n = None, 0
                 if share is not None:
-                    if any(_common_prefix(ids, r.prompt_ids) >= share for r in new_rows):
-                        break  # joins next step, copying the prefix once it is evaluated
-                    donor, n = self._donor(ids)
-                    if n < share:
+                    donor, n = self._donor(ids, dst)
+                    if n < share or n <= kept:
                         donor, n = None, 0
-                cost = len(ids) - n
+                    have = max(n, kept)
+                    if any(
+                        min(_common_prefix(ids, r.prompt_ids), len(ids) - 1) - have >= share
+                        for r in new_rows
+                    ):
+                        break  # joins next step, copying the prefix once it is evaluated
+                cost = len(ids) - max(n, kept)
                 if budget is not None and joined and joined + cost > budget:
                     break
-                joined += cost
                 job = self._queue.popleft()
-                slot = free.pop(0)
-                row = _Row(job, slot, self._bitmask, self._stop_ids)
-                if donor is not None:
-                    try:
-                        self._decoder.copy_prefix(donor.slot, slot, n)  # type: ignore[attr-defined]
-                    except ConfigurationError:  # the model cannot: prefill it all
-                        self._share_prefix = share = None
-                    else:
-                        row.sampler.pending = list(ids[n:])
-                self._rows[slot] = row
+                free.remove(dst)
+                row = _Row(job, dst, self._bitmask, self._stop_ids)
+                reused = self._take_slot(dst, kept, donor, n)
+                row.sampler.pending = list(ids[reused:])
+                row.held = list(ids[:reused])
+                joined += len(ids) - reused
+                self.prompt_tokens_reused += reused
+                self._rows[dst] = row
                 new_rows.append(row)
 
-    def _donor(self, ids: list[int]) -> tuple[_Row | None, int]:
-        """The running row whose evaluated prompt shares the longest start with ``ids`` (at
-        most ``len(ids) - 1`` tokens: one is left to evaluate, for the logits)."""
-        best: _Row | None = None
+    def _pick_slot(self, free: list[int], ids: list[int]) -> tuple[int, int]:
+        """``(slot, tokens to keep)`` for ``ids`` among the ``free`` slots.
+
+        A kept sequence that holds the whole prompt but its last token, or that the prompt
+        extends (the next turn of a conversation), is reused in place: nothing else is lost.
+        Otherwise the slot costing least is taken -- a never used one, else the one left
+        longest ago -- keeping whatever start it shares with ``ids`` (a longer one is copied
+        from another slot by the caller).  At most ``len(ids) - 1`` tokens are kept: one is
+        evaluated, for the logits."""
+        if not self._kept:
+            return free[0], 0
+        cap = len(ids) - 1
+        best, best_n = None, 0
+        for s in free:
+            kept = self._kept.get(s)
+            if kept:
+                n = min(_common_prefix(ids, kept), cap)
+                if n > best_n:
+                    best, best_n = s, n
+        if best is not None and (best_n == cap or best_n >= len(self._kept[best])):
+            return best, best_n
+        dst = min(free, key=lambda s: (s in self._kept, self._left.get(s, -1)))
+        kept = self._kept.get(dst)
+        return dst, min(_common_prefix(ids, kept), cap) if kept else 0
+
+    def _take_slot(self, dst: int, kept: int, donor: int | None, n: int) -> int:
+        """Ready free slot ``dst``: copy ``n`` tokens from slot ``donor``, or keep ``kept``
+        of its own, or release it; returns how many prompt tokens it now holds."""
+        decoder: Any = self._decoder
+        held = self._kept.pop(dst, None)
+        if donor is not None:
+            if held is not None:
+                decoder.release(dst)
+            try:
+                decoder.copy_prefix(donor, dst, n)
+            except ConfigurationError:  # the model cannot: prefill it all
+                self._share_prefix = None
+                return 0
+            return n
+        if kept:
+            try:
+                decoder.truncate(dst, kept)
+            except ConfigurationError:  # the model cannot: prefill it all
+                self._prompt_cache = False
+                decoder.release(dst)
+                return 0
+            return kept
+        if held is not None:
+            decoder.release(dst)
+        return 0
+
+    def _donor(self, ids: list[int], dst: int) -> tuple[int | None, int]:
+        """The slot (a running row's, evaluated, or a kept one other than ``dst``) whose
+        sequence shares the longest start with ``ids`` (at most ``len(ids) - 1`` tokens:
+        one is left to evaluate, for the logits)."""
+        best: int | None = None
         best_n = 0
+        cap = len(ids) - 1
         for r in self._rows.values():
             if r.prefilled:
-                n = min(_common_prefix(ids, r.prompt_ids), len(ids) - 1)
+                n = min(_common_prefix(ids, r.held), cap)
                 if n > best_n:
-                    best, best_n = r, n
+                    best, best_n = r.slot, n
+        for s, kept in self._kept.items():
+            if s != dst:
+                n = min(_common_prefix(ids, kept), cap)
+                if n > best_n:
+                    best, best_n = s, n
         return best, best_n
 
     def _call_model(self, rows: list[_Row]) -> None:
@@ -952,6 +1054,9 @@ class ContinuousBatcher:
         dt = _perf() - t0
         for i, r in enumerate(rows):
             r.sampler.logits = logits[i]
+            if not r.prefilled:
+                self.prompt_tokens_evaluated += len(r.sampler.pending)
+            r.held += r.sampler.pending
             r.sampler.pending = []
             if r.prefilled:
                 r.decode_times.append(dt)
@@ -1000,8 +1105,18 @@ class ContinuousBatcher:
         """The row leaves its slot (released in the decoder) and its request finishes."""
         if self._rows.get(row.slot) is row:
             del self._rows[row.slot]
+            self._left[row.slot] = self.steps
             try:
-                self._decoder.release(row.slot)
+                if (
+                    self._prompt_cache
+                    and error is None
+                    and row.prefilled
+                    and row.held
+                    and self._decoder.length(row.slot) == len(row.held)
+                ):
+                    self._kept[row.slot] = row.held  # kept for a request starting the same
+                else:
+                    self._decoder.release(row.slot)
             except Exception as exc:  # pragma: no cover - a closed decoder
                 error = error or exc
         row.handle._finish(result, error)
