@@ -77,6 +77,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "request whose prompt starts the same)",
     )
     p.add_argument(
+        "--fast-forward",
+        action="store_true",
+        help="append the bytes a schema/grammar forces in the tokenizer's spelling, "
+        "evaluated in one model call (fewer model calls; outputs can differ from plain "
+        "masking; not with logprobs)",
+    )
+    p.add_argument(
         "--prefill-tokens",
         type=positive_int,
         default=None,
@@ -154,6 +161,7 @@ def run_serve(args: argparse.Namespace) -> int:
         share_prefix=args.share_prefix or None,
         prefill_tokens=args.prefill_tokens,
         prompt_cache=not args.no_prompt_cache,
+        fast_forward=args.fast_forward,
         n_threads=args.threads,
         request_timeout_s=args.timeout,
         compile_timeout_s=args.compile_timeout,

@@ -71,6 +71,7 @@ from ..sampling import SamplingParams
 from ..vocab.canonical import CanonicalPairs
 from ..vocab.vocabulary import Vocabulary
 from .control import Step, StepControl, StopReason
+from .fast_forward import FastForward, fast_forward_for
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
@@ -313,12 +314,15 @@ class _Row:
     :mod:`formcast.generation.loop`)."""
 
     __slots__ = (
+        "after_run",
         "allowed",
+        "canonical",
         "compile_s",
         "compiled",
         "constraint",
         "control",
         "decode_times",
+        "ff",
         "handle",
         "held",
         "max_tokens",
@@ -369,6 +373,9 @@ class _Row:
         self.decode_times: list[float] = []
         self.ready = False  # the mask of the next token is computed (``allowed``)
         self.allowed: np.ndarray | None = None
+        self.ff = job.fast_forward
+        self.canonical = job.canonical
+        self.after_run = False  # the last token was a fast-forward run's: sample the next
 
     def advance(self, ok: bool | None) -> tuple[int, FinishReason | None]:
         """One iteration of :func:`formcast.generation.loop._steps` without the model call:
@@ -391,6 +398,13 @@ class _Row:
                     return _DONE, constraint.end
             if len(out.ids) >= self.max_tokens:
                 return _DONE, "max_tokens"
+            if self.ff is not None:  # as generate(fast_forward=True): a run, or sample
+                if self.after_run:
+                    self.after_run = False
+                else:
+                    ran = self._forward(self.ff)
+                    if ran is not None:
+                        return ran
         if allowed is not None and allowed.size == 1:  # forced: any sampler would pick it
             tok = int(allowed[0])
             out.n_forced += 1
@@ -427,6 +441,43 @@ class _Row:
             lp = entries[-1].logprob if entries else None
             if control.on_step(Step(len(out.ids) - 1, tok, forced, lp)):
                 return _DONE, "cancelled"
+        return _AGAIN, None
+
+    def _forward(self, ff: FastForward) -> tuple[int, FinishReason | None] | None:
+        """The current state's forced run (:meth:`FastForward.run`) taken as forced tokens:
+        accepted, queued for the next model call, output, shown to ``on_step`` -- as
+        :func:`formcast.generation.loop._fast_forward`.  ``None``: no run (the row samples);
+        else ``(_AGAIN, None)`` or ``(_DONE, reason)`` (a stop string, ``on_step``)."""
+        out = self.out
+        constraint = self.constraint
+        assert constraint is not None
+        tf = _perf()
+        run = ff.run(
+            constraint.matcher,
+            out.ids,
+            budget=self.max_tokens - len(out.ids),
+            canonical=self.canonical,
+        )
+        constraint.mask_times[-1] += _perf() - tf
+        if not run:
+            return None
+        if not out.ids:
+            out.ttft = _perf() - self.t_call
+        control = self.control
+        on_step = control.on_step if control is not None else None
+        pending = self.sampler.pending
+        for tok in run:
+            constraint.accept(tok)
+            out.n_forced += 1
+            pending.append(tok)
+            safe, hit = out.add(tok)
+            if safe:
+                self.handle._push(safe)
+            if hit:
+                return _DONE, "stop"
+            if on_step is not None and on_step(Step(len(out.ids) - 1, tok, True, None)):
+                return _DONE, "cancelled"
+        self.after_run = True
         return _AGAIN, None
 
     def result(self, reason: FinishReason) -> GenerationResult:
@@ -477,6 +528,7 @@ class _Job:
     observer: StepObserver | None
     logprobs: int | None = None
     control: StepControl | None = None
+    fast_forward: FastForward | None = None
 
     def stopped_result(self, reason: StopReason) -> GenerationResult:
         """The result of a request stopped before it got a slot (as ``decode`` gives for a
@@ -638,6 +690,7 @@ class ContinuousBatcher:
         observer: StepObserver | None = None,
         logprobs: int | None = None,
         control: StepControl | None = None,
+        fast_forward: bool = False,
     ) -> BatchedRequest:
         """Queue a request given as token ids and (optionally) a compiled constraint.
 
@@ -650,7 +703,10 @@ class ContinuousBatcher:
         while the request waits or runs, so a set cancel flag or a passed deadline ends it
         before its next model call with ``finish_reason`` ``"cancelled"`` / ``"timeout"``
         and the text so far (a normal result, as ``generate(control=)`` gives; its slot is
-        freed), and its ``on_step`` sees every output token.
+        freed), and its ``on_step`` sees every output token.  ``fast_forward`` (with
+        ``compiled``, without ``logprobs``): the bytes the constraint forces are appended as
+        the tokenizer's tokens and evaluated in the row's next model call, as
+        ``generate(fast_forward=True)`` (:mod:`formcast.generation.fast_forward`).
 
         Raises:
             ConfigurationError: bad arguments, or prompt + ``max_tokens`` exceeds a slot's
@@ -672,6 +728,7 @@ class ContinuousBatcher:
             observer,
             logprobs,
             control,
+            fast_forward,
         )
 
     def _submit(
@@ -689,6 +746,7 @@ class ContinuousBatcher:
         observer: StepObserver | None = None,
         logprobs: int | None = None,
         control: StepControl | None = None,
+        fast_forward: bool = False,
     ) -> BatchedRequest:
         ids = [int(t) for t in prompt_ids]
         if not ids:
@@ -698,8 +756,21 @@ class ContinuousBatcher:
             compiled = _check_compiled(compiled, model)
         # the option checks of generate(), made in their one place
         checked = GenerationOptions(
-            max_tokens=max_tokens, seed=seed, stop=stop, logprobs=logprobs, control=control
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            logprobs=logprobs,
+            control=control,
+            fast_forward=fast_forward,
         )
+        ff: FastForward | None = None
+        if fast_forward:
+            if compiled is None:
+                raise ConfigurationError(
+                    "fast_forward=True needs a constraint (compiled=): without one nothing "
+                    "is forced"
+                )
+            ff = fast_forward_for(model)
         limit = self._decoder.max_context
         if limit is not None and len(ids) + max_tokens > limit:
             raise ConfigurationError(
@@ -739,6 +810,7 @@ class ContinuousBatcher:
             observer=observer,
             logprobs=checked.logprobs,
             control=checked.control,
+            fast_forward=ff,
         )
         with self._lock:
             if self._closing:
@@ -773,6 +845,7 @@ class ContinuousBatcher:
         system: str | None = None,
         dialect: str = DEFAULT_REGEX_DIALECT,
         canonical: bool = False,
+        fast_forward: bool = False,
     ) -> BatchedRequest:
         """:meth:`submit` with :func:`~formcast.generation.generate`'s arguments (same names,
         defaults and meaning; the prompt through the model's chat template; the constraint
@@ -799,7 +872,17 @@ class ContinuousBatcher:
         ids = _prompt_ids(model, prompt, chat=chat, system=system)
         schema_class = pydantic_model_class(schema) if cg is not None else None
         return self._submit(
-            ids, cg, params, seed, max_tokens, stop, canonical, schema_class, compile_s, t_call
+            ids,
+            cg,
+            params,
+            seed,
+            max_tokens,
+            stop,
+            canonical,
+            schema_class,
+            compile_s,
+            t_call,
+            fast_forward=fast_forward,
         )
 
     # -- running -------------------------------------------------------------------------------

@@ -47,6 +47,15 @@ class ServerConfig:
             the next turn of a conversation, a repeated system prompt or tool set.  The kept
             entries were computed in another batch: logits can differ in their last bits.
             ``False``: every slot is cleared when its request ends.
+        fast_forward: decode constrained requests with ``fast_forward=True``
+            (:mod:`formcast.generation.fast_forward`): the bytes the constraint forces (keys,
+            punctuation, ``const`` values) are appended in the tokenizer's spelling and
+            evaluated with the next token in one model call.  Fewer model calls per request;
+            the spelling of forced text is the tokenizer's rather than the model's choice, so
+            outputs (also greedy ones) can differ from plain masking.  A request asking for
+            ``logprobs`` is decoded with plain masking (forced tokens have no
+            log-probabilities).  The model needs a raw tokenizer (``encode_bytes``).  Off by
+            default.
         prefill_tokens: with batching, the most prompt tokens that join in one step
             (``ContinuousBatcher(prefill_tokens=)``; ``None``: every waiting request that has
             a slot joins at once).  A bound spreads simultaneous arrivals over several steps:
@@ -89,6 +98,7 @@ class ServerConfig:
     max_batch: int = 8
     share_prefix: int | None = 16
     prompt_cache: bool = True
+    fast_forward: bool = False
     prefill_tokens: int | None = None
     n_threads: int | None = None
     request_timeout_s: float | None = 120.0
@@ -133,6 +143,10 @@ class ServerConfig:
             raise ConfigurationError(
                 f"ServerConfig.n_threads must be an int >= 1 or None (the machine's cores), "
                 f"got {n!r}"
+            )
+        if not isinstance(self.fast_forward, bool):
+            raise ConfigurationError(
+                f"ServerConfig.fast_forward must be a bool, got {self.fast_forward!r}"
             )
         if not isinstance(self.prompt_cache, bool):
             raise ConfigurationError(

@@ -63,6 +63,7 @@ from ..errors import FormcastError
 from ..generation.api import stream
 from ..generation.batching import BatchedRequest, ContinuousBatcher, RequestCancelledError
 from ..generation.control import StepControl
+from ..generation.fast_forward import fast_forward_for
 from ..generation.options import GenerationOptions
 from ..generation.results import GenerationResult, TokenLogprob
 from ..index.compiled import CompiledGrammar
@@ -170,6 +171,8 @@ class Engine:
         self.model = model
         self.config = config
         self.metrics = metrics
+        if config.fast_forward:
+            fast_forward_for(model)  # the model can spell forced bytes, or the error says why
         self.compiler = GrammarCompiler(
             model.vocab,
             limits=config.compile_limits,
@@ -422,6 +425,7 @@ class Engine:
                         stop=list(options.stops) or None,
                         logprobs=options.logprobs,
                         control=control,
+                        fast_forward=self._fast_forward(job),
                     )
                     submitted.append((spec, ids, req))
             except BaseException:
@@ -573,6 +577,12 @@ class Engine:
             )
         return job.max_tokens
 
+    def _fast_forward(self, job: Job) -> bool:
+        """``ServerConfig.fast_forward`` for this job: a constrained request without
+        ``logprobs`` (fast-forward tokens are not sampled, so they have no log-probabilities:
+        a request asking for them is decoded with plain masking)."""
+        return self.config.fast_forward and job.compiled is not None and job.logprobs is None
+
     def _generate(self, job: Job, spec: GenerationSpec, ids: list[int]) -> Finished:
         max_tokens = self._max_tokens(job, len(ids))
         control = StepControl(cancel=job.cancel, deadline=job.deadline)
@@ -592,6 +602,7 @@ class Engine:
             stop=list(job.stop) or None,
             control=control,
             logprobs=job.logprobs,
+            fast_forward=self._fast_forward(job),
         )
         result: GenerationResult | None = None
         try:
