@@ -380,7 +380,13 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                 conc_bodies = [
                     batch_body(i, args, 1000 * (2 * k + 2) + i) for i in range(args.batch)
                 ]
+            rows0 = scrape(url, "formcast_batch_rows")
+            evaluated0 = scrape(url, "formcast_batch_prompt_tokens_evaluated")
             lone = asyncio.run(lone_and_concurrent(url, lone_bodies, together=False))
+            lone_calls = (scrape(url, "formcast_batch_rows") - rows0) / len(lone)
+            lone_prefill = (
+                scrape(url, "formcast_batch_prompt_tokens_evaluated") - evaluated0
+            ) / len(lone)
             ref_s, ref_tokens = model_reference(
                 decoder,
                 [r["prompt_tokens"] for r in lone],
@@ -407,6 +413,11 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                     "throughput_ratio": tok_s / ref_tok_s,
                     "output_tokens": sum(r["tokens"] for r in conc),
                     "same_text_as_lone": same,
+                    "lone_model_calls_per_request": lone_calls,
+                    "lone_prompt_tokens_evaluated_per_request": lone_prefill,
+                    "lone_prompt_tokens_per_request": statistics.mean(
+                        r["prompt_tokens"] for r in lone
+                    ),
                 }
             )
             r = rounds[-1]
@@ -416,7 +427,9 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                 f"{tok_s:.1f} tok/s, model batched {ref_tok_s:.1f} tok/s "
                 f"(x{r['throughput_ratio']:.2f}); lone one after another "
                 f"{r['lone_total_s']:.1f} s vs {wall:.1f} s together; "
-                f"{same}/{len(bodies)} texts as alone",
+                f"{same}/{len(bodies)} texts as alone; lone: {lone_calls:.1f} model calls, "
+                f"{lone_prefill:.1f} of {r['lone_prompt_tokens_per_request']:.1f} prompt "
+                "tokens evaluated per request",
                 flush=True,
             )
     finally:

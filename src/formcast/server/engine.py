@@ -218,6 +218,8 @@ class Engine:
                 lambda: batcher.rows_stepped,
                 lambda: batcher.running,
                 batcher.n_slots,
+                lambda: batcher.prompt_tokens_evaluated,
+                lambda: batcher.prompt_tokens_reused,
             )
         metrics.bind_queue(lambda: self.waiting, lambda: self.in_flight)
 

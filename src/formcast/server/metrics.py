@@ -114,9 +114,23 @@ class ServerMetrics:
         rows: Callable[[], int],
         running: Callable[[], int],
         slots: int,
+        prompt_evaluated: Callable[[], int] | None = None,
+        prompt_reused: Callable[[], int] | None = None,
     ) -> None:
         """Expose the continuous batcher's counters (read at scrape time)."""
         pc, r = self._pc, self.registry
+        if prompt_evaluated is not None:
+            pc.Gauge(
+                "formcast_batch_prompt_tokens_evaluated",
+                "prompt tokens the batched decoder evaluated",
+                registry=r,
+            ).set_function(prompt_evaluated)
+        if prompt_reused is not None:
+            pc.Gauge(
+                "formcast_batch_prompt_tokens_reused",
+                "prompt tokens not evaluated: kept in a slot (prompt cache) or copied",
+                registry=r,
+            ).set_function(prompt_reused)
         pc.Gauge(
             "formcast_batch_steps", "model calls of the batched decoder so far", registry=r
         ).set_function(steps)
