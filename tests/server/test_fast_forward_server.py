@@ -69,6 +69,44 @@ def ask(base_url: str, i: int, **extra: Any) -> Any:
     )
 
 
+TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 12}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def tool_call(client: Any, stream: bool) -> tuple[str, str]:
+    """``(name, arguments)`` of the one call a forced ``tool_choice`` gives."""
+    kwargs: dict[str, Any] = {
+        "model": "toy",
+        "messages": [{"role": "user", "content": "weather in Paris?"}],
+        "temperature": 0,
+        "max_tokens": 120,
+        "tools": [TOOL],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+    }
+    if not stream:
+        calls = client.chat.completions.create(**kwargs).choices[0].message.tool_calls
+        assert len(calls) == 1
+        return calls[0].function.name, calls[0].function.arguments
+    name, args = "", ""
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        for c in chunk.choices:
+            for t in c.delta.tool_calls or []:
+                assert t.index == 0
+                name += (t.function.name or "") if t.function else ""
+                args += (t.function.arguments or "") if t.function else ""
+    return name, args
+
+
 @pytest.mark.parametrize("batching", [True, False])
 def test_fast_forward_replies_are_valid_with_fewer_model_calls(batching: bool) -> None:
     calls: dict[bool, int] = {}
@@ -89,6 +127,12 @@ def test_fast_forward_replies_are_valid_with_fewer_model_calls(batching: bool) -
             assert r.choices[0].logprobs is not None
             assert r.choices[0].logprobs.content
             assert r.usage.completion_tokens == len(r.choices[0].logprobs.content)
+            # a forced tool call, plain and streamed: its wrapper is forced text too
+            client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+            for stream in (False, True):
+                got = tool_call(client, stream)
+                assert got[0] == "get_weather"
+                jsonschema.validate(json.loads(got[1]), TOOL["function"]["parameters"])
         calls[ff] = fn.calls
     assert calls[True] < 0.8 * calls[False], calls
 
