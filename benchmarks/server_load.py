@@ -359,6 +359,33 @@ def model_reference(
     return time.perf_counter() - t0, sum(out_lens)
 
 
+def call_floor(decoder: Any, n_rows: int, filler: list[int], reps: int = 9) -> dict[str, float]:
+    """Thread time of one model call of ``n_rows`` rows x 1 token against one of 1 row x 1
+    token (each row after a 40-token prompt), median of ``reps``: with every prompt already
+    cached, the first tokens of ``n_rows`` simultaneous requests cost at least the former, a
+    lone request's the latter."""
+    prompt = (filler * (40 // len(filler) + 1))[:40]
+
+    def one_call(rows: int) -> float:
+        times = []
+        for _ in range(reps):
+            decoder.reset()
+            decoder.decode([(s, prompt) for s in range(n_rows)])
+            t0 = time.thread_time()
+            decoder.decode([(s, [prompt[-1]]) for s in range(rows)])
+            times.append(time.thread_time() - t0)
+        return statistics.median(times)
+
+    lone, together = one_call(1), one_call(n_rows)
+    print(
+        f"model call floor: {n_rows} rows x 1 token {together * 1e3:.1f} ms, 1 row x 1 token "
+        f"{lone * 1e3:.1f} ms (x{together / lone:.2f}, thread time)",
+        flush=True,
+    )
+    return {"rows_call_ms": together * 1e3, "one_row_call_ms": lone * 1e3,
+            "ratio": together / lone}  # fmt: skip
+
+
 def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str, Any]:
     from formcast.generation.inputs import _prompt_ids
     from formcast.model.llama_cpp_batched import LlamaCppBatchedDecoder
@@ -371,6 +398,7 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
     filler = _prompt_ids(model, bodies[0]["messages"], chat=True, system=None)
     rounds = []
     try:
+        floor = call_floor(decoder, args.batch, filler)
         for k in range(args.rounds):
             lone_bodies = conc_bodies = bodies
             if args.fresh_prompts:  # prompts no request sent before: no whole-prompt cache hit
@@ -434,11 +462,18 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
             )
     finally:
         decoder.close()
-    return {
+    out = {
+        "model_call_floor": floor,
         "rounds": rounds,
         "ttft_ratio_median": statistics.median(r["ttft_ratio"] for r in rounds),
         "throughput_ratio_median": statistics.median(r["throughput_ratio"] for r in rounds),
     }
+    print(
+        f"batching ({args.rounds} rounds, median): ttft ratio {out['ttft_ratio_median']:.2f} "
+        f"(target <= 2), throughput ratio {out['throughput_ratio_median']:.2f} (target >= 0.8)",
+        flush=True,
+    )
+    return out
 
 
 def main() -> int:
@@ -566,12 +601,6 @@ def main() -> int:
         "batching": batching,
         "command": " ".join(["python", *sys.argv]),
     }
-    if batching is not None:
-        print(
-            f"batching ({args.rounds} rounds, median): ttft ratio "
-            f"{batching['ttft_ratio_median']:.2f} (target <= 2), throughput ratio "
-            f"{batching['throughput_ratio_median']:.2f} (target >= 0.8)"
-        )
     print(
         f"{figures['answered']}/{args.requests - figures['abandoned']} answered "
         f"({figures['streamed']} streamed), {figures['abandoned']} abandoned "
