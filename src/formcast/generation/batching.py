@@ -24,7 +24,8 @@ One step::
         no token -> "dead_end", budget -> "max_tokens", one token allowed -> taken (forced),
         else sample with this step's logits (the row's own SamplingParams and seeded rng),
         accept, stop token -> "completed", text piece out, stop string -> "stop"
-    finished rows leave: their slot is released (and filled by a queued request next step)
+    finished rows leave: their slot is released (and filled by a queued request next step),
+    or with prompt_cache=True keeps its sequence for a later request starting the same way
 
 Each row reuses the pieces of :mod:`formcast.generation.loop` (the constraint side, the
 sampler, the text output and the result), so a request decoded here makes the same choices as
@@ -37,8 +38,9 @@ Driving: :meth:`ContinuousBatcher.start` runs the steps on a worker thread while
 (then iterate a request from any thread, or ``async for`` it in an event loop).  Without a
 worker, iterating a request (or :meth:`BatchedRequest.result`) runs the steps itself, and
 :meth:`ContinuousBatcher.step` runs one step: requests can be submitted between steps to
-join at any point.  Token healing and ``reasoning=`` are not supported here (``generate``
-has them).
+join at any point.  ``fast_forward=True`` on a request appends the bytes its constraint forces
+in the tokenizer's spelling, evaluated in the row's next model call, as ``generate`` does.
+Token healing and ``reasoning=`` are not supported here (``generate`` has them).
 
 Lifetime: a batcher per decoder; requests live until their result is read or they are
 cancelled.  Thread safety: ``submit*``, ``cancel`` and reading requests work from any thread;

@@ -117,12 +117,9 @@ def from_formcast_error(exc: FormcastError, *, param: str | None) -> APIError:
             extra={"limit": exc.limit, "value": exc.value},
         )
     if isinstance(exc, GrammarSyntaxError | GrammarError):
-        return APIError(
-            400,
-            f"the constraint{where} does not compile: {exc}",
-            param=param,
-            code="invalid_schema",
-        )
+        return APIError(400, f"the constraint{where} does not compile: {exc}", param=param,
+                        code="invalid_schema")
     if isinstance(exc, ConfigurationError):
         return APIError(400, str(exc), param=param, code="invalid_request")
-    return APIError(500, f"{type(exc).__name__}: {exc}", type="server_error", code="internal_error")
+    return APIError(500, f"{type(exc).__name__}: {exc}", type="server_error",
+                    code="internal_error")

@@ -48,14 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["create_app", "run_server"]
 
 _ROUTES = frozenset(
-    {
-        "/v1/chat/completions",
-        "/v1/completions",
-        "/v1/responses",
-        "/v1/models",
-        "/health",
-        "/metrics",
-    }
+    {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/models", "/health",
+     "/metrics"}
 )
 
 
@@ -118,13 +112,8 @@ def create_app(
 
     # -- the rest -----------------------------------------------------------------------------
     def model_card() -> dict[str, Any]:
-        return {
-            "id": cfg.model_name,
-            "object": "model",
-            "created": started,
-            "owned_by": "formcast",
-            "max_model_len": model.max_context,
-        }
+        return {"id": cfg.model_name, "object": "model", "created": started,
+                "owned_by": "formcast", "max_model_len": model.max_context}
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
@@ -139,17 +128,12 @@ def create_app(
     async def health() -> Response:
         alive = engine.alive
         batcher = engine.batcher
-        body = {
-            "status": "ok" if alive else "unavailable",
-            "model": cfg.model_name,
-            "in_flight": engine.in_flight,
-            "waiting": engine.waiting,
-            "max_queue": cfg.max_queue,
-            "batching": batcher is not None,
-            "slots": engine.slots,
-            "running": batcher.running if batcher is not None else None,
-            "batching_off": engine.batching_off,
-        }
+        body = {"status": "ok" if alive else "unavailable", "model": cfg.model_name,
+                "in_flight": engine.in_flight, "waiting": engine.waiting,
+                "max_queue": cfg.max_queue, "batching": batcher is not None,
+                "slots": engine.slots,
+                "running": batcher.running if batcher is not None else None,
+                "batching_off": engine.batching_off}
         return JSONResponse(body, status_code=200 if alive else 503)
 
     @app.get("/metrics")

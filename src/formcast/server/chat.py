@@ -58,12 +58,8 @@ async def chat_completion(
     ctx.check_model(body.model)
     check_unsupported(body)
     if body.n > cfg.max_n:
-        raise APIError(
-            400,
-            f"n={body.n} is more than this server's max_n={cfg.max_n}",
-            param="n",
-            code="invalid_request",
-        )
+        raise APIError(400, f"n={body.n} is more than this server's max_n={cfg.max_n}",
+                       param="n", code="invalid_request")
     legacy = legacy_functions(body)
     tools: list[dict[str, Any]] | None
     parallel: bool | None
@@ -74,15 +70,9 @@ async def chat_completion(
         tool_choice, parallel = body.tool_choice, body.parallel_tool_calls
     rf_plan = response_format_plan(body.response_format, cfg)
     content = rf_plan.content if rf_plan is not None else (None, None)
-    tool_plan = plan_tools(
-        ctx.model,
-        tools,
-        tool_choice,
-        parallel,
-        content_schema=content[0],
-        content_options=content[1],
-        allow_extra_properties=cfg.allow_extra_properties,
-    )
+    tool_plan = plan_tools(ctx.model, tools, tool_choice, parallel,
+                           content_schema=content[0], content_options=content[1],
+                           allow_extra_properties=cfg.allow_extra_properties)
     if legacy is not None and tool_plan is not None:
         tool_plan.legacy = True
     prompt = render_chat(ctx.model, chat_messages(body.messages), tools, tool_plan)
@@ -92,51 +82,24 @@ async def chat_completion(
         plan = tools_plan(tool_plan) if tool_plan is not None else rf_plan
         compiled = await compile_plan(ctx.engine, plan)
         warnings = tuple(compiled.warnings) if compiled is not None else ()
-        max_tokens = (
-            body.max_completion_tokens
-            if body.max_completion_tokens is not None
-            else body.max_tokens
-        )
-        specs = [
-            GenerationSpec(j, prompt, None if body.seed is None else body.seed + j)
-            for j in range(body.n)
-        ]
+        max_tokens = (body.max_completion_tokens if body.max_completion_tokens is not None
+                      else body.max_tokens)
+        specs = [GenerationSpec(j, prompt, None if body.seed is None else body.seed + j)
+                 for j in range(body.n)]
         top = (body.top_logprobs or 0) if body.logprobs else None
-        job = ctx.new_job(
-            specs,
-            compiled,
-            max_tokens=max_tokens,
-            temperature=body.temperature,
-            top_p=body.top_p,
-            stop=body.stop,
-            deadline=deadline,
-            logprobs=top,
-            release=release,
-        )
+        job = ctx.new_job(specs, compiled, max_tokens=max_tokens, temperature=body.temperature,
+                          top_p=body.top_p, stop=body.stop, deadline=deadline, logprobs=top,
+                          release=release)
         events, watcher = ctx.start(request, job)
-        base = {
-            "id": new_id("chatcmpl"),
-            "created": created(),
-            "model": cfg.model_name,
-            "system_fingerprint": ctx.fingerprint,
-        }
+        base = {"id": new_id("chatcmpl"), "created": created(), "model": cfg.model_name,
+                "system_fingerprint": ctx.fingerprint}
         if body.stream:
             first = await first_event(events, watcher)
             streaming = True
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             return StreamingResponse(
-                _chat_stream(
-                    all_events(first, events),
-                    events,
-                    watcher,
-                    base,
-                    body.n,
-                    tool_plan,
-                    warnings,
-                    include_usage,
-                    release,
-                    ctx.model.vocab,
-                ),
+                _chat_stream(all_events(first, events), events, watcher, base, body.n,
+                             tool_plan, warnings, include_usage, release, ctx.model.vocab),
                 media_type="text/event-stream",
                 headers=SSE_HEADERS,
             )
@@ -144,18 +107,15 @@ async def chat_completion(
         choices = []
         for f in done:
             message, reason = chat_message(f, tool_plan)
-            choices.append(
-                {
-                    "index": f.index,
-                    "message": message,
-                    "logprobs": chat_logprobs(f, ctx.model.vocab),
-                    "finish_reason": reason,
-                    "formcast": choice_extension(f, warnings),
-                }
-            )
-        return JSONResponse(
-            {**base, "object": "chat.completion", "choices": choices, "usage": usage(done)}
-        )
+            choices.append({
+                "index": f.index,
+                "message": message,
+                "logprobs": chat_logprobs(f, ctx.model.vocab),
+                "finish_reason": reason,
+                "formcast": choice_extension(f, warnings),
+            })
+        return JSONResponse({**base, "object": "chat.completion", "choices": choices,
+                             "usage": usage(done)})
     finally:
         if not streaming:
             release()
@@ -176,14 +136,8 @@ def chat_message(f: Finished, tool_plan: ToolPlan | None) -> tuple[dict[str, Any
             message["content"] = text or None
     else:
         view = split_output(f.text, tool_plan.format, final=True, cut=True)
-        calls = [
-            {
-                "id": new_call_id(),
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
-            for c in view.calls
-        ]
+        calls = [{"id": new_call_id(), "type": "function",
+                  "function": {"name": c.name, "arguments": c.arguments}} for c in view.calls]
         message["content"] = (view.content.strip() or None) if calls else view.content
     if calls and tool_plan.legacy:
         message["function_call"] = calls[0]["function"]
@@ -195,20 +149,11 @@ def chat_message(f: Finished, tool_plan: ToolPlan | None) -> tuple[dict[str, Any
     return message, reason
 
 
-def _chunk(
-    base: dict[str, Any],
-    index: int,
-    delta: dict[str, Any],
-    finish: str | None = None,
-    extension: dict[str, Any] | None = None,
-    logprobs: dict[str, Any] | None = None,
-) -> str:
-    choice: dict[str, Any] = {
-        "index": index,
-        "delta": delta,
-        "logprobs": logprobs,
-        "finish_reason": finish,
-    }
+def _chunk(base: dict[str, Any], index: int, delta: dict[str, Any], finish: str | None = None,
+           extension: dict[str, Any] | None = None,
+           logprobs: dict[str, Any] | None = None) -> str:
+    choice: dict[str, Any] = {"index": index, "delta": delta, "logprobs": logprobs,
+                              "finish_reason": finish}
     if extension is not None:
         choice["formcast"] = extension
     return sse({**base, "object": "chat.completion.chunk", "choices": [choice]})
@@ -218,16 +163,8 @@ def _call_delta(event: CallStarted | ArgumentsDelta, legacy: bool) -> dict[str, 
     if isinstance(event, CallStarted):
         if legacy:
             return {"function_call": {"name": event.name, "arguments": ""}}
-        return {
-            "tool_calls": [
-                {
-                    "index": event.index,
-                    "id": event.id,
-                    "type": "function",
-                    "function": {"name": event.name, "arguments": ""},
-                }
-            ]
-        }
+        return {"tool_calls": [{"index": event.index, "id": event.id, "type": "function",
+                                "function": {"name": event.name, "arguments": ""}}]}
     if legacy:
         return {"function_call": {"arguments": event.text}}
     return {"tool_calls": [{"index": event.index, "function": {"arguments": event.text}}]}
@@ -271,18 +208,11 @@ async def _chat_stream(
                 reason = finish_reason(event, tool_calls=bool(splitter.view.calls))
                 if reason == "tool_calls" and legacy:
                     reason = "function_call"
-                yield _chunk(
-                    base,
-                    event.index,
-                    {},
-                    reason,
-                    choice_extension(event, warnings),
-                    chat_logprobs(event, vocab),
-                )
+                yield _chunk(base, event.index, {}, reason, choice_extension(event, warnings),
+                             chat_logprobs(event, vocab))
         if include_usage:
-            yield sse(
-                {**base, "object": "chat.completion.chunk", "choices": [], "usage": usage(done)}
-            )
+            yield sse({**base, "object": "chat.completion.chunk", "choices": [],
+                       "usage": usage(done)})
         yield DONE
     finally:
         watcher.cancel()

@@ -42,13 +42,8 @@ async def text_completion(
     check_unsupported(body)
     prompts = _prompts(body.prompt)
     if body.n * len(prompts) > cfg.max_n:
-        raise APIError(
-            400,
-            f"{len(prompts)} prompts x n={body.n} choices is more than "
-            f"this server's max_n={cfg.max_n}",
-            param="n",
-            code="invalid_request",
-        )
+        raise APIError(400, f"{len(prompts)} prompts x n={body.n} choices is more than "
+                       f"this server's max_n={cfg.max_n}", param="n", code="invalid_request")
     plan = response_format_plan(body.response_format, cfg)
     release = ctx.engine.admit()
     streaming = False
@@ -60,54 +55,27 @@ async def text_completion(
             for p, prompt in enumerate(prompts)
             for j in range(body.n)
         ]
-        job = ctx.new_job(
-            specs,
-            compiled,
-            max_tokens=body.max_tokens,
-            temperature=body.temperature,
-            top_p=body.top_p,
-            stop=body.stop,
-            deadline=deadline,
-            logprobs=body.logprobs,
-            release=release,
-        )
+        job = ctx.new_job(specs, compiled, max_tokens=body.max_tokens,
+                          temperature=body.temperature, top_p=body.top_p, stop=body.stop,
+                          deadline=deadline, logprobs=body.logprobs, release=release)
         events, watcher = ctx.start(request, job)
-        base = {
-            "id": new_id("cmpl"),
-            "created": created(),
-            "model": cfg.model_name,
-            "system_fingerprint": ctx.fingerprint,
-            "object": "text_completion",
-        }
+        base = {"id": new_id("cmpl"), "created": created(), "model": cfg.model_name,
+                "system_fingerprint": ctx.fingerprint, "object": "text_completion"}
         if body.stream:
             first = await first_event(events, watcher)
             streaming = True
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
             return StreamingResponse(
-                _completion_stream(
-                    all_events(first, events),
-                    events,
-                    watcher,
-                    base,
-                    warnings,
-                    include_usage,
-                    release,
-                    ctx.model.vocab,
-                ),
+                _completion_stream(all_events(first, events), events, watcher, base, warnings,
+                                   include_usage, release, ctx.model.vocab),
                 media_type="text/event-stream",
                 headers=SSE_HEADERS,
             )
         done = await collect(events, watcher)
-        choices = [
-            {
-                "index": f.index,
-                "text": f.text,
-                "logprobs": completion_logprobs(f, ctx.model.vocab),
-                "finish_reason": finish_reason(f),
-                "formcast": choice_extension(f, warnings),
-            }
-            for f in done
-        ]
+        choices = [{"index": f.index, "text": f.text,
+                    "logprobs": completion_logprobs(f, ctx.model.vocab),
+                    "finish_reason": finish_reason(f),
+                    "formcast": choice_extension(f, warnings)} for f in done]
         return JSONResponse({**base, "choices": choices, "usage": usage(done)})
     finally:
         if not streaming:
@@ -140,12 +108,8 @@ async def _completion_stream(
     done: list[Finished] = []
 
     def chunk(index: int, text: str, finished: Finished | None = None) -> str:
-        choice: dict[str, Any] = {
-            "index": index,
-            "text": text,
-            "logprobs": None,
-            "finish_reason": None,
-        }
+        choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None,
+                                  "finish_reason": None}
         if finished is not None:
             choice["finish_reason"] = finish_reason(finished)
             choice["formcast"] = choice_extension(finished, warnings)

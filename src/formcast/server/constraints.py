@@ -117,9 +117,8 @@ def json_schema_plan(
         check_strict_schema(schema, param=param)
     elif not allow_extra_properties:
         schema = open_free_form_objects(schema)
-    options = schema_options(
-        strict, compile_timeout_s=compile_timeout_s, allow_extra_properties=allow_extra_properties
-    )
+    options = schema_options(strict, compile_timeout_s=compile_timeout_s,
+                             allow_extra_properties=allow_extra_properties)
     return ConstraintPlan(param, schema, options, json_output=True)
 
 
@@ -133,8 +132,7 @@ def response_format_plan(fmt: ResponseFormat | None, config: ServerConfig) -> Co
         fmt.type,
         None if spec is None else spec.schema_,
         None if spec is None else spec.strict,
-        param="response_format.json_schema.schema"
-        if fmt.type == "json_schema"
+        param="response_format.json_schema.schema" if fmt.type == "json_schema"
         else "response_format",
         compile_timeout_s=config.compile_timeout_s,
         allow_extra_properties=config.allow_extra_properties,

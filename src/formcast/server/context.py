@@ -43,13 +43,9 @@ class ServerContext:
     def check_model(self, name: str) -> None:
         """A 404 ``model_not_found`` unless ``name`` is the served model's id."""
         if name != self.config.model_name:
-            raise APIError(
-                404,
-                f"the model {name!r} does not exist: this server serves "
-                f"{self.config.model_name!r} (GET /v1/models)",
-                param="model",
-                code="model_not_found",
-            )
+            raise APIError(404, f"the model {name!r} does not exist: this server serves "
+                           f"{self.config.model_name!r} (GET /v1/models)", param="model",
+                           code="model_not_found")
 
     def new_job(
         self,

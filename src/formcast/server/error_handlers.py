@@ -40,25 +40,19 @@ def install_error_handlers(app: FastAPI) -> None:
         if first.get("type") == "json_invalid":
             msg, param = f"the request body is not valid JSON: {first.get('ctx', {})}", None
         more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        return error_response(
-            APIError(400, f"{param or 'body'}: {msg}{more}", param=param, code="invalid_request")
-        )
+        return error_response(APIError(400, f"{param or 'body'}: {msg}{more}", param=param,
+                                       code="invalid_request"))
 
     @app.exception_handler(Exception)
     async def _internal_error(_: Request, exc: Exception) -> Response:
-        return error_response(
-            APIError(
-                500,
-                f"internal error: {type(exc).__name__}: {exc}",
-                type="server_error",
-                code="internal_error",
-            )
-        )
+        return error_response(APIError(500, f"internal error: {type(exc).__name__}: {exc}",
+                                       type="server_error", code="internal_error"))
 
     @app.exception_handler(HTTPException)
     async def _http_error(_: Request, exc: HTTPException) -> Response:
         code = "not_found" if exc.status_code == 404 else "http_error"
         return error_response(APIError(exc.status_code, str(exc.detail), code=code))
+
 
 
 def _param_path(loc: list[Any]) -> str:

@@ -56,9 +56,8 @@ def chat_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
             msg["tool_calls"] = m.tool_calls
         elif m.function_call and m.role == "assistant":  # legacy: one call
             legacy_ids.append(f"call_legacy_{len(legacy_ids)}")
-            msg["tool_calls"] = [
-                {"id": legacy_ids[-1], "type": "function", "function": dict(m.function_call)}
-            ]
+            msg["tool_calls"] = [{"id": legacy_ids[-1], "type": "function",
+                                  "function": dict(m.function_call)}]
         if m.role == "function" and m.tool_call_id is None and legacy_ids:
             msg["tool_call_id"] = legacy_ids[-1]
         if m.tool_call_id is not None:
@@ -105,12 +104,8 @@ def render_chat(
                 plain.insert(0, {"role": "system", "content": note})
         return template.render(plain)
     except FormcastError as exc:  # the template refused the conversation
-        raise APIError(
-            400,
-            f"the chat template cannot render these messages: {exc}",
-            param="messages",
-            code="invalid_request",
-        ) from exc
+        raise APIError(400, f"the chat template cannot render these messages: {exc}",
+                       param="messages", code="invalid_request") from exc
 
 
 def _renders_tools(template: Any) -> bool:

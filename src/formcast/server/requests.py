@@ -181,11 +181,8 @@ _REFUSED: tuple[tuple[str, Any, str], ...] = (
     ("structured_outputs", lambda v: v is not None, "use response_format json_schema"),
     ("top_k", lambda v: v not in (None, -1, 0), "top_k is not implemented"),
     ("min_p", lambda v: v not in (None, 0, 0.0), "min_p is not implemented"),
-    (
-        "repetition_penalty",
-        lambda v: v not in (None, 1, 1.0),
-        "repetition_penalty is not implemented",
-    ),
+    ("repetition_penalty", lambda v: v not in (None, 1, 1.0),
+     "repetition_penalty is not implemented"),
 )
 
 
@@ -197,36 +194,18 @@ def check_unsupported(body: _Sampling) -> None:
         ("logit_bias", bool(body.logit_bias), "logit_bias is not implemented"),
     ]
     if isinstance(body, ChatCompletionRequest):
-        checks.append(
-            (
-                "top_logprobs",
-                bool(body.top_logprobs) and not body.logprobs,
-                "top_logprobs needs logprobs: true",
-            )
-        )
-        checks.append(
-            (
-                "functions",
-                bool(body.functions) and bool(body.tools),
-                "give tools or the legacy functions, not both",
-            )
-        )
-        checks.append(
-            (
-                "function_call",
-                body.function_call is not None and not body.functions,
-                "function_call needs functions",
-            )
-        )
+        checks.append(("top_logprobs", bool(body.top_logprobs) and not body.logprobs,
+                       "top_logprobs needs logprobs: true"))
+        checks.append(("functions", bool(body.functions) and bool(body.tools),
+                       "give tools or the legacy functions, not both"))
+        checks.append(("function_call", body.function_call is not None and not body.functions,
+                       "function_call needs functions"))
     if isinstance(body, CompletionRequest):
         checks += [
             ("echo", body.echo, "echo is not implemented"),
             ("suffix", bool(body.suffix), "suffix (insertion) is not implemented"),
-            (
-                "best_of",
-                body.best_of not in (None, 1) and body.best_of != body.n,
-                "best_of is not implemented",
-            ),
+            ("best_of", body.best_of not in (None, 1) and body.best_of != body.n,
+             "best_of is not implemented"),
         ]
     extra = body.model_extra or {}
     for name, asks, why in _REFUSED:
@@ -234,12 +213,8 @@ def check_unsupported(body: _Sampling) -> None:
             checks.append((name, bool(asks(extra[name])), why))
     for param, given, why in checks:
         if given:
-            raise APIError(
-                400,
-                f"unsupported parameter {param!r}: {why}",
-                param=param,
-                code="unsupported_parameter",
-            )
+            raise APIError(400, f"unsupported parameter {param!r}: {why}", param=param,
+                           code="unsupported_parameter")
 
 
 def legacy_functions(body: ChatCompletionRequest) -> tuple[list[dict[str, Any]], Any] | None:
@@ -248,18 +223,13 @@ def legacy_functions(body: ChatCompletionRequest) -> tuple[list[dict[str, Any]],
     the matching ``tool_choice``."""
     if not body.functions:
         return None
-    tools = [
-        {"type": "function", "function": f.model_dump(exclude_none=True)} for f in body.functions
-    ]
+    tools = [{"type": "function", "function": f.model_dump(exclude_none=True)}
+             for f in body.functions]
     fc = body.function_call
     if isinstance(fc, dict):
         name = fc.get("name")
         if not isinstance(name, str):
-            raise APIError(
-                400,
-                "function_call must be 'none', 'auto' or {\"name\": ...}",
-                param="function_call",
-                code="invalid_request",
-            )
+            raise APIError(400, "function_call must be 'none', 'auto' or {\"name\": ...}",
+                           param="function_call", code="invalid_request")
         return tools, {"type": "function", "function": {"name": name}}
     return tools, fc

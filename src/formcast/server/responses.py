@@ -80,11 +80,8 @@ def usage(finished: list[Finished]) -> dict[str, int]:
     """``usage``: the prompt counted once per distinct prompt (once for ``n`` choices)."""
     prompt = max((f.prompt_tokens for f in finished), default=0)
     completion = sum(f.completion_tokens for f in finished)
-    return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-    }
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
 
 
 def _token_text(vocab: Vocabulary, tid: int) -> tuple[str, list[int]]:
@@ -124,7 +121,8 @@ def completion_logprobs(finished: Finished, vocab: Vocabulary) -> dict[str, Any]
         tops.append({_token_text(vocab, tid)[0]: lp for tid, lp in e.top})
         offsets.append(offset)
         offset += len(text)
-    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+    return {"tokens": tokens, "token_logprobs": lps, "top_logprobs": tops,
+            "text_offset": offsets}
 
 
 def sse(obj: dict[str, Any]) -> str:

@@ -54,28 +54,19 @@ __all__ = ["ResponsesRequest", "create_response"]
 
 #: parameters refused when they ask for something: (name, asks for something, why)
 _REFUSED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    (
-        "previous_response_id",
-        lambda v: v is not None,
-        "this server is stateless (it stores no response): send the whole conversation in input",
-    ),
+    ("previous_response_id", lambda v: v is not None,
+     "this server is stateless (it stores no response): send the whole conversation in input"),
     ("conversation", lambda v: v is not None, "this server is stateless: no conversations"),
     ("background", lambda v: bool(v), "background responses are not implemented"),
     ("prompt", lambda v: v is not None, "stored prompts are not implemented"),
-    (
-        "reasoning",
-        lambda v: bool(v) and any(x is not None for x in dict(v).values()),
-        "this server serves no reasoning model",
-    ),
+    ("reasoning", lambda v: bool(v) and any(x is not None for x in dict(v).values()),
+     "this server serves no reasoning model"),
     ("include", lambda v: bool(v), "no additional output data is implemented"),
     ("top_logprobs", lambda v: bool(v), "logprobs are not implemented on /v1/responses"),
     ("max_tool_calls", lambda v: v is not None, "max_tool_calls is not implemented"),
-    (
-        "truncation",
-        lambda v: v not in (None, "disabled"),
-        "this server never drops input items: send truncation 'disabled' (a prompt too long for "
-        "the context is a 400)",
-    ),
+    ("truncation", lambda v: v not in (None, "disabled"),
+     "this server never drops input items: send truncation 'disabled' (a prompt too long for "
+     "the context is a 400)"),
     ("text.verbosity", lambda v: v is not None, "verbosity is not implemented"),
 )
 
@@ -86,12 +77,8 @@ def _check(body: ResponsesRequest) -> None:
         given.update({f"text.{k}": v for k, v in body.text.model_extra.items()})
     for name, asks, why in _REFUSED:
         if name in given and asks(given[name]):
-            raise APIError(
-                400,
-                f"unsupported parameter {name!r}: {why}",
-                param=name,
-                code="unsupported_parameter",
-            )
+            raise APIError(400, f"unsupported parameter {name!r}: {why}", param=name,
+                           code="unsupported_parameter")
 
 
 def _tools(body: ResponsesRequest) -> list[dict[str, Any]] | None:
@@ -100,17 +87,11 @@ def _tools(body: ResponsesRequest) -> list[dict[str, Any]] | None:
     out = []
     for i, t in enumerate(body.tools):
         if t.get("type") != "function" or not isinstance(t.get("name"), str):
-            raise APIError(
-                400,
-                f"tools[{i}] has type {t.get('type')!r}: this server runs "
-                'function tools only ({"type": "function", "name", '
-                '"parameters"})',
-                param=f"tools[{i}].type",
-                code="unsupported_tool",
-            )
-        fn = {
-            k: t[k] for k in ("name", "description", "parameters", "strict") if t.get(k) is not None
-        }
+            raise APIError(400, f"tools[{i}] has type {t.get('type')!r}: this server runs "
+                           "function tools only ({\"type\": \"function\", \"name\", "
+                           "\"parameters\"})", param=f"tools[{i}].type", code="unsupported_tool")
+        fn = {k: t[k] for k in ("name", "description", "parameters", "strict")
+              if t.get(k) is not None}
         out.append({"type": "function", "function": fn})
     return out
 
@@ -118,13 +99,9 @@ def _tools(body: ResponsesRequest) -> list[dict[str, Any]] | None:
 def _tool_choice(choice: Any) -> Any:
     if isinstance(choice, dict):
         if choice.get("type") != "function" or not isinstance(choice.get("name"), str):
-            raise APIError(
-                400,
-                "tool_choice must be 'auto', 'required', 'none' or "
-                '{"type": "function", "name": ...}',
-                param="tool_choice",
-                code="invalid_request",
-            )
+            raise APIError(400, "tool_choice must be 'auto', 'required', 'none' or "
+                           "{\"type\": \"function\", \"name\": ...}", param="tool_choice",
+                           code="invalid_request")
         return {"type": "function", "function": {"name": choice["name"]}}
     return choice
 
@@ -137,13 +114,9 @@ def _text(content: Any, where: str) -> str:
         if part.get("type") not in ("input_text", "output_text", "text") or not isinstance(
             part.get("text"), str
         ):
-            raise APIError(
-                400,
-                f"{where}.content[{j}] has type {part.get('type')!r}: this "
-                "server accepts text parts only",
-                param=f"{where}.content[{j}]",
-                code="unsupported_content",
-            )
+            raise APIError(400, f"{where}.content[{j}] has type {part.get('type')!r}: this "
+                           "server accepts text parts only", param=f"{where}.content[{j}]",
+                           code="unsupported_content")
         parts.append(part["text"])
     return "".join(parts)
 
@@ -162,24 +135,14 @@ def input_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
         if kind == "message":
             role = item.get("role")
             if role not in ("user", "system", "developer", "assistant"):
-                raise APIError(
-                    400,
-                    f"{where}.role must be user, system, developer or assistant, got {role!r}",
-                    param=f"{where}.role",
-                    code="invalid_request",
-                )
-            messages.append(
-                {
-                    "role": "system" if role == "developer" else role,
-                    "content": _text(item.get("content"), where),
-                }
-            )
+                raise APIError(400, f"{where}.role must be user, system, developer or "
+                               f"assistant, got {role!r}", param=f"{where}.role",
+                               code="invalid_request")
+            messages.append({"role": "system" if role == "developer" else role,
+                             "content": _text(item.get("content"), where)})
         elif kind == "function_call":
-            call = {
-                "id": item.get("call_id") or item.get("id"),
-                "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments")},
-            }
+            call = {"id": item.get("call_id") or item.get("id"), "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments")}}
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant" and "tool_calls" in last:
                 last["tool_calls"].append(call)
@@ -187,25 +150,14 @@ def input_messages(body: ResponsesRequest) -> list[dict[str, Any]]:
                 messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         elif kind == "function_call_output":
             output = item.get("output")
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": item.get("call_id"),
-                    "content": output
-                    if isinstance(output, str)
-                    else _text(output, where)
-                    if isinstance(output, list)
-                    else json.dumps(output),
-                }
-            )
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"),
+                             "content": output if isinstance(output, str) else
+                             _text(output, where) if isinstance(output, list)
+                             else json.dumps(output)})
         else:
-            raise APIError(
-                400,
-                f"{where} has type {kind!r}: this server accepts message, "
-                "function_call and function_call_output items",
-                param=f"{where}.type",
-                code="unsupported_input",
-            )
+            raise APIError(400, f"{where} has type {kind!r}: this server accepts message, "
+                           "function_call and function_call_output items", param=f"{where}.type",
+                           code="unsupported_input")
     return messages
 
 
@@ -219,41 +171,25 @@ async def create_response(ctx: ServerContext, body: ResponsesRequest, request: R
     fmt = body.text.format if body.text is not None and body.text.format is not None else None
     rf_plan = None
     if fmt is not None:
-        rf_plan = json_schema_plan(
-            fmt.type,
-            fmt.schema_,
-            fmt.strict,
-            param="text.format.schema" if fmt.type == "json_schema" else "text.format",
-            compile_timeout_s=cfg.compile_timeout_s,
-            allow_extra_properties=cfg.allow_extra_properties,
-        )
+        rf_plan = json_schema_plan(fmt.type, fmt.schema_, fmt.strict, param="text.format.schema"
+                                   if fmt.type == "json_schema" else "text.format",
+                                   compile_timeout_s=cfg.compile_timeout_s,
+                                   allow_extra_properties=cfg.allow_extra_properties)
     content = rf_plan.content if rf_plan is not None else (None, None)
-    tool_plan = plan_tools(
-        ctx.model,
-        tools,
-        _tool_choice(body.tool_choice),
-        body.parallel_tool_calls,
-        content_schema=content[0],
-        content_options=content[1],
-        allow_extra_properties=cfg.allow_extra_properties,
-    )
+    tool_plan = plan_tools(ctx.model, tools, _tool_choice(body.tool_choice),
+                           body.parallel_tool_calls, content_schema=content[0],
+                           content_options=content[1],
+                           allow_extra_properties=cfg.allow_extra_properties)
     prompt = render_chat(ctx.model, input_messages(body), tools, tool_plan)
     release = ctx.engine.admit()
     streaming = False
     try:
         plan = tools_plan(tool_plan) if tool_plan is not None else rf_plan
         compiled = await compile_plan(ctx.engine, plan)
-        job = ctx.new_job(
-            [GenerationSpec(0, prompt, None)],
-            compiled,
-            max_tokens=body.max_output_tokens,
-            temperature=body.temperature,
-            top_p=body.top_p,
-            stop=None,
-            deadline=deadline,
-            logprobs=None,
-            release=release,
-        )
+        job = ctx.new_job([GenerationSpec(0, prompt, None)], compiled,
+                          max_tokens=body.max_output_tokens, temperature=body.temperature,
+                          top_p=body.top_p, stop=None, deadline=deadline, logprobs=None,
+                          release=release)
         events, watcher = ctx.start(request, job)
         shell = _shell(ctx, body, _new_id("resp"))
         if body.stream:
@@ -261,17 +197,11 @@ async def create_response(ctx: ServerContext, body: ResponsesRequest, request: R
             streaming = True
             return StreamingResponse(
                 _stream(all_events(first, events), events, watcher, shell, tool_plan, release),
-                media_type="text/event-stream",
-                headers=SSE_HEADERS,
-            )
+                media_type="text/event-stream", headers=SSE_HEADERS)
         finished = await collect(events, watcher)
         if not finished:  # cancelled before any output: the client has gone
-            raise APIError(
-                500,
-                "the generation ended without a result (cancelled)",
-                type="server_error",
-                code="cancelled",
-            )
+            raise APIError(500, "the generation ended without a result (cancelled)",
+                           type="server_error", code="cancelled")
         done = finished[0]
         return JSONResponse(_finished(shell, _output(done, tool_plan), done))
     finally:
@@ -287,59 +217,32 @@ def _new_id(prefix: str) -> str:
 def _shell(ctx: ServerContext, body: ResponsesRequest, rid: str) -> dict[str, Any]:
     """The response object before any output (``status: in_progress``)."""
     fmt = body.text.format if body.text is not None and body.text.format is not None else None
-    text = (
-        {"format": {"type": "text"}}
-        if fmt is None
-        else {"format": fmt.model_dump(by_alias=True, exclude_none=True)}
-    )
+    text = {"format": {"type": "text"}} if fmt is None else {
+        "format": fmt.model_dump(by_alias=True, exclude_none=True)}
     return {
-        "id": rid,
-        "object": "response",
-        "created_at": created(),
-        "status": "in_progress",
-        "error": None,
-        "incomplete_details": None,
-        "instructions": body.instructions,
-        "max_output_tokens": body.max_output_tokens,
-        "model": ctx.config.model_name,
-        "output": [],
-        "parallel_tool_calls": body.parallel_tool_calls is not False,
-        "previous_response_id": None,
-        "reasoning": None,
-        "store": False,
+        "id": rid, "object": "response", "created_at": created(), "status": "in_progress",
+        "error": None, "incomplete_details": None, "instructions": body.instructions,
+        "max_output_tokens": body.max_output_tokens, "model": ctx.config.model_name,
+        "output": [], "parallel_tool_calls": body.parallel_tool_calls is not False,
+        "previous_response_id": None, "reasoning": None, "store": False,
         "temperature": 1.0 if body.temperature is None else body.temperature,
-        "text": text,
-        "tool_choice": body.tool_choice or "auto",
-        "tools": body.tools or [],
-        "top_p": 1.0 if body.top_p is None else body.top_p,
-        "truncation": "disabled",
-        "usage": None,
-        "metadata": body.metadata or {},
-        "user": body.user,
+        "text": text, "tool_choice": body.tool_choice or "auto", "tools": body.tools or [],
+        "top_p": 1.0 if body.top_p is None else body.top_p, "truncation": "disabled",
+        "usage": None, "metadata": body.metadata or {}, "user": body.user,
     }
 
 
 def _message_item(text: str, status: str, mid: str | None = None) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": mid or _new_id("msg"),
-        "status": status,
-        "role": "assistant",
-        "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
-    }
+    return {"type": "message", "id": mid or _new_id("msg"), "status": status,
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": [],
+                         "logprobs": []}]}
 
 
-def _call_item(
-    call_id: str, name: str, arguments: str, status: str, fid: str | None = None
-) -> dict[str, Any]:
-    return {
-        "type": "function_call",
-        "id": fid or _new_id("fc"),
-        "call_id": call_id,
-        "name": name,
-        "arguments": arguments,
-        "status": status,
-    }
+def _call_item(call_id: str, name: str, arguments: str, status: str,
+               fid: str | None = None) -> dict[str, Any]:
+    return {"type": "function_call", "id": fid or _new_id("fc"), "call_id": call_id,
+            "name": name, "arguments": arguments, "status": status}
 
 
 def _output(f: Finished, tool_plan: ToolPlan | None) -> list[dict[str, Any]]:
@@ -351,31 +254,23 @@ def _output(f: Finished, tool_plan: ToolPlan | None) -> list[dict[str, Any]]:
         text, calls = tool_plan.parse(f.text)
     else:
         view = split_output(f.text, tool_plan.format, final=True, cut=True)
-        calls = [
-            {"id": new_call_id(), "function": {"name": c.name, "arguments": c.arguments}}
-            for c in view.calls
-        ]
+        calls = [{"id": new_call_id(), "function": {"name": c.name, "arguments": c.arguments}}
+                 for c in view.calls]
         text = view.content.strip() if calls else view.content
     items = [_message_item(text, status)] if text or not calls else []
-    items += [
-        _call_item(c["id"], c["function"]["name"], c["function"]["arguments"], status)
-        for c in calls
-    ]
+    items += [_call_item(c["id"], c["function"]["name"], c["function"]["arguments"], status)
+              for c in calls]
     return items
 
 
-def _finished(shell: dict[str, Any], output: list[dict[str, Any]], f: Finished) -> dict[str, Any]:
-    out = {
-        **shell,
-        "output": output,
-        "usage": {
-            "input_tokens": f.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
-            "output_tokens": f.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": f.prompt_tokens + f.completion_tokens,
-        },
-    }
+def _finished(shell: dict[str, Any], output: list[dict[str, Any]], f: Finished
+              ) -> dict[str, Any]:
+    out = {**shell, "output": output, "usage": {
+        "input_tokens": f.prompt_tokens,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens": f.completion_tokens,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": f.prompt_tokens + f.completion_tokens}}
     if f.finish in ("completed", "stop"):
         out["status"] = "completed"
     elif f.finish == "max_tokens":
@@ -383,11 +278,8 @@ def _finished(shell: dict[str, Any], output: list[dict[str, Any]], f: Finished) 
         out["incomplete_details"] = {"reason": "max_output_tokens"}
     else:
         out["status"] = "failed"
-        why = (
-            "the request's time ran out (--timeout)"
-            if f.finish == "timeout"
-            else "the constraint allowed no token (a dead end)"
-        )
+        why = ("the request's time ran out (--timeout)" if f.finish == "timeout" else
+               "the constraint allowed no token (a dead end)")
         out["error"] = {"code": "server_error", "message": why}
     return out
 
@@ -423,34 +315,14 @@ async def _stream(
         item["status"] = status
         if item["type"] == "message":
             part = item["content"][0]
-            return [
-                event(
-                    "response.output_text.done",
-                    item_id=item["id"],
-                    output_index=k,
-                    content_index=0,
-                    text=part["text"],
-                    logprobs=[],
-                ),
-                event(
-                    "response.content_part.done",
-                    item_id=item["id"],
-                    output_index=k,
-                    content_index=0,
-                    part=part,
-                ),
-                event("response.output_item.done", output_index=k, item=item),
-            ]
-        return [
-            event(
-                "response.function_call_arguments.done",
-                item_id=item["id"],
-                output_index=k,
-                name=item["name"],
-                arguments=item["arguments"],
-            ),
-            event("response.output_item.done", output_index=k, item=item),
-        ]
+            return [event("response.output_text.done", item_id=item["id"], output_index=k,
+                          content_index=0, text=part["text"], logprobs=[]),
+                    event("response.content_part.done", item_id=item["id"], output_index=k,
+                          content_index=0, part=part),
+                    event("response.output_item.done", output_index=k, item=item)]
+        return [event("response.function_call_arguments.done", item_id=item["id"],
+                      output_index=k, name=item["name"], arguments=item["arguments"]),
+                event("response.output_item.done", output_index=k, item=item)]
 
     def apply(e: TextDelta | CallStarted | ArgumentsDelta) -> list[str]:
         nonlocal open_item
@@ -462,56 +334,28 @@ async def _stream(
                 open_item["content"] = []
                 items.append(open_item)
                 k = len(items) - 1
-                out.append(
-                    event(
-                        "response.output_item.added",
-                        output_index=k,
-                        item=dict(open_item, content=[]),
-                    )
-                )
-                open_item["content"] = [
-                    {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
-                ]
-                out.append(
-                    event(
-                        "response.content_part.added",
-                        item_id=open_item["id"],
-                        output_index=k,
-                        content_index=0,
-                        part={"type": "output_text", "text": "", "annotations": []},
-                    )
-                )
+                out.append(event("response.output_item.added", output_index=k,
+                                 item=dict(open_item, content=[])))
+                open_item["content"] = [{"type": "output_text", "text": "", "annotations": [],
+                                         "logprobs": []}]
+                out.append(event("response.content_part.added", item_id=open_item["id"],
+                                 output_index=k, content_index=0,
+                                 part={"type": "output_text", "text": "", "annotations": []}))
             open_item["content"][0]["text"] += e.text
-            out.append(
-                event(
-                    "response.output_text.delta",
-                    item_id=open_item["id"],
-                    output_index=items.index(open_item),
-                    content_index=0,
-                    delta=e.text,
-                    logprobs=[],
-                )
-            )
+            out.append(event("response.output_text.delta", item_id=open_item["id"],
+                             output_index=items.index(open_item), content_index=0,
+                             delta=e.text, logprobs=[]))
         elif isinstance(e, CallStarted):
             out += close("completed")
             open_item = _call_item(e.id, e.name, "", "in_progress")
             items.append(open_item)
-            out.append(
-                event(
-                    "response.output_item.added", output_index=len(items) - 1, item=dict(open_item)
-                )
-            )
+            out.append(event("response.output_item.added", output_index=len(items) - 1,
+                             item=dict(open_item)))
         else:
             assert open_item is not None  # a call's arguments follow its start
             open_item["arguments"] += e.text
-            out.append(
-                event(
-                    "response.function_call_arguments.delta",
-                    item_id=open_item["id"],
-                    output_index=items.index(open_item),
-                    delta=e.text,
-                )
-            )
+            out.append(event("response.function_call_arguments.delta", item_id=open_item["id"],
+                             output_index=items.index(open_item), delta=e.text))
         return out
 
     try:
@@ -531,11 +375,8 @@ async def _stream(
             for line in close(status):
                 yield line
             final = _finished(shell, items, ev)
-            kind = {
-                "completed": "response.completed",
-                "incomplete": "response.incomplete",
-                "failed": "response.failed",
-            }[final["status"]]
+            kind = {"completed": "response.completed", "incomplete": "response.incomplete",
+                    "failed": "response.failed"}[final["status"]]
             yield event(kind, response=final)
     finally:
         watcher.cancel()

@@ -35,23 +35,9 @@ __all__ = ["UNSUPPORTED_IN_STRICT", "check_strict_schema", "open_free_form_objec
 
 #: keywords OpenAI's strict mode refuses (see the module docstring)
 UNSUPPORTED_IN_STRICT = (
-    "allOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "dependentRequired",
-    "dependentSchemas",
-    "patternProperties",
-    "unevaluatedProperties",
-    "propertyNames",
-    "minProperties",
-    "maxProperties",
-    "unevaluatedItems",
-    "contains",
-    "minContains",
-    "maxContains",
-    "uniqueItems",
+    "allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas",
+    "patternProperties", "unevaluatedProperties", "propertyNames", "minProperties",
+    "maxProperties", "unevaluatedItems", "contains", "minContains", "maxContains", "uniqueItems",
 )
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions")
 _SUBSCHEMA_LISTS = ("anyOf", "oneOf", "prefixItems")
@@ -65,9 +51,9 @@ def _escape(key: str) -> str:
 def _refuse(param: str, pointer: str, why: str, keyword: str) -> APIError:
     return APIError(
         400,
-        f'invalid schema for strict mode in {param} at {pointer}: {why}. With "strict": true '
+        f"invalid schema for strict mode in {param} at {pointer}: {why}. With \"strict\": true "
         "this server accepts the schemas OpenAI's strict mode accepts (docs/server.md, "
-        '"strict"); send "strict": false or leave it out to use formcast\'s whole JSON '
+        "\"strict\"); send \"strict\": false or leave it out to use formcast's whole JSON "
         "Schema support",
         param=param,
         code="invalid_strict_schema",
@@ -89,9 +75,8 @@ def check_strict_schema(schema: Any, *, param: str) -> None:
     if "anyOf" in schema and "type" not in schema:
         raise _refuse(param, "#", "the root must be an object schema, not anyOf", "anyOf")
     if schema.get("type") != "object":
-        raise _refuse(
-            param, "#", f'the root must have "type": "object", got {schema.get("type")!r}', "type"
-        )
+        raise _refuse(param, "#", f"the root must have \"type\": \"object\", got "
+                      f"{schema.get('type')!r}", "type")
     _walk(schema, "#", param)
 
 
@@ -103,23 +88,15 @@ def _walk(schema: Any, pointer: str, param: str) -> None:
             raise _refuse(param, pointer, f"{key!r} is not permitted", key)
     if _is_object(schema):
         if schema.get("additionalProperties") is not False:
-            raise _refuse(
-                param,
-                pointer,
-                '"additionalProperties" is required to be supplied and to be false',
-                "additionalProperties",
-            )
+            raise _refuse(param, pointer, "\"additionalProperties\" is required to be supplied "
+                          "and to be false", "additionalProperties")
         props = schema.get("properties") or {}
         required = schema.get("required") or []
         missing = [k for k in props if k not in required]
         if missing:
-            raise _refuse(
-                param,
-                pointer,
-                '"required" is required to be supplied and to be an '
-                f"array including every key in properties; missing {missing[0]!r}",
-                "required",
-            )
+            raise _refuse(param, pointer, "\"required\" is required to be supplied and to be an "
+                          f"array including every key in properties; missing {missing[0]!r}",
+                          "required")
     for key in _SUBSCHEMA_MAPS:
         sub = schema.get(key)
         if isinstance(sub, dict):
@@ -135,44 +112,15 @@ def _walk(schema: Any, pointer: str, param: str) -> None:
 
 
 #: the keywords whose values are subschemas (by name, in a list, in a mapping of names)
-_SUB_ONE = (
-    "items",
-    "additionalProperties",
-    "not",
-    "if",
-    "then",
-    "else",
-    "contains",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-)
+_SUB_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains",
+            "propertyNames", "unevaluatedItems", "unevaluatedProperties")
 _SUB_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SUB_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 #: an object schema with none of these declares no property: a free-form object
-_DECLARING = frozenset(
-    (
-        "properties",
-        "patternProperties",
-        "additionalProperties",
-        "unevaluatedProperties",
-        "required",
-        "propertyNames",
-        "allOf",
-        "anyOf",
-        "oneOf",
-        "not",
-        "if",
-        "then",
-        "else",
-        "$ref",
-        "$dynamicRef",
-        "dependentSchemas",
-        "dependentRequired",
-        "enum",
-        "const",
-    )
-)
+_DECLARING = frozenset(("properties", "patternProperties", "additionalProperties",
+                        "unevaluatedProperties", "required", "propertyNames", "allOf", "anyOf",
+                        "oneOf", "not", "if", "then", "else", "$ref", "$dynamicRef",
+                        "dependentSchemas", "dependentRequired", "enum", "const"))
 
 
 def open_free_form_objects(schema: Any) -> Any:

@@ -65,12 +65,8 @@ class ToolPlan:
         try:
             content, calls = parse_tool_calls(text, self.tools, format=self.format)
         except FormcastError as exc:  # constrained output always parses: a bug if it does not
-            raise APIError(
-                500,
-                f"the completed output did not parse as tool calls: {exc}",
-                type="server_error",
-                code="tool_call_parse_error",
-            ) from exc
+            raise APIError(500, f"the completed output did not parse as tool calls: {exc}",
+                           type="server_error", code="tool_call_parse_error") from exc
         return content, [c.to_openai() for c in calls]
 
 
@@ -98,12 +94,8 @@ def plan_tools(
     """
     if not tools:
         if tool_choice not in (None, "none", "auto"):
-            raise APIError(
-                400,
-                "tool_choice is given but tools is empty",
-                param="tool_choice",
-                code="invalid_request",
-            )
+            raise APIError(400, "tool_choice is given but tools is empty", param="tool_choice",
+                           code="invalid_request")
         return None
     from ..index.structural_tag import JsonSchema
     from ..tools.formats import (
@@ -118,13 +110,9 @@ def plan_tools(
         name = (choice.get("function") or {}).get("name")
         names = [t["function"]["name"] for t in tools]
         if name not in names:
-            raise APIError(
-                400,
-                f"tool_choice names the function {name!r}, which is not in "
-                f"tools ({', '.join(names)})",
-                param="tool_choice",
-                code="invalid_request",
-            )
+            raise APIError(400, f"tool_choice names the function {name!r}, which is not in "
+                           f"tools ({', '.join(names)})", param="tool_choice",
+                           code="invalid_request")
     checked = []
     for i, t in enumerate(tools):
         fn = t.get("function") or {}
@@ -153,9 +141,8 @@ def plan_tools(
             json_options=json_options,
         )
     except ConfigurationError as exc:
-        raise APIError(
-            400, f"tools / tool_choice: {exc}", param="tools", code="invalid_request"
-        ) from exc
+        raise APIError(400, f"tools / tool_choice: {exc}", param="tools",
+                       code="invalid_request") from exc
     except FormcastError as exc:
         raise from_formcast_error(exc, param="tools") from exc
     return ToolPlan(tools, fmt, tag, choice != "none", (fmt.trigger,))

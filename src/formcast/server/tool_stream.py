@@ -295,10 +295,7 @@ class CallSplitter:
         """The calls so far as OpenAI ``tool_calls`` (arguments as written: a prefix of a
         JSON document for a call that was cut)."""
         return [
-            {
-                "id": self.ids[k],
-                "type": "function",
-                "function": {"name": c.name, "arguments": c.arguments},
-            }
+            {"id": self.ids[k], "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
             for k, c in enumerate(self.view.calls)
         ]
