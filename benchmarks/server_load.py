@@ -84,19 +84,48 @@ def schema_for(i: int, kinds: int) -> dict[str, Any]:
     """Request ``i``'s schema: one of ``kinds`` shapes, with the request's marker as a const."""
     marker = {"const": f"r{i}"}
     shapes: list[dict[str, Any]] = [
-        {"type": "object",
-         "properties": {"req": marker, "name": {"type": "string", "maxLength": 24},
-                        "age": {"type": "integer", "minimum": 0, "maximum": 120}},
-         "required": ["req", "name", "age"], "additionalProperties": False},
-        {"type": "object", "properties": {"req": marker, "colors": {
-            "type": "array", "items": {"enum": ["red", "green", "blue"]}, "maxItems": 3}},
-         "required": ["req", "colors"], "additionalProperties": False},
-        {"type": "object", "properties": {"req": marker, "date": {
-            "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}},
-         "required": ["req", "date"], "additionalProperties": False},
-        {"type": "object", "properties": {"req": marker, "ok": {"type": "boolean"},
-                                          "score": {"type": "number", "minimum": 0, "maximum": 1}},
-         "required": ["req", "ok", "score"], "additionalProperties": False},
+        {
+            "type": "object",
+            "properties": {
+                "req": marker,
+                "name": {"type": "string", "maxLength": 24},
+                "age": {"type": "integer", "minimum": 0, "maximum": 120},
+            },
+            "required": ["req", "name", "age"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "req": marker,
+                "colors": {
+                    "type": "array",
+                    "items": {"enum": ["red", "green", "blue"]},
+                    "maxItems": 3,
+                },
+            },
+            "required": ["req", "colors"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "req": marker,
+                "date": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+            },
+            "required": ["req", "date"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "req": marker,
+                "ok": {"type": "boolean"},
+                "score": {"type": "number", "minimum": 0, "maximum": 1},
+            },
+            "required": ["req", "ok", "score"],
+            "additionalProperties": False,
+        },
     ]
     return shapes[i % min(kinds, len(shapes))]
 
@@ -125,8 +154,10 @@ async def one(client: Any, i: int, args: argparse.Namespace) -> dict[str, Any]:
         "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
         "temperature": 0,
         "max_tokens": args.max_tokens,
-        "response_format": {"type": "json_schema",
-                            "json_schema": {"name": f"s{i}", "schema": schema, "strict": True}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": f"s{i}", "schema": schema, "strict": True},
+        },
     }
     out: dict[str, Any] = {"i": i, "schema": schema}
     t0 = time.perf_counter()
@@ -155,14 +186,28 @@ async def one(client: Any, i: int, args: argparse.Namespace) -> dict[str, Any]:
                 text += c.delta.content or ""
                 if c.finish_reason:
                     finish, ext = c.finish_reason, (c.model_extra or {}).get("formcast")
-        out.update(kind="stream", ids=sorted(ids), text=text, finish=finish, ext=ext,
-                   tokens=tokens, ttft=ttft, latency=time.perf_counter() - t0)
+        out.update(
+            kind="stream",
+            ids=sorted(ids),
+            text=text,
+            finish=finish,
+            ext=ext,
+            tokens=tokens,
+            ttft=ttft,
+            latency=time.perf_counter() - t0,
+        )
         return out
     r = await client.chat.completions.create(**kwargs)
     c = r.choices[0]
-    out.update(kind="plain", ids=[r.id], text=c.message.content, finish=c.finish_reason,
-               ext=(c.model_extra or {}).get("formcast"), tokens=r.usage.completion_tokens,
-               latency=time.perf_counter() - t0)
+    out.update(
+        kind="plain",
+        ids=[r.id],
+        text=c.message.content,
+        finish=c.finish_reason,
+        ext=(c.model_extra or {}).get("formcast"),
+        tokens=r.usage.completion_tokens,
+        latency=time.perf_counter() - t0,
+    )
     return out
 
 
@@ -180,8 +225,9 @@ async def run_load(url: str, args: argparse.Namespace) -> tuple[list[dict[str, A
 
     watcher = asyncio.create_task(watch())
     t0 = time.perf_counter()
-    results = await asyncio.gather(*(one(client, i, args) for i in range(args.requests)),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        *(one(client, i, args) for i in range(args.requests)), return_exceptions=True
+    )
     wall = time.perf_counter() - t0
     stop.set()
     await watcher
@@ -237,17 +283,21 @@ def pct(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def batch_body(i: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Request ``i`` of the batching part: a schema reply, greedy, streamed with usage."""
+def batch_body(i: int, args: argparse.Namespace, case: int | None = None) -> dict[str, Any]:
+    """Request ``i`` of the batching part: a schema reply, greedy, streamed with usage
+    (``case``: the number in its prompt, ``i`` by default)."""
+    case = i if case is None else case
     return {
         "model": "smollm2",
-        "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + f" (case {i})"}],
+        "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)] + f" (case {case})"}],
         "temperature": 0,
         "max_tokens": args.batch_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "response_format": {"type": "json_schema", "json_schema": {
-            "name": f"b{i}", "schema": schema_for(i, args.kinds), "strict": True}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": f"b{i}", "schema": schema_for(i, args.kinds), "strict": True},
+        },
     }
 
 
@@ -267,12 +317,19 @@ async def streamed(client: Any, body: dict[str, Any]) -> dict[str, Any]:
                     ttft = time.perf_counter() - t0
                 text += c.delta.content
     assert usage is not None, "no usage chunk"
-    return {"t0": t0, "end": time.perf_counter(), "ttft": ttft, "text": text,
-            "prompt_tokens": usage.prompt_tokens, "tokens": usage.completion_tokens}
+    return {
+        "t0": t0,
+        "end": time.perf_counter(),
+        "ttft": ttft,
+        "text": text,
+        "prompt_tokens": usage.prompt_tokens,
+        "tokens": usage.completion_tokens,
+    }
 
 
-async def lone_and_concurrent(url: str, bodies: list[dict[str, Any]], together: bool
-                              ) -> list[dict[str, Any]]:
+async def lone_and_concurrent(
+    url: str, bodies: list[dict[str, Any]], together: bool
+) -> list[dict[str, Any]]:
     client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=600)
     try:
         if together:
@@ -282,8 +339,9 @@ async def lone_and_concurrent(url: str, bodies: list[dict[str, Any]], together: 
         await client.close()
 
 
-def model_reference(decoder: Any, prompt_lens: list[int], out_lens: list[int],
-                    filler: list[int]) -> tuple[float, int]:
+def model_reference(
+    decoder: Any, prompt_lens: list[int], out_lens: list[int], filler: list[int]
+) -> tuple[float, int]:
     """The model's own batched decode of the same work: ``(wall seconds, output tokens)``."""
     decoder.reset()
     prompts = [(filler * (n // len(filler) + 1))[:n] for n in prompt_lens]
@@ -301,6 +359,33 @@ def model_reference(decoder: Any, prompt_lens: list[int], out_lens: list[int],
     return time.perf_counter() - t0, sum(out_lens)
 
 
+def call_floor(decoder: Any, n_rows: int, filler: list[int], reps: int = 9) -> dict[str, float]:
+    """Thread time of one model call of ``n_rows`` rows x 1 token against one of 1 row x 1
+    token (each row after a 40-token prompt), median of ``reps``: with every prompt already
+    cached, the first tokens of ``n_rows`` simultaneous requests cost at least the former, a
+    lone request's the latter."""
+    prompt = (filler * (40 // len(filler) + 1))[:40]
+
+    def one_call(rows: int) -> float:
+        times = []
+        for _ in range(reps):
+            decoder.reset()
+            decoder.decode([(s, prompt) for s in range(n_rows)])
+            t0 = time.thread_time()
+            decoder.decode([(s, [prompt[-1]]) for s in range(rows)])
+            times.append(time.thread_time() - t0)
+        return statistics.median(times)
+
+    lone, together = one_call(1), one_call(n_rows)
+    print(
+        f"model call floor: {n_rows} rows x 1 token {together * 1e3:.1f} ms, 1 row x 1 token "
+        f"{lone * 1e3:.1f} ms (x{together / lone:.2f}, thread time)",
+        flush=True,
+    )
+    return {"rows_call_ms": together * 1e3, "one_row_call_ms": lone * 1e3,
+            "ratio": together / lone}  # fmt: skip
+
+
 def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str, Any]:
     from formcast.generation.inputs import _prompt_ids
     from formcast.model.llama_cpp_batched import LlamaCppBatchedDecoder
@@ -313,42 +398,82 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
     filler = _prompt_ids(model, bodies[0]["messages"], chat=True, system=None)
     rounds = []
     try:
-        for _ in range(args.rounds):
-            lone = asyncio.run(lone_and_concurrent(url, bodies, together=False))
+        floor = call_floor(decoder, args.batch, filler)
+        for k in range(args.rounds):
+            lone_bodies = conc_bodies = bodies
+            if args.fresh_prompts:  # prompts no request sent before: no whole-prompt cache hit
+                lone_bodies = [
+                    batch_body(i, args, 1000 * (2 * k + 1) + i) for i in range(args.batch)
+                ]
+                conc_bodies = [
+                    batch_body(i, args, 1000 * (2 * k + 2) + i) for i in range(args.batch)
+                ]
+            rows0 = scrape(url, "formcast_batch_rows")
+            evaluated0 = scrape(url, "formcast_batch_prompt_tokens_evaluated")
+            lone = asyncio.run(lone_and_concurrent(url, lone_bodies, together=False))
+            lone_calls = (scrape(url, "formcast_batch_rows") - rows0) / len(lone)
+            lone_prefill = (
+                scrape(url, "formcast_batch_prompt_tokens_evaluated") - evaluated0
+            ) / len(lone)
             ref_s, ref_tokens = model_reference(
-                decoder, [r["prompt_tokens"] for r in lone], [max(1, r["tokens"]) for r in lone],
-                filler)
-            conc = asyncio.run(lone_and_concurrent(url, bodies, together=True))
+                decoder,
+                [r["prompt_tokens"] for r in lone],
+                [max(1, r["tokens"]) for r in lone],
+                filler,
+            )
+            conc = asyncio.run(lone_and_concurrent(url, conc_bodies, together=True))
             wall = max(r["end"] for r in conc) - min(r["t0"] for r in conc)
             lone_ttft = statistics.median(r["ttft"] for r in lone)
             conc_ttft = statistics.median(r["ttft"] for r in conc)
             tok_s = sum(r["tokens"] for r in conc) / wall
             ref_tok_s = ref_tokens / ref_s
             same = sum(a["text"] == b["text"] for a, b in zip(lone, conc))
-            rounds.append({
-                "lone_ttft_p50_s": lone_ttft, "concurrent_ttft_p50_s": conc_ttft,
-                "concurrent_ttft_max_s": max(r["ttft"] for r in conc),
-                "ttft_ratio": conc_ttft / lone_ttft,
-                "lone_total_s": sum(r["end"] - r["t0"] for r in lone),
-                "concurrent_wall_s": wall, "concurrent_tok_s": tok_s,
-                "model_batched_tok_s": ref_tok_s, "throughput_ratio": tok_s / ref_tok_s,
-                "output_tokens": sum(r["tokens"] for r in conc),
-                "same_text_as_lone": same,
-            })
+            rounds.append(
+                {
+                    "lone_ttft_p50_s": lone_ttft,
+                    "concurrent_ttft_p50_s": conc_ttft,
+                    "concurrent_ttft_max_s": max(r["ttft"] for r in conc),
+                    "ttft_ratio": conc_ttft / lone_ttft,
+                    "lone_total_s": sum(r["end"] - r["t0"] for r in lone),
+                    "concurrent_wall_s": wall,
+                    "concurrent_tok_s": tok_s,
+                    "model_batched_tok_s": ref_tok_s,
+                    "throughput_ratio": tok_s / ref_tok_s,
+                    "output_tokens": sum(r["tokens"] for r in conc),
+                    "same_text_as_lone": same,
+                    "lone_model_calls_per_request": lone_calls,
+                    "lone_prompt_tokens_evaluated_per_request": lone_prefill,
+                    "lone_prompt_tokens_per_request": statistics.mean(
+                        r["prompt_tokens"] for r in lone
+                    ),
+                }
+            )
             r = rounds[-1]
-            print(f"round {len(rounds)}: ttft p50 lone {lone_ttft * 1e3:.0f} ms, 8 concurrent "
-                  f"{conc_ttft * 1e3:.0f} ms (x{r['ttft_ratio']:.2f}); throughput 8 concurrent "
-                  f"{tok_s:.1f} tok/s, model batched {ref_tok_s:.1f} tok/s "
-                  f"(x{r['throughput_ratio']:.2f}); lone one after another "
-                  f"{r['lone_total_s']:.1f} s vs {wall:.1f} s together; "
-                  f"{same}/{len(bodies)} texts as alone", flush=True)
+            print(
+                f"round {len(rounds)}: ttft p50 lone {lone_ttft * 1e3:.0f} ms, 8 concurrent "
+                f"{conc_ttft * 1e3:.0f} ms (x{r['ttft_ratio']:.2f}); throughput 8 concurrent "
+                f"{tok_s:.1f} tok/s, model batched {ref_tok_s:.1f} tok/s "
+                f"(x{r['throughput_ratio']:.2f}); lone one after another "
+                f"{r['lone_total_s']:.1f} s vs {wall:.1f} s together; "
+                f"{same}/{len(bodies)} texts as alone; lone: {lone_calls:.1f} model calls, "
+                f"{lone_prefill:.1f} of {r['lone_prompt_tokens_per_request']:.1f} prompt "
+                "tokens evaluated per request",
+                flush=True,
+            )
     finally:
         decoder.close()
-    return {
+    out = {
+        "model_call_floor": floor,
         "rounds": rounds,
         "ttft_ratio_median": statistics.median(r["ttft_ratio"] for r in rounds),
         "throughput_ratio_median": statistics.median(r["throughput_ratio"] for r in rounds),
     }
+    print(
+        f"batching ({args.rounds} rounds, median): ttft ratio {out['ttft_ratio_median']:.2f} "
+        f"(target <= 2), throughput ratio {out['throughput_ratio_median']:.2f} (target >= 0.8)",
+        flush=True,
+    )
+    return out
 
 
 def main() -> int:
@@ -356,13 +481,27 @@ def main() -> int:
     p.add_argument("--requests", type=int, default=32, help="requests of the load part")
     p.add_argument("--max-tokens", type=int, default=48, help="max_tokens in the load part")
     p.add_argument("--kinds", type=int, default=4, help="schema shapes used (1-4)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="the server's --threads (default: the server's default, the cores)")
-    p.add_argument("--serve-args", default="",
-                   help="more options for formcast serve, e.g. '--prefill-tokens 32'")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="the server's --threads (default: the server's default, the cores)",
+    )
+    p.add_argument(
+        "--serve-args",
+        default="",
+        help="more options for formcast serve, e.g. '--prefill-tokens 32'",
+    )
     p.add_argument("--batch", type=int, default=8, help="requests of the batching part")
     p.add_argument("--batch-tokens", type=int, default=48, help="max_tokens there")
     p.add_argument("--rounds", type=int, default=3, help="rounds of the batching part (0: off)")
+    p.add_argument(
+        "--fresh-prompts",
+        action="store_true",
+        help="batching part: every round's lone and concurrent requests carry case "
+        "numbers not sent before (the server's prompt cache then keeps only the "
+        "shared starts; 'texts as alone' compares different prompts)",
+    )
     p.add_argument("--json", default=None, help="write the figures to this file")
     args = p.parse_args()
 
@@ -371,9 +510,24 @@ def main() -> int:
     from formcast.model.batched import default_threads
 
     threads = args.threads if args.threads is not None else default_threads()
-    command = [sys.executable, "-m", "formcast", "serve", "--model", "smollm2", "--port",
-               str(port), "--max-queue", str(args.requests + 4), "--compile-workers", "1",
-               "--timeout", "600", "--log-level", "warning"]
+    command = [
+        sys.executable,
+        "-m",
+        "formcast",
+        "serve",
+        "--model",
+        "smollm2",
+        "--port",
+        str(port),
+        "--max-queue",
+        str(args.requests + 4),
+        "--compile-workers",
+        "1",
+        "--timeout",
+        "600",
+        "--log-level",
+        "warning",
+    ]
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     command += args.serve_args.split()
@@ -395,15 +549,24 @@ def main() -> int:
         if not args.requests:  # the batching part only
             if args.json:
                 with open(args.json, "w") as f:
-                    json.dump({"threads": threads, "batching": batching,
-                               "command": " ".join(["python", *sys.argv])}, f, indent=2)
+                    json.dump(
+                        {
+                            "threads": threads,
+                            "batching": batching,
+                            "command": " ".join(["python", *sys.argv]),
+                        },
+                        f,
+                        indent=2,
+                    )
             return 0
         results, wall, peak = asyncio.run(run_load(url, args))
         problems = check(results, url)
-        mask = scrape(url, "formcast_mask_seconds_sum") / max(1.0, scrape(
-            url, "formcast_mask_seconds_count"))
-        decode = scrape(url, "formcast_decode_step_seconds_sum") / max(1.0, scrape(
-            url, "formcast_decode_step_seconds_count"))
+        mask = scrape(url, "formcast_mask_seconds_sum") / max(
+            1.0, scrape(url, "formcast_mask_seconds_count")
+        )
+        decode = scrape(url, "formcast_decode_step_seconds_sum") / max(
+            1.0, scrape(url, "formcast_decode_step_seconds_count")
+        )
         cancelled = scrape(url, 'formcast_generations_total{finish_reason="cancelled"}')
     finally:
         server.terminate()
@@ -438,21 +601,23 @@ def main() -> int:
         "batching": batching,
         "command": " ".join(["python", *sys.argv]),
     }
-    if batching is not None:
-        print(f"batching ({args.rounds} rounds, median): ttft ratio "
-              f"{batching['ttft_ratio_median']:.2f} (target <= 2), throughput ratio "
-              f"{batching['throughput_ratio_median']:.2f} (target >= 0.8)")
-    print(f"{figures['answered']}/{args.requests - figures['abandoned']} answered "
-          f"({figures['streamed']} streamed), {figures['abandoned']} abandoned "
-          f"({int(cancelled)} cancelled by the server); finish stop {figures['finish_stop']}, "
-          f"length {figures['finish_length']}")
-    print(f"latency p50 {figures['latency_p50_s']:.2f} s, p99 {figures['latency_p99_s']:.2f} s, "
-          f"max {figures['latency_max_s']:.2f} s; stream first chunk p50 "
-          f"{figures['stream_ttft_p50_s'] or float('nan'):.2f} s")
-    print(f"throughput {figures['throughput_req_s']:.2f} req/s, "
-          f"{figures['throughput_tok_s']:.1f} output tok/s over {wall:.1f} s; peak queue "
-          f"{peak}; mask {figures['mask_step_mean_us']:.0f} us/step, decode "
-          f"{figures['decode_step_mean_ms']:.1f} ms/step")
+    print(
+        f"{figures['answered']}/{args.requests - figures['abandoned']} answered "
+        f"({figures['streamed']} streamed), {figures['abandoned']} abandoned "
+        f"({int(cancelled)} cancelled by the server); finish stop {figures['finish_stop']}, "
+        f"length {figures['finish_length']}"
+    )
+    print(
+        f"latency p50 {figures['latency_p50_s']:.2f} s, p99 {figures['latency_p99_s']:.2f} s, "
+        f"max {figures['latency_max_s']:.2f} s; stream first chunk p50 "
+        f"{figures['stream_ttft_p50_s'] or float('nan'):.2f} s"
+    )
+    print(
+        f"throughput {figures['throughput_req_s']:.2f} req/s, "
+        f"{figures['throughput_tok_s']:.1f} output tok/s over {wall:.1f} s; peak queue "
+        f"{peak}; mask {figures['mask_step_mean_us']:.0f} us/step, decode "
+        f"{figures['decode_step_mean_ms']:.1f} ms/step"
+    )
     print("checks: " + ("nothing lost or mixed up" if not problems else "; ".join(problems)))
     if args.json:
         with open(args.json, "w") as f:

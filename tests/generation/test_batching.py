@@ -525,9 +525,15 @@ def test_logprobs_equal_generate_per_request(temperature: float) -> None:
     reqs = _requests()
     batcher = ContinuousBatcher(CallableBatchedDecoder(MODEL, n_slots=4))
     handles = [
-        batcher.submit(req["ids"], compiled=req["compiled"], max_tokens=req["max_tokens"],
-                       stop=req["stop"], params=SamplingParams(temperature=temperature),
-                       seed=i, logprobs=3)
+        batcher.submit(
+            req["ids"],
+            compiled=req["compiled"],
+            max_tokens=req["max_tokens"],
+            stop=req["stop"],
+            params=SamplingParams(temperature=temperature),
+            seed=i,
+            logprobs=3,
+        )
         for i, req in enumerate(reqs)
     ]
     batcher.run_until_idle()
@@ -564,7 +570,8 @@ def test_control_cancel_and_deadline_end_requests_with_their_text_so_far() -> No
     queued = batcher.submit(ids, max_tokens=40, control=StepControl(deadline=time.monotonic() - 1))
     seen: list[int] = []
     stepped = batcher.submit(
-        list(b"other"), max_tokens=40,
+        list(b"other"),
+        max_tokens=40,
         control=StepControl(on_step=lambda s: seen.append(s.token_id) or len(seen) == 3),
     )
     for _ in range(4):
@@ -587,3 +594,59 @@ def test_control_cancel_and_deadline_end_requests_with_their_text_so_far() -> No
     assert list(s.token_ids) == seen
     assert len(seen) == 3
     assert all(decoder.length(slot) == 0 for slot in range(2))
+
+
+def test_prompt_cache_keeps_finished_prompts_and_changes_no_output() -> None:
+    """A finished request's slot keeps its sequence: the same prompt again evaluates one
+    token, a prompt sharing a start evaluates the rest, and every output equals generate's."""
+    system = list(b"You are a careful assistant. Answer in the format asked. ")
+    reqs = [{**r, "ids": system + r["ids"]} for r in _requests()[:6]]
+    decoder = CallableBatchedDecoder(MODEL, n_slots=2)
+    batcher = ContinuousBatcher(decoder, prompt_cache=True, share_prefix=16)
+
+    def run(req: dict) -> GenerationResult:
+        handle = batcher.submit(
+            req["ids"], compiled=req["compiled"], max_tokens=req["max_tokens"], stop=req["stop"]
+        )
+        return handle.result()
+
+    for req in reqs:  # one at a time: two slots keep the last two sequences
+        _same(run(req), _alone(req))
+    first = batcher.prompt_tokens_evaluated
+    assert first == len(reqs[0]["ids"]) + sum(len(r["ids"]) - len(system) - 7 for r in reqs[1:])
+    evaluated = batcher.prompt_tokens_evaluated
+    _same(run(reqs[5]), _alone(reqs[5]))  # kept whole: one token evaluated, for the logits
+    assert batcher.prompt_tokens_evaluated - evaluated == 1
+    evaluated = batcher.prompt_tokens_evaluated
+    _same(run(reqs[0]), _alone(reqs[0]))  # evicted: only the shared start is kept
+    assert batcher.prompt_tokens_evaluated - evaluated == len(reqs[0]["ids"]) - len(system) - 7
+    # several at once, and the slots' sequences are what they hold
+    handles = [
+        batcher.submit(r["ids"], compiled=r["compiled"], max_tokens=r["max_tokens"], stop=r["stop"])
+        for r in reqs
+    ]
+    batcher.run_until_idle()
+    for req, handle in zip(reqs, handles):
+        _same(handle.result(), _alone(req))
+    for s in range(2):
+        seq = decoder.sequence(s)
+        assert len(seq) == decoder.length(s) > 0
+        assert any(seq[: len(r["ids"])] == r["ids"] for r in reqs)
+    # off: every slot released
+    plain = CallableBatchedDecoder(MODEL, n_slots=2)
+    ContinuousBatcher(plain).submit(reqs[0]["ids"], max_tokens=2).result()
+    assert plain.length(0) == plain.length(1) == 0
+    with pytest.raises(ConfigurationError, match="prompt_cache"):
+        ContinuousBatcher(plain, prompt_cache=1)  # type: ignore[arg-type]
+
+
+def test_truncate_checks() -> None:
+    decoder = CallableBatchedDecoder(MODEL, n_slots=2)
+    decoder.decode([(0, [1, 2, 3, 4])])
+    decoder.truncate(0, 2)
+    assert decoder.sequence(0) == [1, 2]
+    assert decoder.length(0) == 2
+    assert np.array_equal(decoder.decode([(0, [9])])[0], logits_fn([1, 2, 9]))
+    for n in (0, 4, True):
+        with pytest.raises(ConfigurationError, match="cannot keep"):
+            decoder.truncate(0, n)  # type: ignore[arg-type]

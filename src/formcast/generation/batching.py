@@ -24,7 +24,8 @@ One step::
         no token -> "dead_end", budget -> "max_tokens", one token allowed -> taken (forced),
         else sample with this step's logits (the row's own SamplingParams and seeded rng),
         accept, stop token -> "completed", text piece out, stop string -> "stop"
-    finished rows leave: their slot is released (and filled by a queued request next step)
+    finished rows leave: their slot is released (and filled by a queued request next step),
+    or with prompt_cache=True keeps its sequence for a later request starting the same way
 
 Each row reuses the pieces of :mod:`formcast.generation.loop` (the constraint side, the
 sampler, the text output and the result), so a request decoded here makes the same choices as
@@ -37,8 +38,9 @@ Driving: :meth:`ContinuousBatcher.start` runs the steps on a worker thread while
 (then iterate a request from any thread, or ``async for`` it in an event loop).  Without a
 worker, iterating a request (or :meth:`BatchedRequest.result`) runs the steps itself, and
 :meth:`ContinuousBatcher.step` runs one step: requests can be submitted between steps to
-join at any point.  Token healing and ``reasoning=`` are not supported here (``generate``
-has them).
+join at any point.  ``fast_forward=True`` on a request appends the bytes its constraint forces
+in the tokenizer's spelling, evaluated in the row's next model call, as ``generate`` does.
+Token healing and ``reasoning=`` are not supported here (``generate`` has them).
 
 Lifetime: a batcher per decoder; requests live until their result is read or they are
 cancelled.  Thread safety: ``submit*``, ``cancel`` and reading requests work from any thread;
@@ -71,6 +73,7 @@ from ..sampling import SamplingParams
 from ..vocab.canonical import CanonicalPairs
 from ..vocab.vocabulary import Vocabulary
 from .control import Step, StepControl, StopReason
+from .fast_forward import FastForward, fast_forward_for
 from .inputs import (
     DEFAULT_REGEX_DIALECT,
     Prompt,
@@ -89,6 +92,7 @@ __all__ = [
     "ContinuousBatcher",
     "RequestCancelledError",
     "StepObserver",
+    "SupportsTruncate",
 ]
 
 _perf = time.perf_counter
@@ -107,6 +111,15 @@ class StepObserver(Protocol):
     def consume(self, token_ids: Sequence[int]) -> None: ...
 
     def on_logits(self, logits: Logits) -> None: ...
+
+
+@runtime_checkable
+class SupportsTruncate(Protocol):
+    """A batched decoder that can cut a slot's sequence to its first ``n`` tokens
+    (``truncate(slot, n)``; :class:`~formcast.model.llama_cpp_batched.LlamaCppBatchedDecoder`
+    can): what the batcher's ``prompt_cache`` needs to reuse a finished request's slot."""
+
+    def truncate(self, slot: int, n: int) -> None: ...
 
 
 class BatcherFullError(FormcastError):
@@ -303,13 +316,17 @@ class _Row:
     :mod:`formcast.generation.loop`)."""
 
     __slots__ = (
+        "after_run",
         "allowed",
+        "canonical",
         "compile_s",
         "compiled",
         "constraint",
         "control",
         "decode_times",
+        "ff",
         "handle",
+        "held",
         "max_tokens",
         "observer",
         "out",
@@ -344,15 +361,23 @@ class _Row:
             side.row = bitmask[slot]
             self.constraint = side
         self.sampler = _ModelSide(
-            None, np.empty(0, np.float32), job.params, job.rng, job.logprobs  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            np.empty(0, np.float32),
+            job.params,
+            job.rng,
+            job.logprobs,
         )
         self.sampler.pending = list(self.prompt_ids)  # the first call is the prefill
+        self.held: list[int] = []  # the tokens the slot's cache holds (evaluated or copied)
         self.out = _Output(vocab, job.stops)
         self.prefilled = False
         self.prefill_s = 0.0
         self.decode_times: list[float] = []
         self.ready = False  # the mask of the next token is computed (``allowed``)
         self.allowed: np.ndarray | None = None
+        self.ff = job.fast_forward
+        self.canonical = job.canonical
+        self.after_run = False  # the last token was a fast-forward run's: sample the next
 
     def advance(self, ok: bool | None) -> tuple[int, FinishReason | None]:
         """One iteration of :func:`formcast.generation.loop._steps` without the model call:
@@ -375,6 +400,13 @@ class _Row:
                     return _DONE, constraint.end
             if len(out.ids) >= self.max_tokens:
                 return _DONE, "max_tokens"
+            if self.ff is not None:  # as generate(fast_forward=True): a run, or sample
+                if self.after_run:
+                    self.after_run = False
+                else:
+                    ran = self._forward(self.ff)
+                    if ran is not None:
+                        return ran
         if allowed is not None and allowed.size == 1:  # forced: any sampler would pick it
             tok = int(allowed[0])
             out.n_forced += 1
@@ -411,6 +443,43 @@ class _Row:
             lp = entries[-1].logprob if entries else None
             if control.on_step(Step(len(out.ids) - 1, tok, forced, lp)):
                 return _DONE, "cancelled"
+        return _AGAIN, None
+
+    def _forward(self, ff: FastForward) -> tuple[int, FinishReason | None] | None:
+        """The current state's forced run (:meth:`FastForward.run`) taken as forced tokens:
+        accepted, queued for the next model call, output, shown to ``on_step`` -- as
+        :func:`formcast.generation.loop._fast_forward`.  ``None``: no run (the row samples);
+        else ``(_AGAIN, None)`` or ``(_DONE, reason)`` (a stop string, ``on_step``)."""
+        out = self.out
+        constraint = self.constraint
+        assert constraint is not None
+        tf = _perf()
+        run = ff.run(
+            constraint.matcher,
+            out.ids,
+            budget=self.max_tokens - len(out.ids),
+            canonical=self.canonical,
+        )
+        constraint.mask_times[-1] += _perf() - tf
+        if not run:
+            return None
+        if not out.ids:
+            out.ttft = _perf() - self.t_call
+        control = self.control
+        on_step = control.on_step if control is not None else None
+        pending = self.sampler.pending
+        for tok in run:
+            constraint.accept(tok)
+            out.n_forced += 1
+            pending.append(tok)
+            safe, hit = out.add(tok)
+            if safe:
+                self.handle._push(safe)
+            if hit:
+                return _DONE, "stop"
+            if on_step is not None and on_step(Step(len(out.ids) - 1, tok, True, None)):
+                return _DONE, "cancelled"
+        self.after_run = True
         return _AGAIN, None
 
     def result(self, reason: FinishReason) -> GenerationResult:
@@ -461,13 +530,16 @@ class _Job:
     observer: StepObserver | None
     logprobs: int | None = None
     control: StepControl | None = None
+    fast_forward: FastForward | None = None
 
     def stopped_result(self, reason: StopReason) -> GenerationResult:
         """The result of a request stopped before it got a slot (as ``decode`` gives for a
         control that stops it before the prefill): no text, no tokens."""
         total = _perf() - self.t_call
         timings = GenerationTimings(
-            compile_s=self.compile_s, time_to_first_token_s=total, total_s=total,
+            compile_s=self.compile_s,
+            time_to_first_token_s=total,
+            total_s=total,
             prompt_tokens=len(self.handle.prompt_ids),
         )
         out = _Output(self.vocab, self.stops)
@@ -497,6 +569,16 @@ class ContinuousBatcher:
             in the same step waits one step, to copy it once it is evaluated.  The copied
             entries were computed in another batch, so the logits can differ from a full
             prefill in the last bits (as any batching does).
+        prompt_cache: keep a finished request's cache in its slot until the slot is needed
+            again (as llama.cpp's server keeps its slots' prompts, and vLLM's automatic
+            prefix caching its blocks): a joining request takes the free slot whose kept
+            sequence shares the longest start with its prompt (ties: the slot left longest
+            ago), keeps that start (``truncate``, :class:`SupportsTruncate`) and evaluates
+            only the rest; with ``share_prefix`` it copies a longer start from another slot
+            (kept or running) when there is one.  A repeated prompt (a retried request, the
+            next turn of a conversation, the same system prompt and tools) then costs one
+            token of prefill.  Off when the decoder cannot truncate.  Memory: none beyond the
+            slots' cache, which is allocated up front anyway.
 
     Raises:
         ConfigurationError: ``decoder`` is not a batched decoder, or a bad ``max_queue`` /
@@ -510,6 +592,7 @@ class ContinuousBatcher:
         max_queue: int | None = 64,
         prefill_tokens: int | None = None,
         share_prefix: int | None = None,
+        prompt_cache: bool = False,
     ) -> None:
         if not isinstance(decoder, BatchedDecoder):
             raise ConfigurationError(
@@ -536,6 +619,11 @@ class ContinuousBatcher:
                 f"share_prefix must be an int >= 1 or None, got {share_prefix!r}"
             )
         self._share_prefix = share_prefix if isinstance(decoder, SupportsCopyPrefix) else None
+        if not isinstance(prompt_cache, bool):
+            raise ConfigurationError(f"prompt_cache must be a bool, got {prompt_cache!r}")
+        self._prompt_cache = prompt_cache and isinstance(decoder, SupportsTruncate)
+        self._kept: dict[int, list[int]] = {}  # free slot -> the tokens its cache still holds
+        self._left: dict[int, int] = {}  # slot -> the step its last request left (LRU order)
         self._decoder = decoder
         self._vocab = decoder.vocab
         self._stop_ids = self._vocab.stop_token_ids
@@ -553,6 +641,11 @@ class ContinuousBatcher:
         """Steps run so far (one model call each, when any row ran)."""
         self.rows_stepped = 0
         """Rows in those steps' model calls, summed (``rows_stepped / steps``: the mean batch)."""
+        self.prompt_tokens_evaluated = 0
+        """Prompt tokens the model evaluated for joining requests."""
+        self.prompt_tokens_reused = 0
+        """Prompt tokens not evaluated: kept in a slot (``prompt_cache``) or copied from
+        another (``share_prefix``)."""
 
     # -- state ---------------------------------------------------------------------------------
     @property
@@ -599,6 +692,7 @@ class ContinuousBatcher:
         observer: StepObserver | None = None,
         logprobs: int | None = None,
         control: StepControl | None = None,
+        fast_forward: bool = False,
     ) -> BatchedRequest:
         """Queue a request given as token ids and (optionally) a compiled constraint.
 
@@ -611,7 +705,10 @@ class ContinuousBatcher:
         while the request waits or runs, so a set cancel flag or a passed deadline ends it
         before its next model call with ``finish_reason`` ``"cancelled"`` / ``"timeout"``
         and the text so far (a normal result, as ``generate(control=)`` gives; its slot is
-        freed), and its ``on_step`` sees every output token.
+        freed), and its ``on_step`` sees every output token.  ``fast_forward`` (with
+        ``compiled``, without ``logprobs``): the bytes the constraint forces are appended as
+        the tokenizer's tokens and evaluated in the row's next model call, as
+        ``generate(fast_forward=True)`` (:mod:`formcast.generation.fast_forward`).
 
         Raises:
             ConfigurationError: bad arguments, or prompt + ``max_tokens`` exceeds a slot's
@@ -633,6 +730,7 @@ class ContinuousBatcher:
             observer,
             logprobs,
             control,
+            fast_forward,
         )
 
     def _submit(
@@ -650,6 +748,7 @@ class ContinuousBatcher:
         observer: StepObserver | None = None,
         logprobs: int | None = None,
         control: StepControl | None = None,
+        fast_forward: bool = False,
     ) -> BatchedRequest:
         ids = [int(t) for t in prompt_ids]
         if not ids:
@@ -659,8 +758,21 @@ class ContinuousBatcher:
             compiled = _check_compiled(compiled, model)
         # the option checks of generate(), made in their one place
         checked = GenerationOptions(
-            max_tokens=max_tokens, seed=seed, stop=stop, logprobs=logprobs, control=control
+            max_tokens=max_tokens,
+            seed=seed,
+            stop=stop,
+            logprobs=logprobs,
+            control=control,
+            fast_forward=fast_forward,
         )
+        ff: FastForward | None = None
+        if fast_forward:
+            if compiled is None:
+                raise ConfigurationError(
+                    "fast_forward=True needs a constraint (compiled=): without one nothing "
+                    "is forced"
+                )
+            ff = fast_forward_for(model)
         limit = self._decoder.max_context
         if limit is not None and len(ids) + max_tokens > limit:
             raise ConfigurationError(
@@ -700,6 +812,7 @@ class ContinuousBatcher:
             observer=observer,
             logprobs=checked.logprobs,
             control=checked.control,
+            fast_forward=ff,
         )
         with self._lock:
             if self._closing:
@@ -734,6 +847,7 @@ class ContinuousBatcher:
         system: str | None = None,
         dialect: str = DEFAULT_REGEX_DIALECT,
         canonical: bool = False,
+        fast_forward: bool = False,
     ) -> BatchedRequest:
         """:meth:`submit` with :func:`~formcast.generation.generate`'s arguments (same names,
         defaults and meaning; the prompt through the model's chat template; the constraint
@@ -760,7 +874,17 @@ class ContinuousBatcher:
         ids = _prompt_ids(model, prompt, chat=chat, system=system)
         schema_class = pydantic_model_class(schema) if cg is not None else None
         return self._submit(
-            ids, cg, params, seed, max_tokens, stop, canonical, schema_class, compile_s, t_call
+            ids,
+            cg,
+            params,
+            seed,
+            max_tokens,
+            stop,
+            canonical,
+            schema_class,
+            compile_s,
+            t_call,
+            fast_forward=fast_forward,
         )
 
     # -- running -------------------------------------------------------------------------------
@@ -886,6 +1010,9 @@ class ContinuousBatcher:
                     self._leave(row, result, None)
 
     def _admit(self) -> None:
+        """Queued requests take free slots, first come first served: each the free slot
+        whose kept sequence shares the longest start with its prompt (``prompt_cache``),
+        or a copy of a longer shared start (``share_prefix``); its ``pending`` is the rest."""
         free = [s for s in range(self.n_slots) if s not in self._rows]
         budget = self._prefill_tokens
         share = self._share_prefix
@@ -894,40 +1021,100 @@ class ContinuousBatcher:
         with self._lock:
             while free and self._queue:
                 ids = self._queue[0].handle.prompt_ids
+                dst, kept = self._pick_slot(free, ids)
                 donor, n = None, 0
                 if share is not None:
-                    if any(_common_prefix(ids, r.prompt_ids) >= share for r in new_rows):
-                        break  # joins next step, copying the prefix once it is evaluated
-                    donor, n = self._donor(ids)
-                    if n < share:
+                    donor, n = self._donor(ids, dst)
+                    if n < share or n <= kept:
                         donor, n = None, 0
-                cost = len(ids) - n
+                    have = max(n, kept)
+                    if any(
+                        min(_common_prefix(ids, r.prompt_ids), len(ids) - 1) - have >= share
+                        for r in new_rows
+                    ):
+                        break  # joins next step, copying the prefix once it is evaluated
+                cost = len(ids) - max(n, kept)
                 if budget is not None and joined and joined + cost > budget:
                     break
-                joined += cost
                 job = self._queue.popleft()
-                slot = free.pop(0)
-                row = _Row(job, slot, self._bitmask, self._stop_ids)
-                if donor is not None:
-                    try:
-                        self._decoder.copy_prefix(donor.slot, slot, n)  # type: ignore[attr-defined]
-                    except ConfigurationError:  # the model cannot: prefill it all
-                        self._share_prefix = share = None
-                    else:
-                        row.sampler.pending = list(ids[n:])
-                self._rows[slot] = row
+                free.remove(dst)
+                row = _Row(job, dst, self._bitmask, self._stop_ids)
+                reused = self._take_slot(dst, kept, donor, n)
+                row.sampler.pending = list(ids[reused:])
+                row.held = list(ids[:reused])
+                joined += len(ids) - reused
+                self.prompt_tokens_reused += reused
+                self._rows[dst] = row
                 new_rows.append(row)
 
-    def _donor(self, ids: list[int]) -> tuple[_Row | None, int]:
-        """The running row whose evaluated prompt shares the longest start with ``ids`` (at
-        most ``len(ids) - 1`` tokens: one is left to evaluate, for the logits)."""
-        best: _Row | None = None
+    def _pick_slot(self, free: list[int], ids: list[int]) -> tuple[int, int]:
+        """``(slot, tokens to keep)`` for ``ids`` among the ``free`` slots.
+
+        A kept sequence that holds the whole prompt but its last token, or that the prompt
+        extends (the next turn of a conversation), is reused in place: nothing else is lost.
+        Otherwise the slot costing least is taken -- a never used one, else the one left
+        longest ago -- keeping whatever start it shares with ``ids`` (a longer one is copied
+        from another slot by the caller).  At most ``len(ids) - 1`` tokens are kept: one is
+        evaluated, for the logits."""
+        if not self._kept:
+            return free[0], 0
+        cap = len(ids) - 1
+        best, best_n = None, 0
+        for s in free:
+            kept = self._kept.get(s)
+            if kept:
+                n = min(_common_prefix(ids, kept), cap)
+                if n > best_n:
+                    best, best_n = s, n
+        if best is not None and (best_n == cap or best_n >= len(self._kept[best])):
+            return best, best_n
+        dst = min(free, key=lambda s: (s in self._kept, self._left.get(s, -1)))
+        kept = self._kept.get(dst)
+        return dst, min(_common_prefix(ids, kept), cap) if kept else 0
+
+    def _take_slot(self, dst: int, kept: int, donor: int | None, n: int) -> int:
+        """Ready free slot ``dst``: copy ``n`` tokens from slot ``donor``, or keep ``kept``
+        of its own, or release it; returns how many prompt tokens it now holds."""
+        decoder: Any = self._decoder
+        held = self._kept.pop(dst, None)
+        if donor is not None:
+            if held is not None:
+                decoder.release(dst)
+            try:
+                decoder.copy_prefix(donor, dst, n)
+            except ConfigurationError:  # the model cannot: prefill it all
+                self._share_prefix = None
+                return 0
+            return n
+        if kept:
+            try:
+                decoder.truncate(dst, kept)
+            except ConfigurationError:  # the model cannot: prefill it all
+                self._prompt_cache = False
+                decoder.release(dst)
+                return 0
+            return kept
+        if held is not None:
+            decoder.release(dst)
+        return 0
+
+    def _donor(self, ids: list[int], dst: int) -> tuple[int | None, int]:
+        """The slot (a running row's, evaluated, or a kept one other than ``dst``) whose
+        sequence shares the longest start with ``ids`` (at most ``len(ids) - 1`` tokens:
+        one is left to evaluate, for the logits)."""
+        best: int | None = None
         best_n = 0
+        cap = len(ids) - 1
         for r in self._rows.values():
             if r.prefilled:
-                n = min(_common_prefix(ids, r.prompt_ids), len(ids) - 1)
+                n = min(_common_prefix(ids, r.held), cap)
                 if n > best_n:
-                    best, best_n = r, n
+                    best, best_n = r.slot, n
+        for s, kept in self._kept.items():
+            if s != dst:
+                n = min(_common_prefix(ids, kept), cap)
+                if n > best_n:
+                    best, best_n = s, n
         return best, best_n
 
     def _call_model(self, rows: list[_Row]) -> None:
@@ -952,6 +1139,9 @@ class ContinuousBatcher:
         dt = _perf() - t0
         for i, r in enumerate(rows):
             r.sampler.logits = logits[i]
+            if not r.prefilled:
+                self.prompt_tokens_evaluated += len(r.sampler.pending)
+            r.held += r.sampler.pending
             r.sampler.pending = []
             if r.prefilled:
                 r.decode_times.append(dt)
@@ -1000,8 +1190,18 @@ class ContinuousBatcher:
         """The row leaves its slot (released in the decoder) and its request finishes."""
         if self._rows.get(row.slot) is row:
             del self._rows[row.slot]
+            self._left[row.slot] = self.steps
             try:
-                self._decoder.release(row.slot)
+                if (
+                    self._prompt_cache
+                    and error is None
+                    and row.prefilled
+                    and row.held
+                    and self._decoder.length(row.slot) == len(row.held)
+                ):
+                    self._kept[row.slot] = row.held  # kept for a request starting the same
+                else:
+                    self._decoder.release(row.slot)
             except Exception as exc:  # pragma: no cover - a closed decoder
                 error = error or exc
         row.handle._finish(result, error)

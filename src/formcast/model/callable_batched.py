@@ -74,6 +74,17 @@ class CallableBatchedDecoder(SlotDecoderBase[CallableModel]):
         self._slots.lengths[d] = n
         self.copies += 1
 
+    def truncate(self, slot: int, n: int) -> None:
+        """Keep the first ``n`` tokens of ``slot``'s sequence (``1 .. length``; no ``f`` call)."""
+        s = self._slots.slot(slot)
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self._slots.lengths[s]:
+            raise ConfigurationError(
+                f"CallableBatchedDecoder: cannot keep {n!r} tokens of slot {s} "
+                f"(it holds {self._slots.lengths[s]})"
+            )
+        del self._seqs[s][n:]
+        self._slots.lengths[s] = n
+
     def release(self, slot: int) -> None:
         s = self._slots.release(slot)
         self._seqs[s] = []

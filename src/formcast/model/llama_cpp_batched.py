@@ -236,6 +236,32 @@ class LlamaCppBatchedDecoder(SlotDecoderBase[LlamaCppModel]):
             raise ConfigurationError(f"llama.cpp could not cut slot {d} to {n} tokens")
         self._slots.lengths[d] = n
 
+    def truncate(self, slot: int, n: int) -> None:
+        """Keep the first ``n`` tokens of the sequence in ``slot`` and forget the rest
+        (``llama_memory_seq_rm`` from position ``n``): feeding the slot then continues after
+        them.  The batcher's prompt cache reuses a finished request's slot this way.  Cost:
+        O(cells removed).
+
+        Raises:
+            ConfigurationError: ``n`` is not in ``1 .. length(slot)``, or a recurrent model
+                (its state cannot be cut): nothing changed, release the slot instead."""
+        self._check_open()
+        s = self._slots.slot(slot)
+        held = self._slots.lengths[s]
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= held:
+            raise ConfigurationError(
+                f"{self.name!r}: cannot keep {n!r} tokens of slot {s} (it holds {held})"
+            )
+        if self._model._recurrent:
+            raise ConfigurationError(
+                f"{self.name!r} is a recurrent model: its state cannot be cut to a prefix"
+            )
+        if n < held and not self._lc.llama_memory_seq_rm(self._mem, s, n, -1):
+            raise ConfigurationError(  # pragma: no cover - not recurrent
+                f"llama.cpp could not cut slot {s} to {n} tokens"
+            )
+        self._slots.lengths[s] = n
+
     def release(self, slot: int) -> None:
         s = self._slots.release(slot)
         if not self._closed:

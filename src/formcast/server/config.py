@@ -40,6 +40,22 @@ class ServerConfig:
             sooner.  ``None``: every prompt is evaluated whole.  The copied entries were
             computed in another batch, so logits can differ in their last bits (as batching
             itself does).
+        prompt_cache: with batching, a finished request's cache stays in its slot until the
+            slot is needed (``ContinuousBatcher(prompt_cache=)``, as llama.cpp's server keeps
+            its slots' prompts): a request takes the free slot whose kept sequence shares the
+            longest start with its prompt and evaluates only the rest -- a retried request,
+            the next turn of a conversation, a repeated system prompt or tool set.  The kept
+            entries were computed in another batch: logits can differ in their last bits.
+            ``False``: every slot is cleared when its request ends.
+        fast_forward: decode constrained requests with ``fast_forward=True``
+            (:mod:`formcast.generation.fast_forward`): the bytes the constraint forces (keys,
+            punctuation, ``const`` values) are appended in the tokenizer's spelling and
+            evaluated with the next token in one model call.  Fewer model calls per request;
+            the spelling of forced text is the tokenizer's rather than the model's choice, so
+            outputs (also greedy ones) can differ from plain masking.  A request asking for
+            ``logprobs`` is decoded with plain masking (forced tokens have no
+            log-probabilities).  The model needs a raw tokenizer (``encode_bytes``).  Off by
+            default.
         prefill_tokens: with batching, the most prompt tokens that join in one step
             (``ContinuousBatcher(prefill_tokens=)``; ``None``: every waiting request that has
             a slot joins at once).  A bound spreads simultaneous arrivals over several steps:
@@ -81,6 +97,8 @@ class ServerConfig:
     batching: bool = True
     max_batch: int = 8
     share_prefix: int | None = 16
+    prompt_cache: bool = True
+    fast_forward: bool = False
     prefill_tokens: int | None = None
     n_threads: int | None = None
     request_timeout_s: float | None = 120.0
@@ -96,8 +114,14 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.model_name, str) or not self.model_name:
             raise ConfigurationError("ServerConfig.model_name must be a non-empty string")
-        for name in ("max_queue", "compile_workers", "default_max_tokens", "max_n",
-                     "retry_after_s", "max_batch"):
+        for name in (
+            "max_queue",
+            "compile_workers",
+            "default_max_tokens",
+            "max_n",
+            "retry_after_s",
+            "max_batch",
+        ):
             value = getattr(self, name)
             low = 1 if name in ("default_max_tokens", "max_n", "max_batch") else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -120,10 +144,16 @@ class ServerConfig:
                 f"ServerConfig.n_threads must be an int >= 1 or None (the machine's cores), "
                 f"got {n!r}"
             )
-        if not isinstance(self.batching, bool):
+        if not isinstance(self.fast_forward, bool):
             raise ConfigurationError(
-                f"ServerConfig.batching must be a bool, got {self.batching!r}"
+                f"ServerConfig.fast_forward must be a bool, got {self.fast_forward!r}"
             )
+        if not isinstance(self.prompt_cache, bool):
+            raise ConfigurationError(
+                f"ServerConfig.prompt_cache must be a bool, got {self.prompt_cache!r}"
+            )
+        if not isinstance(self.batching, bool):
+            raise ConfigurationError(f"ServerConfig.batching must be a bool, got {self.batching!r}")
         if not isinstance(self.allow_extra_properties, bool):
             raise ConfigurationError(
                 "ServerConfig.allow_extra_properties must be a bool, got "

@@ -63,6 +63,7 @@ from ..errors import FormcastError
 from ..generation.api import stream
 from ..generation.batching import BatchedRequest, ContinuousBatcher, RequestCancelledError
 from ..generation.control import StepControl
+from ..generation.fast_forward import fast_forward_for
 from ..generation.options import GenerationOptions
 from ..generation.results import GenerationResult, TokenLogprob
 from ..index.compiled import CompiledGrammar
@@ -170,6 +171,8 @@ class Engine:
         self.model = model
         self.config = config
         self.metrics = metrics
+        if config.fast_forward:
+            fast_forward_for(model)  # the model can spell forced bytes, or the error says why
         self.compiler = GrammarCompiler(
             model.vocab,
             limits=config.compile_limits,
@@ -203,12 +206,21 @@ class Engine:
                     )
         if self._decoder is not None:
             batcher = ContinuousBatcher(  # admit() bounds the queue
-                self._decoder, max_queue=None, share_prefix=config.share_prefix,
+                self._decoder,
+                max_queue=None,
+                share_prefix=config.share_prefix,
                 prefill_tokens=config.prefill_tokens,
+                prompt_cache=config.prompt_cache,
             )
             self._batcher = batcher
-            metrics.bind_batch(lambda: batcher.steps, lambda: batcher.rows_stepped,
-                               lambda: batcher.running, batcher.n_slots)
+            metrics.bind_batch(
+                lambda: batcher.steps,
+                lambda: batcher.rows_stepped,
+                lambda: batcher.running,
+                batcher.n_slots,
+                lambda: batcher.prompt_tokens_evaluated,
+                lambda: batcher.prompt_tokens_reused,
+            )
         metrics.bind_queue(lambda: self.waiting, lambda: self.in_flight)
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -283,9 +295,13 @@ class Engine:
         capacity = self.config.max_queue + slots
         with self._lock:
             if self._closed:
-                raise APIError(503, "the server is shutting down; retry on another instance",
-                               type="server_error", code="unavailable",
-                               headers={"Retry-After": str(self.config.retry_after_s)})
+                raise APIError(
+                    503,
+                    "the server is shutting down; retry on another instance",
+                    type="server_error",
+                    code="unavailable",
+                    headers={"Retry-After": str(self.config.retry_after_s)},
+                )
             if self._in_flight >= capacity:
                 retry = self._retry_after()
                 self.metrics.rejected.labels(reason="queue_full").inc()
@@ -395,13 +411,23 @@ class Engine:
             try:
                 for spec, ids, max_tokens in prepared:
                     options = GenerationOptions(
-                        max_tokens=max_tokens, temperature=job.temperature, top_p=job.top_p,
-                        seed=spec.seed, stop=list(job.stop) or None, logprobs=job.logprobs,
+                        max_tokens=max_tokens,
+                        temperature=job.temperature,
+                        top_p=job.top_p,
+                        seed=spec.seed,
+                        stop=list(job.stop) or None,
+                        logprobs=job.logprobs,
                     )
                     req = batcher.submit(
-                        ids, compiled=job.compiled, params=options.params, seed=options.seed,
-                        max_tokens=max_tokens, stop=list(options.stops) or None,
-                        logprobs=options.logprobs, control=control,
+                        ids,
+                        compiled=job.compiled,
+                        params=options.params,
+                        seed=options.seed,
+                        max_tokens=max_tokens,
+                        stop=list(options.stops) or None,
+                        logprobs=options.logprobs,
+                        control=control,
+                        fast_forward=self._fast_forward(job),
                     )
                     submitted.append((spec, ids, req))
             except BaseException:
@@ -471,12 +497,24 @@ class Engine:
         it was interrupted)."""
         entries = None if result.logprobs is None else list(result.logprobs)
         if result.finish_reason in ("cancelled", "timeout"):
-            return Finished(spec.index, result.text, result.finish_reason, len(ids),
-                            len(result.token_ids), logprobs=entries)
+            return Finished(
+                spec.index,
+                result.text,
+                result.finish_reason,
+                len(ids),
+                len(result.token_ids),
+                logprobs=entries,
+            )
         self.metrics.record_timings(result)
-        return Finished(spec.index, result.text, result.finish_reason,
-                        result.timings.prompt_tokens, result.timings.output_tokens, result,
-                        entries)
+        return Finished(
+            spec.index,
+            result.text,
+            result.finish_reason,
+            result.timings.prompt_tokens,
+            result.timings.output_tokens,
+            result,
+            entries,
+        )
 
     # -- the model thread -----------------------------------------------------------------------
     def _worker(self) -> None:
@@ -509,8 +547,12 @@ class Engine:
     def _prompt_ids(self, prompt: str | Sequence[int]) -> list[int]:
         ids = self.model.tokenize(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
         if not ids:
-            raise APIError(400, "the prompt is empty: give at least one token of context",
-                           param="prompt", code="invalid_request")
+            raise APIError(
+                400,
+                "the prompt is empty: give at least one token of context",
+                param="prompt",
+                code="invalid_request",
+            )
         return ids
 
     def _max_tokens(self, job: Job, n_prompt: int) -> int:
@@ -537,16 +579,33 @@ class Engine:
             )
         return job.max_tokens
 
+    def _fast_forward(self, job: Job) -> bool:
+        """``ServerConfig.fast_forward`` for this job: a constrained request without
+        ``logprobs`` (fast-forward tokens are not sampled, so they have no log-probabilities:
+        a request asking for them is decoded with plain masking)."""
+        return self.config.fast_forward and job.compiled is not None and job.logprobs is None
+
     def _generate(self, job: Job, spec: GenerationSpec, ids: list[int]) -> Finished:
         max_tokens = self._max_tokens(job, len(ids))
         control = StepControl(cancel=job.cancel, deadline=job.deadline)
         stopped = control.check()  # waited too long in the queue, or abandoned there
         if stopped is not None:
-            return Finished(spec.index, "", stopped, len(ids), 0,
-                            logprobs=None if job.logprobs is None else [])
-        items = stream(self.model, ids, compiled=job.compiled, max_tokens=max_tokens,
-                       temperature=job.temperature, top_p=job.top_p, seed=spec.seed,
-                       stop=list(job.stop) or None, control=control, logprobs=job.logprobs)
+            return Finished(
+                spec.index, "", stopped, len(ids), 0, logprobs=None if job.logprobs is None else []
+            )
+        items = stream(
+            self.model,
+            ids,
+            compiled=job.compiled,
+            max_tokens=max_tokens,
+            temperature=job.temperature,
+            top_p=job.top_p,
+            seed=spec.seed,
+            stop=list(job.stop) or None,
+            control=control,
+            logprobs=job.logprobs,
+            fast_forward=self._fast_forward(job),
+        )
         result: GenerationResult | None = None
         try:
             for item in items:
@@ -571,11 +630,14 @@ def _api_error(exc: BaseException) -> BaseException:
         from .api_errors import from_formcast_error
 
         return from_formcast_error(exc, param="messages")
-    return APIError(500, f"internal error: {type(exc).__name__}: {exc}",
-                    type="server_error", code="internal_error")
+    return APIError(
+        500,
+        f"internal error: {type(exc).__name__}: {exc}",
+        type="server_error",
+        code="internal_error",
+    )
 
 
 def now_deadline(timeout_s: float | None) -> float | None:
     """The :func:`time.monotonic` deadline ``timeout_s`` from now (``None``: none)."""
     return None if timeout_s is None else time.monotonic() + timeout_s
-

@@ -48,7 +48,9 @@ class ServerMetrics:
             "formcast_requests", "HTTP requests answered", ["endpoint", "status"], registry=r
         )
         self.generations = pc.Counter(
-            "formcast_generations", "choices generated, by finish reason", ["finish_reason"],
+            "formcast_generations",
+            "choices generated, by finish reason",
+            ["finish_reason"],
             registry=r,
         )
         self.rejected = pc.Counter(
@@ -61,8 +63,10 @@ class ServerMetrics:
             "formcast_requests_in_flight", "requests admitted, not finished", registry=r
         )
         self.compile_seconds = pc.Histogram(
-            "formcast_compile_seconds", "constraint compiles (cache misses)",
-            buckets=_LONG_BUCKETS, registry=r,
+            "formcast_compile_seconds",
+            "constraint compiles (cache misses)",
+            buckets=_LONG_BUCKETS,
+            registry=r,
         )
         self.compile_cache_hits = pc.Counter(
             "formcast_compile_cache_hits", "compiles answered from the memory cache", registry=r
@@ -71,23 +75,31 @@ class ServerMetrics:
             "formcast_compile_errors", "compiles refused with a 400", ["code"], registry=r
         )
         self.mask_seconds = pc.Histogram(
-            "formcast_mask_seconds", "constraint work per decoding step", buckets=_STEP_BUCKETS,
+            "formcast_mask_seconds",
+            "constraint work per decoding step",
+            buckets=_STEP_BUCKETS,
             registry=r,
         )
         self.decode_seconds = pc.Histogram(
-            "formcast_decode_step_seconds", "model call per decoding step",
-            buckets=_STEP_BUCKETS, registry=r,
+            "formcast_decode_step_seconds",
+            "model call per decoding step",
+            buckets=_STEP_BUCKETS,
+            registry=r,
         )
         self.prefill_seconds = pc.Histogram(
             "formcast_prefill_seconds", "prompt evaluation", buckets=_LONG_BUCKETS, registry=r
         )
         self.ttft_seconds = pc.Histogram(
-            "formcast_time_to_first_token_seconds", "from the model thread picking the job up "
-            "to the first output token", buckets=_LONG_BUCKETS, registry=r,
+            "formcast_time_to_first_token_seconds",
+            "from the model thread picking the job up to the first output token",
+            buckets=_LONG_BUCKETS,
+            registry=r,
         )
         self.generation_seconds = pc.Histogram(
-            "formcast_generation_seconds", "one choice, model thread time",
-            buckets=_LONG_BUCKETS, registry=r,
+            "formcast_generation_seconds",
+            "one choice, model thread time",
+            buckets=_LONG_BUCKETS,
+            registry=r,
         )
         self.prompt_tokens = pc.Counter(
             "formcast_prompt_tokens", "prompt tokens evaluated", registry=r
@@ -102,17 +114,35 @@ class ServerMetrics:
         rows: Callable[[], int],
         running: Callable[[], int],
         slots: int,
+        prompt_evaluated: Callable[[], int] | None = None,
+        prompt_reused: Callable[[], int] | None = None,
     ) -> None:
         """Expose the continuous batcher's counters (read at scrape time)."""
         pc, r = self._pc, self.registry
-        pc.Gauge("formcast_batch_steps", "model calls of the batched decoder so far",
-                 registry=r).set_function(steps)
-        pc.Gauge("formcast_batch_rows", "sequences in those model calls, summed",
-                 registry=r).set_function(rows)
-        pc.Gauge("formcast_batch_running", "requests (choices) holding a slot now",
-                 registry=r).set_function(running)
-        pc.Gauge("formcast_batch_slots", "slots of the batched decoder (max_batch)",
-                 registry=r).set(slots)
+        if prompt_evaluated is not None:
+            pc.Gauge(
+                "formcast_batch_prompt_tokens_evaluated",
+                "prompt tokens the batched decoder evaluated",
+                registry=r,
+            ).set_function(prompt_evaluated)
+        if prompt_reused is not None:
+            pc.Gauge(
+                "formcast_batch_prompt_tokens_reused",
+                "prompt tokens not evaluated: kept in a slot (prompt cache) or copied",
+                registry=r,
+            ).set_function(prompt_reused)
+        pc.Gauge(
+            "formcast_batch_steps", "model calls of the batched decoder so far", registry=r
+        ).set_function(steps)
+        pc.Gauge(
+            "formcast_batch_rows", "sequences in those model calls, summed", registry=r
+        ).set_function(rows)
+        pc.Gauge(
+            "formcast_batch_running", "requests (choices) holding a slot now", registry=r
+        ).set_function(running)
+        pc.Gauge(
+            "formcast_batch_slots", "slots of the batched decoder (max_batch)", registry=r
+        ).set(slots)
 
     def bind_queue(self, waiting: Callable[[], int], in_flight: Callable[[], int]) -> None:
         """Read the queue depth and the in-flight count from these at scrape time."""
