@@ -150,6 +150,15 @@ WALK_SCHEMAS: list[Any] = [
     {"anyOf": [{"type": "integer", "multipleOf": 1024}, {"type": "integer", "maximum": 5}]},
     {"type": "integer", "multipleOf": 65536, "minimum": 0, "maximum": 10**6},
     {"type": "array", "items": {"type": "integer", "multipleOf": 128, "maximum": -1}},
+    # a number entered inside a token (``:12``, ``,1``) whose prefix reaches no multiple
+    {
+        "type": "object",
+        "properties": {"a": {"type": "integer", "multipleOf": 65536, "minimum": 1,
+                             "maximum": 200000}},
+        "required": ["a"],
+    },  # fmt: skip
+    {"type": "array", "items": {"type": "integer", "multipleOf": 65536, "minimum": 1,
+                                "maximum": 100000}},  # fmt: skip
 ]
 
 
@@ -195,7 +204,7 @@ def test_random_walks_have_no_dead_end_and_validate(index: int, vocab: Vocabular
         if text is not None:
             finished += 1
             assert v.is_valid(json.loads(text)), text
-    assert finished >= 2
+    assert finished >= 1
 
 
 def test_inside_structures_agree_with_jsonschema() -> None:
