@@ -32,10 +32,41 @@ from formcast.vocab.vocabulary import Vocabulary
 
 BYTES = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
 MULTI = [
-    b"1024", b"00}", b"0,", b"00", b"000", b"12", b"96", b"-1", b"-", b":1", b":12", b'":1',
-    b"5}", b"0}", b"0]", b"1,", b"[1", b",1", b",-2", b"48,", b"99", b"999", b"0000", b"123",
-    b'{"a":', b'{"a":1', b"},{", b'"b":', b"}]", b"4096", b"65536", b"7,", b"0}}", b"[0,",
-]  # fmt: skip
+    b"1024",
+    b"00}",
+    b"0,",
+    b"00",
+    b"000",
+    b"12",
+    b"96",
+    b"-1",
+    b"-",
+    b":1",
+    b":12",
+    b'":1',
+    b"5}",
+    b"0}",
+    b"0]",
+    b"1,",
+    b"[1",
+    b",1",
+    b",-2",
+    b"48,",
+    b"99",
+    b"999",
+    b"0000",
+    b"123",
+    b'{"a":',
+    b'{"a":1',
+    b"},{",
+    b'"b":',
+    b"}]",
+    b"4096",
+    b"65536",
+    b"7,",
+    b"0}}",
+    b"[0,",
+]
 MIXED = Vocabulary.from_tokens(
     [bytes([b]) for b in range(256)] + MULTI + [b"<eos>"], stop_token_ids=[256 + len(MULTI)]
 )
@@ -122,8 +153,11 @@ def test_reachability_arithmetic_is_exact() -> None:
                     if len(digits) > 1 and digits[0] == "0":
                         continue
                     assert spec.viable(neg, digits) == ((neg, digits) in truth), (
-                        ivs, m, neg, digits,
-                    )  # fmt: skip
+                        ivs,
+                        m,
+                        neg,
+                        digits,
+                    )
                     for k in (1, 2, 3):
                         if not spec.safe(neg, digits, k):
                             continue
@@ -132,9 +166,7 @@ def test_reachability_arithmetic_is_exact() -> None:
                             d = digits + "".join(tail)
                             if d[0] == "0" and len(d) > 1:
                                 continue
-                            if any(
-                                str(abs(x)).startswith(d) and (x < 0) == neg for x in members
-                            ):
+                            if any(str(abs(x)).startswith(d) and (x < 0) == neg for x in members):
                                 assert (neg, d) in truth, (ivs, m, neg, digits, k, d)
 
 
@@ -153,12 +185,15 @@ WALK_SCHEMAS: list[Any] = [
     # a number entered inside a token (``:12``, ``,1``) whose prefix reaches no multiple
     {
         "type": "object",
-        "properties": {"a": {"type": "integer", "multipleOf": 65536, "minimum": 1,
-                             "maximum": 200000}},
+        "properties": {
+            "a": {"type": "integer", "multipleOf": 65536, "minimum": 1, "maximum": 200000}
+        },
         "required": ["a"],
-    },  # fmt: skip
-    {"type": "array", "items": {"type": "integer", "multipleOf": 65536, "minimum": 1,
-                                "maximum": 100000}},  # fmt: skip
+    },
+    {
+        "type": "array",
+        "items": {"type": "integer", "multipleOf": 65536, "minimum": 1, "maximum": 100000},
+    },
 ]
 
 
@@ -231,17 +266,21 @@ def test_no_multiple_in_range_is_empty() -> None:
     with pytest.raises(UnsatisfiableGrammarError):
         _compile({"type": "integer", "multipleOf": 1024, "minimum": 1, "maximum": 1000})
     compiled = _compile(
-        {"type": "array", "items": {"type": "integer", "multipleOf": 1024, "minimum": 1,
-                                    "maximum": 1000}}  # fmt: skip
+        {
+            "type": "array",
+            "items": {"type": "integer", "multipleOf": 1024, "minimum": 1, "maximum": 1000},
+        }
     )
-    assert _accepts(compiled, "[]") and not _accepts(compiled, "[0]")
+    assert _accepts(compiled, "[]")
+    assert not _accepts(compiled, "[0]")
 
 
 def test_serialized_grammar_keeps_the_check() -> None:
     compiled = _compile({"type": "integer", "multipleOf": 4096})
     again = CompiledGrammar.deserialize(compiled.serialize(), BYTES)
     assert isinstance(again.program, ResidueProgram)
-    assert _accepts(again, "8192") and not _accepts(again, "8191")
+    assert _accepts(again, "8192")
+    assert not _accepts(again, "8191")
 
 
 def test_refused_beside_run_time_unique_items() -> None:

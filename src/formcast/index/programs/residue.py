@@ -49,6 +49,7 @@ import numpy as np
 
 from ...automata.dfa import DEAD
 from ...automata.pda import Frame, ParserState
+from ...bitmask import bitmask_to_ids
 from ...cache import LruCache
 from ...errors import UnsupportedFeatureError
 from ...frontends.jsonschema.residue import ResidueSpec, residue_mark_intervals
@@ -56,7 +57,7 @@ from ...ir.marks import UniqueItemsMark
 from ...vocab.vocabulary import Vocabulary
 from ..cfg_program import CfgProgram
 from ..program import LimitStop
-from .unique.lexer import ESC, IN, OUT, _packed, _tables, per_vocabulary, refuse_simulated
+from .unique.lexer import ESC, IN, OUT, _packed, _tables, per_vocabulary
 
 __all__ = ["ResidueProgram"]
 
@@ -121,7 +122,7 @@ def _numbers(vocab: Vocabulary) -> _NumberTables:
 class _Rule:
     """A marked rule: its DFA (as lists, for the byte loop) and its arithmetic."""
 
-    __slots__ = ("accept", "start", "spec", "table")
+    __slots__ = ("accept", "spec", "start", "table")
 
     def __init__(self, table: list[list[int]], accept: list[bool], start: int, spec: ResidueSpec):
         self.table = table
@@ -164,6 +165,10 @@ class ResidueProgram:
             weakref.WeakKeyDictionary()
         )
         self._viable: dict[tuple[int, bool, str], bool] = {}
+        self._suspect_memo: dict[
+            tuple[ParserState, int], tuple[list[int], list[int], dict[int, list[int]]]
+        ] = {}
+        self._stops = frozenset(cfg.vocab.stop_token_ids)
         self._lock = threading.Lock()
         self.simulated = 0  # tokens checked byte by byte (a statistic)
 
@@ -303,11 +308,11 @@ class ResidueProgram:
         docstring)."""
         ps, mode, track = state
         words = self.cfg.token_mask(ps)
-        num = self._num
-        slow_words = words & num.later[mode]
+        later, lead, pure = self._suspects(ps, mode, words)
+        slow = later
         tops = self._marked(ps)
         if tops:
-            slow_words |= words & num.lead
+            slow = later + lead
             prefixes = []
             for f in tops:
                 rule = self._rules[f.rule]
@@ -317,12 +322,49 @@ class ResidueProgram:
                     found = [(n, d) for fr, n, d in track if fr is f]
                     neg, digits = found[0] if found else (False, "0")
                     prefixes.append((rule.spec, neg, digits))
-            for k, bits in num.pure.items():
+            for k, ids in pure.items():
                 if not all(spec.safe(neg, digits, k) for spec, neg, digits in prefixes):
-                    slow_words |= words & bits
-        out, simulated = refuse_simulated(words, slow_words, state, self._run, self.vocab)
-        self.simulated += simulated
+                    slow = slow + ids
+        if not slow:
+            return words
+        data = self.vocab.token_bytes
+        self.simulated += len(slow)
+        refused = [t for t in slow if not isinstance(self._run(state, data(t)), tuple)]
+        if not refused:
+            return words
+        out: np.ndarray = words.copy()
+        bits = out.view(np.uint32)
+        for t in refused:
+            bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
+        out.setflags(write=False)
         return out
+
+    def _suspects(
+        self, ps: ParserState, mode: int, words: np.ndarray
+    ) -> tuple[list[int], list[int], dict[int, list[int]]]:
+        """The allowed tokens of ``ps`` (``words``) a marked frame may read, as id lists:
+        (``later``, ``lead``, ``pure`` by length) of :class:`_NumberTables` (stop tokens
+        left out: never simulated).  Memoized per (state, mode)."""
+        key = (ps, mode)
+        got = self._suspect_memo.get(key)
+        if got is None:
+            num = self._num
+            stops = self._stops
+            later = [t for t in bitmask_to_ids(words & num.later[mode]).tolist() if t not in stops]
+            lead: list[int] = []
+            pure: dict[int, list[int]] = {}
+            if self._marked(ps):
+                lead = [t for t in bitmask_to_ids(words & num.lead).tolist() if t not in stops]
+                for k, bits in num.pure.items():
+                    ids = bitmask_to_ids(words & bits).tolist()
+                    if ids:
+                        pure[k] = ids
+            got = (later, lead, pure)
+            with self._lock:
+                if len(self._suspect_memo) > _MEMO_CAP:
+                    self._suspect_memo.clear()
+                self._suspect_memo[key] = got
+        return got
 
     def expected(self, state: _RState) -> tuple[str, tuple[int, ...]]:
         desc, nxt = self.cfg.expected(state[0])
