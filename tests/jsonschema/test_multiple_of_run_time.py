@@ -304,3 +304,15 @@ def test_small_moduli_keep_the_automaton() -> None:
         assert not grammar.marks, m
     grammar, _ = schema_to_grammar({"type": "integer", "multipleOf": 1024}, marks=[])
     assert [mk.kind for mk in grammar.marks] == ["residue"]
+
+
+def test_constraint_json_checks_at_run_time_and_refuses_printing() -> None:
+    from formcast import constraints as fc
+
+    c = fc.json({"type": "integer", "multipleOf": 1024})
+    compiled = COMPILERS[id(BYTES)].compile(c)
+    assert _accepts(compiled, "2048")
+    assert not _accepts(compiled, "2047")
+    with pytest.raises(UnsupportedFeatureError) as err:
+        c.to_gbnf()
+    assert err.value.feature == "multipleOf"

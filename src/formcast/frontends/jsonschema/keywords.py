@@ -158,8 +158,10 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "number",
         _ALL,
-        "automaton over the digits whose states are the residue classes with different "
-        "futures (10000: 5 classes); fails closed past `max_automaton_states` or "
+        "integers: any modulus (a residue automaton where it is small: 3, 7, 10000; else the "
+        "residue kept by the matcher at run time: 128, 1024, 12345, 65536); `type: number`: "
+        "the automaton over the digits whose states are the residue classes with different "
+        "futures (10000: 5 classes), which fails closed past `max_automaton_states` or "
         "`max_compile_work` (large powers of 2: 256 and up)",
     ),
     # -- strings
