@@ -68,6 +68,7 @@ _DIGITS = frozenset(b"0123456789")
 _NUMBER = frozenset(b"0123456789-")
 _MINUS = 0x2D
 _MEMO_CAP = 1 << 16
+_SUSPECT_CAP = 4096  # parser states whose suspect tokens are remembered (then cleared)
 
 
 class _NumberTables:
@@ -83,9 +84,10 @@ class _NumberTables:
         later = [np.zeros(size, dtype=bool) for _ in range(3)]
         lead = np.zeros(size, dtype=bool)
         pure: dict[int, np.ndarray] = {}
+        stops = set(vocab.stop_token_ids)  # (never simulated: the grammar decides them)
         for tid in range(min(size, len(vocab.tokens))):
             data = vocab.token_bytes(tid)
-            if not data or _NUMBER.isdisjoint(data):
+            if not data or _NUMBER.isdisjoint(data) or tid in stops:
                 continue
             if _DIGITS.issuperset(data):
                 pure.setdefault(len(data), np.zeros(size, dtype=bool))[tid] = True
@@ -166,9 +168,8 @@ class ResidueProgram:
         )
         self._viable: dict[tuple[int, bool, str], bool] = {}
         self._suspect_memo: dict[
-            tuple[ParserState, int], tuple[list[int], list[int], dict[int, list[int]]]
+            tuple[ParserState, int], tuple[list[int], list[int], dict[int, np.ndarray]]
         ] = {}
-        self._stops = frozenset(cfg.vocab.stop_token_ids)
         self._lock = threading.Lock()
         self.simulated = 0  # tokens checked byte by byte (a statistic)
 
@@ -324,7 +325,7 @@ class ResidueProgram:
                     prefixes.append((rule.spec, neg, digits))
             for k, ids in pure.items():
                 if not all(spec.safe(neg, digits, k) for spec, neg, digits in prefixes):
-                    slow = slow + ids
+                    slow = slow + ids.tolist()
         if not slow:
             return words
         data = self.vocab.token_bytes
@@ -341,27 +342,26 @@ class ResidueProgram:
 
     def _suspects(
         self, ps: ParserState, mode: int, words: np.ndarray
-    ) -> tuple[list[int], list[int], dict[int, list[int]]]:
-        """The allowed tokens of ``ps`` (``words``) a marked frame may read, as id lists:
-        (``later``, ``lead``, ``pure`` by length) of :class:`_NumberTables` (stop tokens
-        left out: never simulated).  Memoized per (state, mode)."""
+    ) -> tuple[list[int], list[int], dict[int, np.ndarray]]:
+        """The allowed tokens of ``ps`` (``words``) a marked frame may read: ``later`` and
+        ``lead`` of :class:`_NumberTables` as id lists, ``pure`` by length as id arrays.
+        Memoized per (state, mode), at most :data:`_SUSPECT_CAP` states."""
         key = (ps, mode)
         got = self._suspect_memo.get(key)
         if got is None:
             num = self._num
-            stops = self._stops
-            later = [t for t in bitmask_to_ids(words & num.later[mode]).tolist() if t not in stops]
+            later = bitmask_to_ids(words & num.later[mode]).tolist()
             lead: list[int] = []
-            pure: dict[int, list[int]] = {}
+            pure: dict[int, np.ndarray] = {}
             if self._marked(ps):
-                lead = [t for t in bitmask_to_ids(words & num.lead).tolist() if t not in stops]
+                lead = bitmask_to_ids(words & num.lead).tolist()
                 for k, bits in num.pure.items():
-                    ids = bitmask_to_ids(words & bits).tolist()
-                    if ids:
-                        pure[k] = ids
+                    ids = bitmask_to_ids(words & bits).astype(np.int32)
+                    if len(ids):
+                        pure[k] = ids  # (an array: a digit state allows many; listed if unsafe)
             got = (later, lead, pure)
             with self._lock:
-                if len(self._suspect_memo) > _MEMO_CAP:
+                if len(self._suspect_memo) > _SUSPECT_CAP:
                     self._suspect_memo.clear()
                 self._suspect_memo[key] = got
         return got
