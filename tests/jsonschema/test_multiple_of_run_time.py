@@ -316,3 +316,51 @@ def test_constraint_json_checks_at_run_time_and_refuses_printing() -> None:
     with pytest.raises(UnsupportedFeatureError) as err:
         c.to_gbnf()
     assert err.value.feature == "multipleOf"
+
+
+WS_VOCAB = Vocabulary.from_tokens(
+    [bytes([b]) for b in range(256)]
+    + [b" 1", b" 12", b" 1024", b"\n ", b" -", b", 2", b"[ 4", b": 6", b" 0", b"0\n", b"<eos>"],
+    stop_token_ids=[256 + 10],
+)
+COMPILERS[id(WS_VOCAB)] = GrammarCompiler(WS_VOCAB, cache_size=0)
+
+
+@pytest.mark.parametrize(
+    ("schema", "options"),
+    [
+        (
+            {"type": "array", "items": {"type": "integer", "multipleOf": 1024}},
+            {"whitespace": "flexible"},
+        ),
+        (
+            {"type": "object", "properties": {"n": {"type": "integer", "multipleOf": 12345}}},
+            {"indent": 2},
+        ),
+        # the digit bound is what stops the digits: at most 6 (raised past 12345's length)
+        ({"type": "integer", "multipleOf": 12345}, {"max_integer_digits": 5}),
+    ],
+)
+def test_walks_with_whitespace_and_a_tight_digit_bound(schema: Any, options: Any) -> None:
+    from formcast.frontends.jsonschema.options import JsonSchemaOptions
+
+    opts = JsonSchemaOptions(**options)
+    for vocab in (WS_VOCAB, MIXED):
+        compiled = COMPILERS[id(vocab)].compile_json_schema(schema, opts)
+        v = jsonschema.Draft202012Validator(schema)
+        rng = random.Random(len(str(options)))
+        finished = 0
+        for _ in range(4):
+            text = _walk(compiled, vocab, rng, 10)
+            if text is not None:
+                finished += 1
+                assert v.is_valid(json.loads(text)), text
+        assert finished >= 1
+    if "max_integer_digits" in options:
+        # (the bound is raised to one digit beyond the modulus: 6 digits, up to 999,990)
+        compiled = COMPILERS[id(BYTES)].compile_json_schema(schema, opts)
+        xs = [*range(-1_100_000, 1_100_001, 97), *(12345 * k for k in range(-90, 91))]
+        for x in xs:
+            want = x % 12345 == 0 and len(str(abs(x))) <= 6
+            assert _accepts(compiled, str(x)) == want, x
+        assert not _accepts(compiled, "1234500")
