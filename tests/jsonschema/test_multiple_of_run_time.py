@@ -16,6 +16,9 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import pytest
@@ -364,3 +367,70 @@ def test_walks_with_whitespace_and_a_tight_digit_bound(schema: Any, options: Any
             want = x % 12345 == 0 and len(str(abs(x))) <= 6
             assert _accepts(compiled, str(x)) == want, x
         assert not _accepts(compiled, "1234500")
+
+
+def _decimal_ok(text: str, m: Fraction, lo: Fraction | None, hi: Fraction | None) -> bool:
+    """formcast's constrained-number language (exponent-free, canonical integer part, no
+    negative zero, at most 20 digits each side) and exact arithmetic."""
+    if not re.fullmatch(r"-?(0|[1-9][0-9]{0,19})(\.[0-9]{1,20})?", text):
+        return False
+    v = Fraction(Decimal(text))
+    if text.startswith("-") and v == 0:
+        return False
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        return False
+    return (v / m).denominator == 1
+
+
+def _decimal_texts(m: Fraction, rng: random.Random) -> list[str]:
+    out: list[str] = []
+    for k in [*range(-30, 31), *(rng.randrange(-(10**9), 10**9) for _ in range(60))]:
+        v = Decimal(k * m.numerator) / Decimal(m.denominator)
+        for d in (v, v + Decimal("0.01"), v - Decimal("0.5"), v + Decimal("0.001")):
+            s = format(d, "f")
+            out += [s, s + "0", s + "00"] if "." in s else [s, s + ".0", s + ".5", s + ".00"]
+    out += ["-0", "-0.0", "0.0", "00.5", "1.", ".5", "-", "", "1e3"]
+    return out
+
+
+@pytest.mark.parametrize("m", ["1024", "6.75", "0.0123", "12.5", "77"])
+@pytest.mark.parametrize("bounds", [(None, None), ("-100", "5000.5"), ("0.5", None)])
+def test_decimals_agree_with_exact_arithmetic(m: str, bounds: tuple[Any, Any]) -> None:
+    mf = Fraction(Decimal(m))
+    schema: dict[str, Any] = {"type": "number", "multipleOf": json.loads(m)}
+    lo = hi = None
+    if bounds[0] is not None:
+        schema["minimum"] = json.loads(bounds[0])
+        lo = Fraction(Decimal(bounds[0]))
+    if bounds[1] is not None:
+        schema["maximum"] = json.loads(bounds[1])
+        hi = Fraction(Decimal(bounds[1]))
+    compiled = _compile(schema)
+    if m in ("1024", "6.75", "0.0123"):
+        assert isinstance(compiled.program, ResidueProgram), m
+    for text in _decimal_texts(mf, random.Random(m)):
+        assert _accepts(compiled, text) == _decimal_ok(text, mf, lo, hi), (schema, text)
+
+
+DECIMAL_WALKS: list[Any] = [
+    {"type": "number", "multipleOf": 6.75},
+    {"type": "array", "items": {"type": "number", "multipleOf": 0.0123, "maximum": 2}},
+    {"type": "number", "multipleOf": 2.5, "minimum": 0.5, "maximum": 1000, "not": {"const": 5}},
+]
+
+
+@pytest.mark.parametrize("index", range(len(DECIMAL_WALKS)))
+def test_decimal_walks_have_no_dead_end(index: int) -> None:
+    schema = DECIMAL_WALKS[index]
+    compiled = _compile(schema, MIXED)
+    rng = random.Random(900 + index)
+    finished = 0
+    for _ in range(4):
+        text = _walk(compiled, MIXED, rng, 10)
+        if text is not None:
+            finished += 1
+            value = json.loads(text, parse_float=Decimal)
+            items = value if isinstance(value, list) else [value]
+            mf = Fraction(Decimal(str(schema.get("multipleOf") or schema["items"]["multipleOf"])))
+            assert all((Fraction(x) / mf).denominator == 1 for x in items), text
+    assert finished >= 1

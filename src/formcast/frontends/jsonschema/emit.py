@@ -328,7 +328,7 @@ class Emitter:
             self.options.max_integer_digits,
             self.options.max_fraction_digits,
         )
-        residue = residue_number(self, s, max_int)  # a large multipleOf: checked at run time
+        residue = residue_number(self, s, max_int, max_frac)  # a large multipleOf: run time
         if residue is not None:
             return residue
         parts: list[Node] = []

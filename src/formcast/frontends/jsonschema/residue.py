@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Iterable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Protocol
 
@@ -39,11 +40,19 @@ from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark
 from ...ir.nodes import NOTHING, Node, RuleRef, alt
 from .algebra import int_bounds
 from .nodes import SNum
-from .numbers import integer_range, multiple_of_dfa
+from .numbers import (
+    decimal_range,
+    integer_range,
+    multiple_modulus,
+    multiple_of_dfa,
+    split_decimal,
+)
 
 __all__ = [
     "RESIDUE_AUTOMATON_STATES",
     "ResidueSpec",
+    "decimal_intervals",
+    "decimal_ranges",
     "integer_intervals",
     "integer_ranges",
     "residue_mark_intervals",
@@ -127,16 +136,23 @@ def _has_multiple(lo: int, hi: int | None, m: int) -> bool:
 
 
 class ResidueSpec:
-    """The arithmetic of one marked integer: modulus ``m`` and the integers ``S`` it spells, as
+    """The arithmetic of one marked number: modulus ``m`` and the numbers ``S`` it spells, as
     magnitude intervals per sign (``pos``: ``x >= 0``; ``neg``: ``x = -y``, ``y >= 1``).
-    Immutable after construction; every method is O(digits of the bounds and of ``m``)."""
 
-    __slots__ = ("m", "neg", "pos", "t_m")
+    ``scale`` None: integers, ``S`` the integers themselves.  ``scale = j``: exponent-free
+    decimals, a multiple of ``m / 10^j``; ``S`` is then given scaled, as the integers
+    ``N = x·10^j`` (a multiple has at most ``j`` fraction digits, so only those ``N`` matter),
+    and a spelling ``I.f`` reads as the digit string ``I f`` followed by ``j - len(f)``
+    virtual digits.  Immutable after construction; every method is O(digits of the bounds and
+    of ``m``)."""
 
-    def __init__(self, m: int, intervals: Iterable[Interval]) -> None:
+    __slots__ = ("m", "neg", "pos", "scale", "t_m")
+
+    def __init__(self, m: int, intervals: Iterable[Interval], scale: int | None = None) -> None:
         if m < 1:
             raise ValueError("the modulus must be positive")
         self.m = m
+        self.scale = scale
         pos: list[tuple[int, int | None]] = []
         neg: list[tuple[int, int | None]] = []
         for lo, hi in intervals:
@@ -161,59 +177,93 @@ class ResidueSpec:
         """Whether ``S`` holds a multiple of ``m`` at all."""
         return any(_has_multiple(a, b, self.m) for a, b in (*self.pos, *self.neg))
 
-    def complete(self, digits: str) -> bool:
-        """Whether the number with these digits (either sign) is a multiple of ``m``."""
-        return int(digits) % self.m == 0
+    def complete(self, text: str) -> bool:
+        """Whether the number spelled ``text`` (digits, a ``.`` and digits for a decimal;
+        either sign) is a multiple."""
+        if self.scale is None:
+            return int(text) % self.m == 0
+        i, _, f = text.partition(".")
+        j = self.scale
+        if f[j:].strip("0"):
+            return False
+        return int(i + f[:j].ljust(j, "0")) % self.m == 0
 
-    def viable(self, neg: bool, digits: str) -> bool:
-        """Whether some integer of ``S`` that is a multiple of ``m`` is spelled ``-``
-        (``neg``) then ``digits`` then possibly more digits.  ``digits`` is a prefix the range
-        automaton allows (canonical: no leading zero but ``0`` itself)."""
+    def viable(self, neg: bool, text: str) -> bool:
+        """Whether some number of ``S`` that is a multiple is spelled ``-`` (``neg``) then
+        ``text`` then possibly more.  ``text`` is a prefix the range automaton allows
+        (canonical: no leading zero but ``0`` itself)."""
         ivs = self.neg if neg else self.pos
         m = self.m
-        if not digits:
+        if not text:
             return any(_has_multiple(a, b, m) for a, b in ivs)
-        if digits[0] == "0":
-            return len(digits) == 1 and not neg and any(a <= 0 for a, _ in ivs)
-        p = int(digits)
-        top = _top(ivs)
-        p10 = 1
-        while True:
-            lo_w = p * p10
-            if top is not None and lo_w > top:
-                return False
-            hi_w = lo_w + p10 - 1
-            for a, b in ivs:
-                lo = max(a, lo_w)
-                hi = hi_w if b is None else min(b, hi_w)
-                if lo <= hi and (-lo) % m <= hi - lo:
-                    return True
-            p10 *= 10
+        j = self.scale
+        if j is None:
+            if text[0] == "0":
+                return len(text) == 1 and not neg and any(a <= 0 for a, _ in ivs)
+            return _hit(int(text), 0, ivs, m)
+        i, dot, f = text.partition(".")
+        if i[0] == "0" and len(i) > 1:
+            return False
+        if not dot:  # the integer part goes on (not after a leading 0), then any fraction
+            return _hit(int(i), j, ivs, m, j if i == "0" else None)
+        if len(f) <= j:
+            return _hit(int(i + f), j - len(f), ivs, m, j - len(f))
+        if f[j:].strip("0"):
+            return False
+        return _hit(int(i + f[:j]), 0, ivs, m, 0)
 
-    def safe(self, neg: bool, digits: str, length: int) -> bool:
+    def safe(self, neg: bool, text: str, length: int) -> bool:
         """A sufficient condition for :meth:`viable` after *every* ``length`` more digits the
         range allows: some window of ``length + t`` more digits with ``10^t >= m`` (every
-        residue) lies inside one interval of ``S``.  False: decide token by token."""
-        if digits == "0":
+        residue) lies inside one interval of ``S`` (a decimal's integer part counts its
+        ``scale`` virtual digits too).  False: decide token by token (always, in a
+        fraction)."""
+        if text == "0":
             return True  # nothing may follow a leading 0
-        if digits[:1] == "0":
+        if text[:1] == "0" or "." in text:
             return False
+        if not text and self.scale is not None and length == 1:
+            return False  # (a decimal's ``0`` goes on into a fraction: decide it per token)
+        j = self.scale or 0
         ivs = self.neg if neg else self.pos
         top = _top(ivs)
-        extra = length + self.t_m
+        extra = length + max(self.t_m - j, 0)
         while True:
-            if digits:
-                p10 = 10**extra
-                lo_w = int(digits) * p10
+            p10 = 10 ** (extra + j)
+            if text:
+                lo_w = int(text) * p10
                 hi_w = lo_w + p10 - 1
             else:  # the whole number is still to come: every number of ``extra`` digits
-                lo_w, hi_w = 10 ** (extra - 1), 10**extra - 1
+                lo_w, hi_w = 10 ** (extra - 1 + j), p10 - 1
             if top is not None and lo_w > top:
                 return False
             for a, b in ivs:
                 if a <= lo_w and (b is None or hi_w <= b):
                     return True
             extra += 1
+
+
+def _hit(
+    p: int, t_from: int, ivs: tuple[tuple[int, int | None], ...], m: int, t_to: int | None = None
+) -> bool:
+    """Whether a window ``[p·10^t, p·10^t + 10^t - 1]`` with ``t_from <= t <= t_to`` (None:
+    any larger) holds a multiple of ``m`` inside one of ``ivs``.  O(digits)."""
+    top = _top(ivs)
+    t = t_from
+    p10 = 10**t
+    while t_to is None or t <= t_to:
+        lo_w = p * p10
+        if top is not None and lo_w > top:
+            return False
+        hi_w = lo_w + p10 - 1
+        for a, b in ivs:
+            lo = max(a, lo_w)
+            hi = hi_w if b is None else min(b, hi_w)
+            if lo <= hi and (-lo) % m <= hi - lo:
+                return True
+        t += 1
+        p10 *= 10
+    return False
 
 
 def _top(ivs: tuple[tuple[int, int | None], ...]) -> int | None:
@@ -249,44 +299,145 @@ def integer_ranges(s: SNum) -> list[tuple[int | None, int | None]]:
     return ranges
 
 
-def residue_number(em: _Emits, s: SNum, max_digits: int | None) -> Node | None:
-    """The marked rule of the integer schema ``s`` (its ranges spelled by
-    :func:`integer_range` with ``max_digits``) whose ``multipleOf`` is checked at run time;
-    None when ``s`` is not such an integer, the emitter cannot carry marks, the exact automaton
-    is small (at most :data:`RESIDUE_AUTOMATON_STATES`), or a digit count would make a counted
-    rule.  NOTHING when no such integer exists.  Cost: O(ranges + digits) plus the rule's IR,
-    and the small automaton's attempt."""
-    if em.marks is None or not s.integer or not s.multiples or s.non_multiples:
+def decimal_ranges(s: SNum) -> list[tuple[Decimal | None, bool, Decimal | None, bool]]:
+    """The ranges ``(lo, lo exclusive, hi, hi exclusive)`` of a number schema: its bounds
+    split at its excluded values (the ranges the emitter spells with
+    :func:`~.numbers.decimal_range`).  O(excluded values)."""
+    intervals: list[tuple[Decimal | None, bool, Decimal | None, bool]] = [
+        (s.lo, s.lo_excl, s.hi, s.hi_excl)
+    ]
+    for x in sorted(set(s.excluded)):
+        nxt: list[tuple[Decimal | None, bool, Decimal | None, bool]] = []
+        for a, ax, b, bx in intervals:
+            inside = (a is None or x > a or (x == a and not ax)) and (
+                b is None or x < b or (x == b and not bx)
+            )
+            if inside:
+                nxt.append((a, ax, x, True))
+                nxt.append((x, True, b, bx))
+            else:
+                nxt.append((a, ax, b, bx))
+        intervals = nxt
+    return intervals
+
+
+def _scaled(
+    lo: Decimal, lo_x: bool, hi: Decimal | None, hi_x: bool, j: int, max_int: int | None
+) -> tuple[int, int | None] | None:
+    """The integers ``N = x·10^j`` of the ``x`` with ``0 <= lo <(=) x <(=) hi`` that
+    :func:`~.numbers.decimal_range` spells (an unbounded ``hi``: integer parts up to
+    ``max_int`` digits, or the length of ``lo``'s integer part plus one)."""
+    a = Fraction(lo) * 10**j
+    n_lo = math.ceil(a)
+    if lo_x and n_lo == a:
+        n_lo += 1
+    n_hi: int | None
+    if hi is None:
+        if max_int is None:
+            n_hi = None
+        else:
+            width = max(max_int, len(str(split_decimal(lo)[0] + 1)))
+            n_hi = 10 ** (width + j) - 1
+    else:
+        b = Fraction(hi) * 10**j
+        n_hi = math.floor(b)
+        if hi_x and n_hi == b:
+            n_hi -= 1
+    if n_hi is not None and n_hi < n_lo:
         return None
-    m = residue_modulus(s.multiples)
+    return n_lo, n_hi
+
+
+def decimal_intervals(
+    ranges: Iterable[tuple[Decimal | None, bool, Decimal | None, bool]],
+    j: int,
+    max_int: int | None,
+) -> list[Interval]:
+    """The signed intervals of ``N = x·10^j`` over the numbers ``x`` spelled by
+    ``alt(decimal_range(...) for ... in ranges)`` (``max_int`` as there).  O(ranges)."""
+    out: list[Interval] = []
+    zero = Decimal(0)
+    for a, ax, b, bx in ranges:
+        if b is None or b > 0 or (b == 0 and not bx):  # x >= 0
+            lo, lo_x = (zero, False) if a is None or a < 0 else (a, ax)
+            got = _scaled(lo, lo_x, b, bx, j, max_int)
+            if got is not None:
+                out.append(got)
+        if a is None or a < 0:  # x = -y, y > 0
+            y_lo, y_lo_x = (zero, True) if b is None or b >= 0 else (-b, bx)
+            y_hi, y_hi_x = (None, False) if a is None else (-a, ax)
+            got = _scaled(y_lo, y_lo_x, y_hi, y_hi_x, j, max_int)
+            if got is not None:
+                n_lo, n_hi = got
+                out.append((None if n_hi is None else -n_hi, -n_lo))
+    return out
+
+
+def _lcm(multiples: Iterable[Fraction]) -> Fraction:
+    """The least common multiple of positive rationals: ``x`` is a multiple of each iff of it."""
+    num, den = 1, 0
+    for m in multiples:
+        num = math.lcm(num, m.numerator)
+        den = math.gcd(den, m.denominator)
+    return Fraction(num, den or 1)
+
+
+def residue_number(
+    em: _Emits, s: SNum, max_int: int | None, max_frac: int | None = None
+) -> Node | None:
+    """The marked rule of the number schema ``s`` (its ranges spelled by
+    :func:`integer_range` or :func:`~.numbers.decimal_range` with the digit bounds) whose
+    ``multipleOf`` is checked at run time; None when ``s`` is not such a number (no
+    ``multipleOf``, a negated one, ``not: {type: integer}``), the emitter cannot carry marks,
+    the exact automaton is small (at most :data:`RESIDUE_AUTOMATON_STATES`), or a digit count
+    would make a counted rule.  NOTHING when no such number exists.  Cost: O(ranges + digits)
+    plus the rule's IR, and the small automaton's attempt."""
+    if em.marks is None or not s.multiples or s.non_multiples or s.non_integer:
+        return None
+    m = Fraction(residue_modulus(s.multiples)) if s.integer else _lcm(s.multiples)
     try:
-        multiple_of_dfa(Fraction(m), True, RESIDUE_AUTOMATON_STATES)
+        multiple_of_dfa(m, s.integer, RESIDUE_AUTOMATON_STATES)
         return None  # small: the automaton is exact and costs nothing at run time
     except LimitExceededError:
         pass
-    ranges = integer_ranges(s)
-    if max_digits is not None and max_digits > _MAX_DIGITS:
-        return None
-    intervals = integer_intervals(ranges, max_digits)
-    for a, b in intervals:
-        for v in (a, b):
-            if v is not None and len(str(abs(v))) > _MAX_DIGITS:
+    for bound in (max_int, None if s.integer else max_frac):
+        if bound is not None and bound > _MAX_DIGITS:
+            return None
+    body: Node
+    scale: int | None
+    if s.integer:
+        modulus, scale = int(m), None
+        ranges = integer_ranges(s)
+        intervals = integer_intervals(ranges, max_int)
+        body = alt(integer_range(a, b, max_int) for a, b in ranges)
+    else:
+        modulus, scale = multiple_modulus(m, False)
+        dranges = decimal_ranges(s)
+        intervals = decimal_intervals(dranges, scale, max_int)
+        body = alt(
+            decimal_range(a, ax, b, bx, max_int=max_int, max_frac=max_frac)
+            for a, ax, b, bx in dranges
+        )
+    for lo, hi in intervals:
+        for v in (lo, hi):
+            if v is not None and len(str(abs(v))) > _MAX_DIGITS + (scale or 0):
                 return None
-    if not ResidueSpec(m, intervals).nonempty():
+    if not ResidueSpec(modulus, intervals, scale).nonempty():
         return NOTHING
-    key = (tuple(intervals), m)
+    key = (tuple(intervals), modulus, scale, max_frac if scale is not None else None)
     memo = _MEMO.setdefault(em, {})
     got = memo.get(key)
     if got is not None:
         return got
     name = MARKED_RULE_PREFIX + em._name("num_mult")
-    em.add_rule(name, alt(integer_range(a, b, max_digits) for a, b in ranges))
+    em.add_rule(name, body)
     em.marks.append(
         UniqueItemsMark(
             name,
             "#",  # (number schemas keep no pointer: the message names multipleOf)
             canonical=True,
-            min_len=m,
+            min_len=modulus,
+            max_len=scale,
             trans=_encode(intervals),
             kind="residue",
         )

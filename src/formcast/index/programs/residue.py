@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,7 @@ _Track = tuple[tuple[Frame, bool, str], ...]
 _RState = tuple[ParserState, int, _Track]
 
 _DIGITS = frozenset(b"0123456789")
-_NUMBER = frozenset(b"0123456789-")
+_NUMBER = frozenset(b"0123456789-.")
 _MINUS = 0x2D
 _MEMO_CAP = 1 << 16
 _SUSPECT_CAP = 4096  # parser states whose suspect tokens are remembered (then cleared)
@@ -157,7 +158,7 @@ class ResidueProgram:
                     "the integer checked at run time compiled to a rule with sub-rules",
                 )
             dfa = auto.dfas[rid]
-            spec = ResidueSpec(m.min_len, residue_mark_intervals(m))
+            spec = ResidueSpec(m.min_len, residue_mark_intervals(m), m.max_len)
             self._rules[rid] = _Rule(
                 dfa.table.tolist(), [bool(x) for x in dfa.accepting], int(dfa.start), spec
             )
@@ -370,8 +371,9 @@ class ResidueProgram:
         desc, nxt = self.cfg.expected(state[0])
         tops = self._marked(state[0])
         if tops:
-            ms = sorted({self._rules[f.rule].spec.m for f in tops})
-            desc += " (an integer that is a multiple of " + " or ".join(map(str, ms)) + ")"
+            specs = [self._rules[f.rule].spec for f in tops]
+            ms = sorted({str(Fraction(s.m, 10 ** (s.scale or 0))) for s in specs})
+            desc += " (a multiple of " + " or ".join(ms) + ")"
         return desc, nxt
 
     def forced_bytes(self, state: _RState) -> bytes:
