@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import jsonschema
-from formcast.errors import UnsupportedFeatureError
+from formcast.errors import UnsatisfiableGrammarError, UnsupportedFeatureError
 from formcast.frontends.jsonschema.api import schema_to_grammar
 from formcast.frontends.jsonschema.residue import ResidueSpec
 from formcast.index.compiled import CompiledGrammar
@@ -264,8 +264,6 @@ def test_inside_structures_agree_with_jsonschema() -> None:
 
 
 def test_no_multiple_in_range_is_empty() -> None:
-    from formcast.errors import UnsatisfiableGrammarError
-
     with pytest.raises(UnsatisfiableGrammarError):
         _compile({"type": "integer", "multipleOf": 1024, "minimum": 1, "maximum": 1000})
     compiled = _compile(
@@ -369,7 +367,7 @@ def test_walks_with_whitespace_and_a_tight_digit_bound(schema: Any, options: Any
         assert not _accepts(compiled, "1234500")
 
 
-def _decimal_ok(text: str, m: Fraction, lo: Fraction | None, hi: Fraction | None) -> bool:
+def _decimal_ok(text: str, m: Fraction, bounds: dict[str, str]) -> bool:
     """formcast's constrained-number language (exponent-free, canonical integer part, no
     negative zero, at most 20 digits each side) and exact arithmetic."""
     if not re.fullmatch(r"-?(0|[1-9][0-9]{0,19})(\.[0-9]{1,20})?", text):
@@ -377,7 +375,12 @@ def _decimal_ok(text: str, m: Fraction, lo: Fraction | None, hi: Fraction | None
     v = Fraction(Decimal(text))
     if text.startswith("-") and v == 0:
         return False
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
+    b = {k: Fraction(Decimal(x)) for k, x in bounds.items()}
+    if ("minimum" in b and v < b["minimum"]) or ("maximum" in b and v > b["maximum"]):
+        return False
+    if "exclusiveMinimum" in b and v <= b["exclusiveMinimum"]:
+        return False
+    if "exclusiveMaximum" in b and v >= b["exclusiveMaximum"]:
         return False
     return (v / m).denominator == 1
 
@@ -394,22 +397,62 @@ def _decimal_texts(m: Fraction, rng: random.Random) -> list[str]:
 
 
 @pytest.mark.parametrize("m", ["1024", "6.75", "0.0123", "12.5", "77"])
-@pytest.mark.parametrize("bounds", [(None, None), ("-100", "5000.5"), ("0.5", None)])
-def test_decimals_agree_with_exact_arithmetic(m: str, bounds: tuple[Any, Any]) -> None:
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        {},
+        {"minimum": "-100", "maximum": "5000.5"},
+        {"minimum": "0.5"},
+        {"exclusiveMinimum": "-2048", "exclusiveMaximum": "13.5"},
+        {"exclusiveMinimum": "0", "maximum": "0.0246"},
+    ],
+)
+def test_decimals_agree_with_exact_arithmetic(m: str, bounds: dict[str, str]) -> None:
     mf = Fraction(Decimal(m))
     schema: dict[str, Any] = {"type": "number", "multipleOf": json.loads(m)}
-    lo = hi = None
-    if bounds[0] is not None:
-        schema["minimum"] = json.loads(bounds[0])
-        lo = Fraction(Decimal(bounds[0]))
-    if bounds[1] is not None:
-        schema["maximum"] = json.loads(bounds[1])
-        hi = Fraction(Decimal(bounds[1]))
-    compiled = _compile(schema)
-    if m in ("1024", "6.75", "0.0123"):
+    schema.update({k: json.loads(v) for k, v in bounds.items()})
+    texts = _decimal_texts(mf, random.Random(m))
+    for v in bounds.values():
+        x = Decimal(v)
+        texts += [format(x + d, "f") for d in (Decimal(0), Decimal("0.0123"), Decimal("-6.75"))]
+    try:
+        compiled = _compile(schema)
+    except UnsatisfiableGrammarError:  # no multiple in the range (1024 in (0, 0.0246])
+        assert not any(_decimal_ok(text, mf, bounds) for text in texts)
+        return
+    if m in ("1024", "6.75", "0.0123") and bounds != {"exclusiveMinimum": "0", "maximum": "0.0246"}:
         assert isinstance(compiled.program, ResidueProgram), m
-    for text in _decimal_texts(mf, random.Random(m)):
-        assert _accepts(compiled, text) == _decimal_ok(text, mf, lo, hi), (schema, text)
+    for text in texts:
+        assert _accepts(compiled, text) == _decimal_ok(text, mf, bounds), (schema, text)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number", "multipleOf": 2.5, "minimum": 0.5},
+        {"type": "number", "multipleOf": 6.75, "maximum": -0.5},
+        {"type": "number", "multipleOf": 0.0123, "exclusiveMinimum": 0, "maximum": 1},
+        {"type": "integer", "multipleOf": 1024, "minimum": -1000},
+        {"type": "number", "multipleOf": 1024},
+    ],
+)
+def test_masks_equal_accept_token_after_prefixes(schema: Any) -> None:
+    """At the start, inside the integer part, after the point and deep in the fraction, the
+    mask is exactly what ``accept_token`` accepts (a decimal's ``0`` must lead to a multiple
+    in ``[0, 1)``; ``-`` to a negative multiple)."""
+    for vocab in (BYTES, MIXED):
+        compiled = _compile(schema, vocab)
+        stops = set(vocab.stop_token_ids)
+        for prefix in ("", "-", "0", "1", "12", "0.", "0.0", "1.", "-0.", "13.5", "-6.7", "204"):
+            m = GrammarMatcher(compiled)
+            if not m.accept_bytes(prefix.encode()):
+                continue
+            allowed = set(m.allowed_token_ids().tolist())
+            assert allowed - stops or m.is_accepting(), (schema, prefix)
+            for t in range(vocab.vocab_size):
+                if t not in stops:
+                    twin = m.fork()
+                    assert twin.accept_token(t) == (t in allowed), (schema, prefix, t)
 
 
 DECIMAL_WALKS: list[Any] = [
