@@ -434,6 +434,9 @@ def test_decimals_agree_with_exact_arithmetic(m: str, bounds: dict[str, str]) ->
         {"type": "number", "multipleOf": 0.0123, "exclusiveMinimum": 0, "maximum": 1},
         {"type": "integer", "multipleOf": 1024, "minimum": -1000},
         {"type": "number", "multipleOf": 1024},
+        {"type": "number", "multipleOf": 1024, "exclusiveMinimum": -2048, "maximum": 5000},
+        {"type": "number", "multipleOf": 6.75, "exclusiveMaximum": 20.25},
+        {"type": "number", "multipleOf": 1024, "exclusiveMinimum": 1024, "maximum": 2100},
     ],
 )
 def test_masks_equal_accept_token_after_prefixes(schema: Any) -> None:
@@ -443,7 +446,9 @@ def test_masks_equal_accept_token_after_prefixes(schema: Any) -> None:
     for vocab in (BYTES, MIXED):
         compiled = _compile(schema, vocab)
         stops = set(vocab.stop_token_ids)
-        for prefix in ("", "-", "0", "1", "12", "0.", "0.0", "1.", "-0.", "13.5", "-6.7", "204"):
+        prefixes = ("", "-", "0", "1", "12", "0.", "0.0", "1.", "-0.", "13.5", "-6.7", "204", "-20")
+        deep = ("1024." + "0" * 19, "20.25" + "0" * 17)  # (the fraction digit bound: 20)
+        for prefix in (*prefixes, "20.2", "20", *deep):
             m = GrammarMatcher(compiled)
             if not m.accept_bytes(prefix.encode()):
                 continue
@@ -453,6 +458,9 @@ def test_masks_equal_accept_token_after_prefixes(schema: Any) -> None:
                 if t not in stops:
                     twin = m.fork()
                     assert twin.accept_token(t) == (t in allowed), (schema, prefix, t)
+                    if t in allowed:  # and no dead end one token on
+                        after = set(twin.allowed_token_ids().tolist())
+                        assert after - stops or twin.is_accepting(), (schema, prefix, t)
 
 
 DECIMAL_WALKS: list[Any] = [
