@@ -58,7 +58,7 @@ from ...ir.marks import UniqueItemsMark
 from ...vocab.vocabulary import Vocabulary
 from ..cfg_program import CfgProgram
 from ..program import LimitStop
-from .unique.lexer import ESC, IN, OUT, _packed, _tables, per_vocabulary
+from .unique.lexer import ESC, IN, OUT, _packed, per_vocabulary
 
 __all__ = ["ResidueProgram"]
 
@@ -73,8 +73,10 @@ _SUSPECT_CAP = 4096  # parser states whose suspect tokens are remembered (then c
 
 
 class _NumberTables:
-    """Per vocabulary, bitmasks of the tokens a marked number may read (read-only; O(V)).
+    """Per vocabulary, bitmasks of the tokens a marked number may read, and every token's
+    lexical end mode (read-only; O(V)).
 
+    ``end[mode][t]``: JSON's lexical mode after token ``t`` read from ``mode``;
     ``later[mode]``: read from ``mode``, a number byte outside strings follows another byte
     that is not one (a number may start inside the token); ``lead``: read from outside strings,
     the first byte is a number byte and the token is not all digits; ``pure[k]``: the tokens of
@@ -86,8 +88,14 @@ class _NumberTables:
         lead = np.zeros(size, dtype=bool)
         pure: dict[int, np.ndarray] = {}
         stops = set(vocab.stop_token_ids)  # (never simulated: the grammar decides them)
+        ends = [[OUT] * size, [IN] * size, [IN] * size]
         for tid in range(min(size, len(vocab.tokens))):
             data = vocab.token_bytes(tid)
+            if not data:
+                ends[ESC][tid] = ESC
+            elif 0x22 in data or 0x5C in data:
+                for start in (OUT, IN, ESC):
+                    ends[start][tid] = _lex_end(start, data)
             if not data or _NUMBER.isdisjoint(data) or tid in stops:
                 continue
             if _DIGITS.issuperset(data):
@@ -109,9 +117,23 @@ class _NumberTables:
                         mode = OUT if b == 0x22 else ESC if b == 0x5C else IN
                     else:
                         mode = IN
+        self.end = ends
         self.later = [_packed(m, size) for m in later]
         self.lead = _packed(lead, size)
         self.pure = {k: _packed(m, size) for k, m in sorted(pure.items())}
+
+
+def _lex_end(mode: int, data: bytes) -> int:
+    """JSON's lexical mode after ``data`` read from ``mode``.  O(len(data))."""
+    for b in data:
+        if mode == OUT:
+            if b == 0x22:
+                mode = IN
+        elif mode == IN:
+            mode = OUT if b == 0x22 else ESC if b == 0x5C else IN
+        else:
+            mode = IN
+    return mode
 
 
 _NUMBERS: LruCache[str, _NumberTables] = LruCache(4)
@@ -162,7 +184,6 @@ class ResidueProgram:
             self._rules[rid] = _Rule(
                 dfa.table.tolist(), [bool(x) for x in dfa.accepting], int(dfa.start), spec
             )
-        self._lex = _tables(cfg.vocab)
         self._num = _numbers(cfg.vocab)
         self._tops: weakref.WeakKeyDictionary[ParserState, frozenset[Frame]] = (
             weakref.WeakKeyDictionary()
@@ -291,7 +312,7 @@ class ResidueProgram:
             if not isinstance(nxt, ParserState):
                 return nxt
             if not self._unchecked(nxt):
-                return (nxt, self._lex.end[mode][token_id], ())
+                return (nxt, self._num.end[mode][token_id], ())
         self.simulated += 1
         return self._run(state, data)
 
