@@ -200,7 +200,7 @@ def _printable(grammar: ir.Grammar, syntax: str) -> ir.Grammar:
     if grammar.marks:
         mark = grammar.marks[0]
         raise UnsupportedFeatureError(
-            "minProperties" if mark.kind == "keys" else "uniqueItems",
+            {"keys": "minProperties", "residue": "multipleOf"}.get(mark.kind, "uniqueItems"),
             mark.pointer,
             f"checked at run time, which {syntax} text cannot carry: compile the constraint "
             "with GrammarCompiler.compile instead of printing it",

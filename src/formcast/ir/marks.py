@@ -57,7 +57,10 @@ class UniqueItemsMark:
         trans, accept: for ``canonical=True``: the automaton of the item's *decoded* strings
             over code points (state 0 the start; ``trans[s]`` sorted disjoint
             ``(lo, hi, target)`` edges, trimmed: every state reaches acceptance).
-        kind: ``"string"`` or ``"value"`` (see above).
+        kind: ``"string"`` or ``"value"`` (see above); ``"keys"``: an object's distinct keys
+            (``min_len``: ``minProperties``); ``"residue"``: an integer's ``multipleOf``
+            (``min_len``: the modulus, ``trans[0]``: its integer intervals, see
+            :mod:`formcast.frontends.jsonschema.residue`).
     """
 
     rule: str

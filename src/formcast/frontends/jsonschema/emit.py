@@ -102,6 +102,7 @@ from .numbers import (
 )
 from .options import JsonSchemaOptions
 from .regexlang import pattern_node, restrict_length
+from .residue import residue_number
 from .strings import any_string_body, encode_node, encode_ranges, encode_text, quoted
 from .strings_dfa import string_dfa, string_parts
 
@@ -327,6 +328,9 @@ class Emitter:
             self.options.max_integer_digits,
             self.options.max_fraction_digits,
         )
+        residue = residue_number(self, s, max_int, max_frac)  # a large multipleOf: run time
+        if residue is not None:
+            return residue
         parts: list[Node] = []
         if s.integer:
             lo, hi = int_bounds(s)

@@ -158,9 +158,11 @@ KEYWORDS: tuple[Keyword, ...] = (
         "partial",
         "number",
         _ALL,
-        "automaton over the digits whose states are the residue classes with different "
-        "futures (10000: 5 classes); fails closed past `max_automaton_states` or "
-        "`max_compile_work` (large powers of 2: 256 and up)",
+        "any modulus, integers and decimals: the automaton over the digits whose states are "
+        "the residue classes with different futures where it is small (3, 7, 0.01, 10000: 5 "
+        "classes), else the residue kept by the matcher at run time (128, 1024, 12345, 6.75); "
+        "fails closed beside run-time `uniqueItems`/`minProperties`, and negated (`not`) "
+        "with a large automaton",
     ),
     # -- strings
     _K(

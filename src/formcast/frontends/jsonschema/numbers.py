@@ -43,6 +43,7 @@ __all__ = [
     "decimal_range",
     "digit_limits",
     "integer_range",
+    "multiple_modulus",
     "multiple_of_dfa",
     "non_integer_node",
     "split_decimal",
@@ -373,6 +374,12 @@ def _modulus(m: Fraction, integer_only: bool) -> tuple[int, int]:
         raise LimitExceededError("multipleOf", 0, f"multipleOf {m} has no finite decimal form")
     j = max(u, v)
     return a * 10**j // m.denominator, j
+
+
+def multiple_modulus(m: Fraction, integer_only: bool) -> tuple[int, int]:
+    """``(M, j)``: an exponent-free number is a multiple of ``m`` iff its digits up to the
+    ``j``-th decimal (and none after) are a multiple of ``M`` (integers: ``j = 0``).  O(1)."""
+    return _modulus(m, integer_only)
 
 
 def _residue_classes(big_m: int) -> Callable[[int], tuple[int, ...]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...errors import UnsupportedFeatureError
 from ...ir.marks import UniqueItemsMark
 from ..cfg_program import CfgProgram
+from .residue import ResidueProgram
 from .unique.keys import DistinctKeysProgram
 from .unique.strings import UniqueItemsProgram
 from .unique.values import ValueUniqueProgram
@@ -17,12 +18,12 @@ from .unique.values import ValueUniqueProgram
 __all__ = ["MARKED_PROGRAMS", "unique_items_program"]
 
 #: the program classes :func:`unique_items_program` returns (each wraps ``.cfg``)
-MARKED_PROGRAMS = (UniqueItemsProgram, ValueUniqueProgram, DistinctKeysProgram)
+MARKED_PROGRAMS = (UniqueItemsProgram, ValueUniqueProgram, DistinctKeysProgram, ResidueProgram)
 
 
 def unique_items_program(
     cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]
-) -> UniqueItemsProgram | ValueUniqueProgram | DistinctKeysProgram:
+) -> UniqueItemsProgram | ValueUniqueProgram | DistinctKeysProgram | ResidueProgram:
     """The program of a grammar whose IR carries marks: ``cfg`` wrapped in the run-time
     check -- :class:`DistinctKeysProgram` for ``kind="keys"`` marks (``minProperties`` over
     distinct keys), else :class:`ValueUniqueProgram` when some mark's items are of any type
@@ -32,7 +33,19 @@ def unique_items_program(
     process (about 0.3 s for 50k tokens), then O(marks).
 
     Raises UnsupportedFeatureError (``minProperties``) for a grammar that needs both the
-    distinct-keys count and a run-time ``uniqueItems`` check: one program runs per grammar."""
+    distinct-keys count and a run-time ``uniqueItems`` check: one program runs per grammar
+    (``multipleOf``, likewise, for ``kind="residue"`` marks beside others:
+    :class:`ResidueProgram` runs alone)."""
+    residue = [m for m in marks if m.kind == "residue"]
+    if residue:
+        if len(residue) != len(marks):
+            raise UnsupportedFeatureError(
+                "multipleOf",
+                residue[0].pointer,
+                "an integer whose large multipleOf is checked at run time cannot share a "
+                "schema with uniqueItems or minProperties checked at run time",
+            )
+        return ResidueProgram(cfg, tuple(marks))
     keys = [m for m in marks if m.kind == "keys"]
     if keys:
         if len(keys) != len(marks):
