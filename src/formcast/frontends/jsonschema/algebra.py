@@ -56,6 +56,7 @@ from .nodes import (
     json_equal,
     to_decimal,
 )
+from .oneof import runtime_alternatives
 from .options import JsonSchemaOptions
 from .refs import Ctx, Pending
 from .regexlang import node_matches, pattern_node, restrict_length
@@ -217,6 +218,8 @@ class Algebra(InstanceChecks):
         )
         if not overlapping:
             return self.union(branches)
+        pre: S = ANY
+        post: S = ANY
         try:
             pre, post = context() if context is not None else (ANY, ANY)
             return self._one_of_by_kind(branches, ctx, pre, post)
@@ -226,15 +229,27 @@ class Algebra(InstanceChecks):
             if self.options.oneof_as_anyof:
                 self.ignored.append(f"oneOf at {ctx.pointer} compiled as anyOf")
                 return self.union(branches)
+            err: Exception = e
+            try:  # the object part told apart at run time (oneof.py), the rest exact
+                return self._one_of_by_kind(branches, ctx, pre, post, runtime=True)
+            except CompileBudgetError:
+                raise
+            except (UnsupportedFeatureError, Pending, LimitExceededError) as e2:
+                if isinstance(e2, UnsupportedFeatureError) and e2.feature == "oneOf":
+                    err = e2
             hint = (
                 "its branches may overlap and their exact exclusion cannot be built "
-                f"({e}); set JsonSchemaOptions(oneof_as_anyof=True) to accept any branch"
+                f"({err}); set JsonSchemaOptions(oneof_as_anyof=True) to accept any branch"
             )
             self.unsupported("oneOf", ctx.pointer, hint)
             return self.union(branches)
 
-    def _one_of_by_kind(self, branches: list[S], ctx: Ctx, pre: S, post: S) -> S:
-        """The exact ``oneOf`` (see :meth:`one_of`), one JSON type at a time."""
+    def _one_of_by_kind(
+        self, branches: list[S], ctx: Ctx, pre: S, post: S, *, runtime: bool = False
+    ) -> S:
+        """The exact ``oneOf`` (see :meth:`one_of`), one JSON type at a time.  ``runtime``:
+        objects whose exclusion cannot be built are told apart at run time
+        (:func:`.oneof.runtime_alternatives`)."""
         out: list[S] = []
         kinds = [self._kinds(b) for b in branches]
         for kind in all_kinds():
@@ -243,31 +258,56 @@ class Algebra(InstanceChecks):
             if self.is_empty(within):
                 continue
             restricted: list[S] = []
+            per_branch: list[list[S]] = []
             for b, ks in zip(branches, kinds, strict=True):
                 if ks is not None and kind not in ks:
+                    per_branch.append([])
                     continue
                 r = self._pruned(self.conj(self.conj(pre, b, ctx), post, ctx), whole, ctx)
                 if not self.is_empty(r):
                     restricted.append(r)
-            m = len(restricted)
-            for i in range(m):
-                acc = restricted[i]
-                ovs = [
-                    j
-                    for j in range(m)
-                    if j != i and not self.disjoint(restricted[i], restricted[j], ctx)
-                ]
-                tagged = self._negate_tagged([restricted[j] for j in ovs], ctx, acc)
-                if tagged is not None:
-                    out.append(self._pruned(acc, tagged, ctx))
+                per_branch.append([] if self.is_empty(r) else list(self._alts(r)))
+            if runtime and kind == "object":
+                size = len(out)
+                try:
+                    self._one_of_restricted(restricted, kind, ctx, out)
                     continue
-                for j in ovs:
-                    neg = self._negate_within(restricted[j], kind, ctx, restricted[i])
-                    acc = self._pruned(acc, neg, ctx)
-                    if isinstance(acc, SNothing):
-                        break
-                out.append(acc)
+                except CompileBudgetError:
+                    raise
+                except (UnsupportedFeatureError, Pending, LimitExceededError):
+                    del out[size:]
+                out.extend(runtime_alternatives(self, branches, per_branch, ctx.pointer))
+                continue
+            self._one_of_restricted(restricted, kind, ctx, out)
         return self.union(out)
+
+    def _alts(self, s: S) -> tuple[S, ...]:
+        top = self._top(s, 0)
+        if top is None:
+            return (s,)
+        return top.items if isinstance(top, SUnion) else (top,)
+
+    def _one_of_restricted(self, restricted: list[S], kind: str, ctx: Ctx, out: list[S]) -> None:
+        """Appends to ``out`` the exact ``oneOf`` of ``restricted`` (the branches within
+        ``kind``)."""
+        m = len(restricted)
+        for i in range(m):
+            acc = restricted[i]
+            ovs = [
+                j
+                for j in range(m)
+                if j != i and not self.disjoint(restricted[i], restricted[j], ctx)
+            ]
+            tagged = self._negate_tagged([restricted[j] for j in ovs], ctx, acc)
+            if tagged is not None:
+                out.append(self._pruned(acc, tagged, ctx))
+                continue
+            for j in ovs:
+                neg = self._negate_within(restricted[j], kind, ctx, restricted[i])
+                acc = self._pruned(acc, neg, ctx)
+                if isinstance(acc, SNothing):
+                    break
+            out.append(acc)
 
     def _negate_tagged(self, others: list[S], ctx: Ctx, given: S) -> S | None:
         """``¬(B1 ∨ ... ∨ Bn)`` as a sum, when the ``Bj`` are objects that each require a member
@@ -630,6 +670,7 @@ class Algebra(InstanceChecks):
             where=a.where or b.where,
             declared=declared,
             witnesses=a.witnesses + b.witnesses,
+            one_of=a.one_of + tuple(g for g in b.one_of if g not in a.one_of),
         )
 
     # -- emptiness ----------------------------------------------------------------------------
@@ -821,6 +862,10 @@ class Algebra(InstanceChecks):
         return out
 
     def _negate_obj(self, s: SObj, ctx: Ctx | None, where: str) -> list[S]:
+        if s.one_of:
+            raise UnsupportedFeatureError(
+                "oneOf", s.one_of[0].pointer, "negation of a oneOf checked at run time"
+            )
         out: list[S] = []
         for k, v in s.props.items():
             order = (k,) if k in s.declared else ()

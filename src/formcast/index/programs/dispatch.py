@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...errors import UnsupportedFeatureError
 from ...ir.marks import UniqueItemsMark
 from ..cfg_program import CfgProgram
+from .oneof import OneOfProgram
 from .unique.keys import DistinctKeysProgram
 from .unique.strings import UniqueItemsProgram
 from .unique.values import ValueUniqueProgram
@@ -17,12 +18,12 @@ from .unique.values import ValueUniqueProgram
 __all__ = ["MARKED_PROGRAMS", "unique_items_program"]
 
 #: the program classes :func:`unique_items_program` returns (each wraps ``.cfg``)
-MARKED_PROGRAMS = (UniqueItemsProgram, ValueUniqueProgram, DistinctKeysProgram)
+MARKED_PROGRAMS = (UniqueItemsProgram, ValueUniqueProgram, DistinctKeysProgram, OneOfProgram)
 
 
 def unique_items_program(
     cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]
-) -> UniqueItemsProgram | ValueUniqueProgram | DistinctKeysProgram:
+) -> UniqueItemsProgram | ValueUniqueProgram | DistinctKeysProgram | OneOfProgram:
     """The program of a grammar whose IR carries marks: ``cfg`` wrapped in the run-time
     check -- :class:`DistinctKeysProgram` for ``kind="keys"`` marks (``minProperties`` over
     distinct keys), else :class:`ValueUniqueProgram` when some mark's items are of any type
@@ -33,6 +34,16 @@ def unique_items_program(
 
     Raises UnsupportedFeatureError (``minProperties``) for a grammar that needs both the
     distinct-keys count and a run-time ``uniqueItems`` check: one program runs per grammar."""
+    oneof = [m for m in marks if m.kind == "oneof"]
+    if oneof:  # (run-time exactly-one oneOf, programs/oneof.py)
+        if len(oneof) != len(marks):
+            raise UnsupportedFeatureError(
+                "oneOf",
+                oneof[0].pointer,
+                "a oneOf told apart at run time cannot share a schema with another run-time "
+                "check (uniqueItems, minProperties over undeclared keys)",
+            )
+        return OneOfProgram(cfg, tuple(marks))
     keys = [m for m in marks if m.kind == "keys"]
     if keys:
         if len(keys) != len(marks):
