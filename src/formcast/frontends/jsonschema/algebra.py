@@ -56,7 +56,7 @@ from .nodes import (
     json_equal,
     to_decimal,
 )
-from .oneof import runtime_alternatives
+from .oneof import merge_tags, runtime_alternatives, whole_objects
 from .options import JsonSchemaOptions
 from .refs import Ctx, Pending
 from .regexlang import node_matches, pattern_node, restrict_length
@@ -144,6 +144,9 @@ class Algebra(InstanceChecks):
         #: conj() results by the identity of its operands (kept alive here, so ids stay
         #: unique): an allOf chain or a $ref merged into many objects repeats the same merges
         self._conj_memo: dict[tuple[int, int], tuple[S, S, S]] = {}
+        #: set while a ``oneOf`` is retried with run-time checks: the object part of a negated
+        #: member value becomes one run-time checked object (:meth:`_negate_member`)
+        self._runtime_values = False
 
     def _rule_patterns(self, rule: KeyRule, key: str) -> S:
         """The conjunction of the pattern schemas of ``rule`` whose pattern matches ``key``."""
@@ -230,13 +233,17 @@ class Algebra(InstanceChecks):
                 self.ignored.append(f"oneOf at {ctx.pointer} compiled as anyOf")
                 return self.union(branches)
             err: Exception = e
-            try:  # the object part told apart at run time (oneof.py), the rest exact
+            saved = self._runtime_values
+            self._runtime_values = True
+            try:  # objects told apart at run time (oneof.py), the rest exact
                 return self._one_of_by_kind(branches, ctx, pre, post, runtime=True)
             except CompileBudgetError:
                 raise
             except (UnsupportedFeatureError, Pending, LimitExceededError) as e2:
                 if isinstance(e2, UnsupportedFeatureError) and e2.feature == "oneOf":
                     err = e2
+            finally:
+                self._runtime_values = saved
             hint = (
                 "its branches may overlap and their exact exclusion cannot be built "
                 f"({err}); set JsonSchemaOptions(oneof_as_anyof=True) to accept any branch"
@@ -656,7 +663,7 @@ class Algebra(InstanceChecks):
                 # now, so that a product of if/then unions does not grow with such terms)
                 return NOTHING_S
         his = [h for h in (a.max_props, b.max_props) if h is not None]
-        return SObj(
+        merged = SObj(
             props=props,
             required=required,
             rules=a.rules + b.rules,
@@ -670,8 +677,10 @@ class Algebra(InstanceChecks):
             where=a.where or b.where,
             declared=declared,
             witnesses=a.witnesses + b.witnesses,
-            one_of=a.one_of + tuple(g for g in b.one_of if g not in a.one_of),
         )
+        if a.one_of or b.one_of:  # (run-time oneOf, oneof.py)
+            return merge_tags(self, merged, a.one_of, b.one_of)
+        return merged
 
     # -- emptiness ----------------------------------------------------------------------------
     def is_empty(self, s: S, seen: frozenset[str] = frozenset()) -> bool:
@@ -778,6 +787,34 @@ class Algebra(InstanceChecks):
             atoms.extend(self._negate_obj(s, ctx, where))
         return self.union(atoms)
 
+    def _negate_member(self, v: S, ctx: Ctx | None) -> S:
+        """``¬v`` for a member's value: :meth:`negate`, except while a ``oneOf`` is retried
+        with run-time checks (``_runtime_values``), where the objects of ``¬v`` are one object
+        checked at run time (``oneOf [any object, v]``, :func:`.oneof.runtime_alternatives`)
+        when its escape members exist, and the other types exact: one alternative where the
+        exact negation of an object schema has many."""
+        if not self._runtime_values or ctx is None:
+            return self.negate(v, ctx)
+        kinds = self._kinds(v)
+        if kinds is not None and "object" not in kinds:
+            return self.negate(v, ctx)
+        if whole_objects(self, v):
+            return self.negate(v, ctx)
+        try:
+            objs = runtime_alternatives(
+                self, [SObj(), v], [[SObj()], []], ctx.pointer if ctx else "#"
+            )
+        except UnsupportedFeatureError:
+            return self.negate(v, ctx)
+        out: list[S] = list(objs)
+        for kind in all_kinds():
+            if kind != "object" and (kinds is None or kind in kinds):
+                whole = whole_kind(kind)  # (v's object references left out of the negation)
+                out.append(self._minus(whole, self._pruned(v, whole, ctx), ctx))
+            elif kind != "object":
+                out.append(whole_kind(kind))
+        return self.union(out)
+
     def _negate_const(self, s: SConst, where: str) -> S:
         nulls = any(v is None for v in s.values)
         bools = {v for v in s.values if isinstance(v, bool)}
@@ -870,9 +907,8 @@ class Algebra(InstanceChecks):
         for k, v in s.props.items():
             order = (k,) if k in s.declared else ()
             if not isinstance(v, SAny):
-                out.append(
-                    SObj(props={k: self.negate(v, ctx)}, required=frozenset([k]), declared=order)
-                )
+                neg = self._negate_member(v, ctx)
+                out.append(SObj(props={k: neg}, required=frozenset([k]), declared=order))
         for k in sorted(s.required):  # not the set's order: it varies with the hash seed
             out.append(SObj(props={k: NOTHING_S}, declared=(k,) if k in s.declared else ()))
         for w in s.witnesses:

@@ -286,7 +286,7 @@ class Emitter:
             return self._structure(s, depth, "arr", self.array_body)
         if isinstance(s, SObj):
             if s.one_of:  # exactly one oneOf branch, checked at run time (oneof.py)
-                return oneof_object(self, s, depth, self.norm.unsupported)
+                return oneof_object(self, s, depth, self.norm.unsupported, self.norm)
             if _whole_object(s) and self.options.allow_extra_properties is not False:
                 self._any_rules()
                 return RuleRef("any_object")

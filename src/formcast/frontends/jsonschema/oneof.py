@@ -35,6 +35,7 @@ check (the program refuses it by name).
 from __future__ import annotations
 
 import itertools
+import threading
 import json
 import uuid
 from collections.abc import Callable
@@ -45,9 +46,18 @@ from ...cache import LruCache
 from ...errors import UnsupportedFeatureError
 from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark
 from ...ir.nodes import EMPTY, Node, RuleRef, concat
-from .nodes import S, SAny, SArr, SBool, SConst, SNothing, SNull, SNum, SObj, SRef, SStr, SUnion
+from .nodes import NOTHING_S, S, SAny, SArr, SBool, SConst, SNothing, SNull, SNum, SObj, SRef, SStr, SUnion
 
-__all__ = ["OneOfGroup", "escape_members", "lookup_check", "oneof_object", "whole_objects"]
+__all__ = [
+    "OneOfGroup",
+    "OneOfTag",
+    "escape_members",
+    "lookup_check",
+    "merge_tags",
+    "oneof_object",
+    "runtime_alternatives",
+    "whole_objects",
+]
 
 #: the values tried as an escape member's value (simple: every grammar spells them exactly)
 _VALUES: tuple[Any, ...] = (None, True, False, 0, -1, "", [], {})
@@ -67,6 +77,7 @@ class OneOfGroup:
     pointer: str
     branches: tuple[S, ...]
     accepts: Callable[[S, Any], bool]
+    names: tuple[str, ...] = ()  # the escape proof's candidate keys
 
     def exactly_one(self, value: Any) -> bool:
         hits = 0
@@ -76,6 +87,22 @@ class OneOfGroup:
                 if hits > 1:
                     return False
         return hits == 1
+
+
+@dataclass(frozen=True, eq=False)
+class OneOfTag:
+    """What ``SObj.one_of`` holds: the object is an alternative of branch ``index`` of
+    ``group``.  Immutable."""
+
+    group: OneOfGroup
+    index: int
+
+    @property
+    def pointer(self) -> str:
+        return self.group.pointer
+
+    def exactly_one(self, value: Any) -> bool:
+        return self.group.exactly_one(value)
 
 
 class _Algebra(Protocol):
@@ -94,6 +121,7 @@ def _tops(alg: _Algebra, s: S, depth: int = 0) -> list[S] | None:
         try:
             return _tops(alg, alg.resolve(s.key), depth + 1)
         except Exception:  # (Pending: a recursive reference being normalized)
+            _PENDING.seen = True
             return None
     if isinstance(s, SUnion):
         out: list[S] = []
@@ -207,33 +235,82 @@ def runtime_alternatives(
 ) -> list[S]:
     """The object part of an overlapping ``oneOf``, checked at run time: ``restricted[i]``
     are branch ``i``'s object alternatives (``pre ∧ Bi ∧ post``, each an :class:`SObj`).
-    Returns them marked with one :class:`OneOfGroup`; raises UnsupportedFeatureError naming
-    ``oneOf`` when an alternative has no escape (see the module docstring)."""
-    group = OneOfGroup(pointer, tuple(branches), lambda s, v: alg.accepts(s, v, None))
-    whole = [whole_objects(alg, b) for b in branches]
+    Returns them tagged (:class:`OneOfTag`); raises UnsupportedFeatureError naming ``oneOf``
+    when an alternative has no escape (see the module docstring).  Cost: the escape proof per
+    alternative."""
     names: list[str] = []
     for b in branches:
         names.extend(_declared(alg, b))
+    group = OneOfGroup(
+        pointer, tuple(branches), lambda s, v: alg.accepts(s, v, None), tuple(dict.fromkeys(names))
+    )
+    whole = [whole_objects(alg, b) for b in branches]
     out: list[S] = []
     for i, alts in enumerate(restricted):
         if any(whole[j] for j in range(len(branches)) if j != i):
             continue  # every object of branch i matches that branch too
-        others = [b for j, b in enumerate(branches) if j != i]
         for a in alts:
-            if not isinstance(a, SObj) or escape_members(alg, a, others, names) is None:
+            if not isinstance(a, SObj) or a.one_of:
                 raise UnsupportedFeatureError(
-                    "oneOf",
-                    pointer,
-                    f"branch {i} may overlap another on objects, and no member it may add "
-                    "sets it apart from every other branch (the run-time exactly-one check "
-                    "needs one, so that generation never reaches a dead end)",
+                    "oneOf", pointer, f"branch {i} is not a plain object schema here"
                 )
-            out.append(replace(a, one_of=(*a.one_of, group)))
+            tagged = replace(a, one_of=(OneOfTag(group, i),))
+            _prove(alg, tagged)
+            out.append(tagged)
     return out
 
 
+def _prove(alg: _Algebra, obj: SObj, *, final: bool = False) -> None:
+    """Raise UnsupportedFeatureError (``oneOf``) unless ``obj`` (one tag) has escape members
+    against the other branches of its group.  While normalizing (``final`` False) a proof
+    that met a reference still being normalized passes for now: the emitter proves every
+    object again (``final``) on the object it emits, once every definition is known."""
+    (tag,) = obj.one_of
+    others = [b for j, b in enumerate(tag.group.branches) if j != tag.index]
+    _PENDING.seen = False
+    if escape_members(alg, obj, others, list(tag.group.names)) is not None:
+        return
+    if not final and _PENDING.seen:
+        return
+    raise UnsupportedFeatureError(
+        "oneOf",
+        tag.pointer,
+        f"branch {tag.index} may overlap another on objects, and no member it may add sets "
+        "it apart from every other branch (the run-time exactly-one check needs one, so "
+        "that generation never reaches a dead end)",
+    )
+
+
+def merge_tags(alg: _Algebra, merged: SObj, a: tuple[Any, ...], b: tuple[Any, ...]) -> S:
+    """``merged`` (the intersection of two objects) with the tags of both (``a``, ``b``):
+    no object when they are two branches of one group (every such object matches both);
+    refused (``oneOf``) for two groups on one object, or when the merged object loses the
+    escape members of its branch (see the module docstring)."""
+    tags = a + tuple(t for t in b if t not in a)
+    if not tags:
+        return merged
+    groups = {id(t.group) for t in tags}
+    if len(groups) < len(tags):
+        return NOTHING_S
+    if len(tags) > 1:
+        raise UnsupportedFeatureError(
+            "oneOf", tags[0].pointer, "two oneOfs told apart at run time on one object"
+        )
+    out = replace(merged, one_of=tags)
+    _prove(alg, out)
+    return out
+
+
+class _Pending(threading.local):
+    seen = False
+
+
+#: set when a proof met a reference still being normalized (this thread)
+_PENDING = _Pending()
+
+
 # -- emission and the run-time check's registry -----------------------------------------------
-_CHECKS: LruCache[str, tuple[OneOfGroup, ...]] = LruCache(256)
+_CHECKS: LruCache[str, tuple[OneOfTag, ...]] = LruCache(256)
 END_RULE = MARKED_RULE_PREFIX + "oneof_end"
 
 
@@ -248,12 +325,16 @@ class _Emits(Protocol):
     def emit(self, s: S, depth: int) -> Node: ...
 
 
-def oneof_object(em: _Emits, s: SObj, depth: int, unsupported: Callable[..., None]) -> Node:
+def oneof_object(
+    em: _Emits, s: SObj, depth: int, unsupported: Callable[..., None], alg: _Algebra
+) -> Node:
     """The marked rule of an object with run-time ``oneOf`` groups: the object without them,
     then the empty marked rule :data:`END_RULE` (so the marked frame stays on the stacks until
     the object is closed).  Without marks (a grammar printed or used without the matcher) the
     check cannot run: ``unsupported`` is called (refusal, or the object unchecked when
-    lenient)."""
+    lenient).  Raises UnsupportedFeatureError (``oneOf``) when the object has no escape
+    members (the proof, final: see the module docstring)."""
+    _prove(alg, s, final=True)
     base = replace(s, one_of=())
     inner = em.emit(base, depth)
     if em.marks is None:
