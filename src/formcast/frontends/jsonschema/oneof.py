@@ -46,7 +46,21 @@ from ...cache import LruCache
 from ...errors import UnsupportedFeatureError
 from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark
 from ...ir.nodes import EMPTY, Node, RuleRef, concat
-from .nodes import NOTHING_S, S, SAny, SArr, SBool, SConst, SNothing, SNull, SNum, SObj, SRef, SStr, SUnion
+from .nodes import (
+    NOTHING_S,
+    S,
+    SAny,
+    SArr,
+    SBool,
+    SConst,
+    SNothing,
+    SNull,
+    SNum,
+    SObj,
+    SRef,
+    SStr,
+    SUnion,
+)
 
 __all__ = [
     "OneOfGroup",
