@@ -91,10 +91,10 @@ MIXED_KINDS = {
     ]
 }
 SCHEMAS: list[tuple[Any, list[str]]] = [
-    (UNIQUE, ['{}', '{"tags":["a"]}', '{"name":"x"}', '{"tags":["a","a"]}', '{"tags":[],"name":null}',
-              '{"name":"x","tags":null}', '{"x":1}', '{"tags":["a","a"],"name":"x"}']),
-    (NAMES, ['{}', '{"n":1}', '{"n":"x"}', '{"_":1}', '{"n":1,"_":2}', '{"ab":{}}', '{"n":1,"n":"s"}',
-             '{"n":"s","n":1}', '{"A":1,"n":null}']),
+    (UNIQUE, ['{}', '{"tags":["a"]}', '{"name":"x"}', '{"tags":["a","a"]}',
+              '{"tags":[],"name":null}', '{"name":"x","tags":null}', '{"x":1}', '{"tags":["a","a"],"name":"x"}']),
+    (NAMES, ['{}', '{"n":1}', '{"n":"x"}', '{"_":1}', '{"n":1,"_":2}', '{"ab":{}}',
+             '{"n":1,"n":"s"}', '{"n":"s","n":1}', '{"A":1,"n":null}']),
     (NESTED, ['{"kind":"a"}', '{"kind":"b","value":1}', '{"kind":"b","value":{"css":"x"}}',
               '{"kind":"b","value":{"_":1}}', '{"kind":"c","value":{"_":1}}', '{"value":{"Q":1}}',
               '{"kind":"a","value":{"css":"x","_":1}}', '{"kind":"a","value":{}}',
