@@ -92,7 +92,8 @@ MIXED_KINDS = {
 }
 SCHEMAS: list[tuple[Any, list[str]]] = [
     (UNIQUE, ['{}', '{"tags":["a"]}', '{"name":"x"}', '{"tags":["a","a"]}',
-              '{"tags":[],"name":null}', '{"name":"x","tags":null}', '{"x":1}', '{"tags":["a","a"],"name":"x"}']),
+              '{"tags":[],"name":null}', '{"name":"x","tags":null}', '{"x":1}',
+              '{"tags":["a","a"],"name":"x"}']),
     (NAMES, ['{}', '{"n":1}', '{"n":"x"}', '{"_":1}', '{"n":1,"_":2}', '{"ab":{}}',
              '{"n":1,"n":"s"}', '{"n":"s","n":1}', '{"A":1,"n":null}']),
     (NESTED, ['{"kind":"a"}', '{"kind":"b","value":1}', '{"kind":"b","value":{"css":"x"}}',
