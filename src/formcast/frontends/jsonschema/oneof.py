@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ...cache import LruCache
-from ...errors import UnsupportedFeatureError
+from ...errors import FormcastError, UnsupportedFeatureError
 from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark
 from ...ir.nodes import EMPTY, Node, RuleRef, concat
 from .nodes import (
@@ -378,8 +378,8 @@ def lookup_check(rule: str) -> Callable[[bytes], bool] | None:
     def check(text: bytes) -> bool:
         try:
             value = json.loads(text)
-        except ValueError:
-            return False
-        return all(g.exactly_one(value) for g in groups)
+            return all(g.exactly_one(value) for g in groups)
+        except (ValueError, RecursionError, FormcastError):
+            return False  # (an undecodable or too deep object: refused, never accepted)
 
     return check
