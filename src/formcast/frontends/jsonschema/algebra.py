@@ -283,7 +283,7 @@ class Algebra(InstanceChecks):
                     raise
                 except (UnsupportedFeatureError, Pending, LimitExceededError):
                     del out[size:]
-                out.extend(runtime_alternatives(self, branches, per_branch, ctx.pointer))
+                out.extend(runtime_alternatives(self, branches, per_branch, ctx))
                 continue
             self._one_of_restricted(restricted, kind, ctx, out)
         return self.union(out)
@@ -802,7 +802,7 @@ class Algebra(InstanceChecks):
             return self.negate(v, ctx)
         try:
             objs = runtime_alternatives(
-                self, [SObj(), v], [[SObj()], []], ctx.pointer if ctx else "#"
+                self, [SObj(), v], [[SObj()], []], ctx, exclude=False, complement=True
             )
         except UnsupportedFeatureError:
             return self.negate(v, ctx)

@@ -35,8 +35,8 @@ check (the program refuses it by name).
 from __future__ import annotations
 
 import itertools
-import threading
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -92,6 +92,8 @@ class OneOfGroup:
     branches: tuple[S, ...]
     accepts: Callable[[S, Any], bool]
     names: tuple[str, ...] = ()  # the escape proof's candidate keys
+    #: ``[any object, v]``: the objects ``v`` rejects (a negated member value, ``_negate_member``)
+    complement: bool = False
 
     def exactly_one(self, value: Any) -> bool:
         hits = 0
@@ -110,6 +112,7 @@ class OneOfTag:
 
     group: OneOfGroup
     index: int
+    excluded: frozenset[int] = frozenset()  # branches the object excludes in its grammar
 
     @property
     def pointer(self) -> str:
@@ -125,6 +128,16 @@ class _Algebra(Protocol):
     def accepts(self, s: S, v: Any, ctx: Any, depth: int = 0) -> bool: ...
 
     def resolve(self, key: str) -> S: ...
+
+    def _negate_within(self, s: S, kind: str, ctx: Any, given: S, depth: int = 0) -> S: ...
+
+    def _pruned(self, a: S, b: S, ctx: Any) -> S: ...
+
+    def _alts(self, s: S) -> tuple[S, ...]: ...
+
+    def union(self, items: Any) -> S: ...
+
+    def disjoint(self, a: S, b: S, ctx: Any) -> bool: ...
 
 
 def _tops(alg: _Algebra, s: S, depth: int = 0) -> list[S] | None:
@@ -213,6 +226,16 @@ def escape_members(
     member) such that each of ``others`` rejects every object holding one of them (see the
     module docstring); None when this proof finds none.  ``names``: candidate keys.  Cost:
     candidates x values x branches instance checks."""
+    got = _escape_cover(alg, alt, others, names)
+    return got[0] if got is not None and not got[1] else None
+
+
+def _escape_cover(
+    alg: _Algebra, alt: SObj, others: list[S], names: list[str]
+) -> tuple[list[tuple[str, Any]], list[int]] | None:
+    """Greedy escape members for ``alt`` against ``others`` (see :func:`escape_members`):
+    ``(members, indices of others no member rejects)``; None when ``alt`` cannot take any
+    number of undeclared members."""
     if alt.max_props is not None or alt.witnesses:
         return None
     remaining = list(range(len(others)))
@@ -241,22 +264,39 @@ def escape_members(
         if best is not None:
             chosen.append((key, best[1]))
             remaining = [j for j in remaining if j not in best[0]]
-    return chosen if not remaining else None
+    return chosen, remaining
+
+
+#: branches one alternative may exclude in its grammar (the rest by escape members)
+_MAX_HARD = 3
 
 
 def runtime_alternatives(
-    alg: _Algebra, branches: list[S], restricted: list[list[S]], pointer: str
+    alg: _Algebra,
+    branches: list[S],
+    restricted: list[list[S]],
+    ctx: Any,
+    *,
+    exclude: bool = True,
+    complement: bool = False,
 ) -> list[S]:
     """The object part of an overlapping ``oneOf``, checked at run time: ``restricted[i]``
     are branch ``i``'s object alternatives (``pre ∧ Bi ∧ post``, each an :class:`SObj`).
-    Returns them tagged (:class:`OneOfTag`); raises UnsupportedFeatureError naming ``oneOf``
-    when an alternative has no escape (see the module docstring).  Cost: the escape proof per
-    alternative."""
+    Returns them tagged (:class:`OneOfTag`).  An alternative with escape members against some
+    other branches but not all excludes the rest in its grammar (``∧ ¬Bj`` built by the
+    algebra, at most :data:`_MAX_HARD` of them; ``exclude``), then needs escape members
+    against the others only.  Raises UnsupportedFeatureError naming ``oneOf`` where this
+    fails (see the module docstring).  Cost: the escape proof per alternative."""
+    pointer = ctx.pointer
     names: list[str] = []
     for b in branches:
         names.extend(_declared(alg, b))
     group = OneOfGroup(
-        pointer, tuple(branches), lambda s, v: alg.accepts(s, v, None), tuple(dict.fromkeys(names))
+        pointer,
+        tuple(branches),
+        lambda s, v: alg.accepts(s, v, None),
+        tuple(dict.fromkeys(names)),
+        complement,
     )
     whole = [whole_objects(alg, b) for b in branches]
     out: list[S] = []
@@ -268,10 +308,48 @@ def runtime_alternatives(
                 raise UnsupportedFeatureError(
                     "oneOf", pointer, f"branch {i} is not a plain object schema here"
                 )
-            tagged = replace(a, one_of=(OneOfTag(group, i),))
-            _prove(alg, tagged)
-            out.append(tagged)
+            # the branches that may overlap this alternative (a disjoint one never matches)
+            idx = [
+                j
+                for j in range(len(branches))
+                if j != i and not (exclude and alg.disjoint(a, branches[j], ctx))
+            ]
+            _PENDING.seen = False
+            cover = _escape_cover(alg, a, [branches[j] for j in idx], list(group.names))
+            hard = frozenset(idx[r] for r in cover[1]) if cover is not None else frozenset()
+            if _PENDING.seen:
+                hard = frozenset()  # (a reference still being normalized: proven on emission)
+            if cover is None or (hard and (not exclude or len(hard) > _MAX_HARD)):
+                _refuse(i, pointer)
+            parts: tuple[S, ...] = (a,)
+            if hard:
+                acc: S = a
+                for j in sorted(hard):
+                    acc = alg._pruned(acc, alg._negate_within(branches[j], "object", ctx, a), ctx)
+                parts = () if isinstance(acc, SNothing) else alg._alts(acc)
+            checked = frozenset(idx) - hard
+            for part in parts:
+                if not checked:
+                    out.append(part)  # every overlap excluded in the grammar: exact
+                    continue
+                if not isinstance(part, SObj) or part.one_of:
+                    _refuse(i, pointer)
+                assert isinstance(part, SObj)
+                rest = frozenset(range(len(branches))) - checked - {i}
+                tagged = replace(part, one_of=(OneOfTag(group, i, rest),))
+                _prove(alg, tagged)
+                out.append(tagged)
     return out
+
+
+def _refuse(i: int, pointer: str) -> None:
+    raise UnsupportedFeatureError(
+        "oneOf",
+        pointer,
+        f"branch {i} may overlap another on objects, and no member it may add sets it apart "
+        "from every other branch (the run-time exactly-one check needs one, so that "
+        "generation never reaches a dead end)",
+    )
 
 
 def _prove(alg: _Algebra, obj: SObj, *, final: bool = False) -> None:
@@ -280,19 +358,15 @@ def _prove(alg: _Algebra, obj: SObj, *, final: bool = False) -> None:
     that met a reference still being normalized passes for now: the emitter proves every
     object again (``final``) on the object it emits, once every definition is known."""
     (tag,) = obj.one_of
-    others = [b for j, b in enumerate(tag.group.branches) if j != tag.index]
+    others = [
+        b for j, b in enumerate(tag.group.branches) if j != tag.index and j not in tag.excluded
+    ]
     _PENDING.seen = False
     if escape_members(alg, obj, others, list(tag.group.names)) is not None:
         return
     if not final and _PENDING.seen:
         return
-    raise UnsupportedFeatureError(
-        "oneOf",
-        tag.pointer,
-        f"branch {tag.index} may overlap another on objects, and no member it may add sets "
-        "it apart from every other branch (the run-time exactly-one check needs one, so "
-        "that generation never reaches a dead end)",
-    )
+    _refuse(tag.index, tag.pointer)
 
 
 def merge_tags(alg: _Algebra, merged: SObj, a: tuple[Any, ...], b: tuple[Any, ...]) -> S:
@@ -300,7 +374,13 @@ def merge_tags(alg: _Algebra, merged: SObj, a: tuple[Any, ...], b: tuple[Any, ..
     no object when they are two branches of one group (every such object matches both);
     refused (``oneOf``) for two groups on one object, or when the merged object loses the
     escape members of its branch (see the module docstring)."""
-    tags = a + tuple(t for t in b if t not in a)
+    tags: tuple[OneOfTag, ...] = ()
+    seen: set[tuple[Any, ...]] = set()
+    for t in a + b:
+        key = (id(t.group), t.index, t.excluded)
+        if key not in seen:
+            seen.add(key)
+            tags += (t,)
     if not tags:
         return merged
     groups = {id(t.group) for t in tags}
