@@ -186,7 +186,23 @@ def whole_objects(alg: _Algebra, branch: S) -> bool:
 
 
 def _rejects_member(alg: _Algebra, branch: S, key: str, value: Any) -> bool:
-    """Whether ``branch`` certainly rejects every object that has member ``key: value``."""
+    """Whether ``branch`` certainly rejects every object that has member ``key: value``.
+    Memoized per compile (on the algebra) unless a pending reference was met."""
+    memo: dict[tuple[int, str, str], tuple[S, bool]] = alg.__dict__.setdefault("_oneof_rejects", {})
+    mkey = (id(branch), key, json.dumps(value))
+    hit = memo.get(mkey)
+    if hit is not None:
+        return hit[1]
+    before = _PENDING.seen
+    _PENDING.seen = False
+    got = _rejects_member_uncached(alg, branch, key, value)
+    if not _PENDING.seen:
+        memo[mkey] = (branch, got)  # (the branch kept alive: its id stays unique)
+    _PENDING.seen = _PENDING.seen or before
+    return got
+
+
+def _rejects_member_uncached(alg: _Algebra, branch: S, key: str, value: Any) -> bool:
     tops = _tops(alg, branch)
     if tops is None:
         return False
