@@ -23,8 +23,12 @@ there are members ``k: v`` it accepts as undeclared ones such that every other b
 every object holding one of them.  From any prefix of that alternative, finishing the current
 member and the required ones and then appending those members as the last ones (they win over
 an earlier member of the same key) gives an object of branch ``i`` that no other branch accepts.
+Branches the alternative is provably disjoint from need no escape; a few (at most
+:data:`_MAX_HARD`) that no member rejects are excluded in the grammar instead (``∧ ¬Bj`` built
+by the algebra), and an alternative whose overlaps are all excluded so is exact and unchecked.
 An alternative of branch ``i`` is dropped, exactly, when another branch accepts every object
-(every object of it matches two branches).  Anything else is refused, naming ``oneOf``.
+(every object of it matches two branches).  Anything else is refused, naming ``oneOf``; a
+proof that meets a reference still being normalized is repeated on the emitted object.
 
 Lifetime: groups live in the normalized nodes of one compile; :data:`_CHECKS` keeps the checks
 of emitted groups (by marked rule name, in a bounded cache) until the compiler builds the
