@@ -391,3 +391,21 @@ def test_schemastore_utam_page_object_walks_validate() -> None:
             finished += 1
             assert v.is_valid(json.loads(out)), out
     assert finished >= 1
+
+
+def test_serialized_grammar_without_its_check_is_a_serialization_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a process that did not compile it (the check's registry empty), loading fails with
+    SerializationError: the disk cache then counts a miss and compiles, and a compile worker's
+    result is compiled again in the process that asked (compile_executor.run_remote)."""
+    from formcast.cache import LruCache
+    from formcast.errors import SerializationError
+    from formcast.frontends.jsonschema import oneof
+    from formcast.index.compiled import CompiledGrammar
+
+    data = _compile(NAMES).serialize()
+    monkeypatch.setattr(oneof, "_CHECKS", LruCache(4))
+    with pytest.raises(SerializationError) as err:
+        CompiledGrammar.deserialize(data, BYTES)
+    assert "oneOf" in str(err.value)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...automata.pda import Frame, ParserState
 from ...cache import LruCache
-from ...errors import UnsupportedFeatureError
+from ...errors import SerializationError
 from ...frontends.jsonschema.oneof import lookup_check
 from ...ir.marks import UniqueItemsMark
 from ..cfg_program import CfgProgram
@@ -82,12 +82,13 @@ class OneOfProgram:
             if rid is None:
                 continue  # (an object the grammar dropped)
             check = lookup_check(m.rule)
-            if check is None:
-                raise UnsupportedFeatureError(
-                    "oneOf",
-                    m.pointer,
-                    "its run-time exactly-one check lives in the process that compiled the "
-                    "schema: recompile the schema instead of loading the serialized grammar",
+            if check is None:  # (the disk cache and the compile workers then compile here)
+                raise SerializationError(
+                    f"the run-time exactly-one check of oneOf at {m.pointer} lives in the "
+                    "process that compiled the schema: compile the schema instead of loading "
+                    "the serialized grammar",
+                    reason="unsupported",
+                    where=m.rule,
                 )
             self._start[rid] = int(cfg.auto.dfas[rid].start)
             self._check[rid] = check
