@@ -409,3 +409,43 @@ def test_serialized_grammar_without_its_check_is_a_serialization_error(
     with pytest.raises(SerializationError) as err:
         CompiledGrammar.deserialize(data, BYTES)
     assert "oneOf" in str(err.value)
+
+
+@pytest.mark.skipif(not SCHEMASTORE.is_dir(), reason="SchemaStore corpus not present")
+@pytest.mark.parametrize("name", ["utam-page-object-2.2.0.json", "utam-page-object-1.5.0.json"])
+def test_schemastore_utam_arg_walks_never_dead_end_and_validate(name: str) -> None:
+    """utam's recursive ``arg`` (the ``oneOf`` formcast refused before): 40 walks from it,
+    the members that tell its branches apart offered now and then; no dead end, every text
+    valid under draft 07."""
+    path = SCHEMASTORE / "src" / "schemas" / "json" / name
+    full = json.loads(path.read_text(encoding="utf-8"))
+    schema = {"definitions": full["definitions"], "$ref": "#/definitions/arg"}
+    compiled = _compile(schema)
+    assert isinstance(compiled.program, OneOfProgram)
+    v = jsonschema.Draft7Validator(schema)
+    rng = random.Random(11)
+    escapes = [b',"value":1', b',"name":"n"', b',"type":"locator"', b',"predicate":[]', b',"_":0']
+    finished = 0
+    for _ in range(40):
+        m = GrammarMatcher(compiled)
+        out = b""
+        for n in range(1500):
+            allowed = _allowed(m, BYTES)
+            if m.is_accepting() and (n > 300 or not allowed or rng.random() < 0.02):
+                break
+            assert allowed, out
+            snippet = rng.choice(escapes)
+            if rng.random() < 0.2 and m.fork().accept_bytes(snippet):
+                assert m.accept_bytes(snippet)
+                out += snippet
+                continue
+            pool = allowed
+            if n > 60:
+                pool = [t for t in allowed if bytes([t]) in b'}]"0:,'] or allowed
+            t = rng.choice(pool)
+            assert m.accept_token(t)
+            out += bytes([t])
+        if m.is_accepting():
+            finished += 1
+            assert v.is_valid(json.loads(out)), out
+    assert finished >= 30
