@@ -178,9 +178,10 @@ instances accepted.
   schema, or a `uniqueItems` both hold, needs no negation; array items are negated inside the
   other branch's items), and alternatives proved empty are dropped as they appear. Where an
   exclusion still needs a negation formcast cannot build (`uniqueItems` that only one branch
-  holds, `propertyNames`) or grows past `max_union`, compiling fails naming `oneOf`, unless
-  `oneof_as_anyof=True` (then an instance matching two branches may be accepted — listed in
-  the ignored features). A run-time exactly-one check (as for `uniqueItems`) is not built yet.
+  holds, `propertyNames`) or grows past `max_union`, the objects are told apart at run time
+  (see "Run-time `oneOf`" below); where that cannot be proven either, compiling fails naming
+  `oneOf`, unless `oneof_as_anyof=True` (then an instance matching two branches may be
+  accepted — listed in the ignored features).
 * **References.** `$ref` to anything outside the schema needs a local file (see "References
   to other files" below) or `options.registry` (a `referencing.Registry`); the official
   meta-schemas are available offline; nothing is ever fetched over the network.
@@ -376,10 +377,22 @@ structural `}`. Still refused by name (`minProperties`): a count above `max_coun
 `maxProperties` beside the count, a negated `additionalProperties` witness, and a schema that
 also needs run-time `uniqueItems` (one run-time program per grammar).
 
-Overlapping `oneOf` branches that the schema algebra cannot tell apart are still refused
-(`oneOf`): a run-time exactly-one check (running every branch's automaton and asking that
-exactly one accepts at the end of the value, with a completion proven for every state) is not
-built yet.
+**Run-time `oneOf`.** Where the schema algebra cannot build the exclusion of overlapping object
+branches, the grammar accepts the objects of every branch and the matcher checks, at the
+object's closing `}`, that exactly one branch accepts the decoded object (a repeated key keeps
+its last value); the mask leaves out a `}` that would fail. The other JSON types stay exact in
+the grammar, and a member value's objects that must match none of a schema (`¬B` inside an
+exclusion: utam-page-object's `value`) become one such checked object. No dead end: each
+branch's objects must take undeclared members (no `maxProperties`) of which some member
+`k: v` is rejected by every other overlapping branch, so any prefix can be finished with those
+members last (up to three overlapping branches that no such member rejects are excluded in the
+grammar instead); a branch is dropped (exactly) when another accepts every object. Still
+refused by name (`oneOf`): branches without such members (open objects declaring the same
+members, told apart only by a member the grammar may already have passed), two run-time
+`oneOf`s on one object, a schema that also needs run-time `uniqueItems` or `minProperties`
+(one run-time program per grammar), and `not` around it. A serialized grammar loaded in
+another process raises `SerializationError` (the check lives with the compile: the disk cache
+and the compile workers then compile in the process that asks).
 
 ```python
 from formcast.index.compiler import GrammarCompiler
@@ -653,8 +666,8 @@ the reason it stays:
   in general: they fail closed. `\\b` (expo's `^(?!.*\\bnative\\b)`, dein) is regular but
   not compiled by the regex front-end yet: it fails closed naming `word boundary`.
 * **`oneOf`** exclusions that need a negation formcast cannot build (see Departures) or that
-  grow past `max_union` (branches sharing optional members and `$ref`s: utam-page-object,
-  metricshub, opspec, tslint): the run-time exactly-one check is the exact route.
+  grow past `max_union`, where the run-time check cannot prove a completion either
+  (metricshub: open branches told apart only by an optional `type` member; tslint: arrays).
 * **`max_union`** from `allOf`/`anyOf` products: the distributed alternatives exceed the bound
   (jfrog-pipelines, past it, then needs a 120,000-state grammar automaton for a union of 40
   step objects); raise `max_union` for a trusted schema.

@@ -56,6 +56,7 @@ from .nodes import (
     json_equal,
     to_decimal,
 )
+from .oneof import merge_tags, runtime_alternatives, whole_objects
 from .options import JsonSchemaOptions
 from .refs import Ctx, Pending
 from .regexlang import node_matches, pattern_node, restrict_length
@@ -143,6 +144,9 @@ class Algebra(InstanceChecks):
         #: conj() results by the identity of its operands (kept alive here, so ids stay
         #: unique): an allOf chain or a $ref merged into many objects repeats the same merges
         self._conj_memo: dict[tuple[int, int], tuple[S, S, S]] = {}
+        #: set while a ``oneOf`` is retried with run-time checks: the object part of a negated
+        #: member value becomes one run-time checked object (:meth:`_negate_member`)
+        self._runtime_values = False
 
     def _rule_patterns(self, rule: KeyRule, key: str) -> S:
         """The conjunction of the pattern schemas of ``rule`` whose pattern matches ``key``."""
@@ -217,6 +221,8 @@ class Algebra(InstanceChecks):
         )
         if not overlapping:
             return self.union(branches)
+        pre: S = ANY
+        post: S = ANY
         try:
             pre, post = context() if context is not None else (ANY, ANY)
             return self._one_of_by_kind(branches, ctx, pre, post)
@@ -226,15 +232,31 @@ class Algebra(InstanceChecks):
             if self.options.oneof_as_anyof:
                 self.ignored.append(f"oneOf at {ctx.pointer} compiled as anyOf")
                 return self.union(branches)
+            err: Exception = e
+            saved = self._runtime_values
+            self._runtime_values = True
+            try:  # objects told apart at run time (oneof.py), the rest exact
+                return self._one_of_by_kind(branches, ctx, pre, post, runtime=True)
+            except CompileBudgetError:
+                raise
+            except (UnsupportedFeatureError, Pending, LimitExceededError) as e2:
+                if isinstance(e2, UnsupportedFeatureError) and e2.feature == "oneOf":
+                    err = e2
+            finally:
+                self._runtime_values = saved
             hint = (
                 "its branches may overlap and their exact exclusion cannot be built "
-                f"({e}); set JsonSchemaOptions(oneof_as_anyof=True) to accept any branch"
+                f"({err}); set JsonSchemaOptions(oneof_as_anyof=True) to accept any branch"
             )
             self.unsupported("oneOf", ctx.pointer, hint)
             return self.union(branches)
 
-    def _one_of_by_kind(self, branches: list[S], ctx: Ctx, pre: S, post: S) -> S:
-        """The exact ``oneOf`` (see :meth:`one_of`), one JSON type at a time."""
+    def _one_of_by_kind(
+        self, branches: list[S], ctx: Ctx, pre: S, post: S, *, runtime: bool = False
+    ) -> S:
+        """The exact ``oneOf`` (see :meth:`one_of`), one JSON type at a time.  ``runtime``:
+        objects whose exclusion cannot be built are told apart at run time
+        (:func:`.oneof.runtime_alternatives`)."""
         out: list[S] = []
         kinds = [self._kinds(b) for b in branches]
         for kind in all_kinds():
@@ -243,31 +265,56 @@ class Algebra(InstanceChecks):
             if self.is_empty(within):
                 continue
             restricted: list[S] = []
+            per_branch: list[list[S]] = []
             for b, ks in zip(branches, kinds, strict=True):
                 if ks is not None and kind not in ks:
+                    per_branch.append([])
                     continue
                 r = self._pruned(self.conj(self.conj(pre, b, ctx), post, ctx), whole, ctx)
                 if not self.is_empty(r):
                     restricted.append(r)
-            m = len(restricted)
-            for i in range(m):
-                acc = restricted[i]
-                ovs = [
-                    j
-                    for j in range(m)
-                    if j != i and not self.disjoint(restricted[i], restricted[j], ctx)
-                ]
-                tagged = self._negate_tagged([restricted[j] for j in ovs], ctx, acc)
-                if tagged is not None:
-                    out.append(self._pruned(acc, tagged, ctx))
+                per_branch.append([] if self.is_empty(r) else list(self._alts(r)))
+            if runtime and kind == "object":
+                size = len(out)
+                try:
+                    self._one_of_restricted(restricted, kind, ctx, out)
                     continue
-                for j in ovs:
-                    neg = self._negate_within(restricted[j], kind, ctx, restricted[i])
-                    acc = self._pruned(acc, neg, ctx)
-                    if isinstance(acc, SNothing):
-                        break
-                out.append(acc)
+                except CompileBudgetError:
+                    raise
+                except (UnsupportedFeatureError, Pending, LimitExceededError):
+                    del out[size:]
+                out.extend(runtime_alternatives(self, branches, per_branch, ctx))
+                continue
+            self._one_of_restricted(restricted, kind, ctx, out)
         return self.union(out)
+
+    def _alts(self, s: S) -> tuple[S, ...]:
+        top = self._top(s, 0)
+        if top is None:
+            return (s,)
+        return top.items if isinstance(top, SUnion) else (top,)
+
+    def _one_of_restricted(self, restricted: list[S], kind: str, ctx: Ctx, out: list[S]) -> None:
+        """Appends to ``out`` the exact ``oneOf`` of ``restricted`` (the branches within
+        ``kind``)."""
+        m = len(restricted)
+        for i in range(m):
+            acc = restricted[i]
+            ovs = [
+                j
+                for j in range(m)
+                if j != i and not self.disjoint(restricted[i], restricted[j], ctx)
+            ]
+            tagged = self._negate_tagged([restricted[j] for j in ovs], ctx, acc)
+            if tagged is not None:
+                out.append(self._pruned(acc, tagged, ctx))
+                continue
+            for j in ovs:
+                neg = self._negate_within(restricted[j], kind, ctx, restricted[i])
+                acc = self._pruned(acc, neg, ctx)
+                if isinstance(acc, SNothing):
+                    break
+            out.append(acc)
 
     def _negate_tagged(self, others: list[S], ctx: Ctx, given: S) -> S | None:
         """``¬(B1 ∨ ... ∨ Bn)`` as a sum, when the ``Bj`` are objects that each require a member
@@ -616,7 +663,7 @@ class Algebra(InstanceChecks):
                 # now, so that a product of if/then unions does not grow with such terms)
                 return NOTHING_S
         his = [h for h in (a.max_props, b.max_props) if h is not None]
-        return SObj(
+        merged = SObj(
             props=props,
             required=required,
             rules=a.rules + b.rules,
@@ -631,6 +678,9 @@ class Algebra(InstanceChecks):
             declared=declared,
             witnesses=a.witnesses + b.witnesses,
         )
+        if a.one_of or b.one_of:  # (run-time oneOf, oneof.py)
+            return merge_tags(self, merged, a.one_of, b.one_of)
+        return merged
 
     # -- emptiness ----------------------------------------------------------------------------
     def is_empty(self, s: S, seen: frozenset[str] = frozenset()) -> bool:
@@ -737,6 +787,34 @@ class Algebra(InstanceChecks):
             atoms.extend(self._negate_obj(s, ctx, where))
         return self.union(atoms)
 
+    def _negate_member(self, v: S, ctx: Ctx | None) -> S:
+        """``¬v`` for a member's value: :meth:`negate`, except while a ``oneOf`` is retried
+        with run-time checks (``_runtime_values``), where the objects of ``¬v`` are one object
+        checked at run time (``oneOf [any object, v]``, :func:`.oneof.runtime_alternatives`)
+        when its escape members exist, and the other types exact: one alternative where the
+        exact negation of an object schema has many."""
+        if not self._runtime_values or ctx is None:
+            return self.negate(v, ctx)
+        kinds = self._kinds(v)
+        if kinds is not None and "object" not in kinds:
+            return self.negate(v, ctx)
+        if whole_objects(self, v):
+            return self.negate(v, ctx)
+        try:
+            objs = runtime_alternatives(
+                self, [SObj(), v], [[SObj()], []], ctx, exclude=False, complement=True
+            )
+        except UnsupportedFeatureError:
+            return self.negate(v, ctx)
+        out: list[S] = list(objs)
+        for kind in all_kinds():
+            if kind != "object" and (kinds is None or kind in kinds):
+                whole = whole_kind(kind)  # (v's object references left out of the negation)
+                out.append(self._minus(whole, self._pruned(v, whole, ctx), ctx))
+            elif kind != "object":
+                out.append(whole_kind(kind))
+        return self.union(out)
+
     def _negate_const(self, s: SConst, where: str) -> S:
         nulls = any(v is None for v in s.values)
         bools = {v for v in s.values if isinstance(v, bool)}
@@ -821,13 +899,16 @@ class Algebra(InstanceChecks):
         return out
 
     def _negate_obj(self, s: SObj, ctx: Ctx | None, where: str) -> list[S]:
+        if s.one_of:
+            raise UnsupportedFeatureError(
+                "oneOf", s.one_of[0].pointer, "negation of a oneOf checked at run time"
+            )
         out: list[S] = []
         for k, v in s.props.items():
             order = (k,) if k in s.declared else ()
             if not isinstance(v, SAny):
-                out.append(
-                    SObj(props={k: self.negate(v, ctx)}, required=frozenset([k]), declared=order)
-                )
+                neg = self._negate_member(v, ctx)
+                out.append(SObj(props={k: neg}, required=frozenset([k]), declared=order))
         for k in sorted(s.required):  # not the set's order: it varies with the hash seed
             out.append(SObj(props={k: NOTHING_S}, declared=(k,) if k in s.declared else ()))
         for w in s.witnesses:

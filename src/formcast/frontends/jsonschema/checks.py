@@ -198,6 +198,8 @@ class InstanceChecks(Definitions):
             return False
         if not s.required <= v.keys():
             return False
+        if not all(g.exactly_one(v) for g in s.one_of):  # (run-time oneOf, oneof.py)
+            return False
         for w in s.witnesses:
             if not any(
                 k not in w.excluded

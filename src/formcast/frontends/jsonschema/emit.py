@@ -100,6 +100,7 @@ from .numbers import (
     multiple_of_dfa,
     non_integer_node,
 )
+from .oneof import oneof_object
 from .options import JsonSchemaOptions
 from .regexlang import pattern_node, restrict_length
 from .residue import residue_number
@@ -285,6 +286,8 @@ class Emitter:
                 return RuleRef("any_array")
             return self._structure(s, depth, "arr", self.array_body)
         if isinstance(s, SObj):
+            if s.one_of:  # exactly one oneOf branch, checked at run time (oneof.py)
+                return oneof_object(self, s, depth, self.norm.unsupported, self.norm)
             if _whole_object(s) and self.options.allow_extra_properties is not False:
                 self._any_rules()
                 return RuleRef("any_object")
@@ -788,8 +791,11 @@ class Emitter:
         # the members written (at least the members a validator sees: sound).
         loose = False
         if lo > n + 1 and not isinstance(extra, Nothing):
-            if self.marks is not None and hi is None and witness is None and (
-                lo <= self.options.max_count_states and inexhaustible_names(cells)
+            if (
+                self.marks is not None
+                and hi is None
+                and witness is None
+                and (lo <= self.options.max_count_states and inexhaustible_names(cells))
             ):  # distinct keys counted at run time (distinct_keys.py)
                 members2 = [(node, required) for node, _, required in members]
                 return distinct_keys_object(self, s.where or "#", lo, members2, extra, lay)

@@ -213,6 +213,8 @@ class SObj(S):
         declared: the keys listed in ``properties`` (they come first when merging, so that a
             ``required`` next to a ``$ref`` does not reorder the referenced properties).
         witnesses: members that must exist (from negated ``additionalProperties``).
+        one_of: ``oneOf`` groups whose exactly-one is checked on the whole object at run time
+            (:class:`~.oneof.OneOfGroup`: the value must match exactly one of its branches).
     """
 
     props: dict[str, S] = field(default_factory=dict)
@@ -227,6 +229,7 @@ class SObj(S):
     where: str = ""
     declared: tuple[str, ...] = ()
     witnesses: tuple[Witness, ...] = ()
+    one_of: tuple[Any, ...] = ()
 
 
 @dataclass(eq=False)

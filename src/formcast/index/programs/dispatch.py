@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...errors import UnsupportedFeatureError
 from ...ir.marks import UniqueItemsMark
 from ..cfg_program import CfgProgram
+from .oneof import OneOfProgram
 from .residue import ResidueProgram
 from .unique.keys import DistinctKeysProgram
 from .unique.strings import UniqueItemsProgram
@@ -18,12 +19,18 @@ from .unique.values import ValueUniqueProgram
 __all__ = ["MARKED_PROGRAMS", "unique_items_program"]
 
 #: the program classes :func:`unique_items_program` returns (each wraps ``.cfg``)
-MARKED_PROGRAMS = (UniqueItemsProgram, ValueUniqueProgram, DistinctKeysProgram, ResidueProgram)
+MARKED_PROGRAMS = (
+    UniqueItemsProgram,
+    ValueUniqueProgram,
+    DistinctKeysProgram,
+    ResidueProgram,
+    OneOfProgram,
+)
 
 
 def unique_items_program(
     cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]
-) -> UniqueItemsProgram | ValueUniqueProgram | DistinctKeysProgram | ResidueProgram:
+) -> UniqueItemsProgram | ValueUniqueProgram | DistinctKeysProgram | ResidueProgram | OneOfProgram:
     """The program of a grammar whose IR carries marks: ``cfg`` wrapped in the run-time
     check -- :class:`DistinctKeysProgram` for ``kind="keys"`` marks (``minProperties`` over
     distinct keys), else :class:`ValueUniqueProgram` when some mark's items are of any type
@@ -35,7 +42,17 @@ def unique_items_program(
     Raises UnsupportedFeatureError (``minProperties``) for a grammar that needs both the
     distinct-keys count and a run-time ``uniqueItems`` check: one program runs per grammar
     (``multipleOf``, likewise, for ``kind="residue"`` marks beside others:
-    :class:`ResidueProgram` runs alone)."""
+    :class:`ResidueProgram` runs alone; so does :class:`OneOfProgram` for ``kind="oneof"``)."""
+    oneof = [m for m in marks if m.kind == "oneof"]
+    if oneof:  # (run-time exactly-one oneOf, programs/oneof.py)
+        if len(oneof) != len(marks):
+            raise UnsupportedFeatureError(
+                "oneOf",
+                oneof[0].pointer,
+                "a oneOf told apart at run time cannot share a schema with another run-time "
+                "check (uniqueItems, minProperties over undeclared keys, a large multipleOf)",
+            )
+        return OneOfProgram(cfg, tuple(marks))
     residue = [m for m in marks if m.kind == "residue"]
     if residue:
         if len(residue) != len(marks):

@@ -1,0 +1,485 @@
+"""Overlapping ``oneOf`` over objects, checked at run time (exactly one branch matches).
+
+Where the schema algebra cannot build ``Bi ∧ ¬Bj`` for objects (a negation it cannot express,
+or more alternatives than ``max_union``), :meth:`~.algebra.Algebra.one_of` falls back to this
+module for the *object* part of the ``oneOf`` (the other JSON types stay algebraic):
+
+* the grammar accepts the objects of any branch (each alternative ``pre ∧ Bi ∧ post``, an
+  :class:`~.nodes.SObj`) and each alternative carries a :class:`OneOfGroup` (``SObj.one_of``);
+* the emitter (:func:`oneof_object`) wraps such an object in a *marked* rule
+  (:class:`~formcast.ir.marks.UniqueItemsMark` with ``kind="oneof"``) whose frame stays on the
+  parser's stacks while inside the object, and registers the group's check under the rule name;
+* the matcher (:class:`~formcast.index.programs.oneof.OneOfProgram`) decodes the object's text
+  at its closing ``}`` (``json.loads``: a repeated key keeps its last value, as validators do)
+  and lets the ``}`` through only if exactly one raw branch accepts it (the exact instance
+  check, :meth:`~.checks.InstanceChecks.accepts`).
+
+**Soundness and no dead end.**  Accepted objects are in some branch's grammar (so match that
+branch and the sibling keywords) and pass the exact exactly-one check: sound.  The mask must
+also never allow a prefix from which no exactly-one completion exists.  :func:`escape_members`
+proves it per alternative: an alternative of branch ``i`` is kept only when it takes any number
+of undeclared members (no ``maxProperties``, no negated-``additionalProperties`` witness) and
+there are members ``k: v`` it accepts as undeclared ones such that every other branch rejects
+every object holding one of them.  From any prefix of that alternative, finishing the current
+member and the required ones and then appending those members as the last ones (they win over
+an earlier member of the same key) gives an object of branch ``i`` that no other branch accepts.
+Branches the alternative is provably disjoint from need no escape; a few (at most
+:data:`_MAX_HARD`) that no member rejects are excluded in the grammar instead (``∧ ¬Bj`` built
+by the algebra), and an alternative whose overlaps are all excluded so is exact and unchecked.
+An alternative of branch ``i`` is dropped, exactly, when another branch accepts every object
+(every object of it matches two branches).  Anything else is refused, naming ``oneOf``; a
+proof that meets a reference still being normalized is repeated on the emitted object.
+
+Lifetime: groups live in the normalized nodes of one compile; :data:`_CHECKS` keeps the checks
+of emitted groups (by marked rule name, in a bounded cache) until the compiler builds the
+program, which holds them.  A grammar serialized and loaded in another process cannot run the
+check (the program refuses it by name).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ...cache import LruCache
+from ...errors import FormcastError, UnsupportedFeatureError
+from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark
+from ...ir.nodes import EMPTY, Node, RuleRef, concat
+from .nodes import (
+    NOTHING_S,
+    S,
+    SAny,
+    SArr,
+    SBool,
+    SConst,
+    SNothing,
+    SNull,
+    SNum,
+    SObj,
+    SRef,
+    SStr,
+    SUnion,
+)
+
+__all__ = [
+    "OneOfGroup",
+    "OneOfTag",
+    "escape_members",
+    "lookup_check",
+    "merge_tags",
+    "oneof_object",
+    "runtime_alternatives",
+    "whole_objects",
+]
+
+#: the values tried as an escape member's value (simple: every grammar spells them exactly)
+_VALUES: tuple[Any, ...] = (None, True, False, 0, -1, "", [], {})
+#: fresh names tried as escape keys besides the names the branches declare
+_FRESH = ("_", "x", "oneOf")
+
+_TOKEN = uuid.uuid4().hex[:8]
+_SERIAL = itertools.count()
+
+
+@dataclass(eq=False)
+class OneOfGroup:
+    """One ``oneOf`` checked at run time: ``check(value)`` is True when exactly one of
+    ``branches`` accepts the JSON value.  Immutable after construction; the check reads the
+    normalizer's finished definitions (cost: one instance check per branch)."""
+
+    pointer: str
+    branches: tuple[S, ...]
+    accepts: Callable[[S, Any], bool]
+    names: tuple[str, ...] = ()  # the escape proof's candidate keys
+    #: ``[any object, v]``: the objects ``v`` rejects (a negated member value, ``_negate_member``)
+    complement: bool = False
+
+    def exactly_one(self, value: Any) -> bool:
+        hits = 0
+        for b in self.branches:
+            if self.accepts(b, value):
+                hits += 1
+                if hits > 1:
+                    return False
+        return hits == 1
+
+
+@dataclass(frozen=True, eq=False)
+class OneOfTag:
+    """What ``SObj.one_of`` holds: the object is an alternative of branch ``index`` of
+    ``group``.  Immutable."""
+
+    group: OneOfGroup
+    index: int
+    excluded: frozenset[int] = frozenset()  # branches the object excludes in its grammar
+
+    @property
+    def pointer(self) -> str:
+        return self.group.pointer
+
+    def exactly_one(self, value: Any) -> bool:
+        return self.group.exactly_one(value)
+
+
+class _Algebra(Protocol):
+    def _key_effect(self, obj: SObj, key: str, ctx: Any) -> S: ...
+
+    def accepts(self, s: S, v: Any, ctx: Any, depth: int = 0) -> bool: ...
+
+    def resolve(self, key: str) -> S: ...
+
+    def _negate_within(self, s: S, kind: str, ctx: Any, given: S, depth: int = 0) -> S: ...
+
+    def _pruned(self, a: S, b: S, ctx: Any) -> S: ...
+
+    def _alts(self, s: S) -> tuple[S, ...]: ...
+
+    def union(self, items: Any) -> S: ...
+
+    def disjoint(self, a: S, b: S, ctx: Any) -> bool: ...
+
+
+def _tops(alg: _Algebra, s: S, depth: int = 0) -> list[S] | None:
+    """``s`` as a list of non-reference, non-union nodes (None: a reference still pending)."""
+    if depth > 40:
+        return None
+    if isinstance(s, SRef):
+        try:
+            return _tops(alg, alg.resolve(s.key), depth + 1)
+        except Exception:  # (Pending: a recursive reference being normalized)
+            _PENDING.seen = True
+            return None
+    if isinstance(s, SUnion):
+        out: list[S] = []
+        for x in s.items:
+            got = _tops(alg, x, depth + 1)
+            if got is None:
+                return None
+            out.extend(got)
+        return out
+    return [s]
+
+
+def _whole_object(s: SObj) -> bool:
+    return (
+        not s.props
+        and not s.required
+        and not s.witnesses
+        and not s.names
+        and not s.one_of
+        and s.min_props == 0
+        and s.max_props is None
+        and all(
+            isinstance(r.additional, SAny) and all(isinstance(x, SAny) for _, x in r.patterns)
+            for r in s.rules
+        )
+    )
+
+
+def whole_objects(alg: _Algebra, branch: S) -> bool:
+    """Whether ``branch`` certainly accepts every object (False: maybe not)."""
+    tops = _tops(alg, branch)
+    if tops is None:
+        return False
+    return any(isinstance(t, SAny) or (isinstance(t, SObj) and _whole_object(t)) for t in tops)
+
+
+def _rejects_member(alg: _Algebra, branch: S, key: str, value: Any) -> bool:
+    """Whether ``branch`` certainly rejects every object that has member ``key: value``.
+    Memoized per compile (on the algebra) unless a pending reference was met."""
+    memo: dict[tuple[int, str, str], tuple[S, bool]] = alg.__dict__.setdefault("_oneof_rejects", {})
+    mkey = (id(branch), key, json.dumps(value))
+    hit = memo.get(mkey)
+    if hit is not None:
+        return hit[1]
+    before = _PENDING.seen
+    _PENDING.seen = False
+    got = _rejects_member_uncached(alg, branch, key, value)
+    if not _PENDING.seen:
+        memo[mkey] = (branch, got)  # (the branch kept alive: its id stays unique)
+    _PENDING.seen = _PENDING.seen or before
+    return got
+
+
+def _rejects_member_uncached(alg: _Algebra, branch: S, key: str, value: Any) -> bool:
+    tops = _tops(alg, branch)
+    if tops is None:
+        return False
+    for t in tops:
+        if isinstance(t, (SNothing, SNull, SBool, SNum, SStr, SArr)):
+            continue
+        if isinstance(t, SConst):
+            if any(
+                isinstance(d, dict) and key in d and alg.accepts(SConst((d[key],)), value, None)
+                for d in t.values
+            ):
+                return False
+            continue
+        if isinstance(t, SObj):
+            try:
+                if alg.accepts(alg._key_effect(t, key, None), value, None):
+                    return False
+            except Exception:
+                return False
+            continue
+        return False  # SAny (or a node this proof does not know)
+    return True
+
+
+def _declared(alg: _Algebra, s: S) -> list[str]:
+    out: list[str] = []
+    for t in _tops(alg, s) or []:
+        if isinstance(t, SObj):
+            out.extend(t.props)
+    return out
+
+
+def escape_members(
+    alg: _Algebra, alt: SObj, others: list[S], names: list[str]
+) -> list[tuple[str, Any]] | None:
+    """Members ``k: v`` that ``alt`` takes as undeclared ones (any number of times, after any
+    member) such that each of ``others`` rejects every object holding one of them (see the
+    module docstring); None when this proof finds none.  ``names``: candidate keys.  Cost:
+    candidates x values x branches instance checks."""
+    got = _escape_cover(alg, alt, others, names)
+    return got[0] if got is not None and not got[1] else None
+
+
+def _escape_cover(
+    alg: _Algebra, alt: SObj, others: list[S], names: list[str]
+) -> tuple[list[tuple[str, Any]], list[int]] | None:
+    """Greedy escape members for ``alt`` against ``others`` (see :func:`escape_members`):
+    ``(members, indices of others no member rejects)``; None when ``alt`` cannot take any
+    number of undeclared members."""
+    if alt.max_props is not None or alt.witnesses:
+        return None
+    remaining = list(range(len(others)))
+    chosen: list[tuple[str, Any]] = []
+    for key in dict.fromkeys([*names, *_FRESH]):
+        if not remaining:
+            break
+        if key in alt.props:
+            continue
+        try:
+            effect = alg._key_effect(alt, key, None)
+        except Exception:
+            continue
+        if isinstance(effect, SNothing):
+            continue
+        best: tuple[list[int], Any] | None = None
+        for v in _VALUES:
+            try:
+                if not alg.accepts(effect, v, None):
+                    continue
+            except Exception:
+                continue
+            killed = [j for j in remaining if _rejects_member(alg, others[j], key, v)]
+            if killed and (best is None or len(killed) > len(best[0])):
+                best = (killed, v)
+        if best is not None:
+            chosen.append((key, best[1]))
+            remaining = [j for j in remaining if j not in best[0]]
+    return chosen, remaining
+
+
+#: branches one alternative may exclude in its grammar (the rest by escape members)
+_MAX_HARD = 3
+
+
+def runtime_alternatives(
+    alg: _Algebra,
+    branches: list[S],
+    restricted: list[list[S]],
+    ctx: Any,
+    *,
+    exclude: bool = True,
+    complement: bool = False,
+) -> list[S]:
+    """The object part of an overlapping ``oneOf``, checked at run time: ``restricted[i]``
+    are branch ``i``'s object alternatives (``pre ∧ Bi ∧ post``, each an :class:`SObj`).
+    Returns them tagged (:class:`OneOfTag`).  An alternative with escape members against some
+    other branches but not all excludes the rest in its grammar (``∧ ¬Bj`` built by the
+    algebra, at most :data:`_MAX_HARD` of them; ``exclude``), then needs escape members
+    against the others only.  Raises UnsupportedFeatureError naming ``oneOf`` where this
+    fails (see the module docstring).  Cost: the escape proof per alternative."""
+    pointer = ctx.pointer
+    names: list[str] = []
+    for b in branches:
+        names.extend(_declared(alg, b))
+    group = OneOfGroup(
+        pointer,
+        tuple(branches),
+        lambda s, v: alg.accepts(s, v, None),
+        tuple(dict.fromkeys(names)),
+        complement,
+    )
+    whole = [whole_objects(alg, b) for b in branches]
+    out: list[S] = []
+    for i, alts in enumerate(restricted):
+        if any(whole[j] for j in range(len(branches)) if j != i):
+            continue  # every object of branch i matches that branch too
+        for a in alts:
+            if not isinstance(a, SObj) or a.one_of:
+                raise UnsupportedFeatureError(
+                    "oneOf", pointer, f"branch {i} is not a plain object schema here"
+                )
+            # the branches that may overlap this alternative (a disjoint one never matches)
+            idx = [
+                j
+                for j in range(len(branches))
+                if j != i and not (exclude and alg.disjoint(a, branches[j], ctx))
+            ]
+            _PENDING.seen = False
+            cover = _escape_cover(alg, a, [branches[j] for j in idx], list(group.names))
+            hard = frozenset(idx[r] for r in cover[1]) if cover is not None else frozenset()
+            if _PENDING.seen:
+                hard = frozenset()  # (a reference still being normalized: proven on emission)
+            if cover is None or (hard and (not exclude or len(hard) > _MAX_HARD)):
+                _refuse(i, pointer)
+            parts: tuple[S, ...] = (a,)
+            if hard:
+                acc: S = a
+                for j in sorted(hard):
+                    acc = alg._pruned(acc, alg._negate_within(branches[j], "object", ctx, a), ctx)
+                parts = () if isinstance(acc, SNothing) else alg._alts(acc)
+            checked = frozenset(idx) - hard
+            for part in parts:
+                if not checked:
+                    out.append(part)  # every overlap excluded in the grammar: exact
+                    continue
+                if not isinstance(part, SObj) or part.one_of:
+                    _refuse(i, pointer)
+                assert isinstance(part, SObj)
+                rest = frozenset(range(len(branches))) - checked - {i}
+                tagged = replace(part, one_of=(OneOfTag(group, i, rest),))
+                _prove(alg, tagged)
+                out.append(tagged)
+    return out
+
+
+def _refuse(i: int, pointer: str) -> None:
+    raise UnsupportedFeatureError(
+        "oneOf",
+        pointer,
+        f"branch {i} may overlap another on objects, and no member it may add sets it apart "
+        "from every other branch (the run-time exactly-one check needs one, so that "
+        "generation never reaches a dead end)",
+    )
+
+
+def _prove(alg: _Algebra, obj: SObj, *, final: bool = False) -> None:
+    """Raise UnsupportedFeatureError (``oneOf``) unless ``obj`` (one tag) has escape members
+    against the other branches of its group.  While normalizing (``final`` False) a proof
+    that met a reference still being normalized passes for now: the emitter proves every
+    object again (``final``) on the object it emits, once every definition is known."""
+    (tag,) = obj.one_of
+    others = [
+        b for j, b in enumerate(tag.group.branches) if j != tag.index and j not in tag.excluded
+    ]
+    _PENDING.seen = False
+    if escape_members(alg, obj, others, list(tag.group.names)) is not None:
+        return
+    if not final and _PENDING.seen:
+        return
+    _refuse(tag.index, tag.pointer)
+
+
+def merge_tags(alg: _Algebra, merged: SObj, a: tuple[Any, ...], b: tuple[Any, ...]) -> S:
+    """``merged`` (the intersection of two objects) with the tags of both (``a``, ``b``):
+    no object when they are two branches of one group (every such object matches both);
+    refused (``oneOf``) for two groups on one object, or when the merged object loses the
+    escape members of its branch (see the module docstring)."""
+    tags: tuple[OneOfTag, ...] = ()
+    seen: set[tuple[Any, ...]] = set()
+    for t in a + b:
+        key = (id(t.group), t.index, t.excluded)
+        if key not in seen:
+            seen.add(key)
+            tags += (t,)
+    if not tags:
+        return merged
+    groups = {id(t.group) for t in tags}
+    if len(groups) < len(tags):
+        return NOTHING_S
+    if len(tags) > 1:
+        raise UnsupportedFeatureError(
+            "oneOf", tags[0].pointer, "two oneOfs told apart at run time on one object"
+        )
+    out = replace(merged, one_of=tags)
+    _prove(alg, out)
+    return out
+
+
+class _Pending(threading.local):
+    seen = False
+
+
+#: set when a proof met a reference still being normalized (this thread)
+_PENDING = _Pending()
+
+
+# -- emission and the run-time check's registry -----------------------------------------------
+_CHECKS: LruCache[str, tuple[OneOfTag, ...]] = LruCache(256)
+END_RULE = MARKED_RULE_PREFIX + "oneof_end"
+
+
+class _Emits(Protocol):
+    marks: list[UniqueItemsMark] | None
+    rules: Any
+
+    def _name(self, stem: str) -> str: ...
+
+    def add_rule(self, name: str, body: Node, *, terminal: bool = False) -> None: ...
+
+    def emit(self, s: S, depth: int) -> Node: ...
+
+
+def oneof_object(
+    em: _Emits, s: SObj, depth: int, unsupported: Callable[..., None], alg: _Algebra
+) -> Node:
+    """The marked rule of an object with run-time ``oneOf`` groups: the object without them,
+    then the empty marked rule :data:`END_RULE` (so the marked frame stays on the stacks until
+    the object is closed).  Without marks (a grammar printed or used without the matcher) the
+    check cannot run: ``unsupported`` is called (refusal, or the object unchecked when
+    lenient).  Raises UnsupportedFeatureError (``oneOf``) when the object has no escape
+    members (the proof, final: see the module docstring)."""
+    _prove(alg, s, final=True)
+    base = replace(s, one_of=())
+    inner = em.emit(base, depth)
+    if em.marks is None:
+        unsupported(
+            "oneOf",
+            s.one_of[0].pointer,
+            "its overlapping object branches are told apart at run time, which a grammar "
+            "alone cannot carry: compile the schema with a GrammarCompiler",
+        )
+        return inner
+    if END_RULE not in em.rules:
+        em.add_rule(END_RULE, EMPTY)
+    name = f"{MARKED_RULE_PREFIX}oneof_{_TOKEN}_{next(_SERIAL)}"
+    em.add_rule(name, concat([inner, RuleRef(END_RULE)]))
+    _CHECKS.put(name, tuple(s.one_of))
+    em.marks.append(UniqueItemsMark(name, s.one_of[0].pointer, canonical=False, kind="oneof"))
+    return RuleRef(name)
+
+
+def lookup_check(rule: str) -> Callable[[bytes], bool] | None:
+    """The check of marked rule ``rule``: ``check(text)`` is True when the object spelled by
+    ``text`` satisfies every group (None: not registered in this process)."""
+    found, groups = _CHECKS.get(rule)
+    if not found or groups is None:
+        return None
+
+    def check(text: bytes) -> bool:
+        try:
+            value = json.loads(text)
+            return all(g.exactly_one(value) for g in groups)
+        except (ValueError, RecursionError, FormcastError):
+            return False  # (an undecodable or too deep object: refused, never accepted)
+
+    return check

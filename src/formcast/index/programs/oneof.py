@@ -1,0 +1,278 @@
+"""Run-time exactly-one ``oneOf`` over objects (:class:`OneOfProgram`, ``kind="oneof"`` marks).
+
+Where the schema algebra cannot build the exclusion ``Bi ∧ ¬Bj`` of overlapping object
+branches, the JSON Schema front-end (:mod:`formcast.frontends.jsonschema.oneof`) emits the
+objects of every branch, each inside a *marked* rule whose frame stays on the parser's stacks
+while inside the object, and registers the check "exactly one branch accepts this object".
+This program runs it:
+
+* **Which stacks.**  As for the distinct-keys program
+  (:mod:`~formcast.index.programs.unique.keys`): a stack whose nearest marked frame has left
+  its start state is inside that object; the object (a *level*) is registered at its ``{``, by
+  its depth in the text, and the text from the ``{`` is kept per level.
+* **The check.**  Just before the structural ``}`` that closes a level, the object's text is
+  decoded (``json.loads``: a repeated key keeps its last value, as validators do) and the
+  stacks inside a mark whose check fails are removed (other stacks go on).  Nothing else is
+  refused.
+* **No dead end.**  The front-end marks an object only when, from any prefix of each branch's
+  alternative, members can be appended that set it apart from every other branch (see the
+  front-end module): so only the ``}`` this program removes is ever missing, and the mask --
+  the grammar's mask less the tokens that would read such a ``}`` (simulated byte by byte) --
+  equals what ``accept_token`` accepts.
+
+States are ``(parser state, lexical mode, track or None)`` of immutable values, so
+``rollback``, ``fork`` and ``validate_tokens`` stay exact.  Lifetime: one program per compiled
+grammar (:func:`~formcast.index.programs.dispatch.unique_items_program`), shared by its
+requests; the checks' verdicts are memoized per object text (bounded).  Cost: a token with a
+structural ``}`` inside a marked object is simulated; a check decodes the object's text once.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...automata.pda import Frame, ParserState
+from ...cache import LruCache
+from ...errors import SerializationError
+from ...frontends.jsonschema.oneof import lookup_check
+from ...ir.marks import UniqueItemsMark
+from ..cfg_program import CfgProgram
+from ..program import LimitStop
+from .unique.keys import _braces
+from .unique.lexer import ESC, IN, OUT, _tables, refuse_simulated
+
+__all__ = ["OneOfProgram"]
+
+_NOT_LINKED = object()
+
+
+@dataclass(frozen=True, slots=True)
+class _Track:
+    """The JSON text from the outermost open marked object (immutable).  ``stack``: its open
+    containers; ``levels``: per open marked object ``(position in stack, its text so far)``;
+    ``links``: ``(marked rule, the marked frame's parent, position)``."""
+
+    stack: str
+    levels: tuple[tuple[int, bytes], ...]
+    links: tuple[tuple[int, Frame | None, int], ...]
+
+
+_State = tuple[ParserState, int, "_Track | None"]
+
+
+class OneOfProgram:
+    """The matcher program of a grammar with ``kind="oneof"`` marks (see the module
+    docstring).  Lifetime: one per compiled grammar, shared by its requests (thread-safe)."""
+
+    def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
+        self.cfg = cfg
+        self.vocab = cfg.vocab
+        self.marks = marks
+        names = {name: i for i, name in enumerate(cfg.auto.names)}
+        self._start: dict[int, int] = {}
+        self._check: dict[int, Callable[[bytes], bool]] = {}
+        for m in marks:
+            rid = names.get(m.rule)
+            if rid is None:
+                continue  # (an object the grammar dropped)
+            check = lookup_check(m.rule)
+            if check is None:  # (the disk cache and the compile workers then compile here)
+                raise SerializationError(
+                    f"the run-time exactly-one check of oneOf at {m.pointer} lives in the "
+                    "process that compiled the schema: compile the schema instead of loading "
+                    "the serialized grammar",
+                    reason="unsupported",
+                    where=m.rule,
+                )
+            self._start[rid] = int(cfg.auto.dfas[rid].start)
+            self._check[rid] = check
+        self._lex = _tables(cfg.vocab)
+        self._braces = _braces(cfg.vocab)
+        self._near: weakref.WeakKeyDictionary[Frame, Any] = weakref.WeakKeyDictionary()
+        self._verdicts: LruCache[tuple[int, bytes], bool] = LruCache(4096)
+        self._lock = threading.Lock()
+        self.simulated = 0
+
+    def _nearest(self, frame: Frame) -> Any:
+        got = self._near.get(frame, _NOT_LINKED)
+        if got is not _NOT_LINKED:
+            return got
+        chain: list[Frame] = []
+        cur: Frame | None = frame
+        found: Any = None
+        while cur is not None:
+            hit = self._near.get(cur, _NOT_LINKED)
+            if hit is not _NOT_LINKED:
+                found = hit
+                break
+            chain.append(cur)
+            start = self._start.get(cur.rule)
+            if start is not None and cur.state != start:
+                found = (cur.rule, cur.parent)
+                break
+            cur = cur.parent
+        with self._lock:
+            for f in chain:
+                self._near[f] = found
+        return found
+
+    def _verdict(self, rule: int, text: bytes) -> bool:
+        found, ok = self._verdicts.get((rule, text))
+        if found:
+            return bool(ok)
+        ok = self._check[rule](text)
+        self._verdicts.put((rule, text), ok)
+        return ok
+
+    def _closing(
+        self,
+        ps: ParserState,
+        pos: int,
+        text: bytes,
+        links: tuple[tuple[int, Frame | None, int], ...],
+    ) -> ParserState:
+        """Before the ``}`` of the level at ``pos``: without the stacks whose check fails."""
+        bad = {(r, p) for r, p, q in links if q == pos and not self._verdict(r, text)}
+        if not bad:
+            return ps
+        drop = frozenset(f for f in ps.frames if self._nearest(f) in bad)
+        if not drop:
+            return ps
+        return self.cfg.pda.state_of(ps.frames - drop, ps.accepting)
+
+    def _run(self, state: _State, data: bytes) -> _State | LimitStop | None:
+        ps, mode, tr = state
+        step = self.cfg.pda.step
+        links: tuple[tuple[int, Frame | None, int], ...]
+        if tr is None:
+            stack, links = "", ()
+            levels: list[list[Any]] = []
+        else:
+            stack, links = tr.stack, tr.links
+            levels = [list(lv) for lv in tr.levels]
+        for b in data:
+            if mode == OUT and b == 0x7D and levels and levels[-1][0] == len(stack) - 1:
+                ps = self._closing(ps, levels[-1][0], levels[-1][1] + b"}", links)
+                if ps.is_dead:
+                    return None
+            nxt = step(ps, b)
+            if nxt.is_dead:
+                return LimitStop(nxt.error) if nxt.error else None
+            ps = nxt
+            one = bytes((b,))
+            for lv in levels:
+                lv[1] += one
+            if mode != OUT:
+                mode = IN if mode == ESC else ESC if b == 0x5C else OUT if b == 0x22 else IN
+                continue
+            if b == 0x22:
+                mode = IN
+            elif b == 0x7B or b == 0x5B:
+                if not stack and b == 0x5B:
+                    continue
+                stack += "o" if b == 0x7B else "a"
+                if b == 0x7B:
+                    links, levels = self._register(ps, len(stack) - 1, links, levels)
+                    if not levels:
+                        stack = ""
+            elif (b == 0x7D or b == 0x5D) and stack:
+                gone = len(stack) - 1
+                stack = stack[:-1]
+                if levels and levels[-1][0] == gone:
+                    levels.pop()
+                    links = tuple(x for x in links if x[2] != gone)
+                if not stack:
+                    levels, links = [], ()
+        if not stack:
+            return (ps, mode, None)
+        lvs = tuple((int(x[0]), bytes(x[1])) for x in levels)
+        return (ps, mode, _Track(stack, lvs, links))
+
+    def _register(
+        self,
+        ps: ParserState,
+        pos: int,
+        links: tuple[tuple[int, Frame | None, int], ...],
+        levels: list[list[Any]],
+    ) -> tuple[tuple[tuple[int, Frame | None, int], ...], list[list[Any]]]:
+        known = {(r, p) for r, p, _ in links}
+        new: list[tuple[int, Frame | None, int]] = []
+        for f in ps.frames:
+            key = self._nearest(f)
+            if key is not None and key not in known:
+                known.add(key)
+                new.append((key[0], key[1], pos))
+        if not new:
+            return links, levels
+        return (*links, *new), [*levels, [pos, b"{"]]
+
+    # -- the program protocol -------------------------------------------------------------------
+    def initial_state(self) -> _State:
+        return (self.cfg.initial_state(), OUT, None)
+
+    @staticmethod
+    def _bit(words: np.ndarray, t: int) -> bool:
+        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
+
+    def advance(self, state: _State, token_id: int) -> _State | LimitStop | None:
+        data = self.vocab.token_bytes(token_id)
+        if not data:
+            return None
+        ps, mode, tr = state
+        if tr is None and not self._bit(self._braces.opens[mode], token_id):
+            nxt = self.cfg.advance(ps, token_id)
+            if not isinstance(nxt, ParserState):
+                return nxt
+            return (nxt, self._lex.end[mode][token_id], None)
+        self.simulated += 1
+        return self._run(state, data)
+
+    def advance_bytes(self, state: _State, data: bytes) -> _State | LimitStop | None:
+        if not data:
+            return state
+        return self._run(state, data)
+
+    def is_accepting(self, state: _State) -> bool:
+        return state[0].accepting
+
+    def token_mask(self, state: _State) -> np.ndarray:
+        """The grammar's mask less the tokens that would close a marked object that fails its
+        check: the allowed tokens that read a structural ``}`` are simulated byte by byte
+        (outside marked objects, only those that also read a ``{``)."""
+        ps, mode, tr = state
+        words = self.cfg.token_mask(ps)
+        slow_words = words & self._braces.closes[mode]
+        if tr is None:
+            slow_words = slow_words & self._braces.opens[mode]
+        out, simulated = refuse_simulated(words, slow_words, state, self._run, self.vocab)
+        self.simulated += simulated
+        return out
+
+    def expected(self, state: _State) -> tuple[str, tuple[int, ...]]:
+        desc, nxt = self.cfg.expected(state[0])
+        if state[2] is not None:
+            desc += " (in an object that must match exactly one oneOf branch)"
+        return desc, nxt
+
+    def forced_bytes(self, state: _State) -> bytes:
+        forced = self.cfg.forced_bytes(state[0])
+        if forced and not isinstance(self._run(state, forced), tuple):
+            return b""
+        return forced
+
+    def cache_info(self) -> dict[str, int]:
+        info = dict(self.cfg.cache_info())
+        info["oneof_simulated"] = self.simulated
+        return info
+
+    def warm_up(self, should_stop: Any) -> int:
+        return self.cfg.warm_up(should_stop)
+
+    def nbytes(self) -> int:
+        return self.cfg.nbytes()

@@ -1,0 +1,451 @@
+"""Overlapping ``oneOf`` over objects told apart at run time (``kind="oneof"`` marks,
+:class:`formcast.index.programs.oneof.OneOfProgram`, :mod:`formcast.frontends.jsonschema.oneof`).
+
+Oracles: ``jsonschema`` (Draft 2020-12, and the schema's own draft for the SchemaStore file) on
+hand-picked and generated instances -- accepted implies valid, and a valid instance whose members
+are in the grammar's order is accepted; random walks of the mask on a byte vocabulary and on one
+with multi-byte tokens (``}}``, ``"}``, ``{}``...): every state allows a token or accepts, the
+mask equals what ``accept_token`` accepts, every finished walk validates.  Refusals by name where
+the escape proof fails."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import jsonschema
+from formcast.errors import UnsupportedFeatureError
+from formcast.index.compiler import GrammarCompiler
+from formcast.index.programs.oneof import OneOfProgram
+from formcast.runtime.matcher import GrammarMatcher
+from formcast.vocab.vocabulary import Vocabulary
+
+BYTES = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
+MULTI = [
+    b"{}", b'"}', b"}}", b'"},', b'":"', b'","', b'{"', b'"a"', b'a"}', b"1}", b"}]", b"ab",
+    b'":{', b"}}}", b'":{}}', b'"a":1}', b'{"b":', b"[{}]", b'":null}', b'":1,"', b"},{",
+]  # fmt: skip
+MIXED = Vocabulary.from_tokens(
+    [bytes([b]) for b in range(256)] + MULTI + [b"<eos>"], stop_token_ids=[256 + len(MULTI)]
+)
+COMPILERS = {id(v): GrammarCompiler(v, cache_size=0) for v in (BYTES, MIXED)}
+
+#: a branch whose negation the algebra refuses (uniqueItems), next to an open object
+UNIQUE = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True}
+            },
+        },
+        {"type": "object", "properties": {"name": {"type": "string"}}},
+    ]
+}
+#: propertyNames (not negated by the algebra) against a declared member
+NAMES = {
+    "oneOf": [
+        {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}},
+        {"type": "object", "properties": {"n": {"type": "integer"}}},
+    ]
+}
+#: the SchemaStore utam shape: a closed object whose branches overlap on a member value that
+#: may be an object (negated as one run-time checked object), recursive through ``args``
+NESTED = {
+    "$defs": {
+        "sel": {
+            "type": "object",
+            "propertyNames": {"pattern": "^[a-z]+$"},
+            "properties": {"css": {"type": "string"}, "args": {"$ref": "#/$defs/args"}},
+        },
+        "args": {"type": "array", "items": {"$ref": "#"}},
+    },
+    "type": "object",
+    "properties": {
+        "kind": {"enum": ["a", "b", "c"]},
+        "value": {"type": ["integer", "object"]},
+        "args": {"$ref": "#/$defs/args"},
+    },
+    "additionalProperties": False,
+    "oneOf": [
+        {"properties": {"kind": {"enum": ["a", "b"]}}, "required": ["kind"]},
+        {
+            "properties": {
+                "kind": {"enum": ["b", "c"]},
+                "value": {"anyOf": [{"type": "integer"}, {"$ref": "#/$defs/sel"}]},
+            },
+            "required": ["value"],
+        },
+    ],
+}
+#: three branches, two of them overlapping only on objects; arrays and strings exact
+MIXED_KINDS = {
+    "oneOf": [
+        {"type": ["object", "string"], "propertyNames": {"maxLength": 2}},
+        {"type": "object", "properties": {"ab": {"type": "boolean"}}},
+        {"type": ["array", "string"], "items": {"type": "integer"}, "maxLength": 3},
+    ]
+}
+SCHEMAS: list[tuple[Any, list[str]]] = [
+    (UNIQUE, ['{}', '{"tags":["a"]}', '{"name":"x"}', '{"tags":["a","a"]}',
+              '{"tags":[],"name":null}', '{"name":"x","tags":null}', '{"x":1}',
+              '{"tags":["a","a"],"name":"x"}']),
+    (NAMES, ['{}', '{"n":1}', '{"n":"x"}', '{"_":1}', '{"n":1,"_":2}', '{"ab":{}}',
+             '{"n":1,"n":"s"}', '{"n":"s","n":1}', '{"A":1,"n":null}']),
+    (NESTED, ['{"kind":"a"}', '{"kind":"b","value":1}', '{"kind":"b","value":{"css":"x"}}',
+              '{"kind":"b","value":{"_":1}}', '{"kind":"c","value":{"_":1}}', '{"value":{"Q":1}}',
+              '{"kind":"a","value":{"css":"x","_":1}}', '{"kind":"a","value":{}}',
+              '{"kind":"a","args":[{"kind":"b","value":2}]}', '{"kind":"a","args":[{"kind":"b"}]}',
+              '{"kind":"b","value":{"args":[{"kind":"c","value":{"_":[]}}],"_":0}}']),
+    (MIXED_KINDS, ['{}', '"ab"', '"abcd"', '[1]', '{"long":true}', '{"ab":1}', '{"abc":1}',
+                   '{"ab":true}', '{"ab":true,"abc":1}', '[]', '"a"', '{"ab":1,"long":true}']),
+]  # fmt: skip
+
+
+def _compile(schema: Any, vocab: Vocabulary = BYTES) -> Any:
+    return COMPILERS[id(vocab)].compile_json_schema(schema)
+
+
+def _validator(schema: Any) -> Any:
+    return jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+
+
+def _accepts(compiled: Any, text: str) -> bool:
+    m = GrammarMatcher(compiled)
+    return bool(m.accept_bytes(text.encode("utf-8")) and m.is_accepting())
+
+
+@pytest.mark.parametrize(("schema", "texts"), SCHEMAS)
+def test_instances_agree_with_jsonschema(schema: Any, texts: list[str]) -> None:
+    compiled = _compile(schema)
+    assert any(m.kind == "oneof" for m in compiled.unique_items)
+    assert isinstance(compiled.program, OneOfProgram)
+    v = _validator(schema)
+    for text in texts:
+        valid = v.is_valid(json.loads(text))
+        if _accepts(compiled, text):
+            assert valid, text
+        elif valid:  # (declared members are written in schema order)
+            assert _in_other_order(text, schema, compiled), text
+
+
+def _declared(schema: Any, out: list[str]) -> list[str]:
+    """Every ``properties`` name of ``schema``, in document order."""
+    if isinstance(schema, dict):
+        for k, v in schema.items():
+            if k == "properties" and isinstance(v, dict):
+                out.extend(x for x in v if x not in out)
+            _declared(v, out)
+    elif isinstance(schema, list):
+        for v in schema:
+            _declared(v, out)
+    return out
+
+
+def _sorted(value: Any, order: list[str], inner: list[str]) -> Any:
+    if isinstance(value, dict):
+        rank = {k: i for i, k in enumerate(order)}
+        keys = sorted(value, key=lambda k: rank.get(k, len(rank)))
+        return {k: _sorted(value[k], inner, inner) for k in keys}
+    if isinstance(value, list):
+        return [_sorted(x, inner, inner) for x in value]
+    return value
+
+
+def _in_other_order(text: str, schema: Any, compiled: Any = None) -> bool:
+    """A valid text formcast refuses must be accepted with its members in some branch's
+    declared order (formcast writes declared members in schema order, then the others)."""
+    value = json.loads(text)
+    if compiled is None:
+        compiled = _compile(schema)
+    inner = _declared(schema, [])
+    top = list(schema.get("properties", {}))
+    for branch in schema.get("oneOf", []):
+        order = top + [k for k in branch.get("properties", {}) if k not in top]
+        again = json.dumps(_sorted(value, order, inner), separators=(",", ":"))
+        if again != text and _accepts(compiled, again):
+            return True
+    return False
+
+
+def _gen(rng: random.Random, depth: int) -> Any:
+    r = rng.random()
+    if depth > 2 or r < 0.45:
+        return rng.choice([0, 1, -1, "s", "ab", "abcd", True, None, []])
+    if r < 0.85:
+        keys = ["tags", "name", "n", "_", "x", "ab", "abc", "long", "kind", "value", "css", "args"]
+        out: dict[str, Any] = {}
+        for _ in range(rng.randrange(4)):
+            k = rng.choice(keys)
+            if k == "kind":
+                out[k] = rng.choice(["a", "b", "c", "d"])
+            elif k == "tags":
+                out[k] = rng.choice([["a"], ["a", "a"], ["b", "a"], [], 1])
+            else:
+                out[k] = _gen(rng, depth + 1)
+        return out
+    return [_gen(rng, depth + 1) for _ in range(rng.randrange(3))]
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+def test_generated_instances_never_accepted_when_invalid(index: int) -> None:
+    """Accepted implies valid on 500 generated values; a valid one is accepted unless its
+    declared members are out of schema order."""
+    schema = SCHEMAS[index][0]
+    compiled = _compile(schema)
+    v = _validator(schema)
+    rng = random.Random(index)
+    accepted = 0
+    for _ in range(500):
+        value = _gen(rng, 0)
+        text = json.dumps(value, separators=(",", ":"))
+        valid = v.is_valid(value)
+        got = _accepts(compiled, text)
+        if got:
+            assert valid, text
+            accepted += 1
+        elif valid:
+            assert _in_other_order(text, schema, compiled), text
+    assert accepted >= 5
+
+
+def _allowed(m: GrammarMatcher, vocab: Vocabulary) -> list[int]:
+    stops = set(vocab.stop_token_ids)
+    return [t for t in m.allowed_token_ids().tolist() if t not in stops]
+
+
+ESCAPES = [b',"name":0', b',"tags":0', b',"n":null', b',"_":0', b',"ab":null', b',"oneOf":0']
+
+
+def _walk(compiled: Any, vocab: Vocabulary, rng: random.Random, steps: int) -> str | None:
+    """A random walk of the mask (see the module docstring); past ``steps`` closing tokens
+    are preferred.  The text of a finished walk, else None."""
+    m = GrammarMatcher(compiled)
+    out = b""
+    stops = set(vocab.stop_token_ids)
+    closers = {b"}", b"]", b'"', b"0", b",", b":", b"}}", b'"}', b"1}", b"}]", b'":null}'}
+    for n in range(steps * 12):
+        allowed = _allowed(m, vocab)
+        for t in range(vocab.vocab_size):
+            if t in stops:
+                continue
+            twin = m.fork()
+            assert twin.accept_token(t) == (t in allowed), (out, vocab.token_bytes(t))
+        if m.is_accepting() and (n > steps or not allowed or rng.random() < 0.05):
+            return out.decode("utf-8")
+        assert allowed, f"dead end after {out!r}"
+        pool = allowed
+        if n > steps:
+            late = [t for t in allowed if vocab.token_bytes(t) in closers]
+            pool = late or allowed
+            # the members that set a branch apart are specific: offer them now and then
+            snippet = rng.choice(ESCAPES)
+            if rng.random() < 0.3 and m.fork().accept_bytes(snippet):
+                assert m.accept_bytes(snippet)
+                out += snippet
+                continue
+        t = rng.choice(pool)
+        assert m.accept_token(t)
+        out += vocab.token_bytes(t)
+    return None
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS)))
+@pytest.mark.parametrize("vocab", [BYTES, MIXED], ids=["bytes", "mixed"])
+def test_random_walks_have_no_dead_end_and_validate(index: int, vocab: Vocabulary) -> None:
+    schema = SCHEMAS[index][0]
+    compiled = _compile(schema, vocab)
+    v = _validator(schema)
+    rng = random.Random(2000 + index)
+    finished = 0
+    for _ in range(6):
+        text = _walk(compiled, vocab, rng, 20)
+        if text is not None:
+            finished += 1
+            assert v.is_valid(json.loads(text)), text
+    assert finished >= 3
+
+
+def test_walks_steered_into_the_overlap_never_dead_end() -> None:
+    """Prefixes that already match both branches (``{"tags":[],"name":"x"`` in ``UNIQUE``;
+    ``{"kind":"b","value":{"css":"x"`` in ``NESTED``) still have an allowed continuation, the
+    ``}`` that would close the overlap is refused, and the completions validate."""
+    for schema, prefix, refused in (
+        (UNIQUE, '{"tags":[],"name":"x"', "}"),
+        (NAMES, '{"n":1', "}"),
+        (NESTED, '{"kind":"b","value":{"css":"x"', "}"),
+    ):
+        compiled = _compile(schema)
+        m = GrammarMatcher(compiled)
+        assert m.accept_bytes(prefix.encode())
+        assert not m.fork().accept_bytes(refused.encode()), prefix
+        rng = random.Random(7)
+        for _ in range(5):
+            twin = m.fork()
+            out = prefix.encode()
+            for _n in range(400):
+                if twin.is_accepting():
+                    break
+                allowed = _allowed(twin, BYTES)
+                assert allowed, out
+                snippet = rng.choice(ESCAPES)
+                if rng.random() < 0.3 and twin.fork().accept_bytes(snippet):
+                    assert twin.accept_bytes(snippet)
+                    out += snippet
+                    continue
+                closers = [t for t in allowed if bytes([t]) in (b"}", b"]", b'"', b"0", b":")]
+                t = rng.choice(closers if closers and rng.random() < 0.7 else allowed)
+                assert twin.accept_token(t)
+                out += bytes([t])
+            assert twin.is_accepting(), out
+            assert _validator(schema).is_valid(json.loads(out)), out
+
+
+def test_refused_by_name_where_no_escape_exists() -> None:
+    """Branches that declare the same members and take the same extra members (a prefix
+    ``{"c":1`` past ``t`` would match both forever), or ``maxProperties`` beside: still
+    refused, ``oneOf``."""
+    overlap = {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"t": {"enum": ["x"]}, "c": {"type": "integer"}},
+             "propertyNames": {"maxLength": 3}},
+            {"properties": {"t": {"enum": ["y"]}, "c": {"type": "integer"}},
+             "propertyNames": {"maxLength": 4}},
+        ],
+    }  # fmt: skip
+    closed = {
+        "oneOf": [
+            {"type": "object", "propertyNames": {"pattern": "^[a-z]$"}, "maxProperties": 3},
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+        ]
+    }
+    for schema in (overlap, closed):
+        with pytest.raises(UnsupportedFeatureError) as err:
+            _compile(schema)
+        assert err.value.feature == "oneOf", schema
+
+
+def test_lenient_option_still_compiles_as_any_of() -> None:
+    from formcast import JsonSchemaOptions
+
+    compiled = COMPILERS[id(BYTES)].compile_json_schema(
+        UNIQUE, JsonSchemaOptions(oneof_as_anyof=True)
+    )
+    assert not isinstance(compiled.program, OneOfProgram)
+    assert _accepts(compiled, '{"tags":["a"]}')
+
+
+def test_not_of_a_run_time_one_of_is_refused() -> None:
+    with pytest.raises(UnsupportedFeatureError) as err:
+        _compile({"not": UNIQUE})
+    assert err.value.feature in ("oneOf", "not")
+
+
+def test_serialized_grammar_in_the_same_process_keeps_the_check() -> None:
+    from formcast.index.compiled import CompiledGrammar
+
+    compiled = _compile(NAMES)
+    again = CompiledGrammar.deserialize(compiled.serialize(), BYTES)
+    assert isinstance(again.program, OneOfProgram)
+    assert not _accepts(again, '{"n":1}')
+    assert _accepts(again, '{"n":1,"_":2}')
+
+
+SCHEMASTORE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "SchemaStore"
+
+
+@pytest.mark.skipif(not SCHEMASTORE.is_dir(), reason="SchemaStore corpus not present")
+def test_schemastore_utam_page_object_walks_validate() -> None:
+    """The real schema this was built for (SchemaStore ``utam-page-object-2.2.0.json``, draft
+    07): compiles with run-time checks; random walks validate under its own draft."""
+    path = SCHEMASTORE / "src" / "schemas" / "json" / "utam-page-object-2.2.0.json"
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    compiled = COMPILERS[id(BYTES)].compile_json_schema(path)
+    assert isinstance(compiled.program, OneOfProgram)
+    cls = jsonschema.validators.validator_for(schema)
+    v = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    rng = random.Random(3)
+    finished = 0
+    for _ in range(4):
+        m = GrammarMatcher(compiled)
+        out = b""
+        for n in range(600):
+            allowed = _allowed(m, BYTES)
+            if m.is_accepting() and (n > 150 or not allowed or rng.random() < 0.02):
+                break
+            assert allowed, out
+            pool = allowed
+            if n > 80:
+                pool = [t for t in allowed if bytes([t]) in b'}]"0:,'] or allowed
+            t = rng.choice(pool)
+            assert m.accept_token(t)
+            out += bytes([t])
+        if m.is_accepting():
+            finished += 1
+            assert v.is_valid(json.loads(out)), out
+    assert finished >= 1
+
+
+def test_serialized_grammar_without_its_check_is_a_serialization_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a process that did not compile it (the check's registry empty), loading fails with
+    SerializationError: the disk cache then counts a miss and compiles, and a compile worker's
+    result is compiled again in the process that asked (compile_executor.run_remote)."""
+    from formcast.cache import LruCache
+    from formcast.errors import SerializationError
+    from formcast.frontends.jsonschema import oneof
+    from formcast.index.compiled import CompiledGrammar
+
+    data = _compile(NAMES).serialize()
+    monkeypatch.setattr(oneof, "_CHECKS", LruCache(4))
+    with pytest.raises(SerializationError) as err:
+        CompiledGrammar.deserialize(data, BYTES)
+    assert "oneOf" in str(err.value)
+
+
+@pytest.mark.skipif(not SCHEMASTORE.is_dir(), reason="SchemaStore corpus not present")
+@pytest.mark.parametrize("name", ["utam-page-object-2.2.0.json", "utam-page-object-1.5.0.json"])
+def test_schemastore_utam_arg_walks_never_dead_end_and_validate(name: str) -> None:
+    """utam's recursive ``arg`` (the ``oneOf`` formcast refused before): 40 walks from it,
+    the members that tell its branches apart offered now and then; no dead end, every text
+    valid under draft 07."""
+    path = SCHEMASTORE / "src" / "schemas" / "json" / name
+    full = json.loads(path.read_text(encoding="utf-8"))
+    schema = {"definitions": full["definitions"], "$ref": "#/definitions/arg"}
+    compiled = _compile(schema)
+    assert isinstance(compiled.program, OneOfProgram)
+    v = jsonschema.Draft7Validator(schema)
+    rng = random.Random(11)
+    escapes = [b',"value":1', b',"name":"n"', b',"type":"locator"', b',"predicate":[]', b',"_":0']
+    finished = 0
+    for _ in range(40):
+        m = GrammarMatcher(compiled)
+        out = b""
+        for n in range(1500):
+            allowed = _allowed(m, BYTES)
+            if m.is_accepting() and (n > 300 or not allowed or rng.random() < 0.02):
+                break
+            assert allowed, out
+            snippet = rng.choice(escapes)
+            if rng.random() < 0.2 and m.fork().accept_bytes(snippet):
+                assert m.accept_bytes(snippet)
+                out += snippet
+                continue
+            pool = allowed
+            if n > 60:
+                pool = [t for t in allowed if bytes([t]) in b'}]"0:,'] or allowed
+            t = rng.choice(pool)
+            assert m.accept_token(t)
+            out += bytes([t])
+        if m.is_accepting():
+            finished += 1
+            assert v.is_valid(json.loads(out)), out
+    assert finished >= 30
