@@ -805,6 +805,9 @@ class Emitter:
                 f"object at {s.where or '#'} with {n} properties and these member counts",
             )
         stem = self._name("members")
+        if witness is None and not loose:
+            nodes = [(node, required) for node, _, required in members]
+            return self._members_after_lead(stem, nodes, extra, lo, hi, cap, lay)
 
         def tail(c: int) -> Node:
             if loose:
@@ -852,6 +855,76 @@ class Emitter:
                         options.append(state(i + 1, c, f))
                     self.add_rule(f"{stem}_{i}_{c}_{f}", alt(options))
         return concat([literal("{"), state(0, 0, flags[0])])
+
+    def _members_after_lead(
+        self,
+        stem: str,
+        members: list[tuple[Node, bool]],
+        extra: Node,
+        lo: int,
+        hi: int | None,
+        cap: int,
+        lay: Layout,
+    ) -> Node:
+        """The members of an object (no witness), from ``{`` on, as two families of rules:
+
+        * ``R(i, c)`` — ``c`` members written (capped at ``cap``), declared keys from the
+          ``i``-th on: the closing brace (when no required member is left and ``c >= lo``) or
+          the lead (``,`` after a member) and then ``Q``;
+        * ``Q(i, k)`` — right after the lead: the next member, declared (``i``-th or later,
+          skipping optional ones) or undeclared, then ``R`` with the new count.
+
+        ``Q`` depends on the count only through what follows it, so its key is the count
+        after the member (``k``; with ``maxProperties`` the count itself, which bounds the
+        undeclared run): the member after ``{`` and the member after a ``,`` are *one* rule,
+        whose alternatives (each member with its continuation, one IR node) the automaton
+        layer builds once.  Same language as one rule per ``(i, c)`` with the lead in each
+        alternative; about one copy of every key and value fewer.  Cost: O(members x
+        ``cap``) rules, each of O(1) nodes."""
+        n = len(members)
+        optional_from = [True] * (n + 1)  # no required member at or after i
+        for i in range(n - 1, -1, -1):
+            optional_from[i] = optional_from[i + 1] and not members[i][1]
+        made: set[str] = set()
+
+        def r_state(i: int, c: int) -> Node:
+            name = f"{stem}_{i}_{c}"
+            if name not in made:
+                made.add(name)
+                options: list[Node] = []
+                if optional_from[i] and c >= lo:
+                    options.append(lay.close(c, "}"))
+                if hi is None or c < hi:
+                    q = q_state(i, c)
+                    if not isinstance(q, Nothing):
+                        options.append(concat([lay.lead(c), q]))
+                self.add_rule(name, alt(options))
+            return RuleRef(name)
+
+        def q_state(i: int, c: int) -> Node:
+            nc = min(c + 1, cap)
+            key = nc if hi is None else c
+            name = f"{stem}_q_{i}_{key}"
+            if name not in made:
+                made.add(name)
+                self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
+                options: list[Node] = []
+                if i < n:
+                    node, required = members[i]
+                    options.append(concat([node, r_state(i + 1, nc)]))
+                    if not required:
+                        options.append(q_state(i + 1, c))
+                else:  # undeclared members (they come after the declared ones)
+                    room = None if hi is None else hi - c
+                    if c + 1 >= lo and not isinstance(extra, Nothing):
+                        rest = repeat(
+                            concat([lay.sep, extra]), 0, None if room is None else room - 1
+                        )
+                        options.append(concat([extra, rest, lay.close(1, "}")]))
+                self.add_rule(name, alt(options))
+            return RuleRef(name)
+
+        return concat([literal("{"), r_state(0, 0)])
 
     def _witness_value(self, w: Witness, key: str, value: S) -> S:
         """``value`` restricted to what breaks ``w.rule`` for ``key`` (NOTHING if unknown)."""
