@@ -1018,6 +1018,13 @@ class Emitter:
             d = self._names_dfa(n)
             if d is not None:
                 names = d if names is None else charfa.intersect(names, d, mx)
+        if patterns and all(
+            sub == self._additional(rule) for rule in s.rules for _, sub in rule.patterns
+        ):
+            # every pattern asks what the undeclared keys get anyway (``"^x-": {}`` beside
+            # ``additionalProperties: {}``): one class, not the patterns' Venn diagram over
+            # the complement of the declared keys (same language, no automaton products)
+            patterns = []
         if not patterns:
             value: S = ANY
             for rule in s.rules:
