@@ -643,6 +643,15 @@ the reason it stays:
   format's language is not known, so it cannot be enforced; formcast fails closed where a
   validator treats an unknown format as an annotation. `format_assertion=False` or `lenient`
   accepts any string there (listed in the ignored features). Inherent: no language to compile.
+* **Standard formats** (drafts 4 to 2020-12): every one is compiled (table above); `iri` and
+  `iri-reference` are RFC 3987 exactly. Those kept as subsets, and why: `regex` (ECMA 262
+  syntax nests groups and classes: not a regular language, so only regexes of literal
+  characters are accepted), `idn-hostname`/`idn-email` and A-labels in `hostname`/`email`
+  (IDNA2008 validity depends on the Punycode decoding and on per-code-point Unicode tables and
+  contexts: regular only as an automaton the size of those tables per label position),
+  `hostname` label counts within 253 characters and leap seconds written with a non-zero
+  offset in `date-time`/`time` (regular, but thousands of states in every string that uses
+  them: named in the table). No sampled SchemaStore schema is refused for a standard format.
 * **Remote `$ref`s** (`$ref:remote`): a document outside the registry; formcast never fetches.
 * **Misspelt keywords** (`additonalProperties`, `anyof`, `defs`) and draft-3 keywords
   (`optional`, `divisibleBy`): a validator ignores them, so the schema does not mean what its
@@ -650,8 +659,12 @@ the reason it stays:
 * **`pattern` lookarounds**: a lookahead right after `^` (`^(?!X)(?=Y)R`) is compiled exactly
   in every pattern, `patternProperties` keys included (the automata of the parts intersected
   and subtracted). A lookahead or lookbehind anywhere else and backreferences are not regular
-  in general: they fail closed. `\\b` (expo's `^(?!.*\\bnative\\b)`, dein) is regular but
-  not compiled by the regex front-end yet: it fails closed naming `word boundary`.
+  in general: they fail closed. Word boundaries `\\b` and `\\B` (expo's
+  `^(?!.*\\bnative\\b)`) are compiled exactly: the pattern's automaton times the class of
+  the previous character (ECMA's word characters `[A-Za-z0-9_]`; the ends of the string
+  count as non-word), within 2,000 states; dein's URL pattern
+  (`[-a-zA-Z0-9@:%._\\+~#=]{1,256}\\.[a-zA-Z0-9()]{1,6}\\b`) needs more and fails closed
+  naming `max_automaton_states`.
 * **`oneOf`** exclusions that need a negation formcast cannot build (see Departures) or that
   grow past `max_union` (branches sharing optional members and `$ref`s: utam-page-object,
   metricshub, opspec, tslint): the run-time exactly-one check is the exact route.

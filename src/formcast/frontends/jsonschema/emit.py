@@ -885,46 +885,45 @@ class Emitter:
         optional_from = [True] * (n + 1)  # no required member at or after i
         for i in range(n - 1, -1, -1):
             optional_from[i] = optional_from[i + 1] and not members[i][1]
+        # built from a work list, not by recursion: an object may have thousands of members
+        todo: list[tuple[bool, int, int]] = []  # (is a Q state, i, c)
         made: set[str] = set()
 
-        def r_state(i: int, c: int) -> Node:
-            name = f"{stem}_{i}_{c}"
-            if name not in made:
-                made.add(name)
-                options: list[Node] = []
-                if optional_from[i] and c >= lo:
-                    options.append(lay.close(c, "}"))
-                if hi is None or c < hi:
-                    q = q_state(i, c)
-                    if not isinstance(q, Nothing):
-                        options.append(concat([lay.lead(c), q]))
-                self.add_rule(name, alt(options))
-            return RuleRef(name)
+        def rule_name(q: bool, i: int, c: int) -> str:
+            if not q:
+                return f"{stem}_{i}_{c}"
+            return f"{stem}_q_{i}_{min(c + 1, cap) if hi is None else c}"
 
-        def q_state(i: int, c: int) -> Node:
-            nc = min(c + 1, cap)
-            key = nc if hi is None else c
-            name = f"{stem}_q_{i}_{key}"
+        def ref(q: bool, i: int, c: int) -> Node:
+            name = rule_name(q, i, c)
             if name not in made:
                 made.add(name)
                 self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
-                options: list[Node] = []
-                if i < n:
-                    node, required = members[i]
-                    options.append(concat([node, r_state(i + 1, nc)]))
-                    if not required:
-                        options.append(q_state(i + 1, c))
-                else:  # undeclared members (they come after the declared ones)
-                    room = None if hi is None else hi - c
-                    if c + 1 >= lo and not isinstance(extra, Nothing):
-                        rest = repeat(
-                            concat([lay.sep, extra]), 0, None if room is None else room - 1
-                        )
-                        options.append(concat([extra, rest, lay.close(1, "}")]))
-                self.add_rule(name, alt(options))
+                todo.append((q, i, c))
             return RuleRef(name)
 
-        return concat([literal("{"), r_state(0, 0)])
+        start = ref(False, 0, 0)
+        while todo:
+            q, i, c = todo.pop()
+            name = rule_name(q, i, c)
+            options: list[Node] = []
+            if not q:
+                if optional_from[i] and c >= lo:
+                    options.append(lay.close(c, "}"))
+                if hi is None or c < hi:
+                    options.append(concat([lay.lead(c), ref(True, i, c)]))
+            elif i < n:
+                node, required = members[i]
+                options.append(concat([node, ref(False, i + 1, min(c + 1, cap))]))
+                if not required:
+                    options.append(ref(True, i + 1, c))
+            else:  # undeclared members (they come after the declared ones)
+                room = None if hi is None else hi - c
+                if c + 1 >= lo and not isinstance(extra, Nothing):
+                    rest = repeat(concat([lay.sep, extra]), 0, None if room is None else room - 1)
+                    options.append(concat([extra, rest, lay.close(1, "}")]))
+            self.add_rule(name, alt(options))
+        return concat([literal("{"), start])
 
     def _witness_value(self, w: Witness, key: str, value: S) -> S:
         """``value`` restricted to what breaks ``w.rule`` for ``key`` (NOTHING if unknown)."""
