@@ -1037,12 +1037,12 @@ class Emitter:
                 return []
             key = self._dfa_node(cell, "keydfa", encoded=True)
             return [(self._key_terminal(key), value, cell)]
-        base = charfa.complement(charfa.finite_set_dfa(declared, mx), mx)
-        if names is not None:
-            base = charfa.intersect(base, names, mx)
-        cells = _pattern_cells(base, patterns, mx)
+        # the patterns' Venn diagram alone (small automata), then per class with a value:
+        # the property names applied and the declared keys *of that class* removed (the
+        # complement of every declared key, a product with it and its minimization are
+        # costly for hundreds of keys; a class whose keys get no value costs nothing)
         out: list[tuple[Node, S, charfa.CharDFA | None]] = []
-        for cd, matched in cells:
+        for cd, matched in _pattern_cells(charfa.any_string_dfa(), patterns, mx):
             value = ANY
             for rule in s.rules:
                 subs = [sub for p, sub in rule.patterns if p in matched]
@@ -1050,6 +1050,13 @@ class Emitter:
                 eff = norm.conj_all(subs, None) if subs else self._additional(rule)
                 value = norm.conj(value, eff, None)
             if norm.is_empty(value):
+                continue
+            if names is not None:
+                cd = charfa.intersect(cd, names, mx)
+            inside = [k for k in declared if cd.matches(k)]
+            if inside:
+                cd = charfa.difference(cd, charfa.finite_set_dfa(inside, mx), mx)
+            if cd.is_empty():
                 continue
             out.append((self._key_terminal(self._dfa_node(cd, "keydfa", encoded=True)), value, cd))
         return out
