@@ -8,7 +8,9 @@ Objects are generated with the declared properties in order (required ones never
 then the undeclared ("extra") members allowed by ``additionalProperties`` /
 ``patternProperties`` / ``propertyNames``.  Commas are placed with states ``R(i, c)`` = "members
 from the ``i``-th declared key on, ``c`` members already written" (``c`` is capped where the
-bounds stop caring), one rule each, so the grammar stays linear in the number of properties.
+bounds stop caring), one rule each, so the grammar stays linear in the number of properties;
+the member written after the lead (``{`` or ``,``) is one rule ``Q`` shared by both leads
+(:meth:`Emitter._members_after_lead`), so the automata hold one copy of each key and value.
 Undeclared keys are split into classes by which patterns they match (automaton products, see
 :mod:`.charfa`), so each class gets exactly the conjunction of schemas the spec prescribes.
 
