@@ -8,7 +8,9 @@ Objects are generated with the declared properties in order (required ones never
 then the undeclared ("extra") members allowed by ``additionalProperties`` /
 ``patternProperties`` / ``propertyNames``.  Commas are placed with states ``R(i, c)`` = "members
 from the ``i``-th declared key on, ``c`` members already written" (``c`` is capped where the
-bounds stop caring), one rule each, so the grammar stays linear in the number of properties.
+bounds stop caring), one rule each, so the grammar stays linear in the number of properties;
+the member written after the lead (``{`` or ``,``) is one rule ``Q`` shared by both leads
+(:meth:`Emitter._members_after_lead`), so the automata hold one copy of each key and value.
 Undeclared keys are split into classes by which patterns they match (automaton products, see
 :mod:`.charfa`), so each class gets exactly the conjunction of schemas the spec prescribes.
 
@@ -815,6 +817,9 @@ class Emitter:
                 f"object at {s.where or '#'} with {n} properties and these member counts",
             )
         stem = self._name("members")
+        if witness is None and not loose:
+            nodes = [(node, required) for node, _, required in members]
+            return self._members_after_lead(stem, nodes, extra, lo, hi, cap, lay)
 
         def tail(c: int) -> Node:
             if loose:
@@ -862,6 +867,75 @@ class Emitter:
                         options.append(state(i + 1, c, f))
                     self.add_rule(f"{stem}_{i}_{c}_{f}", alt(options))
         return concat([literal("{"), state(0, 0, flags[0])])
+
+    def _members_after_lead(
+        self,
+        stem: str,
+        members: list[tuple[Node, bool]],
+        extra: Node,
+        lo: int,
+        hi: int | None,
+        cap: int,
+        lay: Layout,
+    ) -> Node:
+        """The members of an object (no witness), from ``{`` on, as two families of rules:
+
+        * ``R(i, c)`` — ``c`` members written (capped at ``cap``), declared keys from the
+          ``i``-th on: the closing brace (when no required member is left and ``c >= lo``) or
+          the lead (``,`` after a member) and then ``Q``;
+        * ``Q(i, k)`` — right after the lead: the next member, declared (``i``-th or later,
+          skipping optional ones) or undeclared, then ``R`` with the new count.
+
+        ``Q`` depends on the count only through what follows it, so its key is the count
+        after the member (``k``; with ``maxProperties`` the count itself, which bounds the
+        undeclared run): the member after ``{`` and the member after a ``,`` are *one* rule,
+        whose alternatives (each member with its continuation, one IR node) the automaton
+        layer builds once.  Same language as one rule per ``(i, c)`` with the lead in each
+        alternative; about one copy of every key and value fewer.  Cost: O(members x
+        ``cap``) rules, each of O(1) nodes."""
+        n = len(members)
+        optional_from = [True] * (n + 1)  # no required member at or after i
+        for i in range(n - 1, -1, -1):
+            optional_from[i] = optional_from[i + 1] and not members[i][1]
+        # built from a work list, not by recursion: an object may have thousands of members
+        todo: list[tuple[bool, int, int]] = []  # (is a Q state, i, c)
+        made: set[str] = set()
+
+        def rule_name(q: bool, i: int, c: int) -> str:
+            if not q:
+                return f"{stem}_{i}_{c}"
+            return f"{stem}_q_{i}_{min(c + 1, cap) if hi is None else c}"
+
+        def ref(q: bool, i: int, c: int) -> Node:
+            name = rule_name(q, i, c)
+            if name not in made:
+                made.add(name)
+                self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
+                todo.append((q, i, c))
+            return RuleRef(name)
+
+        start = ref(False, 0, 0)
+        while todo:
+            q, i, c = todo.pop()
+            name = rule_name(q, i, c)
+            options: list[Node] = []
+            if not q:
+                if optional_from[i] and c >= lo:
+                    options.append(lay.close(c, "}"))
+                if hi is None or c < hi:
+                    options.append(concat([lay.lead(c), ref(True, i, c)]))
+            elif i < n:
+                node, required = members[i]
+                options.append(concat([node, ref(False, i + 1, min(c + 1, cap))]))
+                if not required:
+                    options.append(ref(True, i + 1, c))
+            else:  # undeclared members (they come after the declared ones)
+                room = None if hi is None else hi - c
+                if c + 1 >= lo and not isinstance(extra, Nothing):
+                    rest = repeat(concat([lay.sep, extra]), 0, None if room is None else room - 1)
+                    options.append(concat([extra, rest, lay.close(1, "}")]))
+            self.add_rule(name, alt(options))
+        return concat([literal("{"), start])
 
     def _witness_value(self, w: Witness, key: str, value: S) -> S:
         """``value`` restricted to what breaks ``w.rule`` for ``key`` (NOTHING if unknown)."""
@@ -955,6 +1029,13 @@ class Emitter:
             d = self._names_dfa(n)
             if d is not None:
                 names = d if names is None else charfa.intersect(names, d, mx)
+        if patterns and all(
+            sub == self._additional(rule) for rule in s.rules for _, sub in rule.patterns
+        ):
+            # every pattern asks what the undeclared keys get anyway (``"^x-": {}`` beside
+            # ``additionalProperties: {}``): one class, not the patterns' Venn diagram over
+            # the complement of the declared keys (same language, no automaton products)
+            patterns = []
         if not patterns:
             value: S = ANY
             for rule in s.rules:
@@ -968,12 +1049,12 @@ class Emitter:
                 return []
             key = self._dfa_node(cell, "keydfa", encoded=True)
             return [(self._key_terminal(key), value, cell)]
-        base = charfa.complement(charfa.finite_set_dfa(declared, mx), mx)
-        if names is not None:
-            base = charfa.intersect(base, names, mx)
-        cells = _pattern_cells(base, patterns, mx)
+        # the patterns' Venn diagram alone (small automata), then per class with a value:
+        # the property names applied and the declared keys *of that class* removed (the
+        # complement of every declared key, a product with it and its minimization are
+        # costly for hundreds of keys; a class whose keys get no value costs nothing)
         out: list[tuple[Node, S, charfa.CharDFA | None]] = []
-        for cd, matched in cells:
+        for cd, matched in _pattern_cells(charfa.any_string_dfa(), patterns, mx):
             value = ANY
             for rule in s.rules:
                 subs = [sub for p, sub in rule.patterns if p in matched]
@@ -981,6 +1062,13 @@ class Emitter:
                 eff = norm.conj_all(subs, None) if subs else self._additional(rule)
                 value = norm.conj(value, eff, None)
             if norm.is_empty(value):
+                continue
+            if names is not None:
+                cd = charfa.intersect(cd, names, mx)
+            inside = [k for k in declared if cd.matches(k)]
+            if inside:
+                cd = charfa.difference(cd, charfa.finite_set_dfa(inside, mx), mx)
+            if cd.is_empty():
                 continue
             out.append((self._key_terminal(self._dfa_node(cd, "keydfa", encoded=True)), value, cd))
         return out

@@ -140,28 +140,45 @@ _UUID = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
 _UNRESERVED = "A-Za-z0-9._~\\-"
 _SUB_DELIMS = "!$&'()*+,;="
 _PCT = f"%{_HEX}{_HEX}"
-_PCHAR = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
-_SEGMENT = f"{_PCHAR}*"
-_SEGMENT_NZ = f"{_PCHAR}+"
-_SEGMENT_NZ_NC = f"(?:[{_UNRESERVED}{_SUB_DELIMS}@]|{_PCT})+"
-_USERINFO = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*"
-_REG_NAME = f"(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*"
 _IPVFUTURE = f"[Vv]{_HEX}+\\.[{_UNRESERVED}{_SUB_DELIMS}:]+"
-_HOST = f"(?:\\[(?:{_IPV6}|{_IPVFUTURE})\\]|{_REG_NAME})"
-_AUTHORITY = f"(?:{_USERINFO}@)?{_HOST}(?::[0-9]*)?"
-_PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
-_PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
-_PATH_ROOTLESS = f"{_SEGMENT_NZ}(?:/{_SEGMENT})*"
-_PATH_NOSCHEME = f"{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*"
-_QUERY = f"(?:{_PCHAR}|[/?])*"
 _SCHEME = "[A-Za-z][A-Za-z0-9+.-]*"
-_HIER = f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_ROOTLESS}|)"
-_URI = f"{_SCHEME}:{_HIER}(?:\\?{_QUERY})?(?:#{_QUERY})?"
-_RELATIVE = (
-    f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}|{_PATH_NOSCHEME}|)"
-    f"(?:\\?{_QUERY})?(?:#{_QUERY})?"
+# RFC 3987: the IRI grammar is RFC 3986's with ``ucschar`` among the unreserved characters
+# and ``iprivate`` in the query (IPvFuture and the scheme stay ASCII)
+_UCSCHAR = (
+    "\\u00A0-\\uD7FF\\uF900-\\uFDCF\\uFDF0-\\uFFEF"
+    + "".join(f"\\U000{p:X}0000-\\U000{p:X}FFFD" for p in range(1, 14))
+    + "\\U000E1000-\\U000EFFFD"
 )
-_URI_REFERENCE = f"(?:{_URI}|{_RELATIVE})"
+_IPRIVATE = "\\uE000-\\uF8FF\\U000F0000-\\U000FFFFD\\U00100000-\\U0010FFFD"
+
+
+def _resource(unreserved: str, private: str) -> tuple[str, str]:
+    """``(URI, URI-reference)`` of RFC 3986 (``unreserved`` ASCII, no ``private``) or of RFC
+    3987 (``IRI``, ``IRI-reference``: ``ucschar`` added to ``unreserved``, ``iprivate`` in
+    the query only)."""
+    pchar = f"(?:[{unreserved}{_SUB_DELIMS}:@]|{_PCT})"
+    segment = f"{pchar}*"
+    segment_nz = f"{pchar}+"
+    segment_nz_nc = f"(?:[{unreserved}{_SUB_DELIMS}@]|{_PCT})+"
+    userinfo = f"(?:[{unreserved}{_SUB_DELIMS}:]|{_PCT})*"
+    reg_name = f"(?:[{unreserved}{_SUB_DELIMS}]|{_PCT})*"
+    host = f"(?:\\[(?:{_IPV6}|{_IPVFUTURE})\\]|{reg_name})"
+    authority = f"(?:{userinfo}@)?{host}(?::[0-9]*)?"
+    path_abempty = f"(?:/{segment})*"
+    path_absolute = f"/(?:{segment_nz}(?:/{segment})*)?"
+    path_rootless = f"{segment_nz}(?:/{segment})*"
+    path_noscheme = f"{segment_nz_nc}(?:/{segment})*"
+    query = f"(?:{pchar}|[/?{private}])*"
+    fragment = f"(?:{pchar}|[/?])*"
+    hier = f"(?://{authority}{path_abempty}|{path_absolute}|{path_rootless}|)"
+    tail = f"(?:\\?{query})?(?:#{fragment})?"
+    uri = f"{_SCHEME}:{hier}{tail}"
+    relative = f"(?://{authority}{path_abempty}|{path_absolute}|{path_noscheme}|){tail}"
+    return uri, f"(?:{uri}|{relative})"
+
+
+_URI, _URI_REFERENCE = _resource(_UNRESERVED, "")
+_IRI, _IRI_REFERENCE = _resource(_UNRESERVED + _UCSCHAR, _IPRIVATE)
 _JSON_POINTER = "(?:/(?:[^/~]|~[01])*)*"
 _REL_JSON_POINTER = f"(?:0|[1-9][0-9]*)(?:#|{_JSON_POINTER})"
 # RFC 6570 level 4
@@ -238,8 +255,13 @@ _SPECS = [
         True,
         "RFC 3986 URI-reference (IPv6 and IPvFuture literals)",
     ),
-    FormatSpec("iri", _URI, False, "ASCII subset: RFC 3986 URI"),
-    FormatSpec("iri-reference", _URI_REFERENCE, False, "ASCII subset: RFC 3986 URI-reference"),
+    FormatSpec("iri", _IRI, True, "RFC 3987 IRI (IPv6 and IPvFuture literals)"),
+    FormatSpec(
+        "iri-reference",
+        _IRI_REFERENCE,
+        True,
+        "RFC 3987 IRI-reference (IPv6 and IPvFuture literals)",
+    ),
     FormatSpec("uri-template", _URI_TEMPLATE, True, "RFC 6570 (level 4)"),
     FormatSpec("json-pointer", _JSON_POINTER, True, "RFC 6901"),
     FormatSpec(

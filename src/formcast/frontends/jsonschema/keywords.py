@@ -186,8 +186,8 @@ KEYWORDS: tuple[Keyword, ...] = (
         "string",
         _ALL,
         "ECMA 262 regex, search semantics; lookaheads right after `^` compiled as "
-        "positive/negated patterns; other lookaround, "
-        "backreferences, `\\b` and anchors inside a branch fail closed",
+        "positive/negated patterns; word boundaries `\\b`/`\\B` exact; other lookaround, "
+        "backreferences and anchors inside a branch fail closed",
     ),
     _K(
         "format",

@@ -597,9 +597,13 @@ def _universal_pattern(p: str) -> bool:
 
 def _universal_pattern_uncached(p: str) -> bool:
     from ...automata import charfa
+    from ...ir.passes import node_nullable
 
     try:
-        d = charfa.dfa_from_node(pattern_node(p), 2_000)
+        node = pattern_node(p)
+        if not node_nullable(node, frozenset(), {}):
+            return False  # (a universal pattern matches ""; this test is cheap, a DFA is not)
+        d = charfa.dfa_from_node(node, 2_000)
     except CompileBudgetError:
         raise
     except GrammarError:

@@ -36,7 +36,8 @@ from ...ir.nodes import (
     repeat,
 )
 from ...limits import CompileLimits, metered_cache
-from ..regex import parse_regex
+from ..regex import _Parser, parse_regex
+from .word_boundary import Boundary, eliminate_boundaries, has_boundary
 
 __all__ = ["length_bounds", "node_matches", "pattern_node", "restrict_length", "split_top_level"]
 
@@ -188,7 +189,7 @@ def pattern_node(pattern: str, limits: CompileLimits | None = None) -> Node:
         front-end (lookaround, backreferences...).
     """
     try:
-        from ..regex import _has_anchor, _Parser, _resolve_anchors
+        from ..regex import _has_anchor, _resolve_anchors
     except ImportError:  # pragma: no cover - the regex front-end changed: textual fallback
         return _pattern_node_textual(pattern, limits)
     limits = limits or CompileLimits()
@@ -199,21 +200,115 @@ def pattern_node(pattern: str, limits: CompileLimits | None = None) -> Node:
     split = leading_lookaheads(pattern)
     if split is not None:
         return _lookahead_node(*split, limits)
-    raw = _Parser(pattern, "ecma", limits).parse()
+    raw = _BoundaryParser(pattern, "ecma", limits).parse()
     star = repeat(ANY_CHAR, 0, None)
     if not _has_anchor(raw):
-        return concat([star, raw, star])
+        out = concat([star, _absorb(_absorb(raw, True), False), star])
+        return eliminate_boundaries(out) if has_boundary(raw) else out
     plus = repeat(ANY_CHAR, 1, None)
+    starts, ends = _anchor_kinds(raw)
     parts: list[Node] = []
-    for before_empty in (True, False):
-        for after_empty in (True, False):
+    # a side without its anchor is one case, "anything there" (Σ*), not two (ε, Σ+)
+    for before in ("yes", "no") if starts else ("any",):
+        for after in ("yes", "no") if ends else ("any",):
+            # (a side without anchors never reads its context: "maybe" would fail closed)
             core = _resolve_anchors(
-                raw, "yes" if before_empty else "no", "yes" if after_empty else "no", pattern
+                raw,
+                "maybe" if before == "any" else before,
+                "maybe" if after == "any" else after,
+                pattern,
             )
-            parts.append(
-                concat([EMPTY if before_empty else plus, core, EMPTY if after_empty else plus])
-            )
-    return alt(parts)
+            lead = {"yes": EMPTY, "no": plus, "any": star}[before]
+            trail = {"yes": EMPTY, "no": plus, "any": star}[after]
+            if before != "yes":
+                core = _absorb(core, False)
+            if after != "yes":
+                core = _absorb(core, True)
+            parts.append(concat([lead, core, trail]))
+    return eliminate_boundaries(alt(parts)) if has_boundary(raw) else alt(parts)
+
+
+class _BoundaryParser(_Parser):
+    """The ECMA regex parser with ``\\b``/``\\B`` outside classes read as
+    :class:`~.word_boundary.Boundary` assertions (compiled exactly by
+    :func:`~.word_boundary.eliminate_boundaries`) instead of refused."""
+
+    def escape(self, *, in_class: bool) -> Node:
+        if not in_class and self.src.startswith(("\\b", "\\B"), self.pos):
+            self.pos += 2
+            return Boundary(self.src[self.pos - 1] == "B")
+        return super().escape(in_class=in_class)
+
+    def quantifiers(self, atom: Node, atom_pos: int) -> Node:
+        # an assertion cannot be repeated (ECMA 262: a SyntaxError)
+        nxt = "" if self.eof() else self.peek()
+        quantified = nxt in ("*", "+", "?") or (nxt == "{" and self._braces_lookahead())
+        if isinstance(atom, Boundary) and quantified:
+            raise self.error("nothing to repeat", self.pos)
+        return super().quantifiers(atom, atom_pos)
+
+
+def _anchor_kinds(node: Node) -> tuple[bool, bool]:
+    """Whether ``node`` (a parsed pattern) holds a ``^`` anchor, and a ``$`` anchor."""
+    starts = ends = False
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (Concat, Alt)):
+            stack.extend(n.items)
+        elif isinstance(n, Repeat):
+            stack.append(n.item)
+        elif type(n).__name__ == "_Anchor":
+            if getattr(n, "end", False):
+                ends = True
+            else:
+                starts = True
+    return starts, ends
+
+
+def _absorb(node: Node, right: bool) -> Node:
+    """A node ``n`` with ``n·T = node·T`` when ``right`` (``T·n = T·node`` otherwise) for
+    ``T`` = Σ* or Σ+ (any text beside it): the parts at that edge that ``T`` already covers
+    are dropped — a nullable item (``x?``, ``x*``, ``(#.*)?``) goes, a repeat keeps its
+    minimum (``[^:]+`` → ``[^:]``), and an alternation absorbs branch by branch.  Same
+    language; a much smaller automaton where a pattern without ``$`` ends in optional parts
+    (``^[^:]+://[^/]+(:[0-9]+)?(/[^/]+)*`` has 6 states instead of hundreds once escaped).
+    Exact: ``T·W·Y = T·Y`` for nullable ``W`` (ε ∈ W, and ``T·W ⊆ T``), ``T·x{k} ⊆ T·x{lo}``
+    for ``k >= lo``, and ``·`` distributes over ``|``.  O(size of the edge path)."""
+    if isinstance(node, Concat):
+        items = list(node.items)
+        edge = len(items) - 1 if right else 0
+        while items and _nullable(items[edge]):
+            items.pop(edge)
+            edge = len(items) - 1 if right else 0
+        if not items:
+            return EMPTY
+        items[edge] = _absorb(items[edge], right)
+        return concat(items)
+    if isinstance(node, Alt):
+        if any(_nullable(i) for i in node.items):
+            return EMPTY
+        return alt(_absorb(i, right) for i in node.items)
+    if isinstance(node, Repeat):
+        if node.min == 0:
+            return EMPTY
+        first = _absorb(node.item, right)
+        rest = repeat(node.item, node.min - 1, node.min - 1)
+        return concat([rest, first] if right else [first, rest])
+    return node
+
+
+def _nullable(node: Node) -> bool:
+    """Whether a regular ``node`` matches the empty string."""
+    if isinstance(node, Empty):
+        return True
+    if isinstance(node, Concat):
+        return all(_nullable(i) for i in node.items)
+    if isinstance(node, Alt):
+        return any(_nullable(i) for i in node.items)
+    if isinstance(node, Repeat):
+        return node.min == 0 or _nullable(node.item)
+    return False
 
 
 #: the most states of an automaton built for a pattern with leading lookaheads, and the most

@@ -21,7 +21,7 @@ from collections.abc import Hashable
 from ...automata import charfa
 from ...cache import LruCache
 from ...errors import GrammarError
-from ...ir.nodes import Node
+from ...ir.nodes import Node, alt
 from ...limits import CachedWork, cached_work, compile_memo
 from . import formats as json_formats
 from .nodes import SStr
@@ -77,6 +77,25 @@ def _part_dfa(kind: str, text: str, negated: bool, mx: int) -> charfa.CharDFA:
     return cached_work(_PART_CACHE, key, ("string_part_dfa", key), build, compile_memo())
 
 
+def _union_dfa(parts: tuple[tuple[str, str], ...], mx: int) -> charfa.CharDFA:
+    """The automaton of the strings that match any of the ``(kind, text)`` patterns and
+    formats, built from one alternation (one subset construction instead of one product and
+    one minimization per part: a ``not`` of 48 ``pattern`` keywords costs a tenth); memoized
+    like :func:`_part_dfa`."""
+
+    def build() -> charfa.CharDFA:
+        nodes: list[Node] = []
+        for kind, text in parts:
+            node = pattern_node(text) if kind == "pattern" else json_formats.format_node(text)
+            if node is None:  # pragma: no cover - checked by the normalizer
+                raise GrammarError(f"unknown format {text!r}")
+            nodes.append(node)
+        return charfa.dfa_from_node(alt(nodes), mx)
+
+    key = ("union", parts, mx)
+    return cached_work(_PART_CACHE, key, ("string_union_dfa", key), build, compile_memo())
+
+
 def string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
     """The automaton of the decoded strings ``s`` accepts (memoized by content)."""
     key = (
@@ -104,8 +123,10 @@ def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
     if d is None:
         d = charfa.any_string_dfa()
     negs = [("pattern", p) for p in s.neg_patterns] + [("format", f) for f in s.neg_formats]
-    for kind, text in negs:
-        d = charfa.intersect(d, _part_dfa(kind, text, True, mx), mx)
+    if len(negs) == 1:
+        d = charfa.intersect(d, _part_dfa(*negs[0], True, mx), mx)
+    elif negs:  # one automaton of their union, subtracted once (not one product per part)
+        d = charfa.difference(d, _union_dfa(tuple(negs), mx), mx)
     if s.excluded:
         d = charfa.difference(d, charfa.finite_set_dfa(sorted(s.excluded), mx), mx)
     lo, hi = s.min_len, s.max_len
