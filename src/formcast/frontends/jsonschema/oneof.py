@@ -49,8 +49,6 @@ from typing import Any, Protocol
 from ...errors import UnsupportedFeatureError
 from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark
 from ...ir.nodes import EMPTY, Node, RuleRef, concat
-from .oneof_check import OneOfCheck, encode_check
-from .refs import Pending
 from .nodes import (
     NOTHING_S,
     S,
@@ -66,6 +64,8 @@ from .nodes import (
     SStr,
     SUnion,
 )
+from .oneof_check import OneOfCheck, encode_check
+from .refs import Pending
 
 __all__ = [
     "OneOfGroup",
