@@ -72,6 +72,10 @@ def _json_value(v: Any) -> Any:
     return v
 
 
+def _dec(x: Any) -> Decimal | None:
+    return None if x is None else Decimal(str(x))
+
+
 def _frac(f: Fraction) -> str:
     return f"{f.numerator}/{f.denominator}"
 
@@ -245,14 +249,13 @@ class OneOfCheck:
         if kind == "const":
             return (kind, tuple(n[1]))
         if kind == "num":
-            dec = lambda x: None if x is None else Decimal(str(x))  # noqa: E731
             return (
                 kind,
                 bool(n[1]),
                 bool(n[2]),
-                dec(n[3]),
+                _dec(n[3]),
                 bool(n[4]),
-                dec(n[5]),
+                _dec(n[5]),
                 bool(n[6]),
                 tuple(Fraction(str(m)) for m in n[7]),
                 tuple(Fraction(str(m)) for m in n[8]),
