@@ -399,7 +399,8 @@ KNOWN = [
     (NAMES, '{"n":1}', False), (NAMES, '{"n":1,"_":2}', True), (NAMES, '{"A":1}', True),
     (UNIQUE, '{"tags":[],"name":"x"}', False), (UNIQUE, '{"tags":["a"],"name":1}', True),
     (NESTED, '{"kind":"b","value":{"css":"x"}}', False),
-    (NESTED, '{"kind":"b","value":{"css":"x","_":1}}', True),
+    (NESTED, '{"kind":"b","value":{"css":"x","_":1}}', True), (NESTED, '{"value":1}', True),
+    (NESTED, '{"kind":"a","value":{"_":1}}', True), (NESTED, '{"kind":"b","value":1}', False),
 ]  # fmt: skip
 
 #: run in a fresh process: load each grammar (argv[1]: a JSON list of [file, texts]) and
