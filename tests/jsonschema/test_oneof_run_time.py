@@ -181,6 +181,7 @@ def _gen(rng: random.Random, depth: int) -> Any:
         return rng.choice([0, 1, -1, "s", "ab", "abcd", True, None, []])
     if r < 0.85:
         keys = ["tags", "name", "n", "_", "x", "ab", "abc", "long", "kind", "value", "css", "args"]
+        keys += ["x1"] if r < 0.5 else []
         out: dict[str, Any] = {}
         for _ in range(rng.randrange(4)):
             k = rng.choice(keys)
@@ -606,3 +607,70 @@ def test_schemastore_utam_arg_walks_never_dead_end_and_validate(name: str) -> No
             finished += 1
             assert v.is_valid(json.loads(out)), out
     assert finished >= 30
+
+
+#: branches with most of what a check reads: required, pattern and additional properties,
+#: numbers, string patterns and lengths, uniqueItems, minProperties
+RICH = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+                "n": {"type": "number", "minimum": 0, "multipleOf": 0.5},
+            },
+            "patternProperties": {"^x": {"type": "integer"}},
+            "required": ["tags"],
+        },
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 3, "pattern": "^[a-z]"}},
+            "additionalProperties": {"type": ["string", "null", "integer", "array"]},
+            "minProperties": 1,
+        },
+    ]
+}
+
+RICH_TEXTS = [
+    '{"tags":["a"],"x":1}', '{"tags":["a"],"x":1.5}', '{"tags":["a"],"n":0.25}',
+    '{"tags":["b"],"n":1.5,"x":2}', '{"tags":["a","a"]}', '{"tags":[],"n":-0.5}',
+    '{"name":"ab"}', '{"name":"Ab"}', '{"name":"abcd"}', '{"name":"ab","q":{}}', '{"q":null}',
+    '{"tags":["a"],"name":"ab"}', '{"tags":["a"],"name":"ab","n":0.5}', '{}',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS) + 1))
+def test_check_from_the_mark_agrees_with_the_normalizers_check(
+    index: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Differential: the check rebuilt from the mark's text (what any process runs) answers
+    as the compiling normalizer's own instance check (``OneOfGroup.exactly_one``) on 600
+    generated objects and the schema's texts (both verdicts seen)."""
+    from formcast.frontends.jsonschema import oneof
+    from formcast.frontends.jsonschema.oneof_check import OneOfCheck
+
+    seen: list[tuple[Any, str]] = []
+    real = oneof.encode_check
+
+    def spy(groups: Any, resolve: Any, limit: int) -> str:
+        text = real(groups, resolve, limit)
+        seen.append((groups, text))
+        return text
+
+    monkeypatch.setattr(oneof, "encode_check", spy)
+    schema, texts = (*SCHEMAS, (RICH, RICH_TEXTS))[index]
+    GrammarCompiler(BYTES, cache_size=0, cache_dir=False).compile_json_schema(schema)
+    assert seen
+    rng = random.Random(500 + index)
+    values = [_gen(rng, 0) for _ in range(600)] + [json.loads(t) for t in texts]
+    values = [v for v in values if isinstance(v, dict)]
+    assert len(values) > 200
+    verdicts = set()
+    for groups, text in seen:
+        check = OneOfCheck(text)
+        for value in values:
+            raw = json.dumps(value, separators=(",", ":")).encode()
+            ok = check(raw)
+            assert ok == all(g.exactly_one(value) for g in groups), raw
+            verdicts.add(ok)
+    assert verdicts == {True, False}
