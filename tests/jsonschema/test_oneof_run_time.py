@@ -674,3 +674,38 @@ def test_check_from_the_mark_agrees_with_the_normalizers_check(
             assert ok == all(g.exactly_one(value) for g in groups), raw
             verdicts.add(ok)
     assert verdicts == {True, False}
+
+
+def test_verdict_memo_is_bounded_and_shared_by_threads() -> None:
+    """The program's verdict memo keeps at most its byte bound of object texts however many
+    distinct objects are checked, and threads checking at once get the check's own answers."""
+    import threading
+
+    from formcast.index.programs import oneof as program_module
+
+    compiled = _compile(NAMES)
+    prog = compiled.program
+    assert isinstance(prog, OneOfProgram)
+    (rule, check), *_ = prog._check.items()
+    pad = "y" * 3000
+    texts = [f'{{"n":{i},"p{i}":"{pad}"}}'.encode() for i in range(3000)]
+    texts += [b'{"n":1}', b'{"n":1,"_":2}']
+    want = [check(t) for t in texts]
+    assert True in want
+    assert False in want
+    errors: list[str] = []
+
+    def run(offset: int) -> None:
+        for k in range(len(texts)):
+            j = (k * 7 + offset) % len(texts)
+            if prog._verdict(rule, texts[j]) != want[j]:
+                errors.append(texts[j][:20].decode())
+
+    threads = [threading.Thread(target=run, args=(i * 101,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert prog._verdicts.total_weight <= program_module._MEMO_BYTES
+    assert 0 < len(prog._verdicts) < len(texts)
