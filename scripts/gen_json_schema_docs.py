@@ -390,9 +390,9 @@ grammar instead); a branch is dropped (exactly) when another accepts every objec
 refused by name (`oneOf`): branches without such members (open objects declaring the same
 members, told apart only by a member the grammar may already have passed), two run-time
 `oneOf`s on one object, a schema that also needs run-time `uniqueItems` or `minProperties`
-(one run-time program per grammar), and `not` around it. A serialized grammar loaded in
-another process raises `SerializationError` (the check lives with the compile: the disk cache
-and the compile workers then compile in the process that asks).
+(one run-time program per grammar), and `not` around it. The check travels with the grammar
+(its mark holds the branches as JSON text), so a serialized grammar, the disk cache and the
+compile workers give the same masks in any process.
 
 ```python
 from formcast.index.compiler import GrammarCompiler

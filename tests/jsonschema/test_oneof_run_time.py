@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +181,7 @@ def _gen(rng: random.Random, depth: int) -> Any:
         return rng.choice([0, 1, -1, "s", "ab", "abcd", True, None, []])
     if r < 0.85:
         keys = ["tags", "name", "n", "_", "x", "ab", "abc", "long", "kind", "value", "css", "args"]
+        keys += ["x1"] if r < 0.5 else []
         out: dict[str, Any] = {}
         for _ in range(rng.randrange(4)):
             k = rng.choice(keys)
@@ -393,22 +395,178 @@ def test_schemastore_utam_page_object_walks_validate() -> None:
     assert finished >= 1
 
 
-def test_serialized_grammar_without_its_check_is_a_serialization_error(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """In a process that did not compile it (the check's registry empty), loading fails with
-    SerializationError: the disk cache then counts a miss and compiles, and a compile worker's
-    result is compiled again in the process that asked (compile_executor.run_remote)."""
-    from formcast.cache import LruCache
-    from formcast.errors import SerializationError
-    from formcast.frontends.jsonschema import oneof
-    from formcast.index.compiled import CompiledGrammar
+#: texts whose verdict is known: (schema, text, accepted)
+KNOWN = [
+    (NAMES, '{"n":1}', False), (NAMES, '{"n":1,"_":2}', True), (NAMES, '{"A":1}', True),
+    (UNIQUE, '{"tags":[],"name":"x"}', False), (UNIQUE, '{"tags":["a"],"name":1}', True),
+    (NESTED, '{"kind":"b","value":{"css":"x"}}', False),
+    (NESTED, '{"kind":"b","value":{"css":"x","_":1}}', True), (NESTED, '{"value":1}', True),
+    (NESTED, '{"kind":"a","value":{"_":1}}', True), (NESTED, '{"kind":"b","value":1}', False),
+]  # fmt: skip
 
-    data = _compile(NAMES).serialize()
-    monkeypatch.setattr(oneof, "_CHECKS", LruCache(4))
-    with pytest.raises(SerializationError) as err:
-        CompiledGrammar.deserialize(data, BYTES)
-    assert "oneOf" in str(err.value)
+#: run in a fresh process: load each grammar (argv[1]: a JSON list of [file, texts]) and
+#: print, per text, its verdict and the digest of the mask before each byte
+_CHILD = """
+import hashlib, json, sys
+from formcast.index.compiled import CompiledGrammar
+from formcast.index.programs.oneof import OneOfProgram
+from formcast.runtime.matcher import GrammarMatcher
+from formcast.vocab.vocabulary import Vocabulary
+vocab = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
+out = []
+for path, texts in json.loads(sys.argv[1]):
+    with open(path, "rb") as f:
+        g = CompiledGrammar.deserialize(f.read(), vocab)
+    assert isinstance(g.program, OneOfProgram)
+    out.append([[m.rule, m.check] for m in g.unique_items])
+    for text in texts:
+        m = GrammarMatcher(g)
+        h = hashlib.sha256()
+        ok = True
+        for b in text.encode():
+            h.update(m.allowed_token_ids().tobytes())
+            if not m.accept_token(b):
+                ok = False
+                break
+        out.append([ok and m.is_accepting(), h.hexdigest()])
+print(json.dumps(out))
+"""
+
+
+def _masks_and_verdicts(compiled: Any, texts: list[str]) -> list[Any]:
+    import hashlib
+
+    out: list[Any] = [[[m.rule, m.check] for m in compiled.unique_items]]
+    for text in texts:
+        m = GrammarMatcher(compiled)
+        h = hashlib.sha256()
+        ok = True
+        for b in text.encode():
+            h.update(m.allowed_token_ids().tobytes())
+            if not m.accept_token(b):
+                ok = False
+                break
+        out.append([ok and m.is_accepting(), h.hexdigest()])
+    return out
+
+
+def _run_child(code: str, *args: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    import formcast
+
+    env = dict(os.environ)
+    src = str(Path(formcast.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_serialized_grammar_in_a_fresh_process_gives_the_same_masks_and_verdicts(
+    tmp_path: Path,
+) -> None:
+    """The check travels in the marks: a grammar serialized here and loaded in a fresh
+    process (no state shared with this one) has the same marks, the same mask before every
+    byte and the same verdicts; the verdicts agree with jsonschema and with the known ones
+    (a broken check text fails here, not only in the comparison)."""
+    jobs: list[Any] = []
+    expected: list[Any] = []
+    for k, (schema, texts) in enumerate(SCHEMAS):
+        texts = texts + [t for sch, t, _ in KNOWN if sch is schema]
+        compiled = _compile(schema)
+        path = tmp_path / f"g{k}.bin"
+        path.write_bytes(compiled.serialize())
+        jobs.append([str(path), texts])
+        here = _masks_and_verdicts(compiled, texts)
+        expected.extend(here)
+        v = _validator(schema)
+        for text, (ok, _) in zip(texts, here[1:], strict=True):
+            assert not ok or v.is_valid(json.loads(text)), text
+    got = _run_child(_CHILD, json.dumps(jobs))
+    assert got == expected
+    verdicts = {(id(sch), t): ok for sch, t, ok in KNOWN}
+    rows = iter(got)
+    for schema, texts in SCHEMAS:
+        next(rows)  # (the marks)
+        for text in texts + [t for sch, t, _ in KNOWN if sch is schema]:
+            ok, _ = next(rows)
+            if (id(schema), text) in verdicts:
+                assert ok == verdicts[id(schema), text], text
+                assert ok == _validator(schema).is_valid(json.loads(text)), text
+
+
+_CACHED_CHILD = """
+import json, sys
+from formcast.index.compiler import GrammarCompiler
+from formcast.index.programs.oneof import OneOfProgram
+from formcast.runtime.matcher import GrammarMatcher
+from formcast.vocab.vocabulary import Vocabulary
+vocab = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
+comp = GrammarCompiler(vocab, cache_dir=sys.argv[1])
+g = comp.compile_json_schema(json.loads(sys.argv[2]))
+assert isinstance(g.program, OneOfProgram)
+out = [comp.disk_hits, comp.misses]
+for text in json.loads(sys.argv[3]):
+    m = GrammarMatcher(g)
+    out.append(bool(m.accept_bytes(text.encode()) and m.is_accepting()))
+print(json.dumps(out))
+"""
+
+
+def test_disk_cache_hits_in_a_fresh_process(tmp_path: Path) -> None:
+    """A grammar with run-time oneOf checks written to the disk cache here is loaded (a hit,
+    no compile) by a fresh process, and checks there."""
+    comp = GrammarCompiler(BYTES, cache_dir=tmp_path)
+    compiled = comp.compile_json_schema(NAMES)
+    assert comp.disk_writes == 1
+    texts = ['{"n":1}', '{"n":1,"_":2}', '{"A":1}', "{}"]
+    got = _run_child(_CACHED_CHILD, str(tmp_path), json.dumps(NAMES), json.dumps(texts))
+    assert got[:2] == [1, 0]
+    assert got[2:] == [False, True, True, _accepts(compiled, "{}")]
+
+
+def test_compile_worker_result_loads_with_the_check() -> None:
+    """A compile worker's grammar (another process) loads here with its checks; its marks
+    equal an in-process compile's (rule names and check texts: the IR is deterministic)."""
+    comp = GrammarCompiler(BYTES, workers=1, cache_size=0, cache_dir=False)
+    try:
+        remote = comp.compile_json_schema(NESTED)
+        assert comp.worker_pids()
+    finally:
+        comp.close()
+    assert isinstance(remote.program, OneOfProgram)
+    here = _compile(NESTED)
+    assert remote.unique_items == here.unique_items
+    for schema, text, ok in KNOWN:
+        if schema is NESTED:
+            assert _accepts(remote, text) == ok, text
+
+
+def test_one_schema_compiled_twice_gives_the_same_ir() -> None:
+    """No serial in rule names: two compiles of one schema give equal marks and rules."""
+    from formcast.frontends.jsonschema.api import schema_to_grammar
+
+    a, _ = schema_to_grammar(NESTED, marks=[])
+    b, _ = schema_to_grammar(NESTED, marks=[])
+    assert a.marks == b.marks
+    assert any(m.kind == "oneof" for m in a.marks)
+    assert a.rules == b.rules
+
+
+def test_a_corrupt_check_text_is_a_serialization_error() -> None:
+    from formcast.errors import SerializationError
+    from formcast.frontends.jsonschema.oneof import check_of_mark
+
+    (mark, *_) = (m for m in _compile(NAMES).unique_items if m.kind == "oneof")
+    assert check_of_mark(mark)(b'{"n":1,"_":2}')
+    for bad in ("", "[]", '{"v":99}', mark.check.replace('"top":[0]', '"top":[7]')):
+        with pytest.raises(SerializationError):
+            check_of_mark(replace(mark, check=bad))
 
 
 @pytest.mark.skipif(not SCHEMASTORE.is_dir(), reason="SchemaStore corpus not present")
@@ -449,3 +607,105 @@ def test_schemastore_utam_arg_walks_never_dead_end_and_validate(name: str) -> No
             finished += 1
             assert v.is_valid(json.loads(out)), out
     assert finished >= 30
+
+
+#: branches with most of what a check reads: required, pattern and additional properties,
+#: numbers, string patterns and lengths, uniqueItems, minProperties
+RICH = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {
+                "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+                "n": {"type": "number", "minimum": 0, "multipleOf": 0.5},
+            },
+            "patternProperties": {"^x": {"type": "integer"}},
+            "required": ["tags"],
+        },
+        {
+            "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 3, "pattern": "^[a-z]"}},
+            "additionalProperties": {"type": ["string", "null", "integer", "array"]},
+            "minProperties": 1,
+        },
+    ]
+}
+
+RICH_TEXTS = [
+    '{"tags":["a"],"x":1}', '{"tags":["a"],"x":1.5}', '{"tags":["a"],"n":0.25}',
+    '{"tags":["b"],"n":1.5,"x":2}', '{"tags":["a","a"]}', '{"tags":[],"n":-0.5}',
+    '{"name":"ab"}', '{"name":"Ab"}', '{"name":"abcd"}', '{"name":"ab","q":{}}', '{"q":null}',
+    '{"tags":["a"],"name":"ab"}', '{"tags":["a"],"name":"ab","n":0.5}', '{}',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("index", range(len(SCHEMAS) + 1))
+def test_check_from_the_mark_agrees_with_the_normalizers_check(
+    index: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Differential: the check rebuilt from the mark's text (what any process runs) answers
+    as the compiling normalizer's own instance check (``OneOfGroup.exactly_one``) on 600
+    generated objects and the schema's texts (both verdicts seen)."""
+    from formcast.frontends.jsonschema import oneof
+    from formcast.frontends.jsonschema.oneof_check import OneOfCheck
+
+    seen: list[tuple[Any, str]] = []
+    real = oneof.encode_check
+
+    def spy(groups: Any, resolve: Any, limit: int) -> str:
+        text = real(groups, resolve, limit)
+        seen.append((groups, text))
+        return text
+
+    monkeypatch.setattr(oneof, "encode_check", spy)
+    schema, texts = (*SCHEMAS, (RICH, RICH_TEXTS))[index]
+    GrammarCompiler(BYTES, cache_size=0, cache_dir=False).compile_json_schema(schema)
+    assert seen
+    rng = random.Random(500 + index)
+    values = [_gen(rng, 0) for _ in range(600)] + [json.loads(t) for t in texts]
+    values = [v for v in values if isinstance(v, dict)]
+    assert len(values) > 200
+    verdicts = set()
+    for groups, text in seen:
+        check = OneOfCheck(text)
+        for value in values:
+            raw = json.dumps(value, separators=(",", ":")).encode()
+            ok = check(raw)
+            assert ok == all(g.exactly_one(value) for g in groups), raw
+            verdicts.add(ok)
+    assert verdicts == {True, False}
+
+
+def test_verdict_memo_is_bounded_and_shared_by_threads() -> None:
+    """The program's verdict memo keeps at most its byte bound of object texts however many
+    distinct objects are checked, and threads checking at once get the check's own answers."""
+    import threading
+
+    from formcast.index.programs import oneof as program_module
+
+    compiled = _compile(NAMES)
+    prog = compiled.program
+    assert isinstance(prog, OneOfProgram)
+    (rule, check), *_ = prog._check.items()
+    pad = "y" * 3000
+    texts = [f'{{"n":{i},"p{i}":"{pad}"}}'.encode() for i in range(3000)]
+    texts += [b'{"n":1}', b'{"n":1,"_":2}']
+    want = [check(t) for t in texts]
+    assert True in want
+    assert False in want
+    errors: list[str] = []
+
+    def run(offset: int) -> None:
+        for k in range(len(texts)):
+            j = (k * 7 + offset) % len(texts)
+            if prog._verdict(rule, texts[j]) != want[j]:
+                errors.append(texts[j][:20].decode())
+
+    threads = [threading.Thread(target=run, args=(i * 101,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert prog._verdicts.total_weight <= program_module._MEMO_BYTES
+    assert 0 < len(prog._verdicts) < len(texts)

@@ -26,7 +26,6 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import SerializationError
 from ..limits import WorkBudget
 from ..vocab.vocabulary import Vocabulary
 from .compiled import CompiledGrammar
@@ -122,10 +121,7 @@ class CompileExecutor:
             data = pool.run(spec, cancel=None if cancel is None else cancel.event)
         except CompileCancelled:
             raise asyncio.CancelledError from None
-        try:
-            return CompiledGrammar.deserialize(data, self.vocab)
-        except SerializationError:  # a grammar that may not travel (run-time oneOf): here
-            return None
+        return CompiledGrammar.deserialize(data, self.vocab)
 
     async def run_async(self, compile_fn: Callable[[], CompiledGrammar]) -> CompiledGrammar:
         """``await`` ``compile_fn()`` run in a thread of this executor under a fresh cancel

@@ -60,7 +60,11 @@ class UniqueItemsMark:
         kind: ``"string"`` or ``"value"`` (see above); ``"keys"``: an object's distinct keys
             (``min_len``: ``minProperties``); ``"residue"``: an integer's ``multipleOf``
             (``min_len``: the modulus, ``trans[0]``: its integer intervals, see
-            :mod:`formcast.frontends.jsonschema.residue`).
+            :mod:`formcast.frontends.jsonschema.residue`); ``"oneof"``: an object whose
+            ``oneOf`` groups must each have exactly one branch matching (``check``).
+        check: for ``kind="oneof"``: the check as JSON text (the branches' normalized nodes,
+            :mod:`formcast.frontends.jsonschema.oneof_check`), so that the grammar carries it
+            into any process that loads it; empty for the other kinds.
     """
 
     rule: str
@@ -71,6 +75,7 @@ class UniqueItemsMark:
     trans: tuple[tuple[tuple[int, int, int], ...], ...] = ()
     accept: tuple[bool, ...] = ()
     kind: str = "string"
+    check: str = ""
 
 
 #: Counts of strings saturate here ("infinitely many" reads as this many).

@@ -30,24 +30,23 @@ An alternative of branch ``i`` is dropped, exactly, when another branch accepts 
 (every object of it matches two branches).  Anything else is refused, naming ``oneOf``; a
 proof that meets a reference still being normalized is repeated on the emitted object.
 
-Lifetime: groups live in the normalized nodes of one compile; :data:`_CHECKS` keeps the checks
-of emitted groups (by marked rule name, in a bounded cache) until the compiler builds the
-program, which holds them.  A grammar serialized and loaded in another process cannot run the
-check (the program refuses it by name).
+Lifetime: groups live in the normalized nodes of one compile.  The check travels with the
+grammar: the emitter writes it into the mark (``UniqueItemsMark.check``, JSON text of the
+branch nodes, :mod:`.oneof_check`) and the program rebuilds it from there
+(:func:`check_of_mark`), so a grammar serialized and loaded in any process runs the same
+check.  No module state: the marked rule is named by the emitter's own counter, so one
+schema compiled twice gives the same IR.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from ...cache import LruCache
-from ...errors import FormcastError, UnsupportedFeatureError
+from ...errors import UnsupportedFeatureError
 from ...ir.marks import MARKED_RULE_PREFIX, UniqueItemsMark
 from ...ir.nodes import EMPTY, Node, RuleRef, concat
 from .nodes import (
@@ -65,12 +64,14 @@ from .nodes import (
     SStr,
     SUnion,
 )
+from .oneof_check import OneOfCheck, encode_check
+from .refs import Pending
 
 __all__ = [
     "OneOfGroup",
     "OneOfTag",
+    "check_of_mark",
     "escape_members",
-    "lookup_check",
     "merge_tags",
     "oneof_object",
     "runtime_alternatives",
@@ -81,9 +82,6 @@ __all__ = [
 _VALUES: tuple[Any, ...] = (None, True, False, 0, -1, "", [], {})
 #: fresh names tried as escape keys besides the names the branches declare
 _FRESH = ("_", "x", "oneOf")
-
-_TOKEN = uuid.uuid4().hex[:8]
-_SERIAL = itertools.count()
 
 
 @dataclass(eq=False)
@@ -423,8 +421,7 @@ class _Pending(threading.local):
 _PENDING = _Pending()
 
 
-# -- emission and the run-time check's registry -----------------------------------------------
-_CHECKS: LruCache[str, tuple[OneOfTag, ...]] = LruCache(256)
+# -- emission, and the run-time check rebuilt from the mark -----------------------------------
 END_RULE = MARKED_RULE_PREFIX + "oneof_end"
 
 
@@ -439,15 +436,34 @@ class _Emits(Protocol):
     def emit(self, s: S, depth: int) -> Node: ...
 
 
+def _encode(alg: _Algebra, s: SObj) -> str:
+    """The check of ``s``'s groups as the mark's JSON text (:func:`.oneof_check.encode_check`);
+    refused (``oneOf``) when a reference it reaches is still being normalized."""
+    options = getattr(alg, "options", None)
+    limit = int(getattr(options, "max_ref_depth", 64)) + 200
+
+    def resolve(key: str) -> S:
+        try:
+            return alg.resolve(key)
+        except Pending:  # (a definition that merges with itself)
+            raise UnsupportedFeatureError(
+                "oneOf", s.one_of[0].pointer, f"its check reaches {key}, still being built"
+            ) from None
+
+    return encode_check(tuple(t.group for t in s.one_of), resolve, limit)
+
+
 def oneof_object(
     em: _Emits, s: SObj, depth: int, unsupported: Callable[..., None], alg: _Algebra
 ) -> Node:
     """The marked rule of an object with run-time ``oneOf`` groups: the object without them,
     then the empty marked rule :data:`END_RULE` (so the marked frame stays on the stacks until
-    the object is closed).  Without marks (a grammar printed or used without the matcher) the
-    check cannot run: ``unsupported`` is called (refusal, or the object unchecked when
-    lenient).  Raises UnsupportedFeatureError (``oneOf``) when the object has no escape
-    members (the proof, final: see the module docstring)."""
+    the object is closed).  The mark carries the check (``check``: see :func:`check_of_mark`).
+    Without marks (a grammar printed or used without the matcher) the check cannot run:
+    ``unsupported`` is called (refusal, or the object unchecked when lenient).  Raises
+    UnsupportedFeatureError (``oneOf``) when the object has no escape members (the proof,
+    final: see the module docstring).  Cost: the proof, plus writing the nodes the branches
+    reach."""
     _prove(alg, s, final=True)
     base = replace(s, one_of=())
     inner = em.emit(base, depth)
@@ -459,27 +475,23 @@ def oneof_object(
             "alone cannot carry: compile the schema with a GrammarCompiler",
         )
         return inner
+    check = _encode(alg, s)
     if END_RULE not in em.rules:
         em.add_rule(END_RULE, EMPTY)
-    name = f"{MARKED_RULE_PREFIX}oneof_{_TOKEN}_{next(_SERIAL)}"
+    name = em._name(MARKED_RULE_PREFIX + "oneof")
     em.add_rule(name, concat([inner, RuleRef(END_RULE)]))
-    _CHECKS.put(name, tuple(s.one_of))
-    em.marks.append(UniqueItemsMark(name, s.one_of[0].pointer, canonical=False, kind="oneof"))
+    em.marks.append(
+        UniqueItemsMark(name, s.one_of[0].pointer, canonical=False, kind="oneof", check=check)
+    )
     return RuleRef(name)
 
 
-def lookup_check(rule: str) -> Callable[[bytes], bool] | None:
-    """The check of marked rule ``rule``: ``check(text)`` is True when the object spelled by
-    ``text`` satisfies every group (None: not registered in this process)."""
-    found, groups = _CHECKS.get(rule)
-    if not found or groups is None:
-        return None
+def check_of_mark(mark: UniqueItemsMark) -> Callable[[bytes], bool]:
+    """The check of a ``kind="oneof"`` mark, rebuilt from its ``check`` text:
+    ``check(text)`` is True when the object spelled by ``text`` satisfies every group.  The
+    answer is a :class:`~.oneof_check.OneOfCheck` (immutable, thread-safe).  Cost: decoding
+    the text (linear).
 
-    def check(text: bytes) -> bool:
-        try:
-            value = json.loads(text)
-            return all(g.exactly_one(value) for g in groups)
-        except (ValueError, RecursionError, FormcastError):
-            return False  # (an undecodable or too deep object: refused, never accepted)
-
-    return check
+    Raises:
+        SerializationError: the mark holds no check of this version (a corrupt file)."""
+    return OneOfCheck(mark.check)

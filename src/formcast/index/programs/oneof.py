@@ -3,8 +3,9 @@
 Where the schema algebra cannot build the exclusion ``Bi ∧ ¬Bj`` of overlapping object
 branches, the JSON Schema front-end (:mod:`formcast.frontends.jsonschema.oneof`) emits the
 objects of every branch, each inside a *marked* rule whose frame stays on the parser's stacks
-while inside the object, and registers the check "exactly one branch accepts this object".
-This program runs it:
+while inside the object, and writes the check "exactly one branch accepts this object" into
+the mark (``UniqueItemsMark.check``).  This program rebuilds the check from the mark (in
+whatever process loaded the grammar) and runs it:
 
 * **Which stacks.**  As for the distinct-keys program
   (:mod:`~formcast.index.programs.unique.keys`): a stack whose nearest marked frame has left
@@ -39,8 +40,7 @@ import numpy as np
 
 from ...automata.pda import Frame, ParserState
 from ...cache import LruCache
-from ...errors import SerializationError
-from ...frontends.jsonschema.oneof import lookup_check
+from ...frontends.jsonschema.oneof import check_of_mark
 from ...ir.marks import UniqueItemsMark
 from ..cfg_program import CfgProgram
 from ..program import LimitStop
@@ -50,6 +50,12 @@ from .unique.lexer import ESC, IN, OUT, _tables, refuse_simulated
 __all__ = ["OneOfProgram"]
 
 _NOT_LINKED = object()
+#: the verdict memo's bound on the object texts it keeps (bytes, per program)
+_MEMO_BYTES = 4 << 20
+
+
+def _weight(entry: tuple[bool, int]) -> int:
+    return entry[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,25 +83,24 @@ class OneOfProgram:
         names = {name: i for i, name in enumerate(cfg.auto.names)}
         self._start: dict[int, int] = {}
         self._check: dict[int, Callable[[bytes], bool]] = {}
+        decoded: dict[str, Callable[[bytes], bool]] = {}  # (marks of one group share one)
         for m in marks:
             rid = names.get(m.rule)
             if rid is None:
                 continue  # (an object the grammar dropped)
-            check = lookup_check(m.rule)
-            if check is None:  # (the disk cache and the compile workers then compile here)
-                raise SerializationError(
-                    f"the run-time exactly-one check of oneOf at {m.pointer} lives in the "
-                    "process that compiled the schema: compile the schema instead of loading "
-                    "the serialized grammar",
-                    reason="unsupported",
-                    where=m.rule,
-                )
+            check = decoded.get(m.check)
+            if check is None:
+                check = decoded[m.check] = check_of_mark(m)
             self._start[rid] = int(cfg.auto.dfas[rid].start)
             self._check[rid] = check
         self._lex = _tables(cfg.vocab)
         self._braces = _braces(cfg.vocab)
         self._near: weakref.WeakKeyDictionary[Frame, Any] = weakref.WeakKeyDictionary()
-        self._verdicts: LruCache[tuple[int, bytes], bool] = LruCache(4096)
+        #: (rule, object text) -> (verdict, weight): at most 4096 entries and _MEMO_BYTES
+        #: of texts (LruCache: lock-free reads, locked puts)
+        self._verdicts: LruCache[tuple[int, bytes], tuple[bool, int]] = LruCache(
+            4096, max_weight=_MEMO_BYTES, weight=_weight
+        )
         self._lock = threading.Lock()
         self.simulated = 0
 
@@ -123,11 +128,11 @@ class OneOfProgram:
         return found
 
     def _verdict(self, rule: int, text: bytes) -> bool:
-        found, ok = self._verdicts.get((rule, text))
-        if found:
-            return bool(ok)
+        found, hit = self._verdicts.get((rule, text))
+        if found and hit is not None:
+            return hit[0]
         ok = self._check[rule](text)
-        self._verdicts.put((rule, text), ok)
+        self._verdicts.put((rule, text), (ok, len(text) + 64))
         return ok
 
     def _closing(
