@@ -464,9 +464,11 @@ class _LazyExitSplitClassifier:
     def _ensure(self, states: np.ndarray, ahead: int = 0) -> None:
         """Make the walk rows of ``states`` (building their lexer rows first), and of the
         states up to ``ahead`` bytes further whose lexer rows are built already (a walk that
-        stopped on a sentinel usually goes on: writing rows is cheap, a walk is not); raises
-        :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap.  Cost:
-        O(rows written x 256) plus O(lexer capacity) bytes, never a pass over the tables."""
+        stopped on a sentinel usually goes on: writing rows is cheap, a walk is not), at most
+        :data:`_LAZY_AHEAD_ROWS` rows in all (level by level, in the order met);
+        raises :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap.
+        Cost: O(rows written x 256) plus O(lexer capacity) bytes, never a pass over the
+        tables."""
         ready = self._tables().ready
         states = np.unique(np.asarray(states, dtype=np.int64))
         states = states[~ready[states]]
@@ -488,7 +490,10 @@ class _LazyExitSplitClassifier:
         # pass over every lexer state and no sort (most frontiers are a handful of states);
         # ``slot`` is read only where written (np.empty: no O(states) fill)
         slot = np.empty(skip.size, dtype=np.int64)
+        budget = _LAZY_AHEAD_ROWS - int(states.size)
         for _ in range(ahead):
+            if budget <= 0:
+                break
             met = table[frontier].reshape(-1)
             met = met[~skip[met]]
             if not met.size:
@@ -496,9 +501,11 @@ class _LazyExitSplitClassifier:
             order = np.arange(met.size)
             slot[met] = order
             succ = met[slot[met] == order]  # one occurrence of each state (the one written)
+            succ = succ[:budget]  # (in the order met: deterministic)
             skip[succ] = True
             parts.append(succ)
             frontier = succ
+            budget -= int(succ.size)
         rows = np.concatenate(parts) if len(parts) > 1 else states
         self._write_rows(tables, rows)
         self._ready_list.extend(rows.tolist())
@@ -1381,6 +1388,11 @@ _SHARED_WALK_STATES = 96
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
+# ... but no more than this many rows per call (level by level, in the order met): one call
+# wrote up to ~1,400 rows (~10 ms, a TBM max), most of them reached by no walk; a walk that
+# meets a row left unwritten stops there and is run again (MaskBench, 100 schemas, compiled:
+# 256 rows leaves the total as it was and cuts a call's max from 11 ms to 3 ms)
+_LAZY_AHEAD_ROWS = 256
 # the row of the lazy walk tables where a walk that died after a plausible split ends
 # (absorbing; :class:`_LazyWalkTables`), and the ids they have room for at first (None: the
 # lexer's capacity then; untouched room costs address space, not memory)
