@@ -1342,8 +1342,11 @@ class CfgProgram:
             # a candidate some stack top already allows needs no check
             cands = cands[bitmask_has_many(words, trie.first_token[cands]) == 0]
             self.candidates_checked += int(cands.size)
-            verify = _verify_by_levels if cands.size >= _LEVEL_VERIFY_MIN else _verify_in_order
-            ok, err = verify(self.pda.step, state, trie, cands)
+            pda = self.pda
+            if cands.size >= _LEVEL_VERIFY_MIN:
+                ok, err = _verify_by_levels(pda.step, state, trie, cands)
+            else:  # the step memo read first (a private of the parser: see the function)
+                ok, err = _verify_in_order(pda.step, state, trie, cands, lambda: pda._steps)
             if err is not None:
                 self._limit_errors[state] = err
             if ok.size:
@@ -1427,23 +1430,33 @@ _SHARED_WALK_MIN_BYTES = 16
 _LEVEL_VERIFY_MIN = 256
 
 
+def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
+    return None
+
+
 def _verify_in_order(
     step: Callable[[ParserState, int], ParserState],
     state: ParserState,
     trie: TokenTrie,
     cands: np.ndarray,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
 ) -> tuple[np.ndarray, str | None]:
     """The candidates (string indices) whose bytes the parser accepts from ``state``, and the
     error of a parser limit some step hit (else None).
 
     Candidates in string order (the trie's strings are sorted): each one resumes from the state
     after the prefix it shares with the previous one.  O(bytes outside shared prefixes) steps.
+    ``memo``: the parser's step memo (``(state, byte) -> state``, what ``step`` returns for
+    a key it holds), read first: most steps of a warm mask are memoized, and a dictionary
+    look-up is a third of a ``step`` call (asked for again after each ``step``, which may
+    replace it).  Nothing kept.
     """
     strings = trie.strings
     ok: list[int] = []
     err: str | None = None
     prev = b""
     path = [state]  # path[i]: the state after prev[:i] (alive)
+    get = _no_memo if memo is None else memo().get
     for idx in cands.tolist():
         data = strings[idx]
         k = 0
@@ -1453,7 +1466,12 @@ def _verify_in_order(
         del path[k + 1 :]
         st = path[k]
         for b in data[k:]:
-            st = step(st, b)
+            nxt = get((st, b))
+            if nxt is None:
+                nxt = step(st, b)
+                if memo is not None:
+                    get = memo().get
+            st = nxt
             if st.is_dead:
                 if st.error:
                     err = st.error
