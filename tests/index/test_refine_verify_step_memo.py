@@ -39,6 +39,14 @@ def test_memo_reads_match_the_steps(vocab: Vocabulary, seed: int) -> None:
     trie = vocab.trie
     rng = random.Random(seed)
     cuts = sorted(rng.sample(range(1, len(DOC)), 8))
+    calls = [0]
+
+    def step_clearing(st: Any, b: int) -> Any:  # the memo emptied now and then
+        calls[0] += 1
+        if calls[0] % 7 == 0:
+            pda._steps.clear()
+        return pda.step(st, b)
+
     state = program.initial_state()
     at = 0
     for cut in cuts:
@@ -49,17 +57,7 @@ def test_memo_reads_match_the_steps(vocab: Vocabulary, seed: int) -> None:
         cands = np.asarray(sorted(picks), dtype=np.int64)
         want = _oracle(pda, state, trie.strings, cands)
         plain, err0 = cfg_program._verify_in_order(pda.step, state, trie, cands)
-        warm, err1 = cfg_program._verify_in_order(
-            pda.step, state, trie, cands, lambda: pda._steps
-        )
-        calls = [0]
-
-        def step_clearing(st: Any, b: int) -> Any:  # the memo emptied now and then
-            calls[0] += 1
-            if calls[0] % 7 == 0:
-                pda._steps.clear()
-            return pda.step(st, b)
-
+        warm, err1 = cfg_program._verify_in_order(pda.step, state, trie, cands, lambda: pda._steps)
         pda._steps.clear()
         cleared, err2 = cfg_program._verify_in_order(
             step_clearing, state, trie, cands, lambda: pda._steps
@@ -68,3 +66,4 @@ def test_memo_reads_match_the_steps(vocab: Vocabulary, seed: int) -> None:
         assert warm.tolist() == want
         assert cleared.tolist() == want
         assert err0 is err1 is err2 is None
+    assert calls[0] >= 7  # the memo was cleared mid-check
