@@ -464,9 +464,11 @@ class _LazyExitSplitClassifier:
     def _ensure(self, states: np.ndarray, ahead: int = 0) -> None:
         """Make the walk rows of ``states`` (building their lexer rows first), and of the
         states up to ``ahead`` bytes further whose lexer rows are built already (a walk that
-        stopped on a sentinel usually goes on: writing rows is cheap, a walk is not); raises
-        :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap.  Cost:
-        O(rows written x 256) plus O(lexer capacity) bytes, never a pass over the tables."""
+        stopped on a sentinel usually goes on: writing rows is cheap, a walk is not), at most
+        :data:`_LAZY_AHEAD_ROWS` rows in all (level by level, in the order met);
+        raises :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap.
+        Cost: O(rows written x 256) plus O(lexer capacity) bytes, never a pass over the
+        tables."""
         ready = self._tables().ready
         states = np.unique(np.asarray(states, dtype=np.int64))
         states = states[~ready[states]]
@@ -488,7 +490,10 @@ class _LazyExitSplitClassifier:
         # pass over every lexer state and no sort (most frontiers are a handful of states);
         # ``slot`` is read only where written (np.empty: no O(states) fill)
         slot = np.empty(skip.size, dtype=np.int64)
+        budget = _LAZY_AHEAD_ROWS - int(states.size)
         for _ in range(ahead):
+            if budget <= 0:
+                break
             met = table[frontier].reshape(-1)
             met = met[~skip[met]]
             if not met.size:
@@ -496,9 +501,11 @@ class _LazyExitSplitClassifier:
             order = np.arange(met.size)
             slot[met] = order
             succ = met[slot[met] == order]  # one occurrence of each state (the one written)
+            succ = succ[:budget]  # (in the order met: deterministic)
             skip[succ] = True
             parts.append(succ)
             frontier = succ
+            budget -= int(succ.size)
         rows = np.concatenate(parts) if len(parts) > 1 else states
         self._write_rows(tables, rows)
         self._ready_list.extend(rows.tolist())
@@ -511,11 +518,12 @@ class _LazyExitSplitClassifier:
             tables = self._tables()
             table = self._walk_table(tables, cut)
             idx, ends = trie.walk_pairs(table, tables.start(start))
-            q = tables.end_states(ends)
-            need = np.unique(q[~tables.ready[q]])
-            if not need.size:
+            # one gather of a flag per end row: most walks stop on no sentinel (this test was
+            # ~15-20% of a c_lang classification as a gather of states, then of ready flags)
+            stopped = tables.pending[ends]
+            if not stopped.any():
                 return idx, ends
-            self._ensure(need, _LAZY_AHEAD)
+            self._ensure(np.unique(tables.end_states(ends[stopped])), _LAZY_AHEAD)
 
     # -- classification -------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> Classification:
@@ -782,7 +790,8 @@ class _LazyWalkTables:
     (died after a plausible split: absorbing).  A lexer state gets an id when its rows are
     written (it became *ready*) or when a written row leads to it; the rows of an id whose
     state is not ready are sentinels (every byte leads back to the row itself), so a walk
-    that meets one ends on it.  Rows never move: new ids are appended.  The tables have room
+    that meets one ends on it (``pending`` flags those rows: a walk's end rows are tested
+    with one gather).  Rows never move: new ids are appended.  The tables have room
     for as many ids as the lexer had states when they were made (:func:`_fresh_rows`: memory
     is used by the rows written only); past it they are replaced by twice as large ones, the
     used rows copied (amortized O(rows written)).  Walks run on views of the rows in use
@@ -799,6 +808,7 @@ class _LazyWalkTables:
         "exit_byte",
         "ids",
         "lex",
+        "pending",
         "ready",
         "states",
         "version",
@@ -818,6 +828,8 @@ class _LazyWalkTables:
         self.count = 1
         #: bumped by every change of the tables' rows
         self.version = 0
+        #: per row, whether it is a sentinel's (its id's lexer state not ready)
+        self.pending = np.zeros(3 * room, dtype=bool)
         self.lex = _fresh_rows(3 * room)
         self.lex[_LAZY_SINK] = _LAZY_SINK
         self.cut = self.lex
@@ -854,6 +866,7 @@ class _LazyWalkTables:
         if not sentinels:
             return
         fill = (3 * ks[:, None] + np.arange(3, dtype=np.int32)).reshape(-1, 1)
+        self.pending[3 * lo : 3 * hi] = True
         self.lex[3 * lo : 3 * hi] = fill
         if self.cut is not self.lex:
             self.cut[3 * lo : 3 * hi] = fill
@@ -865,6 +878,9 @@ class _LazyWalkTables:
         used = self.count
         states = np.zeros(cap, dtype=np.int64)
         states[:used] = self.states[:used]
+        pending = np.zeros(3 * cap, dtype=bool)
+        pending[: 3 * used] = self.pending[: 3 * used]
+        self.pending = pending
         lex = _fresh_rows(3 * cap)
         lex[: 3 * used] = self.lex[: 3 * used]
         if self.cut is self.lex:
@@ -899,6 +915,7 @@ class _LazyWalkTables:
             assert xb is not None
             block[:, :, xb] = (DEAD, _LAZY_SINK, DEAD)
             self.cut.reshape(-1, 3, 256)[k] = block
+        self.pending.reshape(-1, 3)[k] = False
         self.ready[states] = True
         self.version += 1
 
@@ -927,7 +944,7 @@ class _LazyWalkTables:
         """The bytes in use: the per-state arrays and the rows of the ids given (the rest
         of the tables' room is never touched)."""
         rows = 3 * self.count * 256 * 4 * (1 if self.cut is self.lex else 2)
-        return int(self.ids.nbytes + self.ready.nbytes + 8 * self.count) + rows
+        return int(self.ids.nbytes + self.ready.nbytes + 11 * self.count) + rows
 
 
 class _CountedClassifier:
@@ -1325,8 +1342,11 @@ class CfgProgram:
             # a candidate some stack top already allows needs no check
             cands = cands[bitmask_has_many(words, trie.first_token[cands]) == 0]
             self.candidates_checked += int(cands.size)
-            verify = _verify_by_levels if cands.size >= _LEVEL_VERIFY_MIN else _verify_in_order
-            ok, err = verify(self.pda.step, state, trie, cands)
+            pda = self.pda
+            if cands.size >= _LEVEL_VERIFY_MIN:
+                ok, err = _verify_by_levels(pda.step, state, trie, cands)
+            else:  # the step memo read first (a private of the parser: see the function)
+                ok, err = _verify_in_order(pda.step, state, trie, cands, lambda: pda._steps)
             if err is not None:
                 self._limit_errors[state] = err
             if ok.size:
@@ -1381,6 +1401,11 @@ _SHARED_WALK_STATES = 96
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
+# ... but no more than this many rows per call (level by level, in the order met): one call
+# wrote up to ~1,400 rows (~10 ms, a TBM max), most of them reached by no walk; a walk that
+# meets a row left unwritten stops there and is run again (MaskBench, 100 schemas, compiled:
+# 256 rows leaves the total as it was and cuts a call's max from 11 ms to 3 ms)
+_LAZY_AHEAD_ROWS = 256
 # the row of the lazy walk tables where a walk that died after a plausible split ends
 # (absorbing; :class:`_LazyWalkTables`), and the ids they have room for at first (None: the
 # lexer's capacity then; untouched room costs address space, not memory)
@@ -1405,23 +1430,33 @@ _SHARED_WALK_MIN_BYTES = 16
 _LEVEL_VERIFY_MIN = 256
 
 
+def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
+    return None
+
+
 def _verify_in_order(
     step: Callable[[ParserState, int], ParserState],
     state: ParserState,
     trie: TokenTrie,
     cands: np.ndarray,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
 ) -> tuple[np.ndarray, str | None]:
     """The candidates (string indices) whose bytes the parser accepts from ``state``, and the
     error of a parser limit some step hit (else None).
 
     Candidates in string order (the trie's strings are sorted): each one resumes from the state
     after the prefix it shares with the previous one.  O(bytes outside shared prefixes) steps.
+    ``memo``: the parser's step memo (``(state, byte) -> state``, what ``step`` returns for
+    a key it holds), read first: most steps of a warm mask are memoized, and a dictionary
+    look-up is a third of a ``step`` call (asked for again after each ``step``, which may
+    replace it).  Nothing kept.
     """
     strings = trie.strings
     ok: list[int] = []
     err: str | None = None
     prev = b""
     path = [state]  # path[i]: the state after prev[:i] (alive)
+    get = _no_memo if memo is None else memo().get
     for idx in cands.tolist():
         data = strings[idx]
         k = 0
@@ -1431,7 +1466,12 @@ def _verify_in_order(
         del path[k + 1 :]
         st = path[k]
         for b in data[k:]:
-            st = step(st, b)
+            nxt = get((st, b))
+            if nxt is None:
+                nxt = step(st, b)
+                if memo is not None:
+                    get = memo().get
+            st = nxt
             if st.is_dead:
                 if st.error:
                     err = st.error
