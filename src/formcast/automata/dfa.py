@@ -185,7 +185,9 @@ def nfa_to_dfa(
     if minimize:
         small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
     n_classes = small.shape[1] - len(ref_rules)
-    table = np.ascontiguousarray(small[:, :n_classes][:, class_of])
+    # (class_of < n_classes: the byte columns; ``take`` gathers into a C-ordered table in one
+    # pass, where slicing then fancy indexing made an F-ordered one and copied it again)
+    table = np.take(small, class_of, axis=1)
     table.setflags(write=False)
     acc_arr.setflags(write=False)
     ref_table = np.ascontiguousarray(small[:, n_classes:])

@@ -406,20 +406,49 @@ def _worth_embedding(item: Node) -> bool:
     )
 
 
+def _single_byte_ranges(item: Node) -> tuple[tuple[int, int], ...] | None:
+    """The byte ranges of an item that reads exactly one byte through plain edges and makes no
+    state (a byte set, an ASCII character set the NFA does not embed, a one-byte ASCII
+    literal): what its handler would add from ``frm`` to ``to``, in the same order; else None.
+    O(ranges)."""
+    if isinstance(item, ByteSet):
+        return item.ranges
+    if isinstance(item, CharSet):
+        ranges = item.ranges
+        if ranges and len(ranges) <= _EMBED_RANGES and ranges[-1][1] < 0x80:
+            return ranges  # (each ASCII range is one UTF-8 sequence of one byte)
+        return None
+    if isinstance(item, Literal) and len(item.text) == 1 and ord(item.text) < 0x80:
+        b = ord(item.text)
+        return ((b, b),)
+    return None
+
+
 def _add_repeat(
     nfa: NFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, int, bool]]
 ) -> None:
+    # an item of one byte (whitespace, digits: ``[ \t\n]{0,20}``, ``[0-9]{1,20}``) gets its
+    # edges here rather than one work item per copy: the same NFA, states and edges, without
+    # the dispatch per copy (most NFA states of the builtin JSON grammar are such copies)
+    ranges = _single_byte_ranges(n.item)
+    edges = nfa.edges
     cur = frm
     for _ in range(n.min):
         nxt = nfa.new_state()
-        work.append((n.item, cur, nxt, False))
+        if ranges is None:
+            work.append((n.item, cur, nxt, False))
+        else:
+            edges[cur].extend([(lo, hi, nxt) for lo, hi in ranges])
         cur = nxt
     if n.max is None:
         # cur --eps--> loop; loop --item--> loop; loop --eps--> to
         loop = nfa.new_state()
         nfa.eps[cur].append(loop)
         body_end = nfa.new_state()
-        work.append((n.item, loop, body_end, False))
+        if ranges is None:
+            work.append((n.item, loop, body_end, False))
+        else:
+            edges[loop].extend([(lo, hi, body_end) for lo, hi in ranges])
         nfa.eps[body_end].append(loop)
         nfa.eps[loop].append(to)
         return
@@ -427,7 +456,10 @@ def _add_repeat(
     nfa.eps[cur].append(to)
     for i in range(optional):
         nxt = to if i == optional - 1 else nfa.new_state()
-        work.append((n.item, cur, nxt, False))
+        if ranges is None:
+            work.append((n.item, cur, nxt, False))
+        else:
+            edges[cur].extend([(lo, hi, nxt) for lo, hi in ranges])
         if nxt != to:
             nfa.eps[nxt].append(to)
         cur = nxt

@@ -232,16 +232,18 @@ def compile_grammar_automaton(
         if dfa.ref_table is None:
             per_state: list[tuple[tuple[int, int], ...]] = [()] * n_states
         else:
-            # one conversion of the call table, not one numpy scalar per (state, callee)
+            # the rows of the states that call (most states only read bytes), each converted
+            # once, not one numpy scalar per (state, callee)
             ref_rules = dfa.ref_rules
-            ref_rows: list[list[int]] = dfa.ref_table.tolist()
-            per_state = [
-                tuple((callee, t) for callee, t in zip(ref_rules, row, strict=True) if t != DEAD)
-                for row in ref_rows
-            ]
-            per_state[DEAD] = ()
             calls = (dfa.ref_table != DEAD).any(axis=1)
             calls[DEAD] = False
+            callers: list[int] = np.flatnonzero(calls).tolist()
+            ref_rows: list[list[int]] = dfa.ref_table[callers].tolist()
+            per_state = [()] * n_states
+            for s, row in zip(callers, ref_rows, strict=True):
+                per_state[s] = tuple(
+                    (callee, t) for callee, t in zip(ref_rules, row, strict=True) if t != DEAD
+                )
             bnd |= calls
             has_out |= calls
         bnd[DEAD] = False
