@@ -12,6 +12,7 @@ immutable.  Cost: subset construction over byte classes, capped at ``max_states`
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from typing import ClassVar
@@ -363,13 +364,13 @@ class LazyExpandedLexer:
         self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
         self.built[idx] = True
 
-    def _state_of(self, h: _LexerHelpers, members: tuple[int, ...]) -> int:
-        """The lexer state of a set of (two or more) live global states, numbered (with a
-        sentinel row) when new."""
+    def _state_of(self, h: _LexerHelpers, members: tuple[int, ...], live: set[int]) -> int:
+        """The lexer state of a set of live global states (the union of the closures of
+        ``live``), numbered (with a sentinel row) when new."""
         j = self.ids.get(members)
         if j is not None:
             return j
-        j = h.closure_state.get(members)
+        j = h.closure_owner(members, live)
         if j is not None:  # the closure of a global state with calls: that state
             self.ids[members] = j
             return j
@@ -402,6 +403,7 @@ class LazyExpandedLexer:
         lens = [len(m) for m in batch]
         starts = [0, *accumulate(lens[:-1])]
         flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
+        h.rows(flat)
         succ = h.g_succ[flat]
         block = np.maximum.reduceat(succ, starts, axis=0)
         live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
@@ -418,7 +420,7 @@ class LazyExpandedLexer:
                 if j is None:
                     live_ids = {v for v in tup if v}
                     members = tuple(sorted(frozenset().union(*(h.closure(v) for v in live_ids))))
-                    j = self._state_of(h, members)
+                    j = self._state_of(h, members, live_ids)
                     h.multi[tup] = j
                 row[c] = j
             rows.append(row)
@@ -431,17 +433,28 @@ class LazyExpandedLexer:
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
     (and its split flags), the byte classes, the call closures, and the successor tuples met
-    so far.  Derived from the grammar automaton alone (rebuilt after a load)."""
+    so far.  Derived from the grammar automaton alone (rebuilt after a load).
+
+    Lifetime: per lexer (not persisted).  Mutation: the call lists of a rule are read from
+    ``auto`` when a closure first meets one of its states, closures are cached on first use.
+    Cost at construction: O(global states x 256) numpy (the global rows and the byte classes),
+    no Python work per state; then O(states and call edges reached) per closure."""
 
     __slots__ = (
+        "auto",
         "calls",
         "closure_cache",
-        "closure_state",
         "cls_of_byte",
+        "filled",
         "first",
         "g_split",
         "g_succ",
         "multi",
+        "offs",
+        "reps",
+        "rule_calls",
+        "rule_of",
+        "starts",
         "with_calls",
     )
 
@@ -453,8 +466,8 @@ class _LexerHelpers:
         analysis = auto.analysis
         follow, restart = analysis.follow, analysis.restart
         n_global = int(offsets[-1])
-        calls: list[list[int]] = [[] for _ in range(n_global)]
         split_vectors: list[np.ndarray] = []
+        with_calls: list[np.ndarray] = []
         for r, dfa in enumerate(auto.dfas):
             check_deadline()
             off = int(offsets[r])
@@ -470,10 +483,10 @@ class _LexerHelpers:
             count = auto.count_of(r)
             if count is not None and count[0] == 0:
                 gsplit[off + dfa.start] |= follow[r]
-            refs = auto.refs[r]
-            for q in np.flatnonzero(auto.boundary[r]).tolist():  # states with calls among them
-                for callee, _ in refs[q]:
-                    calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)
+            if dfa.ref_table is not None:  # the states with calls (as ``auto.refs``)
+                has = (dfa.ref_table != DEAD).any(axis=1)
+                has[DEAD] = False
+                with_calls.append(np.flatnonzero(has) + off)
         check_deadline()
         split_vectors.extend(follow[r] for r in range(len(auto.dfas)))
         vectors = np.stack(split_vectors)
@@ -484,25 +497,108 @@ class _LexerHelpers:
         edge |= (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
         run_first = np.flatnonzero(np.concatenate(([True], edge)))
         run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
+        # (np.take: a column gather several times faster than fancy indexing)
         small = np.concatenate(
-            [gtable[:, run_first], vectors[:, run_first].astype(np.int32)], axis=0
+            [np.take(gtable, run_first, axis=1), vectors[:, run_first].astype(np.int32)], axis=0
         )
         cls_of_run, first_run = column_classes(small)
         self.cls_of_byte = cls_of_run[run_of_byte]
         self.first = run_first[first_run]
-        reps = np.asarray(self.first, dtype=np.int64)
-        self.g_succ = gtable[:, reps].astype(np.int64)
-        self.g_split = gsplit[:, reps]
-        self.calls = calls
+        self.reps = np.asarray(self.first, dtype=np.int64)
+        # the global rows on one column per byte class, a rule's written when a member of it
+        # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
+        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
+        self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
+        self.rule_of = np.repeat(
+            np.arange(len(auto.dfas), dtype=np.int64), np.diff(offsets).astype(np.int64)
+        )
+        self.filled = np.zeros(len(auto.dfas), dtype=bool)
+        self.auto = auto
+        self.offs: list[int] = offsets.tolist()
+        #: per global state, its call targets (callee starts); a rule's are read from
+        #: ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``)
+        self.calls: list[list[int]] = [[] for _ in range(n_global)]
+        self.rule_calls = [False] * len(auto.dfas)
+        #: the global states of rule starts (the only call targets)
+        self.starts = {int(offsets[r]) + d.start for r, d in enumerate(auto.dfas)}
         self.closure_cache: dict[int, frozenset[int]] = {}
-        self.with_calls = [g for g in range(n_global) if calls[g]]
-        self.closure_state: dict[tuple[int, ...], int] = {}
-        for g in self.with_calls:
-            self.closure_state.setdefault(tuple(sorted(self.closure(g))), g)
+        self.with_calls: np.ndarray = (
+            np.concatenate(with_calls) if with_calls else np.zeros(0, dtype=np.int64)
+        )
         self.multi: dict[tuple[int, ...], int] = {}
 
+    def rows(self, flat: np.ndarray) -> None:
+        """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
+        states ``flat`` not written yet: O(rule states x byte classes) per rule, once."""
+        need = np.unique(self.rule_of[flat])
+        need = need[~self.filled[need]]
+        if not need.size:
+            return
+        auto = self.auto
+        analysis = auto.analysis
+        reps = self.reps
+        for r in need.tolist():
+            dfa = auto.dfas[r]
+            off = self.offs[r]
+            t = np.take(dfa.table, reps, axis=1).astype(np.int64)
+            dest = self.g_succ[off : off + t.shape[0]]
+            np.add(t, off, out=dest)
+            dest[t == DEAD] = 0
+            dest[0] = 0
+            sp = self.g_split[off : off + t.shape[0]]
+            sp[np.asarray(dfa.accepting, dtype=bool)] = (analysis.follow[r] | analysis.restart[r])[
+                reps
+            ]
+            count = auto.count_of(r)
+            if count is not None and count[0] == 0:
+                sp[dfa.start] |= analysis.follow[r][reps]
+        self.filled[need] = True
+
+    def _calls_of(self, g: int) -> list[int]:
+        """The call targets of global state ``g`` (its rule's read on first use)."""
+        r = bisect_right(self.offs, g) - 1
+        if not self.rule_calls[r]:
+            self.rule_calls[r] = True
+            off = self.offs[r]
+            auto = self.auto
+            refs = auto.refs[r]
+            calls = self.calls
+            for q in np.flatnonzero(auto.boundary[r]).tolist():
+                for callee, _ in refs[q]:
+                    calls[off + q].append(self.offs[callee] + auto.dfas[callee].start)
+        return self.calls[g]
+
     def closure(self, g: int) -> frozenset[int]:
+        """The global states reachable from ``g`` by calls (the lexer's epsilon moves), ``g``
+        included; cached.  O(states and call edges reached) on first use."""
         hit = self.closure_cache.get(g)
-        if hit is None:  # calls are the lexer's epsilon moves
-            hit = self.closure_cache[g] = epsilon_closure(self.calls, (g,))
+        if hit is None:
+            seen = {g}
+            stack = [g]
+            while stack:
+                for t in self._calls_of(stack.pop()):
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            hit = self.closure_cache[g] = frozenset(seen)
         return hit
+
+    def closure_owner(self, members: tuple[int, ...], live: set[int]) -> int | None:
+        """The least global state with calls whose closure is ``members`` (sorted, the union
+        of the closures of ``live``), else None: the eager build's state for that set.
+
+        Such a state ``g`` lies in ``members``, so its closure is within some ``closure(v)``,
+        ``v`` live, which then equals ``members``; ``g`` other than ``v`` reaches ``v``, so
+        ``v`` is a call target (a rule start) and ``g < v`` is checked.  O(live) without a
+        rule start among them, else closures of the members below ``v`` (cached)."""
+        n = len(members)
+        owner = next((v for v in sorted(live) if len(self.closure(v)) == n), None)
+        if owner is None or not self._calls_of(owner):
+            return None
+        if owner in self.starts:
+            for g in members:
+                if g >= owner:
+                    break
+                if self._calls_of(g) and len(self.closure(g)) == n:
+                    return g
+        return owner
