@@ -12,6 +12,7 @@ immutable.  Cost: subset construction over byte classes, capped at ``max_states`
 
 from __future__ import annotations
 
+import mmap
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, chain
@@ -208,6 +209,22 @@ _AHEAD_ROWS = 48
 _AHEAD_MARGIN = 1_024
 
 
+#: arrays from this size on are private anonymous maps (see :func:`_fresh`)
+_FRESH_MAP_BYTES = 1 << 20
+
+
+def _fresh(rows: int, dtype: type[np.generic] | np.dtype[np.generic]) -> np.ndarray:
+    """``dtype[rows, 256]`` zeros whose pages are touched only when written: a private
+    anonymous memory map (the kernel's zero pages) past :data:`_FRESH_MAP_BYTES`, where
+    ``np.zeros`` may get recycled heap memory that it clears page by page.  The map lives
+    as long as the array (the array holds it)."""
+    dt = np.dtype(dtype)
+    size = rows * 256 * dt.itemsize
+    if size < _FRESH_MAP_BYTES:
+        return np.zeros((rows, 256), dtype=dt)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=dt).reshape(rows, 256)
+
+
 class LexerStateCapError(Exception):
     """A :class:`LazyExpandedLexer` would outgrow its ``max_states`` cap.  Internal: the token
     index catches it and classifies on the per-rule automata from then on (same masks)."""
@@ -218,30 +235,37 @@ class LazyExpandedLexer:
     """:class:`ExpandedLexer` whose rows are built when a walk first needs them.
 
     The states are those of the eager construction (lexer state ``g < offsets[-1]`` is the
-    closure of global rule position ``g``; later states are unions met while building rows),
-    numbered in the order they are first *referenced* by a built row.  A row not built yet is
-    a *sentinel*: every byte leads back to the state itself, with no split flag (``built[s]``
-    False), so a walk that reaches it stays there and ends on it — the caller then builds that
-    row (:meth:`ensure`) and walks again.  States without calls are their own closure: their
-    rows are the rule DFAs' rows, copied at construction (one vectorized pass); only call
-    closures and unions, the Python part of the eager build, are made lazily.
+    closure of global rule position ``g``; later states are unions met while building rows,
+    a union equal to the closure of a rule position being that position), numbered in the
+    order they are first *referenced* by a built row.  A row not built yet (``built[s]``
+    False) holds zeros, or a sentinel (every byte leads back to the state itself, no split
+    flag) for a union state: callers read the rows of built states only, and build a row
+    (:meth:`ensure`) before walking it.  Construction builds no row: it makes the byte
+    classes (from the rule DFAs' tables) and allocates the tables as untouched zero pages,
+    so its cost does not grow with the rows a grammar's first masks never reach; the rule
+    DFAs' rows (per byte class), their call lists and closures are read when a row first
+    needs them.
 
     Attributes:
-        table: ``int32[capacity, 256]``: rows of built states, sentinels of referenced but
-            unbuilt ones (``size`` states), zeros past ``size``.  Rows change in place when
-            built; the array is replaced (twice the capacity) when it is full, so a caller
-            keeping derived tables compares :attr:`capacity`.
-        split: ``bool[capacity, 256]`` as :attr:`ExpandedLexer.split` (False on sentinels).
+        table: ``int32[capacity, 256]``: rows of built states, zeros (or sentinels) for the
+            others.  Rows change in place when built; the array is replaced (twice the
+            capacity) when it is full, so a caller keeping derived tables compares
+            :attr:`capacity`.
+        split: ``bool[capacity, 256]`` as :attr:`ExpandedLexer.split` (False where unbuilt).
         built: ``bool[capacity]``.
+        size: the states numbered so far (every rule position, then the unions).
         offsets: as :attr:`ExpandedLexer.offsets`.
         classes: ``(class of each byte, a byte of each class)``: columns of one class are
-            equal in :attr:`table` and :attr:`split` whatever rows get built.
+            equal in :attr:`table` and :attr:`split` whatever rows get built (the column
+            classes of the eager build's global table).
 
     Lifetime: per compiled grammar; grows monotonically (bounded by ``max_states``, past which
     :meth:`ensure` raises :class:`LexerStateCapError`).  Not thread-safe: callers serialize
     :meth:`ensure` and their walks of the tables (the token index holds a lock).
-    Costs: construction O(rule states x 256) numpy plus one epsilon closure per state with
-    calls; :meth:`ensure` O(members x byte classes) per row, numpy-batched.
+    Costs: construction O(rule states x 256) numpy comparisons over the rule DFAs' tables
+    (no Python work per state, no table row written); :meth:`ensure` O(members x byte
+    classes) per row, numpy-batched, plus O(rule states x byte classes) once per rule met
+    and the closures met (O(states and call edges reached) each, cached).
     """
 
     #: helpers rebuilt from ``auto`` on first use after a load (see :mod:`formcast.index.serialize`)
@@ -267,24 +291,16 @@ class LazyExpandedLexer:
         self.offsets = np.cumsum([0] + [d.table.shape[0] for d in auto.dfas]).astype(np.int64)
         n_global = int(self.offsets[-1])
         cap = n_global + max(16, n_global // 8)
-        self.table = np.zeros((cap, 256), dtype=np.int32)
-        self.split = np.zeros((cap, 256), dtype=bool)
+        # untouched zero pages: a row's memory is used when the row is built
+        self.table = _fresh(cap, np.int32)
+        self.split = _fresh(cap, np.bool_)
         self.built = np.zeros(cap, dtype=bool)
+        self.built[DEAD] = True  # (its row: zeros)
         self.size = n_global
-        # the global rows are written straight into the lexer's arrays
-        helpers = _LexerHelpers(auto, self.offsets, self.table[:n_global], self.split[:n_global])
+        helpers = _LexerHelpers(auto, self.offsets)
         # None after a load (``_serialize_omit``): rebuilt by ``_build_helpers`` on first use;
         # typed Optional so that mypyc's compiled methods accept the loaded None
         self._helpers: _LexerHelpers | None = helpers
-        plain = np.ones(n_global, dtype=bool)
-        plain[helpers.with_calls] = False
-        plain[DEAD] = True
-        wc = np.asarray(helpers.with_calls, dtype=np.int64)
-        self.table[wc] = wc[:, None].astype(np.int32)  # sentinels
-        self.split[wc] = False
-        self.table[DEAD] = 0
-        self.split[DEAD] = False
-        self.built[:n_global] = plain
         #: member tuple -> lexer state, for the unions (states past ``offsets[-1]``)
         self.ids: dict[tuple[int, ...], int] = {}
         #: per union state (``s - offsets[-1]``), its members
@@ -304,13 +320,7 @@ class LazyExpandedLexer:
         construction and again on first use after a load."""
         helpers = self._helpers
         if helpers is None:
-            n_global = int(self.offsets[-1])
-            helpers = _LexerHelpers(
-                self.auto,
-                self.offsets,
-                np.zeros((n_global, 256), dtype=np.int32),
-                np.zeros((n_global, 256), dtype=bool),
-            )
+            helpers = _LexerHelpers(self.auto, self.offsets)
             self._helpers = helpers
         return helpers
 
@@ -388,11 +398,14 @@ class LazyExpandedLexer:
 
     def _grow(self) -> None:
         cap = min(2 * self.capacity, max(self.max_states, self.capacity + 1))
-        for name in ("table", "split", "built"):
+        for name in ("table", "split"):
             old = getattr(self, name)
-            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
-            new[: old.shape[0]] = old
+            new = _fresh(cap, old.dtype)
+            new[: old.shape[0]] = old  # (pages of unbuilt rows: zeros, stay shared)
             setattr(self, name, new)
+        built = np.zeros(cap, dtype=bool)
+        built[: self.built.size] = self.built
+        self.built = built
 
     def _union_rows(
         self, h: _LexerHelpers, batch: list[list[int]]
@@ -455,52 +468,39 @@ class _LexerHelpers:
         "rule_calls",
         "rule_of",
         "starts",
-        "with_calls",
     )
 
-    def __init__(
-        self, auto: GrammarAutomaton, offsets: np.ndarray, gtable: np.ndarray, gsplit: np.ndarray
-    ) -> None:
-        """Writes the global rows into ``gtable`` (``int32[offsets[-1], 256]``, zeros) and
-        ``gsplit`` (bool, False) and keeps their columns at the byte classes' bytes."""
+    def __init__(self, auto: GrammarAutomaton, offsets: np.ndarray) -> None:
         analysis = auto.analysis
         follow, restart = analysis.follow, analysis.restart
         n_global = int(offsets[-1])
-        split_vectors: list[np.ndarray] = []
-        with_calls: list[np.ndarray] = []
+        vectors = np.stack(
+            [follow[r] | restart[r] for r in range(len(auto.dfas))]
+            + [follow[r] for r in range(len(auto.dfas))]
+        )
+        # byte classes: the column classes of the global table (rule ``r``'s rows: its DFA's
+        # shifted by ``offsets[r]``, dead 0, state 0 all dead) and the split vectors, as the
+        # eager build's, read from the DFA tables (no global table is made): runs of equal
+        # adjacent columns first (one comparison pass; shifting a row keeps its equalities),
+        # then column_classes on one column per run of the very rows of the global table
+        edge = (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
+        for dfa in auto.dfas:
+            t = dfa.table[1:]
+            edge |= (t[:, 1:] != t[:, :-1]).any(axis=0)
+        check_deadline()
+        run_first = np.flatnonzero(np.concatenate(([True], edge)))
+        run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
+        small = np.zeros((n_global + vectors.shape[0], run_first.size), dtype=np.int32)
         for r, dfa in enumerate(auto.dfas):
-            check_deadline()
             off = int(offsets[r])
-            t = dfa.table
-            dest = gtable[off : off + t.shape[0]]
+            # (np.take: a column gather several times faster than fancy indexing)
+            t = np.take(dfa.table, run_first, axis=1)
+            dest = small[off : off + t.shape[0]]
             np.add(t, off, out=dest, casting="unsafe")
             dest[t == DEAD] = 0
             dest[0] = 0
-            vec = follow[r] | restart[r]
-            split_vectors.append(vec)
-            acc = np.asarray(dfa.accepting, dtype=bool)
-            gsplit[off : off + t.shape[0]][acc] = vec
-            count = auto.count_of(r)
-            if count is not None and count[0] == 0:
-                gsplit[off + dfa.start] |= follow[r]
-            if dfa.ref_table is not None:  # the states with calls (as ``auto.refs``)
-                has = (dfa.ref_table != DEAD).any(axis=1)
-                has[DEAD] = False
-                with_calls.append(np.flatnonzero(has) + off)
+        small[n_global:] = vectors[:, run_first]
         check_deadline()
-        split_vectors.extend(follow[r] for r in range(len(auto.dfas)))
-        vectors = np.stack(split_vectors)
-        # byte classes: runs of equal adjacent columns first (one comparison pass), then
-        # the equal runs (column_classes on one column per run): the exact column classes
-        # of the eager build, hashing a fraction of the columns
-        edge = (gtable[:, 1:] != gtable[:, :-1]).any(axis=0)
-        edge |= (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
-        run_first = np.flatnonzero(np.concatenate(([True], edge)))
-        run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
-        # (np.take: a column gather several times faster than fancy indexing)
-        small = np.concatenate(
-            [np.take(gtable, run_first, axis=1), vectors[:, run_first].astype(np.int32)], axis=0
-        )
         cls_of_run, first_run = column_classes(small)
         self.cls_of_byte = cls_of_run[run_of_byte]
         self.first = run_first[first_run]
@@ -522,9 +522,6 @@ class _LexerHelpers:
         #: the global states of rule starts (the only call targets)
         self.starts = {int(offsets[r]) + d.start for r, d in enumerate(auto.dfas)}
         self.closure_cache: dict[int, frozenset[int]] = {}
-        self.with_calls: np.ndarray = (
-            np.concatenate(with_calls) if with_calls else np.zeros(0, dtype=np.int64)
-        )
         self.multi: dict[tuple[int, ...], int] = {}
 
     def rows(self, flat: np.ndarray) -> None:
