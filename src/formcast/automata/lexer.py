@@ -374,6 +374,19 @@ class LazyExpandedLexer:
         self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
         self.built[idx] = True
 
+    def _plain_rows(self, h: _LexerHelpers, r: int) -> None:
+        """Build the rows of rule ``r``'s states without calls (its DFA's rows, shifted),
+        when a row first meets the rule: the states a walk from a state of ``r`` reaches
+        within ``r`` are built, as the rule positions the token index digests (its walks
+        shared across grammars) need.  O(rule states x 256), once per rule."""
+        plain = h.plain(r)
+        plain = plain[~self.built[plain]]
+        if plain.size:
+            cmap = h.cls_of_byte
+            self.table[plain] = h.g_succ[plain][:, cmap]
+            self.split[plain] = h.g_split[plain][:, cmap]
+            self.built[plain] = True
+
     def _state_of(self, h: _LexerHelpers, members: tuple[int, ...], live: set[int]) -> int:
         """The lexer state of a set of live global states (the union of the closures of
         ``live``), numbered (with a sentinel row) when new."""
@@ -416,7 +429,8 @@ class LazyExpandedLexer:
         lens = [len(m) for m in batch]
         starts = [0, *accumulate(lens[:-1])]
         flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
-        h.rows(flat)
+        for r in h.rows(flat):
+            self._plain_rows(h, r)
         succ = h.g_succ[flat]
         block = np.maximum.reduceat(succ, starts, axis=0)
         live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
@@ -524,13 +538,14 @@ class _LexerHelpers:
         self.closure_cache: dict[int, frozenset[int]] = {}
         self.multi: dict[tuple[int, ...], int] = {}
 
-    def rows(self, flat: np.ndarray) -> None:
+    def rows(self, flat: np.ndarray) -> list[int]:
         """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
-        states ``flat`` not written yet: O(rule states x byte classes) per rule, once."""
+        states ``flat`` not written yet: O(rule states x byte classes) per rule, once.
+        Returns those rules."""
         need = np.unique(self.rule_of[flat])
         need = need[~self.filled[need]]
         if not need.size:
-            return
+            return []
         auto = self.auto
         analysis = auto.analysis
         reps = self.reps
@@ -550,6 +565,19 @@ class _LexerHelpers:
             if count is not None and count[0] == 0:
                 sp[dfa.start] |= analysis.follow[r][reps]
         self.filled[need] = True
+        done: list[int] = need.tolist()
+        return done
+
+    def plain(self, r: int) -> np.ndarray:
+        """The global states of rule ``r`` without calls (their own closures), its dead
+        state included.  O(rule states x callees)."""
+        dfa = self.auto.dfas[r]
+        off = self.offs[r]
+        if dfa.ref_table is None:
+            return np.arange(off, off + dfa.table.shape[0], dtype=np.int64)
+        has = (dfa.ref_table != DEAD).any(axis=1)
+        has[DEAD] = False
+        return np.flatnonzero(~has) + off
 
     def _calls_of(self, g: int) -> list[int]:
         """The call targets of global state ``g`` (its rule's read on first use)."""
