@@ -209,6 +209,12 @@ _AHEAD_ROWS = 48
 _AHEAD_MARGIN = 1_024
 
 
+#: lexers of at least this many rule states build the rows of a rule's states without calls
+#: when a row first meets the rule; smaller ones at construction (measured on MaskBench: built
+#: piecemeal during the walks, the rules' rows cost the masks ~40% more time on average
+#: than one pass at construction, which only pays where it dominates the first mask)
+_LAZY_ROWS_FROM = 8_192
+
 #: arrays from this size on are private anonymous maps (see :func:`_fresh`)
 _FRESH_MAP_BYTES = 1 << 20
 
@@ -306,6 +312,9 @@ class LazyExpandedLexer:
         #: per union state (``s - offsets[-1]``), its members
         self.sets: list[tuple[int, ...]] = []
         self.classes = (helpers.cls_of_byte, helpers.first)
+        if n_global < _LAZY_ROWS_FROM:  # small: every rule's rows now, in one pass each
+            for r in helpers.rows(np.arange(n_global, dtype=np.int64)):
+                self._plain_rows(helpers, r)
 
     @property
     def capacity(self) -> int:
