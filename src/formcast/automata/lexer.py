@@ -12,6 +12,8 @@ immutable.  Cost: subset construction over byte classes, capped at ``max_states`
 
 from __future__ import annotations
 
+import mmap
+from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, chain
 from typing import ClassVar
@@ -207,6 +209,28 @@ _AHEAD_ROWS = 48
 _AHEAD_MARGIN = 1_024
 
 
+#: lexers of at least this many rule states build the rows of a rule's states without calls
+#: when a row first meets the rule; smaller ones at construction (measured on MaskBench: built
+#: piecemeal during the walks, the rules' rows cost the masks ~40% more time on average
+#: than one pass at construction, which only pays where it dominates the first mask)
+_LAZY_ROWS_FROM = 8_192
+
+#: arrays from this size on are private anonymous maps (see :func:`_fresh`)
+_FRESH_MAP_BYTES = 1 << 20
+
+
+def _fresh(rows: int, dtype: type[np.generic] | np.dtype[np.generic]) -> np.ndarray:
+    """``dtype[rows, 256]`` zeros whose pages are touched only when written: a private
+    anonymous memory map (the kernel's zero pages) past :data:`_FRESH_MAP_BYTES`, where
+    ``np.zeros`` may get recycled heap memory that it clears page by page.  The map lives
+    as long as the array (the array holds it)."""
+    dt = np.dtype(dtype)
+    size = rows * 256 * dt.itemsize
+    if size < _FRESH_MAP_BYTES:
+        return np.zeros((rows, 256), dtype=dt)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=dt).reshape(rows, 256)
+
+
 class LexerStateCapError(Exception):
     """A :class:`LazyExpandedLexer` would outgrow its ``max_states`` cap.  Internal: the token
     index catches it and classifies on the per-rule automata from then on (same masks)."""
@@ -217,30 +241,37 @@ class LazyExpandedLexer:
     """:class:`ExpandedLexer` whose rows are built when a walk first needs them.
 
     The states are those of the eager construction (lexer state ``g < offsets[-1]`` is the
-    closure of global rule position ``g``; later states are unions met while building rows),
-    numbered in the order they are first *referenced* by a built row.  A row not built yet is
-    a *sentinel*: every byte leads back to the state itself, with no split flag (``built[s]``
-    False), so a walk that reaches it stays there and ends on it — the caller then builds that
-    row (:meth:`ensure`) and walks again.  States without calls are their own closure: their
-    rows are the rule DFAs' rows, copied at construction (one vectorized pass); only call
-    closures and unions, the Python part of the eager build, are made lazily.
+    closure of global rule position ``g``; later states are unions met while building rows,
+    a union equal to the closure of a rule position being that position), numbered in the
+    order they are first *referenced* by a built row.  A row not built yet (``built[s]``
+    False) holds zeros, or a sentinel (every byte leads back to the state itself, no split
+    flag) for a union state: callers read the rows of built states only, and build a row
+    (:meth:`ensure`) before walking it.  Construction builds no row: it makes the byte
+    classes (from the rule DFAs' tables) and allocates the tables as untouched zero pages,
+    so its cost does not grow with the rows a grammar's first masks never reach; the rule
+    DFAs' rows (per byte class), their call lists and closures are read when a row first
+    needs them.
 
     Attributes:
-        table: ``int32[capacity, 256]``: rows of built states, sentinels of referenced but
-            unbuilt ones (``size`` states), zeros past ``size``.  Rows change in place when
-            built; the array is replaced (twice the capacity) when it is full, so a caller
-            keeping derived tables compares :attr:`capacity`.
-        split: ``bool[capacity, 256]`` as :attr:`ExpandedLexer.split` (False on sentinels).
+        table: ``int32[capacity, 256]``: rows of built states, zeros (or sentinels) for the
+            others.  Rows change in place when built; the array is replaced (twice the
+            capacity) when it is full, so a caller keeping derived tables compares
+            :attr:`capacity`.
+        split: ``bool[capacity, 256]`` as :attr:`ExpandedLexer.split` (False where unbuilt).
         built: ``bool[capacity]``.
+        size: the states numbered so far (every rule position, then the unions).
         offsets: as :attr:`ExpandedLexer.offsets`.
         classes: ``(class of each byte, a byte of each class)``: columns of one class are
-            equal in :attr:`table` and :attr:`split` whatever rows get built.
+            equal in :attr:`table` and :attr:`split` whatever rows get built (the column
+            classes of the eager build's global table).
 
     Lifetime: per compiled grammar; grows monotonically (bounded by ``max_states``, past which
     :meth:`ensure` raises :class:`LexerStateCapError`).  Not thread-safe: callers serialize
     :meth:`ensure` and their walks of the tables (the token index holds a lock).
-    Costs: construction O(rule states x 256) numpy plus one epsilon closure per state with
-    calls; :meth:`ensure` O(members x byte classes) per row, numpy-batched.
+    Costs: construction O(rule states x 256) numpy comparisons over the rule DFAs' tables
+    (no Python work per state, no table row written); :meth:`ensure` O(members x byte
+    classes) per row, numpy-batched, plus O(rule states x byte classes) once per rule met
+    and the closures met (O(states and call edges reached) each, cached).
     """
 
     #: helpers rebuilt from ``auto`` on first use after a load (see :mod:`formcast.index.serialize`)
@@ -266,29 +297,24 @@ class LazyExpandedLexer:
         self.offsets = np.cumsum([0] + [d.table.shape[0] for d in auto.dfas]).astype(np.int64)
         n_global = int(self.offsets[-1])
         cap = n_global + max(16, n_global // 8)
-        self.table = np.zeros((cap, 256), dtype=np.int32)
-        self.split = np.zeros((cap, 256), dtype=bool)
+        # untouched zero pages: a row's memory is used when the row is built
+        self.table = _fresh(cap, np.int32)
+        self.split = _fresh(cap, np.bool_)
         self.built = np.zeros(cap, dtype=bool)
+        self.built[DEAD] = True  # (its row: zeros)
         self.size = n_global
-        # the global rows are written straight into the lexer's arrays
-        helpers = _LexerHelpers(auto, self.offsets, self.table[:n_global], self.split[:n_global])
+        helpers = _LexerHelpers(auto, self.offsets)
         # None after a load (``_serialize_omit``): rebuilt by ``_build_helpers`` on first use;
         # typed Optional so that mypyc's compiled methods accept the loaded None
         self._helpers: _LexerHelpers | None = helpers
-        plain = np.ones(n_global, dtype=bool)
-        plain[helpers.with_calls] = False
-        plain[DEAD] = True
-        wc = np.asarray(helpers.with_calls, dtype=np.int64)
-        self.table[wc] = wc[:, None].astype(np.int32)  # sentinels
-        self.split[wc] = False
-        self.table[DEAD] = 0
-        self.split[DEAD] = False
-        self.built[:n_global] = plain
         #: member tuple -> lexer state, for the unions (states past ``offsets[-1]``)
         self.ids: dict[tuple[int, ...], int] = {}
         #: per union state (``s - offsets[-1]``), its members
         self.sets: list[tuple[int, ...]] = []
         self.classes = (helpers.cls_of_byte, helpers.first)
+        if n_global < _LAZY_ROWS_FROM:  # small: every rule's rows now, in one pass each
+            for r in helpers.rows(np.arange(n_global, dtype=np.int64)):
+                self._plain_rows(helpers, r)
 
     @property
     def capacity(self) -> int:
@@ -303,13 +329,7 @@ class LazyExpandedLexer:
         construction and again on first use after a load."""
         helpers = self._helpers
         if helpers is None:
-            n_global = int(self.offsets[-1])
-            helpers = _LexerHelpers(
-                self.auto,
-                self.offsets,
-                np.zeros((n_global, 256), dtype=np.int32),
-                np.zeros((n_global, 256), dtype=bool),
-            )
+            helpers = _LexerHelpers(self.auto, self.offsets)
             self._helpers = helpers
         return helpers
 
@@ -363,13 +383,26 @@ class LazyExpandedLexer:
         self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
         self.built[idx] = True
 
-    def _state_of(self, h: _LexerHelpers, members: tuple[int, ...]) -> int:
-        """The lexer state of a set of (two or more) live global states, numbered (with a
-        sentinel row) when new."""
+    def _plain_rows(self, h: _LexerHelpers, r: int) -> None:
+        """Build the rows of rule ``r``'s states without calls (its DFA's rows, shifted),
+        when a row first meets the rule: the states a walk from a state of ``r`` reaches
+        within ``r`` are built, as the rule positions the token index digests (its walks
+        shared across grammars) need.  O(rule states x 256), once per rule."""
+        plain = h.plain(r)
+        plain = plain[~self.built[plain]]
+        if plain.size:
+            cmap = h.cls_of_byte
+            self.table[plain] = h.g_succ[plain][:, cmap]
+            self.split[plain] = h.g_split[plain][:, cmap]
+            self.built[plain] = True
+
+    def _state_of(self, h: _LexerHelpers, members: tuple[int, ...], live: set[int]) -> int:
+        """The lexer state of a set of live global states (the union of the closures of
+        ``live``), numbered (with a sentinel row) when new."""
         j = self.ids.get(members)
         if j is not None:
             return j
-        j = h.closure_state.get(members)
+        j = h.closure_owner(members, live)
         if j is not None:  # the closure of a global state with calls: that state
             self.ids[members] = j
             return j
@@ -387,11 +420,14 @@ class LazyExpandedLexer:
 
     def _grow(self) -> None:
         cap = min(2 * self.capacity, max(self.max_states, self.capacity + 1))
-        for name in ("table", "split", "built"):
+        for name in ("table", "split"):
             old = getattr(self, name)
-            new = np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
-            new[: old.shape[0]] = old
+            new = _fresh(cap, old.dtype)
+            new[: old.shape[0]] = old  # (pages of unbuilt rows: zeros, stay shared)
             setattr(self, name, new)
+        built = np.zeros(cap, dtype=bool)
+        built[: self.built.size] = self.built
+        self.built = built
 
     def _union_rows(
         self, h: _LexerHelpers, batch: list[list[int]]
@@ -402,6 +438,8 @@ class LazyExpandedLexer:
         lens = [len(m) for m in batch]
         starts = [0, *accumulate(lens[:-1])]
         flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
+        for r in h.rows(flat):
+            self._plain_rows(h, r)
         succ = h.g_succ[flat]
         block = np.maximum.reduceat(succ, starts, axis=0)
         live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
@@ -418,7 +456,7 @@ class LazyExpandedLexer:
                 if j is None:
                     live_ids = {v for v in tup if v}
                     members = tuple(sorted(frozenset().union(*(h.closure(v) for v in live_ids))))
-                    j = self._state_of(h, members)
+                    j = self._state_of(h, members, live_ids)
                     h.multi[tup] = j
                 row[c] = j
             rows.append(row)
@@ -431,78 +469,170 @@ class LazyExpandedLexer:
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
     (and its split flags), the byte classes, the call closures, and the successor tuples met
-    so far.  Derived from the grammar automaton alone (rebuilt after a load)."""
+    so far.  Derived from the grammar automaton alone (rebuilt after a load).
+
+    Lifetime: per lexer (not persisted).  Mutation: the call lists of a rule are read from
+    ``auto`` when a closure first meets one of its states, closures are cached on first use.
+    Cost at construction: O(global states x 256) numpy (the global rows and the byte classes),
+    no Python work per state; then O(states and call edges reached) per closure."""
 
     __slots__ = (
+        "auto",
         "calls",
         "closure_cache",
-        "closure_state",
         "cls_of_byte",
+        "filled",
         "first",
         "g_split",
         "g_succ",
         "multi",
-        "with_calls",
+        "offs",
+        "reps",
+        "rule_calls",
+        "rule_of",
+        "starts",
     )
 
-    def __init__(
-        self, auto: GrammarAutomaton, offsets: np.ndarray, gtable: np.ndarray, gsplit: np.ndarray
-    ) -> None:
-        """Writes the global rows into ``gtable`` (``int32[offsets[-1], 256]``, zeros) and
-        ``gsplit`` (bool, False) and keeps their columns at the byte classes' bytes."""
+    def __init__(self, auto: GrammarAutomaton, offsets: np.ndarray) -> None:
         analysis = auto.analysis
         follow, restart = analysis.follow, analysis.restart
         n_global = int(offsets[-1])
-        calls: list[list[int]] = [[] for _ in range(n_global)]
-        split_vectors: list[np.ndarray] = []
+        vectors = np.stack(
+            [follow[r] | restart[r] for r in range(len(auto.dfas))]
+            + [follow[r] for r in range(len(auto.dfas))]
+        )
+        # byte classes: the column classes of the global table (rule ``r``'s rows: its DFA's
+        # shifted by ``offsets[r]``, dead 0, state 0 all dead) and the split vectors, as the
+        # eager build's, read from the DFA tables (no global table is made): runs of equal
+        # adjacent columns first (one comparison pass; shifting a row keeps its equalities),
+        # then column_classes on one column per run of the very rows of the global table
+        edge = (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
+        for dfa in auto.dfas:
+            t = dfa.table[1:]
+            edge |= (t[:, 1:] != t[:, :-1]).any(axis=0)
+        check_deadline()
+        run_first = np.flatnonzero(np.concatenate(([True], edge)))
+        run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
+        small = np.zeros((n_global + vectors.shape[0], run_first.size), dtype=np.int32)
         for r, dfa in enumerate(auto.dfas):
-            check_deadline()
             off = int(offsets[r])
-            t = dfa.table
-            dest = gtable[off : off + t.shape[0]]
+            # (np.take: a column gather several times faster than fancy indexing)
+            t = np.take(dfa.table, run_first, axis=1)
+            dest = small[off : off + t.shape[0]]
             np.add(t, off, out=dest, casting="unsafe")
             dest[t == DEAD] = 0
             dest[0] = 0
-            vec = follow[r] | restart[r]
-            split_vectors.append(vec)
-            acc = np.asarray(dfa.accepting, dtype=bool)
-            gsplit[off : off + t.shape[0]][acc] = vec
-            count = auto.count_of(r)
-            if count is not None and count[0] == 0:
-                gsplit[off + dfa.start] |= follow[r]
-            refs = auto.refs[r]
-            for q in np.flatnonzero(auto.boundary[r]).tolist():  # states with calls among them
-                for callee, _ in refs[q]:
-                    calls[off + q].append(int(offsets[callee]) + auto.dfas[callee].start)
+        small[n_global:] = vectors[:, run_first]
         check_deadline()
-        split_vectors.extend(follow[r] for r in range(len(auto.dfas)))
-        vectors = np.stack(split_vectors)
-        # byte classes: runs of equal adjacent columns first (one comparison pass), then
-        # the equal runs (column_classes on one column per run): the exact column classes
-        # of the eager build, hashing a fraction of the columns
-        edge = (gtable[:, 1:] != gtable[:, :-1]).any(axis=0)
-        edge |= (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
-        run_first = np.flatnonzero(np.concatenate(([True], edge)))
-        run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
-        small = np.concatenate(
-            [gtable[:, run_first], vectors[:, run_first].astype(np.int32)], axis=0
-        )
         cls_of_run, first_run = column_classes(small)
         self.cls_of_byte = cls_of_run[run_of_byte]
         self.first = run_first[first_run]
-        reps = np.asarray(self.first, dtype=np.int64)
-        self.g_succ = gtable[:, reps].astype(np.int64)
-        self.g_split = gsplit[:, reps]
-        self.calls = calls
+        self.reps = np.asarray(self.first, dtype=np.int64)
+        # the global rows on one column per byte class, a rule's written when a member of it
+        # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
+        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
+        self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
+        self.rule_of = np.repeat(
+            np.arange(len(auto.dfas), dtype=np.int64), np.diff(offsets).astype(np.int64)
+        )
+        self.filled = np.zeros(len(auto.dfas), dtype=bool)
+        self.auto = auto
+        self.offs: list[int] = offsets.tolist()
+        #: per global state, its call targets (callee starts); a rule's are read from
+        #: ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``)
+        self.calls: list[list[int]] = [[] for _ in range(n_global)]
+        self.rule_calls = [False] * len(auto.dfas)
+        #: the global states of rule starts (the only call targets)
+        self.starts = {int(offsets[r]) + d.start for r, d in enumerate(auto.dfas)}
         self.closure_cache: dict[int, frozenset[int]] = {}
-        self.with_calls = [g for g in range(n_global) if calls[g]]
-        self.closure_state: dict[tuple[int, ...], int] = {}
-        for g in self.with_calls:
-            self.closure_state.setdefault(tuple(sorted(self.closure(g))), g)
         self.multi: dict[tuple[int, ...], int] = {}
 
+    def rows(self, flat: np.ndarray) -> list[int]:
+        """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
+        states ``flat`` not written yet: O(rule states x byte classes) per rule, once.
+        Returns those rules."""
+        need = np.unique(self.rule_of[flat])
+        need = need[~self.filled[need]]
+        if not need.size:
+            return []
+        auto = self.auto
+        analysis = auto.analysis
+        reps = self.reps
+        for r in need.tolist():
+            dfa = auto.dfas[r]
+            off = self.offs[r]
+            t = np.take(dfa.table, reps, axis=1).astype(np.int64)
+            dest = self.g_succ[off : off + t.shape[0]]
+            np.add(t, off, out=dest)
+            dest[t == DEAD] = 0
+            dest[0] = 0
+            sp = self.g_split[off : off + t.shape[0]]
+            sp[np.asarray(dfa.accepting, dtype=bool)] = (analysis.follow[r] | analysis.restart[r])[
+                reps
+            ]
+            count = auto.count_of(r)
+            if count is not None and count[0] == 0:
+                sp[dfa.start] |= analysis.follow[r][reps]
+        self.filled[need] = True
+        done: list[int] = need.tolist()
+        return done
+
+    def plain(self, r: int) -> np.ndarray:
+        """The global states of rule ``r`` without calls (their own closures), its dead
+        state included.  O(rule states x callees)."""
+        dfa = self.auto.dfas[r]
+        off = self.offs[r]
+        if dfa.ref_table is None:
+            return np.arange(off, off + dfa.table.shape[0], dtype=np.int64)
+        has = (dfa.ref_table != DEAD).any(axis=1)
+        has[DEAD] = False
+        return np.flatnonzero(~has) + off
+
+    def _calls_of(self, g: int) -> list[int]:
+        """The call targets of global state ``g`` (its rule's read on first use)."""
+        r = bisect_right(self.offs, g) - 1
+        if not self.rule_calls[r]:
+            self.rule_calls[r] = True
+            off = self.offs[r]
+            auto = self.auto
+            refs = auto.refs[r]
+            calls = self.calls
+            for q in np.flatnonzero(auto.boundary[r]).tolist():
+                for callee, _ in refs[q]:
+                    calls[off + q].append(self.offs[callee] + auto.dfas[callee].start)
+        return self.calls[g]
+
     def closure(self, g: int) -> frozenset[int]:
+        """The global states reachable from ``g`` by calls (the lexer's epsilon moves), ``g``
+        included; cached.  O(states and call edges reached) on first use."""
         hit = self.closure_cache.get(g)
-        if hit is None:  # calls are the lexer's epsilon moves
-            hit = self.closure_cache[g] = epsilon_closure(self.calls, (g,))
+        if hit is None:
+            seen = {g}
+            stack = [g]
+            while stack:
+                for t in self._calls_of(stack.pop()):
+                    if t not in seen:
+                        seen.add(t)
+                        stack.append(t)
+            hit = self.closure_cache[g] = frozenset(seen)
         return hit
+
+    def closure_owner(self, members: tuple[int, ...], live: set[int]) -> int | None:
+        """The least global state with calls whose closure is ``members`` (sorted, the union
+        of the closures of ``live``), else None: the eager build's state for that set.
+
+        Such a state ``g`` lies in ``members``, so its closure is within some ``closure(v)``,
+        ``v`` live, which then equals ``members``; ``g`` other than ``v`` reaches ``v``, so
+        ``v`` is a call target (a rule start) and ``g < v`` is checked.  O(live) without a
+        rule start among them, else closures of the members below ``v`` (cached)."""
+        n = len(members)
+        owner = next((v for v in sorted(live) if len(self.closure(v)) == n), None)
+        if owner is None or not self._calls_of(owner):
+            return None
+        if owner in self.starts:
+            for g in members:
+                if g >= owner:
+                    break
+                if self._calls_of(g) and len(self.closure(g)) == n:
+                    return g
+        return owner
