@@ -53,7 +53,10 @@ PATHOLOGICAL = {
     "12 overlapping patternProperties": overlapping_pattern_properties(12),
     "12 nested if": nested_if(12),
     # (``^\p{L}{1,1500}$`` used to be here: its bounded repeat is now counted, 0.12M units)
-    "nested letter repeats": {"type": "string", "pattern": "^(?:\\p{L}{1,10}[.-]){1,30}\\p{L}{1,10}$"},
+    "nested letter repeats": {
+        "type": "string",
+        "pattern": "^(?:\\p{L}{1,10}[.-]){1,30}\\p{L}{1,10}$",
+    },
 }
 
 
