@@ -45,11 +45,10 @@ from ...ir.marks import UniqueItemsMark
 from ..cfg_program import CfgProgram
 from ..program import LimitStop
 from .unique.keys import _braces
-from .unique.lexer import ESC, IN, OUT, _tables, refuse_simulated
+from .unique.lexer import ESC, IN, OUT, _tables, nearest_marked, refuse_simulated
 
 __all__ = ["OneOfProgram"]
 
-_NOT_LINKED = object()
 #: the verdict memo's bound on the object texts it keeps (bytes, per program)
 _MEMO_BYTES = 4 << 20
 
@@ -105,27 +104,7 @@ class OneOfProgram:
         self.simulated = 0
 
     def _nearest(self, frame: Frame) -> Any:
-        got = self._near.get(frame, _NOT_LINKED)
-        if got is not _NOT_LINKED:
-            return got
-        chain: list[Frame] = []
-        cur: Frame | None = frame
-        found: Any = None
-        while cur is not None:
-            hit = self._near.get(cur, _NOT_LINKED)
-            if hit is not _NOT_LINKED:
-                found = hit
-                break
-            chain.append(cur)
-            start = self._start.get(cur.rule)
-            if start is not None and cur.state != start:
-                found = (cur.rule, cur.parent)
-                break
-            cur = cur.parent
-        with self._lock:
-            for f in chain:
-                self._near[f] = found
-        return found
+        return nearest_marked(self._near, self._start, self._lock, frame)
 
     def _verdict(self, rule: int, text: bytes) -> bool:
         found, hit = self._verdicts.get((rule, text))

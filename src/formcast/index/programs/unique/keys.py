@@ -47,11 +47,18 @@ from ....ir.marks import UniqueItemsMark
 from ....vocab.vocabulary import Vocabulary
 from ...cfg_program import CfgProgram
 from ...program import LimitStop
-from .lexer import ESC, IN, OUT, _packed, _tables, per_vocabulary, refuse_simulated
+from .lexer import (
+    ESC,
+    IN,
+    OUT,
+    _packed,
+    _tables,
+    nearest_marked,
+    per_vocabulary,
+    refuse_simulated,
+)
 
 __all__ = ["DistinctKeysProgram"]
-
-_NOT_LINKED = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,27 +155,7 @@ class DistinctKeysProgram:
     def _nearest(self, frame: Frame) -> Any:
         """``(rule, parent)`` of the nearest marked frame at or below ``frame`` that has read
         its ``{`` (None: none).  Memoized per frame."""
-        got = self._near.get(frame, _NOT_LINKED)
-        if got is not _NOT_LINKED:
-            return got
-        chain: list[Frame] = []
-        cur: Frame | None = frame
-        found: Any = None
-        while cur is not None:
-            hit = self._near.get(cur, _NOT_LINKED)
-            if hit is not _NOT_LINKED:
-                found = hit
-                break
-            chain.append(cur)
-            start = self._start.get(cur.rule)
-            if start is not None and cur.state != start:
-                found = (cur.rule, cur.parent)
-                break
-            cur = cur.parent
-        with self._lock:
-            for f in chain:
-                self._near[f] = found
-        return found
+        return nearest_marked(self._near, self._start, self._lock, frame)
 
     def _register(
         self,

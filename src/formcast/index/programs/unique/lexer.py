@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ....bitmask import bitmask_to_ids, bool_to_bitmask
 from ....cache import LruCache
 from ....vocab.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from ....automata.pda import Frame
 
 _T = TypeVar("_T")
 
@@ -363,3 +367,40 @@ def refuse_simulated(
         bits[t >> 5] &= np.uint32(0xFFFFFFFF ^ (1 << (t & 31)))
     out.setflags(write=False)
     return out, len(slow)
+
+
+_NOT_LINKED = object()
+
+
+def nearest_marked(
+    near: weakref.WeakKeyDictionary[Frame, Any],
+    starts: dict[int, int],
+    lock: threading.Lock,
+    frame: Frame,
+) -> Any:
+    """``(rule, parent)`` of the nearest marked frame at or below ``frame`` that has left its
+    start state (read its ``[`` or ``{``), None when there is none: the run-time programs' link
+    from a parser stack to the marked container it is inside.  ``starts``: marked rule -> its
+    start state.  Memoized in ``near`` (per frame, weakly: frames are shared by the stacks of
+    one request), written under ``lock``; cost: the frames walked down to a memoized one."""
+    got = near.get(frame, _NOT_LINKED)
+    if got is not _NOT_LINKED:
+        return got
+    chain: list[Frame] = []
+    cur: Frame | None = frame
+    found: Any = None
+    while cur is not None:
+        hit = near.get(cur, _NOT_LINKED)
+        if hit is not _NOT_LINKED:
+            found = hit
+            break
+        chain.append(cur)
+        start = starts.get(cur.rule)
+        if start is not None and cur.state != start:
+            found = (cur.rule, cur.parent)
+            break
+        cur = cur.parent
+    with lock:
+        for f in chain:
+            near[f] = found
+    return found

@@ -39,6 +39,7 @@ from .lexer import (
     OUT,
     _packed,
     _tables,
+    nearest_marked,
     per_vocabulary,
     refuse_simulated,
 )
@@ -61,7 +62,6 @@ _BIG = 1 << 40  # more distinct items than any run can write: a capacity this la
 _SEARCH_BUDGET = 3000  # program nodes one completion search may visit
 _SEARCH_DEPTH = 96  # bytes a witness may hold
 _FREE_ASCII = bytes(b for b in range(0x20, 0x7F) if b not in (0x22, 0x5C))
-_NOT_LINKED = object()
 #: :meth:`ValueUniqueProgram._safe` walks the trie for this many candidate tokens or more
 _TRIE_WALK_MIN = 256
 
@@ -226,28 +226,7 @@ class ValueUniqueProgram:
     def _nearest(self, frame: Frame) -> Any:
         """``(rule, parent)`` of the nearest marked frame below ``frame`` that has read its
         ``[`` (None: none).  Memoized per frame."""
-        got = self._near.get(frame, _NOT_LINKED)
-        if got is not _NOT_LINKED:
-            return got
-        chain: list[Frame] = []
-        cur: Frame | None = frame
-        found: Any = None
-        while cur is not None:
-            hit = self._near.get(cur, _NOT_LINKED)
-            if hit is not _NOT_LINKED:
-                found = hit
-                break
-            start = self._start.get(cur.rule)
-            if start is not None and cur.state != start:
-                found = (cur.rule, cur.parent)
-                chain.append(cur)
-                break
-            chain.append(cur)
-            cur = cur.parent
-        with self._lock:
-            for f in chain:
-                self._near[f] = found
-        return found
+        return nearest_marked(self._near, self._start, self._lock, frame)
 
     def _levels_of(
         self, ps: ParserState, links: tuple[tuple[int, Frame | None, int], ...]
