@@ -36,16 +36,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ...automata.pda import Frame, ParserState
 from ...cache import LruCache
 from ...frontends.jsonschema.oneof import check_of_mark
 from ...ir.marks import UniqueItemsMark
 from ..cfg_program import CfgProgram
 from ..program import LimitStop
-from .unique.keys import _braces
-from .unique.lexer import ESC, IN, OUT, _tables, nearest_marked, refuse_simulated
+from .unique.keys import BraceTrackedProgram, _braces
+from .unique.lexer import ESC, IN, OUT, _tables, nearest_marked
 
 __all__ = ["OneOfProgram"]
 
@@ -71,9 +69,12 @@ class _Track:
 _State = tuple[ParserState, int, "_Track | None"]
 
 
-class OneOfProgram:
+class OneOfProgram(BraceTrackedProgram[_Track]):
     """The matcher program of a grammar with ``kind="oneof"`` marks (see the module
     docstring).  Lifetime: one per compiled grammar, shared by its requests (thread-safe)."""
+
+    _stat = "oneof_simulated"
+    _note = " (in an object that must match exactly one oneOf branch)"
 
     def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
         self.cfg = cfg
@@ -195,68 +196,3 @@ class OneOfProgram:
         if not new:
             return links, levels
         return (*links, *new), [*levels, [pos, b"{"]]
-
-    # -- the program protocol -------------------------------------------------------------------
-    def initial_state(self) -> _State:
-        return (self.cfg.initial_state(), OUT, None)
-
-    @staticmethod
-    def _bit(words: np.ndarray, t: int) -> bool:
-        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
-
-    def advance(self, state: _State, token_id: int) -> _State | LimitStop | None:
-        data = self.vocab.token_bytes(token_id)
-        if not data:
-            return None
-        ps, mode, tr = state
-        if tr is None and not self._bit(self._braces.opens[mode], token_id):
-            nxt = self.cfg.advance(ps, token_id)
-            if not isinstance(nxt, ParserState):
-                return nxt
-            return (nxt, self._lex.end[mode][token_id], None)
-        self.simulated += 1
-        return self._run(state, data)
-
-    def advance_bytes(self, state: _State, data: bytes) -> _State | LimitStop | None:
-        if not data:
-            return state
-        return self._run(state, data)
-
-    def is_accepting(self, state: _State) -> bool:
-        return state[0].accepting
-
-    def token_mask(self, state: _State) -> np.ndarray:
-        """The grammar's mask less the tokens that would close a marked object that fails its
-        check: the allowed tokens that read a structural ``}`` are simulated byte by byte
-        (outside marked objects, only those that also read a ``{``)."""
-        ps, mode, tr = state
-        words = self.cfg.token_mask(ps)
-        slow_words = words & self._braces.closes[mode]
-        if tr is None:
-            slow_words = slow_words & self._braces.opens[mode]
-        out, simulated = refuse_simulated(words, slow_words, state, self._run, self.vocab)
-        self.simulated += simulated
-        return out
-
-    def expected(self, state: _State) -> tuple[str, tuple[int, ...]]:
-        desc, nxt = self.cfg.expected(state[0])
-        if state[2] is not None:
-            desc += " (in an object that must match exactly one oneOf branch)"
-        return desc, nxt
-
-    def forced_bytes(self, state: _State) -> bytes:
-        forced = self.cfg.forced_bytes(state[0])
-        if forced and not isinstance(self._run(state, forced), tuple):
-            return b""
-        return forced
-
-    def cache_info(self) -> dict[str, int]:
-        info = dict(self.cfg.cache_info())
-        info["oneof_simulated"] = self.simulated
-        return info
-
-    def warm_up(self, should_stop: Any) -> int:
-        return self.cfg.warm_up(should_stop)
-
-    def nbytes(self) -> int:
-        return self.cfg.nbytes()

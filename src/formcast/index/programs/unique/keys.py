@@ -37,7 +37,7 @@ import json
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
@@ -58,7 +58,7 @@ from .lexer import (
     refuse_simulated,
 )
 
-__all__ = ["DistinctKeysProgram"]
+__all__ = ["BraceTrackedProgram", "DistinctKeysProgram"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +127,116 @@ def _decoded_key(raw: bytes) -> str:
     return got if isinstance(got, str) else "\x00raw:" + raw.hex()
 
 
-class DistinctKeysProgram:
+_TrackT = TypeVar("_TrackT")
+
+
+class BraceTrackedProgram(Generic[_TrackT]):
+    """The program-protocol methods shared by the run-time programs that follow marked objects
+    by their braces (:class:`DistinctKeysProgram`, :class:`~formcast.index.programs.oneof.
+    OneOfProgram`): states ``(ParserState, lexical mode, track or None)``; a token that cannot
+    open or close a marked object is the grammar's step, any other is simulated byte by byte
+    (``_run``, the subclass's).  Subclasses set ``cfg``, ``vocab``, ``_lex``, ``_braces`` and
+    ``simulated``, name their statistic (``_stat``) and what :meth:`expected` adds
+    (``_note``), and say when only tokens that open an object can be refused
+    (:meth:`_opens_only`).  Stateless itself: lifetime and thread-safety are the subclass's."""
+
+    _stat: ClassVar[str]
+    _note: ClassVar[str]
+    cfg: CfgProgram
+    vocab: Vocabulary
+    _lex: Any
+    _braces: _BraceTables
+    simulated: int
+
+    def _run(
+        self, state: tuple[ParserState, int, _TrackT | None], data: bytes
+    ) -> tuple[ParserState, int, _TrackT | None] | LimitStop | None:
+        raise NotImplementedError
+
+    def _opens_only(self, tr: _TrackT | None) -> bool:
+        """Whether no open level can be refused its ``}``: then only a token that opens an
+        object (a new level) needs simulating in :meth:`token_mask`."""
+        return tr is None
+
+    def initial_state(self) -> tuple[ParserState, int, _TrackT | None]:
+        return (self.cfg.initial_state(), OUT, None)
+
+    @staticmethod
+    def _bit(words: np.ndarray, t: int) -> bool:
+        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
+
+    def advance(
+        self, state: tuple[ParserState, int, _TrackT | None], token_id: int
+    ) -> tuple[ParserState, int, _TrackT | None] | LimitStop | None:
+        data = self.vocab.token_bytes(token_id)
+        if not data:
+            return None
+        ps, mode, tr = state
+        if tr is None and not self._bit(self._braces.opens[mode], token_id):
+            nxt = self.cfg.advance(ps, token_id)
+            if not isinstance(nxt, ParserState):
+                return nxt
+            return (nxt, self._lex.end[mode][token_id], None)
+        self.simulated += 1
+        return self._run(state, data)
+
+    def advance_bytes(
+        self, state: tuple[ParserState, int, _TrackT | None], data: bytes
+    ) -> tuple[ParserState, int, _TrackT | None] | LimitStop | None:
+        if not data:
+            return state
+        return self._run(state, data)
+
+    def is_accepting(self, state: tuple[ParserState, int, _TrackT | None]) -> bool:
+        return state[0].accepting
+
+    def token_mask(self, state: tuple[ParserState, int, _TrackT | None]) -> np.ndarray:
+        """The grammar's mask of the state, less the tokens the check refuses: the allowed
+        tokens that read a structural ``}`` (and, where :meth:`_opens_only`, a ``{`` before
+        it) are simulated byte by byte; the others cannot be refused by the check."""
+        ps, mode, tr = state
+        words = self.cfg.token_mask(ps)
+        slow_words = words & self._braces.closes[mode]
+        if self._opens_only(tr):
+            slow_words = slow_words & self._braces.opens[mode]
+        out, simulated = refuse_simulated(words, slow_words, state, self._run, self.vocab)
+        self.simulated += simulated
+        return out
+
+    def expected(
+        self, state: tuple[ParserState, int, _TrackT | None]
+    ) -> tuple[str, tuple[int, ...]]:
+        desc, nxt = self.cfg.expected(state[0])
+        if state[2] is not None:
+            desc += self._note
+        return desc, nxt
+
+    def forced_bytes(self, state: tuple[ParserState, int, _TrackT | None]) -> bytes:
+        forced = self.cfg.forced_bytes(state[0])
+        if forced and not isinstance(self._run(state, forced), tuple):
+            return b""  # (never expected: the check leaves another way on)
+        return forced
+
+    def cache_info(self) -> dict[str, int]:
+        info = dict(self.cfg.cache_info())
+        info[self._stat] = self.simulated
+        return info
+
+    def warm_up(self, should_stop: Any) -> int:
+        return self.cfg.warm_up(should_stop)
+
+    def nbytes(self) -> int:
+        return self.cfg.nbytes()
+
+
+class DistinctKeysProgram(BraceTrackedProgram["_KeysTrack"]):
     """The matcher program of a grammar with ``kind="keys"`` marks: the grammar's
     :class:`CfgProgram` plus the run-time count of distinct keys (see the module docstring).
     States are ``(ParserState, lexical mode, track or None)``.  Lifetime: one per compiled
     grammar, shared by its requests (thread-safe: memo tables under a lock)."""
+
+    _stat = "distinct_keys_simulated"
+    _note = " (in an object that needs more distinct keys: minProperties)"
 
     def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
         self.cfg = cfg
@@ -254,50 +359,12 @@ class DistinctKeysProgram:
         lvs = tuple((int(x[0]), x[1], int(x[2]), bytes(x[3])) for x in levels)
         return (ps, mode, _KeysTrack(stack, lvs, links))
 
-    # -- the program protocol -------------------------------------------------------------------
-    def initial_state(self) -> _KState:
-        return (self.cfg.initial_state(), OUT, None)
-
-    @staticmethod
-    def _bit(words: np.ndarray, t: int) -> bool:
-        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
-
-    def advance(self, state: _KState, token_id: int) -> _KState | LimitStop | None:
-        data = self.vocab.token_bytes(token_id)
-        if not data:
-            return None
-        ps, mode, tr = state
-        if tr is None and not self._bit(self._braces.opens[mode], token_id):
-            nxt = self.cfg.advance(ps, token_id)
-            if not isinstance(nxt, ParserState):
-                return nxt
-            return (nxt, self._lex.end[mode][token_id], None)
-        self.simulated += 1
-        return self._run(state, data)
-
-    def advance_bytes(self, state: _KState, data: bytes) -> _KState | LimitStop | None:
-        if not data:
-            return state
-        return self._run(state, data)
-
-    def is_accepting(self, state: _KState) -> bool:
-        return state[0].accepting
-
-    def token_mask(self, state: _KState) -> np.ndarray:
-        """The grammar's mask of the state, less the tokens that would close a marked object
-        with too few distinct keys: the allowed tokens that read a structural ``}`` (and,
-        outside marked objects, a ``{`` before it) are simulated byte by byte; the others
-        cannot be refused by the check (see the module docstring)."""
-        ps, mode, tr = state
-        words = self.cfg.token_mask(ps)
-        slow_words = words & self._braces.closes[mode]
-        if tr is None or self._satisfied(tr):
-            # no open level can be refused its ``}`` (counts only grow): only a token that
-            # opens an object, which may be a new level, can close one too early
-            slow_words = slow_words & self._braces.opens[mode]
-        out, simulated = refuse_simulated(words, slow_words, state, self._run, self.vocab)
-        self.simulated += simulated
-        return out
+    # -- the program protocol (the rest: BraceTrackedProgram) ---------------------------------
+    def _opens_only(self, tr: _KeysTrack | None) -> bool:
+        # no open level can be refused its ``}`` once every level has its keys (counts only
+        # grow): only a token that opens an object, which may be a new level, can close one
+        # too early
+        return tr is None or self._satisfied(tr)
 
     def _satisfied(self, tr: _KeysTrack) -> bool:
         """Whether every open level already has the distinct keys its marks ask."""
@@ -305,26 +372,3 @@ class DistinctKeysProgram:
         for r, _, pos in tr.links:
             need[pos] = max(need.get(pos, 0), self._min[r])
         return all(len(keys) >= need.get(pos, 0) for pos, keys, _, _ in tr.levels)
-
-    def expected(self, state: _KState) -> tuple[str, tuple[int, ...]]:
-        desc, nxt = self.cfg.expected(state[0])
-        if state[2] is not None:
-            desc += " (in an object that needs more distinct keys: minProperties)"
-        return desc, nxt
-
-    def forced_bytes(self, state: _KState) -> bytes:
-        forced = self.cfg.forced_bytes(state[0])
-        if forced and not isinstance(self._run(state, forced), tuple):
-            return b""  # (never expected: the check leaves another way on)
-        return forced
-
-    def cache_info(self) -> dict[str, int]:
-        info = dict(self.cfg.cache_info())
-        info["distinct_keys_simulated"] = self.simulated
-        return info
-
-    def warm_up(self, should_stop: Any) -> int:
-        return self.cfg.warm_up(should_stop)
-
-    def nbytes(self) -> int:
-        return self.cfg.nbytes()
