@@ -37,25 +37,12 @@
  * while refining (the GIL is released).
  */
 #define KERNEL_NAME "_moore"
-#include "../_kernel_buffers.h"
+#include "_kernel_args.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* the monotonic clock of time.monotonic(), in seconds (no GIL needed) */
-static double
-monotonic_now(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-    PyTime_t t = 0;
-    (void)PyTime_MonotonicRaw(&t);
-    return PyTime_AsSecondsDouble(t);
-#else
-    return _PyTime_AsSecondsDouble(_PyTime_GetMonotonicClock());
-#endif
-}
 
 /* ---- sorting of int32 ids with a context (merge sort, stable) ---- */
 
@@ -508,8 +495,7 @@ moore_refine(PyObject *self, PyObject *args)
     int has_work;
     double threshold;
     Py_buffer b_cols, b_part, b_weights;
-    Py_buffer *held[3];
-    int n_held = 0;
+    HELD_BUFFERS(3);
     PyObject *result = NULL;
 
     if (!PyArg_ParseTuple(args, "OLOLLLOpLd", &o_cols, &n_cols_arg, &o_part, &n_blocks, &depth,
@@ -577,10 +563,7 @@ moore_refine(PyObject *self, PyObject *args)
         }
         if (!bad) {
             /* every entry a state (a negative one wraps past n) */
-            int out_of_range = 0;
-            for (i = 0; i < n * k; i++)
-                out_of_range |= (uint32_t)cols[i] >= (uint32_t)n;
-            if (out_of_range)
+            if (table_out_of_range(cols, n * k, n))
                 bad = 2;
         }
         if (!bad) {
@@ -619,8 +602,7 @@ moore_refine(PyObject *self, PyObject *args)
             result = Py_BuildValue("(iL)", status, (long long)charged);
     }
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    RELEASE_HELD();
     return result;
 }
 
@@ -631,13 +613,5 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_moore",
-    "formcast's compiled Moore refinement (the compiled build only).", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__moore(void)
-{
-    return PyModule_Create(&module);
-}
+KERNEL_MODULE(_moore,
+              "formcast's compiled Moore refinement (the compiled build only).")

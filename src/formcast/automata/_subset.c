@@ -45,25 +45,12 @@
  * built (the GIL is released).
  */
 #define KERNEL_NAME "_subset"
-#include "../_kernel_buffers.h"
+#include "_kernel_args.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* the monotonic clock of time.monotonic(), in seconds (no GIL needed) */
-static double
-monotonic_now(void)
-{
-#if PY_VERSION_HEX >= 0x030D0000
-    PyTime_t t = 0;
-    (void)PyTime_MonotonicRaw(&t);
-    return PyTime_AsSecondsDouble(t);
-#else
-    return _PyTime_AsSecondsDouble(_PyTime_GetMonotonicClock());
-#endif
-}
 
 /* ---- growable int32 arrays ---- */
 
@@ -834,8 +821,7 @@ subset_hopcroft(PyObject *self, PyObject *args)
     PyObject *o_table, *o_acc, *o_out, *result = NULL;
     long long k_arg, start_arg;
     Py_buffer b_table, b_acc, b_out;
-    Py_buffer *held[3];
-    int n_held = 0;
+    HELD_BUFFERS(3);
     (void)self;
     if (!PyArg_ParseTuple(args, "OLOLO", &o_table, &k_arg, &o_acc, &start_arg, &o_out))
         return NULL;
@@ -858,8 +844,7 @@ subset_hopcroft(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "_subset: array lengths disagree");
             goto done;
         }
-        for (i = 0; i < n * k; i++)
-            bad |= (uint32_t)table[i] >= (uint32_t)n;
+        bad = table_out_of_range(table, n * k, n);
         for (c = 0; c < k; c++)
             bad |= table[c] != 0;
         if (bad) {
@@ -1063,8 +1048,7 @@ subset_hopcroft(PyObject *self, PyObject *args)
             PyErr_NoMemory();
     }
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    RELEASE_HELD();
     return result;
 }
 
@@ -1078,14 +1062,5 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_subset",
-    "formcast's compiled subset construction and minimization (the compiled build only).", -1,
-    methods,
-};
-
-PyMODINIT_FUNC
-PyInit__subset(void)
-{
-    return PyModule_Create(&module);
-}
+KERNEL_MODULE(_subset,
+              "formcast's compiled subset construction and minimization (the compiled build only).")
