@@ -44,7 +44,6 @@ from __future__ import annotations
 import threading
 import weakref
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -58,6 +57,7 @@ from ...ir.marks import UniqueItemsMark
 from ...vocab.vocabulary import Vocabulary
 from ..cfg_program import CfgProgram
 from ..program import LimitStop
+from .checked import CheckedProgram
 from .unique.lexer import ESC, IN, OUT, _packed, per_vocabulary
 
 __all__ = ["ResidueProgram"]
@@ -156,11 +156,13 @@ class _Rule:
         self.spec = spec
 
 
-class ResidueProgram:
+class ResidueProgram(CheckedProgram[_RState]):
     """The matcher program of a grammar with ``kind="residue"`` marks: the grammar's
     :class:`CfgProgram` plus the run-time residue of marked integers (see the module
     docstring).  States are ``(ParserState, lexical mode, track)``.  Lifetime: one per compiled
     grammar, shared by its requests."""
+
+    _stat = "residue_simulated"
 
     def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
         self.cfg = cfg
@@ -294,13 +296,9 @@ class ResidueProgram:
         """Whether a marked frame of ``ps`` has read bytes (a fast step skipped the check)."""
         return any(f.state != self._rules[f.rule].start for f in self._marked(ps))
 
-    # -- the program protocol -------------------------------------------------------------------
+    # -- the program protocol (the rest: CheckedProgram) ----------------------------------------
     def initial_state(self) -> _RState:
         return (self.cfg.initial_state(), OUT, ())
-
-    @staticmethod
-    def _bit(words: np.ndarray, t: int) -> bool:
-        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
 
     def advance(self, state: _RState, token_id: int) -> _RState | LimitStop | None:
         data = self.vocab.token_bytes(token_id)
@@ -315,14 +313,6 @@ class ResidueProgram:
                 return (nxt, self._num.end[mode][token_id], ())
         self.simulated += 1
         return self._run(state, data)
-
-    def advance_bytes(self, state: _RState, data: bytes) -> _RState | LimitStop | None:
-        if not data:
-            return state
-        return self._run(state, data)
-
-    def is_accepting(self, state: _RState) -> bool:
-        return state[0].accepting
 
     def token_mask(self, state: _RState) -> np.ndarray:
         """The grammar's mask of the (filtered) parser state, less the tokens a marked number
@@ -396,20 +386,3 @@ class ResidueProgram:
             ms = sorted({str(Fraction(s.m, 10 ** (s.scale or 0))) for s in specs})
             desc += " (a multiple of " + " or ".join(ms) + ")"
         return desc, nxt
-
-    def forced_bytes(self, state: _RState) -> bytes:
-        forced = self.cfg.forced_bytes(state[0])
-        if forced and not isinstance(self._run(state, forced), tuple):
-            return b""  # (never expected: the check leaves another way on)
-        return forced
-
-    def cache_info(self) -> dict[str, int]:
-        info = dict(self.cfg.cache_info())
-        info["residue_simulated"] = self.simulated
-        return info
-
-    def warm_up(self, should_stop: Any) -> int:
-        return self.cfg.warm_up(should_stop)
-
-    def nbytes(self) -> int:
-        return self.cfg.nbytes()

@@ -37,7 +37,7 @@ import json
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from ....ir.marks import UniqueItemsMark
 from ....vocab.vocabulary import Vocabulary
 from ...cfg_program import CfgProgram
 from ...program import LimitStop
+from ..checked import CheckedProgram
 from .lexer import (
     ESC,
     IN,
@@ -130,28 +131,20 @@ def _decoded_key(raw: bytes) -> str:
 _TrackT = TypeVar("_TrackT")
 
 
-class BraceTrackedProgram(Generic[_TrackT]):
+class BraceTrackedProgram(CheckedProgram[tuple[ParserState, int, _TrackT | None]]):
     """The program-protocol methods shared by the run-time programs that follow marked objects
     by their braces (:class:`DistinctKeysProgram`, :class:`~formcast.index.programs.oneof.
-    OneOfProgram`): states ``(ParserState, lexical mode, track or None)``; a token that cannot
-    open or close a marked object is the grammar's step, any other is simulated byte by byte
-    (``_run``, the subclass's).  Subclasses set ``cfg``, ``vocab``, ``_lex``, ``_braces`` and
-    ``simulated``, name their statistic (``_stat``) and what :meth:`expected` adds
-    (``_note``), and say when only tokens that open an object can be refused
+    OneOfProgram`; the rest: :class:`~formcast.index.programs.checked.CheckedProgram`): states
+    ``(ParserState, lexical mode, track or None)``; a token that cannot open or close a marked
+    object is the grammar's step, any other is simulated byte by byte (``_run``, the
+    subclass's).  Subclasses set ``cfg``, ``vocab``, ``_lex``, ``_braces`` and ``simulated``,
+    name their statistic (``_stat``) and what :meth:`expected` adds (``_note``), and say when
+    only tokens that open an object can be refused
     (:meth:`_opens_only`).  Stateless itself: lifetime and thread-safety are the subclass's."""
 
-    _stat: ClassVar[str]
     _note: ClassVar[str]
-    cfg: CfgProgram
-    vocab: Vocabulary
     _lex: Any
     _braces: _BraceTables
-    simulated: int
-
-    def _run(
-        self, state: tuple[ParserState, int, _TrackT | None], data: bytes
-    ) -> tuple[ParserState, int, _TrackT | None] | LimitStop | None:
-        raise NotImplementedError
 
     def _opens_only(self, tr: _TrackT | None) -> bool:
         """Whether no open level can be refused its ``}``: then only a token that opens an
@@ -160,10 +153,6 @@ class BraceTrackedProgram(Generic[_TrackT]):
 
     def initial_state(self) -> tuple[ParserState, int, _TrackT | None]:
         return (self.cfg.initial_state(), OUT, None)
-
-    @staticmethod
-    def _bit(words: np.ndarray, t: int) -> bool:
-        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
 
     def advance(
         self, state: tuple[ParserState, int, _TrackT | None], token_id: int
@@ -179,16 +168,6 @@ class BraceTrackedProgram(Generic[_TrackT]):
             return (nxt, self._lex.end[mode][token_id], None)
         self.simulated += 1
         return self._run(state, data)
-
-    def advance_bytes(
-        self, state: tuple[ParserState, int, _TrackT | None], data: bytes
-    ) -> tuple[ParserState, int, _TrackT | None] | LimitStop | None:
-        if not data:
-            return state
-        return self._run(state, data)
-
-    def is_accepting(self, state: tuple[ParserState, int, _TrackT | None]) -> bool:
-        return state[0].accepting
 
     def token_mask(self, state: tuple[ParserState, int, _TrackT | None]) -> np.ndarray:
         """The grammar's mask of the state, less the tokens the check refuses: the allowed
@@ -210,23 +189,6 @@ class BraceTrackedProgram(Generic[_TrackT]):
         if state[2] is not None:
             desc += self._note
         return desc, nxt
-
-    def forced_bytes(self, state: tuple[ParserState, int, _TrackT | None]) -> bytes:
-        forced = self.cfg.forced_bytes(state[0])
-        if forced and not isinstance(self._run(state, forced), tuple):
-            return b""  # (never expected: the check leaves another way on)
-        return forced
-
-    def cache_info(self) -> dict[str, int]:
-        info = dict(self.cfg.cache_info())
-        info[self._stat] = self.simulated
-        return info
-
-    def warm_up(self, should_stop: Any) -> int:
-        return self.cfg.warm_up(should_stop)
-
-    def nbytes(self) -> int:
-        return self.cfg.nbytes()
 
 
 class DistinctKeysProgram(BraceTrackedProgram["_KeysTrack"]):

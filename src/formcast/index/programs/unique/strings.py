@@ -42,7 +42,6 @@ import bisect
 import threading
 import weakref
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -51,6 +50,7 @@ from ....bitmask import bitmask_to_ids
 from ....ir.marks import COUNT_CAP, UniqueItemsMark, length_count, state_counts
 from ...cfg_program import CfgProgram
 from ...program import LimitStop
+from ..checked import CheckedProgram
 from .lexer import (
     _BRACKET,
     _COMMA,
@@ -219,10 +219,12 @@ class _Plan:
             self.by_before.setdefault(before, []).append(t)
 
 
-class UniqueItemsProgram:
+class UniqueItemsProgram(CheckedProgram[_State]):
     """The matcher program of a grammar with :class:`~formcast.ir.marks.UniqueItemsMark`s:
     the grammar's :class:`CfgProgram` plus the run-time ``uniqueItems`` check (see the module
     docstring).  States are ``(ParserState, lexical mode, open array or None)``."""
+
+    _stat = "unique_items_simulated"
 
     def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
         self.cfg = cfg
@@ -463,9 +465,6 @@ class UniqueItemsProgram:
             return state
         return _settle(self._run(state, data))
 
-    def is_accepting(self, state: _State) -> bool:
-        return state[0].accepting
-
     def token_mask(self, state: _State) -> np.ndarray:
         """The grammar's mask of the state, less the suspect tokens the check refuses.
 
@@ -575,18 +574,7 @@ class UniqueItemsProgram:
         return desc, nxt
 
     def forced_bytes(self, state: _State) -> bytes:
-        return self.cfg.forced_bytes(state[0])
-
-    def cache_info(self) -> dict[str, int]:
-        info = dict(self.cfg.cache_info())
-        info["unique_items_simulated"] = self.simulated
-        return info
-
-    def warm_up(self, should_stop: Any) -> int:
-        return self.cfg.warm_up(should_stop)
-
-    def nbytes(self) -> int:
-        return self.cfg.nbytes()
+        return self.cfg.forced_bytes(state[0])  # (the grammar's, not re-run through the check)
 
 
 def _settle(got: _State | LimitStop | None) -> _State | LimitStop | None:

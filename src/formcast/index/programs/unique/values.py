@@ -30,6 +30,7 @@ from ....ir.marks import COUNT_CAP, UniqueItemsMark
 from ....vocab.vocabulary import Vocabulary
 from ...cfg_program import CfgProgram
 from ...program import LimitStop
+from ..checked import CheckedProgram
 from .lexer import (
     _BRACKET,
     _TABLES_LOCK,
@@ -172,7 +173,7 @@ def _plain_tables(vocab: Vocabulary) -> _VocabPlain:
     return per_vocabulary(_PLAIN, _TABLES_LOCK, vocab, _VocabPlain)
 
 
-class ValueUniqueProgram:
+class ValueUniqueProgram(CheckedProgram[_VState]):
     """The matcher program of a grammar with ``kind="value"`` marks: the grammar's
     :class:`CfgProgram` plus the run-time ``uniqueItems`` check on JSON values, for every mark
     of the grammar (string marks included).  States are ``(ParserState, lexical mode, track or
@@ -196,6 +197,8 @@ class ValueUniqueProgram:
       every other token is simulated byte by byte.
 
     Lifetime: one per compiled grammar (:func:`unique_items_program`), shared by its requests."""
+
+    _stat = "unique_items_simulated"
 
     def __init__(self, cfg: CfgProgram, marks: tuple[UniqueItemsMark, ...]) -> None:
         self.cfg = cfg
@@ -829,18 +832,6 @@ class ValueUniqueProgram:
     def _is_plain(self, t: int) -> bool:
         return self._bit(self._plain.plain, t)
 
-    @staticmethod
-    def _bit(words: np.ndarray, t: int) -> bool:
-        return bool((int(words[t >> 5]) >> (t & 31)) & 1)
-
-    def advance_bytes(self, state: _VState, data: bytes) -> _VState | LimitStop | None:
-        if not data:
-            return state
-        return self._run(state, data)
-
-    def is_accepting(self, state: _VState) -> bool:
-        return state[0].accepting
-
     def token_mask(self, state: _VState) -> np.ndarray:
         """The grammar's mask of the state, less the simulated tokens the check refuses.
 
@@ -873,16 +864,9 @@ class ValueUniqueProgram:
         return desc, nxt
 
     def forced_bytes(self, state: _VState) -> bytes:
-        return self.cfg.forced_bytes(state[0])
+        return self.cfg.forced_bytes(state[0])  # (the grammar's, not re-run through the check)
 
     def cache_info(self) -> dict[str, int]:
-        info = dict(self.cfg.cache_info())
-        info["unique_items_simulated"] = self.simulated
+        info = super().cache_info()
         info["unique_items_searched"] = self.searched
         return info
-
-    def warm_up(self, should_stop: Any) -> int:
-        return self.cfg.warm_up(should_stop)
-
-    def nbytes(self) -> int:
-        return self.cfg.nbytes()
