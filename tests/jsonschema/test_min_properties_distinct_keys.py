@@ -10,43 +10,37 @@ document already has 12 bytes over an unbounded key language.)"""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from typing import Any
 
 import pytest
 
-import jsonschema
 from formcast.errors import UnsupportedFeatureError
 from formcast.index.compiler import GrammarCompiler
 from formcast.index.programs.unique.keys import DistinctKeysProgram
 from formcast.runtime.matcher import GrammarMatcher
 from formcast.vocab.vocabulary import Vocabulary
+from mask_walk_helpers import (
+    accepts,
+    assert_walks_validate,
+    byte_vocab,
+    mask_walk,
+    validator,
+)
 
-BYTES = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
+BYTES = byte_vocab()
 MULTI = [
     b"{}", b'"}', b"}}", b'"},', b'":"', b'","', b'{"', b'"a"', b'a"}', b"1}", b"}]", b"ab",
     b'":{', b"}}}", b'":{}}', b'"a":1}', b'{"b":', b"[{}]", b'"\\u0061"', b'":1,"', b"},{",
 ]  # fmt: skip
-MIXED = Vocabulary.from_tokens(
-    [bytes([b]) for b in range(256)] + MULTI + [b"<eos>"], stop_token_ids=[256 + len(MULTI)]
-)
+MIXED = byte_vocab(MULTI)
 COMPILERS = {id(v): GrammarCompiler(v, cache_size=0) for v in (BYTES, MIXED)}
 
 
 def _compile(schema: Any, vocab: Vocabulary = BYTES) -> Any:
     return COMPILERS[id(vocab)].compile_json_schema(schema)
-
-
-def _validator(schema: Any) -> Any:
-    return jsonschema.Draft202012Validator(
-        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
-
-
-def _accepts(compiled: Any, text: str) -> bool:
-    m = GrammarMatcher(compiled)
-    return bool(m.accept_bytes(text.encode("utf-8")) and m.is_accepting())
 
 
 #: (schema, instances as compact texts, the declared keys a grammar writes once)
@@ -103,9 +97,9 @@ def test_instances_agree_with_jsonschema(schema: Any, texts: list[str]) -> None:
     compiled = _compile(schema)
     assert any(m.kind == "keys" for m in compiled.unique_items)
     assert isinstance(compiled.program, DistinctKeysProgram)
-    v = _validator(schema)
+    v = validator(schema)
     for text in texts:
-        assert _accepts(compiled, text) == v.is_valid(json.loads(text)), text
+        assert accepts(compiled, text) == v.is_valid(json.loads(text)), text
 
 
 def _gen_value(rng: random.Random, depth: int) -> Any:
@@ -149,7 +143,7 @@ def test_generated_instances_never_accepted_when_invalid(index: int) -> None:
     accepted where no declared key repeats (a grammar writes a declared key once)."""
     schema = SCHEMAS[index][0]
     compiled = _compile(schema)
-    v = _validator(schema)
+    v = validator(schema)
     declared = set(schema.get("properties", {})) if isinstance(schema, dict) else set()
     rng = random.Random(index)
     random.seed(index)
@@ -157,7 +151,7 @@ def test_generated_instances_never_accepted_when_invalid(index: int) -> None:
     for _ in range(400):
         text = _dump(_gen_members(rng, 0))
         valid = v.is_valid(json.loads(text))
-        got = _accepts(compiled, text)
+        got = accepts(compiled, text)
         if got:
             assert valid, text
         pairs = json.loads(text, object_pairs_hook=lambda p: p) if text[0] == "{" else []
@@ -169,44 +163,29 @@ def test_generated_instances_never_accepted_when_invalid(index: int) -> None:
             fixed = sorted(pairs, key=lambda kv: order.get(kv[0], len(order)))
             again = _dump(fixed) if fixed else "{}"
             assert v.is_valid(json.loads(again)), (text, again)
-            assert _accepts(compiled, again), (text, again)
+            assert accepts(compiled, again), (text, again)
         agreed += 1
     assert agreed == 400
 
 
+CLOSERS = {b"}", b"]", b'"', b"0", b",", b":", b"}}", b'"}', b"1}", b"}]"}
+
+
 def _walk(compiled: Any, vocab: Vocabulary, rng: random.Random, steps: int) -> str | None:
-    """A random walk of the mask: every state must allow a token or accept; the mask equals
-    what ``accept_token`` accepts (checked on every token); past ``steps`` closing tokens are
-    preferred.  The text of a finished walk, else None."""
-    m = GrammarMatcher(compiled)
-    out = b""
-    stops = set(vocab.stop_token_ids)
-    closers = {b"}", b"]", b'"', b"0", b",", b":", b"}}", b'"}', b"1}", b"}]"}
-    for n in range(steps * 12):
-        allowed = _allowed(m, vocab)
-        for t in range(vocab.vocab_size):
-            if t in stops:
-                continue
-            twin = m.fork()
-            assert twin.accept_token(t) == (t in allowed), (out, vocab.token_bytes(t))
-        if m.is_accepting() and (n > steps or not allowed or rng.random() < 0.05):
-            return out.decode("utf-8")
-        assert allowed, f"dead end after {out!r}"
+    """A random walk of the mask (:func:`mask_walk`); past ``steps`` closing tokens, or else
+    tokens that start a name, are preferred."""
+
+    def choose(m: GrammarMatcher, allowed: list[int], n: int, rng: random.Random) -> int:
         pool = allowed
         if n > steps:
-            late = [t for t in allowed if vocab.token_bytes(t) in closers]
+            late = [t for t in allowed if vocab.token_bytes(t) in CLOSERS]
             fresh = [t for t in allowed if 0x61 <= vocab.token_bytes(t)[0] <= 0x7A]
             pool = late if late and (rng.random() < 0.6 or not fresh) else fresh or allowed
-        t = rng.choice(pool)
-        assert m.accept_token(t)
-        out += vocab.token_bytes(t)
-    return None
+        return rng.choice(pool)
 
-
-def _allowed(m: GrammarMatcher, vocab: Vocabulary) -> list[int]:
-    """The mask's allowed tokens, stop tokens aside."""
-    stops = set(vocab.stop_token_ids)
-    return [t for t in m.allowed_token_ids().tolist() if t not in stops]
+    return mask_walk(
+        compiled, vocab, rng, steps=steps, rounds=steps * 12, stop_p=0.05, choose=choose
+    )
 
 
 WALK_SCHEMAS = [0, 1, 2, 4, 6, 7]
@@ -217,15 +196,9 @@ WALK_SCHEMAS = [0, 1, 2, 4, 6, 7]
 def test_random_walks_have_no_dead_end_and_validate(index: int, vocab: Vocabulary) -> None:
     schema = SCHEMAS[index][0]
     compiled = _compile(schema, vocab)
-    v = _validator(schema)
     rng = random.Random(1000 + index)
-    finished = 0
-    for _ in range(6):
-        text = _walk(compiled, vocab, rng, 25)
-        if text is not None:
-            finished += 1
-            assert v.is_valid(json.loads(text)), text
-    assert finished >= 3
+    walk = functools.partial(_walk, compiled, vocab, rng, 25)
+    assert_walks_validate(walk, validator(schema).is_valid, tries=6, at_least=3)
 
 
 def test_refused_where_a_fresh_name_cannot_be_proven() -> None:
@@ -250,8 +223,8 @@ def test_serialized_grammar_keeps_the_check() -> None:
     compiled = _compile({"type": "object", "minProperties": 2})
     again = CompiledGrammar.deserialize(compiled.serialize(), BYTES)
     assert isinstance(again.program, DistinctKeysProgram)
-    assert not _accepts(again, '{"a":1,"a":2}')
-    assert _accepts(again, '{"a":1,"b":2}')
+    assert not accepts(again, '{"a":1,"a":2}')
+    assert accepts(again, '{"a":1,"b":2}')
 
 
 def test_through_constraints_and_inside_a_larger_constraint() -> None:
@@ -261,8 +234,8 @@ def test_through_constraints_and_inside_a_larger_constraint() -> None:
     c = constraints.seq("obj: ", constraints.json(schema), "\n")
     compiled = COMPILERS[id(BYTES)].compile(c)
     assert isinstance(compiled.program, DistinctKeysProgram)
-    assert _accepts(compiled, 'obj: {"a":1,"b":{"c":1}}\n')
-    assert not _accepts(compiled, 'obj: {"a":1,"a":{"c":1}}\n')
+    assert accepts(compiled, 'obj: {"a":1,"b":{"c":1}}\n')
+    assert not accepts(compiled, 'obj: {"a":1,"a":{"c":1}}\n')
     with pytest.raises(UnsupportedFeatureError) as err:
         c.to_gbnf()
     assert err.value.feature == "minProperties"

@@ -13,6 +13,7 @@ every allowed token is accepted and every refused one refused, every finished wa
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import random
@@ -32,8 +33,9 @@ from formcast.index.compiler import GrammarCompiler
 from formcast.index.programs.residue import ResidueProgram
 from formcast.runtime.matcher import GrammarMatcher
 from formcast.vocab.vocabulary import Vocabulary
+from mask_walk_helpers import accepts, assert_walks_validate, byte_vocab, mask_walk
 
-BYTES = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
+BYTES = byte_vocab()
 MULTI = [
     b"1024",
     b"00}",
@@ -70,9 +72,7 @@ MULTI = [
     b"0}}",
     b"[0,",
 ]
-MIXED = Vocabulary.from_tokens(
-    [bytes([b]) for b in range(256)] + MULTI + [b"<eos>"], stop_token_ids=[256 + len(MULTI)]
-)
+MIXED = byte_vocab(MULTI)
 COMPILERS = {id(v): GrammarCompiler(v, cache_size=0) for v in (BYTES, MIXED)}
 
 MODULI = [3, 7, 128, 256, 1000, 1024, 4096, 10000, 12345, 65536, 10**9]
@@ -80,11 +80,6 @@ MODULI = [3, 7, 128, 256, 1000, 1024, 4096, 10000, 12345, 65536, 10**9]
 
 def _compile(schema: Any, vocab: Vocabulary = BYTES) -> Any:
     return COMPILERS[id(vocab)].compile_json_schema(schema)
-
-
-def _accepts(compiled: Any, text: str) -> bool:
-    m = GrammarMatcher(compiled)
-    return bool(m.accept_bytes(text.encode("utf-8")) and m.is_accepting())
 
 
 def _near(m: int, bounds: list[int]) -> list[int]:
@@ -116,9 +111,9 @@ def test_integers_agree_with_jsonschema(m: int, bounds: dict[str, int]) -> None:
     values += [rng.randrange(-(10**19) // m, 10**19 // m) * m for _ in range(200)]
     for x in values:
         digits_ok = len(str(abs(x))) <= 20  # the default max_integer_digits
-        assert _accepts(compiled, str(x)) == (v.is_valid(x) and digits_ok), (schema, x)
+        assert accepts(compiled, str(x)) == (v.is_valid(x) and digits_ok), (schema, x)
     for text in ["-0", "00", "0" + str(m), "-", "", str(m) + ".0", "+" + str(m), str(m) + "0,"]:
-        assert not _accepts(compiled, text), (schema, text)
+        assert not accepts(compiled, text), (schema, text)
 
 
 def _brute(spec_ivs: list[tuple[int, int]], m: int) -> set[tuple[bool, str]]:
@@ -200,33 +195,14 @@ WALK_SCHEMAS: list[Any] = [
 ]
 
 
-def _allowed(m: GrammarMatcher, vocab: Vocabulary) -> list[int]:
-    stops = set(vocab.stop_token_ids)
-    return [t for t in m.allowed_token_ids().tolist() if t not in stops]
-
-
 def _walk(compiled: Any, vocab: Vocabulary, rng: random.Random, steps: int) -> str | None:
-    """A random walk of the mask (digits and number tokens preferred): every state allows a
-    token or accepts, and the mask equals what ``accept_token`` accepts on every token."""
-    m = GrammarMatcher(compiled)
-    out = b""
-    stops = set(vocab.stop_token_ids)
-    for n in range(steps * 8):
-        allowed = _allowed(m, vocab)
-        for t in range(vocab.vocab_size):
-            if t in stops:
-                continue
-            twin = m.fork()
-            assert twin.accept_token(t) == (t in allowed), (out, vocab.token_bytes(t))
-        if m.is_accepting() and (n > steps or not allowed or rng.random() < 0.1):
-            return out.decode("utf-8")
-        assert allowed, f"dead end after {out!r}"
+    """A random walk of the mask (:func:`mask_walk`), digits and number tokens preferred."""
+
+    def choose(m: GrammarMatcher, allowed: list[int], n: int, rng: random.Random) -> int:
         numeric = [t for t in allowed if vocab.token_bytes(t)[:1] in b"0123456789-:,[]}"]
-        pool = numeric if numeric and rng.random() < 0.8 else allowed
-        t = rng.choice(pool)
-        assert m.accept_token(t)
-        out += vocab.token_bytes(t)
-    return None
+        return rng.choice(numeric if numeric and rng.random() < 0.8 else allowed)
+
+    return mask_walk(compiled, vocab, rng, steps=steps, rounds=steps * 8, stop_p=0.1, choose=choose)
 
 
 @pytest.mark.parametrize("index", range(len(WALK_SCHEMAS)))
@@ -234,15 +210,9 @@ def _walk(compiled: Any, vocab: Vocabulary, rng: random.Random, steps: int) -> s
 def test_random_walks_have_no_dead_end_and_validate(index: int, vocab: Vocabulary) -> None:
     schema = WALK_SCHEMAS[index]
     compiled = _compile(schema, vocab)
-    v = jsonschema.Draft202012Validator(schema)
     rng = random.Random(500 + index)
-    finished = 0
-    for _ in range(5):
-        text = _walk(compiled, vocab, rng, 12)
-        if text is not None:
-            finished += 1
-            assert v.is_valid(json.loads(text)), text
-    assert finished >= 1
+    walk = functools.partial(_walk, compiled, vocab, rng, 12)
+    assert_walks_validate(walk, jsonschema.Draft202012Validator(schema).is_valid, 5, 1)
 
 
 def test_inside_structures_agree_with_jsonschema() -> None:
@@ -260,7 +230,7 @@ def test_inside_structures_agree_with_jsonschema() -> None:
         for b in ([], [0], [12345, -24690], [12345, 1], [123450, 12346]):
             for doc in ({"a": a, "b": b}, {"a": a}, {"b": b}):  # (schema order)
                 text = json.dumps(doc, separators=(",", ":"))
-                assert _accepts(compiled, text) == v.is_valid(doc), text
+                assert accepts(compiled, text) == v.is_valid(doc), text
 
 
 def test_no_multiple_in_range_is_empty() -> None:
@@ -272,16 +242,16 @@ def test_no_multiple_in_range_is_empty() -> None:
             "items": {"type": "integer", "multipleOf": 1024, "minimum": 1, "maximum": 1000},
         }
     )
-    assert _accepts(compiled, "[]")
-    assert not _accepts(compiled, "[0]")
+    assert accepts(compiled, "[]")
+    assert not accepts(compiled, "[0]")
 
 
 def test_serialized_grammar_keeps_the_check() -> None:
     compiled = _compile({"type": "integer", "multipleOf": 4096})
     again = CompiledGrammar.deserialize(compiled.serialize(), BYTES)
     assert isinstance(again.program, ResidueProgram)
-    assert _accepts(again, "8192")
-    assert not _accepts(again, "8191")
+    assert accepts(again, "8192")
+    assert not accepts(again, "8191")
 
 
 def test_refused_beside_run_time_unique_items() -> None:
@@ -312,17 +282,15 @@ def test_constraint_json_checks_at_run_time_and_refuses_printing() -> None:
 
     c = fc.json({"type": "integer", "multipleOf": 1024})
     compiled = COMPILERS[id(BYTES)].compile(c)
-    assert _accepts(compiled, "2048")
-    assert not _accepts(compiled, "2047")
+    assert accepts(compiled, "2048")
+    assert not accepts(compiled, "2047")
     with pytest.raises(UnsupportedFeatureError) as err:
         c.to_gbnf()
     assert err.value.feature == "multipleOf"
 
 
-WS_VOCAB = Vocabulary.from_tokens(
-    [bytes([b]) for b in range(256)]
-    + [b" 1", b" 12", b" 1024", b"\n ", b" -", b", 2", b"[ 4", b": 6", b" 0", b"0\n", b"<eos>"],
-    stop_token_ids=[256 + 10],
+WS_VOCAB = byte_vocab(
+    [b" 1", b" 12", b" 1024", b"\n ", b" -", b", 2", b"[ 4", b": 6", b" 0", b"0\n"]
 )
 COMPILERS[id(WS_VOCAB)] = GrammarCompiler(WS_VOCAB, cache_size=0)
 
@@ -348,23 +316,17 @@ def test_walks_with_whitespace_and_a_tight_digit_bound(schema: Any, options: Any
     opts = JsonSchemaOptions(**options)
     for vocab in (WS_VOCAB, MIXED):
         compiled = COMPILERS[id(vocab)].compile_json_schema(schema, opts)
-        v = jsonschema.Draft202012Validator(schema)
         rng = random.Random(len(str(options)))
-        finished = 0
-        for _ in range(4):
-            text = _walk(compiled, vocab, rng, 10)
-            if text is not None:
-                finished += 1
-                assert v.is_valid(json.loads(text)), text
-        assert finished >= 1
+        walk = functools.partial(_walk, compiled, vocab, rng, 10)
+        assert_walks_validate(walk, jsonschema.Draft202012Validator(schema).is_valid, 4, 1)
     if "max_integer_digits" in options:
         # (the bound is raised to one digit beyond the modulus: 6 digits, up to 999,990)
         compiled = COMPILERS[id(BYTES)].compile_json_schema(schema, opts)
         xs = [*range(-1_100_000, 1_100_001, 97), *(12345 * k for k in range(-90, 91))]
         for x in xs:
             want = x % 12345 == 0 and len(str(abs(x))) <= 6
-            assert _accepts(compiled, str(x)) == want, x
-        assert not _accepts(compiled, "1234500")
+            assert accepts(compiled, str(x)) == want, x
+        assert not accepts(compiled, "1234500")
 
 
 def _decimal_ok(text: str, m: Fraction, bounds: dict[str, str]) -> bool:
@@ -423,7 +385,7 @@ def test_decimals_agree_with_exact_arithmetic(m: str, bounds: dict[str, str]) ->
     if m in ("1024", "6.75", "0.0123") and bounds != {"exclusiveMinimum": "0", "maximum": "0.0246"}:
         assert isinstance(compiled.program, ResidueProgram), m
     for text in texts:
-        assert _accepts(compiled, text) == _decimal_ok(text, mf, bounds), (schema, text)
+        assert accepts(compiled, text) == _decimal_ok(text, mf, bounds), (schema, text)
 
 
 @pytest.mark.parametrize(

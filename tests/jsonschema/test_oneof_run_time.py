@@ -10,6 +10,7 @@ the escape proof fails."""
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from dataclasses import replace
@@ -24,15 +25,21 @@ from formcast.index.compiler import GrammarCompiler
 from formcast.index.programs.oneof import OneOfProgram
 from formcast.runtime.matcher import GrammarMatcher
 from formcast.vocab.vocabulary import Vocabulary
+from mask_walk_helpers import (
+    accepts,
+    allowed_ids,
+    assert_walks_validate,
+    byte_vocab,
+    mask_walk,
+    validator,
+)
 
-BYTES = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"<eos>"], stop_token_ids=[256])
+BYTES = byte_vocab()
 MULTI = [
     b"{}", b'"}', b"}}", b'"},', b'":"', b'","', b'{"', b'"a"', b'a"}', b"1}", b"}]", b"ab",
     b'":{', b"}}}", b'":{}}', b'"a":1}', b'{"b":', b"[{}]", b'":null}', b'":1,"', b"},{",
 ]  # fmt: skip
-MIXED = Vocabulary.from_tokens(
-    [bytes([b]) for b in range(256)] + MULTI + [b"<eos>"], stop_token_ids=[256 + len(MULTI)]
-)
+MIXED = byte_vocab(MULTI)
 COMPILERS = {id(v): GrammarCompiler(v, cache_size=0) for v in (BYTES, MIXED)}
 
 #: a branch whose negation the algebra refuses (uniqueItems), next to an open object
@@ -111,26 +118,15 @@ def _compile(schema: Any, vocab: Vocabulary = BYTES) -> Any:
     return COMPILERS[id(vocab)].compile_json_schema(schema)
 
 
-def _validator(schema: Any) -> Any:
-    return jsonschema.Draft202012Validator(
-        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
-    )
-
-
-def _accepts(compiled: Any, text: str) -> bool:
-    m = GrammarMatcher(compiled)
-    return bool(m.accept_bytes(text.encode("utf-8")) and m.is_accepting())
-
-
 @pytest.mark.parametrize(("schema", "texts"), SCHEMAS)
 def test_instances_agree_with_jsonschema(schema: Any, texts: list[str]) -> None:
     compiled = _compile(schema)
     assert any(m.kind == "oneof" for m in compiled.unique_items)
     assert isinstance(compiled.program, OneOfProgram)
-    v = _validator(schema)
+    v = validator(schema)
     for text in texts:
         valid = v.is_valid(json.loads(text))
-        if _accepts(compiled, text):
+        if accepts(compiled, text):
             assert valid, text
         elif valid:  # (declared members are written in schema order)
             assert _in_other_order(text, schema, compiled), text
@@ -170,7 +166,7 @@ def _in_other_order(text: str, schema: Any, compiled: Any = None) -> bool:
     for branch in schema.get("oneOf", []):
         order = top + [k for k in branch.get("properties", {}) if k not in top]
         again = json.dumps(_sorted(value, order, inner), separators=(",", ":"))
-        if again != text and _accepts(compiled, again):
+        if again != text and accepts(compiled, again):
             return True
     return False
 
@@ -201,14 +197,14 @@ def test_generated_instances_never_accepted_when_invalid(index: int) -> None:
     declared members are out of schema order."""
     schema = SCHEMAS[index][0]
     compiled = _compile(schema)
-    v = _validator(schema)
+    v = validator(schema)
     rng = random.Random(index)
     accepted = 0
     for _ in range(500):
         value = _gen(rng, 0)
         text = json.dumps(value, separators=(",", ":"))
         valid = v.is_valid(value)
-        got = _accepts(compiled, text)
+        got = accepts(compiled, text)
         if got:
             assert valid, text
             accepted += 1
@@ -217,45 +213,29 @@ def test_generated_instances_never_accepted_when_invalid(index: int) -> None:
     assert accepted >= 5
 
 
-def _allowed(m: GrammarMatcher, vocab: Vocabulary) -> list[int]:
-    stops = set(vocab.stop_token_ids)
-    return [t for t in m.allowed_token_ids().tolist() if t not in stops]
-
-
 ESCAPES = [b',"name":0', b',"tags":0', b',"n":null', b',"_":0', b',"ab":null', b',"oneOf":0']
 
 
+CLOSERS = {b"}", b"]", b'"', b"0", b",", b":", b"}}", b'"}', b"1}", b"}]", b'":null}'}
+
+
 def _walk(compiled: Any, vocab: Vocabulary, rng: random.Random, steps: int) -> str | None:
-    """A random walk of the mask (see the module docstring); past ``steps`` closing tokens
-    are preferred.  The text of a finished walk, else None."""
-    m = GrammarMatcher(compiled)
-    out = b""
-    stops = set(vocab.stop_token_ids)
-    closers = {b"}", b"]", b'"', b"0", b",", b":", b"}}", b'"}', b"1}", b"}]", b'":null}'}
-    for n in range(steps * 12):
-        allowed = _allowed(m, vocab)
-        for t in range(vocab.vocab_size):
-            if t in stops:
-                continue
-            twin = m.fork()
-            assert twin.accept_token(t) == (t in allowed), (out, vocab.token_bytes(t))
-        if m.is_accepting() and (n > steps or not allowed or rng.random() < 0.05):
-            return out.decode("utf-8")
-        assert allowed, f"dead end after {out!r}"
+    """A random walk of the mask (:func:`mask_walk`); past ``steps`` closing tokens are
+    preferred, and now and then a member that sets a branch apart (``ESCAPES``) is fed."""
+
+    def choose(m: GrammarMatcher, allowed: list[int], n: int, rng: random.Random) -> int | bytes:
         pool = allowed
         if n > steps:
-            late = [t for t in allowed if vocab.token_bytes(t) in closers]
+            late = [t for t in allowed if vocab.token_bytes(t) in CLOSERS]
             pool = late or allowed
-            # the members that set a branch apart are specific: offer them now and then
             snippet = rng.choice(ESCAPES)
             if rng.random() < 0.3 and m.fork().accept_bytes(snippet):
-                assert m.accept_bytes(snippet)
-                out += snippet
-                continue
-        t = rng.choice(pool)
-        assert m.accept_token(t)
-        out += vocab.token_bytes(t)
-    return None
+                return snippet
+        return rng.choice(pool)
+
+    return mask_walk(
+        compiled, vocab, rng, steps=steps, rounds=steps * 12, stop_p=0.05, choose=choose
+    )
 
 
 @pytest.mark.parametrize("index", range(len(SCHEMAS)))
@@ -263,15 +243,9 @@ def _walk(compiled: Any, vocab: Vocabulary, rng: random.Random, steps: int) -> s
 def test_random_walks_have_no_dead_end_and_validate(index: int, vocab: Vocabulary) -> None:
     schema = SCHEMAS[index][0]
     compiled = _compile(schema, vocab)
-    v = _validator(schema)
     rng = random.Random(2000 + index)
-    finished = 0
-    for _ in range(6):
-        text = _walk(compiled, vocab, rng, 20)
-        if text is not None:
-            finished += 1
-            assert v.is_valid(json.loads(text)), text
-    assert finished >= 3
+    walk = functools.partial(_walk, compiled, vocab, rng, 20)
+    assert_walks_validate(walk, validator(schema).is_valid, tries=6, at_least=3)
 
 
 def test_walks_steered_into_the_overlap_never_dead_end() -> None:
@@ -294,7 +268,7 @@ def test_walks_steered_into_the_overlap_never_dead_end() -> None:
             for _n in range(400):
                 if twin.is_accepting():
                     break
-                allowed = _allowed(twin, BYTES)
+                allowed = allowed_ids(twin, BYTES)
                 assert allowed, out
                 snippet = rng.choice(ESCAPES)
                 if rng.random() < 0.3 and twin.fork().accept_bytes(snippet):
@@ -306,7 +280,7 @@ def test_walks_steered_into_the_overlap_never_dead_end() -> None:
                 assert twin.accept_token(t)
                 out += bytes([t])
             assert twin.is_accepting(), out
-            assert _validator(schema).is_valid(json.loads(out)), out
+            assert validator(schema).is_valid(json.loads(out)), out
 
 
 def test_refused_by_name_where_no_escape_exists() -> None:
@@ -341,7 +315,7 @@ def test_lenient_option_still_compiles_as_any_of() -> None:
         UNIQUE, JsonSchemaOptions(oneof_as_anyof=True)
     )
     assert not isinstance(compiled.program, OneOfProgram)
-    assert _accepts(compiled, '{"tags":["a"]}')
+    assert accepts(compiled, '{"tags":["a"]}')
 
 
 def test_not_of_a_run_time_one_of_is_refused() -> None:
@@ -356,8 +330,8 @@ def test_serialized_grammar_in_the_same_process_keeps_the_check() -> None:
     compiled = _compile(NAMES)
     again = CompiledGrammar.deserialize(compiled.serialize(), BYTES)
     assert isinstance(again.program, OneOfProgram)
-    assert not _accepts(again, '{"n":1}')
-    assert _accepts(again, '{"n":1,"_":2}')
+    assert not accepts(again, '{"n":1}')
+    assert accepts(again, '{"n":1,"_":2}')
 
 
 SCHEMASTORE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "SchemaStore"
@@ -379,7 +353,7 @@ def test_schemastore_utam_page_object_walks_validate() -> None:
         m = GrammarMatcher(compiled)
         out = b""
         for n in range(600):
-            allowed = _allowed(m, BYTES)
+            allowed = allowed_ids(m, BYTES)
             if m.is_accepting() and (n > 150 or not allowed or rng.random() < 0.02):
                 break
             assert allowed, out
@@ -484,7 +458,7 @@ def test_serialized_grammar_in_a_fresh_process_gives_the_same_masks_and_verdicts
         jobs.append([str(path), texts])
         here = _masks_and_verdicts(compiled, texts)
         expected.extend(here)
-        v = _validator(schema)
+        v = validator(schema)
         for text, (ok, _) in zip(texts, here[1:], strict=True):
             assert not ok or v.is_valid(json.loads(text)), text
     got = _run_child(_CHILD, json.dumps(jobs))
@@ -497,7 +471,7 @@ def test_serialized_grammar_in_a_fresh_process_gives_the_same_masks_and_verdicts
             ok, _ = next(rows)
             if (id(schema), text) in verdicts:
                 assert ok == verdicts[id(schema), text], text
-                assert ok == _validator(schema).is_valid(json.loads(text)), text
+                assert ok == validator(schema).is_valid(json.loads(text)), text
 
 
 _CACHED_CHILD = """
@@ -527,7 +501,7 @@ def test_disk_cache_hits_in_a_fresh_process(tmp_path: Path) -> None:
     texts = ['{"n":1}', '{"n":1,"_":2}', '{"A":1}', "{}"]
     got = _run_child(_CACHED_CHILD, str(tmp_path), json.dumps(NAMES), json.dumps(texts))
     assert got[:2] == [1, 0]
-    assert got[2:] == [False, True, True, _accepts(compiled, "{}")]
+    assert got[2:] == [False, True, True, accepts(compiled, "{}")]
 
 
 def test_compile_worker_result_loads_with_the_check() -> None:
@@ -544,7 +518,7 @@ def test_compile_worker_result_loads_with_the_check() -> None:
     assert remote.unique_items == here.unique_items
     for schema, text, ok in KNOWN:
         if schema is NESTED:
-            assert _accepts(remote, text) == ok, text
+            assert accepts(remote, text) == ok, text
 
 
 def test_one_schema_compiled_twice_gives_the_same_ir() -> None:
@@ -588,7 +562,7 @@ def test_schemastore_utam_arg_walks_never_dead_end_and_validate(name: str) -> No
         m = GrammarMatcher(compiled)
         out = b""
         for n in range(1500):
-            allowed = _allowed(m, BYTES)
+            allowed = allowed_ids(m, BYTES)
             if m.is_accepting() and (n > 300 or not allowed or rng.random() < 0.02):
                 break
             assert allowed, out
