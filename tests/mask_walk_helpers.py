@@ -60,18 +60,19 @@ def mask_walk(
     rounds: int,
     stop_p: float,
     choose: Choose,
+    check_mask: bool = True,
 ) -> str | None:
-    """A random walk of the mask, at most ``rounds`` tokens: on every state the mask equals
-    what ``accept_token`` accepts (every non-stop token tried on a fork) and some token is
-    allowed unless the state accepts.  An accepting state ends the walk past ``steps`` tokens,
-    when nothing is allowed, or with probability ``stop_p``.  The text of a finished walk,
-    else None."""
+    """A random walk of the mask, at most ``rounds`` tokens: on every state some token is
+    allowed unless the state accepts, and (``check_mask``) the mask equals what
+    ``accept_token`` accepts (every non-stop token tried on a fork).  An accepting state ends
+    the walk past ``steps`` tokens, when nothing is allowed, or with probability ``stop_p``.
+    The text of a finished walk (accepting, the last round's too), else None."""
     m = GrammarMatcher(compiled)
     out = b""
     stops = set(vocab.stop_token_ids)
     for n in range(rounds):
         allowed = allowed_ids(m, vocab)
-        for t in range(vocab.vocab_size):
+        for t in range(vocab.vocab_size) if check_mask else ():
             if t in stops:
                 continue
             twin = m.fork()
@@ -86,7 +87,7 @@ def mask_walk(
         else:
             assert m.accept_token(got)
             out += vocab.token_bytes(got)
-    return None
+    return out.decode("utf-8") if m.is_accepting() else None
 
 
 def assert_walks_validate(

@@ -337,6 +337,29 @@ def test_serialized_grammar_in_the_same_process_keeps_the_check() -> None:
 SCHEMASTORE = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "SchemaStore"
 
 
+def _utam_walk(
+    compiled: Any, rng: random.Random, steps: int, rounds: int, late: int, escapes: list[bytes]
+) -> str | None:
+    """A walk of a large grammar on ``BYTES`` (:func:`mask_walk` without the token-by-token
+    mask check: too slow there; stopping with probability 0.02 once accepting): now and then
+    (p 0.2) one of ``escapes``, and past ``late`` tokens closing bytes preferred."""
+
+    def choose(m: GrammarMatcher, allowed: list[int], n: int, rng: random.Random) -> int | bytes:
+        if escapes:
+            snippet = rng.choice(escapes)
+            if rng.random() < 0.2 and m.fork().accept_bytes(snippet):
+                return snippet
+        pool = allowed
+        if n > late:
+            pool = [t for t in allowed if bytes([t]) in b'}]"0:,'] or allowed
+        return rng.choice(pool)
+
+    return mask_walk(
+        compiled, BYTES, rng, steps=steps, rounds=rounds, stop_p=0.02, choose=choose,
+        check_mask=False,
+    )  # fmt: skip
+
+
 @pytest.mark.skipif(not SCHEMASTORE.is_dir(), reason="SchemaStore corpus not present")
 def test_schemastore_utam_page_object_walks_validate() -> None:
     """The real schema this was built for (SchemaStore ``utam-page-object-2.2.0.json``, draft
@@ -347,26 +370,8 @@ def test_schemastore_utam_page_object_walks_validate() -> None:
     assert isinstance(compiled.program, OneOfProgram)
     cls = jsonschema.validators.validator_for(schema)
     v = cls(schema, format_checker=cls.FORMAT_CHECKER)
-    rng = random.Random(3)
-    finished = 0
-    for _ in range(4):
-        m = GrammarMatcher(compiled)
-        out = b""
-        for n in range(600):
-            allowed = allowed_ids(m, BYTES)
-            if m.is_accepting() and (n > 150 or not allowed or rng.random() < 0.02):
-                break
-            assert allowed, out
-            pool = allowed
-            if n > 80:
-                pool = [t for t in allowed if bytes([t]) in b'}]"0:,'] or allowed
-            t = rng.choice(pool)
-            assert m.accept_token(t)
-            out += bytes([t])
-        if m.is_accepting():
-            finished += 1
-            assert v.is_valid(json.loads(out)), out
-    assert finished >= 1
+    walk = functools.partial(_utam_walk, compiled, random.Random(3), 150, 600, 80, [])
+    assert_walks_validate(walk, v.is_valid, tries=4, at_least=1)
 
 
 #: texts whose verdict is known: (schema, text, accepted)
@@ -555,32 +560,9 @@ def test_schemastore_utam_arg_walks_never_dead_end_and_validate(name: str) -> No
     compiled = _compile(schema)
     assert isinstance(compiled.program, OneOfProgram)
     v = jsonschema.Draft7Validator(schema)
-    rng = random.Random(11)
     escapes = [b',"value":1', b',"name":"n"', b',"type":"locator"', b',"predicate":[]', b',"_":0']
-    finished = 0
-    for _ in range(40):
-        m = GrammarMatcher(compiled)
-        out = b""
-        for n in range(1500):
-            allowed = allowed_ids(m, BYTES)
-            if m.is_accepting() and (n > 300 or not allowed or rng.random() < 0.02):
-                break
-            assert allowed, out
-            snippet = rng.choice(escapes)
-            if rng.random() < 0.2 and m.fork().accept_bytes(snippet):
-                assert m.accept_bytes(snippet)
-                out += snippet
-                continue
-            pool = allowed
-            if n > 60:
-                pool = [t for t in allowed if bytes([t]) in b'}]"0:,'] or allowed
-            t = rng.choice(pool)
-            assert m.accept_token(t)
-            out += bytes([t])
-        if m.is_accepting():
-            finished += 1
-            assert v.is_valid(json.loads(out)), out
-    assert finished >= 30
+    walk = functools.partial(_utam_walk, compiled, random.Random(11), 300, 1500, 60, escapes)
+    assert_walks_validate(walk, v.is_valid, tries=40, at_least=30)
 
 
 #: branches with most of what a check reads: required, pattern and additional properties,
