@@ -40,6 +40,7 @@ from ..cache import LruCache
 from ..errors import ConfigurationError
 from ..vocab.vocabulary import Vocabulary
 from .compiled import CompiledGrammar
+from .context import ContextSlot
 from .program import GrammarProgram, LimitStop, mask_weight
 
 __all__ = ["ReasoningProgram", "reasoning_grammar"]
@@ -72,15 +73,12 @@ class _VocabFacts:
     max_len: int
 
 
-#: by (vocabulary fingerprint, marker); a few vocabularies per process
-_FACTS: LruCache[tuple[str, bytes], _VocabFacts] = LruCache(8)
-
-
 def _vocab_facts(vocab: Vocabulary, marker: bytes) -> _VocabFacts:
-    key = (vocab.fingerprint, marker)
-    _, got = _FACTS.get(key)
-    if got is not None:
-        return got
+    return REASONING_FACTS.of(vocab, marker)
+
+
+def _build_facts(vocab: Vocabulary, marker: bytes) -> _VocabFacts:
+    """The :class:`_VocabFacts` of ``marker`` in ``vocab``.  O(V log V) once per pair."""
     tokens = vocab.tokens
     n = vocab.vocab_size
     text = np.zeros(n, dtype=bool)
@@ -117,8 +115,13 @@ def _vocab_facts(vocab: Vocabulary, marker: bytes) -> _VocabFacts:
         candidate_set=frozenset(cand),
         max_len=int(lengths.max()) if n else 0,
     )
-    _FACTS.put(key, facts)
     return facts
+
+
+#: per vocabulary context, by marker (a few markers per vocabulary)
+REASONING_FACTS: ContextSlot[bytes, _VocabFacts] = ContextSlot(
+    "reasoning_facts", _build_facts, max_entries=8
+)
 
 
 class ReasoningProgram:

@@ -36,7 +36,8 @@ that no marked frame read bytes unchecked (a JSON part embedded right after othe
 States are ``(ParserState, lexical mode, track)`` of immutable values (``track``: a tuple of
 ``(marked frame, negative, digits)``), so ``rollback``, ``fork`` and ``validate_tokens`` stay
 exact.  Lifetime: one program per compiled grammar, shared by its requests (thread-safe: the
-memo is a dict of pure results); per-vocabulary token tables built once per process (O(V)).
+memo is a dict of pure results); per-vocabulary token tables built once per vocabulary
+context (O(V): the :data:`NUMBER_TABLES` slot of :mod:`formcast.index.context`).
 """
 
 from __future__ import annotations
@@ -50,15 +51,15 @@ import numpy as np
 from ...automata.dfa import DEAD
 from ...automata.pda import Frame, ParserState
 from ...bitmask import bitmask_to_ids
-from ...cache import LruCache
 from ...errors import UnsupportedFeatureError
 from ...frontends.jsonschema.residue import ResidueSpec, residue_mark_intervals
 from ...ir.marks import UniqueItemsMark
 from ...vocab.vocabulary import Vocabulary
 from ..cfg_program import CfgProgram
+from ..context import ContextSlot
 from ..program import LimitStop
 from .checked import CheckedProgram
-from .unique.lexer import ESC, IN, OUT, _packed, per_vocabulary
+from .unique.lexer import ESC, IN, OUT, _lex, _packed
 
 __all__ = ["ResidueProgram"]
 
@@ -95,7 +96,7 @@ class _NumberTables:
                 ends[ESC][tid] = ESC
             elif 0x22 in data or 0x5C in data:
                 for start in (OUT, IN, ESC):
-                    ends[start][tid] = _lex_end(start, data)
+                    ends[start][tid] = _lex(start, data)[0]
             if not data or _NUMBER.isdisjoint(data) or tid in stops:
                 continue
             if _DIGITS.issuperset(data):
@@ -123,25 +124,10 @@ class _NumberTables:
         self.pure = {k: _packed(m, size) for k, m in sorted(pure.items())}
 
 
-def _lex_end(mode: int, data: bytes) -> int:
-    """JSON's lexical mode after ``data`` read from ``mode``.  O(len(data))."""
-    for b in data:
-        if mode == OUT:
-            if b == 0x22:
-                mode = IN
-        elif mode == IN:
-            mode = OUT if b == 0x22 else ESC if b == 0x5C else IN
-        else:
-            mode = IN
-    return mode
-
-
-_NUMBERS: LruCache[str, _NumberTables] = LruCache(4)
-_NUMBERS_LOCK = threading.Lock()
-
-
-def _numbers(vocab: Vocabulary) -> _NumberTables:
-    return per_vocabulary(_NUMBERS, _NUMBERS_LOCK, vocab, _NumberTables)
+#: the number tables of a vocabulary (one entry per vocabulary context)
+NUMBER_TABLES: ContextSlot[None, _NumberTables] = ContextSlot(
+    "json_number_tables", lambda vocab, _: _NumberTables(vocab)
+)
 
 
 class _Rule:
@@ -186,7 +172,7 @@ class ResidueProgram(CheckedProgram[_RState]):
             self._rules[rid] = _Rule(
                 dfa.table.tolist(), [bool(x) for x in dfa.accepting], int(dfa.start), spec
             )
-        self._num = _numbers(cfg.vocab)
+        self._num = NUMBER_TABLES.of(cfg.vocab, None)
         self._tops: weakref.WeakKeyDictionary[ParserState, frozenset[Frame]] = (
             weakref.WeakKeyDictionary()
         )

@@ -28,7 +28,8 @@ this program counts the keys:
 States are ``(parser state, lexical mode, track or None)`` of immutable values, so
 ``rollback``, ``fork`` and ``validate_tokens`` of the matcher stay exact.  Lifetime: one
 program per compiled grammar (:func:`~formcast.index.programs.dispatch.unique_items_program`),
-shared by its requests; the per-vocabulary brace tables are built once per process (O(V)).
+shared by its requests; the per-vocabulary brace tables are built once per vocabulary context
+(O(V): the :data:`BRACE_TABLES` slot of :mod:`formcast.index.context`).
 """
 
 from __future__ import annotations
@@ -42,10 +43,10 @@ from typing import Any, ClassVar, TypeVar
 import numpy as np
 
 from ....automata.pda import Frame, ParserState
-from ....cache import LruCache
 from ....ir.marks import UniqueItemsMark
 from ....vocab.vocabulary import Vocabulary
 from ...cfg_program import CfgProgram
+from ...context import ContextSlot
 from ...program import LimitStop
 from ..checked import CheckedProgram
 from .lexer import (
@@ -55,7 +56,6 @@ from .lexer import (
     _packed,
     _tables,
     nearest_marked,
-    per_vocabulary,
     refuse_simulated,
 )
 
@@ -110,12 +110,14 @@ class _BraceTables:
         self.closes = [_packed(m, size) for m in closes]
 
 
-_BRACES: LruCache[str, _BraceTables] = LruCache(4)
-_BRACES_LOCK = threading.Lock()
+#: the brace tables of a vocabulary (one entry per vocabulary context)
+BRACE_TABLES: ContextSlot[None, _BraceTables] = ContextSlot(
+    "json_brace_tables", lambda vocab, _: _BraceTables(vocab)
+)
 
 
 def _braces(vocab: Vocabulary) -> _BraceTables:
-    return per_vocabulary(_BRACES, _BRACES_LOCK, vocab, _BraceTables)
+    return BRACE_TABLES.of(vocab, None)
 
 
 def _decoded_key(raw: bytes) -> str:

@@ -3,7 +3,8 @@
 JSON's lexical structure (outside a string, inside one, just after a backslash) is a function of
 the bytes, so the programs read it off a token without the grammar: :func:`_lex` reads a token
 from a mode, :class:`_VocabTables` holds that reading for every token of a vocabulary (built once
-per process per vocabulary, O(V), about 0.3 s for 50k tokens; read-only, shared by threads), and
+per vocabulary context -- :data:`LEXICAL_TABLES`, :mod:`formcast.index.context` -- O(V), about
+0.3 s for 50k tokens; read-only, shared by threads), and
 :func:`_feed` decodes a string body (escapes, UTF-8) into code points.  :func:`_consistent` says
 which code points a partial character can still become.
 
@@ -16,18 +17,16 @@ import json
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ....bitmask import bitmask_to_ids, bool_to_bitmask
-from ....cache import LruCache
 from ....vocab.vocabulary import Vocabulary
+from ...context import ContextSlot
 
 if TYPE_CHECKING:
     from ....automata.pda import Frame
-
-_T = TypeVar("_T")
 
 # lexical modes of JSON text: outside strings, inside one, just after a backslash in one
 OUT, IN, ESC = 0, 1, 2
@@ -187,32 +186,14 @@ def _packed(allowed: np.ndarray, size: int) -> np.ndarray:
     return words
 
 
-_TABLES: LruCache[str, _VocabTables] = LruCache(4)
-_TABLES_LOCK = threading.Lock()
-
-
-def per_vocabulary(
-    cache: LruCache[str, _T],
-    lock: threading.Lock,
-    vocab: Vocabulary,
-    build: Callable[[Vocabulary], _T],
-) -> _T:
-    """``cache``'s entry for ``vocab`` (by fingerprint), built by ``build(vocab)`` once under
-    ``lock`` when missing: the run-time programs' per-vocabulary tables.  Thread-safe."""
-    found, got = cache.get(vocab.fingerprint)
-    if found and got is not None:
-        return got
-    with lock:
-        found, got = cache.get(vocab.fingerprint)
-        if found and got is not None:
-            return got
-        built = build(vocab)
-        cache.put(vocab.fingerprint, built)
-        return built
+#: the lexical tables of a vocabulary (one entry per vocabulary context)
+LEXICAL_TABLES: ContextSlot[None, _VocabTables] = ContextSlot(
+    "json_lexical_tables", lambda vocab, _: _VocabTables(vocab)
+)
 
 
 def _tables(vocab: Vocabulary) -> _VocabTables:
-    return per_vocabulary(_TABLES, _TABLES_LOCK, vocab, _VocabTables)
+    return LEXICAL_TABLES.of(vocab, None)
 
 
 # -- decoding the current item ----------------------------------------------------------------

@@ -31,9 +31,9 @@ States are ``(parser state, lexical mode, open array)`` tuples of immutable valu
 program per compiled grammar (built by the compiler from the grammar IR's marks,
 :func:`~formcast.index.programs.dispatch.unique_items_program`: it *is* the compiled
 grammar's ``program``), shared by its requests; the per-vocabulary lexical tables are built
-once per process (about 0.3 s for 50k tokens).  Costs: a mask outside a unique array costs
-the grammar's plus a simulation of its allowed ``[`` tokens; inside one, a simulation of the
-allowed quote tokens (see benchmarks/unique_items_bench.py).
+once per vocabulary context (about 0.3 s for 50k tokens).  Costs: a mask outside a unique
+array costs the grammar's plus a simulation of its allowed ``[`` tokens; inside one, a
+simulation of the allowed quote tokens (see benchmarks/unique_items_bench.py).
 """
 
 from __future__ import annotations

@@ -29,11 +29,11 @@ from ....columns import column_classes
 from ....ir.marks import COUNT_CAP, UniqueItemsMark
 from ....vocab.vocabulary import Vocabulary
 from ...cfg_program import CfgProgram
+from ...context import ContextSlot
 from ...program import LimitStop
 from ..checked import CheckedProgram
 from .lexer import (
     _BRACKET,
-    _TABLES_LOCK,
     _WS,
     ESC,
     IN,
@@ -41,7 +41,6 @@ from .lexer import (
     _packed,
     _tables,
     nearest_marked,
-    per_vocabulary,
     refuse_simulated,
 )
 
@@ -166,11 +165,10 @@ def _structural_bracket(mode: int, data: bytes) -> bool:
     return False
 
 
-_PLAIN: LruCache[str, _VocabPlain] = LruCache(4)
-
-
-def _plain_tables(vocab: Vocabulary) -> _VocabPlain:
-    return per_vocabulary(_PLAIN, _TABLES_LOCK, vocab, _VocabPlain)
+#: the byte-class tables of a vocabulary (one entry per vocabulary context)
+PLAIN_TABLES: ContextSlot[None, _VocabPlain] = ContextSlot(
+    "json_plain_tables", lambda vocab, _: _VocabPlain(vocab)
+)
 
 
 class ValueUniqueProgram(CheckedProgram[_VState]):
@@ -211,7 +209,7 @@ class ValueUniqueProgram(CheckedProgram[_VState]):
             if rid is not None:  # (a mark whose array the grammar dropped as unsatisfiable)
                 self._start[rid] = int(cfg.auto.dfas[rid].start)
         self._lex = _tables(cfg.vocab)
-        self._plain = _plain_tables(cfg.vocab)
+        self._plain = PLAIN_TABLES.of(cfg.vocab, None)
         self._end_np = [np.asarray(e, dtype=np.int8) for e in self._lex.end]
         self._classes: tuple[list[int], list[np.ndarray], list[int]] | None = None
         self._near: weakref.WeakKeyDictionary[Frame, Any] = weakref.WeakKeyDictionary()
