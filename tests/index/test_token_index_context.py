@@ -60,14 +60,17 @@ def test_two_vocabularies_do_not_share_entries() -> None:
     a, b = _vocab(b'"x', b"1024"), _vocab(b"xy")
     BUILDS.clear()
     got_a, got_b = TOKENS_OF_LENGTH.of(a, 2), TOKENS_OF_LENGTH.of(b, 2)
-    assert got_a == (b'"x',) and got_b == (b"xy",)
+    assert got_a == (b'"x',)
+    assert got_b == (b"xy",)
     assert TOKENS_OF_LENGTH.of(a, 2) is got_a  # built once per vocabulary
-    assert BUILDS == [(a.fingerprint, 2), (b.fingerprint, 2)]
+    assert [(a.fingerprint, 2), (b.fingerprint, 2)] == BUILDS
     # the programs' tables: one per vocabulary, each read off its own tokens
     lex_a, lex_b = LEXICAL_TABLES.of(a, None), LEXICAL_TABLES.of(b, None)
-    assert lex_a is not lex_b and LEXICAL_TABLES.of(a, None) is lex_a
+    assert lex_a is not lex_b
+    assert LEXICAL_TABLES.of(a, None) is lex_a
     quote_token = len(a.tokens) - 3  # b'"x': read from outside a string, it opens one
-    assert lex_a.end[0][quote_token] == 1 and lex_b.end[0][quote_token] == 0
+    assert lex_a.end[0][quote_token] == 1
+    assert lex_b.end[0][quote_token] == 0
     # a context refuses another vocabulary's builds
     with pytest.raises(ValueError, match="not this context's"):
         context_for(a).get(TOKENS_OF_LENGTH, b, 2)
@@ -84,14 +87,16 @@ def test_slots_are_bounded_in_entries_and_bytes() -> None:
     put = small.cache(PUT_ONLY)
     for i in range(4):
         put.put(str(i), np.zeros(1_000, dtype=np.int32))  # 4 KB each
-    assert len(put) == 2 and put.total_weight <= 10_000
+    assert len(put) == 2
+    assert put.total_weight <= 10_000
     put.put("huge", np.zeros(100_000, dtype=np.int32))  # heavier than the budget: not kept
     assert put.get("huge") == (False, None)
     with pytest.raises(KeyError):
         small.get(PUT_ONLY, v, "missing")  # (a slot without a build has only what is put)
     assert small.nbytes() == put.total_weight
     small.clear()
-    assert small.nbytes() == 0 and len(put) == 0
+    assert small.nbytes() == 0
+    assert len(put) == 0
 
 
 def test_the_registry_keeps_a_few_contexts_and_every_held_one() -> None:
@@ -114,7 +119,8 @@ def test_manifest_rebuilds_the_entries() -> None:
     LEXICAL_TABLES.of(v, None)
     ctx.cache(PUT_ONLY).put("x", np.zeros(3))
     manifest = ctx.manifest()
-    assert ("test_tokens_of_length", 2) in manifest and ("json_lexical_tables", None) in manifest
+    assert ("test_tokens_of_length", 2) in manifest
+    assert ("json_lexical_tables", None) in manifest
     assert all(name != "test_put_only" for name, _ in manifest)  # (nothing can rebuild it)
     fresh = TokenIndexContext(v.fingerprint)
     assert fresh.warm(v, [*manifest, ("no_such_slot", 1)]) == len(manifest)
@@ -137,7 +143,7 @@ def test_a_missing_entry_is_built_once_under_contention() -> None:
         t.start()
     for t in threads:
         t.join()
-    assert BUILDS == [(v.fingerprint, 4)]
+    assert [(v.fingerprint, 4)] == BUILDS
     assert all(x is got[0] for x in got)
 
 
