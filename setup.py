@@ -65,7 +65,11 @@ def _kernels() -> list[Extension]:
         Extension(
             name,
             [str(Path("src", *name.split(".")).with_suffix(".c"))],
-            depends=[str(Path("src", "formcast", "_kernel_buffers.h"))],  # what they share
+            # the headers they share: a change to one rebuilds them
+            depends=[
+                str(Path("src", "formcast", "_kernel_buffers.h")),
+                str(Path("src", "formcast", "automata", "_kernel_args.h")),
+            ],
             extra_compile_args=["-O3"],
             optional=_mode() != "required",  # a failed kernel is left out (numpy runs)
         )
