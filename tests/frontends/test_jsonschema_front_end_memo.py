@@ -43,3 +43,18 @@ def test_repeated_lowering_same_grammar_same_fuel() -> None:
     first = _lower()
     assert first == _lower()
     assert "any_number" in first[0]
+
+
+def test_key_exclusion_is_memoized_by_the_set_of_words() -> None:
+    from formcast.frontends.jsonschema.keys import not_in_set
+
+    words = ["width", "height", "w", "radius", "é"]
+    node = not_in_set(words)
+    assert not_in_set([*reversed(words), "w"]) is node
+    fresh = WorkBudget(1 << 60)
+    with compile_scope(fresh):
+        not_in_set(["memo-test-key-a", "memo-test-key-b"])
+    hit = WorkBudget(1 << 60)
+    with compile_scope(hit):
+        not_in_set(["memo-test-key-b", "memo-test-key-a"])
+    assert fresh.used == hit.used > 0
