@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from weakref import WeakValueDictionary
+from weakref import KeyedRef
 
 from .._native import interpreted_class
 from ..limits import charge
@@ -163,7 +163,7 @@ class _Composite(Node):
     so hashing, equality and the automaton layer's size/reference queries are O(1) per node
     instead of a walk of the (often shared, DAG-shaped) subtree.
 
-    The builders (:func:`concat`, :func:`alt`, :func:`repeat`) intern them (:data:`_INTERNED`):
+    The builders (:func:`concat`, :func:`alt`, :func:`repeat`) intern them (:func:`_interned`):
     while a composite node is alive, building an equal one from the same children returns it,
     so equal IR built twice (by one compile's passes, or by two compiles of similar grammars in
     one process) is the same object and the process-wide caches keyed by IR compare by
@@ -397,20 +397,43 @@ class Grammar:
 EMPTY = Empty()
 NOTHING = Nothing()
 
-#: the live composite nodes made by the builders, by (class, fields); an entry goes with its
-#: node (weak values), so this holds no IR alive and its size is that of the live IR.  Thread
-#: safety: a lost race makes two equal nodes, which is still correct (equality is structural).
-_INTERNED: WeakValueDictionary[tuple[Any, ...], Node] = WeakValueDictionary()
+#: the live composite nodes made by the builders, by (class, fields): weak references that
+#: remove their own entry when their node goes, so this holds no IR alive and its size is that
+#: of the live IR.  (A plain dict of :class:`weakref.KeyedRef` rather than a
+#: ``WeakValueDictionary``, whose Python-level ``get``/``__setitem__`` cost about a tenth of a
+#: small JSON Schema's lowering.)  Thread safety: a lost race makes two equal nodes, which is
+#: still correct (equality is structural); an entry is removed only while its reference is dead.
+_INTERNED: dict[tuple[Any, ...], KeyedRef[tuple[Any, ...], Node]] = {}
+
+
+def _forget(ref: KeyedRef[tuple[Any, ...], Node]) -> None:
+    """The callback of an interned node's reference: drop its entry if it is still this dead
+    one (a newer node interned under the key stays)."""
+    key = ref.key
+    if _INTERNED.get(key) is ref:
+        _INTERNED.pop(key, None)
+
+
+def _interned(key: tuple[Any, ...]) -> Node | None:
+    """The live node interned under ``key``, or None."""
+    ref = _INTERNED.get(key)
+    return None if ref is None else ref()
+
+
+def _intern(key: tuple[Any, ...], node: Node) -> None:
+    _INTERNED[key] = KeyedRef(node, _forget, key)
 
 
 def _make_items(cls: type[_Items], items: tuple[Node, ...]) -> Node:
     """The interned ``cls(items)``."""
     key = (cls, items)
-    got = _INTERNED.get(key)
+    got = _interned(key)
     if got is None:
         got = cls(items)
-        _INTERNED[key] = got
+        _intern(key, got)
     return got
+
+
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
 
 
@@ -513,10 +536,10 @@ def repeat(item: Node, lo: int, hi: int | None) -> Node:
     if lo == 1 and hi == 1:
         return item
     key = (Repeat, item, lo, hi)
-    got = _INTERNED.get(key)
+    got = _interned(key)
     if got is None:
         got = Repeat(item, lo, hi)
-        _INTERNED[key] = got
+        _intern(key, got)
     return got
 
 

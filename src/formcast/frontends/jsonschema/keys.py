@@ -24,7 +24,16 @@ def not_in_set(words: list[str]) -> Node:
     A trie complement built directly (no automaton, no re-encoding pass): at every trie node
     the string may end (unless a word ends there), continue into a child, or continue with any
     other character followed by anything (:func:`_diverge`, memoized by the children).
+    Memoized by the set of words (objects with the same declared keys, within a schema or
+    across schemas, share one build; a hit charges what a fresh build would).
     """
+    return _not_in_sorted(tuple(sorted(set(words))))
+
+
+@metered_cache(1024)
+def _not_in_sorted(words: tuple[str, ...]) -> Node:
+    """:func:`not_in_set` of distinct, sorted ``words`` (the trie's children are visited in
+    sorted order, so the node does not depend on the order the words came in)."""
     trie: dict[str, Any] = {}
     ends = "\0end"
     for w in words:

@@ -34,6 +34,7 @@ from fractions import Fraction
 from ...automata.charfa import CharDFA, Edge, minimize
 from ...errors import LimitExceededError
 from ...ir.nodes import EMPTY, NOTHING, CharSet, Literal, Node, alt, concat, literal, repeat
+from ...limits import metered_cache
 
 __all__ = [
     "ANY_INTEGER",
@@ -79,13 +80,16 @@ def any_integer(max_digits: int | None = None) -> Node:
     return concat([repeat(literal("-"), 0, 1), _unsigned_int(max_digits)])
 
 
+@metered_cache(64)
 def any_number(
     max_integer_digits: int | None = None,
     max_fraction_digits: int | None = None,
     max_exponent_digits: int | None = None,
 ) -> Node:
     """RFC 8259 numbers whose integer part, fraction and exponent have at most that many digits
-    (None: unbounded; ``0`` fraction or exponent digits: no fraction or no exponent)."""
+    (None: unbounded; ``0`` fraction or exponent digits: no fraction or no exponent).
+    Memoized (:func:`~formcast.limits.metered_cache`: every compile with the default options
+    asks for the same one; a hit charges what a fresh build would)."""
     parts: list[Node] = [repeat(literal("-"), 0, 1), _unsigned_int(max_integer_digits)]
     if max_fraction_digits is None or max_fraction_digits > 0:
         parts.append(repeat(concat([literal("."), _digits(1, max_fraction_digits)]), 0, 1))

@@ -166,6 +166,10 @@ def root_context(
 
 def enter_resource(ctx: Ctx, schema: dict[str, Any], draft: str) -> Ctx:
     """``ctx`` moved into ``schema``'s own resource (its ``$id``), read in ``draft``."""
+    if "$id" not in schema and "id" not in schema:
+        # no identifier (most subschemas): every draft's ``id_of`` reads only these two keys,
+        # so ``in_subresource`` would return the same resolver; skip building the resource
+        return ctx if draft == ctx.draft else Ctx(ctx.resolver, draft, ctx.pointer, ctx.depth)
     spec = spec_for(draft)
     try:
         resolver = ctx.resolver.in_subresource(spec.create_resource(schema))
