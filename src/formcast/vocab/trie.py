@@ -38,7 +38,7 @@ from ..bitmask import bitmask_set_many, bitmask_words, bool_to_bitmask
 from ..cache import LruCache
 from ..columns import column_classes
 
-__all__ = ["TokenTrie", "note_column_classes"]
+__all__ = ["TokenTrie", "note_column_classes", "write_walk_rows"]
 
 # the compiled build's walks (docs/native.md); absent from the pure-Python package
 _KERNEL: Any
@@ -626,6 +626,34 @@ def note_column_classes(table: np.ndarray, classes: tuple[np.ndarray, np.ndarray
     cmap, first = classes
     found = (cmap, first) if first.size <= _CLASS_TRIE_MAX_CLASSES else None
     _keep_classes(table, found)
+
+
+def write_walk_rows(
+    ids: np.ndarray,
+    targets: np.ndarray,
+    split: np.ndarray,
+    rows: np.ndarray,
+    lex: np.ndarray,
+    cut: np.ndarray,
+    exit_byte: int | None,
+    sink: int,
+) -> bool:
+    """The lazy walk tables' rows of some lexer states in one C pass (the compiled build's
+    ``_trie_walk.write_rows``; see its source for the layout): True, or False in the pure
+    package, where the caller writes them with numpy (the same rows)."""
+    if _KERNEL is None or not hasattr(_KERNEL, "write_rows"):
+        return False
+    _KERNEL.write_rows(
+        ids,
+        np.ascontiguousarray(targets, dtype=np.int32),
+        np.ascontiguousarray(split, dtype=np.bool_),
+        np.ascontiguousarray(rows, dtype=np.int64),
+        lex,
+        cut,
+        -1 if exit_byte is None else exit_byte,
+        sink,
+    )
+    return True
 
 
 class _ClassTrie:
