@@ -128,3 +128,45 @@ def test_c_row_writer_rejects_bad_rows() -> None:
         kernel.write_rows(ids, targets, split, np.array([1]), lex, lex, -1, 1)
     with pytest.raises(ValueError, match="row out of range"):
         kernel.write_rows(ids, targets * 0, split, np.array([7]), lex, lex, -1, 1)
+
+
+def _numpy_ahead(
+    table: np.ndarray, skip: np.ndarray, frontier: np.ndarray, ahead: int, budget: int
+) -> np.ndarray:
+    """The pure build's look-ahead levels (cfg_program._LazyExitSplitClassifier._ensure)."""
+    slot = np.empty(skip.size, dtype=np.int64)
+    parts = []
+    for _ in range(ahead):
+        if budget <= 0:
+            break
+        met = table[frontier].reshape(-1)
+        met = met[~skip[met]]
+        if not met.size:
+            break
+        order = np.arange(met.size)
+        slot[met] = order
+        succ = met[slot[met] == order][:budget]
+        skip[succ] = True
+        parts.append(succ)
+        frontier = succ
+        budget -= int(succ.size)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_c_look_ahead_matches_numpy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 300
+    table = rng.integers(0, n, size=(n, 256)).astype(np.int32)
+    table[rng.random(table.shape) < 0.9] = 0  # sparse rows
+    skip = rng.random(n) < 0.2
+    skip[0] = True
+    frontier = np.unique(rng.integers(1, n, size=3)).astype(np.int64)
+    skip[frontier] = True
+    ahead, budget = int(rng.integers(1, 40)), int(rng.integers(1, 200))
+    skip_c = skip.copy()
+    got = trie_mod.ahead_states(table, skip_c, frontier, ahead, budget, np.empty(n, dtype=np.int64))
+    if got is None:
+        pytest.skip("the pure-Python package: no C look-ahead")
+    want = _numpy_ahead(table, skip.copy(), frontier, ahead, budget)
+    assert got.tolist() == want.tolist()

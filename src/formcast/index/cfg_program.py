@@ -48,7 +48,7 @@ from ..automata.lexer import (
 )
 from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
-from ..bitmask import bitmask_has_many, bitmask_set_many, ids_to_bitmask
+from ..bitmask import bitmask_has_many, ids_to_bitmask
 from ..cache import LruCache, StepMemo
 from ..columns import column_classes
 from ..limits import (
@@ -59,7 +59,7 @@ from ..limits import (
     charge,
     check_deadline,
 )
-from ..vocab.trie import TokenTrie, note_column_classes, write_walk_rows
+from ..vocab.trie import TokenTrie, ahead_states, note_column_classes, write_walk_rows
 from ..vocab.vocabulary import Vocabulary
 from .program import LimitStop, mask_weight
 
@@ -493,6 +493,11 @@ class _LazyExitSplitClassifier:
         # and its pages are touched once, not on every call)
         slot = tables.slot
         budget = _LAZY_AHEAD_ROWS - int(states.size)
+        got = ahead_states(table, skip, states, ahead, budget, slot)  # the compiled build
+        if got is not None:
+            if got.size:
+                parts.append(got)
+            ahead = 0  # (done)
         for _ in range(ahead):
             if budget <= 0:
                 break
@@ -807,8 +812,8 @@ class _RowPool:
                     best = i
             if best >= 0:
                 mm = self._free.pop(best)[0]
-        if mm is None:
-            mm = mmap.mmap(-1, size)
+        if mm is None:  # (at least _POOL_MAP_BYTES long: one size fits most tables later)
+            mm = mmap.mmap(-1, max(size, _POOL_MAP_BYTES))
         root = np.frombuffer(mm, dtype=np.int32, count=rows * 256)
         cell = [0]
         weakref.finalize(root, self._give, mm, cell)
@@ -833,6 +838,9 @@ class _RowPool:
 #: touched bytes in all
 _POOL_MAPS = 4
 _POOL_BYTES = 64 << 20
+#: the pool's maps are at least this long (address space; pages are used when written), so
+#: that a map given back fits the tables of most grammars (~10,900 lexer states)
+_POOL_MAP_BYTES = 32 << 20
 _ROW_POOL = _RowPool()
 
 
@@ -1430,12 +1438,11 @@ class CfgProgram:
             pda = self.pda
             if cands.size >= _LEVEL_VERIFY_MIN:
                 ok, err = _verify_by_levels(pda.step, state, trie, cands)
-            else:  # the step memo read first (a private of the parser: see the function)
-                ok, err = _verify_in_order(pda.step, state, trie, cands, lambda: pda._steps)
+            else:  # the parser's step memo read first (see the function)
+                ok, err = _verify_in_order(pda.step, state, trie, cands, pda.step_memo)
             if err is not None:
                 self._limit_errors[state] = err
-            if ok.size:
-                bitmask_set_many(words, trie.unique_token_ids(ok))
+            trie.set_string_bits(words, ok)
         if state.accepting:
             words |= self._stop_words
         words.setflags(write=False)
