@@ -615,18 +615,44 @@ class _LazyExitSplitClassifier:
         col_of_class = np.empty(order.size, dtype=np.int64)
         col_of_class[order] = np.arange(order.size)
         col_of_byte = col_of_class[cmap]
-        cut = np.take(lexer.table[:n], cols, axis=1)  # (a copy: rows are built in place later)
-        cut_split = np.take(lexer.split[:n], cols, axis=1)
+        # (copies: rows are built in place later).  Only the built rows are read: an unbuilt
+        # state has a label of its own (below), so its class is itself whatever its row
+        # holds (here: dead), and the lexer's unbuilt rows are mostly pages never touched,
+        # which a read would fault in one by one (~2 ms a refinement on large lexers)
+        rows = np.flatnonzero(built)
+        built_cut = lexer.table[rows[:, None], cols]
+        built_split = lexer.split[rows[:, None], cols]
         if xb is not None:  # the exit byte is a class of its own in the cut classes
             xc = int(col_of_byte[xb])
-            cut[built, xc] = DEAD
-            cut_split[:, xc] = False
-        labels = _row_classes(np.packbits(cut_split, axis=1)) + 1
+            built_cut[:, xc] = DEAD
+            built_split[:, xc] = False
+        cut = np.zeros((n, cols.size), dtype=lexer.table.dtype)
+        cut[rows] = built_cut
+        cut_split = np.zeros((n, cols.size), dtype=bool)
+        cut_split[rows] = built_split
+        # the refinement runs on the built states and the states they lead to (a closed
+        # automaton: the unbuilt ones lead nowhere here): an unbuilt state no built one leads
+        # to is a class of its own whatever the others are, so the partition is the one of
+        # all n states (on large lexers most states are unbuilt: ~7 ms a refinement saved)
+        kept = built.copy()
+        kept[built_cut.reshape(-1)] = True
+        keep = np.flatnonzero(kept)  # (sorted: DEAD, built, stays 0)
+        index = np.full(n, -1, dtype=np.int64)
+        index[keep] = np.arange(keep.size)
+        sub = np.zeros((keep.size, cols.size), dtype=cut.dtype)
+        sub[index[rows]] = index[built_cut]
+        sub_split = np.zeros((keep.size, cols.size), dtype=bool)
+        sub_split[index[rows]] = built_split
+        labels = _row_classes(np.packbits(sub_split, axis=1)) + 1
         labels[DEAD] = 0
-        unbuilt = np.flatnonzero(~built)
+        unbuilt = np.flatnonzero(~built[keep])
         labels[unbuilt] = int(labels.max()) + 1 + np.arange(unbuilt.size)
         depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
-        part, stable = equivalence_classes(cut, labels, depth)
+        sub_part, stable = equivalence_classes(sub, labels, depth)
+        part = np.empty(n, dtype=np.int64)
+        part[keep] = sub_part
+        left = np.flatnonzero(~kept)  # classes of their own
+        part[left] = int(sub_part.max()) + 1 + np.arange(left.size)
         # digests on the quotient by stable classes, as the eager build: on the cut lexer
         # itself when the classes are only depth-bounded (they still key walks here)
         dpart = part if stable else np.arange(n, dtype=np.int64)
@@ -839,8 +865,9 @@ class _RowPool:
 _POOL_MAPS = 4
 _POOL_BYTES = 64 << 20
 #: the pool's maps are at least this long (address space; pages are used when written), so
-#: that a map given back fits the tables of most grammars (~10,900 lexer states)
-_POOL_MAP_BYTES = 32 << 20
+#: that a map given back fits the tables of most grammars (~1,300 ids: a MaskBench schema's
+#: tables use ~700) without reserving much address space per live grammar
+_POOL_MAP_BYTES = 4 << 20
 _ROW_POOL = _RowPool()
 
 
