@@ -57,10 +57,10 @@ def test_memo_reads_match_the_steps(vocab: Vocabulary, seed: int) -> None:
         cands = np.asarray(sorted(picks), dtype=np.int64)
         want = _oracle(pda, state, trie.strings, cands)
         plain, err0 = cfg_program._verify_in_order(pda.step, state, trie, cands)
-        warm, err1 = cfg_program._verify_in_order(pda.step, state, trie, cands, lambda: pda._steps)
+        warm, err1 = cfg_program._verify_in_order(pda.step, state, trie, cands, pda.step_memo)
         pda._steps.clear()
         cleared, err2 = cfg_program._verify_in_order(
-            step_clearing, state, trie, cands, lambda: pda._steps
+            step_clearing, state, trie, cands, pda.step_memo
         )
         assert plain.tolist() == want
         assert warm.tolist() == want

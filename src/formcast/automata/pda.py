@@ -408,6 +408,13 @@ class PushdownAutomaton:
                 self._steps[key] = nxt
         return nxt
 
+    def step_memo(self) -> dict[tuple[ParserState, int], ParserState]:
+        """The memo of :meth:`step`: ``(state, byte) -> state``, what :meth:`step` returns for
+        a key it holds (a dict look-up is a third of a :meth:`step` call).  Read only for
+        callers; the dict is replaced when the caches are cleared (any :meth:`step` may do
+        it), so ask for it again after each :meth:`step`.  O(1)."""
+        return self._steps
+
     def _step(self, state: ParserState, byte: int) -> ParserState:
         if not state.frames:
             return self._dead

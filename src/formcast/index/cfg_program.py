@@ -29,6 +29,7 @@ import hashlib
 import mmap
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar, NamedTuple
@@ -47,7 +48,7 @@ from ..automata.lexer import (
 )
 from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
-from ..bitmask import bitmask_has_many, bitmask_set_many, ids_to_bitmask
+from ..bitmask import bitmask_has_many, ids_to_bitmask
 from ..cache import LruCache, StepMemo
 from ..columns import column_classes
 from ..limits import (
@@ -58,7 +59,7 @@ from ..limits import (
     charge,
     check_deadline,
 )
-from ..vocab.trie import TokenTrie, note_column_classes
+from ..vocab.trie import TokenTrie, ahead_states, note_column_classes, write_walk_rows
 from ..vocab.vocabulary import Vocabulary
 from .program import LimitStop, mask_weight
 
@@ -488,9 +489,15 @@ class _LazyExitSplitClassifier:
         table = lexer.table
         # the successors met, each once: O(frontier x 256) per byte of look-ahead, with no
         # pass over every lexer state and no sort (most frontiers are a handful of states);
-        # ``slot`` is read only where written (np.empty: no O(states) fill)
-        slot = np.empty(skip.size, dtype=np.int64)
+        # ``slot`` is read only where written (scratch kept by the tables: no O(states) fill,
+        # and its pages are touched once, not on every call)
+        slot = tables.slot
         budget = _LAZY_AHEAD_ROWS - int(states.size)
+        got = ahead_states(table, skip, states, ahead, budget, slot)  # the compiled build
+        if got is not None:
+            if got.size:
+                parts.append(got)
+            ahead = 0  # (done)
         for _ in range(ahead):
             if budget <= 0:
                 break
@@ -608,18 +615,44 @@ class _LazyExitSplitClassifier:
         col_of_class = np.empty(order.size, dtype=np.int64)
         col_of_class[order] = np.arange(order.size)
         col_of_byte = col_of_class[cmap]
-        cut = np.take(lexer.table[:n], cols, axis=1)  # (a copy: rows are built in place later)
-        cut_split = np.take(lexer.split[:n], cols, axis=1)
+        # (copies: rows are built in place later).  Only the built rows are read: an unbuilt
+        # state has a label of its own (below), so its class is itself whatever its row
+        # holds (here: dead), and the lexer's unbuilt rows are mostly pages never touched,
+        # which a read would fault in one by one (~2 ms a refinement on large lexers)
+        rows = np.flatnonzero(built)
+        built_cut = lexer.table[rows[:, None], cols]
+        built_split = lexer.split[rows[:, None], cols]
         if xb is not None:  # the exit byte is a class of its own in the cut classes
             xc = int(col_of_byte[xb])
-            cut[built, xc] = DEAD
-            cut_split[:, xc] = False
-        labels = _row_classes(np.packbits(cut_split, axis=1)) + 1
+            built_cut[:, xc] = DEAD
+            built_split[:, xc] = False
+        cut = np.zeros((n, cols.size), dtype=lexer.table.dtype)
+        cut[rows] = built_cut
+        cut_split = np.zeros((n, cols.size), dtype=bool)
+        cut_split[rows] = built_split
+        # the refinement runs on the built states and the states they lead to (a closed
+        # automaton: the unbuilt ones lead nowhere here): an unbuilt state no built one leads
+        # to is a class of its own whatever the others are, so the partition is the one of
+        # all n states (on large lexers most states are unbuilt: ~7 ms a refinement saved)
+        kept = built.copy()
+        kept[built_cut.reshape(-1)] = True
+        keep = np.flatnonzero(kept)  # (sorted: DEAD, built, stays 0)
+        index = np.full(n, -1, dtype=np.int64)
+        index[keep] = np.arange(keep.size)
+        sub = np.zeros((keep.size, cols.size), dtype=cut.dtype)
+        sub[index[rows]] = index[built_cut]
+        sub_split = np.zeros((keep.size, cols.size), dtype=bool)
+        sub_split[index[rows]] = built_split
+        labels = _row_classes(np.packbits(sub_split, axis=1)) + 1
         labels[DEAD] = 0
-        unbuilt = np.flatnonzero(~built)
+        unbuilt = np.flatnonzero(~built[keep])
         labels[unbuilt] = int(labels.max()) + 1 + np.arange(unbuilt.size)
         depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
-        part, stable = equivalence_classes(cut, labels, depth)
+        sub_part, stable = equivalence_classes(sub, labels, depth)
+        part = np.empty(n, dtype=np.int64)
+        part[keep] = sub_part
+        left = np.flatnonzero(~kept)  # classes of their own
+        part[left] = int(sub_part.max()) + 1 + np.arange(left.size)
         # digests on the quotient by stable classes, as the eager build: on the cut lexer
         # itself when the classes are only depth-bounded (they still key walks here)
         dpart = part if stable else np.arange(n, dtype=np.int64)
@@ -767,15 +800,75 @@ def _quotient_digest(
     return h.digest()
 
 
-def _fresh_rows(rows: int) -> np.ndarray:
-    """``int32[rows, 256]`` zeros whose pages are touched only when written: a private
-    anonymous memory map (the kernel's zero pages) past :data:`_FRESH_MAP_BYTES`, where
-    ``np.zeros`` may get recycled heap memory that it clears page by page (glibc serves a
-    size freed before from the heap).  The map lives as long as the array."""
-    size = rows * 256 * 4
-    if size < _FRESH_MAP_BYTES:
-        return np.zeros((rows, 256), dtype=np.int32)
-    return np.frombuffer(mmap.mmap(-1, size), dtype=np.int32).reshape(rows, 256)
+class _RowPool:
+    """Process-wide free list of the lazy walk tables' memory maps, with the bytes of each
+    that were written (touched) while a table used it.
+
+    A page of a fresh anonymous map costs a page fault on its first write (measured on the
+    benchmark machine: 2-25 µs per 4 KiB page, ~0.5 ms per 256 rows written, most of
+    :meth:`_LazyWalkTables.write`); a grammar's walk tables die with it, and the next grammar's
+    would fault the same number of fresh pages.  Maps come back here when the last array on
+    them is gone (a finalizer on the root array: every view of it holds it), and are handed
+    out again for tables of at most their size, so a warm process writes rows on touched
+    pages.  A reused map is not cleared: :class:`_LazyWalkTables` writes every row below its
+    ids' rows before any walk reads it (rows 0-2 set at construction), so no row's content
+    depends on which map it got.
+
+    Bounded: at most :data:`_POOL_MAPS` maps kept, holding at most :data:`_POOL_BYTES`
+    touched bytes in all (the pages of a map past what it may keep are returned to the
+    kernel with ``MADV_DONTNEED``; the smallest holders are dropped first).  Thread-safe."""
+
+    __slots__ = ("_free", "_lock")
+
+    def __init__(self) -> None:
+        #: (map, bytes touched), oldest first
+        self._free: list[tuple[mmap.mmap, int]] = []
+        self._lock = threading.RLock()  # a finalizer may run inside take (on an allocation)
+
+    def take(self, rows: int) -> tuple[np.ndarray, list[int]]:
+        """``int32[rows, 256]`` on a map of the pool (the one touched most that fits) or a
+        fresh one, and the cell the caller keeps the rows it wrote in (``cell[0]``: rows
+        from 0 on that may have been touched), read when the map comes back."""
+        size = rows * 256 * 4
+        mm: mmap.mmap | None = None
+        with self._lock:
+            best = -1
+            for i, (m, touched) in enumerate(self._free):
+                if len(m) >= size and (best < 0 or touched > self._free[best][1]):
+                    best = i
+            if best >= 0:
+                mm = self._free.pop(best)[0]
+        if mm is None:  # (at least _POOL_MAP_BYTES long: one size fits most tables later)
+            mm = mmap.mmap(-1, max(size, _POOL_MAP_BYTES))
+        root = np.frombuffer(mm, dtype=np.int32, count=rows * 256)
+        cell = [0]
+        weakref.finalize(root, self._give, mm, cell)
+        return root.reshape(rows, 256), cell
+
+    def _give(self, mm: mmap.mmap, cell: list[int]) -> None:
+        touched = min(cell[0] * 1024, len(mm))
+        keep = min(touched, _POOL_BYTES) // mmap.PAGESIZE * mmap.PAGESIZE
+        if keep <= 0:
+            return  # (dropped: unmapped when its last reference goes)
+        if touched > keep and hasattr(mm, "madvise"):
+            mm.madvise(mmap.MADV_DONTNEED, keep, len(mm) - keep)
+        with self._lock:
+            free = self._free
+            free.append((mm, keep))
+            while len(free) > _POOL_MAPS or sum(t for _, t in free) > _POOL_BYTES:
+                drop = min(range(len(free)), key=lambda i: free[i][1])
+                free.pop(drop)
+
+
+#: the walk tables' maps kept for reuse (see :class:`_RowPool`): how many, and their
+#: touched bytes in all
+_POOL_MAPS = 4
+_POOL_BYTES = 64 << 20
+#: the pool's maps are at least this long (address space; pages are used when written), so
+#: that a map given back fits the tables of most grammars (~1,300 ids: a MaskBench schema's
+#: tables use ~700) without reserving much address space per live grammar
+_POOL_MAP_BYTES = 4 << 20
+_ROW_POOL = _RowPool()
 
 
 class _LazyWalkTables:
@@ -792,9 +885,9 @@ class _LazyWalkTables:
     state is not ready are sentinels (every byte leads back to the row itself), so a walk
     that meets one ends on it (``pending`` flags those rows: a walk's end rows are tested
     with one gather).  Rows never move: new ids are appended.  The tables have room
-    for as many ids as the lexer had states when they were made (:func:`_fresh_rows`: memory
-    is used by the rows written only); past it they are replaced by twice as large ones, the
-    used rows copied (amortized O(rows written)).  Walks run on views of the rows in use
+    for as many ids as the lexer had states when they were made (maps of :data:`_ROW_POOL`:
+    memory is used by the rows written only); past it they are replaced by twice as large
+    ones, the used rows copied (amortized O(rows written)).  Walks run on views of the rows in use
     (:meth:`walk_tables`).
 
     Lifetime: per classifier, derived from its lexer and ready list (omitted from a
@@ -802,6 +895,7 @@ class _LazyWalkTables:
     classifier's lock.  Costs: :meth:`write` O(states x 256) plus O(new ids x 768)."""
 
     __slots__ = (
+        "_cells",
         "_views",
         "count",
         "cut",
@@ -810,6 +904,7 @@ class _LazyWalkTables:
         "lex",
         "pending",
         "ready",
+        "slot",
         "states",
         "version",
     )
@@ -822,6 +917,9 @@ class _LazyWalkTables:
         #: per lexer state, whether its rows are written
         self.ready = np.zeros(capacity, dtype=bool)
         self.ready[DEAD] = True
+        #: scratch per lexer state for :meth:`_LazyExitSplitClassifier._ensure` (read only
+        #: where that call wrote it)
+        self.slot = np.empty(capacity, dtype=np.int64)
         room = capacity if _LAZY_IDS is None else _LAZY_IDS
         #: per id, its lexer state
         self.states = np.zeros(room, dtype=np.int64)
@@ -830,13 +928,22 @@ class _LazyWalkTables:
         self.version = 0
         #: per row, whether it is a sentinel's (its id's lexer state not ready)
         self.pending = np.zeros(3 * room, dtype=bool)
-        self.lex = _fresh_rows(3 * room)
-        self.lex[_LAZY_SINK] = _LAZY_SINK
+        # (maps of the pool: not cleared, every row below 3 x count is written before use)
+        self.lex, cell = _ROW_POOL.take(3 * room)
+        self._cells = [cell]
+        self.lex[:3] = np.asarray((DEAD, _LAZY_SINK, DEAD), dtype=np.int32)[:, None]
         self.cut = self.lex
         if exit_byte is not None:
-            self.cut = _fresh_rows(3 * room)
-            self.cut[_LAZY_SINK] = _LAZY_SINK
+            self.cut, cell = _ROW_POOL.take(3 * room)
+            self._cells.append(cell)
+            self.cut[:3] = np.asarray((DEAD, _LAZY_SINK, DEAD), dtype=np.int32)[:, None]
+        self._touch()
         self._views: tuple[int, np.ndarray, np.ndarray] | None = None
+
+    def _touch(self) -> None:
+        """Tell the pool how many rows of the tables' maps may have been written."""
+        for cell in self._cells:
+            cell[0] = 3 * self.count
 
     def fit(self, capacity: int) -> None:
         """Extend the per-lexer-state arrays to the lexer's ``capacity`` (it only grows).
@@ -848,6 +955,7 @@ class _LazyWalkTables:
             ready = np.zeros(capacity, dtype=bool)
             ready[:old] = self.ready
             self.ids, self.ready = ids, ready
+            self.slot = np.empty(capacity, dtype=np.int64)
 
     def _assign(self, states: np.ndarray, sentinels: bool) -> None:
         """Give ids to the lexer ``states`` (distinct, live) that lack one, with sentinel
@@ -863,6 +971,7 @@ class _LazyWalkTables:
         self.ids[new] = ks
         self.states[lo:hi] = new
         self.count = hi
+        self._touch()
         if not sentinels:
             return
         fill = (3 * ks[:, None] + np.arange(3, dtype=np.int32)).reshape(-1, 1)
@@ -881,14 +990,17 @@ class _LazyWalkTables:
         pending = np.zeros(3 * cap, dtype=bool)
         pending[: 3 * used] = self.pending[: 3 * used]
         self.pending = pending
-        lex = _fresh_rows(3 * cap)
+        lex, cell = _ROW_POOL.take(3 * cap)
+        cells = [cell]
         lex[: 3 * used] = self.lex[: 3 * used]
         if self.cut is self.lex:
             cut = lex
         else:
-            cut = _fresh_rows(3 * cap)
+            cut, cell = _ROW_POOL.take(3 * cap)
+            cells.append(cell)
             cut[: 3 * used] = self.cut[: 3 * used]
-        self.states, self.lex, self.cut = states, lex, cut
+        self.states, self.lex, self.cut, self._cells = states, lex, cut, cells
+        self._touch()
 
     def write(self, states: np.ndarray, table_rows: np.ndarray, split_rows: np.ndarray) -> None:
         """Write the rows of the lexer ``states`` (distinct, live, built; their lexer rows
@@ -899,6 +1011,13 @@ class _LazyWalkTables:
         lacking = t[have < 0]
         if lacking.size:  # most targets have ids already: only those without are sorted
             self._assign(np.unique(lacking.astype(np.int64)), sentinels=True)
+        k = self.ids[states].astype(np.int64)
+        # the compiled build: one C pass (the rows below)
+        xb = self.exit_byte
+        if write_walk_rows(self.ids, t, split_rows, k, self.lex, self.cut, xb, _LAZY_SINK):
+            self._written(states, k)
+            return
+        if lacking.size:
             have = self.ids[t]
         # the three rows of each state, built in one block and written with one gather
         block = np.empty((t.shape[0], 3, 256), dtype=np.int32)
@@ -908,13 +1027,14 @@ class _LazyWalkTables:
         np.copyto(passed, _LAZY_SINK, where=t == DEAD)
         np.copyto(first, plain)
         np.copyto(first, passed, where=split_rows)
-        k = self.ids[states].astype(np.int64)
         self.lex.reshape(-1, 3, 256)[k] = block
         if self.cut is not self.lex:  # the exit byte's column dead, its split flag cleared
-            xb = self.exit_byte
             assert xb is not None
             block[:, :, xb] = (DEAD, _LAZY_SINK, DEAD)
             self.cut.reshape(-1, 3, 256)[k] = block
+        self._written(states, k)
+
+    def _written(self, states: np.ndarray, k: np.ndarray) -> None:
         self.pending.reshape(-1, 3)[k] = False
         self.ready[states] = True
         self.version += 1
@@ -1345,12 +1465,11 @@ class CfgProgram:
             pda = self.pda
             if cands.size >= _LEVEL_VERIFY_MIN:
                 ok, err = _verify_by_levels(pda.step, state, trie, cands)
-            else:  # the step memo read first (a private of the parser: see the function)
-                ok, err = _verify_in_order(pda.step, state, trie, cands, lambda: pda._steps)
+            else:  # the parser's step memo read first (see the function)
+                ok, err = _verify_in_order(pda.step, state, trie, cands, pda.step_memo)
             if err is not None:
                 self._limit_errors[state] = err
-            if ok.size:
-                bitmask_set_many(words, trie.unique_token_ids(ok))
+            trie.set_string_bits(words, ok)
         if state.accepting:
             words |= self._stop_words
         words.setflags(write=False)
@@ -1411,8 +1530,6 @@ _LAZY_AHEAD_ROWS = 256
 # lexer's capacity then; untouched room costs address space, not memory)
 _LAZY_SINK = 1
 _LAZY_IDS: int | None = None
-# walk tables at least this large are memory maps (see _fresh_rows)
-_FRESH_MAP_BYTES = 1 << 20
 
 # refinement rounds the token index's equivalence pass may take even where the vocabulary's
 # longest token is shorter: a number's digit counters (20 integer and 20 fraction digits by

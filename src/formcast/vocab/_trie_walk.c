@@ -20,6 +20,27 @@
  * 0 where the walk died on the way): O(nodes) with no branching on liveness, for the permissive
  * walks that reach most of the trie.
  *
+ * write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the rows of the
+ * lazy walk tables (formcast.index.cfg_program._LazyWalkTables.write) of n lexer states in one
+ * pass: targets (int32[n, 256]) and split (bool[n, 256]) are the states' lexer rows and split
+ * flags, rows (int64[n]) their ids, ids (int32) the id of each lexer state (every target has
+ * one).  Id k's rows 3k, 3k + 1, 3k + 2 of lex (int32[*, 256]) become (split ? passed :
+ * plain, passed, plain) with plain = 3 * ids[target] and passed = plain + 1, or sink where
+ * the target is dead (0); cut, when it is not lex, gets the same rows with the exit byte's
+ * column (0, sink, 0).  Every index is checked before use (ValueError).
+ *
+ * set_bits(words, first_token, strings, n_bits) -> None: words (int32 bitmask words, written
+ * in place) |= the bit of first_token[s] (int64) for each string s of strings (int64), where
+ * every string is one token id (TokenTrie.token_words); every index checked (ValueError).
+ *
+ * ahead_rows(table, skip, frontier, ahead, budget, out, scratch) -> count: the look-ahead of
+ * formcast.index.cfg_program._LazyExitSplitClassifier._ensure: level by level (at most
+ * `ahead` levels, at most `budget` states in all), the successors in table (int32[n, 256])
+ * of the previous level (the first: frontier, int64) not flagged in skip (bool[n], set here
+ * for each state met), each once, in the order of its last occurrence among the level's rows
+ * read byte by byte (the order the pure build's numpy scatter gives), a level cut to what is
+ * left of the budget; written to out (int64[budget]); scratch: int64[n].
+ *
  * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
  * tests/vocab/test_native_trie_walk.py compares them.
  */
@@ -28,6 +49,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static PyObject *
 trie_walk(PyObject *self, PyObject *args)
@@ -228,12 +250,238 @@ done:
     return result;
 }
 
+static PyObject *
+trie_write_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o_ids, *o_targets, *o_split, *o_rows, *o_lex, *o_cut;
+    long long exit_byte, sink;
+    Py_buffer b_ids, b_targets, b_split, b_rows, b_lex, b_cut;
+    Py_buffer *held[6];
+    int n_held = 0, bad = 0;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTuple(args, "OOOOOOLL", &o_ids, &o_targets, &o_split, &o_rows, &o_lex,
+                          &o_cut, &exit_byte, &sink))
+        return NULL;
+    GET(o_ids, b_ids, 4, 0, "ids (int32)");
+    GET(o_targets, b_targets, 4, 0, "targets (int32)");
+    GET(o_split, b_split, 1, 0, "split (bool)");
+    GET(o_rows, b_rows, 8, 0, "rows (int64)");
+    GET(o_lex, b_lex, 4, 1, "lex (int32)");
+    GET(o_cut, b_cut, 4, 1, "cut (int32)");
+    {
+        const int32_t *ids = (const int32_t *)b_ids.buf;
+        const int32_t *targets = (const int32_t *)b_targets.buf;
+        const uint8_t *split = (const uint8_t *)b_split.buf;
+        const int64_t *rows = (const int64_t *)b_rows.buf;
+        int32_t *lex = (int32_t *)b_lex.buf;
+        int32_t *cut = (int32_t *)b_cut.buf;
+        const int64_t n_ids = b_ids.len / 4;
+        const int64_t n = b_rows.len / 8;
+        const int64_t n_lex = b_lex.len / (4 * 256);
+        const int64_t n_cut = b_cut.len / (4 * 256);
+        const int same = b_lex.buf == b_cut.buf;
+        int64_t i;
+        if (b_targets.len != n * 256 * 4 || b_split.len != n * 256 || b_lex.len % (4 * 256) != 0
+            || b_cut.len % (4 * 256) != 0 || exit_byte > 255 || (!same && exit_byte < 0)
+            || sink < 0 || sink >= n_lex || sink >= n_cut) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: write_rows arguments disagree");
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n && !bad; i++) {
+            const int64_t k = rows[i];
+            const int32_t *t = targets + i * 256;
+            const uint8_t *sp = split + i * 256;
+            int32_t *first, *passed, *plain;
+            int b;
+            if (k <= 0 || 3 * k + 2 >= n_lex || 3 * k + 2 >= n_cut) {
+                bad = 1;
+                break;
+            }
+            first = lex + 3 * k * 256;
+            passed = first + 256;
+            plain = passed + 256;
+            for (b = 0; b < 256; b++) {
+                int32_t q = t[b], h, pl, pa;
+                if (q < 0 || q >= n_ids || (h = ids[q]) < 0 || 3 * (int64_t)h + 2 >= n_lex) {
+                    bad = 2;
+                    break;
+                }
+                pl = 3 * h;
+                pa = q == 0 ? (int32_t)sink : pl + 1;
+                plain[b] = pl;
+                passed[b] = pa;
+                first[b] = sp[b] ? pa : pl;
+            }
+            if (!same && !bad) {
+                int32_t *c = cut + 3 * k * 256;
+                memcpy(c, first, 3 * 256 * sizeof(int32_t));
+                c[exit_byte] = 0;
+                c[256 + exit_byte] = (int32_t)sink;
+                c[512 + exit_byte] = 0;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (bad == 1)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: write_rows row out of range");
+        else if (bad == 2)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: write_rows target without an id");
+        else {
+            Py_INCREF(Py_None);
+            result = Py_None;
+        }
+    }
+done:
+    while (n_held > 0)
+        PyBuffer_Release(held[--n_held]);
+    return result;
+}
+
+static PyObject *
+trie_set_bits(PyObject *self, PyObject *args)
+{
+    PyObject *o_words, *o_first, *o_strings;
+    long long n_bits;
+    Py_buffer b_words, b_first, b_strings;
+    Py_buffer *held[3];
+    int n_held = 0, bad = 0;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTuple(args, "OOOL", &o_words, &o_first, &o_strings, &n_bits))
+        return NULL;
+    GET(o_words, b_words, 4, 1, "words (int32)");
+    GET(o_first, b_first, 8, 0, "first_token (int64)");
+    GET(o_strings, b_strings, 8, 0, "strings (int64)");
+    {
+        uint32_t *words = (uint32_t *)b_words.buf;
+        const int64_t *first = (const int64_t *)b_first.buf;
+        const int64_t *strings = (const int64_t *)b_strings.buf;
+        const int64_t n_first = b_first.len / 8;
+        const int64_t n = b_strings.len / 8;
+        int64_t i;
+        if (n_bits < 0 || n_bits > (int64_t)(b_words.len / 4) * 32) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: set_bits: more bits than words");
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n; i++) {
+            int64_t s = strings[i], t;
+            if (s < 0 || s >= n_first || (t = first[s]) < 0 || t >= n_bits) {
+                bad = 1;
+                break;
+            }
+            words[t >> 5] |= (uint32_t)1 << (t & 31);
+        }
+        Py_END_ALLOW_THREADS
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: set_bits: a string or id out of range");
+        else {
+            Py_INCREF(Py_None);
+            result = Py_None;
+        }
+    }
+done:
+    while (n_held > 0)
+        PyBuffer_Release(held[--n_held]);
+    return result;
+}
+
+static PyObject *
+trie_ahead_rows(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_skip, *o_frontier, *o_out, *o_scratch;
+    long long ahead, budget;
+    Py_buffer b_table, b_skip, b_frontier, b_out, b_scratch;
+    Py_buffer *held[5];
+    int n_held = 0, bad = 0;
+    PyObject *result = NULL;
+
+    if (!PyArg_ParseTuple(args, "OOOLLOO", &o_table, &o_skip, &o_frontier, &ahead, &budget,
+                          &o_out, &o_scratch))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table (int32)");
+    GET(o_skip, b_skip, 1, 1, "skip (bool)");
+    GET(o_frontier, b_frontier, 8, 0, "frontier (int64)");
+    GET(o_out, b_out, 8, 1, "out (int64)");
+    GET(o_scratch, b_scratch, 8, 1, "scratch (int64)");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        uint8_t *skip = (uint8_t *)b_skip.buf;
+        const int64_t *frontier = (const int64_t *)b_frontier.buf;
+        int64_t *out = (int64_t *)b_out.buf;
+        int64_t *scratch = (int64_t *)b_scratch.buf;
+        const int64_t n_states = b_table.len / (4 * 256);
+        const int64_t n_front = b_frontier.len / 8;
+        int64_t lo = 0, hi = 0, level, written = 0;
+        if (b_table.len % (4 * 256) != 0 || b_skip.len != n_states || b_scratch.len / 8 < n_states
+            || budget < 0 || b_out.len / 8 < budget) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: ahead_rows arguments disagree");
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (level = 0; level < ahead && budget > 0 && !bad; level++) {
+            /* the level's frontier: the given states, then the previous level's rows */
+            const int64_t *front = level == 0 ? frontier : out + lo;
+            const int64_t n = level == 0 ? n_front : hi - lo;
+            int64_t found = 0, i, keep;
+            /* scanned backwards: each state once, at its last occurrence (numpy's
+             * last-write-wins scatter in the pure build), then read back in forward order */
+            for (i = n - 1; i >= 0 && !bad; i--) {
+                const int64_t q = front[i];
+                int b;
+                if (q < 0 || q >= n_states) {
+                    bad = 1;
+                    break;
+                }
+                for (b = 255; b >= 0; b--) {
+                    const int32_t t = table[q * 256 + b];
+                    if (t < 0 || t >= n_states) {
+                        bad = 1;
+                        break;
+                    }
+                    if (!skip[t]) {
+                        skip[t] = 1;
+                        scratch[found++] = t;
+                    }
+                }
+            }
+            if (bad || found == 0)
+                break;
+            keep = found < budget ? found : budget;
+            lo = written;
+            for (i = 0; i < keep; i++)
+                out[written++] = scratch[found - 1 - i];
+            hi = written;
+            budget -= keep;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: ahead_rows: a state out of range");
+        else
+            result = PyLong_FromLongLong((long long)written);
+    }
+done:
+    while (n_held > 0)
+        PyBuffer_Release(held[--n_held]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"walk", trie_walk, METH_VARARGS,
      "walk(first, count, byte, end, table, start, out_idx, out_state, root_first, "
      "root_count) -> number of live strings written (see the module's source)."},
     {"walk_all", trie_walk_all, METH_VARARGS,
      "walk_all(parent, byte, table, start, out) -> None: every node's state (see the source)."},
+    {"set_bits", trie_set_bits, METH_VARARGS,
+     "set_bits(words, first_token, strings, n_bits) -> None: OR the bits of the strings' "
+     "token ids into words (see the source)."},
+    {"ahead_rows", trie_ahead_rows, METH_VARARGS,
+     "ahead_rows(table, skip, frontier, ahead, budget, out, scratch) -> rows written to out: "
+     "the lexer states up to `ahead` bytes past the frontier (see the source)."},
+    {"write_rows", trie_write_rows, METH_VARARGS,
+     "write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the lazy walk "
+     "tables' rows of some lexer states (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 

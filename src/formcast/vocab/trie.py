@@ -38,7 +38,7 @@ from ..bitmask import bitmask_set_many, bitmask_words, bool_to_bitmask
 from ..cache import LruCache
 from ..columns import column_classes
 
-__all__ = ["TokenTrie", "note_column_classes"]
+__all__ = ["TokenTrie", "ahead_states", "note_column_classes", "write_walk_rows"]
 
 # the compiled build's walks (docs/native.md); absent from the pure-Python package
 _KERNEL: Any
@@ -490,6 +490,13 @@ class TokenTrie:
         literal, the tokens with a quote that stay alive) set their bits directly, O(strings)
         after one allocation of ``ceil(vocab_size / 32)`` words; more go through
         :meth:`token_mask_of` and one packing pass, O(vocabulary)."""
+        if self._native_bits():  # the compiled build: one C pass over the strings
+            if base is None:
+                words = np.zeros(bitmask_words(vocab_size), dtype=np.int32)
+            else:
+                words = base.copy()
+            self.set_string_bits(words, unique)
+            return words
         if unique.size <= _SPARSE_WORDS_MAX:
             if base is None:
                 words = np.zeros(bitmask_words(vocab_size), dtype=np.int32)
@@ -507,6 +514,27 @@ class TokenTrie:
         if base is not None:
             packed |= base
         return packed
+
+    def _native_bits(self) -> bool:
+        """Whether :meth:`set_string_bits` runs in C: the compiled build, where every string
+        is one token id."""
+        return _KERNEL is not None and hasattr(_KERNEL, "set_bits") and self._one_token_each()
+
+    def set_string_bits(self, words: np.ndarray, unique: np.ndarray) -> None:
+        """Set the bits of the token ids of the distinct strings ``unique`` in the writable
+        ``int32`` bitmask words ``words``, in place: in the compiled build (every string one
+        id) one C pass, O(strings); else :func:`~formcast.bitmask.bitmask_set_many`."""
+        if not unique.size:
+            return
+        if self._native_bits():
+            first = self.first_token
+            if first.dtype != np.int64 or not first.flags.c_contiguous:
+                first = self.first_token = np.ascontiguousarray(first, dtype=np.int64)
+            _KERNEL.set_bits(
+                words, first, np.ascontiguousarray(unique, dtype=np.int64), 32 * words.size
+            )
+        else:
+            bitmask_set_many(words, self.unique_token_ids(unique))
 
     def _one_token_each(self) -> bool:
         """Whether every distinct string is exactly one token id (Llama-3's, most
@@ -626,6 +654,58 @@ def note_column_classes(table: np.ndarray, classes: tuple[np.ndarray, np.ndarray
     cmap, first = classes
     found = (cmap, first) if first.size <= _CLASS_TRIE_MAX_CLASSES else None
     _keep_classes(table, found)
+
+
+def write_walk_rows(
+    ids: np.ndarray,
+    targets: np.ndarray,
+    split: np.ndarray,
+    rows: np.ndarray,
+    lex: np.ndarray,
+    cut: np.ndarray,
+    exit_byte: int | None,
+    sink: int,
+) -> bool:
+    """The lazy walk tables' rows of some lexer states in one C pass (the compiled build's
+    ``_trie_walk.write_rows``; see its source for the layout): True, or False in the pure
+    package, where the caller writes them with numpy (the same rows)."""
+    if _KERNEL is None or not hasattr(_KERNEL, "write_rows"):
+        return False
+    _KERNEL.write_rows(
+        ids,
+        np.ascontiguousarray(targets, dtype=np.int32),
+        np.ascontiguousarray(split, dtype=np.bool_),
+        np.ascontiguousarray(rows, dtype=np.int64),
+        lex,
+        cut,
+        -1 if exit_byte is None else exit_byte,
+        sink,
+    )
+    return True
+
+
+def ahead_states(
+    table: np.ndarray,
+    skip: np.ndarray,
+    frontier: np.ndarray,
+    ahead: int,
+    budget: int,
+    scratch: np.ndarray,
+) -> np.ndarray | None:
+    """The lazy classifier's look-ahead in one C pass (the compiled build's
+    ``_trie_walk.ahead_rows``: the successors of ``frontier`` in ``table``, level by level,
+    each once, not flagged in ``skip``, which it flags; see its source), or None in the pure
+    package, where the caller runs the same levels with numpy.  ``scratch``: int64, a slot per
+    table row."""
+    if _KERNEL is None or not hasattr(_KERNEL, "ahead_rows") or budget <= 0 or ahead <= 0:
+        return None
+    if not (table.shape[0] == skip.size == scratch.size and table.dtype == np.int32):
+        return None  # (the kernel refuses them; the numpy levels take any)
+    out = np.empty(budget, dtype=np.int64)
+    n = _KERNEL.ahead_rows(
+        table, skip, np.ascontiguousarray(frontier, dtype=np.int64), ahead, budget, out, scratch
+    )
+    return out[:n]
 
 
 class _ClassTrie:
