@@ -245,3 +245,69 @@ def test_compile_workers_come_from_the_environment(
         }
     finally:
         backend.destroy()
+
+
+@pytest.mark.parametrize(
+    "stops",
+    [
+        frozenset({EOT}),  # fewer than the vocabulary's
+        frozenset({EOT, 128001, 128008, 128003}),  # more: the extra ones set where complete
+        frozenset({0, 31, 32, 128002}),  # none of them, a text token, word edges
+    ],
+    ids=["fewer", "more", "others"],
+)
+def test_fill_bitmask_rows_are_the_fresh_matchers_for_any_stop_set(
+    backend: fv.FormcastBackend, stops: frozenset[int]
+) -> None:
+    """The per-step row (one copy, then the fix-up of the words the stop ids touch) against
+    the oracle's allowed set, on a walk through accepting and non-accepting states, in a
+    tensor, a numpy array and a numpy array with wider rows (the words past the vocabulary's
+    are zeroed)."""
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    spec = json.dumps({"type": "array", "items": {"type": "integer", "minimum": 0,
+                       "maximum": 9}, "maxItems": 3})
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, stop_token_ids=set(stops))
+    assert grammar.stop_token_ids == stops
+    compiled = grammar.compiled
+    words = (VOCAB_SIZE + 31) // 32
+    targets = [backend.allocate_token_bitmask(3), np.full((3, words), -1, dtype=np.int32),
+               np.full((3, words + 2), -1, dtype=np.int32)]
+    ids = {t: i for i, t in enumerate(compiled.vocab.tokens)}
+    walk = [ids[t] for t in (b"[", b"1", b",", b"2", b"]")]
+    accepting = []
+    for n in range(len(walk) + 1):  # every prefix: "[" ... "[1,2]" (complete)
+        m, stopped = replay(compiled, walk[:n], stops)
+        accepting.append(m.is_accepting())
+        want = expected_allowed(compiled, m, stopped, stops)
+        for target in targets:
+            rows = target.numpy() if hasattr(target, "numpy") else target
+            for index in (0, 2):
+                rows[index] = -1
+                grammar.fill_bitmask(target, index)
+                assert {int(i) for i in bitmask_to_ids(rows[index])} == want, (n, index)
+                assert not rows[index, words:].any()
+        if n < len(walk):
+            assert grammar.accept_tokens("r", [walk[n]])
+    assert accepting == [False] * 5 + [True]
+    assert want == set(stops)  # complete: only the request's stop ids
+    assert grammar.accept_tokens("r", [min(stops)])
+    assert grammar.is_terminated()
+    grammar.fill_bitmask(targets[0], 1)
+    assert not targets[0].numpy()[1].any()
+
+
+def test_fill_bitmask_refuses_a_bad_bitmask_or_row(backend: fv.FormcastBackend) -> None:
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from formcast.errors import ConfigurationError
+
+    grammar = backend.compile_grammar(StructuredOutputOptions.REGEX, "[a-z]+")
+    bitmask = backend.allocate_token_bitmask(2)
+    grammar.fill_bitmask(bitmask, 1)
+    for index in (2, -1, 1.0):
+        with pytest.raises(ConfigurationError):
+            grammar.fill_bitmask(bitmask, index)  # type: ignore[arg-type]
+    for bad in (np.zeros((2, 5), dtype=np.int32), np.zeros((2, 4010), dtype=np.int64)):
+        with pytest.raises(ConfigurationError):
+            grammar.fill_bitmask(bad, 0)

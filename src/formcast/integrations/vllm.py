@@ -52,7 +52,7 @@ from vllm.v1.structured_output.backend_types import (
     StructuredOutputOptions,
 )
 
-from ..bitmask import allocate_token_bitmask, bitmask_words
+from ..bitmask import allocate_token_bitmask, bitmask_words, writable_bitmask_rows
 from ..errors import ConfigurationError
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
@@ -235,15 +235,6 @@ def vocabulary_from_tokenizer(tokenizer: Any, vocab_size: int) -> Vocabulary:
     return engine_vocabulary(tokenizer, vocab_size)
 
 
-def _word_masks(ids: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(word indices, uint32 bit masks) of ``ids``, one entry per distinct word."""
-    words: dict[int, int] = {}
-    for i in ids:
-        words[i >> 5] = words.get(i >> 5, 0) | (1 << (i & 31))
-    keys = sorted(words)
-    return np.array(keys, dtype=np.intp), np.array([words[k] for k in keys], dtype=np.uint32)
-
-
 # -- vLLM's two classes -----------------------------------------------------------------------
 class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
     """One request's grammar state, as vLLM's scheduler drives it.
@@ -276,16 +267,22 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
         self._stopish = self.stop_token_ids | vocab.stop_token_ids
         self._words = bitmask_words(vocab.vocab_size)
         # the matcher's mask already says "vocabulary stop ids where accepting"; only a
-        # different stop set needs a fix-up of the row
-        self._fixup = self.stop_token_ids != vocab.stop_token_ids
-        self._clear = _word_masks(self._stopish)
-        self._set = _word_masks(self.stop_token_ids)
-        self._clear = (self._clear[0], ~self._clear[1])
+        # different stop set needs a fix-up of the row, per word the stop ids touch:
+        # (word, bits kept, bits set where accepting)
+        self._fix = (
+            _stop_fixup(self._stopish, self.stop_token_ids)
+            if self.stop_token_ids != vocab.stop_token_ids
+            else []
+        )
         self._stopped = False  # a stop token was accepted (a step of ours, not the matcher's)
         self.num_processed_tokens = 0
-        # the last bitmask filled and its numpy view (vLLM fills rows of one tensor all along)
+        # the last bitmask filled, its checked 2-D int32 view, that view as uint32 (for the
+        # fix-up's words) and whether its rows are exactly the vocabulary's words (vLLM
+        # fills rows of one tensor all along: checked once, not per step)
         self._tensor: Any = None
         self._rows: Any = None
+        self._rows_u32: Any = None
+        self._exact = False
 
     # -- queries --------------------------------------------------------------------------
     def is_terminated(self) -> bool:
@@ -373,24 +370,52 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
     def fill_bitmask(self, bitmask: Any, batch_index: int) -> None:
         """Write the allowed tokens into row ``batch_index`` of ``bitmask`` (vLLM's CPU
         ``torch.int32`` tensor, or a numpy ``int32`` array): a copy of ``ceil(V/32)`` words
-        once the state's mask is cached (the first visit of a state computes it)."""
+        once the state's mask is cached (the first visit of a state computes it), plus one
+        word per word of stop ids when the request's stop ids differ from the vocabulary's.
+
+        Raises:
+            ConfigurationError: a bitmask of another dtype or shape, too few words per row,
+                read-only, or a bad row index (nothing written).
+        """
         if bitmask is self._tensor:  # vLLM passes its one tensor every step: its view, kept
             rows = self._rows
         else:
-            rows = bitmask.numpy() if hasattr(bitmask, "numpy") else bitmask
+            rows = writable_bitmask_rows(bitmask, self._words)
             self._tensor, self._rows = bitmask, rows
-        if self._stopped:  # nothing may follow a stop token
-            self.matcher.fill_next_token_bitmask(rows, batch_index)  # the checks, then:
-            rows[batch_index] = 0
-            return
-        self.matcher.fill_next_token_bitmask(rows, batch_index)
-        if not self._fixup:
-            return
-        row = rows[batch_index, : self._words].view(np.uint32)
-        accepting = self.matcher.is_accepting()
-        row[self._clear[0]] &= self._clear[1]
-        if accepting:
-            row[self._set[0]] |= self._set[1]
+            self._rows_u32 = rows.view(np.uint32)
+            self._exact = rows.shape[1] == self._words
+        matcher = self.matcher
+        if (
+            self._stopped  # nothing may follow a stop token
+            or not self._exact
+            or type(batch_index) is not int
+            or not 0 <= batch_index < rows.shape[0]
+        ):
+            matcher.fill_next_token_bitmask(rows, batch_index)  # its checks and tail words
+            if self._stopped:
+                rows[batch_index] = 0
+                return
+        else:  # the per-step case: one row copy
+            rows[batch_index] = matcher.next_token_words()
+        if self._fix:
+            accepting = matcher.is_accepting()
+            words = self._rows_u32[batch_index]
+            for word, keep, add in self._fix:
+                value = int(words[word]) & keep
+                words[word] = value | add if accepting else value
+
+
+def _stop_fixup(clear: Iterable[int], add: Iterable[int]) -> list[tuple[int, int, int]]:
+    """Per bitmask word that the ids of ``clear`` or ``add`` fall in: ``(word, the bits that
+    stay, the bits of add)``, sorted by word: a row's ids of ``clear`` are cleared, then those
+    of ``add`` set (where the output is complete)."""
+    keep: dict[int, int] = {}
+    bits: dict[int, int] = {}
+    for i in clear:
+        keep[i >> 5] = keep.get(i >> 5, 0xFFFFFFFF) & ~(1 << (i & 31)) & 0xFFFFFFFF
+    for i in add:
+        bits[i >> 5] = bits.get(i >> 5, 0) | (1 << (i & 31))
+    return [(w, keep.get(w, 0xFFFFFFFF), bits.get(w, 0)) for w in sorted(keep.keys() | bits)]
 
 
 @dataclass
