@@ -311,3 +311,61 @@ def test_fill_bitmask_refuses_a_bad_bitmask_or_row(backend: fv.FormcastBackend) 
     for bad in (np.zeros((2, 5), dtype=np.int32), np.zeros((2, 4010), dtype=np.int64)):
         with pytest.raises(ConfigurationError):
             grammar.fill_bitmask(bad, 0)
+
+
+def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
+    tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FORMCAST_VLLM_CANONICAL_FORCED=1: where the grammar forces text that the tokenizer
+    writes in 2+ tokens, the row is that first token alone; elsewhere the grammar's row (the
+    oracle's).  Random walks through such rows stay valid and reach stop tokens."""
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from formcast.errors import ConfigurationError
+
+    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "maybe")
+    with pytest.raises(ConfigurationError, match=fv.CANONICAL_FORCED_ENV):
+        fv.canonical_forced()
+    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "1")
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    backend = fv.FormcastBackend(SimpleNamespace(speculative_config=None), tokenizer=tok,
+                                 vocab_size=VOCAB_SIZE)
+    assert backend.canonical_forced
+    spec = json.dumps(PERSON)
+    stops = frozenset({EOT})
+    bitmask = backend.allocate_token_bitmask(1)
+    rng = random.Random(7)
+    restricted = finished = 0
+    for _trial in range(8):
+        grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, set(stops))
+        compiled = grammar.compiled
+        committed: list[int] = []
+        for _step in range(60):
+            m, stopped = replay(compiled, committed, stops)
+            grammar.fill_bitmask(bitmask, 0)
+            got = {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])}
+            want = expected_allowed(compiled, m, stopped, stops)
+            forced = m.find_jump_forward_bytes()
+            ids = tok.encode(forced.decode("utf-8", "replace"), add_special_tokens=False)
+            if forced and len(ids) >= 2 and ids[0] in want:
+                assert got == {ids[0]}, (committed, forced)
+                assert forced.startswith(compiled.vocab.token_bytes(ids[0]))
+                restricted += 1
+            else:
+                assert got == want, (committed, forced)
+            if stopped:
+                break
+            t = rng.choice(sorted(got))
+            assert grammar.accept_tokens("r", [t])
+            committed.append(t)
+            finished += grammar.is_terminated()
+        if grammar.is_terminated():
+            text = b"".join(compiled.vocab.token_bytes(t) for t in committed[:-1])
+            assert set(json.loads(text)) >= {"name", "age"}
+    assert restricted >= 8, restricted
+    assert finished >= 1, finished
+    # the first row of a fresh request: '{"' alone (the forced '{"name":"' is 3 tokens)
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, set(stops))
+    grammar.fill_bitmask(bitmask, 0)
+    assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ['{"']
