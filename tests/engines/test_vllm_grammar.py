@@ -369,3 +369,12 @@ def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, set(stops))
     grammar.fill_bitmask(bitmask, 0)
     assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ['{"']
+    # ... unless the request stops on that token: then the grammar's row (stop ids cleared)
+    brace = tok.encode('{"', add_special_tokens=False)
+    assert len(brace) == 1
+    odd = frozenset({EOT, brace[0]})
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, set(odd))
+    grammar.fill_bitmask(bitmask, 0)
+    got = {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])}
+    assert got == expected_allowed(grammar.compiled, GrammarMatcher(grammar.compiled), False, odd)
+    assert [tok.decode([i]) for i in got] == ["{"]

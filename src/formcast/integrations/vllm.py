@@ -438,7 +438,9 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
             rows[batch_index] = matcher.next_token_words()
         if self._forced_first is not None:
             first = self._forced_first(matcher)
-            if first >= 0:  # forced text: only its canonical first token (never a stop id)
+            # forced text: only its canonical first token (unless it is a stop id here: a
+            # text token the request stops on is allowed only where the output is complete)
+            if first >= 0 and first not in self._stopish:
                 row = self._rows_u32[batch_index]
                 row[:] = 0
                 row[first >> 5] = 1 << (first & 31)
