@@ -245,3 +245,136 @@ def test_compile_workers_come_from_the_environment(
         }
     finally:
         backend.destroy()
+
+
+@pytest.mark.parametrize(
+    "stops",
+    [
+        frozenset({EOT}),  # fewer than the vocabulary's
+        frozenset({EOT, 128001, 128008, 128003}),  # more: the extra ones set where complete
+        frozenset({0, 31, 32, 128002}),  # none of them, a text token, word edges
+    ],
+    ids=["fewer", "more", "others"],
+)
+def test_fill_bitmask_rows_are_the_fresh_matchers_for_any_stop_set(
+    backend: fv.FormcastBackend, stops: frozenset[int]
+) -> None:
+    """The per-step row (one copy, then the fix-up of the words the stop ids touch) against
+    the oracle's allowed set, on a walk through accepting and non-accepting states, in a
+    tensor, a numpy array and a numpy array with wider rows (the words past the vocabulary's
+    are zeroed)."""
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    spec = json.dumps({"type": "array", "items": {"type": "integer", "minimum": 0,
+                       "maximum": 9}, "maxItems": 3})
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, stop_token_ids=set(stops))
+    assert grammar.stop_token_ids == stops
+    compiled = grammar.compiled
+    words = (VOCAB_SIZE + 31) // 32
+    targets = [backend.allocate_token_bitmask(3), np.full((3, words), -1, dtype=np.int32),
+               np.full((3, words + 2), -1, dtype=np.int32)]
+    ids = {t: i for i, t in enumerate(compiled.vocab.tokens)}
+    walk = [ids[t] for t in (b"[", b"1", b",", b"2", b"]")]
+    accepting = []
+    for n in range(len(walk) + 1):  # every prefix: "[" ... "[1,2]" (complete)
+        m, stopped = replay(compiled, walk[:n], stops)
+        accepting.append(m.is_accepting())
+        want = expected_allowed(compiled, m, stopped, stops)
+        for target in targets:
+            rows = target.numpy() if hasattr(target, "numpy") else target
+            for index in (0, 2):
+                rows[index] = -1
+                grammar.fill_bitmask(target, index)
+                assert {int(i) for i in bitmask_to_ids(rows[index])} == want, (n, index)
+                assert not rows[index, words:].any()
+        if n < len(walk):
+            assert grammar.accept_tokens("r", [walk[n]])
+    assert accepting == [False] * 5 + [True]
+    assert want == set(stops)  # complete: only the request's stop ids
+    assert grammar.accept_tokens("r", [min(stops)])
+    assert grammar.is_terminated()
+    grammar.fill_bitmask(targets[0], 1)
+    assert not targets[0].numpy()[1].any()
+
+
+def test_fill_bitmask_refuses_a_bad_bitmask_or_row(backend: fv.FormcastBackend) -> None:
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from formcast.errors import ConfigurationError
+
+    grammar = backend.compile_grammar(StructuredOutputOptions.REGEX, "[a-z]+")
+    bitmask = backend.allocate_token_bitmask(2)
+    grammar.fill_bitmask(bitmask, 1)
+    for index in (2, -1, 1.0):
+        with pytest.raises(ConfigurationError):
+            grammar.fill_bitmask(bitmask, index)  # type: ignore[arg-type]
+    for bad in (np.zeros((2, 5), dtype=np.int32), np.zeros((2, 4010), dtype=np.int64)):
+        with pytest.raises(ConfigurationError):
+            grammar.fill_bitmask(bad, 0)
+
+
+def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
+    tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FORMCAST_VLLM_CANONICAL_FORCED=1: where the grammar forces text that the tokenizer
+    writes in 2+ tokens, the row is that first token alone; elsewhere the grammar's row (the
+    oracle's).  Random walks through such rows stay valid and reach stop tokens."""
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from formcast.errors import ConfigurationError
+
+    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "maybe")
+    with pytest.raises(ConfigurationError, match=fv.CANONICAL_FORCED_ENV):
+        fv.canonical_forced()
+    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "1")
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    backend = fv.FormcastBackend(SimpleNamespace(speculative_config=None), tokenizer=tok,
+                                 vocab_size=VOCAB_SIZE)
+    assert backend.canonical_forced
+    spec = json.dumps(PERSON)
+    stops = frozenset({EOT})
+    bitmask = backend.allocate_token_bitmask(1)
+    rng = random.Random(7)
+    restricted = finished = 0
+    for _trial in range(8):
+        grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, set(stops))
+        compiled = grammar.compiled
+        committed: list[int] = []
+        for _step in range(60):
+            m, stopped = replay(compiled, committed, stops)
+            grammar.fill_bitmask(bitmask, 0)
+            got = {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])}
+            want = expected_allowed(compiled, m, stopped, stops)
+            forced = m.find_jump_forward_bytes()
+            ids = tok.encode(forced.decode("utf-8", "replace"), add_special_tokens=False)
+            if forced and len(ids) >= 2 and ids[0] in want:
+                assert got == {ids[0]}, (committed, forced)
+                assert forced.startswith(compiled.vocab.token_bytes(ids[0]))
+                restricted += 1
+            else:
+                assert got == want, (committed, forced)
+            if stopped:
+                break
+            t = rng.choice(sorted(got))
+            assert grammar.accept_tokens("r", [t])
+            committed.append(t)
+            finished += grammar.is_terminated()
+        if grammar.is_terminated():
+            text = b"".join(compiled.vocab.token_bytes(t) for t in committed[:-1])
+            assert set(json.loads(text)) >= {"name", "age"}
+    assert restricted >= 8, restricted
+    assert finished >= 1, finished
+    # the first row of a fresh request: '{"' alone (the forced '{"name":"' is 3 tokens)
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, set(stops))
+    grammar.fill_bitmask(bitmask, 0)
+    assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ['{"']
+    # ... unless the request stops on that token: then the grammar's row (stop ids cleared)
+    brace = tok.encode('{"', add_special_tokens=False)
+    assert len(brace) == 1
+    odd = frozenset({EOT, brace[0]})
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, set(odd))
+    grammar.fill_bitmask(bitmask, 0)
+    got = {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])}
+    assert got == expected_allowed(grammar.compiled, GrammarMatcher(grammar.compiled), False, odd)
+    assert [tok.decode([i]) for i in got] == ["{"]

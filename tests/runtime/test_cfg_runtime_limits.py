@@ -573,3 +573,28 @@ def test_forced_bytes_have_an_accepted_llama3_tokenization(llama3, grammar, step
     if grammar is PERSON:
         assert m.is_accepting()
         assert m.accept_token(128001)
+
+
+@pytest.mark.parametrize("tokens", [1, 2], ids=["one-token", "two-tokens"])
+def test_accept_tokens_refused_by_a_limit_leaves_the_matcher_as_it_was(tokens: int) -> None:
+    """accept_tokens is all or nothing, also when a run-time limit refuses: no stop reason is
+    left behind (accept_token would leave one); the one-token call (a decoding step without
+    drafts, vLLM's per-step call) takes its own path and must say the same as the longer one."""
+    m = json_matcher(parser_limits=ParserLimits(max_stack_depth=20))
+    probe = m.fork()
+    depth = 0
+    while probe.accept_bytes(b"["):
+        depth += 1
+    assert probe.stop_reason is not None
+    # one token short of the limit (two short for the two-token call, whose last one fails)
+    assert m.accept_tokens([ord("[")] * (depth - tokens + 1))
+    before = (m.state, m.accepted_bytes(), m.num_accepted_tokens)
+    assert not m.accept_tokens([ord("[")] * tokens)
+    assert m.stop_reason is None
+    assert (m.state, m.accepted_bytes(), m.num_accepted_tokens) == before
+    assert m.accept_tokens([ord("1")])  # still running
+    assert m.accept_tokens([ord("]")])
+    # and the one-token call accepts and refuses what accept_token does
+    assert not m.accept_tokens([ord("x")])
+    assert not m.accept_tokens([-1])
+    assert m.stop_reason is None

@@ -201,7 +201,14 @@ class GrammarMatcher:
         """Accept all tokens or none: on the first rejection the state is restored.
 
         All or nothing also when iterating ``token_ids`` raises: the tokens accepted so far are
-        undone and the exception propagates."""
+        undone and the exception propagates.  One token (a decoding step without drafts) costs
+        one :meth:`accept_token`."""
+        if type(token_ids) is list and len(token_ids) == 1:  # the per-step common case
+            stop_reason = self._stop_reason
+            if self.accept_token(token_ids[0]):
+                return True
+            self._stop_reason = stop_reason  # a refusal by a run-time limit: state unchanged
+            return False
         flags = self._terminated, self._stop_reason
         limit, self._max_rollback = self._max_rollback, None  # keep every step undoable
         done = 0
@@ -308,6 +315,13 @@ class GrammarMatcher:
         if self._terminated or self._stop_reason is not None:
             return np.zeros_like(self._program.token_mask(self._history[-1]))
         return self._program.token_mask(self._history[-1])
+
+    def next_token_words(self) -> np.ndarray:
+        """The allowed tokens of the current state as ``ceil(V/32)`` bitmask words (``int32``,
+        the layout of :meth:`fill_next_token_bitmask`'s rows; all zeros once terminated or
+        stopped by a limit).  Read-only and shared with the compiled grammar's cache: copy it,
+        never write it.  O(1) once the state's mask is cached (a first visit computes it)."""
+        return self._words()
 
     def fill_next_token_bitmask(self, bitmask: Any, index: int = 0) -> bool:
         """Write the allowed tokens of the current state into row ``index`` of ``bitmask``.
