@@ -6,14 +6,18 @@
 Rules (``ws`` is the whitespace between tokens, see the options)::
 
     json    ::= ws value ws                           # the start rule
-    value   ::= object | array | STRING | NUMBER | "true" | "false" | "null"
-    object  ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
-    member  ::= STRING ws ":" ws value
-    array   ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+    value   ::= "{" ( member ( "," member )* | ws ) "}"
+              | "[" ( json ( "," json )* | ws ) "]"
+              | STRING | NUMBER | "true" | "false" | "null"
+    member  ::= ws STRING ws ":" json                 # (a node, not a rule)
     STRING  ::= '"' ( [^"\\\\\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* '"'
     NUMBER  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [+-]? [0-9]+ )?  # bounds below
 
-``STRING`` and ``NUMBER`` are terminal rules (lexemes).  :func:`json_grammar` can bound the
+A nested value is a call to ``json``, the value with the whitespace around it: RFC 8259's
+``"[" ws (value (ws "," ws value)* ws)? "]"`` with each gap still one ``ws``, written so that
+``json`` is the one recursive rule (one rule automaton; ``value`` is there for embedders, which
+start from a value without the whitespace around it).  ``STRING`` and ``NUMBER`` are terminal
+rules (lexemes).  :func:`json_grammar` can bound the
 whitespace of one gap and the digits of a number's integer part, fraction and exponent;
 :func:`builtin_json_grammar` (what ``GrammarCompiler.compile_builtin_json_grammar`` and
 ``generate(grammar="json")`` use) applies ``JsonSchemaOptions``' default bounds, so that a model
@@ -51,6 +55,11 @@ def _string_body() -> Node:
         ]
     )
     return concat([literal('"'), repeat(alt([plain, escape]), 0, None), literal('"')])
+
+
+def _items(item: Node, ws: Node) -> Node:
+    """``item ("," item)*`` or, for an empty container, whitespace alone."""
+    return alt([concat([item, repeat(concat([literal(","), item]), 0, None)]), ws])
 
 
 #: The bounds of :func:`builtin_json_grammar`.  Whitespace: at most 20 characters per gap, so
@@ -120,65 +129,28 @@ def json_grammar(
     else:
         ws_body = repeat(CharSet.chars(JSON_WS_CHARS), 0, max_ws)
     ws = RuleRef("ws")
-    value = RuleRef("value")
     string = RuleRef("STRING")
-    member = RuleRef("member")
+    # A value inside an array or an object is a call to ``json`` (the value with the
+    # whitespace around it), so ``json`` is the grammar's one recursive rule and the automaton
+    # compiler builds one rule automaton.  (Written with ``object``, ``member`` and ``array``
+    # rules, it kept four rules and expanded the value automaton into each.)  The same
+    # language: ``"[" (json ("," json)* | ws) "]"`` is ``"[" ws (value (ws "," ws value)* ws)?
+    # "]"``, each gap still one ``ws``.
+    element = RuleRef("json")
+    member = concat([ws, string, ws, literal(":"), element])
     rules = (
-        Rule("json", concat([ws, value, ws])),
+        Rule("json", concat([ws, RuleRef("value"), ws])),
         Rule(
             "value",
             alt(
                 [
-                    RuleRef("object"),
-                    RuleRef("array"),
+                    concat([literal("{"), _items(member, ws), literal("}")]),
+                    concat([literal("["), _items(element, ws), literal("]")]),
                     string,
                     RuleRef("NUMBER"),
                     literal("true"),
                     literal("false"),
                     literal("null"),
-                ]
-            ),
-        ),
-        Rule(
-            "object",
-            concat(
-                [
-                    literal("{"),
-                    ws,
-                    repeat(
-                        concat(
-                            [
-                                member,
-                                repeat(concat([ws, literal(","), ws, member]), 0, None),
-                                ws,
-                            ]
-                        ),
-                        0,
-                        1,
-                    ),
-                    literal("}"),
-                ]
-            ),
-        ),
-        Rule("member", concat([string, ws, literal(":"), ws, value])),
-        Rule(
-            "array",
-            concat(
-                [
-                    literal("["),
-                    ws,
-                    repeat(
-                        concat(
-                            [
-                                value,
-                                repeat(concat([ws, literal(","), ws, value]), 0, None),
-                                ws,
-                            ]
-                        ),
-                        0,
-                        1,
-                    ),
-                    literal("]"),
                 ]
             ),
         ),
