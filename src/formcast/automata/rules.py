@@ -68,8 +68,13 @@ __all__ = [
 
 # inlining stops when an inlined body would exceed this many IR nodes per reference
 _INLINE_MAX_NODES = 20_000
-# rules used more than once are inlined only up to this size
-_INLINE_SHARED_MAX_NODES = 300
+# rules used more than once are inlined only up to this size (a string, a number, a short key
+# set); a larger shared definition stays one rule, compiled once.  Was 300: inlining a
+# 100-300-node definition into each of its callers multiplied the subset constructions of large
+# configuration schemas (SchemaStore app-config 8.13M -> 6.36M fuel units, venvironment v4.2
+# 7.65M -> 5.98M, partial-poe past the DFA-state limit -> 4.79M; held-out seed 2: 99 -> 103
+# of 120 compile)
+_INLINE_SHARED_MAX_NODES = 20
 # a bounded repeat whose copies would exceed this many IR nodes calls its item as a rule
 _OUTLINE_MIN_NODES = 2_000
 # ... and whose item has at least this many IR nodes (a string character stays inline: a call
