@@ -512,6 +512,10 @@ class LazyExpandedLexer:
         return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
 
 
+#: the call targets of a state without calls (shared, never mutated)
+_NO_CALLS: list[int] = []
+
+
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
     (and its split flags), the byte classes, the call closures, and the successor tuples met
@@ -587,9 +591,11 @@ class _LexerHelpers:
         self.plain_done = np.zeros(len(auto.dfas), dtype=bool)
         self.auto = auto
         self.offs: list[int] = offsets.tolist()
-        #: per global state, its call targets (callee starts); a rule's are read from
-        #: ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``)
-        self.calls: list[list[int]] = [[] for _ in range(n_global)]
+        #: per global state with calls, its call targets (callee starts); a rule's are read
+        #: from ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``).
+        #: A dict: no object per global state at construction (a list per state was most of
+        #: a large grammar's construction, through the garbage collections it set off)
+        self.calls: dict[int, list[int]] = {}
         self.rule_calls = [False] * len(auto.dfas)
         #: the global states of rule starts (the only call targets)
         self.starts = {int(offsets[r]) + d.start for r, d in enumerate(auto.dfas)}
@@ -649,9 +655,10 @@ class _LexerHelpers:
             refs = auto.refs[r]
             calls = self.calls
             for q in np.flatnonzero(auto.boundary[r]).tolist():
-                for callee, _ in refs[q]:
-                    calls[off + q].append(self.offs[callee] + auto.dfas[callee].start)
-        return self.calls[g]
+                targets = [self.offs[callee] + auto.dfas[callee].start for callee, _ in refs[q]]
+                if targets:
+                    calls[off + q] = targets
+        return self.calls.get(g, _NO_CALLS)
 
     def closure(self, g: int) -> frozenset[int]:
         """The global states reachable from ``g`` by calls (the lexer's epsilon moves), ``g``
