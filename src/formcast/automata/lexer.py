@@ -313,6 +313,7 @@ class LazyExpandedLexer:
         self.sets: list[tuple[int, ...]] = []
         self.classes = (helpers.cls_of_byte, helpers.first)
         if n_global < _LAZY_ROWS_FROM:  # small: every rule's rows now, in one pass each
+            helpers.rows(np.arange(n_global, dtype=np.int64))  # (per-class rows: for unions)
             self.build_rule_rows()
 
     @property
