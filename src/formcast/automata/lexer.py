@@ -210,9 +210,11 @@ _AHEAD_MARGIN = 1_024
 
 
 #: lexers of at least this many rule states build the rows of a rule's states without calls
-#: when a row first meets the rule; smaller ones at construction (measured on MaskBench: built
-#: piecemeal during the walks, the rules' rows cost the masks ~40% more time on average
-#: than one pass at construction, which only pays where it dominates the first mask)
+#: when a row first meets the rule; smaller ones at construction.  (Measured on MaskBench, the
+#: later masks of the large ones cost more lazily not for the rows themselves, a gather per
+#: rule, but because a refinement of the lexer built so far (the token index's, on its first
+#: wide start) sees the rows of rules not met yet as sentinels, each a class of its own, so
+#: fewer walks are shared: :meth:`LazyExpandedLexer.build_rule_rows` before it restores that.)
 _LAZY_ROWS_FROM = 8_192
 
 #: arrays from this size on are private anonymous maps (see :func:`_fresh`)
@@ -272,6 +274,8 @@ class LazyExpandedLexer:
     (no Python work per state, no table row written); :meth:`ensure` O(members x byte
     classes) per row, numpy-batched, plus O(rule states x byte classes) once per rule met
     and the closures met (O(states and call edges reached) each, cached).
+    :meth:`build_rule_rows`: O(rule states x 256) writes for the rules not met yet, one
+    gather per rule.
     """
 
     #: helpers rebuilt from ``auto`` on first use after a load (see :mod:`formcast.index.serialize`)
