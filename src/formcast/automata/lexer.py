@@ -210,9 +210,11 @@ _AHEAD_MARGIN = 1_024
 
 
 #: lexers of at least this many rule states build the rows of a rule's states without calls
-#: when a row first meets the rule; smaller ones at construction (measured on MaskBench: built
-#: piecemeal during the walks, the rules' rows cost the masks ~40% more time on average
-#: than one pass at construction, which only pays where it dominates the first mask)
+#: when a row first meets the rule; smaller ones at construction.  (Measured on MaskBench, the
+#: later masks of the large ones cost more lazily not for the rows themselves, a gather per
+#: rule, but because a refinement of the lexer built so far (the token index's, on its first
+#: wide start) sees the rows of rules not met yet as sentinels, each a class of its own, so
+#: fewer walks are shared: :meth:`LazyExpandedLexer.build_rule_rows` before it restores that.)
 _LAZY_ROWS_FROM = 8_192
 
 #: arrays from this size on are private anonymous maps (see :func:`_fresh`)
@@ -272,6 +274,8 @@ class LazyExpandedLexer:
     (no Python work per state, no table row written); :meth:`ensure` O(members x byte
     classes) per row, numpy-batched, plus O(rule states x byte classes) once per rule met
     and the closures met (O(states and call edges reached) each, cached).
+    :meth:`build_rule_rows`: O(rule states x 256) writes for the rules not met yet, one
+    gather per rule.
     """
 
     #: helpers rebuilt from ``auto`` on first use after a load (see :mod:`formcast.index.serialize`)
@@ -313,8 +317,8 @@ class LazyExpandedLexer:
         self.sets: list[tuple[int, ...]] = []
         self.classes = (helpers.cls_of_byte, helpers.first)
         if n_global < _LAZY_ROWS_FROM:  # small: every rule's rows now, in one pass each
-            for r in helpers.rows(np.arange(n_global, dtype=np.int64)):
-                self._plain_rows(helpers, r)
+            helpers.rows(np.arange(n_global, dtype=np.int64))  # (per-class rows: for unions)
+            self.build_rule_rows()
 
     @property
     def capacity(self) -> int:
@@ -383,18 +387,65 @@ class LazyExpandedLexer:
         self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
         self.built[idx] = True
 
+    def build_rule_rows(self) -> None:
+        """Build the rows of every rule's states without calls not built yet (what the
+        eager construction of a small lexer does, and what a bounded refinement of the
+        lexer wants built before it runs: a state whose row is unbuilt is a class of its
+        own).  O(rule states x 256) writes, no Python work per state; nothing for a rule
+        built already.  Which rows are built changes no walk's result."""
+        h = self._build_helpers()
+        for r in np.flatnonzero(~h.plain_done).tolist():
+            self._plain_rows(h, r)
+
     def _plain_rows(self, h: _LexerHelpers, r: int) -> None:
         """Build the rows of rule ``r``'s states without calls (its DFA's rows, shifted),
         when a row first meets the rule: the states a walk from a state of ``r`` reaches
         within ``r`` are built, as the rule positions the token index digests (its walks
-        shared across grammars) need.  O(rule states x 256), once per rule."""
-        plain = h.plain(r)
-        plain = plain[~self.built[plain]]
-        if plain.size:
-            cmap = h.cls_of_byte
-            self.table[plain] = h.g_succ[plain][:, cmap]
-            self.split[plain] = h.g_split[plain][:, cmap]
-            self.built[plain] = True
+        shared across grammars) need.  O(rule states x 256), once per rule: written from
+        the DFA's table (every column; columns of a byte class are equal there) by one
+        gather through the shift of its states, the split flags as the accepting rows'
+        byte vector, never through the per-class rows of :meth:`_LexerHelpers.rows`."""
+        if h.plain_done[r]:
+            return
+        h.plain_done[r] = True
+        auto = self.auto
+        dfa = auto.dfas[r]
+        off = h.offs[r]
+        n = int(dfa.table.shape[0])
+        # global id of each rule state (state q -> off + q; the dead state -> 0)
+        shift = np.arange(off, off + n, dtype=np.int32)
+        shift[DEAD] = 0
+        analysis = auto.analysis
+        vec = analysis.follow[r] | analysis.restart[r]
+        acc = np.asarray(dfa.accepting, dtype=bool)
+        count = auto.count_of(r)
+        zero_start = count is not None and count[0] == 0
+        built = self.built[off : off + n]
+        plain = h.plain_mask(r)
+        if plain is None and not built[1:].any():  # the whole rule, unbuilt: slices
+            dest = self.table[off : off + n]
+            np.take(shift, dfa.table, out=dest, mode="clip")
+            dest[DEAD] = 0
+            sp = self.split[off : off + n]
+            sp[acc] = vec
+            if zero_start:  # zero iterations: the call may return at once
+                sp[dfa.start] |= analysis.follow[r]
+            built[:] = True
+            return
+        todo = ~built if plain is None else plain & ~built
+        qs = np.flatnonzero(todo)
+        if not qs.size:
+            return
+        rows = np.take(shift, dfa.table[qs], mode="clip")
+        rows[qs == DEAD] = 0
+        sp_rows = np.zeros((qs.size, 256), dtype=bool)
+        sp_rows[acc[qs]] = vec
+        if zero_start:
+            sp_rows[qs == dfa.start] |= analysis.follow[r]
+        idx = qs + off
+        self.table[idx] = rows
+        self.split[idx] = sp_rows
+        self.built[idx] = True
 
     def _state_of(self, h: _LexerHelpers, members: tuple[int, ...], live: set[int]) -> int:
         """The lexer state of a set of live global states (the union of the closures of
@@ -439,7 +490,7 @@ class LazyExpandedLexer:
         starts = [0, *accumulate(lens[:-1])]
         flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
         for r in h.rows(flat):
-            self._plain_rows(h, r)
+            self._plain_rows(h, r)  # (a no-op for a rule built already)
         succ = h.g_succ[flat]
         block = np.maximum.reduceat(succ, starts, axis=0)
         live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
@@ -466,6 +517,10 @@ class LazyExpandedLexer:
         return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
 
 
+#: the call targets of a state without calls (shared, never mutated)
+_NO_CALLS: list[int] = []
+
+
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
     (and its split flags), the byte classes, the call closures, and the successor tuples met
@@ -487,6 +542,7 @@ class _LexerHelpers:
         "g_succ",
         "multi",
         "offs",
+        "plain_done",
         "reps",
         "rule_calls",
         "rule_of",
@@ -536,11 +592,15 @@ class _LexerHelpers:
             np.arange(len(auto.dfas), dtype=np.int64), np.diff(offsets).astype(np.int64)
         )
         self.filled = np.zeros(len(auto.dfas), dtype=bool)
+        #: per rule: its rows without calls are built (``LazyExpandedLexer._plain_rows``)
+        self.plain_done = np.zeros(len(auto.dfas), dtype=bool)
         self.auto = auto
         self.offs: list[int] = offsets.tolist()
-        #: per global state, its call targets (callee starts); a rule's are read from
-        #: ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``)
-        self.calls: list[list[int]] = [[] for _ in range(n_global)]
+        #: per global state with calls, its call targets (callee starts); a rule's are read
+        #: from ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``).
+        #: A dict: no object per global state at construction (a list per state was most of
+        #: a large grammar's construction, through the garbage collections it set off)
+        self.calls: dict[int, list[int]] = {}
         self.rule_calls = [False] * len(auto.dfas)
         #: the global states of rule starts (the only call targets)
         self.starts = {int(offsets[r]) + d.start for r, d in enumerate(auto.dfas)}
@@ -577,16 +637,18 @@ class _LexerHelpers:
         done: list[int] = need.tolist()
         return done
 
-    def plain(self, r: int) -> np.ndarray:
-        """The global states of rule ``r`` without calls (their own closures), its dead
-        state included.  O(rule states x callees)."""
+    def plain_mask(self, r: int) -> np.ndarray | None:
+        """Per state of rule ``r``: it has no calls (its own closure; the dead state
+        included), or None when no state of ``r`` has calls.  O(rule states x callees)."""
         dfa = self.auto.dfas[r]
-        off = self.offs[r]
         if dfa.ref_table is None:
-            return np.arange(off, off + dfa.table.shape[0], dtype=np.int64)
+            return None
         has = (dfa.ref_table != DEAD).any(axis=1)
         has[DEAD] = False
-        return np.flatnonzero(~has) + off
+        if not has.any():
+            return None
+        out: np.ndarray = ~has
+        return out
 
     def _calls_of(self, g: int) -> list[int]:
         """The call targets of global state ``g`` (its rule's read on first use)."""
@@ -598,9 +660,10 @@ class _LexerHelpers:
             refs = auto.refs[r]
             calls = self.calls
             for q in np.flatnonzero(auto.boundary[r]).tolist():
-                for callee, _ in refs[q]:
-                    calls[off + q].append(self.offs[callee] + auto.dfas[callee].start)
-        return self.calls[g]
+                targets = [self.offs[callee] + auto.dfas[callee].start for callee, _ in refs[q]]
+                if targets:
+                    calls[off + q] = targets
+        return self.calls.get(g, _NO_CALLS)
 
     def closure(self, g: int) -> frozenset[int]:
         """The global states reachable from ``g`` by calls (the lexer's epsilon moves), ``g``
