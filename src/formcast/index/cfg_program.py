@@ -1530,8 +1530,9 @@ _SHARED_WALK_STATES = 96
 _LAZY_AHEAD = 40
 # ... and this many for a grammar's first classification (its first mask, which the compile's
 # time to first mask includes): the rows further ahead are written by the walks that need
-# them (MaskBench, 100 schemas, compiled: the first mask's p50 0.51 -> 0.27 ms)
-_LAZY_FIRST_AHEAD = 4
+# them (MaskBench, 100 schemas, compiled: first mask p50 0.6 -> 0.4 ms, the
+# masks after it as before; 4 bytes: 0.33 ms, but TBM mean +3-8%)
+_LAZY_FIRST_AHEAD = 12
 # ... but no more than this many rows per call (level by level, in the order met): one call
 # wrote up to ~1,400 rows (~10 ms, a TBM max), most of them reached by no walk; a walk that
 # meets a row left unwritten stops there and is run again (MaskBench, 100 schemas, compiled:
