@@ -637,14 +637,16 @@ REFUSALS = """\
 ## Refusals that remain, and why
 
 What still fails closed on real schemas, measured on held-out SchemaStore samples with
-`python benchmarks/schemastore.py --sample 120 --seed S` (seeds 1-3: 100, 98 and 104 of 120
-compile, 94, 90 and 97 before session 14's front-end changes; instances judged by
-`jsonschema`, 0 invalid accepted). Each class is either supported exactly elsewhere in this
+`python benchmarks/schemastore.py --sample 120 --seed S` (seeds 1-3: 101, 103 and 106 of 120
+compile, 94, 90 and 97 before session 14's front-end changes and 101, 99 and 105 before
+session 15's inliner bound; instances judged by `jsonschema`, 0 invalid accepted). Each
+class is either supported exactly elsewhere in this
 page or named here with the reason it stays:
 
-* **Compile work (`max_compile_work`)** — 1, 8 and 3 of 120 on seeds 1-3 (7, 15 and
-  10 before). A rule automaton costs about 100 units per state, so the front-end now emits
-  less for the shapes that cost it, each time the same language: the member after `{` and the
+* **Compile work (`max_compile_work`)** — 1, 8 and 3 of 120 on seeds 1-3 after session 14
+  (7, 15 and 10 before it; fewer since session 15's inliner bound, below). A rule
+  automaton costs about 100 units per state, so the front-end now emits less for the shapes that
+  cost it, each time the same language: the member after `{` and the
   member after `,` are one rule per (position, count after it), where the first-member
   alternatives used to be a second copy of every key and value (pantsbuild 7.2 M -> 5.3 M,
   renovate-42 9.5 M -> 5.9 M units); a `not` of several patterns is one union automaton
@@ -660,10 +662,16 @@ page or named here with the reason it stays:
   optional members in 200 such objects (app-config 8.1 M, renovate-43 7.1 M with 1.5 M in
   the set algebra of its `allOf`/`if` chains, venvironment v4 6.6-7.7 M, prometheus,
   partial-poe, jfrog-pipelines), bundles of eslint plugin schemas (over 80,000 automaton
-  states: `max_states`), grpc-api-gateway (43 M) and drupal-recipe (over 50 M). Next: the
-  rule inliner copies every definition of up to 300 IR nodes into each caller (keeping
-  those of over 30 nodes as calls measured app-config 8.1 M -> 6.6 M and renovate-43
-  7.1 M -> 5.9 M), or a raised `max_compile_work` for a trusted schema.
+  states: `max_states`), grpc-api-gateway (43 M) and drupal-recipe (over 50 M).
+  Shared definitions of more than 20 IR nodes stay one rule, built once, instead of a copy
+  in every caller (`_INLINE_SHARED_MAX_NODES`, 300 before session 15: app-config 8.13 M
+  -> 6.36 M, venvironment v4.0 6.57 M -> 4.55 M, v4.2 7.65 M -> 5.98 M, partial-poe past
+  `max_states` -> 4.79 M units; a definition used 40 times costs 4.4x one use, was 32x; masks
+  measured no slower). Left: drupal-recipe (nine overlapping unanchored
+  `patternProperties`: 2^9 key cells, each its own automaton, over 100 M units: exponential
+  in an exact grammar), prometheus and the eslint bundles (one key rule alone of 5,400
+  states: `max_states`), grpc-api-gateway (42 M), metricshub-connector (13.5 M),
+  jfrog-pipelines (7.6 M). A raised `max_compile_work` is the way for a trusted schema.
 * **Unknown `format` names** (`language`, `match-pattern`, `semver`, vendor names...): the
   format's language is not known, so it cannot be enforced; formcast fails closed where a
   validator treats an unknown format as an annotation. `format_assertion=False` or `lenient`
