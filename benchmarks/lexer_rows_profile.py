@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import maskbench as mb
+from maskbench_cpu import _walk as _walk_cpu  # each mask timed in thread CPU
 
 
 def main() -> None:
@@ -153,22 +154,6 @@ def main() -> None:
             f"lex {r[4] / 1e6:6.1f} ms masks {r[5]} ensures {r[6]} states {r[7]} "
             f"refine {r[8] / 1e6:.1f}/{r[9] / 1e6:.1f} ms"
         )
-
-
-def _walk_cpu(ad: Any, compiled: Any, ids: list[int], times: list[float]) -> None:
-    m = ad.matcher(compiled)
-    mask = ad.alloc()
-    view = ad.view(mask)
-    clock = time.thread_time_ns
-    for step in range(len(ids) + 1):
-        t0 = clock()
-        ad.fill(m, mask)
-        times.append((clock() - t0) / 1e3)
-        if step == len(ids):
-            return
-        t = ids[step]
-        if not mb._allowed(view, t) or not ad.accept(m, t):
-            return
 
 
 if __name__ == "__main__":
