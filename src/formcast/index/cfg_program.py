@@ -33,7 +33,6 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import replace
-from itertools import pairwise
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -1583,8 +1582,9 @@ def _verify_in_order(
     """The candidates (string indices) whose bytes the parser accepts from ``state``, and the
     error of a parser limit some step hit (else None).
 
-    Candidates in string order (the trie's strings are sorted): each one resumes from the state
-    after the prefix it shares with the previous one, and where a byte kills a walk, the
+    Candidates in string order (the trie's strings are sorted; the accepted ones come back in
+    that order): each one resumes from the state after the prefix it shares with the
+    previous one, and where a byte kills a walk, the
     candidates after it that share the dead prefix (a run in string order: a prefix the
     parser rejects at its first byte after a return, `` ])`` and its 20 extensions) are
     skipped with one binary search.  O(bytes outside shared prefixes) steps.
@@ -1594,10 +1594,10 @@ def _verify_in_order(
     replace it).  Nothing kept.
     """
     strings = trie.strings
-    order = cands.tolist()
-    # sorted candidates (as the callers pass them) allow the skip; else none is taken
+    # in string order (a classification's candidates with its exit-split ones appended are
+    # not): what the prefix sharing and the skip need (timsort: O(n) on sorted input)
+    order = sorted(cands.tolist())
     data_of = [strings[i] for i in order]
-    skip = len(order) > 1 and all(a < b for a, b in pairwise(data_of))
     ok: list[int] = []
     err: str | None = None
     prev = b""
@@ -1624,10 +1624,10 @@ def _verify_in_order(
             if st.dead:
                 if st.error:
                     err = st.error
-                if skip:  # the run of candidates that start with the dead prefix
-                    dead = data[: len(path)]
-                    if i < n and data_of[i].startswith(dead):
-                        i = bisect_left(data_of, _prefix_end(dead), i, n)
+                # the run of candidates after it that start with the dead prefix
+                dead = data[: len(path)]
+                if i < n and data_of[i].startswith(dead):
+                    i = bisect_left(data_of, _prefix_end(dead), i, n)
                 break
             path.append(st)
         else:
