@@ -5,8 +5,8 @@ with the previous one; where a byte kills a walk, the candidates after it that s
 dead prefix are skipped by a binary search.  The verdicts and the error must be those of
 stepping every candidate's bytes one by one (``PushdownAutomaton.step_bytes``, the oracle), on
 candidate sets made of long runs under shared prefixes (alive and dead ones: the tokens under
-each two-byte prefix of the grammar's real candidates), in string order and shuffled (the function sorts
-them), with the step memo and without.
+each two-byte prefix of the grammar's real candidates), in string order and shuffled (the
+function sorts them), with the step memo and without.
 """
 
 from __future__ import annotations
