@@ -318,6 +318,23 @@ def main(argv: list[str] | None = None) -> int:
         for name, xs in ratios.items()
     }
     report["median_ratio_disk_vs_llguidance"] = _pct(ratios["wall"], 50)
+    report["median_cpu_ratio_disk_vs_llguidance"] = _pct(ratios["cpu"], 50)
+    report["per_schema"] = {
+        k: {
+            "fresh_us": written[k]["ttfm_us"],
+            **{
+                name: read[k][name]
+                for name in (
+                    "ttfm_us",
+                    "ttfm_cpu_us",
+                    "llguidance_ttfm_us",
+                    "llguidance_ttfm_cpu_us",
+                    "stages_us",
+                )
+            },
+        }
+        for k in common
+    }
     report["p50_ratio_of_distributions"] = (
         report["ttfm_us"]["formcast from disk (new process)"]["p50"]
         / report["ttfm_us"]["llguidance cold"]["p50"]
