@@ -63,11 +63,7 @@ class CompileCache:
         self.vocab = vocab
         self.limits = limits
         self.cache_size = cache_size
-        self.memory: LruCache[str, CompiledGrammar] = LruCache(
-            cache_size,
-            max_weight=limits[2].grammar_cache_bytes,
-            weight=lambda g: g.nbytes(),
-        )
+        self._memory: LruCache[str, CompiledGrammar] | None = None  # (made on first use)
         self.lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -85,8 +81,26 @@ class CompileCache:
         )
 
     # -- memory ---------------------------------------------------------------------------------
+    @property
+    def memory(self) -> LruCache[str, CompiledGrammar]:
+        """The LRU of grammars, made on first use (a compiler without a memory cache, e.g. one
+        per request on a disk-cache load path, never makes it)."""
+        got = self._memory
+        if got is None:
+            with self.lock:
+                got = self._memory
+                if got is None:
+                    got = self._memory = LruCache(
+                        self.cache_size,
+                        max_weight=self.limits[2].grammar_cache_bytes,
+                        weight=lambda g: g.nbytes(),
+                    )
+        return got
+
     def get(self, key: str) -> CompiledGrammar | None:
         """The grammar kept under ``key`` (counts a hit), else None."""
+        if not self.cache_size:
+            return None
         _, hit = self.memory.get(key)
         if hit is not None:
             with self.lock:
@@ -108,8 +122,9 @@ class CompileCache:
 
     def clear(self) -> None:
         """Forget the grammars kept in memory (the disk cache is left alone)."""
-        with self.lock:
-            self.memory.clear()
+        memory = self._memory
+        if memory is not None:
+            memory.clear()
 
     # -- disk -----------------------------------------------------------------------------------
     def disk_key(self, key: str) -> str | None:
