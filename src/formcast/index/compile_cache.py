@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import warnings
 import weakref
@@ -34,8 +35,15 @@ from .persist import FORMAT_VERSION
 __all__ = ["CompileCache", "resolve_cache_dir"]
 
 #: the part of a disk-cache file key after the grammar key, by layout digest and limits: the
-#: format version, the layout digest and the limits' reprs, each followed by a NUL byte
-_KEY_TAILS: dict[tuple[str, CompileLimits, ParserLimits, CacheLimits], bytes] = {}
+#: first 32 hex digits of the SHA-256 of the format version, the layout digest and the limits'
+#: reprs (each followed by a NUL byte), and those bytes (for keys that are not a digest)
+_KEY_TAILS: dict[tuple[str, CompileLimits, ParserLimits, CacheLimits], tuple[str, bytes]] = {}
+#: the same by the limits' ids (each entry holds its limits, so their ids are not reused)
+_TAILS_BY_ID: dict[
+    tuple[str, int, int, int],
+    tuple[tuple[CompileLimits, ParserLimits, CacheLimits], tuple[str, bytes]],
+] = {}
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 class CompileCache:
@@ -55,11 +63,7 @@ class CompileCache:
         self.vocab = vocab
         self.limits = limits
         self.cache_size = cache_size
-        self.memory: LruCache[str, CompiledGrammar] = LruCache(
-            cache_size,
-            max_weight=limits[2].grammar_cache_bytes,
-            weight=lambda g: g.nbytes(),
-        )
+        self._memory: LruCache[str, CompiledGrammar] | None = None  # (made on first use)
         self.lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -77,8 +81,26 @@ class CompileCache:
         )
 
     # -- memory ---------------------------------------------------------------------------------
+    @property
+    def memory(self) -> LruCache[str, CompiledGrammar]:
+        """The LRU of grammars, made on first use (a compiler without a memory cache, e.g. one
+        per request on a disk-cache load path, never makes it)."""
+        got = self._memory
+        if got is None:
+            with self.lock:
+                got = self._memory
+                if got is None:
+                    got = self._memory = LruCache(
+                        self.cache_size,
+                        max_weight=self.limits[2].grammar_cache_bytes,
+                        weight=lambda g: g.nbytes(),
+                    )
+        return got
+
     def get(self, key: str) -> CompiledGrammar | None:
         """The grammar kept under ``key`` (counts a hit), else None."""
+        if not self.cache_size:
+            return None
         _, hit = self.memory.get(key)
         if hit is not None:
             with self.lock:
@@ -100,25 +122,42 @@ class CompileCache:
 
     def clear(self) -> None:
         """Forget the grammars kept in memory (the disk cache is left alone)."""
-        with self.lock:
-            self.memory.clear()
+        memory = self._memory
+        if memory is not None:
+            memory.clear()
 
     # -- disk -----------------------------------------------------------------------------------
     def disk_key(self, key: str) -> str | None:
         """The file key of grammar ``key`` (None without a disk cache): also the format
-        version, the code layout and the compiler's limits."""
+        version, the code layout and the compiler's limits.  O(1) for a digest ``key`` (one
+        dict look-up and a regex match)."""
         if self.disk is None:
             return None
+        # by the limits objects' identity first (the entry holds them: their ids stay
+        # theirs), which spares hashing three dataclasses per load; else by value
         layout = serialization_layout()
-        ident = (layout, *self.limits)
-        tail = _KEY_TAILS.get(ident)
-        if tail is None:
-            parts = (str(FORMAT_VERSION), layout, *map(repr, self.limits))
-            tail = b"".join(part.encode() + b"\0" for part in parts)
-            if len(_KEY_TAILS) >= 64:
-                _KEY_TAILS.clear()
-            _KEY_TAILS[ident] = tail
-        return hashlib.sha256(key.encode() + b"\0" + tail).hexdigest()
+        ids = (layout, id(self.limits[0]), id(self.limits[1]), id(self.limits[2]))
+        got = _TAILS_BY_ID.get(ids)
+        if got is not None:
+            tail = got[1]
+        else:
+            ident = (layout, *self.limits)
+            tail = _KEY_TAILS.get(ident)  # type: ignore[assignment]
+            if tail is None:
+                parts = (str(FORMAT_VERSION), layout, *map(repr, self.limits))
+                raw = b"".join(part.encode() + b"\0" for part in parts)
+                tail = (hashlib.sha256(raw).hexdigest()[:32], raw)
+                if len(_KEY_TAILS) >= 64:
+                    _KEY_TAILS.clear()
+                _KEY_TAILS[ident] = tail
+            if len(_TAILS_BY_ID) >= 64:
+                _TAILS_BY_ID.clear()
+            _TAILS_BY_ID[ids] = (self.limits, tail)
+        # a grammar key is a SHA-256 digest already: the file key is it and the tail's digest
+        # (no second hash on the load path); anything else is hashed with the tail
+        if len(key) == 64 and _DIGEST.fullmatch(key):
+            return key + tail[0]
+        return hashlib.sha256(key.encode() + b"\0" + tail[1]).hexdigest()
 
     def load(self, disk_key: str) -> CompiledGrammar | None:
         """The grammar of the file ``disk_key`` (counts a disk hit); None when absent,

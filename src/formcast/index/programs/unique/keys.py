@@ -57,6 +57,7 @@ from .lexer import (
     _tables,
     nearest_marked,
     refuse_simulated,
+    token_bytes,
 )
 
 __all__ = ["BraceTrackedProgram", "DistinctKeysProgram"]
@@ -82,16 +83,16 @@ _KState = tuple[ParserState, int, "_KeysTrack | None"]
 
 class _BraceTables:
     """Per vocabulary and starting lexical mode, bitmasks of the tokens that read a
-    structural ``{`` (``opens``) or ``}`` (``closes``) -- outside strings.  Read-only; O(V)."""
+    structural ``{`` (``opens``) or ``}`` (``closes``) -- outside strings.  Read-only; O(V),
+    vectorized but for the tokens with a brace."""
 
     def __init__(self, vocab: Vocabulary) -> None:
         size = vocab.vocab_size
         opens = [np.zeros(size, dtype=bool) for _ in range(3)]
         closes = [np.zeros(size, dtype=bool) for _ in range(3)]
-        for tid in range(min(size, len(vocab.tokens))):
-            data = vocab.token_bytes(tid)
-            if not data or (0x7B not in data and 0x7D not in data):
-                continue
+        tb = token_bytes(vocab)
+        for tid in np.flatnonzero(tb.count(b"{}") > 0).tolist():
+            data = tb.tokens[tid]
             for start in (OUT, IN, ESC):
                 mode = start
                 for b in data:

@@ -80,42 +80,147 @@ def _utf8_incomplete(data: bytes) -> bool:
     return False
 
 
+class _TokenBytes:
+    """A vocabulary's token bytes laid end to end (special tokens and ids past the tokenizer
+    empty): ``buf`` (uint8), each token's ``starts``/``ends`` offsets and ``lens`` (int64, one
+    per id of ``tokens``, the first ``min(vocab_size, len(tokens))`` ids).  O(total bytes),
+    vectorized; the per-vocabulary tables read their byte classes off it."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        n = min(vocab.vocab_size, len(vocab.tokens))
+        toks = list(vocab.tokens[:n])
+        for sid in vocab.special_token_ids:
+            if 0 <= sid < n:
+                toks[sid] = b""
+        self.tokens = toks
+        self.lens = np.fromiter(map(len, toks), dtype=np.int64, count=n)
+        self.ends = np.cumsum(self.lens)
+        self.starts = self.ends - self.lens
+        self.buf = np.frombuffer(b"".join(toks), dtype=np.uint8)
+
+    def nbytes(self) -> int:
+        """About how many bytes it holds (the token list's slots and the arrays)."""
+        return 8 * len(self.tokens) + 3 * self.lens.nbytes + self.buf.nbytes + 400
+
+    def count(self, byteset: bytes) -> np.ndarray:
+        """Per token, how many of its bytes are in ``byteset`` (int64)."""
+        lut = np.zeros(256, dtype=bool)
+        lut[list(byteset)] = True
+        acc = np.zeros(self.buf.size + 1, dtype=np.int32)
+        np.cumsum(lut[self.buf], out=acc[1:])
+        out: np.ndarray = (acc[self.ends] - acc[self.starts]).astype(np.int64)
+        return out
+
+    def utf8_incomplete(self, among: np.ndarray) -> np.ndarray:
+        """Per token (bool), whether it ends inside a UTF-8 sequence (:func:`_utf8_incomplete`,
+        vectorized), for the tokens where ``among`` is set (False elsewhere)."""
+        out = np.zeros(self.lens.size, dtype=bool)
+        open_ = among & (self.lens > 0)
+        for k in range(1, 5):
+            live = np.flatnonzero(open_ & (self.lens >= k))
+            if not live.size:
+                break
+            b = self.buf[self.ends[live] - k]
+            ascii_ = b < 0x80
+            lead = b >= 0xC0
+            need = np.where(b < 0xE0, 2, np.where(b < 0xF0, 3, 4))
+            out[live[lead]] = k < need[lead]
+            open_[live[ascii_ | lead]] = False
+        return out
+
+
+class _Decoded:
+    """``text -> ids`` (ascending) of the tokens that, read from a clean position inside a
+    string, stay inside it and end clean, by their decoded text (:attr:`_VocabTables.decoded`).
+
+    The tokens with an escape or a ``[``/``,`` are few and decoded at once (``escaped``); the
+    plain ones (none of ``"\\[,``: their text is their UTF-8 decoding) are found by their
+    bytes, in a bytes -> ids map built on first use (C-speed dict of the vocabulary).
+    Read-only once built; thread-safe."""
+
+    def __init__(self, tokens: list[bytes], escaped: dict[str, list[int]]) -> None:
+        self._tokens = tokens
+        self.escaped = escaped
+        self._by_bytes: dict[bytes, int] | None = None
+        self._dups: dict[bytes, list[int]] = {}
+        self._lock = threading.Lock()
+
+    def _index(self) -> dict[bytes, int]:
+        got = self._by_bytes
+        if got is None:
+            with self._lock:
+                got = self._by_bytes
+                if got is None:
+                    toks = self._tokens
+                    first = dict(zip(reversed(toks), range(len(toks) - 1, -1, -1)))
+                    distinct = len(first) - (b"" in first)
+                    if distinct != len(toks) - toks.count(b""):  # some bytes repeat
+                        dups: dict[bytes, list[int]] = {}
+                        for tid, data in enumerate(toks):
+                            if data and first[data] != tid:
+                                dups.setdefault(data, [first[data]]).append(tid)
+                        self._dups = dups
+                    first.pop(b"", None)
+                    self._by_bytes = got = first
+        return got
+
+    def get(self, text: str) -> list[int] | None:
+        esc = self.escaped.get(text)
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            return esc
+        if not data or not _SPECIAL.isdisjoint(data):
+            return esc
+        tid = self._index().get(data)
+        if tid is None:
+            return esc
+        plain = self._dups.get(data) or [tid]
+        return sorted(plain + esc) if esc else plain
+
+    def nbytes(self) -> int:
+        """About how many bytes it holds (the bytes map counted once built)."""
+        n = 64 + 120 * len(self.escaped)
+        if self._by_bytes is not None:
+            n += 100 * len(self._by_bytes)
+        return n
+
+
 class _VocabTables:
     """Lexical facts about every token of a vocabulary, per starting mode (read-only).
 
-    ``end[m][t]``: the mode after token ``t`` read from mode ``m``; ``words[m][flag]``: bitmask
-    of the tokens whose reading from ``m`` has that flag; ``partial_in``: tokens that, read
-    from a clean position inside a string, end inside a character or an escape; ``ws_only``;
-    ``decoded``: decoded text of the tokens that, read from a clean position inside a string,
-    stay inside it and end clean (text -> ids).  Built once per vocabulary: O(V).
+    ``end[m][t]``: the mode after token ``t`` read from mode ``m`` (``end_np``: the same as
+    int8 arrays); ``flags[m][t]``; ``words[m][flag]``: bitmask of the tokens whose reading
+    from ``m`` has that flag; ``partial_in``: tokens that, read from a clean position inside
+    a string, end inside a character or an escape; ``ws_only``; ``decoded``: decoded text of
+    the tokens that, read from a clean position inside a string, stay inside it and end clean
+    (text -> ids, :class:`_Decoded`).  Built once per vocabulary: vectorized over the token
+    bytes, byte by byte in Python only for the tokens with a ``"``, ``\\``, ``[`` or ``,``
+    (a few thousand of 128k); the plain tokens' texts are looked up by their bytes on demand.
     """
 
     def __init__(self, vocab: Vocabulary) -> None:
         size = vocab.vocab_size
+        tb = token_bytes(vocab)
+        n = tb.lens.size
         self.close_in: dict[int, tuple[str, int]] = {}
         self.reopen_in: dict[int, str] = {}
         self.open_out: dict[int, tuple[bool, str]] = {}
+        # the plain tokens (none of "\[,): OUT stays OUT, IN and ESC go to IN, no flag
+        special = tb.count(bytes(_SPECIAL)) > 0
+        nonempty = tb.lens > 0
+        plain = nonempty & ~special
         ends = [np.zeros(size, dtype=np.int8) for _ in range(3)]
+        ends[IN][:n][plain] = IN
+        ends[ESC][:n][plain] = IN
         flags = [np.zeros(size, dtype=np.uint8) for _ in range(3)]
-        partial = np.zeros(size, dtype=bool)
         ws_only = np.zeros(size, dtype=bool)
-        decoded: dict[str, list[int]] = {}
-        for tid in range(min(size, len(vocab.tokens))):
-            data = vocab.token_bytes(tid)
-            if not data:
-                continue
-            if _SPECIAL.isdisjoint(data):
-                ends[OUT][tid], ends[IN][tid], ends[ESC][tid] = OUT, IN, IN
-                ws_only[tid] = _WS.issuperset(data)
-                if data[-1] >= 0x80 and _utf8_incomplete(data):
-                    partial[tid] = True
-                    continue
-                try:
-                    text = data.decode("utf-8")
-                except UnicodeDecodeError:
-                    continue
-                decoded.setdefault(text, []).append(tid)
-                continue
+        ws_only[:n] = plain & (tb.count(bytes(_WS)) == tb.lens)
+        partial = np.zeros(size, dtype=bool)
+        partial[:n] = tb.utf8_incomplete(plain)
+        escaped: dict[str, list[int]] = {}
+        for tid in np.flatnonzero(special).tolist():
+            data = tb.tokens[tid]
             for m in (OUT, IN, ESC):
                 ends[m][tid], flags[m][tid] = _lex(m, data)
             self._summarize(tid, data, flags)
@@ -131,9 +236,12 @@ class _VocabTables:
                         text = json.loads(b'"' + data + b'"')
                     except ValueError:
                         continue
-                    decoded.setdefault(text, []).append(tid)
+                    escaped.setdefault(text, []).append(tid)
             elif ends[IN][tid] == ESC:
                 partial[tid] = True
+        for e in ends:
+            e.setflags(write=False)
+        self.end_np = ends
         self.end = [e.tolist() for e in ends]
         self.flags = [f.tolist() for f in flags]
         self.words = [
@@ -142,8 +250,17 @@ class _VocabTables:
         ]
         self.partial_in = _packed(partial, size)
         self.ws_only = ws_only.tolist()
-        self.decoded = decoded
+        self.decoded = _Decoded(tb.tokens, escaped)
         self.max_len = vocab.trie.max_len
+
+    def nbytes(self) -> int:
+        """About how many bytes the tables hold (arithmetic, not a walk of the lists: the
+        context's byte bound weighs them with this)."""
+        size = len(self.ws_only)
+        lists = 7 * (56 + 8 * size)  # end, flags, ws_only: slots of small cached ints
+        arrays = 3 * size + sum(w.nbytes for d in self.words for w in d.values())
+        dicts = 200 * (len(self.close_in) + len(self.reopen_in) + len(self.open_out))
+        return lists + arrays + self.partial_in.nbytes + dicts + self.decoded.nbytes()
 
     def _summarize(self, tid: int, data: bytes, flags: list[np.ndarray]) -> None:
         """The quote tokens a mask can decide without simulating them (see
@@ -186,9 +303,20 @@ def _packed(allowed: np.ndarray, size: int) -> np.ndarray:
     return words
 
 
+#: the token bytes of a vocabulary laid end to end (one entry per vocabulary context)
+TOKEN_BYTES: ContextSlot[None, _TokenBytes] = ContextSlot(
+    "json_token_bytes", lambda vocab, _: _TokenBytes(vocab), weight=_TokenBytes.nbytes
+)
+
+
+def token_bytes(vocab: Vocabulary) -> _TokenBytes:
+    """``vocab``'s :class:`_TokenBytes` (built once per vocabulary context)."""
+    return TOKEN_BYTES.of(vocab, None)
+
+
 #: the lexical tables of a vocabulary (one entry per vocabulary context)
 LEXICAL_TABLES: ContextSlot[None, _VocabTables] = ContextSlot(
-    "json_lexical_tables", lambda vocab, _: _VocabTables(vocab)
+    "json_lexical_tables", lambda vocab, _: _VocabTables(vocab), weight=_VocabTables.nbytes
 )
 
 

@@ -42,6 +42,7 @@ from .lexer import (
     _tables,
     nearest_marked,
     refuse_simulated,
+    token_bytes,
 )
 
 __all__ = ["ValueUniqueProgram"]
@@ -120,34 +121,36 @@ class _VocabPlain:
 
     def __init__(self, vocab: Vocabulary) -> None:
         size = vocab.vocab_size
-        names = ("plain", "ascii", "noquote", "flat", "flat_in", "flat_esc", "noquote_esc")
-        masks = {k: np.zeros(size, dtype=bool) for k in (*names, "number")}
-        free = set(_FREE_ASCII)
-        num = set(b"0123456789-+.eE")
-        brackets = set(b"[]{}")
-        for tid in range(min(size, len(vocab.tokens))):
-            data = vocab.token_bytes(tid)
-            if not data:
-                continue
-            quote = 0x22 in data
-            masks["noquote"][tid] = not quote
-            masks["plain"][tid] = not quote and 0x5C not in data
-            masks["ascii"][tid] = free.issuperset(data)
-            masks["flat"][tid] = brackets.isdisjoint(data)
-            masks["flat_in"][tid] = flat_in = not _structural_bracket(IN, data)
+        tb = token_bytes(vocab)
+        n = tb.lens.size
+        nonempty = tb.lens > 0
+        quotes = tb.count(b'"')
+        first = np.zeros(n, dtype=np.int64)
+        first[nonempty] = tb.buf[tb.starts[nonempty]]
+
+        def mask(of: np.ndarray) -> np.ndarray:
+            out = np.zeros(size, dtype=bool)
+            out[:n] = nonempty & of
+            return _packed(out, size)
+
+        # without a quote a token read from inside a string (or after a backslash) stays
+        # there: no structural bracket; the tokens with one are read byte by byte
+        flat_in = np.ones(n, dtype=bool)
+        flat_esc = np.ones(n, dtype=bool)
+        for tid in np.flatnonzero(quotes > 0).tolist():
+            data = tb.tokens[tid]
+            flat_in[tid] = fin = not _structural_bracket(IN, data)
             # (after a backslash the first byte is escaped: else as from inside the string)
-            esc = flat_in if data[0] not in (0x22, 0x5C) else not _structural_bracket(ESC, data)
-            masks["flat_esc"][tid] = esc
-            masks["noquote_esc"][tid] = 0x22 not in data[1:]
-            masks["number"][tid] = num.issuperset(data)
-        self.plain = _packed(masks["plain"], size)
-        self.ascii = _packed(masks["ascii"], size)
-        self.noquote = _packed(masks["noquote"], size)
-        self.flat = _packed(masks["flat"], size)
-        self.flat_in = _packed(masks["flat_in"], size)
-        self.flat_esc = _packed(masks["flat_esc"], size)
-        self.noquote_esc = _packed(masks["noquote_esc"], size)
-        self.number = _packed(masks["number"], size)
+            esc = fin if data[0] not in (0x22, 0x5C) else not _structural_bracket(ESC, data)
+            flat_esc[tid] = esc
+        self.plain = mask((quotes == 0) & (tb.count(b"\\") == 0))
+        self.ascii = mask(tb.count(_FREE_ASCII) == tb.lens)
+        self.noquote = mask(quotes == 0)
+        self.flat = mask(tb.count(b"[]{}") == 0)
+        self.flat_in = mask(flat_in)
+        self.flat_esc = mask(flat_esc)
+        self.noquote_esc = mask(quotes - (first == 0x22) == 0)
+        self.number = mask(tb.count(b"0123456789-+.eE") == tb.lens)
 
 
 def _structural_bracket(mode: int, data: bytes) -> bool:
@@ -210,7 +213,7 @@ class ValueUniqueProgram(CheckedProgram[_VState]):
                 self._start[rid] = int(cfg.auto.dfas[rid].start)
         self._lex = _tables(cfg.vocab)
         self._plain = PLAIN_TABLES.of(cfg.vocab, None)
-        self._end_np = [np.asarray(e, dtype=np.int8) for e in self._lex.end]
+        self._end_np = self._lex.end_np
         self._classes: tuple[list[int], list[np.ndarray], list[int]] | None = None
         self._near: weakref.WeakKeyDictionary[Frame, Any] = weakref.WeakKeyDictionary()
         self._open_memo: LruCache[tuple[int, int, str, bool], int] = LruCache(100_000)
