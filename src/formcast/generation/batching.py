@@ -336,14 +336,15 @@ class _Row:
         "ready",
         "sampler",
         "schema_class",
+        "seq",
         "slot",
         "stop_ids",
         "t_call",
     )
 
-    def __init__(self, job: _Job, slot: int, bitmask: np.ndarray, stop_ids: frozenset[int]):
+    def __init__(self, job: _Job, stop_ids: frozenset[int]):
         self.handle = job.handle
-        self.slot = slot
+        self.slot = -1  # seat() gives it one
         self.prompt_ids = job.handle.prompt_ids
         self.compiled = job.compiled
         self.compile_s = job.compile_s
@@ -355,11 +356,8 @@ class _Row:
         self.stop_ids = stop_ids
         vocab = job.vocab
         self.constraint: _ConstraintSide | None = None
-        if job.compiled is not None:
-            side = _ConstraintSide(job.compiled, vocab, job.canonical)
-            side.bitmask = bitmask[slot : slot + 1]  # the batch fill writes this row
-            side.row = bitmask[slot]
-            self.constraint = side
+        if job.compiled is not None:  # its own bitmask row until seat()
+            self.constraint = _ConstraintSide(job.compiled, vocab, job.canonical)
         self.sampler = _ModelSide(
             None,  # type: ignore[arg-type]
             np.empty(0, np.float32),
@@ -367,8 +365,10 @@ class _Row:
             job.rng,
             job.logprobs,
         )
-        self.sampler.pending = list(self.prompt_ids)  # the first call is the prefill
+        # before seat(): the lead's forced tokens; then what the next model call evaluates
+        self.sampler.pending = []
         self.held: list[int] = []  # the tokens the slot's cache holds (evaluated or copied)
+        self.seq: list[int] = list(self.prompt_ids)  # prompt + lead, set by seat()
         self.out = _Output(vocab, job.stops)
         self.prefilled = False
         self.prefill_s = 0.0
@@ -378,6 +378,35 @@ class _Row:
         self.ff = job.fast_forward
         self.canonical = job.canonical
         self.after_run = False  # the last token was a fast-forward run's: sample the next
+
+    def lead(self) -> FinishReason | None:
+        """Take the tokens the constraint forces before the first model call (the *lead*):
+        each step of :meth:`advance` whose mask allows exactly one token needs no logits, so
+        the tokens are accepted, output (pushed to the request at once) and queued to be
+        evaluated with the prompt in the row's first call.  Stops at the first token that
+        needs logits.  Returns the finish reason when the output ended inside the lead (all
+        of it forced, a stop string, ``max_tokens``, ``on_step``), else ``None``.  Rows
+        without a constraint, or with an observer (which sees calls as a model proxy under
+        ``generate`` would), have no lead.  Runs on the submitting thread, before the row is
+        queued: the mask fills use the row's own bitmask."""
+        if self.constraint is None or self.observer is not None:
+            return None
+        while True:
+            what, reason = self.advance(None)
+            if what == _CALL:
+                return None
+            if what == _DONE:
+                return reason
+
+    def seat(self, slot: int, bitmask: np.ndarray) -> None:
+        """The row takes ``slot``: the batch fill writes its bitmask row from now on, and its
+        known sequence (``seq``) is the prompt and the lead."""
+        self.slot = slot
+        side = self.constraint
+        if side is not None:
+            side.bitmask = bitmask[slot : slot + 1]
+            side.row = bitmask[slot]
+        self.seq = self.prompt_ids + self.sampler.pending
 
     def advance(self, ok: bool | None) -> tuple[int, FinishReason | None]:
         """One iteration of :func:`formcast.generation.loop._steps` without the model call:
@@ -413,7 +442,7 @@ class _Row:
             forced = True
         else:
             sampler = self.sampler
-            if sampler.pending:
+            if sampler.pending or not self.prefilled:  # no logits yet: the model first
                 self.ready, self.allowed = True, allowed
                 return _CALL, None
             tok = sampler.next_token(allowed)
@@ -531,10 +560,13 @@ class _Job:
     logprobs: int | None = None
     control: StepControl | None = None
     fast_forward: FastForward | None = None
+    row: _Row | None = None  # made by submit (which takes its lead)
 
     def stopped_result(self, reason: StopReason) -> GenerationResult:
         """The result of a request stopped before it got a slot (as ``decode`` gives for a
-        control that stops it before the prefill): no text, no tokens."""
+        control that stops it before the prefill): no text, no tokens -- or its lead's."""
+        if self.row is not None and self.row.out.ids:
+            return self.row.result(reason)
         total = _perf() - self.t_call
         timings = GenerationTimings(
             compile_s=self.compile_s,
@@ -815,17 +847,36 @@ class ContinuousBatcher:
             fast_forward=ff,
         )
         with self._lock:
-            if self._closing:
-                raise ConfigurationError("the batcher is closed: make a new one")
-            waiting = len(self._queue)
-            if self._max_queue is not None and waiting >= self._max_queue:
-                raise BatcherFullError(
-                    f"{waiting} requests wait for one of {self.n_slots} slots already "
-                    f"(max_queue={self._max_queue}): try again later"
-                )
+            self._check_room()
+        row = job.row = _Row(job, self._stop_ids)
+        if checked.control is None or checked.control.check() is None:
+            try:
+                ended = row.lead()  # the forced start: output now, evaluated with the prompt
+            except Exception as exc:
+                handle._finish(None, exc)
+                return handle
+            if ended is not None:  # the whole output was known without the model
+                try:
+                    handle._finish(row.result(ended), None)
+                except Exception as exc:  # pragma: no cover - building a result does not fail
+                    handle._finish(None, exc)
+                return handle
+        with self._lock:
+            self._check_room()
             self._queue.append(job)
             self._wake.notify_all()
         return handle
+
+    def _check_room(self) -> None:
+        """Raise unless a request may be queued now (under ``_lock``)."""
+        if self._closing:
+            raise ConfigurationError("the batcher is closed: make a new one")
+        waiting = len(self._queue)
+        if self._max_queue is not None and waiting >= self._max_queue:
+            raise BatcherFullError(
+                f"{waiting} requests wait for one of {self.n_slots} slots already "
+                f"(max_queue={self._max_queue}): try again later"
+            )
 
     def submit_generate(
         self,
@@ -1020,7 +1071,10 @@ class ContinuousBatcher:
         new_rows: list[_Row] = []
         with self._lock:
             while free and self._queue:
-                ids = self._queue[0].handle.prompt_ids
+                head = self._queue[0]
+                assert head.row is not None
+                n_prompt = len(head.row.prompt_ids)
+                ids = head.row.prompt_ids + head.row.sampler.pending  # prompt and lead
                 dst, kept = self._pick_slot(free, ids)
                 donor, n = None, 0
                 if share is not None:
@@ -1029,7 +1083,7 @@ class ContinuousBatcher:
                         donor, n = None, 0
                     have = max(n, kept)
                     if any(
-                        min(_common_prefix(ids, r.prompt_ids), len(ids) - 1) - have >= share
+                        min(_common_prefix(ids, r.seq), len(ids) - 1) - have >= share
                         for r in new_rows
                     ):
                         break  # joins next step, copying the prefix once it is evaluated
@@ -1038,12 +1092,14 @@ class ContinuousBatcher:
                     break
                 job = self._queue.popleft()
                 free.remove(dst)
-                row = _Row(job, dst, self._bitmask, self._stop_ids)
+                row = job.row
+                assert row is not None
+                row.seat(dst, self._bitmask)
                 reused = self._take_slot(dst, kept, donor, n)
                 row.sampler.pending = list(ids[reused:])
                 row.held = list(ids[:reused])
                 joined += len(ids) - reused
-                self.prompt_tokens_reused += reused
+                self.prompt_tokens_reused += min(reused, n_prompt)
                 self._rows[dst] = row
                 new_rows.append(row)
 
@@ -1139,8 +1195,8 @@ class ContinuousBatcher:
         dt = _perf() - t0
         for i, r in enumerate(rows):
             r.sampler.logits = logits[i]
-            if not r.prefilled:
-                self.prompt_tokens_evaluated += len(r.sampler.pending)
+            if not r.prefilled:  # the prompt's part of the call (the lead is output)
+                self.prompt_tokens_evaluated += max(0, len(r.prompt_ids) - len(r.held))
             r.held += r.sampler.pending
             r.sampler.pending = []
             if r.prefilled:
