@@ -317,6 +317,7 @@ class _Row:
 
     __slots__ = (
         "after_run",
+        "ahead",
         "allowed",
         "canonical",
         "compile_s",
@@ -378,6 +379,7 @@ class _Row:
         self.ff = job.fast_forward
         self.canonical = job.canonical
         self.after_run = False  # the last token was a fast-forward run's: sample the next
+        self.ahead = ""  # text pushed before the tokens that write it were chosen (lead)
 
     def lead(self) -> FinishReason | None:
         """Take the tokens the constraint forces before the first model call (the *lead*):
@@ -394,9 +396,55 @@ class _Row:
         while True:
             what, reason = self.advance(None)
             if what == _CALL:
+                self._push_ahead()
                 return None
             if what == _DONE:
                 return reason
+
+    def _push_ahead(self) -> None:
+        """Push the text the grammar forces next (``find_jump_forward_bytes``: the bytes every
+        continuation starts with, whichever tokens spell them) before the model is asked for
+        those tokens, as far as it is whole UTF-8 characters and at most one byte per token
+        of budget left (so ``max_tokens`` cannot cut it).  The tokens are then chosen as
+        always (the model picks the spelling, e.g. ``{`` or ``{"``); the text they write is
+        not pushed a second time (:meth:`_emit`).  Not with stop strings (the text is held
+        back for them), ``canonical`` (whose pair rule can end the output inside forced
+        text) or a character left incomplete by the last token."""
+        constraint = self.constraint
+        out = self.out
+        if (
+            constraint is None
+            or out.scanner.stops
+            or self.canonical is not None
+            or out.decoder.getstate()[0]
+        ):
+            return
+        tf = _perf()
+        forced = constraint.matcher.find_jump_forward_bytes()
+        constraint.mask_times[-1] += _perf() - tf
+        forced = forced[: self.max_tokens - len(out.ids)]
+        try:
+            text = forced.decode("utf-8")
+        except UnicodeDecodeError as exc:  # a character cut at the end: up to it
+            text = forced[: exc.start].decode("utf-8", errors="replace")
+        if text:
+            self.ahead = text
+            self.handle._push(text)
+
+    def _emit(self, piece: str) -> None:
+        """Push ``piece`` (text the output just wrote), less what was pushed ahead."""
+        ahead = self.ahead
+        if ahead:
+            n = min(len(ahead), len(piece))
+            if piece[:n] != ahead[:n]:  # pragma: no cover - forced bytes start every output
+                raise FormcastError(
+                    f"internal error: output {piece!r} does not continue the forced text "
+                    f"{ahead!r} pushed ahead"
+                )
+            self.ahead = ahead[n:]
+            piece = piece[n:]
+        if piece:
+            self.handle._push(piece)
 
     def seat(self, slot: int, bitmask: np.ndarray) -> None:
         """The row takes ``slot``: the batch fill writes its bitmask row from now on, and its
@@ -463,7 +511,7 @@ class _Row:
         sampler.pending.append(tok)
         safe, hit = out.add(tok)
         if safe:
-            self.handle._push(safe)
+            self._emit(safe)
         if hit:
             return _DONE, "stop"
         control = self.control
@@ -503,7 +551,7 @@ class _Row:
             pending.append(tok)
             safe, hit = out.add(tok)
             if safe:
-                self.handle._push(safe)
+                self._emit(safe)
             if hit:
                 return _DONE, "stop"
             if on_step is not None and on_step(Step(len(out.ids) - 1, tok, True, None)):
@@ -519,7 +567,7 @@ class _Row:
             if hit:
                 reason = "stop"
             if tail:
-                self.handle._push(tail)
+                self._emit(tail)
         total = _perf() - self.t_call
         constraint = self.constraint
         timings = GenerationTimings(
