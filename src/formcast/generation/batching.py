@@ -12,7 +12,13 @@
         ...                                           # str pieces, then the GenerationResult
 
 A :class:`ContinuousBatcher` owns a :class:`~formcast.model.batched.BatchedDecoder` with
-``n_slots`` slots.  Submitted requests wait in a FIFO queue (bounded by ``max_queue``:
+``n_slots`` slots.  ``submit`` first takes the request's *lead* on the caller's thread: the
+tokens its constraint forces before any logits exist (masks allowing exactly one token) are
+accepted and output at once, and the text the grammar forces next (``{"name":"``, whichever
+tokens will spell it) is pushed ahead, so a reply's forced start streams before its first
+model call; the lead's tokens are evaluated with the prompt in that call (no call of their
+own; an output forced whole finishes inside ``submit``).  Submitted requests wait in a FIFO
+queue (bounded by ``max_queue``:
 :class:`BatcherFullError` past it, a server's 429) and take a free slot at the start of a step.
 One step::
 
@@ -789,6 +795,14 @@ class ContinuousBatcher:
         ``compiled``, without ``logprobs``): the bytes the constraint forces are appended as
         the tokenizer's tokens and evaluated in the row's next model call, as
         ``generate(fast_forward=True)`` (:mod:`formcast.generation.fast_forward`).
+
+        The request's lead (see the module docstring; not without ``compiled``, nor with an
+        ``observer``) is taken here, on the calling thread: its mask fills, its pieces and
+        ``on_step`` calls happen before this returns.  The text pushed ahead (the forced bytes
+        past the forced tokens; not with ``stop`` strings or ``canonical``, at most one byte
+        per token of ``max_tokens`` left) is text every output continues with, so the pieces
+        still join to ``result().text`` -- unless the request is cancelled or times out before
+        its tokens have written it.
 
         Raises:
             ConfigurationError: bad arguments, or prompt + ``max_tokens`` exceeds a slot's
