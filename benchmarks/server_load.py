@@ -22,7 +22,15 @@ greedy requests (``--batch`` of them, schema replies of ``--batch-tokens`` token
   (first request sent -> last response ended).
 
 Reported per round and as the median over rounds: ``ttft ratio`` = concurrent p50 / lone p50
-(target <= 2) and ``throughput ratio`` = concurrent / model (target >= 0.8).
+(target <= 2) and ``throughput ratio`` = concurrent / model (target >= 0.8).  Beside the first
+content chunk (which, with batching, may be the text the schema forces at the start, streamed
+before any model call): the time to the first content past that forced start (the model's
+first choice the client sees; the forced start computed here from the schema), p50 lone and
+concurrent; the server's own time to first token (submit -> first token taken, the mean of
+``formcast_time_to_first_token_seconds``); model calls per request (its share of
+``formcast_batch_rows``) lone and concurrent; the load average.  The server runs the formcast
+found through ``PYTHONPATH`` (printed first): run another checkout's with
+``PYTHONPATH=/that/checkout/src``.
 
 **Load**: ``--requests`` chat requests at once with ``openai.AsyncOpenAI``:
 
@@ -301,11 +309,13 @@ def batch_body(i: int, args: argparse.Namespace, case: int | None = None) -> dic
     }
 
 
-async def streamed(client: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """One streamed request: time to first content, end time, usage, text."""
+async def streamed(client: Any, body: dict[str, Any], forced: str = "") -> dict[str, Any]:
+    """One streamed request: time to first content, to the first content past ``forced``
+    (the text its schema forces at the start: what the model chose first), end time, usage,
+    text."""
     t0 = time.perf_counter()
-    ttft = None
-    text = ""
+    ttft = chosen = None
+    text = first = ""
     usage = None
     stream = await client.chat.completions.create(**body)
     async for chunk in stream:
@@ -315,12 +325,18 @@ async def streamed(client: Any, body: dict[str, Any]) -> dict[str, Any]:
             if c.delta.content:
                 if ttft is None:
                     ttft = time.perf_counter() - t0
+                    first = c.delta.content
                 text += c.delta.content
+                if chosen is None and len(text) > len(forced):
+                    chosen = time.perf_counter() - t0
     assert usage is not None, "no usage chunk"
+    end = time.perf_counter()
     return {
         "t0": t0,
-        "end": time.perf_counter(),
+        "end": end,
         "ttft": ttft,
+        "chosen": chosen if chosen is not None else end - t0,
+        "first_chunk": first,
         "text": text,
         "prompt_tokens": usage.prompt_tokens,
         "tokens": usage.completion_tokens,
@@ -328,15 +344,39 @@ async def streamed(client: Any, body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def lone_and_concurrent(
-    url: str, bodies: list[dict[str, Any]], together: bool
+    url: str, bodies: list[dict[str, Any]], together: bool, forced: list[str] | None = None
 ) -> list[dict[str, Any]]:
     client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=600)
+    starts = forced if forced is not None else [""] * len(bodies)
     try:
         if together:
-            return list(await asyncio.gather(*(streamed(client, b) for b in bodies)))
-        return [await streamed(client, b) for b in bodies]
+            return list(
+                await asyncio.gather(*(streamed(client, b, f) for b, f in zip(bodies, starts)))
+            )
+        return [await streamed(client, b, f) for b, f in zip(bodies, starts)]
     finally:
         await client.close()
+
+
+def forced_start(model: Any, schema: dict[str, Any]) -> str:
+    """The text ``schema`` forces at the start of a reply (as the server compiles a strict
+    ``response_format``): every reply starts with it, whichever tokens spell it."""
+    from formcast.index.compiler import GrammarCompiler
+    from formcast.index.spec import JsonSchemaSpec
+    from formcast.runtime.matcher import GrammarMatcher
+    from formcast.server.constraints import schema_options
+
+    options = schema_options(True, compile_timeout_s=600, allow_extra_properties=False)
+    compiled = GrammarCompiler(model.vocab).compile(JsonSchemaSpec.of(schema, options))
+    return GrammarMatcher(compiled).find_jump_forward_bytes().decode("utf-8", errors="ignore")
+
+
+def server_ttft(url: str) -> tuple[float, float]:
+    """``(sum, count)`` of the server's time to first token (submit -> first token taken)."""
+    return (
+        scrape(url, "formcast_time_to_first_token_seconds_sum"),
+        scrape(url, "formcast_time_to_first_token_seconds_count"),
+    )
 
 
 def model_reference(
@@ -396,6 +436,7 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
     model = load_model("smollm2", n_threads=threads)
     decoder = LlamaCppBatchedDecoder(model, n_slots=args.batch, n_threads=threads)
     filler = _prompt_ids(model, bodies[0]["messages"], chat=True, system=None)
+    forced = [forced_start(model, schema_for(i, args.kinds)) for i in range(args.batch)]
     rounds = []
     try:
         floor = call_floor(decoder, args.batch, filler)
@@ -410,7 +451,9 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                 ]
             rows0 = scrape(url, "formcast_batch_rows")
             evaluated0 = scrape(url, "formcast_batch_prompt_tokens_evaluated")
-            lone = asyncio.run(lone_and_concurrent(url, lone_bodies, together=False))
+            st0 = server_ttft(url)
+            lone = asyncio.run(lone_and_concurrent(url, lone_bodies, False, forced))
+            st1 = server_ttft(url)
             lone_calls = (scrape(url, "formcast_batch_rows") - rows0) / len(lone)
             lone_prefill = (
                 scrape(url, "formcast_batch_prompt_tokens_evaluated") - evaluated0
@@ -421,10 +464,18 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                 [max(1, r["tokens"]) for r in lone],
                 filler,
             )
-            conc = asyncio.run(lone_and_concurrent(url, conc_bodies, together=True))
+            rows1 = scrape(url, "formcast_batch_rows")
+            st2 = server_ttft(url)
+            conc = asyncio.run(lone_and_concurrent(url, conc_bodies, True, forced))
+            st3 = server_ttft(url)
+            conc_calls = (scrape(url, "formcast_batch_rows") - rows1) / len(conc)
             wall = max(r["end"] for r in conc) - min(r["t0"] for r in conc)
             lone_ttft = statistics.median(r["ttft"] for r in lone)
             conc_ttft = statistics.median(r["ttft"] for r in conc)
+            lone_chosen = statistics.median(r["chosen"] for r in lone)
+            conc_chosen = statistics.median(r["chosen"] for r in conc)
+            lone_server = (st1[0] - st0[0]) / max(1.0, st1[1] - st0[1])
+            conc_server = (st3[0] - st2[0]) / max(1.0, st3[1] - st2[1])
             tok_s = sum(r["tokens"] for r in conc) / wall
             ref_tok_s = ref_tokens / ref_s
             same = sum(a["text"] == b["text"] for a, b in zip(lone, conc))
@@ -442,6 +493,16 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                     "output_tokens": sum(r["tokens"] for r in conc),
                     "same_text_as_lone": same,
                     "lone_model_calls_per_request": lone_calls,
+                    "concurrent_model_calls_per_request": conc_calls,
+                    "lone_first_chosen_p50_s": lone_chosen,
+                    "concurrent_first_chosen_p50_s": conc_chosen,
+                    "first_chosen_ratio": conc_chosen / lone_chosen,
+                    "lone_server_first_token_mean_s": lone_server,
+                    "concurrent_server_first_token_mean_s": conc_server,
+                    "first_token_server_ratio": conc_server / lone_server if lone_server else None,
+                    "first_chunk": lone[0]["first_chunk"],
+                    "forced_start": forced[0],
+                    "load_average": os.getloadavg()[0],
                     "lone_prompt_tokens_evaluated_per_request": lone_prefill,
                     "lone_prompt_tokens_per_request": statistics.mean(
                         r["prompt_tokens"] for r in lone
@@ -460,17 +521,30 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                 "tokens evaluated per request",
                 flush=True,
             )
+            fs = r["first_token_server_ratio"]
+            print(
+                f"  first content past the forced start {forced[0]!r} (the model's first "
+                f"choice seen): p50 lone {lone_chosen * 1e3:.0f} ms, 8 concurrent "
+                f"{conc_chosen * 1e3:.0f} ms (x{r['first_chosen_ratio']:.2f}); server's first "
+                f"token (submit -> first token taken), mean: lone {lone_server * 1e3:.0f} ms, "
+                f"8 concurrent {conc_server * 1e3:.0f} ms (x{fs or float('nan'):.2f}); model "
+                f"calls per request: lone {lone_calls:.1f}, concurrent {conc_calls:.1f}; first "
+                f"chunk {r['first_chunk']!r}; load average {r['load_average']:.1f}",
+                flush=True,
+            )
     finally:
         decoder.close()
     out = {
         "model_call_floor": floor,
         "rounds": rounds,
         "ttft_ratio_median": statistics.median(r["ttft_ratio"] for r in rounds),
+        "first_chosen_ratio_median": statistics.median(r["first_chosen_ratio"] for r in rounds),
         "throughput_ratio_median": statistics.median(r["throughput_ratio"] for r in rounds),
     }
     print(
         f"batching ({args.rounds} rounds, median): ttft ratio {out['ttft_ratio_median']:.2f} "
-        f"(target <= 2), throughput ratio {out['throughput_ratio_median']:.2f} (target >= 0.8)",
+        f"(target <= 2), first-chosen ratio {out['first_chosen_ratio_median']:.2f}, "
+        f"throughput ratio {out['throughput_ratio_median']:.2f} (target >= 0.8)",
         flush=True,
     )
     return out
@@ -531,7 +605,13 @@ def main() -> int:
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     command += args.serve_args.split()
-    server = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    where = subprocess.run(  # the server runs the formcast of PYTHONPATH, not this file's
+        [sys.executable, "-c", "import formcast; print(formcast.__file__)"],
+        env=env, capture_output=True, text=True, check=False,
+    ).stdout.strip()  # fmt: skip
+    print(f"server: {where}; load average {os.getloadavg()[0]:.1f}", flush=True)
+    server = subprocess.Popen(command, env=env)
     batching: dict[str, Any] | None = None
     try:
         deadline = time.monotonic() + 120

@@ -12,7 +12,13 @@
         ...                                           # str pieces, then the GenerationResult
 
 A :class:`ContinuousBatcher` owns a :class:`~formcast.model.batched.BatchedDecoder` with
-``n_slots`` slots.  Submitted requests wait in a FIFO queue (bounded by ``max_queue``:
+``n_slots`` slots.  ``submit`` first takes the request's *lead* on the caller's thread: the
+tokens its constraint forces before any logits exist (masks allowing exactly one token) are
+accepted and output at once, and the text the grammar forces next (``{"name":"``, whichever
+tokens will spell it) is pushed ahead, so a reply's forced start streams before its first
+model call; the lead's tokens are evaluated with the prompt in that call (no call of their
+own; an output forced whole finishes inside ``submit``).  Submitted requests wait in a FIFO
+queue (bounded by ``max_queue``:
 :class:`BatcherFullError` past it, a server's 429) and take a free slot at the start of a step.
 One step::
 
@@ -317,6 +323,7 @@ class _Row:
 
     __slots__ = (
         "after_run",
+        "ahead",
         "allowed",
         "canonical",
         "compile_s",
@@ -336,14 +343,15 @@ class _Row:
         "ready",
         "sampler",
         "schema_class",
+        "seq",
         "slot",
         "stop_ids",
         "t_call",
     )
 
-    def __init__(self, job: _Job, slot: int, bitmask: np.ndarray, stop_ids: frozenset[int]):
+    def __init__(self, job: _Job, stop_ids: frozenset[int]):
         self.handle = job.handle
-        self.slot = slot
+        self.slot = -1  # seat() gives it one
         self.prompt_ids = job.handle.prompt_ids
         self.compiled = job.compiled
         self.compile_s = job.compile_s
@@ -355,11 +363,8 @@ class _Row:
         self.stop_ids = stop_ids
         vocab = job.vocab
         self.constraint: _ConstraintSide | None = None
-        if job.compiled is not None:
-            side = _ConstraintSide(job.compiled, vocab, job.canonical)
-            side.bitmask = bitmask[slot : slot + 1]  # the batch fill writes this row
-            side.row = bitmask[slot]
-            self.constraint = side
+        if job.compiled is not None:  # its own bitmask row until seat()
+            self.constraint = _ConstraintSide(job.compiled, vocab, job.canonical)
         self.sampler = _ModelSide(
             None,  # type: ignore[arg-type]
             np.empty(0, np.float32),
@@ -367,8 +372,10 @@ class _Row:
             job.rng,
             job.logprobs,
         )
-        self.sampler.pending = list(self.prompt_ids)  # the first call is the prefill
+        # before seat(): the lead's forced tokens; then what the next model call evaluates
+        self.sampler.pending = []
         self.held: list[int] = []  # the tokens the slot's cache holds (evaluated or copied)
+        self.seq: list[int] = list(self.prompt_ids)  # prompt + lead, set by seat()
         self.out = _Output(vocab, job.stops)
         self.prefilled = False
         self.prefill_s = 0.0
@@ -378,6 +385,82 @@ class _Row:
         self.ff = job.fast_forward
         self.canonical = job.canonical
         self.after_run = False  # the last token was a fast-forward run's: sample the next
+        self.ahead = ""  # text pushed before the tokens that write it were chosen (lead)
+
+    def lead(self) -> FinishReason | None:
+        """Take the tokens the constraint forces before the first model call (the *lead*):
+        each step of :meth:`advance` whose mask allows exactly one token needs no logits, so
+        the tokens are accepted, output (pushed to the request at once) and queued to be
+        evaluated with the prompt in the row's first call.  Stops at the first token that
+        needs logits.  Returns the finish reason when the output ended inside the lead (all
+        of it forced, a stop string, ``max_tokens``, ``on_step``), else ``None``.  Rows
+        without a constraint, or with an observer (which sees calls as a model proxy under
+        ``generate`` would), have no lead.  Runs on the submitting thread, before the row is
+        queued: the mask fills use the row's own bitmask."""
+        if self.constraint is None or self.observer is not None:
+            return None
+        while True:
+            what, reason = self.advance(None)
+            if what == _CALL:
+                self._push_ahead()
+                return None
+            if what == _DONE:
+                return reason
+
+    def _push_ahead(self) -> None:
+        """Push the text the grammar forces next (``find_jump_forward_bytes``: the bytes every
+        continuation starts with, whichever tokens spell them) before the model is asked for
+        those tokens, as far as it is whole UTF-8 characters and at most one byte per token
+        of budget left (so ``max_tokens`` cannot cut it).  The tokens are then chosen as
+        always (the model picks the spelling, e.g. ``{`` or ``{"``); the text they write is
+        not pushed a second time (:meth:`_emit`).  Not with stop strings (the text is held
+        back for them), ``canonical`` (whose pair rule can end the output inside forced
+        text) or a character left incomplete by the last token."""
+        constraint = self.constraint
+        out = self.out
+        if (
+            constraint is None
+            or out.scanner.stops
+            or self.canonical is not None
+            or out.decoder.getstate()[0]
+        ):
+            return
+        tf = _perf()
+        forced = constraint.matcher.find_jump_forward_bytes()
+        constraint.mask_times[-1] += _perf() - tf
+        forced = forced[: self.max_tokens - len(out.ids)]
+        try:
+            text = forced.decode("utf-8")
+        except UnicodeDecodeError as exc:  # a character cut at the end: up to it
+            text = forced[: exc.start].decode("utf-8", errors="replace")
+        if text:
+            self.ahead = text
+            self.handle._push(text)
+
+    def _emit(self, piece: str) -> None:
+        """Push ``piece`` (text the output just wrote), less what was pushed ahead."""
+        ahead = self.ahead
+        if ahead:
+            n = min(len(ahead), len(piece))
+            if piece[:n] != ahead[:n]:  # pragma: no cover - forced bytes start every output
+                raise FormcastError(
+                    f"internal error: output {piece!r} does not continue the forced text "
+                    f"{ahead!r} pushed ahead"
+                )
+            self.ahead = ahead[n:]
+            piece = piece[n:]
+        if piece:
+            self.handle._push(piece)
+
+    def seat(self, slot: int, bitmask: np.ndarray) -> None:
+        """The row takes ``slot``: the batch fill writes its bitmask row from now on, and its
+        known sequence (``seq``) is the prompt and the lead."""
+        self.slot = slot
+        side = self.constraint
+        if side is not None:
+            side.bitmask = bitmask[slot : slot + 1]
+            side.row = bitmask[slot]
+        self.seq = self.prompt_ids + self.sampler.pending
 
     def advance(self, ok: bool | None) -> tuple[int, FinishReason | None]:
         """One iteration of :func:`formcast.generation.loop._steps` without the model call:
@@ -413,7 +496,7 @@ class _Row:
             forced = True
         else:
             sampler = self.sampler
-            if sampler.pending:
+            if sampler.pending or not self.prefilled:  # no logits yet: the model first
                 self.ready, self.allowed = True, allowed
                 return _CALL, None
             tok = sampler.next_token(allowed)
@@ -434,7 +517,7 @@ class _Row:
         sampler.pending.append(tok)
         safe, hit = out.add(tok)
         if safe:
-            self.handle._push(safe)
+            self._emit(safe)
         if hit:
             return _DONE, "stop"
         control = self.control
@@ -474,7 +557,7 @@ class _Row:
             pending.append(tok)
             safe, hit = out.add(tok)
             if safe:
-                self.handle._push(safe)
+                self._emit(safe)
             if hit:
                 return _DONE, "stop"
             if on_step is not None and on_step(Step(len(out.ids) - 1, tok, True, None)):
@@ -490,7 +573,7 @@ class _Row:
             if hit:
                 reason = "stop"
             if tail:
-                self.handle._push(tail)
+                self._emit(tail)
         total = _perf() - self.t_call
         constraint = self.constraint
         timings = GenerationTimings(
@@ -531,10 +614,13 @@ class _Job:
     logprobs: int | None = None
     control: StepControl | None = None
     fast_forward: FastForward | None = None
+    row: _Row | None = None  # made by submit (which takes its lead)
 
     def stopped_result(self, reason: StopReason) -> GenerationResult:
         """The result of a request stopped before it got a slot (as ``decode`` gives for a
-        control that stops it before the prefill): no text, no tokens."""
+        control that stops it before the prefill): no text, no tokens -- or its lead's."""
+        if self.row is not None and self.row.out.ids:
+            return self.row.result(reason)
         total = _perf() - self.t_call
         timings = GenerationTimings(
             compile_s=self.compile_s,
@@ -710,6 +796,14 @@ class ContinuousBatcher:
         the tokenizer's tokens and evaluated in the row's next model call, as
         ``generate(fast_forward=True)`` (:mod:`formcast.generation.fast_forward`).
 
+        The request's lead (see the module docstring; not without ``compiled``, nor with an
+        ``observer``) is taken here, on the calling thread: its mask fills, its pieces and
+        ``on_step`` calls happen before this returns.  The text pushed ahead (the forced bytes
+        past the forced tokens; not with ``stop`` strings or ``canonical``, at most one byte
+        per token of ``max_tokens`` left) is text every output continues with, so the pieces
+        still join to ``result().text`` -- unless the request is cancelled or times out before
+        its tokens have written it.
+
         Raises:
             ConfigurationError: bad arguments, or prompt + ``max_tokens`` exceeds a slot's
                 context (checked here, before anything runs).
@@ -815,17 +909,36 @@ class ContinuousBatcher:
             fast_forward=ff,
         )
         with self._lock:
-            if self._closing:
-                raise ConfigurationError("the batcher is closed: make a new one")
-            waiting = len(self._queue)
-            if self._max_queue is not None and waiting >= self._max_queue:
-                raise BatcherFullError(
-                    f"{waiting} requests wait for one of {self.n_slots} slots already "
-                    f"(max_queue={self._max_queue}): try again later"
-                )
+            self._check_room()
+        row = job.row = _Row(job, self._stop_ids)
+        if checked.control is None or checked.control.check() is None:
+            try:
+                ended = row.lead()  # the forced start: output now, evaluated with the prompt
+            except Exception as exc:
+                handle._finish(None, exc)
+                return handle
+            if ended is not None:  # the whole output was known without the model
+                try:
+                    handle._finish(row.result(ended), None)
+                except Exception as exc:  # pragma: no cover - building a result does not fail
+                    handle._finish(None, exc)
+                return handle
+        with self._lock:
+            self._check_room()
             self._queue.append(job)
             self._wake.notify_all()
         return handle
+
+    def _check_room(self) -> None:
+        """Raise unless a request may be queued now (under ``_lock``)."""
+        if self._closing:
+            raise ConfigurationError("the batcher is closed: make a new one")
+        waiting = len(self._queue)
+        if self._max_queue is not None and waiting >= self._max_queue:
+            raise BatcherFullError(
+                f"{waiting} requests wait for one of {self.n_slots} slots already "
+                f"(max_queue={self._max_queue}): try again later"
+            )
 
     def submit_generate(
         self,
@@ -1020,7 +1133,10 @@ class ContinuousBatcher:
         new_rows: list[_Row] = []
         with self._lock:
             while free and self._queue:
-                ids = self._queue[0].handle.prompt_ids
+                head = self._queue[0]
+                assert head.row is not None
+                n_prompt = len(head.row.prompt_ids)
+                ids = head.row.prompt_ids + head.row.sampler.pending  # prompt and lead
                 dst, kept = self._pick_slot(free, ids)
                 donor, n = None, 0
                 if share is not None:
@@ -1029,7 +1145,7 @@ class ContinuousBatcher:
                         donor, n = None, 0
                     have = max(n, kept)
                     if any(
-                        min(_common_prefix(ids, r.prompt_ids), len(ids) - 1) - have >= share
+                        min(_common_prefix(ids, r.seq), len(ids) - 1) - have >= share
                         for r in new_rows
                     ):
                         break  # joins next step, copying the prefix once it is evaluated
@@ -1038,12 +1154,14 @@ class ContinuousBatcher:
                     break
                 job = self._queue.popleft()
                 free.remove(dst)
-                row = _Row(job, dst, self._bitmask, self._stop_ids)
+                row = job.row
+                assert row is not None
+                row.seat(dst, self._bitmask)
                 reused = self._take_slot(dst, kept, donor, n)
                 row.sampler.pending = list(ids[reused:])
                 row.held = list(ids[:reused])
                 joined += len(ids) - reused
-                self.prompt_tokens_reused += reused
+                self.prompt_tokens_reused += min(reused, n_prompt)
                 self._rows[dst] = row
                 new_rows.append(row)
 
@@ -1139,8 +1257,8 @@ class ContinuousBatcher:
         dt = _perf() - t0
         for i, r in enumerate(rows):
             r.sampler.logits = logits[i]
-            if not r.prefilled:
-                self.prompt_tokens_evaluated += len(r.sampler.pending)
+            if not r.prefilled:  # the prompt's part of the call (the lead is output)
+                self.prompt_tokens_evaluated += max(0, len(r.prompt_ids) - len(r.held))
             r.held += r.sampler.pending
             r.sampler.pending = []
             if r.prefilled:

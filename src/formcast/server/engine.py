@@ -408,7 +408,8 @@ class Engine:
                 prepared.append((spec, ids, self._max_tokens(job, len(ids))))
             control = StepControl(cancel=job.cancel, deadline=job.deadline)
             submitted: list[tuple[GenerationSpec, list[int], BatchedRequest]] = []
-            try:
+
+            def submit_all() -> None:  # on a thread: submit takes the forced lead (masks)
                 for spec, ids, max_tokens in prepared:
                     options = GenerationOptions(
                         max_tokens=max_tokens,
@@ -430,7 +431,11 @@ class Engine:
                         fast_forward=self._fast_forward(job),
                     )
                     submitted.append((spec, ids, req))
-            except BaseException:
+
+            try:
+                await asyncio.to_thread(submit_all)
+            except BaseException:  # also a cancelled await: the thread may still submit
+                job.cancel.set()  # what it submits ends at the batcher's next step
                 for _, _, req in submitted:
                     req.cancel()
                 raise
@@ -438,6 +443,10 @@ class Engine:
             if job.on_done is not None:
                 job.on_done()
             raise _api_error(exc) from exc
+        except BaseException:  # the request's task was cancelled meanwhile
+            if job.on_done is not None:
+                job.on_done()
+            raise
         left = [len(submitted)]
 
         def one_done() -> None:
