@@ -53,6 +53,12 @@ _SHARE_MIN_NODES = 6
 
 __all__ = ["NFA", "SubAutomaton", "epsilon_closure", "thompson_nfa"]
 
+#: the UTF-8 byte-range sequences of the code point sets met so far, by their ranges (process
+#: wide: JSON strings' character sets recur in every compile; read-only lists, no fuel is
+#: charged for them either way), emptied when it reaches :data:`_UTF8_SEQS_MAX` entries
+_UTF8_SEQS: dict[tuple[tuple[int, int], ...], list[list[tuple[int, int]]]] = {}
+_UTF8_SEQS_MAX = 4096
+
 
 @dataclass
 class NFA:
@@ -187,7 +193,6 @@ class _Thompson:
     __slots__ = (
         "byte_chain",
         "chained",
-        "charset_cache",
         "inline",
         "nfa",
         "rule_ids",
@@ -211,7 +216,6 @@ class _Thompson:
         self.inline = inline
         self.rule_ids = rule_ids
         self.work: list[_Work] = []
-        self.charset_cache: dict[tuple[tuple[int, int], ...], list[list[tuple[int, int]]]] = {}
         # (node, to_state) -> entry state of a fragment already built for that node and exit:
         # an IR that is a DAG (inlined rules, shared suffixes of optional properties) is built
         # in space linear in the DAG rather than in its tree unfolding
@@ -291,10 +295,12 @@ class _Thompson:
         if len(n.ranges) > _EMBED_RANGES and n is not self.inline:
             _embed(self.nfa, self.sub_automaton(n), frm, to)
             return
-        seqs = self.charset_cache.get(n.ranges)
+        seqs = _UTF8_SEQS.get(n.ranges)
         if seqs is None:
             seqs = [seq for lo, hi in n.ranges for seq in utf8_sequences(lo, hi)]
-            self.charset_cache[n.ranges] = seqs
+            if len(_UTF8_SEQS) >= _UTF8_SEQS_MAX:
+                _UTF8_SEQS.clear()
+            _UTF8_SEQS[n.ranges] = seqs
         _add_sequences(self.nfa, seqs, frm, to)
 
     def _concat(self, n: Concat, frm: int, to: int, own: bool) -> None:
@@ -303,7 +309,14 @@ class _Thompson:
         # members of a JSON object reach the same next member after "{" and after ",", and
         # would otherwise copy its value's automaton for each)
         nfa, work, chained = self.nfa, self.work, self.chained
-        items = fold_loops(n.items)
+        items = n.items
+        # (fold_loops, interpreted, only changes a concatenation with a ``x*`` after its
+        # first item: checked here first, most concatenations have none)
+        for k in range(1, len(items)):
+            item = items[k]
+            if isinstance(item, Repeat) and item.min == 0 and item.max is None:
+                items = fold_loops(items)
+                break
         nxt = to
         for item in reversed(items[1:]):
             link = (item, nxt)

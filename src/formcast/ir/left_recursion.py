@@ -97,7 +97,8 @@ def _cyclic(comps: list[list[str]], graph: Mapping[str, set[str]]) -> list[list[
 
 
 def _analyse(grammar: Grammar) -> tuple[dict[str, Rule], list[str], set[str], list[list[str]]]:
-    """(rules, reachable rule names, nullable rules, left-recursive components)."""
+    """(rules, reachable rule names, the nullable rules among those the recursive rules call
+    (transitively; all that the rewrite asks about), left-recursive components)."""
     rules = dict(grammar.rule_map())
     # an undefined rule is skipped here: it is reported by the automaton layer
     reachable = reachable_rules(
@@ -108,7 +109,18 @@ def _analyse(grammar: Grammar) -> tuple[dict[str, Rule], list[str], set[str], li
     recursive = {n for c in _cyclic(call_comps, call_graph) for n in c}
     if not recursive:
         return rules, reachable, set(), []
-    nullable = nullable_rules(rules, call_comps)
+    # only the rules the recursive ones call (transitively) can matter to left recursion and
+    # to its rewrite: the nullable fixpoint is run on those (a component is reachable whole),
+    # not on every rule of the grammar (JSON Schema: the "any value" rules, not the hundreds
+    # of property and pattern rules)
+    needed = set(recursive)
+    todo = list(recursive)
+    while todo:
+        for callee in call_graph[todo.pop()]:
+            if callee not in needed:
+                needed.add(callee)
+                todo.append(callee)
+    nullable = nullable_rules(rules, [c for c in call_comps if c[0] in needed])
     memo: dict[int, tuple[Node, bool]] = {}
     left_graph = {
         n: {r for r in _left_refs(rules[n].body, nullable, memo) if r in recursive}

@@ -654,8 +654,13 @@ def substitute(node: Node, bodies: dict[str, Node]) -> Node:
     """Replace references to rules in ``bodies`` by the bodies; subtrees that reference none of
     them are kept as they are.  Linear in the part of the DAG that does."""
     names = bodies.keys()
+    # (``names.isdisjoint(refs)``: a dict view iterates the smaller of the two sets, where
+    # ``refs.isdisjoint(names)`` iterated every name: O(rules) per node visited when a
+    # grammar's whole table of inlinable rules is substituted, rule after rule)
+    if names.isdisjoint(node_refs(node)):
+        return node  # (what rebuild returns: nothing to replace or descend into)
 
     def leaf(n: Node) -> Node | None:
         return bodies.get(n.name) if isinstance(n, RuleRef) else None
 
-    return rebuild(node, leaf, lambda n: not node_refs(n).isdisjoint(names))
+    return rebuild(node, leaf, lambda n: not names.isdisjoint(node_refs(n)))
