@@ -611,7 +611,8 @@ class _LazyExitSplitClassifier:
         # the grammar's first classification (its first mask: the compile's time to first
         # mask) writes rows a few bytes ahead only; later ones :data:`_LAZY_AHEAD` bytes
         ahead = _LAZY_AHEAD if self._by_start else _LAZY_FIRST_AHEAD
-        self._ensure(np.asarray([start], dtype=np.int64), ahead)
+        if not self._tables().ready[start]:
+            self._ensure(np.asarray([start], dtype=np.int64), ahead)
         tables = self._tables()
         wide = np.count_nonzero(tables.cut[tables.start(start)]) >= _SHARED_WALK_MIN_BYTES
         if wide and self._classes is None:  # the first wide start: classes of the lexer so far
