@@ -137,9 +137,11 @@ def test_out_of_range_inputs_raise() -> None:
     pending = np.zeros(3, dtype=bool)
     words = np.zeros(1, dtype=np.int32)
     for threshold in (1 << 40, 0):
-        with mock.patch.object(trie_module, "_NATIVE_WALK_MAX_REACH", threshold):
-            with pytest.raises(ValueError, match="state it lacks"):
-                classify_walk(trie, table, 1, pending, 2, trie, words)
+        with (
+            mock.patch.object(trie_module, "_NATIVE_WALK_MAX_REACH", threshold),
+            pytest.raises(ValueError, match="state it lacks"),
+        ):
+            classify_walk(trie, table, 1, pending, 2, trie, words)
     table[2, ord("b")] = 2
     with pytest.raises(ValueError, match="out of range"):  # a string map past the vocabulary
         classify_walk(trie, table, 1, pending, 1, trie, words, np.asarray([9, 9, 9]))
@@ -156,6 +158,7 @@ def test_grammar_classifications_with_and_without_the_kernel(which: str) -> None
 
     from formcast import GrammarCompiler
     from formcast.vocab.loaders import load_vocabulary
+
     vocab = load_vocabulary("llama3")
 
     def compile_it() -> cfg_program.CfgProgram:
