@@ -50,6 +50,7 @@ SUBSET = (
     "tests/index/test_mask_equals_brute_force_oracle.py",
     "tests/index/test_cfg_mask_vs_reference.py",
     "tests/vocab/test_native_trie_walk.py",
+    "tests/vocab/test_trie_classify_walk.py",
     "tests/automata/test_native_columns.py",
 )
 

@@ -1,7 +1,8 @@
 /* What the automata layer's C kernels (formcast.automata._moore, formcast.automata._subset)
- * share besides ../_kernel_buffers.h: the argument handling of a function that takes numpy
- * arrays, the clock of their deadlines, the range check of a transition table and the module
- * definition.
+ * and formcast.vocab._trie_walk share besides ../_kernel_buffers.h: the argument handling of
+ * a function that takes numpy arrays, the clock of their deadlines, the range check of a
+ * transition table and the module definition (the helpers are static inline: a kernel that
+ * uses neither gets no unused-function warning).
  *
  * Include it first, after defining KERNEL_NAME (it includes ../_kernel_buffers.h).  A kernel
  * function that takes buffers declares them with HELD_BUFFERS(n) (the `held` array and the
@@ -42,7 +43,7 @@
     PyMODINIT_FUNC PyInit_##name(void) { return PyModule_Create(&module); }
 
 /* the monotonic clock of time.monotonic(), in seconds (no GIL needed) */
-static double
+static inline double
 monotonic_now(void)
 {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -56,7 +57,7 @@ monotonic_now(void)
 
 /* nonzero when an entry of table[0 .. len) is not a state 0 .. n - 1 (a negative one wraps
  * past n); reads every entry (no early exit: the loop vectorizes); no GIL needed */
-static int
+static inline int
 table_out_of_range(const int32_t *table, int64_t len, int64_t n)
 {
     int bad = 0;

@@ -49,7 +49,7 @@ from ..automata.lexer import (
 )
 from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
-from ..bitmask import bitmask_has_many, ids_to_bitmask
+from ..bitmask import bitmask_has_many, bitmask_words, ids_to_bitmask
 from ..cache import LruCache, StepMemo
 from ..columns import column_classes
 from ..limits import (
@@ -60,7 +60,13 @@ from ..limits import (
     charge,
     check_deadline,
 )
-from ..vocab.trie import TokenTrie, ahead_states, note_column_classes, write_walk_rows
+from ..vocab.trie import (
+    TokenTrie,
+    ahead_states,
+    classify_walk,
+    note_column_classes,
+    write_walk_rows,
+)
 from ..vocab.vocabulary import Vocabulary
 from .program import LimitStop, mask_weight
 
@@ -538,6 +544,52 @@ class _LazyExitSplitClassifier:
                 return idx, ends
             self._ensure(np.unique(tables.end_states(ends[stopped])), ahead)
 
+    def _walk_words(
+        self,
+        trie: TokenTrie,
+        cut: bool,
+        start: int,
+        ahead: int,
+        base: np.ndarray | None,
+        string_map: np.ndarray | None,
+        drop: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`_walk_pairs` and what :meth:`_classify` makes of its strings, in one C call
+        per walk (:func:`~formcast.vocab.trie.classify_walk`): ``(bitmask words of the live
+        strings' tokens OR-ed into a copy of ``base``, candidates)``, the strings mapped by
+        ``string_map`` (a sub-trie's indices in the vocabulary's trie) and the candidates
+        flagged in ``drop`` left out; None where the kernel does not apply (the pure
+        package): the caller walks with :meth:`_walk_pairs`.  Caller holds the lock."""
+        vocab = self._vocab
+        if string_map is not None and (
+            string_map.dtype != np.int64 or not string_map.flags.c_contiguous
+        ):
+            string_map = np.ascontiguousarray(string_map, dtype=np.int64)
+        while True:
+            tables = self._tables()
+            lex, cut_table = tables.walk_tables()
+            if base is None:
+                words = np.zeros(bitmask_words(vocab.vocab_size), dtype=np.int32)
+            else:
+                words = base.copy()
+            got = classify_walk(
+                trie,
+                cut_table if cut else lex,
+                tables.start(start),
+                tables.pending,
+                _LAZY_SINK,
+                vocab.trie,
+                words,
+                string_map,
+                drop,
+            )
+            if got is None:
+                return None
+            cands, stopped = got
+            if not stopped.size:
+                return words, cands
+            self._ensure(np.unique(tables.states[stopped // 3]), ahead)
+
     # -- classification -------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> Classification:
         """As :meth:`_ExitSplitClassifier.classify`, building what the walks reach."""
@@ -560,7 +612,8 @@ class _LazyExitSplitClassifier:
         # the grammar's first classification (its first mask: the compile's time to first
         # mask) writes rows a few bytes ahead only; later ones :data:`_LAZY_AHEAD` bytes
         ahead = _LAZY_AHEAD if self._by_start else _LAZY_FIRST_AHEAD
-        self._ensure(np.asarray([start], dtype=np.int64), ahead)
+        if not self._tables().ready[start]:
+            self._ensure(np.asarray([start], dtype=np.int64), ahead)
         tables = self._tables()
         wide = np.count_nonzero(tables.cut[tables.start(start)]) >= _SHARED_WALK_MIN_BYTES
         if wide and self._classes is None:  # the first wide start: classes of the lexer so far
@@ -574,13 +627,18 @@ class _LazyExitSplitClassifier:
             sig = self._digest(start) if wide else None
             base = None if sig is None else _SHARED_WALKS.get(sig)[1]
             if base is None:
-                idx, ends = self._walk_pairs(self._vocab.trie, True, start, ahead)
-                sink = ends == _LAZY_SINK
-                words = self._vocab.trie.token_words(idx[~sink], self._vocab.vocab_size)
+                drop = None if self._exit is None else self._exit[2]
+                fused = self._walk_words(self._vocab.trie, True, start, ahead, None, None, drop)
+                if fused is not None:  # the compiled build: one C call per walk
+                    words, cands = fused
+                else:
+                    idx, ends = self._walk_pairs(self._vocab.trie, True, start, ahead)
+                    sink = ends == _LAZY_SINK
+                    words = self._vocab.trie.token_words(idx[~sink], self._vocab.vocab_size)
+                    cands = idx[sink]
+                    if drop is not None:
+                        cands = cands[~drop[cands]]
                 words.setflags(write=False)
-                cands = idx[sink]
-                if self._exit is not None:
-                    cands = cands[~self._exit[2][cands]]
                 base = Classification(words, cands)
                 if sig is not None:
                     _SHARED_WALKS.put(sig, base)
@@ -589,6 +647,12 @@ class _LazyExitSplitClassifier:
         if exit_tokens is None:
             return base
         exit_trie, exit_idx, _ = exit_tokens
+        fused = self._walk_words(exit_trie, False, start, ahead, base.words, exit_idx, None)
+        if fused is not None:  # the compiled build
+            words, more = fused
+            words.setflags(write=False)
+            cands = np.concatenate((base.candidates, more)) if more.size else base.candidates
+            return Classification(words, cands)
         sub, ends = self._walk_pairs(exit_trie, False, start, ahead)
         idx = exit_idx[sub]
         sink = ends == _LAZY_SINK

@@ -41,11 +41,25 @@
  * read byte by byte (the order the pure build's numpy scatter gives), a level cut to what is
  * left of the budget; written to out (int64[budget]); scratch: int64[n].
  *
+ * classify(first, count, byte, end, parent, string_node, below_first, below_second, table,
+ * start, pending, sink, first_token, string_map, drop, words, max_reach) -> (candidates,
+ * stopped): a classification of formcast.index.cfg_program._LazyExitSplitClassifier in one
+ * call: the walk of TokenTrie.walk_pairs (depth-first, or one pass over every node where the
+ * reach of TokenTrie._reach is at least max_reach) from `start` through `table`, and for each
+ * live string i (g = string_map[i] when string_map is not None, else i; the trie's arrays
+ * are those of TokenTrie._flat_nodes, string_node and the reach tables the trie's): ending in
+ * a state flagged in pending (bool, a sentinel's row): the state goes to `stopped` (each
+ * once, in the order met; then nothing else is written: the caller builds those rows and
+ * walks again); ending in `sink`: g is a candidate unless drop[g] (drop: bool or None);
+ * otherwise the bit of first_token[g] is set in words (int32 bitmask words, written in
+ * place).  Both outputs are int64 bytearrays, candidates in ascending string order (that of
+ * walk_pairs' strings).  Every index checked (ValueError).
+ *
  * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
  * tests/vocab/test_native_trie_walk.py compares them.
  */
 #define KERNEL_NAME "_trie_walk"
-#include "../_kernel_buffers.h"
+#include "../automata/_kernel_args.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,8 +71,7 @@ trie_walk(PyObject *self, PyObject *args)
     PyObject *o_first, *o_count, *o_byte, *o_end, *o_table, *o_idx, *o_state;
     long long start, root_first, root_count;
     Py_buffer b_first, b_count, b_byte, b_end, b_table, b_idx, b_state;
-    Py_buffer *held[7];
-    int n_held = 0;
+    HELD_BUFFERS(7);
     PyObject *result = NULL;
 
     if (!PyArg_ParseTuple(args, "OOOOOLOOLL", &o_first, &o_count, &o_byte, &o_end, &o_table,
@@ -178,8 +191,7 @@ trie_walk(PyObject *self, PyObject *args)
             result = PyLong_FromLongLong((long long)found);
     }
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    RELEASE_HELD();
     return result;
 }
 
@@ -189,8 +201,8 @@ trie_walk_all(PyObject *self, PyObject *args)
     PyObject *o_parent, *o_byte, *o_table, *o_out;
     long long start;
     Py_buffer b_parent, b_byte, b_table, b_out;
-    Py_buffer *held[4];
-    int n_held = 0, bad = 0;
+    HELD_BUFFERS(4);
+    int bad = 0;
     PyObject *result = NULL;
 
     if (!PyArg_ParseTuple(args, "OOOLO", &o_parent, &o_byte, &o_table, &start, &o_out))
@@ -245,8 +257,7 @@ trie_walk_all(PyObject *self, PyObject *args)
         }
     }
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    RELEASE_HELD();
     return result;
 }
 
@@ -256,8 +267,8 @@ trie_write_rows(PyObject *self, PyObject *args)
     PyObject *o_ids, *o_targets, *o_split, *o_rows, *o_lex, *o_cut;
     long long exit_byte, sink;
     Py_buffer b_ids, b_targets, b_split, b_rows, b_lex, b_cut;
-    Py_buffer *held[6];
-    int n_held = 0, bad = 0;
+    HELD_BUFFERS(6);
+    int bad = 0;
     PyObject *result = NULL;
 
     if (!PyArg_ParseTuple(args, "OOOOOOLL", &o_ids, &o_targets, &o_split, &o_rows, &o_lex,
@@ -333,8 +344,7 @@ trie_write_rows(PyObject *self, PyObject *args)
         }
     }
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    RELEASE_HELD();
     return result;
 }
 
@@ -344,8 +354,8 @@ trie_set_bits(PyObject *self, PyObject *args)
     PyObject *o_words, *o_first, *o_strings;
     long long n_bits;
     Py_buffer b_words, b_first, b_strings;
-    Py_buffer *held[3];
-    int n_held = 0, bad = 0;
+    HELD_BUFFERS(3);
+    int bad = 0;
     PyObject *result = NULL;
 
     if (!PyArg_ParseTuple(args, "OOOL", &o_words, &o_first, &o_strings, &n_bits))
@@ -382,8 +392,7 @@ trie_set_bits(PyObject *self, PyObject *args)
         }
     }
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    RELEASE_HELD();
     return result;
 }
 
@@ -393,8 +402,8 @@ trie_ahead_rows(PyObject *self, PyObject *args)
     PyObject *o_table, *o_skip, *o_frontier, *o_out, *o_scratch;
     long long ahead, budget;
     Py_buffer b_table, b_skip, b_frontier, b_out, b_scratch;
-    Py_buffer *held[5];
-    int n_held = 0, bad = 0;
+    HELD_BUFFERS(5);
+    int bad = 0;
     PyObject *result = NULL;
 
     if (!PyArg_ParseTuple(args, "OOOLLOO", &o_table, &o_skip, &o_frontier, &ahead, &budget,
@@ -462,8 +471,316 @@ trie_ahead_rows(PyObject *self, PyObject *args)
             result = PyLong_FromLongLong((long long)written);
     }
 done:
-    while (n_held > 0)
-        PyBuffer_Release(held[--n_held]);
+    RELEASE_HELD();
+    return result;
+}
+
+/* a growable int64 list (classify below) */
+typedef struct {
+    int64_t *v;
+    int64_t n, cap;
+} I64List;
+
+static int
+i64_push(I64List *l, int64_t x)
+{
+    if (l->n >= l->cap) {
+        int64_t ncap = l->cap ? 2 * l->cap : 256;
+        int64_t *nv = (int64_t *)realloc(l->v, sizeof(int64_t) * ncap);
+        if (nv == NULL)
+            return -1;
+        l->v = nv;
+        l->cap = ncap;
+    }
+    l->v[l->n++] = x;
+    return 0;
+}
+
+/* what classify does with one live string i (of the walked trie) ending in state s */
+typedef struct {
+    const uint8_t *pending; /* per state: a sentinel's row */
+    int32_t sink;
+    const int64_t *first_token; /* per string of the vocabulary trie: its token id */
+    int64_t n_first;
+    const int64_t *map; /* per walked string, its vocabulary string (NULL: the same) */
+    int64_t n_map;
+    const uint8_t *drop; /* per vocabulary string: not a candidate (NULL: none dropped) */
+    int64_t n_drop;
+    uint32_t *words;
+    int64_t n_bits;
+    uint8_t *seen; /* per state: already in stopped (allocated on the first one) */
+    int64_t n_states;
+    I64List cands, stopped;
+} ClassifyOut;
+
+/* 0, or the error code of classify (5: out of memory, 6: an index out of range) */
+static int
+classify_one(ClassifyOut *o, int64_t i, int32_t s)
+{
+    int64_t g, t;
+    if (o->pending[s]) {
+        if (o->seen == NULL) {
+            o->seen = (uint8_t *)calloc((size_t)o->n_states, 1);
+            if (o->seen == NULL)
+                return 5;
+        }
+        if (!o->seen[s]) {
+            o->seen[s] = 1;
+            if (i64_push(&o->stopped, s) < 0)
+                return 5;
+        }
+        return 0;
+    }
+    if (o->stopped.n)
+        return 0; /* the walk is run again: only the stopped states matter now */
+    if (o->map != NULL) {
+        if (i < 0 || i >= o->n_map)
+            return 6;
+        g = o->map[i];
+    } else
+        g = i;
+    if (g < 0 || g >= o->n_first)
+        return 6;
+    if (s == o->sink) {
+        if (o->drop != NULL) {
+            if (g >= o->n_drop)
+                return 6;
+            if (o->drop[g])
+                return 0;
+        }
+        return i64_push(&o->cands, g) < 0 ? 5 : 0;
+    }
+    t = o->first_token[g];
+    if (t < 0 || t >= o->n_bits)
+        return 6;
+    o->words[t >> 5] |= (uint32_t)1 << (t & 31);
+    return 0;
+}
+
+static PyObject *
+i64_bytes(const I64List *l)
+{
+    return PyByteArray_FromStringAndSize((const char *)l->v, (Py_ssize_t)(l->n * 8));
+}
+
+static PyObject *
+trie_classify(PyObject *self, PyObject *args)
+{
+    PyObject *o_first, *o_count, *o_byte, *o_end, *o_parent, *o_snode, *o_below1, *o_below2;
+    PyObject *o_table, *o_pending, *o_ftok, *o_map, *o_drop, *o_words;
+    long long start, sink, max_reach;
+    Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
+    Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
+    HELD_BUFFERS(14);
+    int bad = 0;
+    PyObject *result = NULL;
+    ClassifyOut o;
+    int32_t *node_state = NULL;
+
+    memset(&o, 0, sizeof(o));
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL", &o_first, &o_count, &o_byte, &o_end,
+                          &o_parent, &o_snode, &o_below1, &o_below2, &o_table, &start,
+                          &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach))
+        return NULL;
+    GET(o_first, b_first, 4, 0, "first (int32)");
+    GET(o_count, b_count, 4, 0, "count (int32)");
+    GET(o_byte, b_byte, 1, 0, "byte (uint8)");
+    GET(o_end, b_end, 4, 0, "end (int32)");
+    GET(o_parent, b_parent, 4, 0, "parent (int32)");
+    GET(o_snode, b_snode, 8, 0, "string_node (int64)");
+    GET(o_below1, b_below1, 8, 0, "below_first (int64)");
+    GET(o_below2, b_below2, 8, 0, "below_second (int64)");
+    GET(o_table, b_table, 4, 0, "table (int32)");
+    GET(o_pending, b_pending, 1, 0, "pending (bool)");
+    GET(o_ftok, b_ftok, 8, 0, "first_token (int64)");
+    if (o_map != Py_None)
+        GET(o_map, b_map, 8, 0, "string_map (int64)");
+    if (o_drop != Py_None)
+        GET(o_drop, b_drop, 1, 0, "drop (bool)");
+    GET(o_words, b_words, 4, 1, "words (int32)");
+    {
+        const int32_t *first = (const int32_t *)b_first.buf;
+        const int32_t *count = (const int32_t *)b_count.buf;
+        const uint8_t *byte = (const uint8_t *)b_byte.buf;
+        const int32_t *end = (const int32_t *)b_end.buf;
+        const int32_t *parent = (const int32_t *)b_parent.buf;
+        const int64_t *snode = (const int64_t *)b_snode.buf;
+        const int64_t *below1 = (const int64_t *)b_below1.buf;
+        const int64_t *below2 = (const int64_t *)b_below2.buf;
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const int64_t n_nodes = b_first.len / 4;
+        const int64_t n_states = b_table.len / (4 * 256);
+        const int64_t n_root = b_below1.len / 8;
+        const int64_t n_strings = b_snode.len / 8;
+        int64_t reach = 0, n_live = 0, r, i;
+        o.pending = (const uint8_t *)b_pending.buf;
+        o.sink = (int32_t)sink;
+        o.first_token = (const int64_t *)b_ftok.buf;
+        o.n_first = b_ftok.len / 8;
+        if (o_map != Py_None) {
+            o.map = (const int64_t *)b_map.buf;
+            o.n_map = b_map.len / 8;
+        }
+        if (o_drop != Py_None) {
+            o.drop = (const uint8_t *)b_drop.buf;
+            o.n_drop = b_drop.len;
+        }
+        o.words = (uint32_t *)b_words.buf;
+        o.n_bits = (b_words.len / 4) * 32;
+        o.n_states = n_states;
+        if (b_count.len / 4 != n_nodes || b_byte.len != n_nodes || b_end.len / 4 != n_nodes ||
+            b_parent.len / 4 != n_nodes || b_table.len % (4 * 256) != 0 ||
+            b_below2.len / 8 != n_root * 256 || n_root > n_nodes || b_pending.len < n_states) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: array lengths disagree");
+            goto done;
+        }
+        if (start <= 0 || start >= n_states || sink < 0 || sink >= n_states) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a state out of range");
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        /* the reach of TokenTrie.walk_pairs: the nodes below the live first bytes, refined
+         * by the second bytes where that is many (TokenTrie._reach) */
+        for (r = 0; r < n_root; r++) {
+            const int32_t s = table[start * 256 + byte[r]];
+            if (s != 0) {
+                reach += below1[r];
+                n_live++;
+            }
+        }
+        if (reach >= max_reach) {
+            int64_t reach2 = n_live;
+            for (r = 0; r < n_root && !bad; r++) {
+                const int32_t s = table[start * 256 + byte[r]];
+                int b;
+                if (s == 0)
+                    continue;
+                if (s < 0 || s >= n_states) {
+                    bad = 1;
+                    break;
+                }
+                for (b = 0; b < 256; b++)
+                    if (table[(int64_t)s * 256 + b] != 0)
+                        reach2 += below2[r * 256 + b];
+            }
+            reach = reach2;
+        }
+        if (bad) {
+        } else if (reach >= max_reach) {
+            /* wide: every node's state in one pass (walk_all), then the strings in order */
+            node_state = (int32_t *)malloc(sizeof(int32_t) * (n_nodes ? n_nodes : 1));
+            if (node_state == NULL)
+                bad = 5;
+            for (i = 0; i < n_nodes && !bad; i++) {
+                int32_t p = parent[i], s;
+                if (p >= i) {
+                    bad = 3;
+                    break;
+                }
+                s = p < 0 ? (int32_t)start : node_state[p];
+                if (s != 0) {
+                    s = table[(int64_t)s * 256 + byte[i]];
+                    if (s < 0 || s >= n_states) {
+                        bad = 1;
+                        break;
+                    }
+                }
+                node_state[i] = s;
+            }
+            for (i = 0; i < n_strings && !bad; i++) {
+                const int64_t nd = snode[i];
+                int32_t s;
+                if (nd < 0 || nd >= n_nodes) {
+                    bad = 3;
+                    break;
+                }
+                s = node_state[nd];
+                if (s != 0)
+                    bad = classify_one(&o, i, s);
+            }
+        } else {
+            /* restrictive: depth-first over the live nodes (walk), strings in trie order */
+            int64_t cap = 64, depth = 0;
+            int64_t *lo = (int64_t *)malloc(sizeof(int64_t) * cap);
+            int64_t *hi = (int64_t *)malloc(sizeof(int64_t) * cap);
+            int32_t *st = (int32_t *)malloc(sizeof(int32_t) * cap);
+            if (lo == NULL || hi == NULL || st == NULL)
+                bad = 5;
+            else {
+                lo[0] = 0;
+                hi[0] = n_root;
+                st[0] = (int32_t)start;
+            }
+            while (!bad && depth >= 0) {
+                int64_t c;
+                int32_t s;
+                if (lo[depth] >= hi[depth]) {
+                    depth--;
+                    continue;
+                }
+                c = lo[depth]++;
+                s = table[(int64_t)st[depth] * 256 + byte[c]];
+                if (s == 0)
+                    continue;
+                if (s < 0 || s >= n_states) {
+                    bad = 1;
+                    break;
+                }
+                if (end[c] >= 0 && (bad = classify_one(&o, end[c], s)) != 0)
+                    break;
+                if (count[c] > 0) {
+                    int64_t f = first[c], k = count[c];
+                    if (f < 0 || f + k > n_nodes) {
+                        bad = 3;
+                        break;
+                    }
+                    if (depth + 1 >= cap) {
+                        int64_t ncap = cap * 2;
+                        int64_t *nlo = (int64_t *)realloc(lo, sizeof(int64_t) * ncap);
+                        int64_t *nhi = nlo ? (int64_t *)realloc(hi, sizeof(int64_t) * ncap) : NULL;
+                        int32_t *nst = nhi ? (int32_t *)realloc(st, sizeof(int32_t) * ncap) : NULL;
+                        if (nlo) lo = nlo;
+                        if (nhi) hi = nhi;
+                        if (nst) st = nst;
+                        if (!nst) {
+                            bad = 5;
+                            break;
+                        }
+                        cap = ncap;
+                    }
+                    depth++;
+                    lo[depth] = f;
+                    hi[depth] = f + k;
+                    st[depth] = s;
+                }
+            }
+            free(lo);
+            free(hi);
+            free(st);
+        }
+        Py_END_ALLOW_THREADS
+        if (bad == 1)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
+        else if (bad == 3)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a node out of order or range");
+        else if (bad == 5)
+            PyErr_NoMemory();
+        else if (bad == 6)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a string or id out of range");
+        else {
+            PyObject *c = i64_bytes(&o.cands), *s = c ? i64_bytes(&o.stopped) : NULL;
+            if (c != NULL && s != NULL)
+                result = PyTuple_Pack(2, c, s);
+            Py_XDECREF(c);
+            Py_XDECREF(s);
+        }
+    }
+done:
+    free(node_state);
+    free(o.seen);
+    free(o.cands.v);
+    free(o.stopped.v);
+    RELEASE_HELD();
     return result;
 }
 
@@ -482,16 +799,12 @@ static PyMethodDef methods[] = {
     {"write_rows", trie_write_rows, METH_VARARGS,
      "write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the lazy walk "
      "tables' rows of some lexer states (see the source)."},
+    {"classify", trie_classify, METH_VARARGS,
+     "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
+     "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "
+     "(candidates, stopped) as int64 bytearrays: a lazy classifier's walk, bits and "
+     "candidates in one call (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_trie_walk",
-    "formcast's compiled vocabulary-trie walk (the compiled build only).", -1, methods,
-};
-
-PyMODINIT_FUNC
-PyInit__trie_walk(void)
-{
-    return PyModule_Create(&module);
-}
+KERNEL_MODULE(_trie_walk, "formcast's compiled vocabulary-trie walk (the compiled build only).")

@@ -38,7 +38,13 @@ from ..bitmask import bitmask_set_many, bitmask_words, bool_to_bitmask
 from ..cache import LruCache
 from ..columns import column_classes
 
-__all__ = ["TokenTrie", "ahead_states", "note_column_classes", "write_walk_rows"]
+__all__ = [
+    "TokenTrie",
+    "ahead_states",
+    "classify_walk",
+    "note_column_classes",
+    "write_walk_rows",
+]
 
 # the compiled build's walks (docs/native.md); absent from the pure-Python package
 _KERNEL: Any
@@ -682,6 +688,64 @@ def write_walk_rows(
         sink,
     )
     return True
+
+
+def classify_walk(
+    trie: TokenTrie,
+    table: np.ndarray,
+    start: int,
+    pending: np.ndarray,
+    sink: int,
+    vocab_trie: TokenTrie,
+    words: np.ndarray,
+    string_map: np.ndarray | None = None,
+    drop: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """A lazy classification's walk in one C call (the compiled build's
+    ``_trie_walk.classify``): ``trie.walk_pairs(table, start)``, then per live string ``i``
+    (``g = string_map[i]``, or ``i``: a string of ``vocab_trie``) whose end state ``s`` is
+    not ``pending`` (a sentinel's row): ``g`` a candidate where ``s == sink`` (unless
+    ``drop[g]``), else the bit of ``g``'s token set in ``words`` (bitmask words, in place).
+    Returns ``(candidates ascending, stopped states)``; where some end state is pending,
+    ``stopped`` lists each once and ``words``/``candidates`` are incomplete (the caller builds
+    those rows and walks again).  None in the pure package, or where the kernel does not apply
+    (a table it cannot take, a string of several token ids): the caller uses ``walk_pairs``
+    (tests/vocab/test_trie_classify_walk.py checks both agree)."""
+    if (
+        _KERNEL is None
+        or not hasattr(_KERNEL, "classify")
+        or trie.num_levels == 0
+        or not TokenTrie._native_takes(table, start)
+        or not vocab_trie._one_token_each()
+    ):
+        return None
+    first, count, byte, end, parent, _ = trie._flat_nodes()
+    string_node = trie.string_node
+    if string_node.dtype != np.int64 or not string_node.flags.c_contiguous:
+        string_node = trie.string_node = np.ascontiguousarray(string_node, dtype=np.int64)
+    ftok = vocab_trie.first_token
+    if ftok.dtype != np.int64 or not ftok.flags.c_contiguous:
+        ftok = vocab_trie.first_token = np.ascontiguousarray(ftok, dtype=np.int64)
+    cands, stopped = _KERNEL.classify(
+        first,
+        count,
+        byte,
+        end,
+        parent,
+        string_node,
+        trie._below_first,
+        trie._below_second,
+        table,
+        start,
+        pending,
+        sink,
+        ftok,
+        string_map,
+        drop,
+        words,
+        _NATIVE_WALK_MAX_REACH,
+    )
+    return np.frombuffer(cands, dtype=np.int64), np.frombuffer(stopped, dtype=np.int64)
 
 
 def ahead_states(
