@@ -56,7 +56,12 @@ from .nodes import (
     json_equal,
     to_decimal,
 )
-from .oneof import merge_tags, runtime_alternatives, whole_objects
+from .oneof import (
+    merge_tags,
+    runtime_alternatives,
+    runtime_array_alternatives,
+    whole_objects,
+)
 from .options import JsonSchemaOptions
 from .refs import Ctx, Pending
 from .regexlang import node_matches, pattern_node, restrict_length
@@ -274,7 +279,7 @@ class Algebra(InstanceChecks):
                 if not self.is_empty(r):
                     restricted.append(r)
                 per_branch.append([] if self.is_empty(r) else list(self._alts(r)))
-            if runtime and kind == "object":
+            if runtime and kind in ("object", "array"):
                 size = len(out)
                 try:
                     self._one_of_restricted(restricted, kind, ctx, out)
@@ -283,7 +288,10 @@ class Algebra(InstanceChecks):
                     raise
                 except (UnsupportedFeatureError, Pending, LimitExceededError):
                     del out[size:]
-                out.extend(runtime_alternatives(self, branches, per_branch, ctx))
+                if kind == "object":
+                    out.extend(runtime_alternatives(self, branches, per_branch, ctx))
+                else:
+                    out.extend(runtime_array_alternatives(self, branches, per_branch, ctx))
                 continue
             self._one_of_restricted(restricted, kind, ctx, out)
         return self.union(out)
@@ -408,7 +416,7 @@ class Algebra(InstanceChecks):
         """The arrays that ``s`` does not match, inside the arrays of ``g``: the alternative
         "some item does not match ``s``'s items" is built inside ``g``'s items (so an item
         schema both share, or a ``uniqueItems`` that ``g`` holds too, needs no negation)."""
-        if s.prefix or g.prefix or s.contains:
+        if s.prefix or g.prefix or s.contains or s.one_of:
             return strip_eval(self.negate(replace(s, unique=s.unique and not g.unique), ctx))
         out: list[S] = []
         if s.min_items > 0:
@@ -639,7 +647,7 @@ class Algebra(InstanceChecks):
         prefix = tuple(self.conj(a.at(i), b.at(i), ctx) for i in range(n))
         lo = max(a.min_items, b.min_items)
         his = [h for h in (a.max_items, b.max_items) if h is not None]
-        return SArr(
+        merged = SArr(
             prefix=prefix,
             items=self.conj(a.items, b.items, ctx),
             min_items=lo,
@@ -650,6 +658,9 @@ class Algebra(InstanceChecks):
             eval_all=a.eval_all or b.eval_all,
             where=a.where or b.where,
         )
+        if a.one_of or b.one_of:  # (run-time oneOf over arrays, oneof.py)
+            return merge_tags(self, merged, a.one_of, b.one_of)
+        return merged
 
     def _merge_obj(self, a: SObj, b: SObj, ctx: Ctx | None) -> S:
         declared = a.declared + tuple(k for k in b.declared if k not in a.declared)
@@ -874,6 +885,10 @@ class Algebra(InstanceChecks):
         return self.union(out)
 
     def _negate_arr(self, s: SArr, ctx: Ctx | None, where: str) -> list[S]:
+        if s.one_of:
+            raise UnsupportedFeatureError(
+                "oneOf", s.one_of[0].pointer, "negation of a oneOf checked at run time"
+            )
         out: list[S] = []
         if s.min_items > 0:
             out.append(SArr(max_items=s.min_items - 1))
