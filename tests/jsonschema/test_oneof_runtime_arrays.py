@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import jsonschema
 from formcast.errors import UnsupportedFeatureError
 from formcast.index.compiler import GrammarCompiler
 from formcast.index.programs.oneof import OneOfProgram
@@ -331,3 +332,51 @@ def test_serialized_grammar_in_a_fresh_process_gives_the_same_masks_and_verdicts
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+
+
+#: SchemaStore dependabot-2.0's ``update``: a closed object whose ``allOf`` item is a ``oneOf``
+#: of "``directories`` required" and "``directory`` required", the members referring to the
+#: object's own properties (``uniqueItems``: a negation the algebra refuses on its own)
+DEPENDABOT = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "directories": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+        "directory": {"type": "string"},
+        "name": {"type": "string"},
+    },
+    "allOf": [
+        {"$comment": "one of them", "oneOf": [
+            {"properties": {"directories": {"$ref": "#/properties/directories"}},
+             "required": ["directories"]},
+            {"properties": {"directory": {"$ref": "#/properties/directory"}},
+             "required": ["directory"]},
+        ]},
+    ],
+}  # fmt: skip
+
+
+def test_one_of_in_all_of_is_told_apart_inside_the_object() -> None:
+    """An ``allOf`` item that is only a ``oneOf`` is built beside the object's own keywords:
+    "``directory`` present and not a string" is empty there, so no ``uniqueItems`` is negated
+    and the ``oneOf`` is exact in the grammar.  Brute force over the members' subsets and a
+    few values (schema order), against jsonschema (draft 7)."""
+    compiled = _compile(DEPENDABOT)
+    assert not any(m.kind == "oneof" for m in compiled.unique_items)
+    v = jsonschema.Draft7Validator(DEPENDABOT)
+    values = {
+        "directories": [["a"], ["a", "a"], [], [1]],
+        "directory": ["a", 1],
+        "name": ["n"],
+    }
+    seen = [0, 0]
+    for mask in range(8):
+        keys = [k for i, k in enumerate(values) if mask >> i & 1]
+        for combo in itertools.product(*(values[k] for k in keys)):
+            value = dict(zip(keys, combo, strict=True))
+            text = json.dumps(value, separators=(",", ":"))
+            ok = v.is_valid(value)
+            seen[ok] += 1
+            assert accepts(compiled, text) == ok, text
+    assert min(seen) > 5

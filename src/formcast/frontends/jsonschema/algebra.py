@@ -18,6 +18,7 @@ functions are pure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -443,7 +444,7 @@ class Algebra(InstanceChecks):
             for g in given:
                 w = self._key_effect(g, k, ctx)
                 same_ref = isinstance(w, SRef) and isinstance(v, SRef) and w.key == v.key
-                if w is not v and not same_ref:
+                if w is not v and not same_ref and not self._same_node(w, v, [200]):
                     return False
             return True
 
@@ -454,6 +455,42 @@ class Algebra(InstanceChecks):
             ctx.pointer,
         )
         return self.union(atoms)
+
+    def _same_node(self, a: Any, b: Any, budget: list[int]) -> bool:
+        """True only when ``a`` and ``b`` are certainly the same schema: structurally equal
+        nodes (references resolved; ``where`` and the property order aside), compared on at
+        most ``budget[0]`` values (False when it runs out).  Two normalizations of one
+        schema location (a ``$ref`` to a property next to the property itself) are equal."""
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        if a is b:
+            return True
+        if isinstance(a, SRef) and isinstance(b, SRef) and a.key == b.key:
+            return True
+        if isinstance(a, SRef) or isinstance(b, SRef):
+            ta = self._top(a, 0) if isinstance(a, SRef) else a
+            tb = self._top(b, 0) if isinstance(b, SRef) else b
+            if ta is None or tb is None or isinstance(ta, SRef) or isinstance(tb, SRef):
+                return False
+            return self._same_node(ta, tb, budget)
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, (tuple, list)):
+            return len(a) == len(b) and all(
+                self._same_node(x, y, budget) for x, y in zip(a, b, strict=True)
+            )
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(self._same_node(a[k], b[k], budget) for k in a)
+        if dataclasses.is_dataclass(a):
+            return all(
+                self._same_node(getattr(a, f.name), getattr(b, f.name), budget)
+                for f in dataclasses.fields(a)
+                if f.name not in ("where", "declared")
+            )
+        if isinstance(a, (str, int, float, bool, frozenset, Fraction, Decimal)) or a is None:
+            return bool(a == b)
+        return False
 
     def _pruned(self, a: S, b: S, ctx: Ctx | None) -> S:
         """``a ∧ b`` distributed over both unions, dropping the alternatives proved empty as

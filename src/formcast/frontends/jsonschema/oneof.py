@@ -446,9 +446,7 @@ def escape_items(alg: _Algebra, alt: SArr, others: list[S]) -> list[Any] | None:
     return got[0] if got is not None and not got[1] else None
 
 
-def _item_cover(
-    alg: _Algebra, alt: SArr, others: list[S]
-) -> tuple[list[Any], list[int]] | None:
+def _item_cover(alg: _Algebra, alt: SArr, others: list[S]) -> tuple[list[Any], list[int]] | None:
     """Greedy escape items for ``alt`` against ``others`` (see :func:`escape_items`):
     ``(items, indices of others none sets apart)``; None when ``alt`` has a ``maxItems``."""
     if alt.max_items is not None:
@@ -581,9 +579,7 @@ def _prove(alg: _Algebra, obj: SObj | SArr, *, final: bool = False) -> None:
     _refuse(tag.index, tag.pointer)
 
 
-def merge_tags(
-    alg: _Algebra, merged: SObj | SArr, a: tuple[Any, ...], b: tuple[Any, ...]
-) -> S:
+def merge_tags(alg: _Algebra, merged: SObj | SArr, a: tuple[Any, ...], b: tuple[Any, ...]) -> S:
     """``merged`` (the intersection of two objects, or of two arrays) with the tags of both
     (``a``, ``b``): nothing when they are two branches of one group (every such value matches
     both); refused (``oneOf``) for two groups on one value, or when the merged node loses the

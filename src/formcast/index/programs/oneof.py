@@ -46,7 +46,7 @@ from ...vocab.vocabulary import Vocabulary
 from ..cfg_program import CfgProgram
 from ..context import ContextSlot
 from ..program import LimitStop
-from .unique.keys import BraceTrackedProgram, _braces
+from .unique.keys import BraceTrackedProgram, _braces, _BraceTables
 from .unique.lexer import ESC, IN, OUT, _packed, _tables, nearest_marked
 
 __all__ = ["OneOfProgram"]
@@ -73,12 +73,12 @@ class _Track:
 _State = tuple[ParserState, int, "_Track | None"]
 
 
-class _BracketTables:
+class _BracketTables(_BraceTables):
     """Per vocabulary and starting lexical mode, bitmasks of the tokens that read a
     structural ``{`` or ``[`` (``opens``) or ``}`` or ``]`` (``closes``) -- outside strings:
     the brace tables of a grammar whose marked values include arrays.  Read-only; O(V)."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary) -> None:  # (the parent's tables are not built)
         size = vocab.vocab_size
         opens = [np.zeros(size, dtype=bool) for _ in range(3)]
         closes = [np.zeros(size, dtype=bool) for _ in range(3)]
