@@ -380,3 +380,45 @@ def test_one_of_in_all_of_is_told_apart_inside_the_object() -> None:
             seen[ok] += 1
             assert accepts(compiled, text) == ok, text
     assert min(seen) > 5
+
+
+#: SchemaStore vector's ``TagValueSet`` (a serde externally tagged enum: ``{"Single": v}`` or
+#: ``{"Set": [unique v...]}``), closed by ``unevaluatedProperties`` where it is used: closed,
+#: no object holds both members, so no run-time check (nor a negated ``uniqueItems``) is left
+TAGS = {
+    "$defs": {
+        "tv": {"oneOf": [{"type": "null"}, {"type": "string"}]},
+        "set": {
+            "oneOf": [
+                {"const": "Empty"},
+                {"type": "object", "required": ["Single"],
+                 "properties": {"Single": {"$ref": "#/$defs/tv"}}},
+                {"type": "object", "required": ["Set"],
+                 "properties": {"Set": {"type": "array", "items": {"$ref": "#/$defs/tv"},
+                                        "uniqueItems": True}}},
+            ]
+        },
+    },
+    "type": "object",
+    "properties": {"a": {"$ref": "#/$defs/set", "unevaluatedProperties": False}},
+    "additionalProperties": False,
+}  # fmt: skip
+
+
+def test_a_tagged_object_closed_where_used_needs_no_run_time_check() -> None:
+    """The branches' objects narrowed past every other branch (closed) are exact: no
+    ``oneof`` mark, and every small instance is accepted iff valid."""
+    compiled = _compile(TAGS)
+    assert not any(m.kind == "oneof" for m in compiled.unique_items)
+    v = validator(TAGS)
+    inner: list[Any] = ["Empty", "x", {}, {"Single": None}, {"Single": 1}, {"Set": []},
+                        {"Set": ["a", "a"]}, {"Set": ["a", None]}, {"Single": "a", "Set": []},
+                        {"Set": [], "Single": "a"}, {"Q": 1}, {"Single": None, "Q": 1}]  # fmt: skip
+    seen = [0, 0]
+    for x in inner:
+        for value in ({"a": x}, {}):
+            text = json.dumps(value, separators=(",", ":"))
+            ok = v.is_valid(value)
+            seen[ok] += 1
+            assert accepts(compiled, text) == ok, text
+    assert min(seen) > 3

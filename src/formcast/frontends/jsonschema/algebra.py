@@ -560,6 +560,18 @@ class Algebra(InstanceChecks):
         if ka is not None and kb is not None and not (ka & kb):
             return True
         ta, tb = self._top(a, depth), self._top(b, depth)
+        if (isinstance(ta, SUnion) or isinstance(tb, SUnion)) and depth < 4:
+            # every alternative of one disjoint from every alternative of the other
+            xs = ta.items if isinstance(ta, SUnion) else (ta,)
+            ys = tb.items if isinstance(tb, SUnion) else (tb,)
+            if None in (ta, tb) or len(xs) * len(ys) > 256:
+                return None
+            charge(len(xs) * len(ys))
+            for x in xs:
+                for y in ys:
+                    if self._quick_disjoint(x, y, depth + 1) is not True:
+                        return None
+            return True
         if isinstance(ta, SObj) and isinstance(tb, SObj):
             for k in ta.props.keys() & tb.props.keys():
                 if k not in ta.required and k not in tb.required:

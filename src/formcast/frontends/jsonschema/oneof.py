@@ -562,10 +562,8 @@ def _prove(alg: _Algebra, obj: SObj | SArr, *, final: bool = False) -> None:
     normalizing (``final`` False) a proof that met a reference still being normalized passes
     for now: the emitter proves every node again (``final``) on the node it emits, once every
     definition is known."""
+    others = [tag_b for _, tag_b in _live_others(alg, obj)]
     (tag,) = obj.one_of
-    others = [
-        b for j, b in enumerate(tag.group.branches) if j != tag.index and j not in tag.excluded
-    ]
     _PENDING.seen = False
     if isinstance(obj, SArr):
         if escape_items(alg, obj, others) is not None:
@@ -577,6 +575,20 @@ def _prove(alg: _Algebra, obj: SObj | SArr, *, final: bool = False) -> None:
     if isinstance(obj, SArr):
         _refuse_array(tag.index, tag.pointer)
     _refuse(tag.index, tag.pointer)
+
+
+def _live_others(alg: _Algebra, obj: SObj | SArr) -> list[tuple[int, S]]:
+    """The branches other than ``obj``'s own (one tag) that it may still meet: not excluded
+    in its grammar, and not disjoint from it (a node narrowed since it was tagged -- merged
+    with a closed object, or closed by ``unevaluatedProperties`` -- may no longer take the
+    member another branch requires)."""
+    (tag,) = obj.one_of
+    bare = replace(obj, one_of=())
+    return [
+        (j, b)
+        for j, b in enumerate(tag.group.branches)
+        if j != tag.index and j not in tag.excluded and not alg.disjoint(bare, b, None)
+    ]
 
 
 def merge_tags(alg: _Algebra, merged: SObj | SArr, a: tuple[Any, ...], b: tuple[Any, ...]) -> S:
@@ -601,6 +613,8 @@ def merge_tags(alg: _Algebra, merged: SObj | SArr, a: tuple[Any, ...], b: tuple[
             "oneOf", tags[0].pointer, "two oneOfs told apart at run time on one value"
         )
     out = replace(merged, one_of=tags)
+    if not _live_others(alg, out):
+        return merged  # (no other branch left to meet: exact, unchecked)
     _prove(alg, out)
     return out
 
@@ -658,8 +672,10 @@ def oneof_object(
     UnsupportedFeatureError (``oneOf``) when the object has no escape members (the proof,
     final: see the module docstring).  Cost: the proof, plus writing the nodes the branches
     reach."""
-    _prove(alg, s, final=True)
     base = replace(s, one_of=())
+    if not _live_others(alg, s):
+        return em.emit(base, depth)  # (narrowed past every other branch: exact, unchecked)
+    _prove(alg, s, final=True)
     inner = em.emit(base, depth)
     if em.marks is None:
         unsupported(
