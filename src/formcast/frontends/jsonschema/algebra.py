@@ -560,11 +560,16 @@ class Algebra(InstanceChecks):
         if ka is not None and kb is not None and not (ka & kb):
             return True
         ta, tb = self._top(a, depth), self._top(b, depth)
-        if (isinstance(ta, SUnion) or isinstance(tb, SUnion)) and depth < 4:
+        if (
+            (isinstance(ta, SUnion) or isinstance(tb, SUnion))
+            and ta is not None
+            and tb is not None
+            and depth < 4
+        ):
             # every alternative of one disjoint from every alternative of the other
             xs = ta.items if isinstance(ta, SUnion) else (ta,)
             ys = tb.items if isinstance(tb, SUnion) else (tb,)
-            if None in (ta, tb) or len(xs) * len(ys) > 256:
+            if len(xs) * len(ys) > 256:
                 return None
             charge(len(xs) * len(ys))
             for x in xs:
