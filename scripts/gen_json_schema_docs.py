@@ -174,11 +174,15 @@ instances accepted.
   types partition the values: a `oneOf` whose branches have no `type` accepts no non-object
   when every branch accepts it) and inside what the schema object's other keywords require
   (`{"required": ["kind"], "oneOf": [...]}`: branches that only overlap on objects without
-  `kind` need no exclusion); `¬B` is built inside `A` (a member both branches hold to the same
-  schema, or a `uniqueItems` both hold, needs no negation; array items are negated inside the
+  `kind` need no exclusion; an `allOf` item that is only a `oneOf` counts as the object's own
+  `oneOf`, so dependabot's `directory`/`directories` branches are built inside the object's
+  properties); `¬B` is built inside `A` (a member both branches hold to the same
+  schema — the very node, or a reference to the property the object itself declares — or a
+  `uniqueItems` both hold, needs no negation; array items are negated inside the
   other branch's items), and alternatives proved empty are dropped as they appear. Where an
   exclusion still needs a negation formcast cannot build (`uniqueItems` that only one branch
-  holds, `propertyNames`) or grows past `max_union`, the objects are told apart at run time
+  holds, `propertyNames`, items after `prefixItems`) or grows past `max_union`, the objects
+  and arrays are told apart at run time
   (see "Run-time `oneOf`" below); where that cannot be proven either, compiling fails naming
   `oneOf`, unless `oneof_as_anyof=True` (then an instance matching two branches may be
   accepted — listed in the ignored features).
@@ -386,11 +390,27 @@ exclusion: utam-page-object's `value`) become one such checked object. No dead e
 branch's objects must take undeclared members (no `maxProperties`) of which some member
 `k: v` is rejected by every other overlapping branch, so any prefix can be finished with those
 members last (up to three overlapping branches that no such member rejects are excluded in the
-grammar instead); a branch is dropped (exactly) when another accepts every object. Still
+grammar instead); a branch is dropped (exactly) when another accepts every object, and a
+checked object narrowed past every other branch where it is used (merged with a closed
+object, closed by `unevaluatedProperties`: vector's `{"Single": ...}`/`{"Set": [...]}`) is
+exact and unchecked. Arrays likewise (rule `mark:oneof_arr…`, checked at the array's closing
+`]`): each branch's arrays must take more items (no `maxItems`) among which some item `v`,
+accepted at any position past `minItems`, is rejected at every position by each other
+overlapping branch, or each other branch accepts only arrays shorter than a bound (no
+`uniqueItems` then: `v` is appended again and again); any prefix is finished as an array of
+its branch, then those items are appended (up to three branches no item sets apart are
+excluded in the grammar instead). Still
 refused by name (`oneOf`): branches without such members (open objects declaring the same
-members, told apart only by a member the grammar may already have passed), two run-time
-`oneOf`s on one object, a schema that also needs run-time `uniqueItems` or `minProperties`
-(one run-time program per grammar), and `not` around it. The check travels with the grammar
+members, told apart only by an optional member declared before others: members are written
+in schema order, so `{"column": 1` can no longer take `"type"`, and no completion exists:
+inherent to the fixed member order — the shape of metricshub's `computes`, where the algebra
+builds the exclusion instead), arrays bounded by `maxItems` on both sides or whose items the
+other branch all takes, two run-time
+`oneOf`s on one value, a schema that also needs run-time `uniqueItems` or `minProperties`
+(one run-time program per grammar: tslint's `ban` options, an array of unique items or one
+item that may be an array of 1-3 strings, needs both, and its bounded branch no item sets
+apart; the same `oneOf` without `uniqueItems` is exact in the grammar), and `not` around it.
+The check travels with the grammar
 (its mark holds the branches as JSON text), so a serialized grammar, the disk cache and the
 compile workers give the same masks in any process.
 
@@ -700,7 +720,11 @@ page or named here with the reason it stays:
   naming `max_automaton_states`.
 * **`oneOf`** exclusions that need a negation formcast cannot build (see Departures) or that
   grow past `max_union`, where the run-time check cannot prove a completion either
-  (metricshub: open branches told apart only by an optional `type` member; tslint: arrays).
+  (tslint's and travis's arrays: a negated `uniqueItems`, or a run-time `uniqueItems`
+  beside the run-time `oneOf`; function.json: `max_union`). Open object branches told apart
+  only by an optional member the grammar may already have passed (members are written in
+  schema order) have no completion at all. dependabot-2.0 and vector, whose `oneOf`s are now
+  exact or checked, meet `max_compile_work` instead, as metricshub does.
 * **`max_union`** from `allOf`/`anyOf` products: the distributed alternatives exceed the bound
   (jfrog-pipelines, past it, then needs a 120,000-state grammar automaton for a union of 40
   step objects); raise `max_union` for a trusted schema.

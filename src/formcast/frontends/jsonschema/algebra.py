@@ -18,6 +18,7 @@ functions are pure.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -56,7 +57,12 @@ from .nodes import (
     json_equal,
     to_decimal,
 )
-from .oneof import merge_tags, runtime_alternatives, whole_objects
+from .oneof import (
+    merge_tags,
+    runtime_alternatives,
+    runtime_array_alternatives,
+    whole_objects,
+)
 from .options import JsonSchemaOptions
 from .refs import Ctx, Pending
 from .regexlang import node_matches, pattern_node, restrict_length
@@ -274,7 +280,7 @@ class Algebra(InstanceChecks):
                 if not self.is_empty(r):
                     restricted.append(r)
                 per_branch.append([] if self.is_empty(r) else list(self._alts(r)))
-            if runtime and kind == "object":
+            if runtime and kind in ("object", "array"):
                 size = len(out)
                 try:
                     self._one_of_restricted(restricted, kind, ctx, out)
@@ -283,7 +289,10 @@ class Algebra(InstanceChecks):
                     raise
                 except (UnsupportedFeatureError, Pending, LimitExceededError):
                     del out[size:]
-                out.extend(runtime_alternatives(self, branches, per_branch, ctx))
+                if kind == "object":
+                    out.extend(runtime_alternatives(self, branches, per_branch, ctx))
+                else:
+                    out.extend(runtime_array_alternatives(self, branches, per_branch, ctx))
                 continue
             self._one_of_restricted(restricted, kind, ctx, out)
         return self.union(out)
@@ -408,7 +417,7 @@ class Algebra(InstanceChecks):
         """The arrays that ``s`` does not match, inside the arrays of ``g``: the alternative
         "some item does not match ``s``'s items" is built inside ``g``'s items (so an item
         schema both share, or a ``uniqueItems`` that ``g`` holds too, needs no negation)."""
-        if s.prefix or g.prefix or s.contains:
+        if s.prefix or g.prefix or s.contains or s.one_of:
             return strip_eval(self.negate(replace(s, unique=s.unique and not g.unique), ctx))
         out: list[S] = []
         if s.min_items > 0:
@@ -435,7 +444,7 @@ class Algebra(InstanceChecks):
             for g in given:
                 w = self._key_effect(g, k, ctx)
                 same_ref = isinstance(w, SRef) and isinstance(v, SRef) and w.key == v.key
-                if w is not v and not same_ref:
+                if w is not v and not same_ref and not self._same_node(w, v, [200]):
                     return False
             return True
 
@@ -446,6 +455,42 @@ class Algebra(InstanceChecks):
             ctx.pointer,
         )
         return self.union(atoms)
+
+    def _same_node(self, a: Any, b: Any, budget: list[int]) -> bool:
+        """True only when ``a`` and ``b`` are certainly the same schema: structurally equal
+        nodes (references resolved; ``where`` and the property order aside), compared on at
+        most ``budget[0]`` values (False when it runs out).  Two normalizations of one
+        schema location (a ``$ref`` to a property next to the property itself) are equal."""
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        if a is b:
+            return True
+        if isinstance(a, SRef) and isinstance(b, SRef) and a.key == b.key:
+            return True
+        if isinstance(a, SRef) or isinstance(b, SRef):
+            ta = self._top(a, 0) if isinstance(a, SRef) else a
+            tb = self._top(b, 0) if isinstance(b, SRef) else b
+            if ta is None or tb is None or isinstance(ta, SRef) or isinstance(tb, SRef):
+                return False
+            return self._same_node(ta, tb, budget)
+        if type(a) is not type(b):
+            return False
+        if isinstance(a, (tuple, list)):
+            return len(a) == len(b) and all(
+                self._same_node(x, y, budget) for x, y in zip(a, b, strict=True)
+            )
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(self._same_node(a[k], b[k], budget) for k in a)
+        if dataclasses.is_dataclass(a):
+            return all(
+                self._same_node(getattr(a, f.name), getattr(b, f.name), budget)
+                for f in dataclasses.fields(a)
+                if f.name not in ("where", "declared")
+            )
+        if isinstance(a, (str, int, float, bool, frozenset, Fraction, Decimal)) or a is None:
+            return bool(a == b)
+        return False
 
     def _pruned(self, a: S, b: S, ctx: Ctx | None) -> S:
         """``a ∧ b`` distributed over both unions, dropping the alternatives proved empty as
@@ -515,6 +560,23 @@ class Algebra(InstanceChecks):
         if ka is not None and kb is not None and not (ka & kb):
             return True
         ta, tb = self._top(a, depth), self._top(b, depth)
+        if (
+            (isinstance(ta, SUnion) or isinstance(tb, SUnion))
+            and ta is not None
+            and tb is not None
+            and depth < 4
+        ):
+            # every alternative of one disjoint from every alternative of the other
+            xs = ta.items if isinstance(ta, SUnion) else (ta,)
+            ys = tb.items if isinstance(tb, SUnion) else (tb,)
+            if len(xs) * len(ys) > 256:
+                return None
+            charge(len(xs) * len(ys))
+            for x in xs:
+                for y in ys:
+                    if self._quick_disjoint(x, y, depth + 1) is not True:
+                        return None
+            return True
         if isinstance(ta, SObj) and isinstance(tb, SObj):
             for k in ta.props.keys() & tb.props.keys():
                 if k not in ta.required and k not in tb.required:
@@ -639,7 +701,7 @@ class Algebra(InstanceChecks):
         prefix = tuple(self.conj(a.at(i), b.at(i), ctx) for i in range(n))
         lo = max(a.min_items, b.min_items)
         his = [h for h in (a.max_items, b.max_items) if h is not None]
-        return SArr(
+        merged = SArr(
             prefix=prefix,
             items=self.conj(a.items, b.items, ctx),
             min_items=lo,
@@ -650,6 +712,9 @@ class Algebra(InstanceChecks):
             eval_all=a.eval_all or b.eval_all,
             where=a.where or b.where,
         )
+        if a.one_of or b.one_of:  # (run-time oneOf over arrays, oneof.py)
+            return merge_tags(self, merged, a.one_of, b.one_of)
+        return merged
 
     def _merge_obj(self, a: SObj, b: SObj, ctx: Ctx | None) -> S:
         declared = a.declared + tuple(k for k in b.declared if k not in a.declared)
@@ -874,6 +939,10 @@ class Algebra(InstanceChecks):
         return self.union(out)
 
     def _negate_arr(self, s: SArr, ctx: Ctx | None, where: str) -> list[S]:
+        if s.one_of:
+            raise UnsupportedFeatureError(
+                "oneOf", s.one_of[0].pointer, "negation of a oneOf checked at run time"
+            )
         out: list[S] = []
         if s.min_items > 0:
             out.append(SArr(max_items=s.min_items - 1))

@@ -177,6 +177,8 @@ class InstanceChecks(Definitions):
         n = len(v)
         if n < s.min_items or (s.max_items is not None and n > s.max_items):
             return False
+        if not all(g.exactly_one(v) for g in s.one_of):  # (run-time oneOf, oneof.py)
+            return False
         if not all(self.accepts(s.at(i), x, ctx, depth + 1) for i, x in enumerate(v)):
             return False
         for c, lo, hi in s.contains:

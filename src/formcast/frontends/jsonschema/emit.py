@@ -283,6 +283,8 @@ class Emitter:
         if isinstance(s, SRef):
             return self.ref(s.key, depth)
         if isinstance(s, SArr):
+            if s.one_of:  # exactly one oneOf branch, checked at run time (oneof.py)
+                return oneof_object(self, s, depth, self.norm.unsupported, self.norm)
             if _whole_array(s):
                 self._any_rules()
                 return RuleRef("any_array")

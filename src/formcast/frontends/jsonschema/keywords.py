@@ -117,9 +117,10 @@ KEYWORDS: tuple[Keyword, ...] = (
         _ALL,
         "exact: a union when the branches are provably disjoint, else each branch "
         "intersected with the negation of the others it overlaps, one JSON type at a time and "
-        "inside the sibling keywords; objects whose exclusion cannot be built are told apart "
-        "at run time (exactly one branch, checked at the closing brace) where a completion is "
-        "proven; else fails closed (naming `oneOf`), unless `oneof_as_anyof`",
+        "inside the sibling keywords; objects and arrays whose exclusion cannot be built are "
+        "told apart at run time (exactly one branch, checked at the closing brace or bracket) "
+        "where a completion is proven; else fails closed (naming `oneOf`), unless "
+        "`oneof_as_anyof`",
     ),
     _K(
         "not",

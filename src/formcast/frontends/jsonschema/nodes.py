@@ -152,6 +152,8 @@ class SArr(S):
         unique: ``uniqueItems: true``.
         eval_prefix, eval_all: which items count as evaluated (``unevaluatedItems``).
         where: JSON pointer of the schema (for error messages).
+        one_of: ``oneOf`` groups whose exactly-one is checked on the whole array at run time
+            (:class:`~.oneof.OneOfTag`, as for objects; empty almost always).
     """
 
     prefix: tuple[S, ...] = ()
@@ -163,6 +165,7 @@ class SArr(S):
     eval_prefix: int = 0
     eval_all: bool = False
     where: str = ""
+    one_of: tuple[Any, ...] = ()
 
     def at(self, i: int) -> S:
         return self.prefix[i] if i < len(self.prefix) else self.items

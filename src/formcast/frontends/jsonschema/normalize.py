@@ -167,9 +167,23 @@ class Normalizer(Algebra):
         for kw in ("$dynamicRef", "$recursiveRef"):
             if kw in schema:
                 self.unsupported(kw, ctx.pointer, "dynamic references are not compiled")
+        lifted: tuple[Ctx, list[S]] | None = None
         if "allOf" in schema:
             for i, sub in enumerate(self._schema_list(schema, "allOf", ctx)):
-                add("allOf", self.normalize(sub, ctx.child("allOf", i)))
+                sctx = ctx.child("allOf", i)
+                if lifted is None and "oneOf" not in schema and _only_one_of(sub):
+                    # ``allOf [..., {oneOf}]`` is ``oneOf`` beside this object's other
+                    # keywords: told apart inside them (the context of :meth:`one_of`)
+                    self._check_keywords(sub, sctx)
+                    subs = self._schema_list(sub, "oneOf", sctx)
+                    branches = [
+                        self.normalize(s, sctx.child("oneOf", k)) for k, s in enumerate(subs)
+                    ]
+                    lifted = (sctx.child("oneOf"), branches)
+                    one_of_slot = len(ordered)
+                    add("allOf", ANY)  # replaced below, as an own oneOf is
+                    continue
+                add("allOf", self.normalize(sub, sctx))
         if "anyOf" in schema:
             subs = self._schema_list(schema, "anyOf", ctx)
             add(
@@ -204,14 +218,18 @@ class Normalizer(Algebra):
         for kw, part in self._dependencies(schema, ctx):
             add(kw, part)
         ordered.sort(key=lambda t: (t[0], t[1]))
-        if "oneOf" in schema:
+        if "oneOf" in schema or lifted is not None:
             # the other keywords' parts bound the values where the branches must be told apart
+            if lifted is not None:
+                one_ctx, one_of_branches = lifted
+            else:
+                one_ctx = ctx.child("oneOf")
             at = next(i for i, t in enumerate(ordered) if t[1] == one_of_slot)
             before = [t[2] for t in ordered[:at]]
             after = [t[2] for t in ordered[at + 1 :]]
             part = self.one_of(
                 one_of_branches,
-                ctx.child("oneOf"),
+                one_ctx,
                 lambda: (self.conj_all(before, ctx), self.conj_all(after, ctx)),
             )
             ordered[at] = (ordered[at][0], ordered[at][1], part)
@@ -612,4 +630,17 @@ def _universal_pattern_uncached(p: str) -> bool:
         d.num_states == 1
         and d.accept[0]
         and [(lo, hi) for lo, hi, _ in d.trans[0]] == list(ANY_CHAR.ranges)
+    )
+
+
+def _only_one_of(sub: Any) -> bool:
+    """Whether the schema ``sub`` (an ``allOf`` item) is a ``oneOf`` and annotations only
+    (no ``$id``, ``$anchor``...: nothing that changes how its branches resolve)."""
+    return (
+        isinstance(sub, dict)
+        and "oneOf" in sub
+        and all(
+            k == "oneOf" or k == "$comment" or (is_annotation(k) and not k.startswith("$"))
+            for k in sub
+        )
     )

@@ -71,10 +71,13 @@ __all__ = [
     "OneOfGroup",
     "OneOfTag",
     "check_of_mark",
+    "escape_items",
     "escape_members",
     "merge_tags",
     "oneof_object",
     "runtime_alternatives",
+    "runtime_array_alternatives",
+    "whole_arrays",
     "whole_objects",
 ]
 
@@ -360,6 +363,189 @@ def runtime_alternatives(
     return out
 
 
+#: the values tried as an escape item (simple: every grammar spells them exactly)
+_ITEMS: tuple[Any, ...] = (None, True, False, 0, -1, "", "_", [], {}, [None], [""], {"_": None})
+
+
+def _whole_array(s: SArr) -> bool:
+    return (
+        not s.prefix
+        and isinstance(s.items, SAny)
+        and s.min_items == 0
+        and s.max_items is None
+        and not s.contains
+        and not s.unique
+        and not s.one_of
+    )
+
+
+def whole_arrays(alg: _Algebra, branch: S) -> bool:
+    """Whether ``branch`` certainly accepts every array (False: maybe not)."""
+    tops = _tops(alg, branch)
+    if tops is None:
+        return False
+    return any(isinstance(t, SAny) or (isinstance(t, SArr) and _whole_array(t)) for t in tops)
+
+
+def _rejects_item(alg: _Algebra, branch: S, value: Any) -> bool:
+    """Whether ``branch`` certainly rejects every array holding the item ``value`` (at any
+    position): every item schema of each of its array alternatives rejects it."""
+    tops = _tops(alg, branch)
+    if tops is None:
+        return False
+    for t in tops:
+        if isinstance(t, (SNothing, SNull, SBool, SNum, SStr, SObj)):
+            continue
+        try:
+            if isinstance(t, SConst):
+                if any(
+                    isinstance(d, list) and any(alg.accepts(SConst((x,)), value, None) for x in d)
+                    for d in t.values
+                ):
+                    return False
+                continue
+            if isinstance(t, SArr):
+                if any(alg.accepts(t.at(k), value, None) for k in range(len(t.prefix) + 1)):
+                    return False
+                continue
+        except Exception:
+            return False
+        return False  # SAny (or a node this proof does not know)
+    return True
+
+
+def _bounded_arrays(alg: _Algebra, branch: S) -> bool:
+    """Whether every array ``branch`` accepts is certainly shorter than some bound."""
+    tops = _tops(alg, branch)
+    if tops is None:
+        return False
+    for t in tops:
+        if isinstance(t, (SNothing, SNull, SBool, SNum, SStr, SObj, SConst)):
+            continue
+        if isinstance(t, SArr) and t.max_items is not None:
+            continue
+        return False
+    return True
+
+
+def escape_items(alg: _Algebra, alt: SArr, others: list[S]) -> list[Any] | None:
+    """Items that set ``alt`` apart from each of ``others`` (None: this proof finds none):
+    values ``v`` that ``alt`` takes at any position it may append to (past ``minItems``),
+    any number of times (no ``maxItems``; no ``contains`` bound ``v`` would count towards),
+    such that each other branch rejects every array holding one of them, or -- where ``alt``
+    has no ``uniqueItems`` -- accepts only arrays shorter than some bound (appending ``v``
+    again and again outgrows it).
+
+    Why that is enough (no dead end): from any prefix of ``alt``'s grammar, finish a complete
+    array ``Q`` of ``alt`` (the grammar has no dead end of its own), then append the escape
+    items (with ``uniqueItems``, only those not in ``Q`` already: ``Q`` holding one is rejected
+    by the branches it sets apart), then one of them again until the bounded branches are
+    outgrown: still in ``alt``, and no other branch accepts it.  Cost: values x (branches +
+    positions) instance checks."""
+    got = _item_cover(alg, alt, others)
+    return got[0] if got is not None and not got[1] else None
+
+
+def _item_cover(alg: _Algebra, alt: SArr, others: list[S]) -> tuple[list[Any], list[int]] | None:
+    """Greedy escape items for ``alt`` against ``others`` (see :func:`escape_items`):
+    ``(items, indices of others none sets apart)``; None when ``alt`` has a ``maxItems``."""
+    if alt.max_items is not None:
+        return None
+    remaining = list(range(len(others)))
+    chosen: list[Any] = []
+    first = min(alt.min_items, len(alt.prefix))
+    for v in _ITEMS:
+        if not remaining:
+            break
+        try:
+            if not all(alg.accepts(alt.at(k), v, None) for k in range(first, len(alt.prefix) + 1)):
+                continue
+            if any(hi is not None and alg.accepts(c, v, None) for c, _lo, hi in alt.contains):
+                continue
+        except Exception:
+            continue
+        killed = [
+            j
+            for j in remaining
+            if _rejects_item(alg, others[j], v)
+            or (not alt.unique and _bounded_arrays(alg, others[j]))
+        ]
+        if killed:
+            chosen.append(v)
+            remaining = [j for j in remaining if j not in killed]
+    return chosen, remaining
+
+
+def runtime_array_alternatives(
+    alg: _Algebra, branches: list[S], restricted: list[list[S]], ctx: Any
+) -> list[S]:
+    """The array part of an overlapping ``oneOf``, checked at run time (as
+    :func:`runtime_alternatives` for objects): ``restricted[i]`` are branch ``i``'s array
+    alternatives (``pre ∧ Bi ∧ post``, each an :class:`SArr`).  An alternative that overlaps
+    no other branch is kept as is (exact); one of a branch whose arrays another branch
+    accepts all is dropped (exact); the others are tagged (:class:`OneOfTag`) and need escape
+    items (:func:`escape_items`) against every branch they may overlap, but for at most
+    :data:`_MAX_HARD` branches that no item sets apart, excluded in the grammar instead
+    (``∧ ¬Bj`` built by the algebra; an alternative whose overlaps are all excluded so is
+    exact and unchecked).  Raises UnsupportedFeatureError naming ``oneOf`` where that fails.
+    Cost: the proof per alternative."""
+    pointer = ctx.pointer
+    group = OneOfGroup(pointer, tuple(branches), lambda s, v: alg.accepts(s, v, None))
+    whole = [whole_arrays(alg, b) for b in branches]
+    out: list[S] = []
+    for i, alts in enumerate(restricted):
+        if any(whole[j] for j in range(len(branches)) if j != i):
+            continue  # every array of branch i matches that branch too
+        for a in alts:
+            if not isinstance(a, SArr) or a.one_of:
+                _refuse_array(i, pointer, "is not a plain array schema here")
+            assert isinstance(a, SArr)
+            idx = [
+                j for j in range(len(branches)) if j != i and not alg.disjoint(a, branches[j], ctx)
+            ]
+            if not idx:
+                out.append(a)
+                continue
+            _PENDING.seen = False
+            cover = _item_cover(alg, a, [branches[j] for j in idx])
+            hard = frozenset(idx[r] for r in cover[1]) if cover is not None else frozenset(idx)
+            if _PENDING.seen and cover is not None:
+                hard = frozenset()  # (a reference still being normalized: proven on emission)
+            if len(hard) > _MAX_HARD:
+                _refuse_array(i, pointer)
+            parts: tuple[S, ...] = (a,)
+            if hard:
+                acc: S = a
+                for j in sorted(hard):
+                    acc = alg._pruned(acc, alg._negate_within(branches[j], "array", ctx, a), ctx)
+                parts = () if isinstance(acc, SNothing) else alg._alts(acc)
+            checked = frozenset(idx) - hard
+            for part in parts:
+                if not checked:
+                    out.append(part)  # every overlap excluded in the grammar: exact
+                    continue
+                if not isinstance(part, SArr) or part.one_of:
+                    _refuse_array(i, pointer)
+                assert isinstance(part, SArr)
+                rest = frozenset(range(len(branches))) - checked - {i}
+                tagged = replace(part, one_of=(OneOfTag(group, i, rest),))
+                _prove(alg, tagged)
+                out.append(tagged)
+    return out
+
+
+def _refuse_array(i: int, pointer: str, why: str = "") -> None:
+    raise UnsupportedFeatureError(
+        "oneOf",
+        pointer,
+        f"branch {i} {why}"
+        if why
+        else f"branch {i} may overlap another on arrays, and no item it may append sets it "
+        "apart from every other branch (the run-time exactly-one check needs one, so that "
+        "generation never reaches a dead end: a maxItems, or no item the others reject)",
+    )
+
+
 def _refuse(i: int, pointer: str) -> None:
     raise UnsupportedFeatureError(
         "oneOf",
@@ -370,28 +556,46 @@ def _refuse(i: int, pointer: str) -> None:
     )
 
 
-def _prove(alg: _Algebra, obj: SObj, *, final: bool = False) -> None:
+def _prove(alg: _Algebra, obj: SObj | SArr, *, final: bool = False) -> None:
     """Raise UnsupportedFeatureError (``oneOf``) unless ``obj`` (one tag) has escape members
-    against the other branches of its group.  While normalizing (``final`` False) a proof
-    that met a reference still being normalized passes for now: the emitter proves every
-    object again (``final``) on the object it emits, once every definition is known."""
+    (an object) or escape items (an array) against the other branches of its group.  While
+    normalizing (``final`` False) a proof that met a reference still being normalized passes
+    for now: the emitter proves every node again (``final``) on the node it emits, once every
+    definition is known."""
+    others = [tag_b for _, tag_b in _live_others(alg, obj)]
     (tag,) = obj.one_of
-    others = [
-        b for j, b in enumerate(tag.group.branches) if j != tag.index and j not in tag.excluded
-    ]
     _PENDING.seen = False
-    if escape_members(alg, obj, others, list(tag.group.names)) is not None:
+    if isinstance(obj, SArr):
+        if escape_items(alg, obj, others) is not None:
+            return
+    elif escape_members(alg, obj, others, list(tag.group.names)) is not None:
         return
     if not final and _PENDING.seen:
         return
+    if isinstance(obj, SArr):
+        _refuse_array(tag.index, tag.pointer)
     _refuse(tag.index, tag.pointer)
 
 
-def merge_tags(alg: _Algebra, merged: SObj, a: tuple[Any, ...], b: tuple[Any, ...]) -> S:
-    """``merged`` (the intersection of two objects) with the tags of both (``a``, ``b``):
-    no object when they are two branches of one group (every such object matches both);
-    refused (``oneOf``) for two groups on one object, or when the merged object loses the
-    escape members of its branch (see the module docstring)."""
+def _live_others(alg: _Algebra, obj: SObj | SArr) -> list[tuple[int, S]]:
+    """The branches other than ``obj``'s own (one tag) that it may still meet: not excluded
+    in its grammar, and not disjoint from it (a node narrowed since it was tagged -- merged
+    with a closed object, or closed by ``unevaluatedProperties`` -- may no longer take the
+    member another branch requires)."""
+    (tag,) = obj.one_of
+    bare = replace(obj, one_of=())
+    return [
+        (j, b)
+        for j, b in enumerate(tag.group.branches)
+        if j != tag.index and j not in tag.excluded and not alg.disjoint(bare, b, None)
+    ]
+
+
+def merge_tags(alg: _Algebra, merged: SObj | SArr, a: tuple[Any, ...], b: tuple[Any, ...]) -> S:
+    """``merged`` (the intersection of two objects, or of two arrays) with the tags of both
+    (``a``, ``b``): nothing when they are two branches of one group (every such value matches
+    both); refused (``oneOf``) for two groups on one value, or when the merged node loses the
+    escape members (items) of its branch (see the module docstring)."""
     tags: tuple[OneOfTag, ...] = ()
     seen: set[tuple[Any, ...]] = set()
     for t in a + b:
@@ -406,9 +610,11 @@ def merge_tags(alg: _Algebra, merged: SObj, a: tuple[Any, ...], b: tuple[Any, ..
         return NOTHING_S
     if len(tags) > 1:
         raise UnsupportedFeatureError(
-            "oneOf", tags[0].pointer, "two oneOfs told apart at run time on one object"
+            "oneOf", tags[0].pointer, "two oneOfs told apart at run time on one value"
         )
     out = replace(merged, one_of=tags)
+    if not _live_others(alg, out):
+        return merged  # (no other branch left to meet: exact, unchecked)
     _prove(alg, out)
     return out
 
@@ -423,6 +629,8 @@ _PENDING = _Pending()
 
 # -- emission, and the run-time check rebuilt from the mark -----------------------------------
 END_RULE = MARKED_RULE_PREFIX + "oneof_end"
+#: the stem of a marked array's rule name: the program tracks ``[``/``]`` levels for these
+ARRAY_RULE = MARKED_RULE_PREFIX + "oneof_arr"
 
 
 class _Emits(Protocol):
@@ -436,7 +644,7 @@ class _Emits(Protocol):
     def emit(self, s: S, depth: int) -> Node: ...
 
 
-def _encode(alg: _Algebra, s: SObj) -> str:
+def _encode(alg: _Algebra, s: SObj | SArr) -> str:
     """The check of ``s``'s groups as the mark's JSON text (:func:`.oneof_check.encode_check`);
     refused (``oneOf``) when a reference it reaches is still being normalized."""
     options = getattr(alg, "options", None)
@@ -454,7 +662,7 @@ def _encode(alg: _Algebra, s: SObj) -> str:
 
 
 def oneof_object(
-    em: _Emits, s: SObj, depth: int, unsupported: Callable[..., None], alg: _Algebra
+    em: _Emits, s: SObj | SArr, depth: int, unsupported: Callable[..., None], alg: _Algebra
 ) -> Node:
     """The marked rule of an object with run-time ``oneOf`` groups: the object without them,
     then the empty marked rule :data:`END_RULE` (so the marked frame stays on the stacks until
@@ -464,8 +672,10 @@ def oneof_object(
     UnsupportedFeatureError (``oneOf``) when the object has no escape members (the proof,
     final: see the module docstring).  Cost: the proof, plus writing the nodes the branches
     reach."""
-    _prove(alg, s, final=True)
     base = replace(s, one_of=())
+    if not _live_others(alg, s):
+        return em.emit(base, depth)  # (narrowed past every other branch: exact, unchecked)
+    _prove(alg, s, final=True)
     inner = em.emit(base, depth)
     if em.marks is None:
         unsupported(
@@ -478,7 +688,7 @@ def oneof_object(
     check = _encode(alg, s)
     if END_RULE not in em.rules:
         em.add_rule(END_RULE, EMPTY)
-    name = em._name(MARKED_RULE_PREFIX + "oneof")
+    name = em._name(ARRAY_RULE if isinstance(s, SArr) else MARKED_RULE_PREFIX + "oneof")
     em.add_rule(name, concat([inner, RuleRef(END_RULE)]))
     em.marks.append(
         UniqueItemsMark(name, s.one_of[0].pointer, canonical=False, kind="oneof", check=check)

@@ -14,7 +14,8 @@ any other.
 
 Format (version 1): ``{"v": 1, "depth": limit, "nodes": [node...], "groups": [[branch...]...],
 "top": [group...]}``; a node is a list whose first item names its kind (see
-:func:`_node_json`).
+:func:`_node_json`); an ``arr`` node of an array told apart at run time has an eighth item,
+its groups (absent otherwise, so texts written before arrays had groups read the same).
 
 Lifetime: :func:`encode_check` is pure (cost: linear in the reachable nodes; it builds
 definitions still deferred, as the check would on first use); a :class:`OneOfCheck` is
@@ -162,6 +163,7 @@ def encode_check(groups: tuple[Any, ...], resolve: Callable[[str], S], depth_lim
                 s.max_items,
                 [[ref(c), lo, hi] for c, lo, hi in s.contains],
                 s.unique,
+                *([[group(t.group) for t in s.one_of]] if s.one_of else []),
             ]
         if isinstance(s, SObj):
             return [
@@ -281,6 +283,7 @@ class OneOfCheck:
                 None if n[4] is None else int(n[4]),
                 tuple((ix(c, raw), int(lo), None if hi is None else int(hi)) for c, lo, hi in n[5]),
                 bool(n[6]),
+                tuple(self._gindex(g) for g in n[7]) if len(n) > 7 else (),
             )
         if kind == "obj":
             return (
@@ -353,11 +356,13 @@ class OneOfCheck:
         return self._obj_accepts(n, v, depth)
 
     def _arr_accepts(self, n: tuple[Any, ...], v: Any, depth: int) -> bool:
-        _, prefix, items, lo, hi, contains, unique = n
+        _, prefix, items, lo, hi, contains, unique, groups = n
         if not isinstance(v, list):
             return False
         k = len(v)
         if k < lo or (hi is not None and k > hi):
+            return False
+        if not all(self.exactly_one(g, v, depth) for g in groups):
             return False
         for i, x in enumerate(v):
             if not self.accepts(prefix[i] if i < len(prefix) else items, x, depth + 1):

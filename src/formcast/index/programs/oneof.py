@@ -36,14 +36,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ...automata.pda import Frame, ParserState
 from ...cache import LruCache
-from ...frontends.jsonschema.oneof import check_of_mark
+from ...frontends.jsonschema.oneof import ARRAY_RULE, check_of_mark
 from ...ir.marks import UniqueItemsMark
+from ...vocab.vocabulary import Vocabulary
 from ..cfg_program import CfgProgram
+from ..context import ContextSlot
 from ..program import LimitStop
-from .unique.keys import BraceTrackedProgram, _braces
-from .unique.lexer import ESC, IN, OUT, _tables, nearest_marked
+from .unique.keys import BraceTrackedProgram, _braces, _BraceTables
+from .unique.lexer import ESC, IN, OUT, _packed, _tables, nearest_marked
 
 __all__ = ["OneOfProgram"]
 
@@ -67,6 +71,43 @@ class _Track:
 
 
 _State = tuple[ParserState, int, "_Track | None"]
+
+
+class _BracketTables(_BraceTables):
+    """Per vocabulary and starting lexical mode, bitmasks of the tokens that read a
+    structural ``{`` or ``[`` (``opens``) or ``}`` or ``]`` (``closes``) -- outside strings:
+    the brace tables of a grammar whose marked values include arrays.  Read-only; O(V)."""
+
+    def __init__(self, vocab: Vocabulary) -> None:  # (the parent's tables are not built)
+        size = vocab.vocab_size
+        opens = [np.zeros(size, dtype=bool) for _ in range(3)]
+        closes = [np.zeros(size, dtype=bool) for _ in range(3)]
+        for tid in range(min(size, len(vocab.tokens))):
+            data = vocab.token_bytes(tid)
+            if not data or not any(c in data for c in b"{}[]"):
+                continue
+            for start in (OUT, IN, ESC):
+                mode = start
+                for b in data:
+                    if mode == OUT:
+                        if b == 0x22:
+                            mode = IN
+                        elif b == 0x7B or b == 0x5B:
+                            opens[start][tid] = True
+                        elif b == 0x7D or b == 0x5D:
+                            closes[start][tid] = True
+                    elif mode == IN:
+                        mode = OUT if b == 0x22 else ESC if b == 0x5C else IN
+                    else:
+                        mode = IN
+        self.opens = [_packed(m, size) for m in opens]
+        self.closes = [_packed(m, size) for m in closes]
+
+
+#: the bracket tables of a vocabulary (one entry per vocabulary context)
+BRACKET_TABLES: ContextSlot[None, _BracketTables] = ContextSlot(
+    "json_bracket_tables", lambda vocab, _: _BracketTables(vocab)
+)
 
 
 class OneOfProgram(BraceTrackedProgram[_Track]):
@@ -94,7 +135,9 @@ class OneOfProgram(BraceTrackedProgram[_Track]):
             self._start[rid] = int(cfg.auto.dfas[rid].start)
             self._check[rid] = check
         self._lex = _tables(cfg.vocab)
-        self._braces = _braces(cfg.vocab)
+        #: some marked value is an array: ``[`` opens a level too, checked at its ``]``
+        self._arrays = any(m.rule.startswith(ARRAY_RULE) for m in marks)
+        self._braces = BRACKET_TABLES.of(cfg.vocab, None) if self._arrays else _braces(cfg.vocab)
         self._near: weakref.WeakKeyDictionary[Frame, Any] = weakref.WeakKeyDictionary()
         #: (rule, object text) -> (verdict, weight): at most 4096 entries and _MEMO_BYTES
         #: of texts (LruCache: lock-free reads, locked puts)
@@ -141,9 +184,15 @@ class OneOfProgram(BraceTrackedProgram[_Track]):
         else:
             stack, links = tr.stack, tr.links
             levels = [list(lv) for lv in tr.levels]
+        arrays = self._arrays
         for b in data:
-            if mode == OUT and b == 0x7D and levels and levels[-1][0] == len(stack) - 1:
-                ps = self._closing(ps, levels[-1][0], levels[-1][1] + b"}", links)
+            if (
+                mode == OUT
+                and (b == 0x7D or (b == 0x5D and arrays))
+                and levels
+                and levels[-1][0] == len(stack) - 1
+            ):
+                ps = self._closing(ps, levels[-1][0], levels[-1][1] + bytes((b,)), links)
                 if ps.is_dead:
                     return None
             nxt = step(ps, b)
@@ -159,11 +208,11 @@ class OneOfProgram(BraceTrackedProgram[_Track]):
             if b == 0x22:
                 mode = IN
             elif b == 0x7B or b == 0x5B:
-                if not stack and b == 0x5B:
+                if not stack and b == 0x5B and not arrays:
                     continue
                 stack += "o" if b == 0x7B else "a"
-                if b == 0x7B:
-                    links, levels = self._register(ps, len(stack) - 1, links, levels)
+                if b == 0x7B or arrays:
+                    links, levels = self._register(ps, len(stack) - 1, links, levels, b)
                     if not levels:
                         stack = ""
             elif (b == 0x7D or b == 0x5D) and stack:
@@ -185,7 +234,10 @@ class OneOfProgram(BraceTrackedProgram[_Track]):
         pos: int,
         links: tuple[tuple[int, Frame | None, int], ...],
         levels: list[list[Any]],
+        opener: int = 0x7B,
     ) -> tuple[tuple[tuple[int, Frame | None, int], ...], list[list[Any]]]:
+        """After a ``{`` (or, with marked arrays, a ``[``) at ``pos``: the stacks whose
+        nearest marked frame is new are inside a new level (this object or array)."""
         known = {(r, p) for r, p, _ in links}
         new: list[tuple[int, Frame | None, int]] = []
         for f in ps.frames:
@@ -195,4 +247,4 @@ class OneOfProgram(BraceTrackedProgram[_Track]):
                 new.append((key[0], key[1], pos))
         if not new:
             return links, levels
-        return (*links, *new), [*levels, [pos, b"{"]]
+        return (*links, *new), [*levels, [pos, bytes((opener,))]]
