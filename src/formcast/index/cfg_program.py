@@ -338,7 +338,7 @@ class _ExitSplitClassifier:
         # the base walks drop the exit byte's candidates: programs cutting different bytes
         # (or none) must not share them
         h.update(b"" if self.exit_byte is None else bytes([self.exit_byte]))
-        h.update(np.ascontiguousarray(renumber[part[cut[rep[states]]]]).tobytes())
+        h.update(_renumbered_bytes(renumber[part[cut[rep[states]]]]))
         h.update(np.packbits(self._cut_split[rep[states]]).tobytes())
         return h.digest()
 
@@ -821,22 +821,34 @@ def _reachable_classes(
     O(reachable classes x 256)."""
     dead = int(part[DEAD])
     first_cls = int(part[start])
-    seen = np.zeros(rep.size, dtype=bool)
-    seen[dead] = seen[first_cls] = True
-    parts = [np.asarray([first_cls], dtype=np.int64)]
-    frontier = parts[0]
-    total = 1
-    while frontier.size:
-        flat = part[cut[rep[frontier]]].reshape(-1)
-        targets, first = np.unique(flat, return_index=True)
-        targets = targets[np.argsort(first)]
-        frontier = targets[~seen[targets]].astype(np.int64)
-        total += frontier.size
-        if total > _SHARED_WALK_STATES:
+    seen = {dead, first_cls}
+    order = [first_cls]
+    frontier = order
+    # one gather per level, the level's new classes found in Python in the order of their
+    # first occurrence (frontier order, then column order): the order of ``np.unique``'s
+    # first indices, without its sorts (a whitespace count is a chain of one-class levels:
+    # the numpy version cost ~10 us a level)
+    while frontier:
+        flat = part[cut[rep[frontier]]].reshape(-1).tolist()
+        frontier = []
+        for t in flat:
+            if t not in seen:
+                seen.add(t)
+                frontier.append(t)
+        order.extend(frontier)
+        if len(order) > _SHARED_WALK_STATES:
             return None
-        seen[frontier] = True
-        parts.append(frontier)
-    return np.concatenate(parts)
+    return np.asarray(order, dtype=np.int64)
+
+
+def _renumbered_bytes(rows: np.ndarray, col_of_byte: np.ndarray | None = None) -> bytes:
+    """The bytes a cut signature hashes for the renumbered rows of its reachable classes
+    (``rows``: class numbers below :data:`_SHARED_WALK_STATES`, -1 for the dead class), on
+    256 columns (``col_of_byte``: ``rows`` hold one column per byte class), as int8."""
+    small = rows.astype(np.int8)
+    if col_of_byte is not None:
+        small = small[:, col_of_byte]
+    return np.ascontiguousarray(small).tobytes()
 
 
 def _quotient_digest(
@@ -872,10 +884,13 @@ def _quotient_digest(
     h = hashlib.blake2b(digest_size=16)
     h.update(vocab.fingerprint.encode())
     h.update(b"" if exit_byte is None else bytes([exit_byte]))
-    rows, split_rows = cut[rep[states]], cut_split[rep[states]]
+    # renumbered on the table's own columns, then spread to 256 (as int8: a few times less
+    # to hash than the int64 rows, which were most of a wide digest's time)
+    rows = _renumbered_bytes(renumber[part[cut[rep[states]]]], col_of_byte)
+    split_rows = cut_split[rep[states]]
     if col_of_byte is not None:
-        rows, split_rows = rows[:, col_of_byte], split_rows[:, col_of_byte]
-    h.update(np.ascontiguousarray(renumber[part[rows]]).tobytes())
+        split_rows = split_rows[:, col_of_byte]
+    h.update(rows)
     h.update(np.packbits(split_rows).tobytes())
     return h.digest()
 
@@ -1596,7 +1611,7 @@ _SHARED_WALKS: LruCache[bytes, Classification] = LruCache(
     1_024, max_weight=_SHARED_BYTES, weight=_class_bytes
 )
 # start states reaching more classes of the cut lexer than this are walked per grammar
-_SHARED_WALK_STATES = 96
+_SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
