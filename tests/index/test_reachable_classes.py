@@ -49,15 +49,19 @@ def test_reachable_classes_match_reference(seed: int) -> None:
     part = part.reshape(-1).astype(np.int64)
     rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
     rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
+    succ: dict[int, list[int]] = {}  # shared by the starts, as the lazy classifier does
     for start in rng.integers(1, n, size=8).tolist() if n > 1 else []:
         want = _reference(part, cut, rep, start)
-        got = cp._reachable_classes(part, cut, rep, start)
-        if want is None:
-            assert got is None
-        else:
-            assert got is not None
-            assert got.dtype == np.int64
-            assert got.tolist() == want.tolist()
+        for got in (
+            cp._reachable_classes(part, cut, rep, start),
+            cp._reachable_classes(part, cut, rep, start, succ),
+        ):
+            if want is None:
+                assert got is None
+            else:
+                assert got is not None
+                assert got.dtype == np.int64
+                assert got.tolist() == want.tolist()
 
 
 def test_renumbered_bytes_are_the_rows() -> None:

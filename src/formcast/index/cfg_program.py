@@ -385,7 +385,7 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived", "_noted"})
+    _serialize_omit = frozenset({"_derived", "_noted", "_succ"})
 
     __slots__ = (
         "_by_class",
@@ -398,6 +398,7 @@ class _LazyExitSplitClassifier:
         "_lock",
         "_noted",
         "_ready_list",
+        "_succ",
         "_vocab",
         "exit_byte",
         "lexer",
@@ -434,6 +435,10 @@ class _LazyExitSplitClassifier:
         #: built rows then, the column of each byte, a member of each digest class); None
         #: until a wide start needs them
         self._classes: _RefinedClasses | None = None
+        #: the digest classes each digest class leads to, distinct, in column order (what
+        #: :func:`_reachable_classes` meets, kept: a later digest walks the classes an
+        #: earlier one met without numpy); a function of ``_classes``, None until a digest
+        self._succ: dict[int, list[int]] | None = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -739,6 +744,7 @@ class _LazyExitSplitClassifier:
         rep = np.zeros(int(dpart.max()) + 1, dtype=np.int64)  # a member of each class
         rep[dpart[::-1]] = np.arange(dpart.size - 1, -1, -1)
         self._classes = (n, part, dpart, cut, cut_split, built, col_of_byte, rep)
+        self._succ = None
 
     def _digest(self, start: int) -> bytes | None:
         """:meth:`cut_signature` of a start state with a class, else None."""
@@ -746,8 +752,19 @@ class _LazyExitSplitClassifier:
         if classes is None or start >= classes[0]:
             return None
         _, _, dpart, cut, cut_split, built, col_of_byte, rep = classes
+        if self._succ is None:
+            self._succ = {}
         return _quotient_digest(
-            self._vocab, self.exit_byte, dpart, cut, cut_split, start, built, col_of_byte, rep
+            self._vocab,
+            self.exit_byte,
+            dpart,
+            cut,
+            cut_split,
+            start,
+            built,
+            col_of_byte,
+            rep,
+            self._succ,
         )
 
     def cut_signature(self, start: int) -> bytes | None:
@@ -813,28 +830,43 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
 
 
 def _reachable_classes(
-    part: np.ndarray, cut: np.ndarray, rep: np.ndarray, start: int
+    part: np.ndarray,
+    cut: np.ndarray,
+    rep: np.ndarray,
+    start: int,
+    succ: dict[int, list[int]] | None = None,
 ) -> np.ndarray | None:
     """The classes of ``part`` reachable in ``cut`` from ``start``'s class (the dead class
     left out), numbered breadth-first one level at a time in byte order (``rep[c]``: a
     member state of class ``c``); None past :data:`_SHARED_WALK_STATES` classes.
-    O(reachable classes x 256)."""
+    ``succ``: per class, the classes its row leads to (distinct, in column order), filled
+    here for the classes met and read for those met before (the same ``part``, ``cut`` and
+    ``rep`` on every call).  O(reachable classes x 256)."""
     dead = int(part[DEAD])
     first_cls = int(part[start])
     seen = {dead, first_cls}
     order = [first_cls]
     frontier = order
-    # one gather per level, the level's new classes found in Python in the order of their
-    # first occurrence (frontier order, then column order): the order of ``np.unique``'s
-    # first indices, without its sorts (a whitespace count is a chain of one-class levels:
-    # the numpy version cost ~10 us a level)
+    # per level, the new classes in the order of their first occurrence (frontier order, then
+    # column order: the order of ``np.unique``'s first indices) found in Python on the
+    # classes' successor lists, one gather for the classes no call met before (a whitespace
+    # count is a chain of one-class levels: numpy cost ~10 us a level)
+    if succ is None:
+        succ = {}
     while frontier:
-        flat = part[cut[rep[frontier]]].reshape(-1).tolist()
-        frontier = []
-        for t in flat:
-            if t not in seen:
-                seen.add(t)
-                frontier.append(t)
+        missing = [c for c in frontier if c not in succ]
+        if missing:
+            width = cut.shape[1]
+            flat = part[cut[rep[missing]]].reshape(-1).tolist()
+            for i, c in enumerate(missing):
+                succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
+        level = []
+        for c in frontier:
+            for t in succ[c]:
+                if t not in seen:
+                    seen.add(t)
+                    level.append(t)
+        frontier = level
         order.extend(frontier)
         if len(order) > _SHARED_WALK_STATES:
             return None
@@ -861,6 +893,7 @@ def _quotient_digest(
     built: np.ndarray,
     col_of_byte: np.ndarray | None = None,
     rep: np.ndarray | None = None,
+    succ: dict[int, list[int]] | None = None,
 ) -> bytes | None:
     """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
     automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
@@ -870,11 +903,12 @@ def _quotient_digest(
     reachable.  ``col_of_byte``: ``cut`` and ``cut_split`` hold one column per byte class,
     in the order of the classes' first bytes (so first met in byte order as on 256
     columns), and byte ``b`` is column ``col_of_byte[b]``: the digest is the one of the
-    256-column tables.  ``rep``: a member of each class, if known."""
+    256-column tables.  ``rep``: a member of each class, if known; ``succ``: as
+    :func:`_reachable_classes` (a cache for these ``part``, ``cut`` and ``rep``)."""
     if rep is None:
         rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
         rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
-    states = _reachable_classes(part, cut, rep, start)
+    states = _reachable_classes(part, cut, rep, start, succ)
     if states is None:
         return None
     if not built[rep[states]].all():
