@@ -307,7 +307,18 @@ class LazyExpandedLexer:
         self.built = np.zeros(cap, dtype=bool)
         self.built[DEAD] = True  # (its row: zeros)
         self.size = n_global
-        helpers = _LexerHelpers(auto, self.offsets)
+        small = n_global < _LAZY_ROWS_FROM
+        if small:  # every rule's rows now: one pass over all rules, written in place
+            rows = _global_rows(auto, self.offsets, self.table[:n_global], self.split[:n_global])
+            helpers = _LexerHelpers(auto, self.offsets, rows)
+            # a state with calls is its closure: its row is built when a walk needs it
+            calls = helpers.call_states
+            self.table[calls] = 0
+            self.split[calls] = False
+            self.built[:n_global] = True
+            self.built[calls] = False
+        else:
+            helpers = _LexerHelpers(auto, self.offsets)
         # None after a load (``_serialize_omit``): rebuilt by ``_build_helpers`` on first use;
         # typed Optional so that mypyc's compiled methods accept the loaded None
         self._helpers: _LexerHelpers | None = helpers
@@ -316,9 +327,6 @@ class LazyExpandedLexer:
         #: per union state (``s - offsets[-1]``), its members
         self.sets: list[tuple[int, ...]] = []
         self.classes = (helpers.cls_of_byte, helpers.first)
-        if n_global < _LAZY_ROWS_FROM:  # small: every rule's rows now, in one pass each
-            helpers.rows(np.arange(n_global, dtype=np.int64))  # (per-class rows: for unions)
-            self.build_rule_rows()
 
     @property
     def capacity(self) -> int:
@@ -333,6 +341,7 @@ class LazyExpandedLexer:
         construction and again on first use after a load."""
         helpers = self._helpers
         if helpers is None:
+            # (rule rows read per rule as met: those built before stay as they are)
             helpers = _LexerHelpers(self.auto, self.offsets)
             self._helpers = helpers
         return helpers
@@ -521,6 +530,64 @@ class LazyExpandedLexer:
 _NO_CALLS: list[int] = []
 
 
+def _global_rows(
+    auto: GrammarAutomaton,
+    offsets: np.ndarray,
+    table: np.ndarray | None = None,
+    split: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every rule's rows as one global table (rule ``r``'s rows: its DFA's shifted by
+    ``offsets[r]``, dead 0, its dead row all dead) and its split flags (an accepting state's:
+    the rule's FOLLOW | restart bytes; a zero-iteration counted rule's start: FOLLOW too),
+    written into ``table`` and ``split`` (``[offsets[-1], 256]``, zeros) when given.  The
+    rows a lexer state without calls has (:meth:`LazyExpandedLexer._plain_rows`), for all
+    rules at once: a few numpy passes over the concatenated DFA tables, no Python work per
+    rule beyond listing them.  O(global states x 256)."""
+    dfas = auto.dfas
+    n_global = int(offsets[-1])
+    analysis = auto.analysis
+    sizes = np.diff(offsets)
+    parts = [d.table for d in dfas]
+    if table is None:
+        g_table = np.concatenate(parts, axis=0, dtype=np.int32)
+    else:
+        g_table = np.concatenate(parts, axis=0, out=table, casting="same_kind")
+    shift = np.repeat(offsets[:-1].astype(np.int32), sizes)[:, None]
+    np.add(g_table, shift, out=g_table, where=g_table != DEAD)
+    g_table[offsets[:-1]] = 0  # (each rule's dead row: all dead already)
+    check_deadline()
+    g_split = np.zeros((n_global, 256), dtype=bool) if split is None else split
+    acc = np.flatnonzero(np.concatenate([d.accepting for d in dfas]))
+    if acc.size:
+        vec = np.asarray(analysis.follow) | np.asarray(analysis.restart)
+        rule_of = np.searchsorted(offsets, acc, side="right") - 1
+        g_split[acc] = vec[rule_of]
+    for r, count in enumerate(auto.counts):
+        if count is not None and count[0] == 0:  # zero iterations: the call may return at once
+            g_split[int(offsets[r]) + dfas[r].start] |= analysis.follow[r]
+    return g_table, g_split
+
+
+def _classes_of(g_table: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(class of each byte, least byte of each class)``: the column classes of
+    ``g_table`` and ``vectors`` stacked, as the common refinement of the classes of each
+    (their class pairs, numbered in order).  O((rows of both) x 256)."""
+    cls_t, _ = column_classes(g_table)
+    cls_v, _ = column_classes(vectors)
+    key = cls_t * (int(cls_v.max()) + 1) + cls_v
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return _by_least_byte(inverse.reshape(-1), first)
+
+
+def _by_least_byte(cls_of_byte: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Byte classes renumbered in the order of their least bytes (``first`` ascending): a
+    numbering of the partition alone, whichever way it was found.  O(256)."""
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    return rank[cls_of_byte], np.asarray(first, dtype=np.int64)[order]
+
+
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
     (and its split flags), the byte classes, the call closures, and the successor tuples met
@@ -533,6 +600,7 @@ class _LexerHelpers:
 
     __slots__ = (
         "auto",
+        "call_states",
         "calls",
         "closure_cache",
         "cls_of_byte",
@@ -549,14 +617,45 @@ class _LexerHelpers:
         "starts",
     )
 
-    def __init__(self, auto: GrammarAutomaton, offsets: np.ndarray) -> None:
+    def __init__(
+        self,
+        auto: GrammarAutomaton,
+        offsets: np.ndarray,
+        rows: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         analysis = auto.analysis
-        follow, restart = analysis.follow, analysis.restart
+        follow = np.asarray(analysis.follow, dtype=bool).reshape(-1, 256)
+        restart = np.asarray(analysis.restart, dtype=bool).reshape(-1, 256)
         n_global = int(offsets[-1])
-        vectors = np.stack(
-            [follow[r] | restart[r] for r in range(len(auto.dfas))]
-            + [follow[r] for r in range(len(auto.dfas))]
+        n_rules = len(auto.dfas)
+        vectors = np.concatenate([follow | restart, follow])
+        self.rule_of = np.repeat(
+            np.arange(n_rules, dtype=np.int64), np.diff(offsets).astype(np.int64)
         )
+        self.auto = auto
+        self.offs: list[int] = offsets.tolist()
+        #: per global state with calls, its call targets (callee starts); a rule's are read
+        #: from ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``).
+        #: A dict: no object per global state at construction (a list per state was most of
+        #: a large grammar's construction, through the garbage collections it set off)
+        self.calls: dict[int, list[int]] = {}
+        self.rule_calls = [False] * n_rules
+        #: the global states of rule starts (the only call targets)
+        self.starts = {o + d.start for o, d in zip(self.offs, auto.dfas, strict=False)}
+        self.closure_cache: dict[int, frozenset[int]] = {}
+        self.multi: dict[tuple[int, ...], int] = {}
+        #: the global states with calls (sorted), where ``rows`` are given (else empty)
+        self.call_states = np.zeros(0, dtype=np.int64)
+        if rows is not None:  # every rule's rows given (:func:`_global_rows`)
+            self.call_states = self._call_states()
+            g_table, g_split = rows
+            self.cls_of_byte, self.first = _classes_of(g_table, vectors)
+            self.reps = np.asarray(self.first, dtype=np.int64)
+            self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
+            self.g_split = np.take(g_split, self.reps, axis=1)
+            self.filled = np.ones(n_rules, dtype=bool)
+            self.plain_done = np.ones(n_rules, dtype=bool)
+            return
         # byte classes: the column classes of the global table (rule ``r``'s rows: its DFA's
         # shifted by ``offsets[r]``, dead 0, state 0 all dead) and the split vectors, as the
         # eager build's, read from the DFA tables (no global table is made): runs of equal
@@ -581,31 +680,28 @@ class _LexerHelpers:
         small[n_global:] = vectors[:, run_first]
         check_deadline()
         cls_of_run, first_run = column_classes(small)
-        self.cls_of_byte = cls_of_run[run_of_byte]
-        self.first = run_first[first_run]
+        self.cls_of_byte, self.first = _by_least_byte(cls_of_run[run_of_byte], run_first[first_run])
         self.reps = np.asarray(self.first, dtype=np.int64)
         # the global rows on one column per byte class, a rule's written when a member of it
         # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
         self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
         self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
-        self.rule_of = np.repeat(
-            np.arange(len(auto.dfas), dtype=np.int64), np.diff(offsets).astype(np.int64)
-        )
-        self.filled = np.zeros(len(auto.dfas), dtype=bool)
+        self.filled = np.zeros(n_rules, dtype=bool)
         #: per rule: its rows without calls are built (``LazyExpandedLexer._plain_rows``)
-        self.plain_done = np.zeros(len(auto.dfas), dtype=bool)
-        self.auto = auto
-        self.offs: list[int] = offsets.tolist()
-        #: per global state with calls, its call targets (callee starts); a rule's are read
-        #: from ``auto.refs`` when a closure first meets one of its states (``rule_calls[r]``).
-        #: A dict: no object per global state at construction (a list per state was most of
-        #: a large grammar's construction, through the garbage collections it set off)
-        self.calls: dict[int, list[int]] = {}
-        self.rule_calls = [False] * len(auto.dfas)
-        #: the global states of rule starts (the only call targets)
-        self.starts = {int(offsets[r]) + d.start for r, d in enumerate(auto.dfas)}
-        self.closure_cache: dict[int, frozenset[int]] = {}
-        self.multi: dict[tuple[int, ...], int] = {}
+        self.plain_done = np.zeros(n_rules, dtype=bool)
+
+    def _call_states(self) -> np.ndarray:
+        """The global states with calls, sorted (int64).  O(states of rules with calls x
+        callees)."""
+        found = [
+            np.flatnonzero((d.ref_table != DEAD).any(axis=1)) + off
+            for off, d in zip(self.offs, self.auto.dfas, strict=False)
+            if d.ref_table is not None and d.ref_table.size
+        ]
+        if not found:
+            return np.zeros(0, dtype=np.int64)
+        out = np.concatenate(found).astype(np.int64)
+        return out[~np.isin(out, self.offs)]  # (a rule's dead state has none)
 
     def rows(self, flat: np.ndarray) -> list[int]:
         """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
