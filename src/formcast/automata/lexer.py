@@ -13,6 +13,7 @@ immutable.  Cost: subset construction over byte classes, capped at ``max_states`
 from __future__ import annotations
 
 import mmap
+import weakref
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, chain
@@ -21,6 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._native import interpreted_class
+from ..cache import LruCache
 from ..columns import column_classes
 from ..limits import WorkBudget, check_deadline
 from .dfa import DEAD
@@ -309,8 +311,8 @@ class LazyExpandedLexer:
         self.size = n_global
         small = n_global < _LAZY_ROWS_FROM
         if small:  # every rule's rows now: one pass over all rules, written in place
-            rows = _global_rows(auto, self.offsets, self.table[:n_global], self.split[:n_global])
-            helpers = _LexerHelpers(auto, self.offsets, rows)
+            _global_rows(auto, self.offsets, self.table[:n_global], self.split[:n_global])
+            helpers = _LexerHelpers(auto, self.offsets, plain_built=True)
             # a state with calls is its closure: its row is built when a walk needs it
             calls = helpers.call_states
             self.table[calls] = 0
@@ -568,15 +570,72 @@ def _global_rows(
     return g_table, g_split
 
 
-def _classes_of(g_table: np.ndarray, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(class of each byte, least byte of each class)``: the column classes of
-    ``g_table`` and ``vectors`` stacked, as the common refinement of the classes of each
-    (their class pairs, numbered in order).  O((rows of both) x 256)."""
-    cls_t, _ = column_classes(g_table)
-    cls_v, _ = column_classes(vectors)
-    key = cls_t * (int(cls_v.max()) + 1) + cls_v
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    return _by_least_byte(inverse.reshape(-1), first)
+#: rule DFA tables whose column classes :data:`_TABLE_CLASSES` keeps
+_TABLE_CLASSES_KEPT = 2_048
+
+#: The column classes of rule DFA tables (class of each byte, int32[256]), shared by the
+#: lexers of every compile in the process: the rule DFAs of common JSON pieces (strings,
+#: numbers, whitespace, keys) are the very same table objects from one compile to the next
+#: (:data:`formcast.automata.rules.RULE_DFA_CACHE`), so a lexer's byte classes cost one
+#: lookup per rule rather than a pass over every rule state.  Keyed by the table's ``id``;
+#: an entry holds a weak reference to its table and is used only while that reference is
+#: the very table asked about (an id reused by a later table replaces the entry), and only
+#: read-only tables are kept (a ``ByteDFA``'s are: :func:`formcast.automata.dfa`), so an
+#: entry always describes its table's content.  Vocabulary-free (a lexer knows no tokens).
+#: Lifetime: the process; bounded to :data:`_TABLE_CLASSES_KEPT` entries (~1.1 KiB each),
+#: least recently used first.  Thread-safe (an entry is one tuple, swapped whole).
+_TABLE_CLASSES: LruCache[int, list[tuple[weakref.ref[np.ndarray], np.ndarray]]] = LruCache(
+    _TABLE_CLASSES_KEPT
+)
+
+
+def _table_classes(table: np.ndarray) -> np.ndarray:
+    """Class of each byte (int32[256]) under the column classes of a rule DFA's ``table``
+    (its rows past the dead state): from :data:`_TABLE_CLASSES` for a read-only table seen
+    before, else :func:`~formcast.columns.column_classes` (O(states x 256), in C in the
+    compiled build)."""
+    keep = not table.flags.writeable
+    found, slot = _TABLE_CLASSES.get(id(table)) if keep else (False, None)
+    if slot is not None:
+        ref, cls = slot[0]
+        if ref() is table:
+            return cls
+    if table.shape[0] > 1:
+        cls = column_classes(table[1:])[0].astype(np.int32)
+    else:  # (the empty language: no live state)
+        cls = np.zeros(256, dtype=np.int32)
+    if keep:
+        cls.setflags(write=False)
+        pair = (weakref.ref(table), cls)
+        if slot is not None:
+            slot[0] = pair  # (an id reused: the entry is this table's now)
+        elif not found:
+            _TABLE_CLASSES.put(id(table), [pair])
+    return cls
+
+
+def _lexer_classes(auto: GrammarAutomaton, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(class of each byte, least byte of each class)``: the column classes of the global
+    table (rule ``r``'s rows: its DFA's shifted by ``offsets[r]``, dead 0) and the split
+    ``vectors`` stacked, as the eager build's (:func:`build_expanded_lexer`), numbered by
+    least byte.  Shifting a rule's rows keeps their column equalities, so these are the
+    common refinement of every rule table's column classes (:func:`_table_classes`, cached
+    across compiles) and the vectors': :func:`~formcast.columns.column_classes` on one row
+    per distinct rule table and per vector.  O(rules x 256) once the tables are known."""
+    seen: set[int] = set()
+    rows: list[np.ndarray] = []
+    for d in auto.dfas:
+        t = d.table
+        if id(t) not in seen:
+            seen.add(id(t))
+            rows.append(_table_classes(t))
+    stack = np.empty((len(rows) + vectors.shape[0], 256), dtype=np.int32)
+    if rows:
+        stack[: len(rows)] = rows
+    stack[len(rows) :] = vectors
+    check_deadline()
+    cls, first = column_classes(stack)
+    return _by_least_byte(cls, first)
 
 
 def _by_least_byte(cls_of_byte: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -621,7 +680,7 @@ class _LexerHelpers:
         self,
         auto: GrammarAutomaton,
         offsets: np.ndarray,
-        rows: tuple[np.ndarray, np.ndarray] | None = None,
+        plain_built: bool = False,
     ) -> None:
         analysis = auto.analysis
         follow = np.asarray(analysis.follow, dtype=bool).reshape(-1, 256)
@@ -646,41 +705,7 @@ class _LexerHelpers:
         self.multi: dict[tuple[int, ...], int] = {}
         #: the global states with calls (sorted), where ``rows`` are given (else empty)
         self.call_states = np.zeros(0, dtype=np.int64)
-        if rows is not None:  # every rule's rows given (:func:`_global_rows`)
-            self.call_states = self._call_states()
-            g_table, g_split = rows
-            self.cls_of_byte, self.first = _classes_of(g_table, vectors)
-            self.reps = np.asarray(self.first, dtype=np.int64)
-            self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
-            self.g_split = np.take(g_split, self.reps, axis=1)
-            self.filled = np.ones(n_rules, dtype=bool)
-            self.plain_done = np.ones(n_rules, dtype=bool)
-            return
-        # byte classes: the column classes of the global table (rule ``r``'s rows: its DFA's
-        # shifted by ``offsets[r]``, dead 0, state 0 all dead) and the split vectors, as the
-        # eager build's, read from the DFA tables (no global table is made): runs of equal
-        # adjacent columns first (one comparison pass; shifting a row keeps its equalities),
-        # then column_classes on one column per run of the very rows of the global table
-        edge = (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
-        for dfa in auto.dfas:
-            t = dfa.table[1:]
-            edge |= (t[:, 1:] != t[:, :-1]).any(axis=0)
-        check_deadline()
-        run_first = np.flatnonzero(np.concatenate(([True], edge)))
-        run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
-        small = np.zeros((n_global + vectors.shape[0], run_first.size), dtype=np.int32)
-        for r, dfa in enumerate(auto.dfas):
-            off = int(offsets[r])
-            # (np.take: a column gather several times faster than fancy indexing)
-            t = np.take(dfa.table, run_first, axis=1)
-            dest = small[off : off + t.shape[0]]
-            np.add(t, off, out=dest, casting="unsafe")
-            dest[t == DEAD] = 0
-            dest[0] = 0
-        small[n_global:] = vectors[:, run_first]
-        check_deadline()
-        cls_of_run, first_run = column_classes(small)
-        self.cls_of_byte, self.first = _by_least_byte(cls_of_run[run_of_byte], run_first[first_run])
+        self.cls_of_byte, self.first = _lexer_classes(auto, vectors)
         self.reps = np.asarray(self.first, dtype=np.int64)
         # the global rows on one column per byte class, a rule's written when a member of it
         # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
@@ -688,7 +713,9 @@ class _LexerHelpers:
         self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
         self.filled = np.zeros(n_rules, dtype=bool)
         #: per rule: its rows without calls are built (``LazyExpandedLexer._plain_rows``)
-        self.plain_done = np.zeros(n_rules, dtype=bool)
+        self.plain_done = np.full(n_rules, plain_built, dtype=bool)
+        if plain_built:
+            self.call_states = self._call_states()
 
     def _call_states(self) -> np.ndarray:
         """The global states with calls, sorted (int64).  O(states of rules with calls x
