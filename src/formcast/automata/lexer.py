@@ -720,15 +720,16 @@ class _LexerHelpers:
     def _call_states(self) -> np.ndarray:
         """The global states with calls, sorted (int64).  O(states of rules with calls x
         callees)."""
-        found = [
-            np.flatnonzero((d.ref_table != DEAD).any(axis=1)) + off
-            for off, d in zip(self.offs, self.auto.dfas, strict=False)
-            if d.ref_table is not None and d.ref_table.size
-        ]
+        found: list[np.ndarray] = []
+        for off, d in zip(self.offs, self.auto.dfas, strict=False):
+            refs = d.ref_table
+            if refs is not None and refs.size:
+                has = refs.any(axis=1)  # (DEAD is 0: a call's target is live)
+                has[DEAD] = False
+                found.append(np.flatnonzero(has) + off)
         if not found:
             return np.zeros(0, dtype=np.int64)
-        out = np.concatenate(found).astype(np.int64)
-        return out[~np.isin(out, self.offs)]  # (a rule's dead state has none)
+        return np.concatenate(found).astype(np.int64, copy=False)
 
     def rows(self, flat: np.ndarray) -> list[int]:
         """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
