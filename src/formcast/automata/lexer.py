@@ -250,11 +250,13 @@ class LazyExpandedLexer:
     order they are first *referenced* by a built row.  A row not built yet (``built[s]``
     False) holds zeros, or a sentinel (every byte leads back to the state itself, no split
     flag) for a union state: callers read the rows of built states only, and build a row
-    (:meth:`ensure`) before walking it.  Construction builds no row: it makes the byte
-    classes (from the rule DFAs' tables) and allocates the tables as untouched zero pages,
-    so its cost does not grow with the rows a grammar's first masks never reach; the rule
-    DFAs' rows (per byte class), their call lists and closures are read when a row first
-    needs them.
+    (:meth:`ensure`) before walking it.  Construction makes the byte classes (the common
+    refinement of the rule tables' column classes, cached across compiles per table:
+    :data:`_TABLE_CLASSES`) and allocates the tables as untouched zero pages; below
+    :data:`_LAZY_ROWS_FROM` rule states it also writes the rows of every state without calls
+    (:func:`_global_rows`: one vectorized pass over all rules), and larger lexers write a
+    rule's when a row first meets it.  The rule DFAs' rows per byte class (for unions),
+    their call lists and closures are read when a row first needs them.
 
     Attributes:
         table: ``int32[capacity, 256]``: rows of built states, zeros (or sentinels) for the
@@ -272,8 +274,9 @@ class LazyExpandedLexer:
     Lifetime: per compiled grammar; grows monotonically (bounded by ``max_states``, past which
     :meth:`ensure` raises :class:`LexerStateCapError`).  Not thread-safe: callers serialize
     :meth:`ensure` and their walks of the tables (the token index holds a lock).
-    Costs: construction O(rule states x 256) numpy comparisons over the rule DFAs' tables
-    (no Python work per state, no table row written); :meth:`ensure` O(members x byte
+    Costs: construction O(rules x 256) for the byte classes (plus O(states x 256) in C for
+    a rule table not met before), and below :data:`_LAZY_ROWS_FROM` states O(rule states x
+    256) numpy writes (no Python work per state or rule); :meth:`ensure` O(members x byte
     classes) per row, numpy-batched, plus O(rule states x byte classes) once per rule met
     and the closures met (O(states and call edges reached) each, cached).
     :meth:`build_rule_rows`: O(rule states x 256) writes for the rules not met yet, one
@@ -649,13 +652,15 @@ def _by_least_byte(cls_of_byte: np.ndarray, first: np.ndarray) -> tuple[np.ndarr
 
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
-    (and its split flags), the byte classes, the call closures, and the successor tuples met
+    on one column per byte class (and its split flags), the byte classes, the call closures, and the successor tuples met
     so far.  Derived from the grammar automaton alone (rebuilt after a load).
 
     Lifetime: per lexer (not persisted).  Mutation: the call lists of a rule are read from
     ``auto`` when a closure first meets one of its states, closures are cached on first use.
-    Cost at construction: O(global states x 256) numpy (the global rows and the byte classes),
-    no Python work per state; then O(states and call edges reached) per closure."""
+    Cost at construction: O(rules x 256) for the byte classes (:func:`_lexer_classes`) and
+    O(states of rules with calls) for :attr:`call_states`; the per-class rows of a rule are
+    written when a member of it is first determinized (:meth:`rows`); then O(states and call
+    edges reached) per closure."""
 
     __slots__ = (
         "auto",
