@@ -652,8 +652,9 @@ def _by_least_byte(cls_of_byte: np.ndarray, first: np.ndarray) -> tuple[np.ndarr
 
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
-    on one column per byte class (and its split flags), the byte classes, the call closures, and the successor tuples met
-    so far.  Derived from the grammar automaton alone (rebuilt after a load).
+    on one column per byte class (and its split flags), the byte classes, the call closures,
+    and the successor tuples met so far.  Derived from the grammar automaton alone (rebuilt
+    after a load).
 
     Lifetime: per lexer (not persisted).  Mutation: the call lists of a rule are read from
     ``auto`` when a closure first meets one of its states, closures are cached on first use.
