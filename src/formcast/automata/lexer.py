@@ -730,7 +730,7 @@ class _LexerHelpers:
         for off, d in zip(self.offs, self.auto.dfas, strict=False):
             refs = d.ref_table
             if refs is not None and refs.size:
-                has = refs.any(axis=1)  # (DEAD is 0: a call's target is live)
+                has: np.ndarray = np.asarray(refs.any(axis=1))  # (DEAD: 0, no call)
                 has[DEAD] = False
                 found.append(np.flatnonzero(has) + off)
         if not found:
