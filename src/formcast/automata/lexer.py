@@ -316,6 +316,7 @@ class LazyExpandedLexer:
         if small:  # every rule's rows now: one pass over all rules, written in place
             _global_rows(auto, self.offsets, self.table[:n_global], self.split[:n_global])
             helpers = _LexerHelpers(auto, self.offsets, plain_built=True)
+            helpers.fill(self.table[:n_global], self.split[:n_global])
             # a state with calls is its closure: its row is built when a walk needs it
             calls = helpers.call_states
             self.table[calls] = 0
@@ -736,6 +737,14 @@ class _LexerHelpers:
         if not found:
             return np.zeros(0, dtype=np.int64)
         return np.concatenate(found).astype(np.int64, copy=False)
+
+    def fill(self, g_table: np.ndarray, g_split: np.ndarray) -> None:
+        """Write every rule's :attr:`g_succ` and :attr:`g_split` rows from the global table
+        and split flags of :func:`_global_rows` (one gather each: no Python work per rule).
+        O(global states x byte classes)."""
+        self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
+        self.g_split = np.take(g_split, self.reps, axis=1)
+        self.filled[:] = True
 
     def rows(self, flat: np.ndarray) -> list[int]:
         """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
