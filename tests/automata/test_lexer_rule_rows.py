@@ -163,3 +163,20 @@ def test_byte_classes_do_not_depend_on_the_path(which: int) -> None:
     assert np.array_equal(cols[:, first][:, cmap], cols)
     _, inverse = np.unique(cols, axis=1, return_inverse=True)
     assert len(set(zip(cmap.tolist(), inverse.reshape(-1).tolist(), strict=True))) == first.size
+
+
+@pytest.mark.parametrize("which", range(_N))
+def test_small_lexer_helper_rows_are_the_per_rule_rows(which: int) -> None:
+    """A small lexer writes its helpers' per-class rows (successors and split flags of every
+    global state, those with calls included) from its global table at construction: they
+    are the rows the lazy path writes rule by rule (``_LexerHelpers.rows``)."""
+    auto = _automaton(which)
+    small = LazyExpandedLexer(auto)._build_helpers()
+    lazy = _lazy(auto)._build_helpers()
+    n_global = int(lazy.rule_of.size)
+    assert lazy.rows(np.arange(n_global, dtype=np.int64))  # every rule written now
+    assert small.filled.all()
+    assert np.array_equal(small.reps, lazy.reps)
+    assert np.array_equal(small.g_succ, lazy.g_succ)
+    assert np.array_equal(small.g_split, lazy.g_split)
+    assert not small.rows(np.arange(n_global, dtype=np.int64))  # nothing left to write
