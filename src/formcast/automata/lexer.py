@@ -710,7 +710,7 @@ class _LexerHelpers:
         self.starts = {o + d.start for o, d in zip(self.offs, auto.dfas, strict=False)}
         self.closure_cache: dict[int, frozenset[int]] = {}
         self.multi: dict[tuple[int, ...], int] = {}
-        #: the global states with calls (sorted), where ``rows`` are given (else empty)
+        #: the global states with calls (sorted), with ``plain_built`` (else empty)
         self.call_states = np.zeros(0, dtype=np.int64)
         self.cls_of_byte, self.first = _lexer_classes(auto, vectors)
         self.reps = np.asarray(self.first, dtype=np.int64)
