@@ -53,6 +53,7 @@ __all__ = [
     "TokenIndexContext",
     "approx_nbytes",
     "context_for",
+    "live_contexts",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -197,6 +198,13 @@ def context_for(vocab: Vocabulary, limits: CacheLimits | None = None) -> TokenIn
         while len(_CONTEXTS) > KEPT_CONTEXTS:
             _CONTEXTS.popitem(last=False)
         return got
+
+
+def live_contexts() -> list[TokenIndexContext]:
+    """Every context alive: the registry's and those their owners hold (a test's fresh start:
+    clear a slot in each)."""
+    with _CONTEXTS_LOCK:
+        return list({id(c): c for c in [*_CONTEXTS.values(), *_LIVE.values()]}.values())
 
 
 def approx_nbytes(value: object, depth: int = 4) -> int:
