@@ -11,7 +11,7 @@ The mask of a parser state is built from two parts:
    it is computed once and shared by every request.  Three classifiers produce it:
    :class:`_ExitSplitClassifier` on the expanded lexer, where the walk of the tokens without
    the program's *exit byte* (JSON's ``"``, given by the compiler) is shared further, by every
-   position (and every grammar in the process) whose lexer agrees once that byte is cut;
+   position (and every grammar on the vocabulary) whose lexer agrees once that byte is cut;
    :class:`_RuleClassifier` per rule automaton where the lexer is too large to determinize;
    :class:`_CountedClassifier` for the stack tops of counted rules, on window automata (see
    :mod:`formcast.automata.counted`).
@@ -276,7 +276,7 @@ class _ExitSplitClassifier:
 
     def _shared_walk(self, start: int, n: int) -> Classification:
         """The walk of the tokens without the exit byte from ``start`` on the cut lexer, from
-        the process-wide :data:`SHARED_WALKS` where a grammar already did it."""
+        its vocabulary's :data:`SHARED_WALKS` where a grammar already did it."""
         # only permissive states (a dense walk ahead) are worth a digest
         wide = np.count_nonzero(self._cut[start]) >= _SHARED_WALK_MIN_BYTES
         sig = self.cut_signature(start) if wide else None
