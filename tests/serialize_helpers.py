@@ -33,6 +33,7 @@ from formcast import CompiledGrammar, GrammarCompiler, GrammarMatcher, Vocabular
 from formcast.automata.pda import Frame, ParserState, PushdownAutomaton
 from formcast.bitmask import allocate_token_bitmask
 from formcast.cache import StepMemo
+from formcast.index.context import TokenIndexContext
 from formcast.index.serialize import PLAIN_CLASSES, _instance_attrs
 from formcast.vocab.trie import TokenTrie
 
@@ -223,6 +224,9 @@ def assert_same_data(a: Any, b: Any, vocab: Vocabulary, path: str = "grammar") -
             # own caches are rebuilt on load
             same(a.cfg, b.cfg, f"{path}.cfg")
             same(a.marks, b.marks, f"{path}.marks")
+            return
+        if isinstance(a, TokenIndexContext):  # the vocabulary's, not carried: found again
+            assert a is b, f"{path}: another context"
             return
         if isinstance(a, PushdownAutomaton):  # its own caches are rebuilt, not carried
             same(a.auto, b.auto, f"{path}.auto")

@@ -135,3 +135,48 @@ def test_rows_built_before_are_kept(which: int) -> None:
     calls = _has_calls(auto, n_global, lazy.offsets)
     assert lazy.built[:n_global][~calls].all()
     _pairs_with_eager(lazy, eager)
+
+
+@pytest.mark.parametrize("which", range(_N))
+def test_byte_classes_do_not_depend_on_the_path(which: int) -> None:
+    """The byte classes of a small lexer (found on its global table, written at construction)
+    and of a lazy one (found on one column per run of equal adjacent columns, no global
+    table), and those of the helpers rebuilt after a load, are the same classes numbered the
+    same (by least byte): the partition of the eager lexer's equal columns (table and split
+    flags together)."""
+    auto = _automaton(which)
+    small = LazyExpandedLexer(auto)
+    lazy = _lazy(auto)
+    cmap, first = small.classes
+    assert np.array_equal(cmap, lazy.classes[0])
+    assert np.array_equal(first, lazy.classes[1])
+    small._helpers = None  # as after a load
+    again = small._build_helpers()
+    assert np.array_equal(again.cls_of_byte, cmap)
+    assert np.array_equal(again.first, first)
+    assert np.array_equal(first, np.sort(first))  # numbered by least byte
+    assert np.array_equal(cmap[first], np.arange(first.size))
+    eager = build_expanded_lexer(auto)
+    assert eager is not None
+    cols = np.concatenate([eager.table, eager.split], axis=0)
+    # same partition: equal columns share a class, and columns of one class are equal
+    assert np.array_equal(cols[:, first][:, cmap], cols)
+    _, inverse = np.unique(cols, axis=1, return_inverse=True)
+    assert len(set(zip(cmap.tolist(), inverse.reshape(-1).tolist(), strict=True))) == first.size
+
+
+@pytest.mark.parametrize("which", range(_N))
+def test_small_lexer_helper_rows_are_the_per_rule_rows(which: int) -> None:
+    """A small lexer writes its helpers' per-class rows (successors and split flags of every
+    global state, those with calls included) from its global table at construction: they
+    are the rows the lazy path writes rule by rule (``_LexerHelpers.rows``)."""
+    auto = _automaton(which)
+    small = LazyExpandedLexer(auto)._build_helpers()
+    lazy = _lazy(auto)._build_helpers()
+    n_global = int(lazy.rule_of.size)
+    assert lazy.rows(np.arange(n_global, dtype=np.int64))  # every rule written now
+    assert small.filled.all()
+    assert np.array_equal(small.reps, lazy.reps)
+    assert np.array_equal(small.g_succ, lazy.g_succ)
+    assert np.array_equal(small.g_split, lazy.g_split)
+    assert not small.rows(np.arange(n_global, dtype=np.int64))  # nothing left to write

@@ -33,6 +33,7 @@ from cfg_oracle import oracle_tests
 from formcast import GrammarMatcher, Vocabulary
 from formcast.automata import counted
 from formcast.index import cfg_program
+from formcast.index.context import live_contexts
 
 Oracle = oracle_tests.Oracle
 compile_gbnf = oracle_tests.compile_gbnf
@@ -77,12 +78,13 @@ def verify_by_levels_from(size: int) -> Iterator[None]:
 
 
 def _fresh_shared_caches() -> None:
-    for cache in (
-        cfg_program._COUNTED_CLASSES,
-        cfg_program._COUNTED_WINDOWS,
-        cfg_program._COUNTED_SUBSETS,
+    for slot in (
+        cfg_program.COUNTED_CLASSES,
+        cfg_program.COUNTED_WINDOWS,
+        cfg_program.COUNTED_SUBSETS,
     ):
-        cache.clear()
+        for ctx in live_contexts():
+            ctx.cache(slot).clear()
 
 
 def _walk_against_oracle(

@@ -24,6 +24,7 @@ import formcast.index.cfg_program as cfg_program
 import formcast.index.compiler as compiler
 from cfg_oracle import oracle_tests
 from formcast import GrammarCompiler, GrammarMatcher, Vocabulary
+from formcast.index.context import context_for
 
 SETTINGS = oracle_tests.SETTINGS
 RandomGrammar = oracle_tests.RandomGrammar
@@ -130,7 +131,7 @@ def test_walks_are_shared_across_grammars_and_stay_exact() -> None:
     GrammarMatcher(GrammarCompiler(vocab, cache_size=0).compile_json_schema(first)).accept_bytes(
         b'{"a":"x","n":1,"zz":"q"}'
     )
-    hits = cfg_program._SHARED_WALKS.hits
+    hits = context_for(vocab).cache(cfg_program.SHARED_WALKS).hits
     compiled = GrammarCompiler(vocab, cache_size=0).compile_json_schema(second)
     rng = random.Random(7)
     for _ in range(4):
@@ -143,7 +144,7 @@ def test_walks_are_shared_across_grammars_and_stay_exact() -> None:
             if not nxt:
                 break
             assert m.accept_token(rng.choice(nxt))
-    assert cfg_program._SHARED_WALKS.hits > hits
+    assert context_for(vocab).cache(cfg_program.SHARED_WALKS).hits > hits
 
 
 def _key_position_signatures(compiled: object, prefix: bytes) -> set[bytes]:

@@ -19,6 +19,7 @@ import pytest
 
 import formcast.index.cfg_program as cfg_program
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
+from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import LARK, random_walks, replay_masks
 
@@ -47,7 +48,7 @@ def vocab() -> Vocabulary:
 
 def _compile(vocab: Vocabulary, name: str) -> CompiledGrammar:
     method, args, kw = CASES[name]
-    cfg_program._SHARED_WALKS.clear()
+    context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
     grammar: CompiledGrammar = getattr(GrammarCompiler(vocab, cache_size=0), method)(*args, **kw)
     return grammar
 

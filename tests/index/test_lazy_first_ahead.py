@@ -16,6 +16,7 @@ import pytest
 
 import formcast.index.cfg_program as cfg_program
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
+from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import random_walks, replay_masks
 
@@ -37,7 +38,7 @@ def vocab() -> Vocabulary:
 
 
 def _compile(vocab: Vocabulary) -> CompiledGrammar:
-    cfg_program._SHARED_WALKS.clear()
+    context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
     return GrammarCompiler(vocab, cache_size=0).compile_json_schema(SCHEMA)
 
 

@@ -28,6 +28,7 @@ import pytest
 import formcast.index.cfg_program as cfg_program
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
 from formcast.automata.lexer import LazyExpandedLexer
+from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import LARK, random_walks, replay_masks
 
@@ -50,7 +51,7 @@ def vocab() -> Vocabulary:
 def _compile(
     vocab: Vocabulary, lazy: bool, method: str, args: tuple[Any, ...], kw: dict[str, Any]
 ) -> CompiledGrammar:
-    cfg_program._SHARED_WALKS.clear()
+    context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
     with mock.patch.object(cfg_program, "LAZY_INDEX", lazy):
         compiled: CompiledGrammar = getattr(GrammarCompiler(vocab, cache_size=0), method)(
             *args, **kw

@@ -25,6 +25,7 @@ import pytest
 import formcast.index.cfg_program as cfg_program
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
 from formcast.automata.lexer import LazyExpandedLexer
+from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import LARK, random_walks, replay_masks
 
@@ -81,7 +82,7 @@ def _tiny_tables(grown: list[LazyExpandedLexer]) -> Iterator[None]:
 
 
 def _compile(vocab: Vocabulary, method: str, args: tuple[Any, ...], kw: dict[str, Any]) -> Any:
-    cfg_program._SHARED_WALKS.clear()
+    context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
     return getattr(GrammarCompiler(vocab, cache_size=0), method)(*args, **kw)
 
 

@@ -15,6 +15,7 @@ import formcast.index.cfg_program as cfg_program
 from formcast import GrammarCompiler, Vocabulary
 from formcast.automata.dfa import DEAD
 from formcast.automata.equivalence import equivalence_classes
+from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import random_walks, replay_masks
 
@@ -57,7 +58,7 @@ def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
 
 @pytest.mark.parametrize("schema", range(len(SCHEMAS)))
 def test_subset_refinement_is_the_full_one(vocab: Vocabulary, schema: int) -> None:
-    cfg_program._SHARED_WALKS.clear()
+    context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
     with mock.patch.object(cfg_program, "LAZY_INDEX", True):
         grammar = GrammarCompiler(vocab, cache_size=0).compile_json_schema(SCHEMAS[schema])
         replay_masks(grammar, random_walks(grammar, walks=3, steps=25, seed=schema))

@@ -20,6 +20,7 @@ import pytest
 import formcast.index.cfg_program as cfg_program
 import formcast.vocab.trie as trie_mod
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
+from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import LARK, random_walks, replay_masks
 
@@ -50,7 +51,7 @@ def _dirty_pool() -> int:
 
 
 def _compile(vocab: Vocabulary, lazy: bool, case: str) -> CompiledGrammar:
-    cfg_program._SHARED_WALKS.clear()
+    context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
     with mock.patch.object(cfg_program, "LAZY_INDEX", lazy):
         gc_ = GrammarCompiler(vocab, cache_size=0)
         if case == "lark":

@@ -20,6 +20,7 @@ from formcast import GrammarCompiler, GrammarMatcher, Vocabulary, allocate_token
 from formcast.bitmask import bitmask_to_bool
 from formcast.index import cfg_program
 from formcast.index.compiled import CompiledGrammar
+from formcast.index.context import context_for
 
 THREADS = 8
 WALKS_PER_THREAD = 2
@@ -82,12 +83,12 @@ factor ::= [0-9]+ | "x" | "(" expr ")" | "-" factor
 
 
 def compile_fresh(kind: str) -> CompiledGrammar:
-    for cache in (
-        cfg_program._SHARED_WALKS,
-        cfg_program._COUNTED_CLASSES,
-        cfg_program._COUNTED_WINDOWS,
+    for slot in (
+        cfg_program.SHARED_WALKS,
+        cfg_program.COUNTED_CLASSES,
+        cfg_program.COUNTED_WINDOWS,
     ):
-        cache.clear()
+        context_for(VOCAB).cache(slot).clear()
     compiler = GrammarCompiler(VOCAB, cache_size=0)
     if kind == "json_schema":
         return compiler.compile_json_schema(SCHEMA)

@@ -13,6 +13,7 @@ immutable.  Cost: subset construction over byte classes, capped at ``max_states`
 from __future__ import annotations
 
 import mmap
+import weakref
 from bisect import bisect_right
 from dataclasses import dataclass
 from itertools import accumulate, chain
@@ -21,6 +22,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._native import interpreted_class
+from ..cache import LruCache
 from ..columns import column_classes
 from ..limits import WorkBudget, check_deadline
 from .dfa import DEAD
@@ -248,11 +250,13 @@ class LazyExpandedLexer:
     order they are first *referenced* by a built row.  A row not built yet (``built[s]``
     False) holds zeros, or a sentinel (every byte leads back to the state itself, no split
     flag) for a union state: callers read the rows of built states only, and build a row
-    (:meth:`ensure`) before walking it.  Construction builds no row: it makes the byte
-    classes (from the rule DFAs' tables) and allocates the tables as untouched zero pages,
-    so its cost does not grow with the rows a grammar's first masks never reach; the rule
-    DFAs' rows (per byte class), their call lists and closures are read when a row first
-    needs them.
+    (:meth:`ensure`) before walking it.  Construction makes the byte classes (the common
+    refinement of the rule tables' column classes, cached across compiles per table:
+    :data:`_TABLE_CLASSES`) and allocates the tables as untouched zero pages; below
+    :data:`_LAZY_ROWS_FROM` rule states it also writes the rows of every state without calls
+    (:func:`_global_rows`: one vectorized pass over all rules), and larger lexers write a
+    rule's when a row first meets it.  The rule DFAs' rows per byte class (for unions),
+    their call lists and closures are read when a row first needs them.
 
     Attributes:
         table: ``int32[capacity, 256]``: rows of built states, zeros (or sentinels) for the
@@ -270,8 +274,9 @@ class LazyExpandedLexer:
     Lifetime: per compiled grammar; grows monotonically (bounded by ``max_states``, past which
     :meth:`ensure` raises :class:`LexerStateCapError`).  Not thread-safe: callers serialize
     :meth:`ensure` and their walks of the tables (the token index holds a lock).
-    Costs: construction O(rule states x 256) numpy comparisons over the rule DFAs' tables
-    (no Python work per state, no table row written); :meth:`ensure` O(members x byte
+    Costs: construction O(rules x 256) for the byte classes (plus O(states x 256) in C for
+    a rule table not met before), and below :data:`_LAZY_ROWS_FROM` states O(rule states x
+    256) numpy writes (no Python work per state or rule); :meth:`ensure` O(members x byte
     classes) per row, numpy-batched, plus O(rule states x byte classes) once per rule met
     and the closures met (O(states and call edges reached) each, cached).
     :meth:`build_rule_rows`: O(rule states x 256) writes for the rules not met yet, one
@@ -307,7 +312,19 @@ class LazyExpandedLexer:
         self.built = np.zeros(cap, dtype=bool)
         self.built[DEAD] = True  # (its row: zeros)
         self.size = n_global
-        helpers = _LexerHelpers(auto, self.offsets)
+        small = n_global < _LAZY_ROWS_FROM
+        if small:  # every rule's rows now: one pass over all rules, written in place
+            _global_rows(auto, self.offsets, self.table[:n_global], self.split[:n_global])
+            helpers = _LexerHelpers(auto, self.offsets, plain_built=True)
+            helpers.fill(self.table[:n_global], self.split[:n_global])
+            # a state with calls is its closure: its row is built when a walk needs it
+            calls = helpers.call_states
+            self.table[calls] = 0
+            self.split[calls] = False
+            self.built[:n_global] = True
+            self.built[calls] = False
+        else:
+            helpers = _LexerHelpers(auto, self.offsets)
         # None after a load (``_serialize_omit``): rebuilt by ``_build_helpers`` on first use;
         # typed Optional so that mypyc's compiled methods accept the loaded None
         self._helpers: _LexerHelpers | None = helpers
@@ -316,9 +333,6 @@ class LazyExpandedLexer:
         #: per union state (``s - offsets[-1]``), its members
         self.sets: list[tuple[int, ...]] = []
         self.classes = (helpers.cls_of_byte, helpers.first)
-        if n_global < _LAZY_ROWS_FROM:  # small: every rule's rows now, in one pass each
-            helpers.rows(np.arange(n_global, dtype=np.int64))  # (per-class rows: for unions)
-            self.build_rule_rows()
 
     @property
     def capacity(self) -> int:
@@ -333,6 +347,7 @@ class LazyExpandedLexer:
         construction and again on first use after a load."""
         helpers = self._helpers
         if helpers is None:
+            # (rule rows read per rule as met: those built before stay as they are)
             helpers = _LexerHelpers(self.auto, self.offsets)
             self._helpers = helpers
         return helpers
@@ -521,18 +536,137 @@ class LazyExpandedLexer:
 _NO_CALLS: list[int] = []
 
 
+def _global_rows(
+    auto: GrammarAutomaton,
+    offsets: np.ndarray,
+    table: np.ndarray | None = None,
+    split: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every rule's rows as one global table (rule ``r``'s rows: its DFA's shifted by
+    ``offsets[r]``, dead 0, its dead row all dead) and its split flags (an accepting state's:
+    the rule's FOLLOW | restart bytes; a zero-iteration counted rule's start: FOLLOW too),
+    written into ``table`` and ``split`` (``[offsets[-1], 256]``, zeros) when given.  The
+    rows a lexer state without calls has (:meth:`LazyExpandedLexer._plain_rows`), for all
+    rules at once: a few numpy passes over the concatenated DFA tables, no Python work per
+    rule beyond listing them.  O(global states x 256)."""
+    dfas = auto.dfas
+    n_global = int(offsets[-1])
+    analysis = auto.analysis
+    sizes = np.diff(offsets)
+    parts = [d.table for d in dfas]
+    if table is None:
+        g_table = np.concatenate(parts, axis=0, dtype=np.int32)
+    else:
+        g_table = np.concatenate(parts, axis=0, out=table, casting="same_kind")
+    shift = np.repeat(offsets[:-1].astype(np.int32), sizes)[:, None]
+    np.add(g_table, shift, out=g_table, where=g_table != DEAD)
+    g_table[offsets[:-1]] = 0  # (each rule's dead row: all dead already)
+    check_deadline()
+    g_split = np.zeros((n_global, 256), dtype=bool) if split is None else split
+    acc = np.flatnonzero(np.concatenate([d.accepting for d in dfas]))
+    if acc.size:
+        vec = np.asarray(analysis.follow) | np.asarray(analysis.restart)
+        rule_of = np.searchsorted(offsets, acc, side="right") - 1
+        g_split[acc] = vec[rule_of]
+    for r, count in enumerate(auto.counts):
+        if count is not None and count[0] == 0:  # zero iterations: the call may return at once
+            g_split[int(offsets[r]) + dfas[r].start] |= analysis.follow[r]
+    return g_table, g_split
+
+
+#: rule DFA tables whose column classes :data:`_TABLE_CLASSES` keeps
+_TABLE_CLASSES_KEPT = 2_048
+
+#: The column classes of rule DFA tables (class of each byte, int32[256]), shared by the
+#: lexers of every compile in the process: the rule DFAs of common JSON pieces (strings,
+#: numbers, whitespace, keys) are the very same table objects from one compile to the next
+#: (:data:`formcast.automata.rules.RULE_DFA_CACHE`), so a lexer's byte classes cost one
+#: lookup per rule rather than a pass over every rule state.  Keyed by the table's ``id``;
+#: an entry holds a weak reference to its table and is used only while that reference is
+#: the very table asked about (an id reused by a later table replaces the entry), and only
+#: read-only tables are kept (a ``ByteDFA``'s are: :func:`formcast.automata.dfa`), so an
+#: entry always describes its table's content.  Vocabulary-free (a lexer knows no tokens).
+#: Lifetime: the process; bounded to :data:`_TABLE_CLASSES_KEPT` entries (~1.1 KiB each),
+#: least recently used first.  Thread-safe (an entry is one tuple, swapped whole).
+_TABLE_CLASSES: LruCache[int, list[tuple[weakref.ref[np.ndarray], np.ndarray]]] = LruCache(
+    _TABLE_CLASSES_KEPT
+)
+
+
+def _table_classes(table: np.ndarray) -> np.ndarray:
+    """Class of each byte (int32[256]) under the column classes of a rule DFA's ``table``
+    (its rows past the dead state): from :data:`_TABLE_CLASSES` for a read-only table seen
+    before, else :func:`~formcast.columns.column_classes` (O(states x 256), in C in the
+    compiled build)."""
+    keep = not table.flags.writeable
+    found, slot = _TABLE_CLASSES.get(id(table)) if keep else (False, None)
+    if slot is not None:
+        ref, cls = slot[0]
+        if ref() is table:
+            return cls
+    if table.shape[0] > 1:
+        cls = column_classes(table[1:])[0].astype(np.int32)
+    else:  # (the empty language: no live state)
+        cls = np.zeros(256, dtype=np.int32)
+    if keep:
+        cls.setflags(write=False)
+        pair = (weakref.ref(table), cls)
+        if slot is not None:
+            slot[0] = pair  # (an id reused: the entry is this table's now)
+        elif not found:
+            _TABLE_CLASSES.put(id(table), [pair])
+    return cls
+
+
+def _lexer_classes(auto: GrammarAutomaton, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(class of each byte, least byte of each class)``: the column classes of the global
+    table (rule ``r``'s rows: its DFA's shifted by ``offsets[r]``, dead 0) and the split
+    ``vectors`` stacked, as the eager build's (:func:`build_expanded_lexer`), numbered by
+    least byte.  Shifting a rule's rows keeps their column equalities, so these are the
+    common refinement of every rule table's column classes (:func:`_table_classes`, cached
+    across compiles) and the vectors': :func:`~formcast.columns.column_classes` on one row
+    per distinct rule table and per vector.  O(rules x 256) once the tables are known."""
+    seen: set[int] = set()
+    rows: list[np.ndarray] = []
+    for d in auto.dfas:
+        t = d.table
+        if id(t) not in seen:
+            seen.add(id(t))
+            rows.append(_table_classes(t))
+    stack = np.empty((len(rows) + vectors.shape[0], 256), dtype=np.int32)
+    if rows:
+        stack[: len(rows)] = rows
+    stack[len(rows) :] = vectors
+    check_deadline()
+    cls, first = column_classes(stack)
+    return _by_least_byte(cls, first)
+
+
+def _by_least_byte(cls_of_byte: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Byte classes renumbered in the order of their least bytes (``first`` ascending): a
+    numbering of the partition alone, whichever way it was found.  O(256)."""
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    return rank[cls_of_byte], np.asarray(first, dtype=np.int64)[order]
+
+
 class _LexerHelpers:
     """What :meth:`LazyExpandedLexer.ensure` reads: the rule DFAs' rows as one global table
-    (and its split flags), the byte classes, the call closures, and the successor tuples met
-    so far.  Derived from the grammar automaton alone (rebuilt after a load).
+    on one column per byte class (and its split flags), the byte classes, the call closures,
+    and the successor tuples met so far.  Derived from the grammar automaton alone (rebuilt
+    after a load).
 
     Lifetime: per lexer (not persisted).  Mutation: the call lists of a rule are read from
     ``auto`` when a closure first meets one of its states, closures are cached on first use.
-    Cost at construction: O(global states x 256) numpy (the global rows and the byte classes),
-    no Python work per state; then O(states and call edges reached) per closure."""
+    Cost at construction: O(rules x 256) for the byte classes (:func:`_lexer_classes`) and
+    O(states of rules with calls) for :attr:`call_states`; the per-class rows of a rule are
+    written when a member of it is first determinized (:meth:`rows`); then O(states and call
+    edges reached) per closure."""
 
     __slots__ = (
         "auto",
+        "call_states",
         "calls",
         "closure_cache",
         "cls_of_byte",
@@ -549,51 +683,21 @@ class _LexerHelpers:
         "starts",
     )
 
-    def __init__(self, auto: GrammarAutomaton, offsets: np.ndarray) -> None:
+    def __init__(
+        self,
+        auto: GrammarAutomaton,
+        offsets: np.ndarray,
+        plain_built: bool = False,
+    ) -> None:
         analysis = auto.analysis
-        follow, restart = analysis.follow, analysis.restart
+        follow = np.asarray(analysis.follow, dtype=bool).reshape(-1, 256)
+        restart = np.asarray(analysis.restart, dtype=bool).reshape(-1, 256)
         n_global = int(offsets[-1])
-        vectors = np.stack(
-            [follow[r] | restart[r] for r in range(len(auto.dfas))]
-            + [follow[r] for r in range(len(auto.dfas))]
-        )
-        # byte classes: the column classes of the global table (rule ``r``'s rows: its DFA's
-        # shifted by ``offsets[r]``, dead 0, state 0 all dead) and the split vectors, as the
-        # eager build's, read from the DFA tables (no global table is made): runs of equal
-        # adjacent columns first (one comparison pass; shifting a row keeps its equalities),
-        # then column_classes on one column per run of the very rows of the global table
-        edge = (vectors[:, 1:] != vectors[:, :-1]).any(axis=0)
-        for dfa in auto.dfas:
-            t = dfa.table[1:]
-            edge |= (t[:, 1:] != t[:, :-1]).any(axis=0)
-        check_deadline()
-        run_first = np.flatnonzero(np.concatenate(([True], edge)))
-        run_of_byte = np.cumsum(np.concatenate(([0], edge)), dtype=np.int64)
-        small = np.zeros((n_global + vectors.shape[0], run_first.size), dtype=np.int32)
-        for r, dfa in enumerate(auto.dfas):
-            off = int(offsets[r])
-            # (np.take: a column gather several times faster than fancy indexing)
-            t = np.take(dfa.table, run_first, axis=1)
-            dest = small[off : off + t.shape[0]]
-            np.add(t, off, out=dest, casting="unsafe")
-            dest[t == DEAD] = 0
-            dest[0] = 0
-        small[n_global:] = vectors[:, run_first]
-        check_deadline()
-        cls_of_run, first_run = column_classes(small)
-        self.cls_of_byte = cls_of_run[run_of_byte]
-        self.first = run_first[first_run]
-        self.reps = np.asarray(self.first, dtype=np.int64)
-        # the global rows on one column per byte class, a rule's written when a member of it
-        # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
-        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
-        self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
+        n_rules = len(auto.dfas)
+        vectors = np.concatenate([follow | restart, follow])
         self.rule_of = np.repeat(
-            np.arange(len(auto.dfas), dtype=np.int64), np.diff(offsets).astype(np.int64)
+            np.arange(n_rules, dtype=np.int64), np.diff(offsets).astype(np.int64)
         )
-        self.filled = np.zeros(len(auto.dfas), dtype=bool)
-        #: per rule: its rows without calls are built (``LazyExpandedLexer._plain_rows``)
-        self.plain_done = np.zeros(len(auto.dfas), dtype=bool)
         self.auto = auto
         self.offs: list[int] = offsets.tolist()
         #: per global state with calls, its call targets (callee starts); a rule's are read
@@ -601,11 +705,46 @@ class _LexerHelpers:
         #: A dict: no object per global state at construction (a list per state was most of
         #: a large grammar's construction, through the garbage collections it set off)
         self.calls: dict[int, list[int]] = {}
-        self.rule_calls = [False] * len(auto.dfas)
+        self.rule_calls = [False] * n_rules
         #: the global states of rule starts (the only call targets)
-        self.starts = {int(offsets[r]) + d.start for r, d in enumerate(auto.dfas)}
+        self.starts = {o + d.start for o, d in zip(self.offs, auto.dfas, strict=False)}
         self.closure_cache: dict[int, frozenset[int]] = {}
         self.multi: dict[tuple[int, ...], int] = {}
+        #: the global states with calls (sorted), with ``plain_built`` (else empty)
+        self.call_states = np.zeros(0, dtype=np.int64)
+        self.cls_of_byte, self.first = _lexer_classes(auto, vectors)
+        self.reps = np.asarray(self.first, dtype=np.int64)
+        # the global rows on one column per byte class, a rule's written when a member of it
+        # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
+        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
+        self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
+        self.filled = np.zeros(n_rules, dtype=bool)
+        #: per rule: its rows without calls are built (``LazyExpandedLexer._plain_rows``)
+        self.plain_done = np.full(n_rules, plain_built, dtype=bool)
+        if plain_built:
+            self.call_states = self._call_states()
+
+    def _call_states(self) -> np.ndarray:
+        """The global states with calls, sorted (int64).  O(states of rules with calls x
+        callees)."""
+        found: list[np.ndarray] = []
+        for off, d in zip(self.offs, self.auto.dfas, strict=False):
+            refs = d.ref_table
+            if refs is not None and refs.size:
+                has: np.ndarray = np.asarray(refs.any(axis=1))  # (DEAD: 0, no call)
+                has[DEAD] = False
+                found.append(np.flatnonzero(has) + off)
+        if not found:
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate(found).astype(np.int64, copy=False)
+
+    def fill(self, g_table: np.ndarray, g_split: np.ndarray) -> None:
+        """Write every rule's :attr:`g_succ` and :attr:`g_split` rows from the global table
+        and split flags of :func:`_global_rows` (one gather each: no Python work per rule).
+        O(global states x byte classes)."""
+        self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
+        self.g_split = np.take(g_split, self.reps, axis=1)
+        self.filled[:] = True
 
     def rows(self, flat: np.ndarray) -> list[int]:
         """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global

@@ -11,7 +11,7 @@ The mask of a parser state is built from two parts:
    it is computed once and shared by every request.  Three classifiers produce it:
    :class:`_ExitSplitClassifier` on the expanded lexer, where the walk of the tokens without
    the program's *exit byte* (JSON's ``"``, given by the compiler) is shared further, by every
-   position (and every grammar in the process) whose lexer agrees once that byte is cut;
+   position (and every grammar on the vocabulary) whose lexer agrees once that byte is cut;
    :class:`_RuleClassifier` per rule automaton where the lexer is too large to determinize;
    :class:`_CountedClassifier` for the stack tops of counted rules, on window automata (see
    :mod:`formcast.automata.counted`).
@@ -31,9 +31,9 @@ import os
 import threading
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -68,9 +68,13 @@ from ..vocab.trie import (
     write_walk_rows,
 )
 from ..vocab.vocabulary import Vocabulary
+from .context import ContextSlot, TokenIndexContext, context_for
 from .program import LimitStop, mask_weight
 
 __all__ = ["CfgProgram", "Classification"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
 class Classification(NamedTuple):
@@ -144,7 +148,7 @@ class _ExitSplitClassifier:
     dead): there, for JSON's ``"``, every string body is the same automaton whatever follows
     the closing quote, so one walk serves every string-valued position, and positions whose
     cut futures agree share it (per class of the cut lexer, and per canonical digest across
-    grammars: :data:`_SHARED_WALKS`).  Tokens with the exit byte (a few thousand) are walked
+    grammars: :data:`SHARED_WALKS`).  Tokens with the exit byte (a few thousand) are walked
     per position on the full lexer, over a trie of their own.  Exact for any exit byte;
     ``None`` cuts nothing (every token is walked on the shared walk of its class).
 
@@ -278,18 +282,18 @@ class _ExitSplitClassifier:
 
     def _shared_walk(self, start: int, n: int) -> Classification:
         """The walk of the tokens without the exit byte from ``start`` on the cut lexer, from
-        the process-wide :data:`_SHARED_WALKS` where a grammar already did it."""
+        its vocabulary's :data:`SHARED_WALKS` where a grammar already did it."""
         # only permissive states (a dense walk ahead) are worth a digest
         wide = np.count_nonzero(self._cut[start]) >= _SHARED_WALK_MIN_BYTES
         sig = self.cut_signature(start) if wide else None
-        base = None if sig is None else _SHARED_WALKS.get(sig)[1]
+        base = None if sig is None else _shared_walks(self._vocab).get(sig)[1]
         if base is None:
             words, cands = _walk(self._vocab, self._cut_aug, start + 2 * n)
             if self._exit is not None:
                 cands = cands[~self._exit[2][cands]]
             base = Classification(words, cands)
             if sig is not None:
-                _SHARED_WALKS.put(sig, base)
+                _shared_walks(self._vocab).put(sig, base)
         return base
 
     def _with_exit_tokens(
@@ -373,7 +377,7 @@ class _LazyExitSplitClassifier:
     :data:`_SHARED_WALK_MIN_BYTES` live first bytes on the cut lexer) refines the cut lexer
     built so far as the eager build refines the whole one (:meth:`_refine`, sentinels in
     classes of their own); start states of one class share a walk, wide ones across grammars
-    by the digest of their quotient (:data:`_SHARED_WALKS`).  Past the lexer's
+    by the digest of their quotient (:data:`SHARED_WALKS`).  Past the lexer's
     state cap the classifier continues on the per-rule automata (:class:`_RuleClassifier`,
     calls become candidates): masks are the same either way.
 
@@ -630,7 +634,7 @@ class _LazyExitSplitClassifier:
         base = self._by_class.get(key)
         if base is None:
             sig = self._digest(start) if wide else None
-            base = None if sig is None else _SHARED_WALKS.get(sig)[1]
+            base = None if sig is None else _shared_walks(self._vocab).get(sig)[1]
             if base is None:
                 drop = None if self._exit is None else self._exit[2]
                 fused = self._walk_words(self._vocab.trie, True, start, ahead, None, None, drop)
@@ -646,7 +650,7 @@ class _LazyExitSplitClassifier:
                 words.setflags(write=False)
                 base = Classification(words, cands)
                 if sig is not None:
-                    _SHARED_WALKS.put(sig, base)
+                    _shared_walks(self._vocab).put(sig, base)
             self._by_class[key] = base
         exit_tokens = self._exit
         if exit_tokens is None:
@@ -1199,19 +1203,31 @@ class _LazyWalkTables:
 class _CountedClassifier:
     """Classifies the stack tops of counted rules (counts already clipped), on window
     automata shared by every grammar with the same item automaton on the same vocabulary
-    (:data:`_COUNTED_WINDOWS`, :data:`_COUNTED_CLASSES`).  Where an item's iterations overlap
+    (:data:`COUNTED_WINDOWS`, :data:`COUNTED_CLASSES`).  Where an item's iterations overlap
     (an iteration end that can also go on: ``(\\w+-?){0,100}``) the window is determinized by
-    subset construction instead (:data:`_COUNTED_SUBSETS`), so that tokens crossing iterations
+    subset construction instead (:data:`COUNTED_SUBSETS`), so that tokens crossing iterations
     stay exact rather than all becoming candidates.  ``rules``: the counted rules, each with
     the bytes that may start a callee or follow the rule.  Costs: one window table per new
-    (item, bounds) window, one vocabulary walk per new position."""
+    (item, bounds) window, one vocabulary walk per new position.  ``context``: the
+    vocabulary's shared tables (None, and after a load: the registry's,
+    :func:`~formcast.index.context.context_for`)."""
 
-    __slots__ = ("_auto", "_cap", "_rule_aug", "_sigs", "_vocab", "rules")
+    #: the context is the process's, not the grammar's: found again after a load
+    _serialize_omit = frozenset({"_context"})
 
-    def __init__(self, auto: GrammarAutomaton, vocab: Vocabulary, cap: int) -> None:
+    __slots__ = ("_auto", "_cap", "_context", "_rule_aug", "_sigs", "_vocab", "rules")
+
+    def __init__(
+        self,
+        auto: GrammarAutomaton,
+        vocab: Vocabulary,
+        cap: int,
+        context: TokenIndexContext | None = None,
+    ) -> None:
         self._auto = auto
         self._vocab = vocab
         self._cap = cap
+        self._context = context
         self.rules = counted_splits(auto)
         self._sigs: dict[int, bytes] = {}
         self._rule_aug: dict[int, np.ndarray] = {}
@@ -1226,7 +1242,8 @@ class _CountedClassifier:
         (both bounds within reach) gets a window of its own.
         """
         key = (self._signature(rule), state, need, left)
-        found, hit = _COUNTED_CLASSES.get(key)
+        classes = self._cache(COUNTED_CLASSES)
+        found, hit = classes.get(key)
         if found and hit is not None:
             return hit
         cap = self._cap
@@ -1252,18 +1269,24 @@ class _CountedClassifier:
                 self._rule_aug[rule] = table
         n3 = table.shape[0] - 1
         hit = _walk(self._vocab, table, start + 2 * (n3 // 3))
-        _COUNTED_CLASSES.put(key, hit)
+        classes.put(key, hit)
         return hit
 
+    def _cache(self, slot: ContextSlot[K, V]) -> LruCache[K, V]:
+        """``slot``'s cache in the vocabulary's context."""
+        ctx = self._context
+        if ctx is None:  # (loaded: the registry's, the one a compiler of the vocabulary holds)
+            ctx = self._context = context_for(self._vocab)
+        return ctx.cache(slot)
+
     def _signature(self, rule: int) -> bytes:
-        """What a counted rule's windows depend on: the vocabulary, the item automaton, the
-        bytes that may start a callee or follow the rule.  Memoized per rule."""
+        """What a counted rule's windows depend on in its vocabulary's context: the item
+        automaton, the bytes that may start a callee or follow the rule.  Memoized per rule."""
         sig = self._sigs.get(rule)
         if sig is None:
             dfa = self._auto.dfas[rule]
             calls, follow = self.rules[rule]
             h = hashlib.blake2b(digest_size=16)
-            h.update(self._vocab.fingerprint.encode())
             for part in (dfa.table, dfa.accepting.astype(np.uint8), calls, follow):
                 h.update(np.ascontiguousarray(part).tobytes())
             h.update(str((dfa.start, dfa.table.shape)).encode())
@@ -1280,7 +1303,7 @@ class _CountedClassifier:
         level :meth:`classify` enters this window at.  ``(None, state)`` past the subset cap,
         and for a window with both bounds within reach (``need`` not met, ``left`` below the
         cap), where levels short of ``need`` cannot be pruned.
-        Shared like the deterministic windows (:data:`_COUNTED_SUBSETS`).  Cost: one subset
+        Shared like the deterministic windows (:data:`COUNTED_SUBSETS`).  Cost: one subset
         construction per window, bounded by the longest token (milliseconds for string and
         array items)."""
         dfa = self._auto.dfas[rule]
@@ -1291,7 +1314,8 @@ class _CountedClassifier:
             # both bounds within reach: levels below ``need`` do not prune, subsets could
             # grow with the token's length (left to the parser: the candidates' checks)
             return None, state
-        found, got = _COUNTED_SUBSETS.get(key)
+        subsets = self._cache(COUNTED_SUBSETS)
+        found, got = subsets.get(key)
         if not found:
             if (need, levels) == (0, cap):  # entered at cap - left, 1 <= left <= cap
                 entry_levels = range(cap)
@@ -1318,7 +1342,7 @@ class _CountedClassifier:
                 rows = np.zeros(max(entry_levels.stop, 1) * n, dtype=np.int64)
                 rows[[i * n + q for q, i in entries]] = built[2]
                 got = (self._windowed(rule, _augmented_table(built[0], built[1])), rows)
-            _COUNTED_SUBSETS.put(key, got)
+            subsets.put(key, got)
         if got is None:
             return None, state
         return got[0], int(got[1][level * n + state])
@@ -1327,14 +1351,15 @@ class _CountedClassifier:
         """The augmented window table of a counted rule: ``levels`` levels, the return allowed
         from level ``need - 1`` on (shared, LRU: they are large)."""
         key = (self._signature(rule), need, levels)
-        found, aug = _COUNTED_WINDOWS.get(key)
+        windows = self._cache(COUNTED_WINDOWS)
+        found, aug = windows.get(key)
         if found:
             return aug
         dfa = self._auto.dfas[rule]
         calls, follow = self.rules[rule]
         got = window_table(dfa.table, dfa.accepting, dfa.start, calls, follow, need, levels)
         aug = None if got is None else self._windowed(rule, _augmented_table(*got))
-        _COUNTED_WINDOWS.put(key, aug)
+        windows.put(key, aug)
         return aug
 
     def _windowed(self, rule: int, aug: np.ndarray) -> np.ndarray:
@@ -1367,6 +1392,10 @@ class CfgProgram:
             (:class:`_LazyExitSplitClassifier`) rather than at construction; None: the module
             switch :data:`LAZY_INDEX`.  Masks are the same either way (the differential
             test, tests/index/test_lazy_index_matches_eager.py, keeps them so).
+        context: the vocabulary's shared tables (:class:`~formcast.index.context.
+            TokenIndexContext`: shared walks, counted windows and classifications), as its
+            ``GrammarCompiler`` holds it; None: :func:`~formcast.index.context.context_for`
+            (``vocab``, ``cache_limits``), as a loaded grammar finds it again.
     """
 
     #: what a serialized grammar holds of it (formcast.index.persist): these fields, the
@@ -1374,8 +1403,10 @@ class CfgProgram:
     _persist_fields: ClassVar[tuple[str, ...]] = (
         "auto", "vocab", "cache_limits", "_cap", "pda", "lexer", "_positions", "_counted",
         "_masks", "_steps", "_stop_words", "_limit_errors", "candidates_checked",
-        "mask_computations",
+        "mask_computations", "_context",
     )  # fmt: skip
+    #: the context is the process's (found again through the registry after a load)
+    _serialize_omit = frozenset({"_context"})
     _persist_lazy: ClassVar[dict[str, tuple[str, ...]]] = {
         "lexer": (),
         "_positions": ("__len__", "cache_bytes", "table_bytes"),
@@ -1392,10 +1423,16 @@ class CfgProgram:
         cache_limits: CacheLimits | None = None,
         exit_byte: int | None = None,
         lazy: bool | None = None,
+        context: TokenIndexContext | None = None,
     ) -> None:
         self.auto = auto
         self.vocab = vocab
         self.cache_limits = cache_limits = cache_limits or CacheLimits()
+        if context is None:
+            context = context_for(vocab, cache_limits)
+        elif context.fingerprint != vocab.fingerprint:
+            raise ValueError("the context is another vocabulary's (another fingerprint)")
+        self._context: TokenIndexContext | None = context
         limits = limits or ParserLimits()
         by_bytes = max(cache_limits.parser_cache_bytes // _PARSER_ENTRY_BYTES, 1)
         if by_bytes < limits.max_cache_entries:
@@ -1428,7 +1465,7 @@ class CfgProgram:
                 self._positions = _RuleClassifier(auto, vocab, spend)
         # counted rules: masks are shared by states equal up to counts clipped to the longest
         # token + 1; stack tops of counted rules are classified on window automata
-        self._counted = _CountedClassifier(auto, vocab, self._cap)
+        self._counted = _CountedClassifier(auto, vocab, self._cap, context)
         self._masks: LruCache[ParserState, np.ndarray] = LruCache(
             mask_cache_size,
             max_weight=cache_limits.mask_cache_bytes,
@@ -1441,6 +1478,14 @@ class CfgProgram:
         self.mask_computations = 0
         self.candidates_checked = 0
         self._limit_errors: dict[ParserState, str] = {}
+
+    @property
+    def context(self) -> TokenIndexContext:
+        """The vocabulary's shared tables (a loaded grammar's: the registry's, on first use)."""
+        ctx = self._context
+        if ctx is None:
+            ctx = self._context = context_for(self.vocab, self.cache_limits)
+        return ctx
 
     # -- GrammarProgram protocol ----------------------------------------------------------------
     def initial_state(self) -> ParserState:
@@ -1616,13 +1661,16 @@ _LEXER_MAX_STATES = 30_000
 #: bytes of one parser-cache entry (an interned frame or state, a closure, a byte step),
 #: measured with tracemalloc on a long string: about 260
 _PARSER_ENTRY_BYTES = 260
-_SHARED_BYTES = CacheLimits().shared_cache_bytes
+# The tables shared by every grammar on one vocabulary: slots of the vocabulary's
+# :class:`~formcast.index.context.TokenIndexContext` (a program's :attr:`CfgProgram.context`),
+# each bounded by its entries and the context's ``CacheLimits.shared_cache_bytes``; entries are
+# put by their users (nothing rebuilds them from a manifest).
 
 #: Window tables of counted rules, by (item signature, need, levels); None where the window is
 #: not deterministic.  Few: they are large.
-_COUNTED_WINDOWS: LruCache[tuple[bytes, int, int], np.ndarray | None] = LruCache(
-    6,
-    max_weight=_SHARED_BYTES,
+COUNTED_WINDOWS: ContextSlot[tuple[bytes, int, int], np.ndarray | None] = ContextSlot(
+    "cfg_counted_windows",
+    max_entries=6,
     weight=lambda t: (0 if t is None else t.nbytes) + CACHE_ENTRY_BYTES,
 )
 #: Windows of counted rules whose iterations overlap, determinized (see
@@ -1630,20 +1678,28 @@ _COUNTED_WINDOWS: LruCache[tuple[bytes, int, int], np.ndarray | None] = LruCache
 #: augmented table and the row of each entry (``level * item states + state``); None past the
 #: subset cap.
 _SubsetWindow = tuple[np.ndarray, np.ndarray]
-_COUNTED_SUBSETS: LruCache[tuple[bytes, int, int], _SubsetWindow | None] = LruCache(
-    16,
-    max_weight=_SHARED_BYTES,
+COUNTED_SUBSETS: ContextSlot[tuple[bytes, int, int], _SubsetWindow | None] = ContextSlot(
+    "cfg_counted_subsets",
+    max_entries=16,
     weight=lambda t: (0 if t is None else t[0].nbytes + t[1].nbytes) + CACHE_ENTRY_BYTES,
 )
-#: Classifications of counted stack tops, by (item signature, state, need, left).
-_COUNTED_CLASSES: LruCache[tuple[bytes, int, int, int], Classification] = LruCache(
-    4_096, max_weight=_SHARED_BYTES, weight=_class_bytes
+#: Classifications of counted stack tops, by (item signature, state, need, left); written with
+#: the grammars that use them (:mod:`formcast.index.persist`).
+COUNTED_CLASSES: ContextSlot[tuple[bytes, int, int, int], Classification] = ContextSlot(
+    "cfg_counted_classes", max_entries=4_096, weight=_class_bytes
 )
 #: Classifications of cut-lexer start states by canonical digest (see
-#: :meth:`_ExitSplitClassifier.cut_signature`): shared by every grammar in the process.
-_SHARED_WALKS: LruCache[bytes, Classification] = LruCache(
-    1_024, max_weight=_SHARED_BYTES, weight=_class_bytes
+#: :meth:`_ExitSplitClassifier.cut_signature`): shared by every grammar on the vocabulary.
+SHARED_WALKS: ContextSlot[bytes, Classification] = ContextSlot(
+    "cfg_shared_walks", max_entries=1_024, weight=_class_bytes
 )
+
+
+def _shared_walks(vocab: Vocabulary) -> LruCache[bytes, Classification]:
+    """The shared walks of ``vocab``'s context (the registry's: the one its compiler holds)."""
+    return context_for(vocab).cache(SHARED_WALKS)
+
+
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
 # walk rows are written this many bytes ahead of where a walk stopped (see

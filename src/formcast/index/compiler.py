@@ -43,6 +43,7 @@ from .cfg_program import CfgProgram
 from .compile_cache import CompileCache, resolve_cache_dir
 from .compile_executor import CompileExecutor, current_cancel
 from .compiled import CompiledGrammar, grammar_key
+from .context import context_for
 from .program import GrammarProgram
 from .programs.dispatch import unique_items_program
 from .regex_program import RegexProgram
@@ -157,6 +158,8 @@ class GrammarCompiler:
         self.pause_gc = pause_gc
         self.cache_limits = cache_limits or _DEFAULT_LIMITS[2]
         self.cache_dir: str | None = resolve_cache_dir(cache_dir)
+        # the vocabulary's shared tables, held (and handed to the programs) while it lives
+        self.context = context_for(vocab, self.cache_limits)
         self._cache = CompileCache(
             vocab, (self.limits, self.parser_limits, self.cache_limits), cache_size, self.cache_dir
         )
@@ -332,6 +335,7 @@ class GrammarCompiler:
             budget=budget,
             cache_limits=self.cache_limits,
             exit_byte=hints.exit_byte,
+            context=self.context,
         )
 
     # -- the conveniences: one spec each ----------------------------------------------------------

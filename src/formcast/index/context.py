@@ -1,8 +1,10 @@
 """One per-vocabulary context of the token index's shared tables (issue #31 item 3).
 
 What every grammar compiled for one vocabulary may share -- lexical tables of the tokens, the
-run-time programs' brace and number tables, reasoning markers' candidate tokens -- used to live
-in module-level caches, one per kind, each keyed by the vocabulary's fingerprint and bounded on
+run-time programs' brace and number tables, reasoning markers' candidate tokens, the pushdown
+programs' shared walks and counted windows, subsets and classifications
+(:mod:`formcast.index.cfg_program`'s ``SHARED_WALKS``, ``COUNTED_*``) -- used to live in
+module-level caches, one per kind, each keyed by the vocabulary's fingerprint and bounded on
 its own.  :class:`TokenIndexContext` holds them in one place, per vocabulary:
 
 * **Kinds.**  A :class:`ContextSlot` names one kind of entry, typed by its key and value, with
@@ -14,13 +16,18 @@ its own.  :class:`TokenIndexContext` holds them in one place, per vocabulary:
   slot's entries and :attr:`~formcast.limits.CacheLimits.shared_cache_bytes` bytes (the budget
   of each shared cache of token classifications).  The registry (:func:`context_for`) keeps the
   :data:`KEPT_CONTEXTS` most recently used contexts, and any other while someone holds it.
-* **Lifetime.**  A context lives while its owner holds it or it is among the registry's most
-  recent ones.  Today the owner is the registry: the programs find their vocabulary's context
-  with :func:`context_for` (by fingerprint).  Later a ``GrammarCompiler`` creates its context
-  (with its ``cache_limits``) through :func:`context_for`, keeps it, and hands it to the
-  programs it builds; the registry still finds it for grammars loaded from disk.  Two
-  vocabularies with the same fingerprint (same tokens, same ids) share one context; two others
-  never share an entry.
+* **Lifetime.**  A context lives while an owner holds it or it is among the registry's most
+  recent ones.  A ``GrammarCompiler`` creates its context (bounded by its ``cache_limits``)
+  through :func:`context_for`, holds it (``compiler.context``) and hands it to the pushdown
+  programs it builds (``CfgProgram(context=...)``, which passes it to its counted
+  classifier).  Everything else finds it through the registry, by fingerprint: it returns the
+  context an owner holds, so all of them see the compiler's -- the run-time programs' slots
+  (``SLOT.of(vocab, key)``), the exit-split classifiers' shared walks, and grammars loaded from
+  disk (a program's context is not written: a loaded ``CfgProgram`` asks the registry on first
+  use; the counted classifications written with it go back into it).  Two compilers of one
+  vocabulary share one context, bounded by the first one's limits (:func:`context_for`
+  ignores the limits of a context that exists).  Two vocabularies with the same fingerprint
+  (same tokens, same ids) share one context; two others never share an entry.
 * **Serializable.**  Every entry a slot builds is a pure function of the vocabulary and its key
   (read-only once built), so a grammar need not carry the tables: :meth:`~TokenIndexContext.
   manifest` lists the ``(slot, key)`` pairs filled, and :meth:`~TokenIndexContext.warm`
@@ -28,9 +35,12 @@ its own.  :class:`TokenIndexContext` holds them in one place, per vocabulary:
 * **Threads.**  Reads are lock-free (``LruCache.get``); a missing entry is built once, under
   its slot's lock (a build may read other slots: one lock per slot, re-entrant).
 * **What stays out.**  ``formcast.columns._WEIGHTS`` (seeded hash weights, the same for
-  every vocabulary; ``columns`` is a shared module that imports no layer) and the tables of
-  layers below ``index`` (``vocab.trie``'s column classes: ``vocab`` may not import
-  ``index``; they belong to the vocabulary's trie itself).
+  every vocabulary; ``columns`` is a shared module that imports no layer), the tables of
+  layers below ``index`` (``vocab.trie``'s column classes, ``_TABLE_CLASSES``: ``vocab`` may
+  not import ``index``; they belong to the vocabulary's trie itself), the compile-time
+  automaton caches (``RULE_DFA_CACHE``, ``SUB_DFA_CACHE``: of grammars, not vocabularies) and
+  ``cfg_program._ROW_POOL`` (a free list of memory maps, not tables: any vocabulary's walk
+  tables reuse them).
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ __all__ = [
     "TokenIndexContext",
     "approx_nbytes",
     "context_for",
+    "live_contexts",
 ]
 
 K = TypeVar("K", bound=Hashable)
@@ -197,6 +208,13 @@ def context_for(vocab: Vocabulary, limits: CacheLimits | None = None) -> TokenIn
         while len(_CONTEXTS) > KEPT_CONTEXTS:
             _CONTEXTS.popitem(last=False)
         return got
+
+
+def live_contexts() -> list[TokenIndexContext]:
+    """Every context alive: the registry's and those their owners hold (a test's fresh start:
+    clear a slot in each)."""
+    with _CONTEXTS_LOCK:
+        return list({id(c): c for c in [*_CONTEXTS.values(), *_LIVE.values()]}.values())
 
 
 def approx_nbytes(value: object, depth: int = 4) -> int:

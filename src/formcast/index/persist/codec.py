@@ -60,6 +60,7 @@ from ...limits import ParserLimits
 from ...vocab.trie import TokenTrie
 from ...vocab.vocabulary import Vocabulary
 from .. import cfg_program
+from ..context import context_for
 from .container import DTYPES, FORMAT_VERSION, ArrayReader, open_container, write_container
 from .registry import (
     FIELD_SETS,
@@ -272,14 +273,15 @@ class _Encoder:
 
 
 def _shared_entries(program: Any, enc: _Encoder) -> list[Any]:
-    """The process-wide classifications this program relies on (counted stack tops)."""
+    """The classifications of its vocabulary's context this program relies on (counted stack
+    tops)."""
     if not isinstance(program, cfg_program.CfgProgram):
         return []
     sigs = set(program._counted._sigs.values())
     if not sigs:
         return []
     out = []
-    for key, cls in cfg_program._COUNTED_CLASSES.items():
+    for key, cls in program.context.cache(cfg_program.COUNTED_CLASSES).items():
         if key[0] in sigs and cls is not None:
             out.append([enc.enc(key, "counted.key"), enc.enc(cls, "counted")])
     return out
@@ -715,11 +717,14 @@ def _decode_all(dec: _Decoder, meta: dict[str, Any]) -> tuple[dict[str, Any], An
     try:
         program = dec.dec(meta["program"])
         fields = {k: dec.dec(v) for k, v in meta["fields"].items()}
-        for key_v, cls_v in meta.get("counted", ()):
+        shared = meta.get("counted", ())
+        counted = context_for(dec.vocab).cache(cfg_program.COUNTED_CLASSES) if shared else None
+        for key_v, cls_v in shared:
             key, cls = dec.dec(key_v), dec.dec(cls_v)
             if not isinstance(cls, cfg_program.Classification):
                 raise dec.bad("a counted classification")
-            cfg_program._COUNTED_CLASSES.put(key, cls)
+            if counted is not None:
+                counted.put(key, cls)
     except SerializationError:
         raise
     except _MALFORMED as e:
