@@ -36,18 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ...automata.pda import Frame, ParserState
 from ...cache import LruCache
 from ...frontends.jsonschema.oneof import ARRAY_RULE, check_of_mark
 from ...ir.marks import UniqueItemsMark
-from ...vocab.vocabulary import Vocabulary
 from ..cfg_program import CfgProgram
 from ..context import ContextSlot
 from ..program import LimitStop
 from .unique.keys import BraceTrackedProgram, _braces, _BraceTables
-from .unique.lexer import ESC, IN, OUT, _packed, _tables, nearest_marked
+from .unique.lexer import ESC, IN, OUT, _tables, nearest_marked
 
 __all__ = ["OneOfProgram"]
 
@@ -73,40 +70,9 @@ class _Track:
 _State = tuple[ParserState, int, "_Track | None"]
 
 
-class _BracketTables(_BraceTables):
-    """Per vocabulary and starting lexical mode, bitmasks of the tokens that read a
-    structural ``{`` or ``[`` (``opens``) or ``}`` or ``]`` (``closes``) -- outside strings:
-    the brace tables of a grammar whose marked values include arrays.  Read-only; O(V)."""
-
-    def __init__(self, vocab: Vocabulary) -> None:  # (the parent's tables are not built)
-        size = vocab.vocab_size
-        opens = [np.zeros(size, dtype=bool) for _ in range(3)]
-        closes = [np.zeros(size, dtype=bool) for _ in range(3)]
-        for tid in range(min(size, len(vocab.tokens))):
-            data = vocab.token_bytes(tid)
-            if not data or not any(c in data for c in b"{}[]"):
-                continue
-            for start in (OUT, IN, ESC):
-                mode = start
-                for b in data:
-                    if mode == OUT:
-                        if b == 0x22:
-                            mode = IN
-                        elif b == 0x7B or b == 0x5B:
-                            opens[start][tid] = True
-                        elif b == 0x7D or b == 0x5D:
-                            closes[start][tid] = True
-                    elif mode == IN:
-                        mode = OUT if b == 0x22 else ESC if b == 0x5C else IN
-                    else:
-                        mode = IN
-        self.opens = [_packed(m, size) for m in opens]
-        self.closes = [_packed(m, size) for m in closes]
-
-
 #: the bracket tables of a vocabulary (one entry per vocabulary context)
-BRACKET_TABLES: ContextSlot[None, _BracketTables] = ContextSlot(
-    "json_bracket_tables", lambda vocab, _: _BracketTables(vocab)
+BRACKET_TABLES: ContextSlot[None, _BraceTables] = ContextSlot(
+    "json_bracket_tables", lambda vocab, _: _BraceTables(vocab, arrays=True)
 )
 
 

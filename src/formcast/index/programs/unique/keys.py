@@ -83,15 +83,18 @@ _KState = tuple[ParserState, int, "_KeysTrack | None"]
 
 class _BraceTables:
     """Per vocabulary and starting lexical mode, bitmasks of the tokens that read a
-    structural ``{`` (``opens``) or ``}`` (``closes``) -- outside strings.  Read-only; O(V),
-    vectorized but for the tokens with a brace."""
+    structural ``{`` (``opens``) or ``}`` (``closes``) -- outside strings; with ``arrays``,
+    ``[`` and ``]`` count too (the tables of a grammar whose marked values include arrays).
+    Read-only; O(V), vectorized but for the tokens with a brace or bracket."""
 
-    def __init__(self, vocab: Vocabulary) -> None:
+    def __init__(self, vocab: Vocabulary, *, arrays: bool = False) -> None:
         size = vocab.vocab_size
         opens = [np.zeros(size, dtype=bool) for _ in range(3)]
         closes = [np.zeros(size, dtype=bool) for _ in range(3)]
+        openers = (0x7B, 0x5B) if arrays else (0x7B,)
+        closers = (0x7D, 0x5D) if arrays else (0x7D,)
         tb = token_bytes(vocab)
-        for tid in np.flatnonzero(tb.count(b"{}") > 0).tolist():
+        for tid in np.flatnonzero(tb.count(b"{}[]" if arrays else b"{}") > 0).tolist():
             data = tb.tokens[tid]
             for start in (OUT, IN, ESC):
                 mode = start
@@ -99,9 +102,9 @@ class _BraceTables:
                     if mode == OUT:
                         if b == 0x22:
                             mode = IN
-                        elif b == 0x7B:
+                        elif b in openers:
                             opens[start][tid] = True
-                        elif b == 0x7D:
+                        elif b in closers:
                             closes[start][tid] = True
                     elif mode == IN:
                         mode = OUT if b == 0x22 else ESC if b == 0x5C else IN
