@@ -68,7 +68,7 @@ from ...ir.passes import (
     productive_rules,
     rule_refs,
 )
-from ...limits import charge
+from ...limits import charge, metered_cache
 from .algebra import IntegerValue, int_bounds
 from .distinct_keys import distinct_keys_object, inexhaustible_names
 from .keys import not_in_set
@@ -195,44 +195,19 @@ class Emitter:
         if "any_value" in self.rules:
             return
         lay = self.layout(None)
-        self.add_rule("any_string", any_string_body(), terminal=True)
         opt = self.options
-        number = any_number(
-            opt.max_integer_digits, opt.max_fraction_digits, opt.max_exponent_digits
+        bodies = _any_bodies(
+            lay.ksep,
+            lay.lead0,
+            lay.sep,
+            lay.close0,
+            lay.close1,
+            opt.max_integer_digits,
+            opt.max_fraction_digits,
+            opt.max_exponent_digits,
         )
-        self.add_rule("any_number", number, terminal=True)
-        v = RuleRef("any_value")
-        member = concat([RuleRef("any_string"), lay.ksep, v])
-        self.add_rule(
-            "any_value",
-            alt(
-                [
-                    RuleRef("any_object"),
-                    RuleRef("any_array"),
-                    RuleRef("any_string"),
-                    RuleRef("any_number"),
-                    literal("true"),
-                    literal("false"),
-                    literal("null"),
-                ]
-            ),
-        )
-        for name, item, o, c in (("any_object", member, "{", "}"), ("any_array", v, "[", "]")):
-            body = alt(
-                [
-                    concat([literal(o), lay.close(0, c)]),
-                    concat(
-                        [
-                            literal(o),
-                            lay.lead0,
-                            item,
-                            repeat(concat([lay.sep, item]), 0, None),
-                            lay.close(1, c),
-                        ]
-                    ),
-                ]
-            )
-            self.add_rule(name, body)
+        for (name, terminal), body in zip(_ANY_RULES, bodies):
+            self.add_rule(name, body, terminal=terminal)
 
     def _dfa_node(self, d: charfa.CharDFA, stem: str, *, encoded: bool = False) -> Node:
         """IR of ``L(d)`` (a regular node, else right-linear rules); ``encoded``: the JSON
@@ -1097,6 +1072,65 @@ def _merge_witnesses(ws: tuple[Witness, ...]) -> Witness | None:
         return None
     excluded = frozenset().union(*(w.excluded for w in ws))
     return Witness(excluded, valued[0].rule if valued else ws[0].rule)
+
+
+#: the rules of "any JSON value" (name, terminal), in the order they are emitted
+_ANY_RULES = (
+    ("any_string", True),
+    ("any_number", True),
+    ("any_value", False),
+    ("any_object", False),
+    ("any_array", False),
+)
+
+
+@metered_cache(64)
+def _any_bodies(
+    ksep: Node,
+    lead0: Node,
+    sep: Node,
+    close0: Node,
+    close1: Node,
+    max_integer_digits: int,
+    max_fraction_digits: int,
+    max_exponent_digits: int,
+) -> tuple[Node, ...]:
+    """The bodies of :data:`_ANY_RULES` for a layout's punctuation (memoized process-wide:
+    every schema with an unconstrained value builds the same five bodies)."""
+    string = any_string_body()
+    number = any_number(max_integer_digits, max_fraction_digits, max_exponent_digits)
+    v = RuleRef("any_value")
+    member = concat([RuleRef("any_string"), ksep, v])
+    value = alt(
+        [
+            RuleRef("any_object"),
+            RuleRef("any_array"),
+            RuleRef("any_string"),
+            RuleRef("any_number"),
+            literal("true"),
+            literal("false"),
+            literal("null"),
+        ]
+    )
+    out: list[Node] = [string, number, value]
+    for item, o, c in ((member, "{", "}"), (v, "[", "]")):
+        out.append(
+            alt(
+                [
+                    concat([literal(o), concat([close0, literal(c)])]),
+                    concat(
+                        [
+                            literal(o),
+                            lead0,
+                            item,
+                            repeat(concat([sep, item]), 0, None),
+                            concat([close1, literal(c)]),
+                        ]
+                    ),
+                ]
+            )
+        )
+    return tuple(out)
 
 
 def _whole_array(s: SArr) -> bool:
