@@ -74,7 +74,10 @@ class Ctx:
     depth: int
 
     def child(self, *segments: str | int) -> Ctx:
-        ptr = self.pointer + "".join("/" + escape_pointer(str(s)) for s in segments)
+        ptr = self.pointer
+        for s in segments:
+            seg = s if type(s) is str else str(s)
+            ptr += "/" + (escape_pointer(seg) if "~" in seg or "/" in seg else seg)
         return Ctx(self.resolver, self.draft, ptr, self.depth + 1)
 
 
