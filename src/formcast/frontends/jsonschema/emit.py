@@ -170,6 +170,13 @@ class Emitter:
             raise LimitExceededError("max_rules", self.options.max_rules, "grammar rules emitted")
         self.rules[name] = Rule(name, body, terminal=terminal)
 
+    def _reserve(self, name: str) -> None:
+        """The slot of a rule whose body comes later (keeps the order readable): counted as
+        :meth:`add_rule` counts, filled by it before the grammar is finished."""
+        if len(self.rules) >= self.options.max_rules:
+            raise LimitExceededError("max_rules", self.options.max_rules, "grammar rules emitted")
+        self.rules[name] = _PENDING
+
     def layout(self, depth: int | None) -> Layout:
         key = None if self.options.indent is None else depth
         got = self._layouts.get(key)
@@ -231,7 +238,8 @@ class Emitter:
             self.add_rule("ws", repeat(_WS, 0, self.options.max_whitespace))
         body = self.emit(root, 0)
         self.add_rule("root", body)
-        grammar = _finish(list(self.rules.values()), "root")
+        rules = [r if r is not _PENDING else Rule(n, NOTHING) for n, r in self.rules.items()]
+        grammar = _finish(rules, "root")
         # the grammar carries its run-time checks and the JSON Schema program settings
         marks = tuple(self.marks) if self.marks else ()
         return Grammar(grammar.rules, grammar.start, marks=marks, hints=JSON_HINTS)
@@ -279,7 +287,7 @@ class Emitter:
         if name is None:
             name = self._memo[key] = self._name(stem)
             self._keep.append(s)
-            self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
+            self._reserve(name)
             self.add_rule(name, build(s, depth))
         return RuleRef(name)
 
@@ -290,7 +298,7 @@ class Emitter:
             label = re.sub(r"[^A-Za-z0-9_]+", "_", self.norm.def_names.get(key, ""))
             label = label.strip("_")[-40:].strip("_")
             name = self._def_rule[dk] = self._name(f"def_{label}" if label else "def")
-            self.add_rule(name, NOTHING)
+            self._reserve(name)
             target = self.norm.definition(key)
             self.add_rule(name, self.emit(target, depth))
         return RuleRef(name)
@@ -875,7 +883,7 @@ class Emitter:
         for i in range(n - 1, -1, -1):
             optional_from[i] = optional_from[i + 1] and not members[i][1]
         # built from a work list, not by recursion: an object may have thousands of members
-        todo: list[tuple[bool, int, int]] = []  # (is a Q state, i, c)
+        todo: list[tuple[str, bool, int, int]] = []  # (name, is a Q state, i, c)
         made: set[str] = set()
 
         def rule_name(q: bool, i: int, c: int) -> str:
@@ -887,14 +895,13 @@ class Emitter:
             name = rule_name(q, i, c)
             if name not in made:
                 made.add(name)
-                self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
-                todo.append((q, i, c))
+                self._reserve(name)
+                todo.append((name, q, i, c))
             return RuleRef(name)
 
         start = ref(False, 0, 0)
         while todo:
-            q, i, c = todo.pop()
-            name = rule_name(q, i, c)
+            name, q, i, c = todo.pop()
             options: list[Node] = []
             if not q:
                 if optional_from[i] and c >= lo:
@@ -1073,6 +1080,9 @@ def _merge_witnesses(ws: tuple[Witness, ...]) -> Witness | None:
     excluded = frozenset().union(*(w.excluded for w in ws))
     return Witness(excluded, valued[0].rule if valued else ws[0].rule)
 
+
+#: the body of a reserved rule slot (:meth:`Emitter._reserve`), until it is filled
+_PENDING = Rule("_pending", NOTHING)
 
 #: the rules of "any JSON value" (name, terminal), in the order they are emitted
 _ANY_RULES = (
