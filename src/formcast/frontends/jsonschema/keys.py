@@ -34,26 +34,32 @@ def not_in_set(words: list[str]) -> Node:
 def _not_in_sorted(words: tuple[str, ...]) -> Node:
     """:func:`not_in_set` of distinct, sorted ``words`` (the trie's children are visited in
     sorted order, so the node does not depend on the order the words came in)."""
-    trie: dict[str, Any] = {}
-    ends = "\0end"
+    # a trie node: [children by character, a word ends here]; the words come sorted, so
+    # every node's children are inserted in sorted order (those below a prefix are
+    # contiguous, shortest first) and a node's dict order is the sorted order
+    root: list[Any] = [{}, False]
     for w in words:
-        t = trie
+        t = root
         for ch in w:
-            t = t.setdefault(ch, {})
-        t[ends] = True
+            kids = t[0]
+            nxt = kids.get(ch)
+            if nxt is None:
+                nxt = kids[ch] = [{}, False]
+            t = nxt
+        t[1] = True
 
-    def build(t: dict[str, Any]) -> Node:
-        charge(2 + len(t))  # the compile's fuel (and deadline)
-        kids = tuple(sorted(k for k in t if k != ends))
-        branches: list[Node] = []
-        if ends not in t:
-            branches.append(EMPTY)
+    def build(t: list[Any]) -> Node:
+        children: dict[str, Any] = t[0]
+        ends = t[1]
+        charge(2 + len(children) + ends)  # the compile's fuel (and deadline)
+        kids = tuple(children)
+        branches: list[Node] = [] if ends else [EMPTY]
         for k in kids:
-            branches.append(concat([literal(encode_text(k)), build(t[k])]))
+            branches.append(concat([literal(encode_text(k)), build(children[k])]))
         branches.extend(_diverge(kids))
         return branches[0] if len(branches) == 1 else Alt(tuple(branches))
 
-    return build(trie)
+    return build(root)
 
 
 @metered_cache(1)
