@@ -1101,9 +1101,9 @@ def _any_bodies(
     sep: Node,
     close0: Node,
     close1: Node,
-    max_integer_digits: int,
-    max_fraction_digits: int,
-    max_exponent_digits: int,
+    max_integer_digits: int | None,
+    max_fraction_digits: int | None,
+    max_exponent_digits: int | None,
 ) -> tuple[Node, ...]:
     """The bodies of :data:`_ANY_RULES` for a layout's punctuation (memoized process-wide:
     every schema with an unconstrained value builds the same five bodies)."""

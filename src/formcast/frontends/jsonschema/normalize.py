@@ -82,6 +82,7 @@ _OBJ_KEYS = (
     "minProperties",
     "maxProperties",
 )
+
 #: the keywords of one type (what ``type`` would otherwise say); with ``type``
 _TYPE_KEYWORDS = frozenset((*_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS))
 _TYPED_KEYS = _TYPE_KEYWORDS | {"type"}
