@@ -12,7 +12,7 @@ from typing import Any
 
 from ...automata import charfa
 from ...ir.nodes import ANY_CHAR, EMPTY, Alt, CharSet, Concat, Node, Repeat, concat, literal
-from ...limits import charge, metered_cache
+from ...limits import MEMO_HIT_UNITS, charge, metered_cache
 from .strings import encode_ranges, encode_text
 
 __all__ = ["not_in_set"]
@@ -48,6 +48,11 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
             t = nxt
         t[1] = True
 
+    # the branches of _diverge by children, within this build: a repeat is what a repeated
+    # call would be, a hit in the compile's memo (MEMO_HIT_UNITS of fuel), and costs the
+    # build's replay what it did (a repeated child entry replays as a memo hit too)
+    diverged: dict[tuple[str, ...], tuple[Node, ...]] = {}
+
     def build(t: list[Any]) -> Node:
         children: dict[str, Any] = t[0]
         ends = t[1]
@@ -56,7 +61,12 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
         branches: list[Node] = [] if ends else [EMPTY]
         for k in kids:
             branches.append(concat([literal(encode_text(k)), build(children[k])]))
-        branches.extend(_diverge(kids))
+        div = diverged.get(kids)
+        if div is None:
+            div = diverged[kids] = _diverge(kids)
+        else:
+            charge(MEMO_HIT_UNITS)
+        branches.extend(div)
         return branches[0] if len(branches) == 1 else Alt(tuple(branches))
 
     return build(root)
