@@ -12,6 +12,7 @@ node's depth.
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -88,8 +89,12 @@ def _unlink(link: Any) -> tuple[str | int, ...]:
     return tuple(reversed(out))
 
 
+#: a surrogate code point (in a Python string, always a lone one: it has no UTF-8 form)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def lone_surrogate(text: str) -> bool:
-    return any("\ud800" <= c <= "\udfff" for c in text)
+    return _SURROGATE.search(text) is not None
 
 
 def check_utf8_value(v: Any, where: str, feature: str) -> None:
