@@ -43,6 +43,10 @@ __all__ = [
 ]
 
 
+#: the default options, made once (they are frozen)
+_DEFAULT_OPTIONS = JsonSchemaOptions()
+
+
 def schema_to_grammar(
     schema: LoadedSchema | dict[str, Any] | bool | str | type | os.PathLike[str],
     options: JsonSchemaOptions | None = None,
@@ -78,7 +82,7 @@ def schema_to_grammar(
         ConfigurationError: the schema is malformed (not JSON, wrong keyword value types).
             The schema is read and checked by :func:`~.source.load_schema`.
     """
-    options = options or JsonSchemaOptions()
+    options = options or _DEFAULT_OPTIONS
     loaded = load_schema(schema, options, base_uri=base_uri)
     norm = Normalizer(loaded.value, options, loaded.local)
     try:

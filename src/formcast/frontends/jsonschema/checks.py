@@ -12,6 +12,7 @@ node's depth.
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 from typing import Any
 
@@ -50,33 +51,50 @@ def check_json(schema: Any) -> None:
     (set, tuple, bytes, Decimal...), NaN or an infinity (``json.loads`` reads ``NaN`` and
     ``Infinity``, but they have no JSON spelling, so no output could be one).  Iterative: any
     depth is safe."""
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
+    # the path to a value is a linked list ``(parent's link, key)`` (None: the root), spelt
+    # out only for an error: no path tuple copied per value
+    stack: list[tuple[Any, Any]] = [(schema, None)]
     while stack:
-        v, path = stack.pop()
+        v, link = stack.pop()
         if isinstance(v, dict):
             for k, x in v.items():
                 if not isinstance(k, str):
                     raise ConfigurationError(
-                        f"invalid schema at {_pointer(path)}: the key {k!r} is a "
+                        f"invalid schema at {_pointer(_unlink(link))}: the key {k!r} is a "
                         f"{type(k).__name__}, not a string (JSON object keys are strings)"
                     )
-                stack.append((x, (*path, k)))
+                if type(x) is not str:  # (a string is JSON: not pushed)
+                    stack.append((x, (link, k)))
         elif isinstance(v, list):
-            stack.extend((x, (*path, i)) for i, x in enumerate(v))
+            stack.extend((x, (link, i)) for i, x in enumerate(v) if type(x) is not str)
         elif isinstance(v, float):
             if not math.isfinite(v):
                 raise ConfigurationError(
-                    f"invalid schema at {_pointer(path)}: {v!r} is not a JSON number (NaN and "
-                    "the infinities have no JSON spelling)"
+                    f"invalid schema at {_pointer(_unlink(link))}: {v!r} is not a JSON number "
+                    "(NaN and the infinities have no JSON spelling)"
                 )
         elif not isinstance(v, (str, int)) and v is not None:  # (bool is an int)
             raise ConfigurationError(
-                f"invalid schema at {_pointer(path)}: a {type(v).__name__} is not a JSON value"
+                f"invalid schema at {_pointer(_unlink(link))}: a {type(v).__name__} is not a "
+                "JSON value"
             )
 
 
+def _unlink(link: Any) -> tuple[str | int, ...]:
+    """The path of a :func:`check_json` link, root first."""
+    out: list[str | int] = []
+    while link is not None:
+        link, key = link
+        out.append(key)
+    return tuple(reversed(out))
+
+
+#: a surrogate code point (in a Python string, always a lone one: it has no UTF-8 form)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def lone_surrogate(text: str) -> bool:
-    return any("\ud800" <= c <= "\udfff" for c in text)
+    return _SURROGATE.search(text) is not None
 
 
 def check_utf8_value(v: Any, where: str, feature: str) -> None:

@@ -68,7 +68,7 @@ from ...ir.passes import (
     productive_rules,
     rule_refs,
 )
-from ...limits import charge
+from ...limits import charge, metered_cache
 from .algebra import IntegerValue, int_bounds
 from .distinct_keys import distinct_keys_object, inexhaustible_names
 from .keys import not_in_set
@@ -170,6 +170,13 @@ class Emitter:
             raise LimitExceededError("max_rules", self.options.max_rules, "grammar rules emitted")
         self.rules[name] = Rule(name, body, terminal=terminal)
 
+    def _reserve(self, name: str) -> None:
+        """The slot of a rule whose body comes later (keeps the order readable): counted as
+        :meth:`add_rule` counts, filled by it before the grammar is finished."""
+        if len(self.rules) >= self.options.max_rules:
+            raise LimitExceededError("max_rules", self.options.max_rules, "grammar rules emitted")
+        self.rules[name] = _PENDING
+
     def layout(self, depth: int | None) -> Layout:
         key = None if self.options.indent is None else depth
         got = self._layouts.get(key)
@@ -195,44 +202,19 @@ class Emitter:
         if "any_value" in self.rules:
             return
         lay = self.layout(None)
-        self.add_rule("any_string", any_string_body(), terminal=True)
         opt = self.options
-        number = any_number(
-            opt.max_integer_digits, opt.max_fraction_digits, opt.max_exponent_digits
+        bodies = _any_bodies(
+            lay.ksep,
+            lay.lead0,
+            lay.sep,
+            lay.close0,
+            lay.close1,
+            opt.max_integer_digits,
+            opt.max_fraction_digits,
+            opt.max_exponent_digits,
         )
-        self.add_rule("any_number", number, terminal=True)
-        v = RuleRef("any_value")
-        member = concat([RuleRef("any_string"), lay.ksep, v])
-        self.add_rule(
-            "any_value",
-            alt(
-                [
-                    RuleRef("any_object"),
-                    RuleRef("any_array"),
-                    RuleRef("any_string"),
-                    RuleRef("any_number"),
-                    literal("true"),
-                    literal("false"),
-                    literal("null"),
-                ]
-            ),
-        )
-        for name, item, o, c in (("any_object", member, "{", "}"), ("any_array", v, "[", "]")):
-            body = alt(
-                [
-                    concat([literal(o), lay.close(0, c)]),
-                    concat(
-                        [
-                            literal(o),
-                            lay.lead0,
-                            item,
-                            repeat(concat([lay.sep, item]), 0, None),
-                            lay.close(1, c),
-                        ]
-                    ),
-                ]
-            )
-            self.add_rule(name, body)
+        for (name, terminal), body in zip(_ANY_RULES, bodies):
+            self.add_rule(name, body, terminal=terminal)
 
     def _dfa_node(self, d: charfa.CharDFA, stem: str, *, encoded: bool = False) -> Node:
         """IR of ``L(d)`` (a regular node, else right-linear rules); ``encoded``: the JSON
@@ -256,7 +238,8 @@ class Emitter:
             self.add_rule("ws", repeat(_WS, 0, self.options.max_whitespace))
         body = self.emit(root, 0)
         self.add_rule("root", body)
-        grammar = _finish(list(self.rules.values()), "root")
+        rules = [r if r is not _PENDING else Rule(n, NOTHING) for n, r in self.rules.items()]
+        grammar = _finish(rules, "root")
         # the grammar carries its run-time checks and the JSON Schema program settings
         marks = tuple(self.marks) if self.marks else ()
         return Grammar(grammar.rules, grammar.start, marks=marks, hints=JSON_HINTS)
@@ -304,7 +287,7 @@ class Emitter:
         if name is None:
             name = self._memo[key] = self._name(stem)
             self._keep.append(s)
-            self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
+            self._reserve(name)
             self.add_rule(name, build(s, depth))
         return RuleRef(name)
 
@@ -315,7 +298,7 @@ class Emitter:
             label = re.sub(r"[^A-Za-z0-9_]+", "_", self.norm.def_names.get(key, ""))
             label = label.strip("_")[-40:].strip("_")
             name = self._def_rule[dk] = self._name(f"def_{label}" if label else "def")
-            self.add_rule(name, NOTHING)
+            self._reserve(name)
             target = self.norm.definition(key)
             self.add_rule(name, self.emit(target, depth))
         return RuleRef(name)
@@ -900,7 +883,7 @@ class Emitter:
         for i in range(n - 1, -1, -1):
             optional_from[i] = optional_from[i + 1] and not members[i][1]
         # built from a work list, not by recursion: an object may have thousands of members
-        todo: list[tuple[bool, int, int]] = []  # (is a Q state, i, c)
+        todo: list[tuple[str, bool, int, int]] = []  # (name, is a Q state, i, c)
         made: set[str] = set()
 
         def rule_name(q: bool, i: int, c: int) -> str:
@@ -912,14 +895,13 @@ class Emitter:
             name = rule_name(q, i, c)
             if name not in made:
                 made.add(name)
-                self.add_rule(name, NOTHING)  # placeholder (keeps the order readable)
-                todo.append((q, i, c))
+                self._reserve(name)
+                todo.append((name, q, i, c))
             return RuleRef(name)
 
         start = ref(False, 0, 0)
         while todo:
-            q, i, c = todo.pop()
-            name = rule_name(q, i, c)
+            name, q, i, c = todo.pop()
             options: list[Node] = []
             if not q:
                 if optional_from[i] and c >= lo:
@@ -1097,6 +1079,68 @@ def _merge_witnesses(ws: tuple[Witness, ...]) -> Witness | None:
         return None
     excluded = frozenset().union(*(w.excluded for w in ws))
     return Witness(excluded, valued[0].rule if valued else ws[0].rule)
+
+
+#: the body of a reserved rule slot (:meth:`Emitter._reserve`), until it is filled
+_PENDING = Rule("_pending", NOTHING)
+
+#: the rules of "any JSON value" (name, terminal), in the order they are emitted
+_ANY_RULES = (
+    ("any_string", True),
+    ("any_number", True),
+    ("any_value", False),
+    ("any_object", False),
+    ("any_array", False),
+)
+
+
+@metered_cache(64)
+def _any_bodies(
+    ksep: Node,
+    lead0: Node,
+    sep: Node,
+    close0: Node,
+    close1: Node,
+    max_integer_digits: int | None,
+    max_fraction_digits: int | None,
+    max_exponent_digits: int | None,
+) -> tuple[Node, ...]:
+    """The bodies of :data:`_ANY_RULES` for a layout's punctuation (memoized process-wide:
+    every schema with an unconstrained value builds the same five bodies)."""
+    string = any_string_body()
+    number = any_number(max_integer_digits, max_fraction_digits, max_exponent_digits)
+    v = RuleRef("any_value")
+    member = concat([RuleRef("any_string"), ksep, v])
+    value = alt(
+        [
+            RuleRef("any_object"),
+            RuleRef("any_array"),
+            RuleRef("any_string"),
+            RuleRef("any_number"),
+            literal("true"),
+            literal("false"),
+            literal("null"),
+        ]
+    )
+    out: list[Node] = [string, number, value]
+    for item, o, c in ((member, "{", "}"), (v, "[", "]")):
+        out.append(
+            alt(
+                [
+                    concat([literal(o), concat([close0, literal(c)])]),
+                    concat(
+                        [
+                            literal(o),
+                            lead0,
+                            item,
+                            repeat(concat([sep, item]), 0, None),
+                            concat([close1, literal(c)]),
+                        ]
+                    ),
+                ]
+            )
+        )
+    return tuple(out)
 
 
 def _whole_array(s: SArr) -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...automata import charfa
 from ...ir.nodes import ANY_CHAR, EMPTY, Alt, CharSet, Concat, Node, Repeat, concat, literal
-from ...limits import charge, metered_cache
+from ...limits import MEMO_HIT_UNITS, charge, metered_cache
 from .strings import encode_ranges, encode_text
 
 __all__ = ["not_in_set"]
@@ -34,26 +34,42 @@ def not_in_set(words: list[str]) -> Node:
 def _not_in_sorted(words: tuple[str, ...]) -> Node:
     """:func:`not_in_set` of distinct, sorted ``words`` (the trie's children are visited in
     sorted order, so the node does not depend on the order the words came in)."""
-    trie: dict[str, Any] = {}
-    ends = "\0end"
+    # a trie node: [children by character, a word ends here]; the words come sorted, so
+    # every node's children are inserted in sorted order (those below a prefix are
+    # contiguous, shortest first) and a node's dict order is the sorted order
+    root: list[Any] = [{}, False]
     for w in words:
-        t = trie
+        t = root
         for ch in w:
-            t = t.setdefault(ch, {})
-        t[ends] = True
+            kids = t[0]
+            nxt = kids.get(ch)
+            if nxt is None:
+                nxt = kids[ch] = [{}, False]
+            t = nxt
+        t[1] = True
 
-    def build(t: dict[str, Any]) -> Node:
-        charge(2 + len(t))  # the compile's fuel (and deadline)
-        kids = tuple(sorted(k for k in t if k != ends))
-        branches: list[Node] = []
-        if ends not in t:
-            branches.append(EMPTY)
+    # the branches of _diverge by children, within this build: a repeat is what a repeated
+    # call would be, a hit in the compile's memo (MEMO_HIT_UNITS of fuel), and costs the
+    # build's replay what it did (a repeated child entry replays as a memo hit too)
+    diverged: dict[tuple[str, ...], tuple[Node, ...]] = {}
+
+    def build(t: list[Any]) -> Node:
+        children: dict[str, Any] = t[0]
+        ends = t[1]
+        charge(2 + len(children) + ends)  # the compile's fuel (and deadline)
+        kids = tuple(children)
+        branches: list[Node] = [] if ends else [EMPTY]
         for k in kids:
-            branches.append(concat([literal(encode_text(k)), build(t[k])]))
-        branches.extend(_diverge(kids))
+            branches.append(concat([literal(encode_text(k)), build(children[k])]))
+        div = diverged.get(kids)
+        if div is None:
+            div = diverged[kids] = _diverge(kids)
+        else:
+            charge(MEMO_HIT_UNITS)
+        branches.extend(div)
         return branches[0] if len(branches) == 1 else Alt(tuple(branches))
 
-    return build(trie)
+    return build(root)
 
 
 @metered_cache(1)

@@ -83,6 +83,10 @@ _OBJ_KEYS = (
     "maxProperties",
 )
 
+#: the keywords of one type (what ``type`` would otherwise say); with ``type``
+_TYPE_KEYWORDS = frozenset((*_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS))
+_TYPED_KEYS = _TYPE_KEYWORDS | {"type"}
+
 
 def _nonneg_int(v: Any, where: str, key: str) -> int:
     if (
@@ -144,14 +148,7 @@ class Normalizer(Algebra):
         # properties are generated in the order a reader sees them ("$ref" first when written
         # first, the schema's own "properties" first when they come before "allOf"...)
         keys = list(schema)
-        typed_at = min(
-            (
-                keys.index(k)
-                for k in ("type", *_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS)
-                if k in schema
-            ),
-            default=0,
-        )
+        typed_at = next((i for i, k in enumerate(keys) if k in _TYPED_KEYS), 0)
         ordered: list[tuple[int, int, S]] = []
 
         def add(keyword: str, part: S) -> None:
@@ -256,9 +253,11 @@ class Normalizer(Algebra):
         for key in schema:
             if not isinstance(key, str):
                 raise ConfigurationError(f"invalid schema at {ctx.pointer}: non-string keyword")
-            if is_annotation(key):
-                continue
             info = keyword_info(key)
+            if info is not None and info.status == "annotation":
+                continue
+            if info is None and is_annotation(key):
+                continue
             if info is None:
                 guess = suggest(key)
                 if guess:
@@ -291,7 +290,7 @@ class Normalizer(Algebra):
         t = schema.get("type")
         if t is None:
             types = set(_TYPES)
-            has_type_kw = any(k in schema for k in (*_NUM_KEYS, *_STR_KEYS, *_ARR_KEYS, *_OBJ_KEYS))
+            has_type_kw = not _TYPE_KEYWORDS.isdisjoint(schema)
             if not has_type_kw:
                 return ANY
         else:

@@ -74,7 +74,10 @@ class Ctx:
     depth: int
 
     def child(self, *segments: str | int) -> Ctx:
-        ptr = self.pointer + "".join("/" + escape_pointer(str(s)) for s in segments)
+        ptr = self.pointer
+        for s in segments:
+            seg = s if type(s) is str else str(s)
+            ptr += "/" + (escape_pointer(seg) if "~" in seg or "/" in seg else seg)
         return Ctx(self.resolver, self.draft, ptr, self.depth + 1)
 
 
@@ -122,6 +125,29 @@ def _resource_draft(resolver: Any, default: str) -> str:
     return default
 
 
+def _with_meta(registry: Any) -> Any:
+    """``registry`` with the drafts' meta-schemas (when jsonschema_specifications is there)."""
+    try:
+        from jsonschema_specifications import REGISTRY as META
+    except ImportError:  # pragma: no cover - optional
+        return registry
+    return META.combine(registry)
+
+
+#: :func:`_meta_registry`, once made (an immutable ``referencing.Registry``)
+_META_REGISTRY: list[Any] = []
+
+
+def _meta_registry() -> Any:
+    """An empty registry with the drafts' meta-schemas: made once (a registry is immutable:
+    its ``with_*``, ``combine`` and crawls return new ones)."""
+    if not _META_REGISTRY:
+        import referencing
+
+        _META_REGISTRY.append(_with_meta(referencing.Registry()))
+    return _META_REGISTRY[0]
+
+
 def root_context(
     schema: Any, options: JsonSchemaOptions, local: LocalResources | None = None
 ) -> Ctx:
@@ -141,18 +167,16 @@ def root_context(
     spec = spec_for(draft)
     resource = referencing.Resource.from_contents(schema, default_specification=spec)
     registry: Any = options.registry
-    if registry is None:
-        registry = referencing.Registry()
-    if local is not None and local.resources:
-        registry = registry.with_resources(
-            (uri, crawlable_resource(c, spec)) for uri, c in local.resources
-        )
-    try:
-        from jsonschema_specifications import REGISTRY as META
-
-        registry = META.combine(registry)
-    except ImportError:  # pragma: no cover - optional
-        pass
+    if registry is None and (local is None or not local.resources):
+        registry = _meta_registry()  # (the usual case: made once, registries are immutable)
+    else:
+        if registry is None:
+            registry = referencing.Registry()
+        if local is not None and local.resources:
+            registry = registry.with_resources(
+                (uri, crawlable_resource(c, spec)) for uri, c in local.resources
+            )
+        registry = _with_meta(registry)
     if local is None:
         resolver = registry.resolver_with_root(resource)
         return Ctx(resolver, draft, "#", 0)

@@ -20,6 +20,8 @@ Lifetime: pure functions.
 
 from __future__ import annotations
 
+import re
+
 from ...ir.nodes import (
     NOTHING,
     Alt,
@@ -61,8 +63,14 @@ def encode_char(ch: str) -> str:
     return ch
 
 
+#: a character that :func:`encode_char` spells otherwise than itself
+_NEEDS_ESCAPE = re.compile(r'[\x00-\x1f"\\]')
+
+
 def encode_text(text: str) -> str:
     """The canonical JSON spelling of a string's content (without the quotes)."""
+    if _NEEDS_ESCAPE.search(text) is None:  # the usual key or value: spelt as itself
+        return text
     return "".join(encode_char(c) for c in text)
 
 
