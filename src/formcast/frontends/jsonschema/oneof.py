@@ -44,6 +44,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Protocol
 
 from ...errors import UnsupportedFeatureError
@@ -342,24 +343,56 @@ def runtime_alternatives(
                 hard = frozenset()  # (a reference still being normalized: proven on emission)
             if cover is None or (hard and (not exclude or len(hard) > _MAX_HARD)):
                 _refuse(i, pointer)
-            parts: tuple[S, ...] = (a,)
-            if hard:
-                acc: S = a
-                for j in sorted(hard):
-                    acc = alg._pruned(acc, alg._negate_within(branches[j], "object", ctx, a), ctx)
-                parts = () if isinstance(acc, SNothing) else alg._alts(acc)
-            checked = frozenset(idx) - hard
-            for part in parts:
-                if not checked:
-                    out.append(part)  # every overlap excluded in the grammar: exact
-                    continue
-                if not isinstance(part, SObj) or part.one_of:
-                    _refuse(i, pointer)
-                assert isinstance(part, SObj)
-                rest = frozenset(range(len(branches))) - checked - {i}
-                tagged = replace(part, one_of=(OneOfTag(group, i, rest),))
-                _prove(alg, tagged)
-                out.append(tagged)
+            out.extend(
+                _exclude_and_tag(
+                    alg,
+                    a,
+                    "object",
+                    hard,
+                    idx,
+                    (branches, group, i),
+                    ctx,
+                    partial(_refuse, i, pointer),
+                )
+            )
+    return out
+
+
+def _exclude_and_tag(
+    alg: _Algebra,
+    a: SObj | SArr,
+    kind: str,
+    hard: frozenset[int],
+    idx: list[int],
+    where: tuple[list[S], OneOfGroup, int],
+    ctx: Any,
+    refuse: Callable[[], None],
+) -> list[S]:
+    """Alternative ``a`` (of JSON type ``kind``) of branch ``i`` of ``group`` (``where``)
+    with the ``hard`` branches excluded in the grammar (``∧ ¬Bj`` built by the algebra) and
+    the rest of ``idx`` (the branches it may overlap) left to the run-time check: each part
+    tagged (:class:`OneOfTag`) and proven, or untagged where every overlap was excluded
+    (exact).  ``refuse`` raises (a part that is not a plain node of ``a``'s kind)."""
+    branches, group, i = where
+    parts: tuple[S, ...] = (a,)
+    if hard:
+        acc: S = a
+        for j in sorted(hard):
+            acc = alg._pruned(acc, alg._negate_within(branches[j], kind, ctx, a), ctx)
+        parts = () if isinstance(acc, SNothing) else alg._alts(acc)
+    checked = frozenset(idx) - hard
+    out: list[S] = []
+    for part in parts:
+        if not checked:
+            out.append(part)  # every overlap excluded in the grammar: exact
+            continue
+        if not isinstance(part, type(a)) or part.one_of:
+            refuse()
+        assert isinstance(part, (SObj, SArr))
+        rest = frozenset(range(len(branches))) - checked - {i}
+        tagged = replace(part, one_of=(OneOfTag(group, i, rest),))
+        _prove(alg, tagged)
+        out.append(tagged)
     return out
 
 
@@ -513,24 +546,18 @@ def runtime_array_alternatives(
                 hard = frozenset()  # (a reference still being normalized: proven on emission)
             if len(hard) > _MAX_HARD:
                 _refuse_array(i, pointer)
-            parts: tuple[S, ...] = (a,)
-            if hard:
-                acc: S = a
-                for j in sorted(hard):
-                    acc = alg._pruned(acc, alg._negate_within(branches[j], "array", ctx, a), ctx)
-                parts = () if isinstance(acc, SNothing) else alg._alts(acc)
-            checked = frozenset(idx) - hard
-            for part in parts:
-                if not checked:
-                    out.append(part)  # every overlap excluded in the grammar: exact
-                    continue
-                if not isinstance(part, SArr) or part.one_of:
-                    _refuse_array(i, pointer)
-                assert isinstance(part, SArr)
-                rest = frozenset(range(len(branches))) - checked - {i}
-                tagged = replace(part, one_of=(OneOfTag(group, i, rest),))
-                _prove(alg, tagged)
-                out.append(tagged)
+            out.extend(
+                _exclude_and_tag(
+                    alg,
+                    a,
+                    "array",
+                    hard,
+                    idx,
+                    (branches, group, i),
+                    ctx,
+                    partial(_refuse_array, i, pointer),
+                )
+            )
     return out
 
 
