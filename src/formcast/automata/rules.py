@@ -37,9 +37,12 @@ from ..errors import LimitExceededError, UnsatisfiableGrammarError, UnsupportedF
 from ..ir.left_recursion import eliminate_left_recursion
 from ..ir.nodes import (
     NOTHING,
+    Alt,
+    Concat,
     Grammar,
     Node,
     Repeat,
+    RuleRef,
     iter_nodes,
     node_copies,
     node_refs,
@@ -269,15 +272,17 @@ def compile_grammar_automaton(
     return auto
 
 
-#: Rule automata shared by every compile in the process: keyed by the rule body (IR nodes
-#: compare structurally and cache their hash), the compile limits and whether it is minimized;
-#: values are :class:`~formcast.limits.CachedWork` of (DFA, callee *names* of its call edges),
-#: with the fuel of the build's own work and the sub-automata it embedded, so a rule compiled
-#: in one grammar serves another that numbers its rules differently.  What repeats across
-#: compiles is the boilerplate: JSON Schema's "any value" rules, shared definitions, common
-#: string formats.
+#: Rule automata shared by every compile in the process: keyed by the rule body with its callees
+#: renamed by first occurrence (:func:`_canonical_body`; IR nodes compare structurally and
+#: cache their hash), the compile limits and whether it is minimized; values are
+#: :class:`~formcast.limits.CachedWork` of (DFA, each call edge's callee as its position in the
+#: body's order of first references), with the fuel of the build's own work and the
+#: sub-automata it embedded, so a rule compiled in one grammar serves another that numbers (or
+#: names) its rules differently, and rules equal up to their callees' names share an entry.
+#: What repeats across compiles is the boilerplate: JSON Schema's "any value" rules, shared
+#: definitions, common string formats.
 RULE_DFA_CACHE: LruCache[
-    tuple[Node, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[str, ...]]]
+    tuple[Node, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[int, ...]]]
 ] = LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
     512,
     max_weight=CacheLimits().shared_cache_bytes,
@@ -303,12 +308,15 @@ def _rule_dfa(
     compile's: :func:`~formcast.limits.cached_work`), so whether a compile fits the limits
     does not depend on what the process compiled before."""
 
-    def build() -> tuple[ByteDFA, tuple[str, ...]]:
+    canon, callee_names = _canonical_body(body)
+    slot = {name: i for i, name in enumerate(callee_names)}
+
+    def build() -> tuple[ByteDFA, tuple[int, ...]]:
         nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
         dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
-        return dfa, tuple(names[i] for i in dfa.ref_rules)
+        return dfa, tuple(slot[names[i]] for i in dfa.ref_rules)
 
-    key = (body, limits, minimize)
+    key = (canon, limits, minimize)
     dfa, callees = cached_work(
         RULE_DFA_CACHE,
         key,
@@ -321,8 +329,50 @@ def _rule_dfa(
     )
     if not callees:
         return dfa
-    refs = tuple(ids[c] for c in callees)
+    refs = tuple(ids[callee_names[c]] for c in callees)
     return dfa if refs == dfa.ref_rules else replace(dfa, ref_rules=refs)
+
+
+def _canonical_body(body: Node) -> tuple[Node, tuple[str, ...]]:
+    """``body`` with its rule references renamed by order of first occurrence (a NUL character
+    and the number: never a rule's name), and the names they stand for: the cache key of a
+    rule's automaton.
+    Rules equal up to the names of their callees (the per-state rules of one string automaton
+    emitted for several properties: ``strdfa_5_17`` and ``strdfa_10_17``) share one entry;
+    the automaton depends on the callees only through their call symbols, which the lookup
+    maps back.  O(nodes with references below them); the subtrees without references are
+    kept as they are (same objects, their hashes cached)."""
+    if not node_refs(body):
+        return body, ()
+    order: dict[str, int] = {}
+    memo: dict[int, Node] = {}
+
+    def go(n: Node) -> Node:
+        if type(n) is RuleRef:
+            i = order.get(n.name)
+            if i is None:
+                i = order[n.name] = len(order)
+            return RuleRef(f"\x00{i}")
+        if not node_refs(n):
+            return n
+        k = id(n)
+        got = memo.get(k)
+        if got is not None:
+            return got
+        out: Node
+        if isinstance(n, Repeat):
+            out = Repeat(go(n.item), n.min, n.max)
+        elif isinstance(n, Concat):
+            out = Concat(tuple([go(x) for x in n.items]))
+        elif isinstance(n, Alt):
+            out = Alt(tuple([go(x) for x in n.items]))
+        else:  # pragma: no cover - every node with references is one of the above
+            raise TypeError(f"unexpected IR node {type(n).__name__}")
+        memo[k] = out
+        return out
+
+    canon = go(body)
+    return canon, tuple(order)
 
 
 def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
