@@ -27,6 +27,7 @@ is bounded by :class:`CompileLimits`.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -273,8 +274,8 @@ def compile_grammar_automaton(
 
 
 #: Rule automata shared by every compile in the process: keyed by the rule body with its callees
-#: renamed by first occurrence (:func:`_canonical_body`; IR nodes compare structurally and
-#: cache their hash), the compile limits and whether it is minimized; values are
+#: as positions by first occurrence (:func:`_canonical_body`; IR nodes compare structurally
+#: and cache their hash), the compile limits and whether it is minimized; values are
 #: :class:`~formcast.limits.CachedWork` of (DFA, each call edge's callee as its position in the
 #: body's order of first references), with the fuel of the build's own work and the
 #: sub-automata it embedded, so a rule compiled in one grammar serves another that numbers (or
@@ -282,7 +283,7 @@ def compile_grammar_automaton(
 #: What repeats across compiles is the boilerplate: JSON Schema's "any value" rules, shared
 #: definitions, common string formats.
 RULE_DFA_CACHE: LruCache[
-    tuple[Node, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[int, ...]]]
+    tuple[Hashable, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[int, ...]]]
 ] = LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
     512,
     max_weight=CacheLimits().shared_cache_bytes,
@@ -333,46 +334,48 @@ def _rule_dfa(
     return dfa if refs == dfa.ref_rules else replace(dfa, ref_rules=refs)
 
 
-def _canonical_body(body: Node) -> tuple[Node, tuple[str, ...]]:
-    """``body`` with its rule references renamed by order of first occurrence (a NUL character
-    and the number: never a rule's name), and the names they stand for: the cache key of a
-    rule's automaton.
-    Rules equal up to the names of their callees (the per-state rules of one string automaton
-    emitted for several properties: ``strdfa_5_17`` and ``strdfa_10_17``) share one entry;
-    the automaton depends on the callees only through their call symbols, which the lookup
-    maps back.  O(nodes with references below them); the subtrees without references are
-    kept as they are (same objects, their hashes cached)."""
+def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...]]:
+    """The cache key of a rule's automaton: ``body`` with its rule references replaced by their
+    positions in its order of first references, and the names they stand for.  Rules equal up
+    to the names of their callees (the per-state rules of one string automaton emitted for
+    several properties: ``strdfa_5_17`` and ``strdfa_10_17``) share one key; the automaton
+    depends on the callees only through their call symbols, which the lookup maps back.
+
+    The key is the body itself when it has no references, else nested tuples: ``(0, *items)``
+    for a concatenation, ``(1, *items)`` an alternation, ``(2, item, min, max)`` a repeat, an
+    ``int`` a reference, the IR node itself a subtree without references (its hash cached,
+    compared by identity when interned).  No IR node is built (a composite node's summary of
+    the rules under it costs O(references) per node).  O(nodes with references below them)."""
     if not node_refs(body):
         return body, ()
     order: dict[str, int] = {}
-    memo: dict[int, Node] = {}
+    memo: dict[int, Hashable] = {}
 
-    def go(n: Node) -> Node:
+    def go(n: Node) -> Hashable:
         if type(n) is RuleRef:
             i = order.get(n.name)
             if i is None:
                 i = order[n.name] = len(order)
-            return RuleRef(f"\x00{i}")
+            return i
         if not node_refs(n):
             return n
         k = id(n)
         got = memo.get(k)
         if got is not None:
             return got
-        out: Node
+        out: Hashable
         if isinstance(n, Repeat):
-            out = Repeat(go(n.item), n.min, n.max)
+            out = (2, go(n.item), n.min, n.max)
         elif isinstance(n, Concat):
-            out = Concat(tuple([go(x) for x in n.items]))
+            out = (0, *[go(x) for x in n.items])
         elif isinstance(n, Alt):
-            out = Alt(tuple([go(x) for x in n.items]))
+            out = (1, *[go(x) for x in n.items])
         else:  # pragma: no cover - every node with references is one of the above
             raise TypeError(f"unexpected IR node {type(n).__name__}")
         memo[k] = out
         return out
 
-    canon = go(body)
-    return canon, tuple(order)
+    return go(body), tuple(order)
 
 
 def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
