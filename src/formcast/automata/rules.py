@@ -47,6 +47,7 @@ from ..ir.nodes import (
     iter_nodes,
     node_copies,
     node_refs,
+    node_size,
     substitute,
 )
 from ..ir.passes import always_consumes, inline_rules, outline_repeats, rule_fixpoint, rule_sccs
@@ -70,6 +71,9 @@ __all__ = [
     "has_counted_repeat",
 ]
 
+# rule bodies up to this many IR nodes are cached up to their callees' names
+# (:func:`_canonical_body`); a larger one is keyed by itself
+_CANONICAL_MAX_NODES = 200
 # inlining stops when an inlined body would exceed this many IR nodes per reference
 _INLINE_MAX_NODES = 20_000
 # rules used more than once are inlined only up to this size (a string, a number, a short key
@@ -277,13 +281,13 @@ def compile_grammar_automaton(
 #: as positions by first occurrence (:func:`_canonical_body`; IR nodes compare structurally
 #: and cache their hash), the compile limits and whether it is minimized; values are
 #: :class:`~formcast.limits.CachedWork` of (DFA, each call edge's callee as its position in the
-#: body's order of first references), with the fuel of the build's own work and the
-#: sub-automata it embedded, so a rule compiled in one grammar serves another that numbers (or
-#: names) its rules differently, and rules equal up to their callees' names share an entry.
-#: What repeats across compiles is the boilerplate: JSON Schema's "any value" rules, shared
-#: definitions, common string formats.
+#: body's order of first references, or its name for a large body), with the fuel of the
+#: build's own work and the sub-automata it embedded, so a rule compiled in one grammar serves
+#: another that numbers (or names) its rules differently, and rules equal up to their callees'
+#: names share an entry.  What repeats across compiles is the boilerplate: JSON Schema's "any
+#: value" rules, shared definitions, common string formats.
 RULE_DFA_CACHE: LruCache[
-    tuple[Hashable, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[int, ...]]]
+    tuple[Hashable, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[int | str, ...]]]
 ] = LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
     512,
     max_weight=CacheLimits().shared_cache_bytes,
@@ -310,11 +314,13 @@ def _rule_dfa(
     does not depend on what the process compiled before."""
 
     canon, callee_names = _canonical_body(body)
-    slot = {name: i for i, name in enumerate(callee_names)}
+    slot = {name: i for i, name in enumerate(callee_names or ())}
 
-    def build() -> tuple[ByteDFA, tuple[int, ...]]:
+    def build() -> tuple[ByteDFA, tuple[int | str, ...]]:
         nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
         dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
+        if callee_names is None:
+            return dfa, tuple(names[i] for i in dfa.ref_rules)
         return dfa, tuple(slot[names[i]] for i in dfa.ref_rules)
 
     key = (canon, limits, minimize)
@@ -330,11 +336,12 @@ def _rule_dfa(
     )
     if not callees:
         return dfa
-    refs = tuple(ids[callee_names[c]] for c in callees)
+    by_slot = callee_names or ()
+    refs = tuple(ids[by_slot[c] if isinstance(c, int) else c] for c in callees)
     return dfa if refs == dfa.ref_rules else replace(dfa, ref_rules=refs)
 
 
-def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...]]:
+def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
     """The cache key of a rule's automaton: ``body`` with its rule references replaced by their
     positions in its order of first references, and the names they stand for.  Rules equal up
     to the names of their callees (the per-state rules of one string automaton emitted for
@@ -345,9 +352,14 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...]]:
     for a concatenation, ``(1, *items)`` an alternation, ``(2, item, min, max)`` a repeat, an
     ``int`` a reference, the IR node itself a subtree without references (its hash cached,
     compared by identity when interned).  No IR node is built (a composite node's summary of
-    the rules under it costs O(references) per node).  O(nodes with references below them)."""
+    the rules under it costs O(references) per node).  O(nodes with references below them).
+    A body of more than :data:`_CANONICAL_MAX_NODES` nodes is its own key and its callees are
+    stored by name (``None``): the walk and the hashing of the key would cost more than the
+    rare sharing saves (a large rule is rarely repeated under other names)."""
     if not node_refs(body):
         return body, ()
+    if node_size(body) > _CANONICAL_MAX_NODES:
+        return body, None
     order: dict[str, int] = {}
     memo: dict[int, Hashable] = {}
 
