@@ -341,6 +341,11 @@ def _rule_dfa(
     return dfa if refs == dfa.ref_rules else replace(dfa, ref_rules=refs)
 
 
+#: :func:`_canonical_body` by body (an equal body is usually the same interned object: a hit
+#: is a lookup by identity, and the key it returns is the object the rule cache holds)
+_CANONICAL_KEYS: LruCache[Node, tuple[Hashable, tuple[str, ...] | None]] = LruCache(4096)
+
+
 def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
     """The cache key of a rule's automaton: ``body`` with its rule references replaced by their
     positions in its order of first references, and the names they stand for.  Rules equal up
@@ -360,6 +365,9 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
         return body, ()
     if node_size(body) > _CANONICAL_MAX_NODES:
         return body, None
+    found, got = _CANONICAL_KEYS.get(body)
+    if found and got is not None:
+        return got
     order: dict[str, int] = {}
     memo: dict[int, Hashable] = {}
 
@@ -387,7 +395,9 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
         memo[k] = out
         return out
 
-    return go(body), tuple(order)
+    out = (go(body), tuple(order))
+    _CANONICAL_KEYS.put(body, out)
+    return out
 
 
 def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
