@@ -11,10 +11,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import formcast.automata.rules as rules_mod
 from formcast import CompileLimits, GrammarCompiler, GrammarMatcher, Vocabulary
 from formcast.automata.rules import RULE_DFA_CACHE, compile_grammar_automaton
 from formcast.errors import LimitExceededError
 from formcast.frontends.gbnf import parse_gbnf
+from formcast.ir.nodes import Grammar, ProgramHints, node_refs
 
 VOCAB = Vocabulary.from_tokens(
     [bytes([b]) for b in range(32, 127)] + [b'{"', b'":', b'",', b"true", b"<eos>"],
@@ -105,3 +107,79 @@ def test_ir_equality_is_iterative_and_linear_in_the_dag() -> None:
 
     assert dag(80, "a") == dag(80, "a")  # 2**80 paths, 160 distinct pairs
     assert dag(80, "a") != dag(80, "z")
+
+
+# two rules equal up to the names of their callees (and a third whose callees come in another
+# order): one cache entry, each mapped back onto its own callees
+GRAMMAR_RENAMED = "\n".join(
+    [
+        'root ::= "<" a1 ">" | "[" b1 "]" | "{" c1 "}"',
+        'a1 ::= "x" a1 a2 | "y" a3',
+        'b1 ::= "x" b1 b2 | "y" b3',
+        'c1 ::= "x" c1 b3 | "y" a2',
+        'a2 ::= "p" a2 | "p"',
+        'b2 ::= "q" b2 | "q"',
+        'a3 ::= "r" a3 | "s"',
+        'b3 ::= "t" b3 | "u"',
+    ]
+)
+
+
+def _accepts(compiled, text: bytes) -> bool:
+    m = GrammarMatcher(compiled)
+    return m.accept_bytes(text) and m.is_accepting()
+
+
+def _renamed_grammar() -> Grammar:
+    # no expansion of small recursive callees into their callers (as for JSON Schema), so the
+    # rules keep their shapes
+    g = parse_gbnf(GRAMMAR_RENAMED)
+    return Grammar(g.rules, g.start, hints=ProgramHints(expand_calls=False))
+
+
+def test_rules_equal_up_to_callee_names_share_an_entry_and_keep_their_callees() -> None:
+    RULE_DFA_CACHE.clear()
+    hits = RULE_DFA_CACHE.hits
+    compiled = GrammarCompiler(VOCAB, cache_size=0).compile_grammar_ir(_renamed_grammar())
+    assert RULE_DFA_CACHE.hits > hits  # within one cold compile
+    for text, ok in [
+        (b"<ys>", True),
+        (b"<xysp>", True),
+        (b"<xxyrsppp>", True),
+        (b"<yu>", False),
+        (b"<xysq>", False),
+        (b"[yu]", True),
+        (b"[xytuq]", True),
+        (b"[ys]", False),
+        (b"[xyup]", False),
+        (b"{yp}", True),
+        (b"{ypp}", True),
+        (b"{xypu}", True),
+        (b"{xxyputtu}", True),
+        (b"{ys}", False),
+        (b"{xypq}", False),
+        (b"{xyps}", False),
+    ]:
+        assert _accepts(compiled, text) is ok, text
+
+
+def test_a_shared_entry_charges_what_building_each_rule_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    limits = CompileLimits()
+    RULE_DFA_CACHE.clear()
+    cold = limits.budget()
+    hits = RULE_DFA_CACHE.hits
+    compile_grammar_automaton(_renamed_grammar(), limits, budget=cold, expand_calls=False)
+    assert RULE_DFA_CACHE.hits > hits
+    warm = limits.budget()
+    compile_grammar_automaton(_renamed_grammar(), limits, budget=warm, expand_calls=False)
+    # keyed by the body itself (callee names included: no sharing between the rules; the
+    # interpreted package only, a compiled module calls its own function)
+    RULE_DFA_CACHE.clear()
+    monkeypatch.setattr(
+        rules_mod, "_canonical_body", lambda body: (body, tuple(sorted(node_refs(body))))
+    )
+    apart = limits.budget()
+    compile_grammar_automaton(_renamed_grammar(), limits, budget=apart, expand_calls=False)
+    assert warm.used == cold.used == apart.used > 0

@@ -40,6 +40,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from ..errors import LimitExceededError, UnsupportedFeatureError
 from ..ir.nodes import (
@@ -60,7 +61,7 @@ from ..ir.nodes import (
     concat,
     repeat,
 )
-from ..limits import charge
+from ..limits import charge, metered
 from .nfa import epsilon_closure
 
 __all__ = [
@@ -772,6 +773,13 @@ def dfa_to_rules(
     if dfa.num_states == 0:
         return NOTHING, []
     rules: list[Rule] = []
+    # the label of a range set, by the ranges: a chain of states (``pattern`` under a
+    # ``maxLength``) labels hundreds of edges with one large set.  Reused only when ``label``
+    # is memoized itself (its second call returns the very node: the IR shares structure as
+    # before), and a reuse charges what the call it replaces would (that second call's fuel,
+    # measured: its cache's hit), so the fuel is that of calling ``label`` for every edge.
+    # key -> (first node, 0 seen once | 1 reusable | 2 not reusable, a repeat's fuel)
+    labels: dict[tuple[tuple[int, int], ...], tuple[Node, int, int]] = {}
     for s in range(dfa.num_states):
         charge(2 + len(dfa.trans[s]))
         by_target: dict[int, list[tuple[int, int]]] = {}
@@ -779,6 +787,19 @@ def dfa_to_rules(
             by_target.setdefault(t, []).append((lo, hi))
         branches: list[Node] = [EMPTY] if dfa.accept[s] else []
         for t, ranges in by_target.items():
-            branches.append(concat([label(ranges), RuleRef(f"{prefix}_{t}")]))
+            key = tuple(ranges)
+            got = labels.get(key)
+            if got is None:
+                node = label(ranges)
+                labels[key] = (node, 0, 0)
+            elif got[1] == 1:
+                node = got[0]
+                charge(got[2])
+            elif got[1] == 0:
+                node, repeat_cost = metered(partial(label, ranges))
+                labels[key] = (node, 1 if node is got[0] else 2, repeat_cost)
+            else:
+                node = label(ranges)
+            branches.append(concat([node, RuleRef(f"{prefix}_{t}")]))
         rules.append(Rule(f"{prefix}_{s}", alt(branches)))
     return RuleRef(f"{prefix}_0"), rules

@@ -27,6 +27,7 @@ is bounded by :class:`CompileLimits`.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -37,12 +38,16 @@ from ..errors import LimitExceededError, UnsatisfiableGrammarError, UnsupportedF
 from ..ir.left_recursion import eliminate_left_recursion
 from ..ir.nodes import (
     NOTHING,
+    Alt,
+    Concat,
     Grammar,
     Node,
     Repeat,
+    RuleRef,
     iter_nodes,
     node_copies,
     node_refs,
+    node_size,
     substitute,
 )
 from ..ir.passes import always_consumes, inline_rules, outline_repeats, rule_fixpoint, rule_sccs
@@ -66,6 +71,9 @@ __all__ = [
     "has_counted_repeat",
 ]
 
+# rule bodies up to this many IR nodes are cached up to their callees' names
+# (:func:`_canonical_body`); a larger one is keyed by itself
+_CANONICAL_MAX_NODES = 200
 # inlining stops when an inlined body would exceed this many IR nodes per reference
 _INLINE_MAX_NODES = 20_000
 # rules used more than once are inlined only up to this size (a string, a number, a short key
@@ -269,15 +277,17 @@ def compile_grammar_automaton(
     return auto
 
 
-#: Rule automata shared by every compile in the process: keyed by the rule body (IR nodes
-#: compare structurally and cache their hash), the compile limits and whether it is minimized;
-#: values are :class:`~formcast.limits.CachedWork` of (DFA, callee *names* of its call edges),
-#: with the fuel of the build's own work and the sub-automata it embedded, so a rule compiled
-#: in one grammar serves another that numbers its rules differently.  What repeats across
-#: compiles is the boilerplate: JSON Schema's "any value" rules, shared definitions, common
-#: string formats.
+#: Rule automata shared by every compile in the process: keyed by the rule body with its callees
+#: as positions by first occurrence (:func:`_canonical_body`; IR nodes compare structurally
+#: and cache their hash), the compile limits and whether it is minimized; values are
+#: :class:`~formcast.limits.CachedWork` of (DFA, each call edge's callee as its position in the
+#: body's order of first references, or its name for a large body), with the fuel of the
+#: build's own work and the sub-automata it embedded, so a rule compiled in one grammar serves
+#: another that numbers (or names) its rules differently, and rules equal up to their callees'
+#: names share an entry.  What repeats across compiles is the boilerplate: JSON Schema's "any
+#: value" rules, shared definitions, common string formats.
 RULE_DFA_CACHE: LruCache[
-    tuple[Node, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[str, ...]]]
+    tuple[Hashable, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[int | str, ...]]]
 ] = LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
     512,
     max_weight=CacheLimits().shared_cache_bytes,
@@ -303,12 +313,17 @@ def _rule_dfa(
     compile's: :func:`~formcast.limits.cached_work`), so whether a compile fits the limits
     does not depend on what the process compiled before."""
 
-    def build() -> tuple[ByteDFA, tuple[str, ...]]:
+    canon, callee_names = _canonical_body(body)
+    slot = {name: i for i, name in enumerate(callee_names or ())}
+
+    def build() -> tuple[ByteDFA, tuple[int | str, ...]]:
         nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
         dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
-        return dfa, tuple(names[i] for i in dfa.ref_rules)
+        if callee_names is None:
+            return dfa, tuple(names[i] for i in dfa.ref_rules)
+        return dfa, tuple(slot[names[i]] for i in dfa.ref_rules)
 
-    key = (body, limits, minimize)
+    key = (canon, limits, minimize)
     dfa, callees = cached_work(
         RULE_DFA_CACHE,
         key,
@@ -321,8 +336,68 @@ def _rule_dfa(
     )
     if not callees:
         return dfa
-    refs = tuple(ids[c] for c in callees)
+    by_slot = callee_names or ()
+    refs = tuple(ids[by_slot[c] if isinstance(c, int) else c] for c in callees)
     return dfa if refs == dfa.ref_rules else replace(dfa, ref_rules=refs)
+
+
+#: :func:`_canonical_body` by body (an equal body is usually the same interned object: a hit
+#: is a lookup by identity, and the key it returns is the object the rule cache holds)
+_CANONICAL_KEYS: LruCache[Node, tuple[Hashable, tuple[str, ...] | None]] = LruCache(4096)
+
+
+def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
+    """The cache key of a rule's automaton: ``body`` with its rule references replaced by their
+    positions in its order of first references, and the names they stand for.  Rules equal up
+    to the names of their callees (the per-state rules of one string automaton emitted for
+    several properties: ``strdfa_5_17`` and ``strdfa_10_17``) share one key; the automaton
+    depends on the callees only through their call symbols, which the lookup maps back.
+
+    The key is the body itself when it has no references, else nested tuples: ``(0, *items)``
+    for a concatenation, ``(1, *items)`` an alternation, ``(2, item, min, max)`` a repeat, an
+    ``int`` a reference, the IR node itself a subtree without references (its hash cached,
+    compared by identity when interned).  No IR node is built (a composite node's summary of
+    the rules under it costs O(references) per node).  O(nodes with references below them).
+    A body of more than :data:`_CANONICAL_MAX_NODES` nodes is its own key and its callees are
+    stored by name (``None``): the walk and the hashing of the key would cost more than the
+    rare sharing saves (a large rule is rarely repeated under other names)."""
+    if not node_refs(body):
+        return body, ()
+    if node_size(body) > _CANONICAL_MAX_NODES:
+        return body, None
+    found, got = _CANONICAL_KEYS.get(body)
+    if found and got is not None:
+        return got
+    order: dict[str, int] = {}
+    memo: dict[int, Hashable] = {}
+
+    def go(n: Node) -> Hashable:
+        if type(n) is RuleRef:
+            i = order.get(n.name)
+            if i is None:
+                i = order[n.name] = len(order)
+            return i
+        if not node_refs(n):
+            return n
+        k = id(n)
+        got = memo.get(k)
+        if got is not None:
+            return got
+        out: Hashable
+        if isinstance(n, Repeat):
+            out = (2, go(n.item), n.min, n.max)
+        elif isinstance(n, Concat):
+            out = (0, *[go(x) for x in n.items])
+        elif isinstance(n, Alt):
+            out = (1, *[go(x) for x in n.items])
+        else:  # pragma: no cover - every node with references is one of the above
+            raise TypeError(f"unexpected IR node {type(n).__name__}")
+        memo[k] = out
+        return out
+
+    out = (go(body), tuple(order))
+    _CANONICAL_KEYS.put(body, out)
+    return out
 
 
 def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
