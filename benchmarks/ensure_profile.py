@@ -39,8 +39,10 @@ def _summary(path: str) -> None:
             f"{name:6s} mean {col.mean():8.1f} us  p50 {np.percentile(col, 50):7.1f}"
             f"  p99 {np.percentile(col, 99):8.1f}  sum {col.sum() / 1e3:8.1f} ms"
         )
-    print(f"states in: mean {a[:, 4].mean():.1f}; rows written: mean {a[:, 5].mean():.1f}"
-          f" sum {a[:, 5].sum():.0f}")
+    print(
+        f"states in: mean {a[:, 4].mean():.1f}; rows written: mean {a[:, 5].mean():.1f}"
+        f" sum {a[:, 5].sum():.0f}"
+    )
 
 
 if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--summary":
