@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import sys
 import threading
 import weakref
 from bisect import bisect_left
@@ -959,27 +960,40 @@ class _RowPool:
         self._lock = threading.RLock()  # a finalizer may run inside take (on an allocation)
 
     def take(self, rows: int) -> tuple[np.ndarray, list[int]]:
-        """``int32[rows, 256]`` on a map of the pool (the one touched most that fits) or a
-        fresh one, and the cell the caller keeps the rows it wrote in (``cell[0]``: rows
-        from 0 on that may have been touched), read when the map comes back."""
+        """``int32[rows, 256]`` on a map of the pool (the one touched most, grown in place
+        where it is too short) or a fresh one, and the cell the caller keeps the rows it wrote
+        in (``cell[0]``: rows from 0 on that may have been touched; ``cell[1]``: the bytes
+        of the map touched before), read when the map comes back."""
         size = rows * 256 * 4
         mm: mmap.mmap | None = None
+        before = 0
         with self._lock:
             best = -1
             for i, (m, touched) in enumerate(self._free):
-                if len(m) >= size and (best < 0 or touched > self._free[best][1]):
+                if best < 0 or touched > self._free[best][1]:
                     best = i
             if best >= 0:
-                mm = self._free.pop(best)[0]
+                mm, before = self._free.pop(best)
+        if mm is not None and len(mm) < size and not _MAP_GROWS:
+            mm, before = None, 0
+        if mm is not None and len(mm) < size:
+            # a map too short for these tables grows in place (``mremap``: its touched pages
+            # move along, so the rows written on them fault no fresh page; a fresh map of the
+            # size faulted every page written, ~0.6 faults per row on MaskBench)
+            try:
+                mm.resize(max(size, _POOL_MAP_BYTES))
+            except (BufferError, OSError, SystemError, ValueError):
+                mm, before = None, 0
         if mm is None:  # (at least _POOL_MAP_BYTES long: one size fits most tables later)
-            mm = mmap.mmap(-1, max(size, _POOL_MAP_BYTES))
+            mm = _anonymous_map(max(size, _POOL_MAP_BYTES))
         root = np.frombuffer(mm, dtype=np.int32, count=rows * 256)
-        cell = [0]
+        cell = [0, before]
         weakref.finalize(root, self._give, mm, cell)
         return root.reshape(rows, 256), cell
 
     def _give(self, mm: mmap.mmap, cell: list[int]) -> None:
-        touched = min(cell[0] * 1024, len(mm))
+        # the pages touched by an earlier use stay (only the pool returns pages to the kernel)
+        touched = min(max(cell[0] * 1024, cell[1]), len(mm))
         keep = min(touched, _POOL_BYTES) // mmap.PAGESIZE * mmap.PAGESIZE
         if keep <= 0:
             return  # (dropped: unmapped when its last reference goes)
@@ -1001,6 +1015,18 @@ _POOL_BYTES = 64 << 20
 #: that a map given back fits the tables of most grammars (~1,300 ids: a MaskBench schema's
 #: tables use ~700) without reserving much address space per live grammar
 _POOL_MAP_BYTES = 4 << 20
+#: whether the pool's maps grow in place (``mremap`` on Linux; private maps: a shared
+#: anonymous map's pages past its first size raise SIGBUS)
+_MAP_GROWS = sys.platform.startswith("linux") and hasattr(mmap, "MAP_PRIVATE")
+
+
+def _anonymous_map(size: int) -> mmap.mmap:
+    """A fresh anonymous map of ``size`` bytes (private where it may grow: :data:`_MAP_GROWS`)."""
+    if _MAP_GROWS:
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return mmap.mmap(-1, size)
+
+
 _ROW_POOL = _RowPool()
 
 
