@@ -419,6 +419,19 @@ class PushdownAutomaton:
         nxt = self._steps.get(key)
         if nxt is not None:
             return nxt
+        frames = state.frames
+        if len(frames) == 1 and not state.accepting:
+            # a byte that loops on the only top's DFA state, where the state is that frame's
+            # own closure, leads back to the state itself: nothing is made (no lock, no
+            # interning): the string content bytes of a candidate check on a new stack
+            for fr in frames:
+                row = self._rows[fr.rule][fr.state]
+                if row is not None and row[byte] == fr.state:
+                    memo = self._closures.get(fr)
+                    if memo is not None and not memo[1] and memo[0] == frames:
+                        if not state.far:
+                            self._steps[key] = state
+                        return state
         with self._lock:
             nxt = self._step(state, byte)
             self._maybe_reset()
@@ -434,7 +447,27 @@ class PushdownAutomaton:
         return self._steps
 
     def _step(self, state: ParserState, byte: int) -> ParserState:
-        if not state.frames:
+        frames = state.frames
+        if len(frames) == 1:  # most states: the closure's frozenset is the state's, no copy
+            for fr in frames:
+                rule_rows = self._rows[fr.rule]
+                row = rule_rows[fr.state]
+                if row is None:
+                    row = rule_rows[fr.state] = self._tables[fr.rule][fr.state].tolist()
+                q2 = row[byte]
+                if q2 == DEAD:
+                    return self._dead
+                tops, acc, err = self._closure(
+                    self.frame(fr.rule, q2, fr.parent, fr.need, fr.left)
+                )
+                if err:
+                    return self.dead(err)
+                if len(tops) > self.limits.max_stacks:
+                    return self.dead(f"parser limit max_stacks={self.limits.max_stacks} exceeded")
+                if not tops and not acc:
+                    return self._dead
+                return self._state(tops, acc)
+        if not frames:
             return self._dead
         rows = self._rows
         new: set[Frame] = set()
