@@ -457,9 +457,7 @@ class PushdownAutomaton:
                 q2 = row[byte]
                 if q2 == DEAD:
                     return self._dead
-                tops, acc, err = self._closure(
-                    self.frame(fr.rule, q2, fr.parent, fr.need, fr.left)
-                )
+                tops, acc, err = self._closure(self.frame(fr.rule, q2, fr.parent, fr.need, fr.left))
                 if err:
                     return self.dead(err)
                 if len(tops) > self.limits.max_stacks:
