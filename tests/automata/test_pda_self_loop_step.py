@@ -1,8 +1,9 @@
-"""The parser's lock-free self-loop step answers as the full step does (#31).
+"""The parser's lock-free steps answer as the full step does (#31).
 
-``PushdownAutomaton.step`` returns a single-top, non-accepting state itself, without the
-lock or any interning, where the byte loops on the top's DFA state and the state is that
-frame's own closure (the string content bytes of a candidate check on a new stack).  The
+``PushdownAutomaton.step`` returns, without the lock or any interning, the dead state where
+every top's DFA rejects the byte, and a single-top, non-accepting state itself where the
+byte loops on the top's DFA state and the state is that frame's own closure (the rejected
+bytes after a return and the string content bytes of a candidate check on a new stack).  The
 oracle: the full step (``_step``), which interns, so the very same object must come back,
 for every byte from every state a few documents reach (builtin JSON, a JSON GBNF with a
 string rule, a grammar whose string is inside a counted rule), before and after a reset of

@@ -419,28 +419,27 @@ class PushdownAutomaton:
         nxt = self._steps.get(key)
         if nxt is not None:
             return nxt
+        # nothing is made (no lock, no interning) where every top's DFA rejects the byte (the
+        # dead state), or where the only top's DFA loops on its state and the state is that
+        # frame's own closure (the state itself): the rejected bytes after a return and the
+        # string content bytes, most of the new steps of a candidate check on a new stack
         frames = state.frames
-        if len(frames) == 1:
-            # nothing is made (no lock, no interning) where the only top's DFA rejects the
-            # byte (dead), or loops on its state where the state is that frame's own closure
-            # (the state itself): the string content bytes and the rejected bytes after a
-            # return, most of the new steps of a candidate check on a new stack
-            for fr in frames:
-                row = self._rows[fr.rule][fr.state]
-                if row is not None:
-                    q2 = row[byte]
-                    if q2 == DEAD:
-                        nxt = self._dead
-                    elif q2 != fr.state or state.accepting:
-                        break
-                    else:
-                        memo = self._closures.get(fr)
-                        if memo is None or memo[1] or memo[0] != frames:
-                            break
-                        nxt = state
-                    if not state.far:
-                        self._steps[key] = nxt
-                    return nxt
+        rows = self._rows
+        row: list[int] | None = None
+        for fr in frames:
+            row = rows[fr.rule][fr.state]
+            if row is None or row[byte] != DEAD:
+                break
+        else:
+            if not state.far:
+                self._steps[key] = self._dead
+            return self._dead
+        if row is not None and len(frames) == 1 and not state.accepting and row[byte] == fr.state:
+            memo = self._closures.get(fr)
+            if memo is not None and not memo[1] and memo[0] == frames:
+                if not state.far:
+                    self._steps[key] = state
+                return state
         with self._lock:
             nxt = self._step(state, byte)
             self._maybe_reset()
