@@ -1641,7 +1641,11 @@ class CfgProgram:
             cands = cands[bitmask_has_many(words, trie.first_token[cands]) == 0]
             self.candidates_checked += int(cands.size)
             pda = self.pda
-            groups = self._looped_groups(state, positions, cands) if len(positions) == 1 else None
+            groups = (
+                self._looped_groups(state, positions, cands)
+                if len(positions) == 1 and cands.size < _LEVEL_VERIFY_MIN
+                else None
+            )
             if groups is not None:
                 ok, err = _verify_looped(pda.step, state, groups, pda.step_memo)
             elif cands.size >= _LEVEL_VERIFY_MIN:
