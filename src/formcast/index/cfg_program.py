@@ -1481,7 +1481,7 @@ class CfgProgram:
         self._limit_errors: dict[ParserState, str] = {}
         # per single stack top: its candidates grouped by their bytes after the top's DFA
         # self-loop (see _looped_groups); None after a load (remade on use)
-        self._loops: dict[tuple[int, int], _LoopGroups] | None = {}
+        self._loops: dict[tuple[int, int], _LoopGroups | int] | None = {}
 
     @property
     def context(self) -> TokenIndexContext:
@@ -1672,9 +1672,10 @@ class CfgProgram:
         bytes (a string's content before ``",``: ``' ",'``, ``'!",'``, ``'#",'`` are ``'",'``).
         The candidates grouped by those bytes (a top's candidates are the same at every
         stack: a single top's mask filters them by that top's words alone), made once per
-        top; None where the state is not such a closure (or the top is counted).  ~40%
-        fewer strings to check on the JSON grammars' string tops.  Kept with the candidates
-        they were made from, and used where those are the candidates again."""
+        top from its second mask (a top's first pays its classification), where they are at
+        most 80% of the candidates; None where the state is not such a closure (or the top is
+        counted), or not yet.  ~40% fewer strings to check on the JSON grammars' string
+        tops.  Kept with the candidates they were made from, used where those come again."""
         (pos,) = positions
         if len(pos) != 2 or state.accepting:
             return None
@@ -1687,8 +1688,14 @@ class CfgProgram:
             loops = self._loops = {}
         top = (fr.rule, fr.state)
         got = loops.get(top)
-        if got is not None and np.array_equal(got[2], cands):
-            return got
+        if type(got) is tuple:
+            return got if got[2] == cands.tobytes() else None
+        if got is None:  # a top met once (a new top's mask pays its classification) is
+            if len(loops) < _LOOP_GROUPS_MAX:  # checked plainly: grouped from its second
+                loops[top] = 1
+            return None
+        if got == 0:  # grouping does not pay (few looping bytes)
+            return None
         row = self.auto.dfas[fr.rule].table[fr.state]
         looping = bytes(row == fr.state)  # per byte: 1 where it loops
         strings = self.vocab.trie.strings
@@ -1700,11 +1707,12 @@ class CfgProgram:
             while j < n and looping[data[j]]:
                 j += 1
             by.setdefault(data[j:], []).append(i)
+        if 5 * len(by) > 4 * cands.size:
+            loops[top] = 0
+            return None
         keys = sorted(by)
-        got = (keys, [by[k] for k in keys], cands)
-        if len(loops) < _LOOP_GROUPS_MAX:
-            loops[top] = got
-        return got
+        groups = loops[top] = (keys, [by[k] for k in keys], cands.tobytes())
+        return groups
 
 
 #: Internal switch: CfgProgram builds its lexer lazily (the default) or eagerly (the build of
@@ -1800,8 +1808,8 @@ def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
 
 #: a single top's candidates grouped by their bytes after the top's self-loop: the distinct
 #: byte strings (sorted), the candidates (string indices) of each, and the candidates they
-#: were made from (see :meth:`CfgProgram._looped_groups`)
-_LoopGroups = tuple[list[bytes], list[list[int]], np.ndarray]
+#: were made from (their array's bytes; see :meth:`CfgProgram._looped_groups`)
+_LoopGroups = tuple[list[bytes], list[list[int]], bytes]
 #: tops whose groups are kept, at most (a few per grammar: the string tops)
 _LOOP_GROUPS_MAX = 256
 
