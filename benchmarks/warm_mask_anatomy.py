@@ -45,6 +45,7 @@ class _Parts:
         self.cp, self.timed = cp, timed
         self.cls_type, self.pda_type = type(prog._positions), type(prog.pda)
         self.orig = (self.cls_type.classify, cp._verify_in_order, self.pda_type.step)
+        self.orig_looped = cp._verify_looped
         self.tops: set[tuple[int, int]] = set()
         self.now: dict[str, float] = {}
 
@@ -68,6 +69,13 @@ class _Parts:
             self.now["cands"] = self.now.get("cands", 0) + a[3].size
             return r
 
+        def looped(*a: Any) -> Any:  # the grouped check: its distinct strings as cands
+            t0 = time.thread_time_ns()
+            r = self.orig_looped(*a)
+            self._add("verify", t0)
+            self.now["cands"] = self.now.get("cands", 0) + len(a[2][0])
+            return r
+
         def step(pda: Any, s: Any, b: int) -> Any:
             fresh = (s, b) not in pda._steps
             t0 = time.thread_time_ns()
@@ -79,10 +87,12 @@ class _Parts:
         self.cls_type.classify = cls
         if self.timed:
             self.cp._verify_in_order = ver
+            self.cp._verify_looped = looped
             self.pda_type.step = step
 
     def remove(self) -> None:
         self.cls_type.classify, self.cp._verify_in_order, self.pda_type.step = self.orig
+        self.cp._verify_looped = self.orig_looped
 
 
 def _walk(ad: Any, compiled: Any, ids: list[int], parts: _Parts | None) -> list[Any]:

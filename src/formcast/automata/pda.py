@@ -419,6 +419,27 @@ class PushdownAutomaton:
         nxt = self._steps.get(key)
         if nxt is not None:
             return nxt
+        # nothing is made (no lock, no interning) where every top's DFA rejects the byte (the
+        # dead state), or where the only top's DFA loops on its state and the state is that
+        # frame's own closure (the state itself): the rejected bytes after a return and the
+        # string content bytes, most of the new steps of a candidate check on a new stack
+        frames = state.frames
+        rows = self._rows
+        row: list[int] | None = None
+        for fr in frames:
+            row = rows[fr.rule][fr.state]
+            if row is None or row[byte] != DEAD:
+                break
+        else:
+            if not state.far:
+                self._steps[key] = self._dead
+            return self._dead
+        if row is not None and len(frames) == 1 and not state.accepting and row[byte] == fr.state:
+            memo = self._closures.get(fr)
+            if memo is not None and not memo[1] and memo[0] == frames:
+                if not state.far:
+                    self._steps[key] = state
+                return state
         with self._lock:
             nxt = self._step(state, byte)
             self._maybe_reset()
@@ -434,7 +455,25 @@ class PushdownAutomaton:
         return self._steps
 
     def _step(self, state: ParserState, byte: int) -> ParserState:
-        if not state.frames:
+        frames = state.frames
+        if len(frames) == 1:  # most states: the closure's frozenset is the state's, no copy
+            for fr in frames:
+                rule_rows = self._rows[fr.rule]
+                row = rule_rows[fr.state]
+                if row is None:
+                    row = rule_rows[fr.state] = self._tables[fr.rule][fr.state].tolist()
+                q2 = row[byte]
+                if q2 == DEAD:
+                    return self._dead
+                tops, acc, err = self._closure(self.frame(fr.rule, q2, fr.parent, fr.need, fr.left))
+                if err:
+                    return self.dead(err)
+                if len(tops) > self.limits.max_stacks:
+                    return self.dead(f"parser limit max_stacks={self.limits.max_stacks} exceeded")
+                if not tops and not acc:
+                    return self._dead
+                return self._state(tops, acc)
+        if not frames:
             return self._dead
         rows = self._rows
         new: set[Frame] = set()
