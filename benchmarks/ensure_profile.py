@@ -49,8 +49,8 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--summary":
     _summary(sys.argv[2])
     sys.exit(0)
 
-import maskbench_cpu  # noqa: E402,F401  (installs the thread-CPU _walk)
 import maskbench as mb  # noqa: E402
+import maskbench_cpu  # noqa: E402,F401  (installs the thread-CPU _walk)
 from formcast.index import cfg_program as cp  # noqa: E402
 
 _OUT = os.environ.get("ENSURE_PROFILE_DIR")

@@ -47,7 +47,8 @@ def test_a_short_map_grows_in_place(pool: cfg_program._RowPool) -> None:
     cell2[0] = 1  # this use touched less than the last one: the pool keeps the larger count
     del rows2
     gc.collect()
-    assert len(pool._free) == 1 and pool._free[0][1] == cfg_program._POOL_MAP_BYTES
+    assert len(pool._free) == 1
+    assert pool._free[0][1] == cfg_program._POOL_MAP_BYTES
 
 
 def test_tables_on_grown_maps_match_fresh_ones() -> None:

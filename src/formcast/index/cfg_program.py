@@ -969,7 +969,7 @@ class _RowPool:
         before = 0
         with self._lock:
             best = -1
-            for i, (m, touched) in enumerate(self._free):
+            for i, (_m, touched) in enumerate(self._free):
                 if best < 0 or touched > self._free[best][1]:
                     best = i
             if best >= 0:
