@@ -153,16 +153,17 @@ def test_out_of_range_inputs_raise() -> None:
 @pytest.mark.parametrize("which", ["json", "gbnf"])
 def test_grammar_classifications_with_and_without_the_kernel(which: str) -> None:
     """Every stack top a few random walks meet is classified the same with the fused kernel
-    and with the numpy glue (fresh programs, the process-wide shared walks cleared)."""
+    and with the numpy glue (fresh programs, the vocabulary's shared walks cleared)."""
     from pathlib import Path
 
     from formcast import GrammarCompiler
+    from formcast.index.context import context_for
     from formcast.vocab.loaders import load_vocabulary
 
     vocab = load_vocabulary("llama3")
 
     def compile_it() -> cfg_program.CfgProgram:
-        cfg_program._SHARED_WALKS.clear()
+        context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
         compiler = GrammarCompiler(vocab, cache_size=0)
         if which == "json":
             grammar = compiler.compile_builtin_json_grammar()
