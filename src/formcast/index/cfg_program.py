@@ -1703,8 +1703,8 @@ class CfgProgram:
         counted), or not yet.  ~40% fewer strings to check on the JSON grammars' string
         tops.  Kept with the candidates they were made from, used where those come again."""
         (pos,) = positions
-        if len(pos) != 2 or state.accepting:
-            return None
+        if len(pos) != 2 or state.accepting or len(state.frames) != 1:
+            return None  # (one lexer position may still be several stacks)
         (fr,) = state.frames
         memo = self.pda._closures.get(fr)
         if memo is None or memo[1] or memo[0] != state.frames:
