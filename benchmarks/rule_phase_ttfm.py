@@ -24,13 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "JSONSchemaBench"
-DATA = DATA / "maskbench" / "data"
-
-
-def _pct(xs: list[float], q: float) -> float:
-    s = sorted(xs)
-    return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lowering_ttfm import DATA, _pct
 
 
 def main() -> int:

@@ -102,7 +102,7 @@ from .numbers import (
     multiple_of_dfa,
     non_integer_node,
 )
-from .oneof import oneof_object
+from .oneof import oneof_object, whole_array
 from .options import JsonSchemaOptions
 from .regexlang import pattern_node, restrict_length
 from .residue import residue_number
@@ -268,7 +268,7 @@ class Emitter:
         if isinstance(s, SArr):
             if s.one_of:  # exactly one oneOf branch, checked at run time (oneof.py)
                 return oneof_object(self, s, depth, self.norm.unsupported, self.norm)
-            if _whole_array(s):
+            if whole_array(s):
                 self._any_rules()
                 return RuleRef("any_array")
             return self._structure(s, depth, "arr", self.array_body)
@@ -1141,17 +1141,6 @@ def _any_bodies(
             )
         )
     return tuple(out)
-
-
-def _whole_array(s: SArr) -> bool:
-    return (
-        not s.prefix
-        and isinstance(s.items, SAny)
-        and s.min_items == 0
-        and s.max_items is None
-        and not s.contains
-        and not s.unique
-    )
 
 
 def _whole_object(s: SObj) -> bool:

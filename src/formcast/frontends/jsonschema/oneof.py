@@ -400,7 +400,8 @@ def _exclude_and_tag(
 _ITEMS: tuple[Any, ...] = (None, True, False, 0, -1, "", "_", [], {}, [None], [""], {"_": None})
 
 
-def _whole_array(s: SArr) -> bool:
+def whole_array(s: SArr) -> bool:
+    """Whether ``s`` accepts every array (the emitter writes it as ``any_array``)."""
     return (
         not s.prefix
         and isinstance(s.items, SAny)
@@ -417,7 +418,7 @@ def whole_arrays(alg: _Algebra, branch: S) -> bool:
     tops = _tops(alg, branch)
     if tops is None:
         return False
-    return any(isinstance(t, SAny) or (isinstance(t, SArr) and _whole_array(t)) for t in tops)
+    return any(isinstance(t, SAny) or (isinstance(t, SArr) and whole_array(t)) for t in tops)
 
 
 def _rejects_item(alg: _Algebra, branch: S, value: Any) -> bool:
