@@ -50,7 +50,10 @@ def _one(vocab: object, schema: object, cache_dir: str) -> list[float] | None:
     t.append(clock())
     assert comp._cache.disk is not None
     assert disk_key is not None
-    data = comp._cache.disk.get(disk_key)
+    try:  # as CompileCache.load reads it (memory-mapped where this tree can)
+        data = comp._cache.disk.get(disk_key, mapped=True)
+    except TypeError:  # a tree before DiskCache.get(mapped=)
+        data = comp._cache.disk.get(disk_key)
     t.append(clock())
     if data is None:
         return None

@@ -19,6 +19,7 @@ modification time first, a read refreshes it).  Each ``get``/``put`` is one file
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import re
 import tempfile
@@ -189,8 +190,17 @@ class DiskCache:
             raise ValueError(f"a disk cache key is a lower-case hex digest, got {key!r}")
         return os.path.join(self.directory, key + self.suffix)
 
-    def get(self, key: str) -> bytes | None:
-        """The bytes stored under ``key``, or None (missing or unreadable)."""
+    def get(self, key: str, *, mapped: bool = False) -> bytes | mmap.mmap | None:
+        """The bytes stored under ``key``, or None (missing or unreadable).
+
+        ``mapped``: a file of at least :data:`MAP_MIN_BYTES` comes back as a read-only
+        memory map instead of a copy (``bytes`` below that): the pages a reader never touches
+        (a compiled grammar's lazy sections) are never read, and nothing is copied.  Safe
+        with this class's writers, which never modify a file in place (a replaced or evicted
+        file stays mapped, unchanged, while the map lives); a file truncated *in place* by
+        something else while mapped would fault on access (see docs/threat_model.md: the
+        directory is a trust boundary).  The map lives as long as anything refers to it.
+        """
         path = self.path(key)
         try:
             fd = os.open(path, _READ_FLAGS)
@@ -198,7 +208,7 @@ class DiskCache:
             self.misses += 1
             return None
         try:
-            data = _read_all(fd)
+            data = _map_or_read(fd) if mapped else _read_all(fd)
             # refresh its age (best effort: read-only directories), on the open file
             _touch(fd if os.utime in os.supports_fd else path)
         except OSError:
@@ -284,6 +294,23 @@ class DiskCache:
 
 
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+#: files at least this large are memory-mapped by ``DiskCache.get(mapped=True)`` (a map costs
+#: a few system calls; a small file is cheaper to copy)
+MAP_MIN_BYTES = 64 * 1024
+
+
+def _map_or_read(fd: int) -> bytes | mmap.mmap:
+    """File ``fd`` as a read-only memory map (at least :data:`MAP_MIN_BYTES`), else its
+    bytes."""
+    size = os.fstat(fd).st_size
+    if size < MAP_MIN_BYTES:
+        return _read_all(fd)
+    try:
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a file system that cannot map it, or it shrank
+        return _read_all(fd)
 
 
 def _read_all(fd: int) -> bytes:

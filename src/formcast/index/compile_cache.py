@@ -164,7 +164,8 @@ class CompileCache:
         corrupt, truncated or stale (the file is then removed)."""
         disk = self.disk
         assert disk is not None
-        data = disk.get(disk_key)
+        # memory-mapped: nothing copied, and the lazy sections' pages never read unless used
+        data = disk.get(disk_key, mapped=True)
         if data is None:
             return None
         try:

@@ -16,6 +16,7 @@ loads it for the same vocabulary in any process.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -121,12 +122,15 @@ class CompiledGrammar:
     @classmethod
     def deserialize(
         cls,
-        data: bytes | bytearray | memoryview,
+        data: bytes | bytearray | memoryview | mmap.mmap,
         vocab: Vocabulary,
         *,
         on_corrupt: Callable[[SerializationError], None] | None = None,
     ) -> CompiledGrammar:
         """Load a grammar written by :meth:`serialize`, for ``vocab``.
+
+        ``data`` may be a read-only memory map of the file (``DiskCache.get(mapped=True)``):
+        the grammar's arrays are views into it (it lives as long as they do).
 
         Loading executes no code from ``data`` (see the threat model in
         :mod:`formcast.index.serialize`): only allow-listed plain-data classes are created.

@@ -42,6 +42,7 @@ import base64
 import contextlib
 import copy
 import json
+import mmap
 import threading
 import zlib
 from collections import OrderedDict
@@ -435,7 +436,7 @@ class _Decoder:
         self,
         meta: dict[str, Any],
         main: memoryview,
-        data: bytes | bytearray | memoryview,
+        data: bytes | bytearray | memoryview | mmap.mmap,
         blob_start: int,
         vocab: Vocabulary,
         on_corrupt: Callable[[SerializationError], None] | None = None,
@@ -665,7 +666,7 @@ class _Decoder:
 
 
 def load_grammar(
-    data: bytes | bytearray | memoryview,
+    data: bytes | bytearray | memoryview | mmap.mmap,
     vocab: Vocabulary,
     layout: str,
     *,

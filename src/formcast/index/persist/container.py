@@ -30,6 +30,7 @@ for packed ones) on first request.
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 import zlib
 from typing import Any
@@ -174,7 +175,7 @@ def _compact(tree: Any) -> str:
     return json.dumps(tree, separators=(",", ":"), ensure_ascii=True)
 
 
-def read_header(data: bytes | bytearray | memoryview) -> tuple[int, int, int, int, int]:
+def read_header(data: bytes | bytearray | memoryview | mmap.mmap) -> tuple[int, int, int, int, int]:
     """``(format version, meta length, blob length, main region length, crc)``;
     SerializationError when ``data`` is not a compiled grammar of this
     :data:`FORMAT_VERSION` or is truncated."""
@@ -207,12 +208,21 @@ def read_header(data: bytes | bytearray | memoryview) -> tuple[int, int, int, in
     return version, meta_len, blob_len, main_len, crc
 
 
+def _immutable(data: object) -> bool:
+    """``data`` cannot change while a grammar's arrays view it: ``bytes``, or a read-only
+    memory map (``DiskCache.get(mapped=True)``: its files are replaced, never rewritten)."""
+    return type(data) is bytes or (
+        type(data) is mmap.mmap and memoryview(data).readonly
+    )
+
+
 def open_container(
-    data: bytes | bytearray | memoryview,
-) -> tuple[dict[str, Any], bytes | bytearray | memoryview, int, memoryview]:
+    data: bytes | bytearray | memoryview | mmap.mmap,
+) -> tuple[dict[str, Any], bytes | bytearray | memoryview | mmap.mmap, int, memoryview]:
     """``(meta, source, blob offset in source, main region)`` of a file whose header and
     checksum (metadata and main region) are right.  ``source`` is ``data`` when it is
-    ``bytes`` (immutable: arrays are views into it), else a private copy of the blob.
+    ``bytes`` or a read-only memory map (immutable: arrays are views into it), else a
+    private copy of the blob.
 
     Raises:
         SerializationError: another version, truncated, corrupt (``reason``).
@@ -233,7 +243,7 @@ def open_container(
         raise SerializationError(f"corrupt compiled grammar: {e}", reason="corrupt") from None
     if not isinstance(meta, dict):
         raise SerializationError("corrupt compiled grammar: no metadata", reason="corrupt")
-    source = data if type(data) is bytes else bytes(view[blob_start:])
+    source = data if _immutable(data) else bytes(view[blob_start:])
     offset = blob_start if source is data else 0
     return meta, source, offset, memoryview(source)[offset : offset + main_len]
 
