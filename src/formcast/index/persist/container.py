@@ -238,7 +238,7 @@ def open_container(
             reason="corrupt",
         )
     try:
-        meta = json.loads(bytes(meta_bytes))
+        meta = json.loads(str(meta_bytes, "ascii"))  # (written ASCII: no bytes copy first)
     except (ValueError, RecursionError) as e:
         raise SerializationError(f"corrupt compiled grammar: {e}", reason="corrupt") from None
     if not isinstance(meta, dict):
