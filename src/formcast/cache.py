@@ -193,8 +193,8 @@ class DiskCache:
     def get(self, key: str, *, mapped: bool = False) -> bytes | mmap.mmap | None:
         """The bytes stored under ``key``, or None (missing or unreadable).
 
-        ``mapped``: a file of at least :data:`MAP_MIN_BYTES` comes back as a read-only
-        memory map instead of a copy (``bytes`` below that): the pages a reader never touches
+        ``mapped``: a file of at least :data:`MAP_MIN_BYTES` comes back (on POSIX) as a
+        read-only memory map instead of a copy (``bytes`` below that): the pages a reader never touches
         (a compiled grammar's lazy sections) are never read, and nothing is copied.  Safe
         with this class's writers, which never modify a file in place (a replaced or evicted
         file stays mapped, unchanged, while the map lives); a file truncated *in place* by
@@ -305,7 +305,8 @@ def _map_or_read(fd: int) -> bytes | mmap.mmap:
     """File ``fd`` as a read-only memory map (at least :data:`MAP_MIN_BYTES`), else its
     bytes."""
     size = os.fstat(fd).st_size
-    if size < MAP_MIN_BYTES:
+    # (POSIX only: on Windows a mapped file cannot be replaced or removed by the writers)
+    if size < MAP_MIN_BYTES or os.name != "posix":
         return _read_all(fd)
     try:
         return mmap.mmap(fd, size, access=mmap.ACCESS_READ)

@@ -27,6 +27,9 @@ from formcast.errors import SerializationError
 from serialize_helpers import compile_named, random_walks, replay_masks, small_vocab
 
 
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="files are mapped on POSIX only")
+
+
 @pytest.fixture(scope="module")
 def vocab() -> Vocabulary:
     return small_vocab()
