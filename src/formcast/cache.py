@@ -194,8 +194,8 @@ class DiskCache:
         """The bytes stored under ``key``, or None (missing or unreadable).
 
         ``mapped``: a file of at least :data:`MAP_MIN_BYTES` comes back (on POSIX) as a
-        read-only memory map instead of a copy (``bytes`` below that): the pages a reader never touches
-        (a compiled grammar's lazy sections) are never read, and nothing is copied.  Safe
+        read-only memory map instead of a copy (``bytes`` below that): the pages a reader
+        never touches (a compiled grammar's lazy sections) are never read, nothing is copied.  Safe
         with this class's writers, which never modify a file in place (a replaced or evicted
         file stays mapped, unchanged, while the map lives); a file truncated *in place* by
         something else while mapped would fault on access (see docs/threat_model.md: the

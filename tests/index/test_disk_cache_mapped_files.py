@@ -26,7 +26,6 @@ from formcast.cache import DiskCache
 from formcast.errors import SerializationError
 from serialize_helpers import compile_named, random_walks, replay_masks, small_vocab
 
-
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="files are mapped on POSIX only")
 
 

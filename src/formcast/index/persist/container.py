@@ -211,9 +211,7 @@ def read_header(data: bytes | bytearray | memoryview | mmap.mmap) -> tuple[int, 
 def _immutable(data: object) -> bool:
     """``data`` cannot change while a grammar's arrays view it: ``bytes``, or a read-only
     memory map (``DiskCache.get(mapped=True)``: its files are replaced, never rewritten)."""
-    return type(data) is bytes or (
-        type(data) is mmap.mmap and memoryview(data).readonly
-    )
+    return type(data) is bytes or (type(data) is mmap.mmap and memoryview(data).readonly)
 
 
 def open_container(
