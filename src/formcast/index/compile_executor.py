@@ -79,7 +79,7 @@ class CompileExecutor:
     Args:
         vocab: the compiler's vocabulary (what a worker's grammar is loaded for).
         target: the worker processes' entry point (module-level: ``spawn`` pickles it).
-        settings: what a worker builds its compiler from.
+        settings: what a worker builds its compiler from (None without workers).
         workers: worker processes (0: every compile in-process).
         start_method: ``"spawn"``, ``"forkserver"`` or ``"fork"``.
     """
@@ -88,13 +88,17 @@ class CompileExecutor:
         self,
         vocab: Vocabulary,
         target: WorkerTarget,
-        settings: WorkerSettings,
+        settings: WorkerSettings | None,
         workers: int,
         start_method: str,
     ) -> None:
         self.vocab = vocab
         self.workers = workers
-        self.pool = CompilePool(target, settings, workers, start_method) if workers else None
+        self.pool = (
+            CompilePool(target, settings, workers, start_method)
+            if workers and settings is not None
+            else None
+        )
         #: the threads of ``run_async`` (made on first use)
         self.threads: concurrent.futures.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()

@@ -167,7 +167,9 @@ class GrammarCompiler:
         self._executor = CompileExecutor(
             vocab,
             _compile_worker,
-            WorkerSettings.of(vocab, self.limits, self.parser_limits, self.cache_limits, pause_gc),
+            WorkerSettings.of(vocab, self.limits, self.parser_limits, self.cache_limits, pause_gc)
+            if workers  # (only a worker needs them: a load path's compiler skips them)
+            else None,
             workers,
             worker_start_method,
         )
