@@ -22,12 +22,14 @@ import contextlib
 import mmap
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 __all__ = ["DiskCache", "LruCache", "StepMemo"]
 
@@ -299,19 +301,34 @@ _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 #: files at least this large are memory-mapped by ``DiskCache.get(mapped=True)`` (a map costs
 #: a few system calls; a small file is cheaper to copy)
 MAP_MIN_BYTES = 64 * 1024
+#: before Python 3.13 a memory map holds a duplicate of its file's descriptor while it lives
+#: (a loaded grammar lives as long as its arrays): at most this many such maps live at once,
+#: files are copied beyond (a process's descriptors are a bounded resource, often 1,024)
+MAX_LIVE_MAPS = 256
+_NO_FD: dict[str, Any] = {"trackfd": False} if sys.version_info >= (3, 13) else {}
+_HOLDS_FD = not _NO_FD
+#: the live maps that hold a descriptor (weak references, removed as each map is freed)
+_LIVE_MAPS: set[weakref.ref[mmap.mmap]] = set()
 
 
 def _map_or_read(fd: int) -> bytes | mmap.mmap:
-    """File ``fd`` as a read-only memory map (at least :data:`MAP_MIN_BYTES`), else its
-    bytes."""
+    """File ``fd`` as a read-only memory map (at least :data:`MAP_MIN_BYTES`, POSIX, and
+    fewer than :data:`MAX_LIVE_MAPS` live maps holding a descriptor), else its bytes."""
     size = os.fstat(fd).st_size
     # (POSIX only: on Windows a mapped file cannot be replaced or removed by the writers)
-    if size < MAP_MIN_BYTES or os.name != "posix":
+    if (
+        size < MAP_MIN_BYTES
+        or os.name != "posix"
+        or (_HOLDS_FD and len(_LIVE_MAPS) >= MAX_LIVE_MAPS)
+    ):
         return _read_all(fd)
     try:
-        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        got = mmap.mmap(fd, size, access=mmap.ACCESS_READ, **_NO_FD)
     except (OSError, ValueError):  # a file system that cannot map it, or it shrank
         return _read_all(fd)
+    if _HOLDS_FD:
+        _LIVE_MAPS.add(weakref.ref(got, _LIVE_MAPS.discard))
+    return got
 
 
 def _read_all(fd: int) -> bytes:

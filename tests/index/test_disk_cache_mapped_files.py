@@ -8,7 +8,8 @@ the loaded grammar's arrays are views into the map, nothing copied.
 * the map is private to the grammar: the file replaced (a writer's ``os.replace``) or removed
   (eviction) while the grammar lives leaves its masks unchanged;
 * ``DiskCache.get``: ``mapped=True`` returns an ``mmap`` only for files of at least
-  ``MAP_MIN_BYTES`` (bytes otherwise), read-only, and the same bytes as ``mapped=False``.
+  ``MAP_MIN_BYTES`` (bytes otherwise), read-only, and the same bytes as ``mapped=False``;
+  where a map holds a file descriptor (Python < 3.13), at most ``MAX_LIVE_MAPS`` live at once.
 """
 
 from __future__ import annotations
@@ -139,3 +140,22 @@ def test_disk_cache_get_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert cache.put(key, b"")  # an empty file cannot be mapped: bytes
     monkeypatch.setattr(cache_module, "MAP_MIN_BYTES", 0)
     assert cache.get(key, mapped=True) == b""
+
+
+def test_live_maps_holding_a_descriptor_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_module, "_HOLDS_FD", True)
+    monkeypatch.setattr(cache_module, "_LIVE_MAPS", set())
+    monkeypatch.setattr(cache_module, "MAX_LIVE_MAPS", 2)
+    cache = DiskCache(tmp_path, 1 << 20)
+    key = "cd" * 16
+    assert cache.put(key, b"y" * 100)
+    first, second = cache.get(key, mapped=True), cache.get(key, mapped=True)
+    assert isinstance(first, mmap.mmap)
+    assert isinstance(second, mmap.mmap)
+    third = cache.get(key, mapped=True)
+    assert type(third) is bytes
+    assert third == b"y" * 100
+    del first
+    assert isinstance(cache.get(key, mapped=True), mmap.mmap)  # one freed: mapped again
