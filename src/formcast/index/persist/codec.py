@@ -30,8 +30,8 @@ can write the directory: it can make masks wrong (allow tokens the constraint fo
 the matcher raise.  The CRC catches accidental corruption, not tampering: give the cache
 directory the permissions of the serving user (see docs/threat_model.md).
 
-Lifetime: stateless functions (a loaded grammar keeps the file's bytes: its arrays are views
-into them).  Cost: O(size of the grammar and its caches) — one pass to encode, one JSON parse
+Lifetime: stateless functions (a loaded grammar keeps the file's bytes, or its read-only
+memory map: its arrays are views into them).  Cost: O(size of the grammar and its caches) — one pass to encode, one JSON parse
 and one CRC pass over the main region to load, plus re-interning the parser states the caches
 are keyed by; a section costs its CRC and decoding on first use.
 """

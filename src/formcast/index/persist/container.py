@@ -22,7 +22,8 @@ of another version is refused by :func:`read_header` (``reason="version"``) befo
 else is read, never misread.
 
 Lifetime: stateless functions; an :class:`ArrayReader` lives as long as the grammar it loads
-(its arrays are views into the file's bytes).  Cost: O(bytes) to write; a load checks one
+(its arrays are views into the file's bytes, or into its read-only memory map when the disk
+cache mapped it).  Cost: O(bytes) to write; a load checks one
 CRC over the metadata and the main region, and builds each array (a view, or a widening copy
 for packed ones) on first request.
 """
