@@ -31,9 +31,10 @@ the matcher raise.  The CRC catches accidental corruption, not tampering: give t
 directory the permissions of the serving user (see docs/threat_model.md).
 
 Lifetime: stateless functions (a loaded grammar keeps the file's bytes, or its read-only
-memory map: its arrays are views into them).  Cost: O(size of the grammar and its caches) — one pass to encode, one JSON parse
-and one CRC pass over the main region to load, plus re-interning the parser states the caches
-are keyed by; a section costs its CRC and decoding on first use.
+memory map: its arrays are views into them).  Cost: O(size of the grammar and its caches) —
+one pass to encode, one JSON parse and one CRC pass over the main region to load, plus
+re-interning the parser states the caches are keyed by; a section costs its CRC and
+decoding on first use.
 """
 
 from __future__ import annotations
