@@ -265,13 +265,16 @@ def split_bytes(auto: AnalysedAutomata) -> list[np.ndarray]:
         dfa = auto.dfas[r]
         n = dfa.table.shape[0]
         sb = np.zeros((n, 256), dtype=bool)
-        for q in range(1, n):
-            row = np.zeros(256, dtype=bool)
-            for callee, _ in auto.refs[r][q]:
-                row |= all_bytes if nullable[callee] else first[callee]
-            if dfa.accepting[q]:
-                row |= follow[r] | restart[r]
-            sb[q] = row
+        # the accepting states' rows in one write, then the (few) states with calls: no
+        # numpy work per plain state (this ran a row at a time over every state)
+        acc = np.array(dfa.accepting, dtype=bool)
+        acc[:1] = False  # (the dead state's row stays empty)
+        sb[acc] = follow[r] | restart[r]
+        for q, calls in enumerate(auto.refs[r]):
+            if q and calls:
+                row = sb[q]
+                for callee, _ in calls:
+                    row |= all_bytes if nullable[callee] else first[callee]
         out.append(sb)
     return out
 
