@@ -134,62 +134,119 @@ class GrammarAnalysis:
 
     @classmethod
     def of(cls, auto: RuleAutomata) -> GrammarAnalysis:
-        """Compute the analysis (prefer the memoized ``auto.analysis``).
-        O(rules x states x 256) fixpoints."""
+        """Compute the analysis (prefer the memoized ``auto.analysis``).  The fixpoints run
+        on byte sets as 256-bit Python ints (an OR of two is tens of nanoseconds, a numpy
+        ``bool[256]`` operation a microsecond or two: the analysis was half of a median
+        JSON schema's program set-up), converted to the arrays once at the end.
+        O(rules x states) to read the automata, plus O(rules x call sites x rounds) int ops."""
         n_rules = len(auto.dfas)
-        all_bytes = np.ones(256, dtype=bool)
+        all_bytes = _ALL_BYTES
         nullable = nullable_rules(auto)
-        first = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+        dfas = auto.dfas
+        refs = auto.refs
+        # the bytes each rule's start (resp. each call site's return state) moves on
+        first_moves = _row_bits(
+            np.stack([d.table[d.start] for d in dfas]) if n_rules else np.zeros((0, 256))
+        )
+        first = [0] * n_rules
         changed = True
         while changed:
             changed = False
             for r in range(n_rules):
                 check_deadline()
-                dfa = auto.dfas[r]
-                new = first[r] | (dfa.table[dfa.start] != DEAD)
-                for callee, _ in auto.refs[r][dfa.start]:
+                new = first[r] | first_moves[r]
+                for callee, _ in refs[r][dfas[r].start]:
                     new |= all_bytes if nullable[callee] else first[callee]
-                if (new != first[r]).any():
+                if new != first[r]:
                     first[r] = new
                     changed = True
-        restart = restart_bytes(auto, first)
+        # counted rules that can iterate again restart with their FIRST bytes
+        counts = [auto.count_of(r) for r in range(n_rules)]
+        iterates = [c is not None and c[1] != 1 for c in counts]
+        restart = [first[r] if iterates[r] else 0 for r in range(n_rules)]
         # FOLLOW(callee) is, over its call sites (caller, return state), the bytes that may
         # come next at the return state (its moves, the FIRST of the rules it calls, and at
         # an accepting one the caller's restart bytes) -- fixed, computed once per distinct
         # site -- plus FOLLOW(caller) where the return state accepts: a fixpoint over rules
-        follow = [np.zeros(256, dtype=bool) for _ in range(n_rules)]
+        follow = [0] * n_rules
         flows_from: list[set[int]] = [set() for _ in range(n_rules)]
         for caller in range(n_rules):
             check_deadline()
-            dfa = auto.dfas[caller]
-            caller_refs = auto.refs[caller]
-            sites = sorted({site for calls in caller_refs for site in calls})
+            dfa = dfas[caller]
+            caller_refs = refs[caller]
+            sites = _call_sites(dfa)
             if not sites:
                 continue
-            rets = np.fromiter((ret for _, ret in sites), dtype=np.int64, count=len(sites))
-            after = dfa.table[rets] != DEAD  # one row per site
-            for i, (_, ret) in enumerate(sites):
+            rets = [ret for _, ret in sites]
+            moves = _row_bits(dfa.table[rets])
+            accepting: list[bool] = np.asarray(dfa.accepting, dtype=bool)[rets].tolist()
+            rst = restart[caller]
+            for i, (callee, ret) in enumerate(sites):
+                after = moves[i]
                 for c2, _ in caller_refs[ret]:
-                    after[i] |= all_bytes if nullable[c2] else first[c2]
-            accepts = dfa.accepting[rets]
-            after[accepts] |= restart[caller]
-            callees = np.fromiter((c for c, _ in sites), dtype=np.int64, count=len(sites))
-            for callee in set(callees.tolist()):
-                mine = callees == callee
-                follow[callee] |= after[mine].any(axis=0)
-                if accepts[mine].any():
+                    after |= all_bytes if nullable[c2] else first[c2]
+                if accepting[i]:
+                    after |= rst
                     flows_from[callee].add(caller)
+                follow[callee] |= after
         changed = True
         while changed:
             changed = False
             for callee in range(n_rules):
                 for caller in flows_from[callee]:
                     new = follow[callee] | follow[caller]
-                    if (new != follow[callee]).any():
+                    if new != follow[callee]:
                         follow[callee] = new
                         changed = True
-        # (restart aliases arrays of first and one shared empty set: all read-only alike)
-        return cls(tuple(nullable), _frozen(first), _frozen(follow), _frozen(restart))
+        first_arr = _bit_rows(first)
+        follow_arr = _bit_rows(follow)
+        # restart aliases FIRST's arrays and one shared empty set (all read-only alike)
+        none = np.zeros(256, dtype=bool)
+        none.setflags(write=False)
+        restart_arr = [first_arr[r] if iterates[r] else none for r in range(n_rules)]
+        return cls(tuple(nullable), tuple(first_arr), tuple(follow_arr), tuple(restart_arr))
+
+
+#: every byte, as a 256-bit set (bit ``b`` is byte ``b``)
+_ALL_BYTES = (1 << 256) - 1
+
+
+def _call_sites(dfa: ByteDFA) -> list[tuple[int, int]]:
+    """The distinct ``(callee, return state)`` pairs of a rule DFA's calls, sorted: what its
+    ``refs`` list state by state (:func:`~formcast.automata.rules.compile_grammar_automaton`
+    derives them from ``ref_table``, the dead state's row left out), read from ``ref_table``
+    in one numpy pass rather than a Python pass over every state.  O(states x callees)."""
+    rt = dfa.ref_table
+    if rt is None or rt.shape[0] <= 1 or not rt.shape[1]:
+        return []
+    live = rt[1:]
+    st, col = np.nonzero(live != DEAD)
+    if not st.size:
+        return []
+    callees = np.asarray(dfa.ref_rules, dtype=np.int64)[col].tolist()
+    rets = live[st, col].tolist()
+    return sorted(set(zip(callees, rets, strict=True)))
+
+
+def _row_bits(table_rows: np.ndarray) -> list[int]:
+    """Per row of ``int[k, 256]`` transition rows: the set of bytes not leading to the dead
+    state, as a 256-bit int (bit ``b`` = byte ``b``).  One numpy pass, O(k) ints."""
+    if not len(table_rows):
+        return []
+    packed = np.packbits(np.asarray(table_rows) != DEAD, axis=1, bitorder="little")
+    raw = packed.tobytes()
+    return [int.from_bytes(raw[i : i + 32], "little") for i in range(0, len(raw), 32)]
+
+
+def _bit_rows(sets: list[int]) -> list[np.ndarray]:
+    """256-bit byte sets back to read-only ``bool[256]`` arrays (views of one block).  O(k)."""
+    if not sets:
+        return []
+    raw = b"".join(x.to_bytes(32, "little") for x in sets)
+    bits = np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")
+    block = bits.astype(bool).reshape(len(sets), 256)
+    block.setflags(write=False)
+    return list(block)
 
 
 def split_bytes(auto: AnalysedAutomata) -> list[np.ndarray]:
@@ -208,13 +265,16 @@ def split_bytes(auto: AnalysedAutomata) -> list[np.ndarray]:
         dfa = auto.dfas[r]
         n = dfa.table.shape[0]
         sb = np.zeros((n, 256), dtype=bool)
-        for q in range(1, n):
-            row = np.zeros(256, dtype=bool)
-            for callee, _ in auto.refs[r][q]:
-                row |= all_bytes if nullable[callee] else first[callee]
-            if dfa.accepting[q]:
-                row |= follow[r] | restart[r]
-            sb[q] = row
+        # the accepting states' rows in one write, then the (few) states with calls: no
+        # numpy work per plain state (this ran a row at a time over every state)
+        acc = np.array(dfa.accepting, dtype=bool)
+        acc[:1] = False  # (the dead state's row stays empty)
+        sb[acc] = follow[r] | restart[r]
+        for q, calls in enumerate(auto.refs[r]):
+            if q and calls:
+                row = sb[q]
+                for callee, _ in calls:
+                    row |= all_bytes if nullable[callee] else first[callee]
         out.append(sb)
     return out
 

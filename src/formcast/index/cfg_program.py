@@ -2006,18 +2006,29 @@ def _augmented_table(table: np.ndarray, split: np.ndarray) -> np.ndarray:
     States: ``q`` (no split seen), ``q + n`` (a plausible split was seen), ``q + 2n`` (walk
     start: its own calls and returns were already expanded by the parser's closure), ``3n`` =
     died after a plausible split (a candidate, absorbing).  ``0`` stays dead.
+
+    A fresh ``int32[3n + 1, 256]`` array (every cell written, so not zeroed first), made in
+    gathers rather than masked writes (3x faster on the 800-6,000-row counted windows of long
+    strings, built at mask time: the mask-time outliers of issue #31): the plain block
+    copied, the passed block one gather through a lookup of ``n`` entries (``q -> q + n``,
+    dead -> the sink), the first block one gather through both lookups, indexed by
+    ``plain + n * split``.  O(n x 256).
     """
     n = table.shape[0]
     sink = 3 * n
-    out = np.zeros((3 * n + 1, 256), dtype=np.int32)
-    plain_nxt = np.asarray(table, dtype=np.int32)  # DEAD is 0: dead stays dead
-    passed_nxt = out[n : 2 * n]
-    np.add(plain_nxt, n, out=passed_nxt)
-    passed_nxt[plain_nxt == DEAD] = sink
-    plain_rows = out[:n]
-    plain_rows[...] = plain_nxt
-    np.copyto(plain_rows, passed_nxt, where=split)
-    out[2 * n : 3 * n] = plain_nxt
+    out = np.empty((3 * n + 1, 256), dtype=np.int32)
+    if n:
+        plain_nxt = out[2 * n : 3 * n]  # (the walk start's block: the plain moves)
+        np.copyto(plain_nxt, table, casting="unsafe")
+        # lookup: [0, n) the plain state itself, [n, 2n) state q - n once a split was seen
+        lut = np.arange(2 * n, dtype=np.int32)
+        lut[n] = sink  # (DEAD is 0: dead after a split is the sink, q > 0 goes to q + n)
+        # (mode="clip": the indices are in range; "raise" would buffer the output)
+        np.take(lut[n:], plain_nxt, out=out[n : 2 * n], mode="clip")
+        first = out[:n]
+        np.multiply(split, np.int32(n), out=first, dtype=np.int32)
+        first += plain_nxt
+        np.take(lut, first, out=first, mode="clip")
     out[sink] = sink
     out[0] = DEAD
     out[n] = sink  # state 0 + n never occurs; keep it absorbing
