@@ -49,9 +49,13 @@ def backend(tiny_llama_dir: Path) -> fv.FormcastBackend:
     from vllm.v1.structured_output.backend_types import StructuredOutputBackend
 
     config = SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=NUM_SPEC))
-    backend = fv.FormcastBackend(
-        config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
-    )
+    # the grammar's own rows (xgrammar's), which the oracle computes: canonical forcing off
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(fv.CANONICAL_FORCED_ENV, "0")
+        backend = fv.FormcastBackend(
+            config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
+        )
+    assert not backend.canonical_forced
     assert isinstance(backend, StructuredOutputBackend)
     assert backend.num_speculative_tokens == NUM_SPEC
     return backend
@@ -229,6 +233,7 @@ def test_compile_workers_come_from_the_environment(
         with pytest.raises(ConfigurationError, match=fv.COMPILE_WORKERS_ENV):
             fv.compile_workers()
     monkeypatch.setenv(fv.COMPILE_WORKERS_ENV, "1")
+    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "0")  # compared with the grammar's own row
     config = SimpleNamespace(speculative_config=None)
     backend = fv.FormcastBackend(
         config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
@@ -316,9 +321,9 @@ def test_fill_bitmask_refuses_a_bad_bitmask_or_row(backend: fv.FormcastBackend) 
 def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """FORMCAST_VLLM_CANONICAL_FORCED=1: where the grammar forces text that the tokenizer
-    writes in 2+ tokens, the row is that first token alone; elsewhere the grammar's row (the
-    oracle's).  Random walks through such rows stay valid and reach stop tokens."""
+    """FORMCAST_VLLM_CANONICAL_FORCED (on by default): where the grammar forces text that the
+    tokenizer writes in 2+ tokens, the row is that first token alone; elsewhere the grammar's
+    row (the oracle's).  Random walks through such rows stay valid and reach stop tokens."""
     from transformers import AutoTokenizer
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
@@ -327,7 +332,10 @@ def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "maybe")
     with pytest.raises(ConfigurationError, match=fv.CANONICAL_FORCED_ENV):
         fv.canonical_forced()
-    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "1")
+    for text, on in (("0", False), ("off", False), ("", True), ("1", True), ("yes", True)):
+        monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, text)
+        assert fv.canonical_forced() is on, text
+    monkeypatch.delenv(fv.CANONICAL_FORCED_ENV)  # the default: on
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
     backend = fv.FormcastBackend(SimpleNamespace(speculative_config=None), tokenizer=tok,
                                  vocab_size=VOCAB_SIZE)
