@@ -44,6 +44,13 @@ run exit non-zero.  The report also says
 how many outputs are byte-identical to formcast's (the same seeds and the same language give
 the same text where the masks agree).
 
+Same outputs: ``formcast`` (canonical forcing, the default since session 17) writes the
+tokenizer's own tokens of forced text, as ``guidance`` does; ``formcast-exact``
+(``FORMCAST_VLLM_CANONICAL_FORCED=0``) allows every token that continues the language, as
+``xgrammar`` does.  Each formcast variant is compared with each peer (wall, CPU, both per
+step) with the number of byte-identical outputs of the pair; the load average (1 min) is
+printed with every batch.
+
 ``--profile FILE``: cProfile of formcast's warm batches (the engine runs in this process:
 ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), written to FILE (pstats) and its top entries printed.
 """
@@ -76,8 +83,11 @@ BACKENDS = ("formcast", "xgrammar", "guidance")
 #: formcast variants (``--backends``): the environment variable set while the backend is built
 VARIANTS = {
     "formcast-workers": ("FORMCAST_VLLM_COMPILE_WORKERS", "1"),  # one compile worker process
-    # rows restricted to the tokenizer's first token of forced text (llguidance's masks)
+    # rows restricted to the tokenizer's first token of forced text (llguidance's masks; the
+    # default since session 17: with an older formcast, 'formcast' is formcast-exact)
     "formcast-canonical": ("FORMCAST_VLLM_CANONICAL_FORCED", "1"),
+    # the grammar's own rows (every token that continues the language: xgrammar's masks)
+    "formcast-exact": ("FORMCAST_VLLM_CANONICAL_FORCED", "0"),
 }
 
 
@@ -334,8 +344,9 @@ def main() -> None:
     ap.add_argument(
         "--backends",
         default=",".join(BACKENDS),
-        help="also 'formcast-workers' (formcast compiling in one worker process) and "
-        "'formcast-canonical' (FORMCAST_VLLM_CANONICAL_FORCED=1)",
+        help="also 'formcast-workers' (formcast compiling in one worker process), "
+        "'formcast-canonical' (FORMCAST_VLLM_CANONICAL_FORCED=1) and 'formcast-exact' "
+        "(FORMCAST_VLLM_CANONICAL_FORCED=0: the grammar's rows, xgrammar's)",
     )
     ap.add_argument("--workloads", default="warm,fresh")
     ap.add_argument("--profile", help="cProfile formcast's warm batches into this file")
@@ -360,11 +371,14 @@ def main() -> None:
         times: dict[str, list[float]] = {b: [] for b in backends}
         steps: dict[str, list[float]] = {b: [] for b in backends}
         cpus: dict[str, list[float]] = {b: [] for b in backends}
+        cpu_steps: dict[str, list[float]] = {b: [] for b in backends}
+        loads: list[float] = []
         managed: dict[str, list[float]] = {b: [] for b in backends}
         outputs: list[dict[str, list[str]]] = []
         bad = dict.fromkeys(backends, 0)
         cold: dict[str, float] = {}
         same = total = 0
+        pairs: dict[tuple[str, str], list[int]] = {}  # (formcast variant, peer): [same, total]
         rounds = args.repeat + (1 if workload == "warm" else 0)
         for r in range(rounds):
             docs = schemas(None if workload == "warm" else r)
@@ -389,7 +403,7 @@ def main() -> None:
                     f"truncated {truncated}  tokens {sum(lengths)} (longest {max(lengths)}: "
                     f"{1000 * wall / max(lengths):.1f} ms per step; in the manager "
                     f"{1000 * bench.in_backend:.0f} ms, {1000 * bench.per_step_backend:.2f} "
-                    f"ms per step)  ({tag})",
+                    f"ms per step)  load {os.getloadavg()[0]:.1f}  ({tag})",
                     flush=True,
                 )
                 if workload == "warm" and r == 0:
@@ -399,24 +413,37 @@ def main() -> None:
                     cpus[b].append(cpu)
                     managed[b].append(bench.per_step_backend)
                     steps[b].append(wall / max(lengths))
+                    cpu_steps[b].append(cpu / max(lengths))
+                    loads.append(os.getloadavg()[0])
             outputs.append(texts)
             if "formcast" in texts:
                 for b, t in texts.items():
                     if not b.startswith("formcast"):
                         same += sum(x == y for x, y in zip(texts["formcast"], t))
                         total += len(t)
+            for f in (b for b in texts if b.startswith("formcast")):
+                for b in (b for b in texts if not b.startswith("formcast")):
+                    pair = pairs.setdefault((f, b), [0, 0])
+                    pair[0] += sum(x == y for x, y in zip(texts[f], texts[b]))
+                    pair[1] += len(texts[b])
         failed = failed or any(n > 0 for b, n in bad.items() if b.startswith("formcast"))
         results[workload] = {
             "invalid": bad, "wall": times, "cpu": cpus, "manager_per_step": managed,
-            "per_step": steps, "cold": cold, "texts": outputs,
+            "per_step": steps, "cpu_per_step": cpu_steps, "cold": cold, "texts": outputs,
+            "load": loads,
+            "identical": {f"{f}/{b}": v for (f, b), v in pairs.items()},
         }
-        print(f"\n== {workload}: p50 wall of {args.repeat} batches of {args.requests} requests")
+        print(
+            f"\n== {workload}: p50 wall of {args.repeat} batches of {args.requests} requests "
+            f"(load average {min(loads):.1f}-{max(loads):.1f}, p50 {statistics.median(loads):.1f})"
+        )
         p50 = {b: statistics.median(v) for b, v in times.items() if v}
         for b in backends:
             line = (
                 f"  {b:9s} p50 {p50[b]:.3f} s  min {min(times[b]):.3f}  max {max(times[b]):.3f}"
                 f"  CPU p50 {statistics.median(cpus[b]):.3f} s"
                 f"  per step p50 {1000 * statistics.median(steps[b]):.1f} ms"
+                f" (CPU {1000 * statistics.median(cpu_steps[b]):.1f} ms)"
                 f" (in the manager {1000 * statistics.median(managed[b]):.2f} ms)"
                 f"  invalid outputs {bad[b]}"
             )
@@ -428,9 +455,12 @@ def main() -> None:
             for b in peers:
                 per_step = statistics.median(steps[f]) / statistics.median(steps[b])
                 cpu_ratio = statistics.median(cpus[f]) / statistics.median(cpus[b])
+                cpu_step = statistics.median(cpu_steps[f]) / statistics.median(cpu_steps[b])
+                same_out = pairs.get((f, b), [0, 0])
                 print(
                     f"  {f} / {b}: wall {p50[f] / p50[b]:.2f}x, "
-                    f"CPU {cpu_ratio:.2f}x, wall per step {per_step:.2f}x"
+                    f"CPU {cpu_ratio:.2f}x, wall per step {per_step:.2f}x, "
+                    f"CPU per step {cpu_step:.2f}x  (identical outputs {same_out[0]}/{same_out[1]})"
                 )
             if peers:
                 best = min(peers, key=lambda b: p50[b])
