@@ -229,6 +229,21 @@ class Bench:
         self.current = first
         self.in_backend = 0.0  # seconds in the manager's per-step calls (see _time_manager)
         self._time_manager()
+        self.gc_seconds = 0.0  # seconds in the cyclic garbage collector (every thread)
+        self.gc_full = 0  # its generation-2 (whole heap) collections
+        self._gc_start = 0.0
+        import gc
+
+        gc.callbacks.append(self._gc_event)
+
+    def _gc_event(self, phase: str, info: dict[str, Any]) -> None:
+        """``gc.callbacks``: time every collection (a full one walks vLLM's and torch's whole
+        heap, tens to hundreds of milliseconds with the GIL held)."""
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+            return
+        self.gc_seconds += time.perf_counter() - self._gc_start
+        self.gc_full += info.get("generation") == 2
 
     def _time_manager(self) -> None:
         """Time the structured-output manager's per-step entry points on this engine's manager
@@ -246,6 +261,19 @@ class Bench:
                     self.in_backend += time.perf_counter() - t0
 
             setattr(manager, name, timed)
+        create = manager._create_grammar  # runs in vLLM's compile thread pool
+
+        def created(request: Any, _f: Any = create) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _f(request)
+            finally:
+                self.compile_seconds += time.perf_counter() - t0
+                self.ready_at = max(self.ready_at, time.perf_counter())
+
+        manager._create_grammar = created
+        self.compile_seconds = 0.0  # wall seconds in compile_grammar (vLLM's compile thread)
+        self.ready_at = 0.0  # when the batch's last grammar was ready (perf_counter)
 
     def _configs(self) -> list[Any]:
         """Every StructuredOutputsConfig object the engine's parts hold (one in-process)."""
@@ -302,9 +330,12 @@ class Bench:
         ]
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
         self.in_backend = 0.0
+        self.gc_seconds, self.gc_full = 0.0, 0
+        self.compile_seconds, self.ready_at = 0.0, 0.0
         t0, c0 = time.perf_counter(), time.process_time()
         outs = self.llm.generate(prompts, params, use_tqdm=False)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        self.ready_after = self.ready_at - t0 if self.ready_at else 0.0
         assert self.manager.backend is not None
         assert type(self.manager.backend).__name__.lower().startswith(backend[:5]), (
             type(self.manager.backend).__name__,
@@ -372,6 +403,7 @@ def main() -> None:
         steps: dict[str, list[float]] = {b: [] for b in backends}
         cpus: dict[str, list[float]] = {b: [] for b in backends}
         cpu_steps: dict[str, list[float]] = {b: [] for b in backends}
+        ready: dict[str, list[float]] = {b: [] for b in backends}
         loads: list[float] = []
         managed: dict[str, list[float]] = {b: [] for b in backends}
         outputs: list[dict[str, list[str]]] = []
@@ -403,7 +435,10 @@ def main() -> None:
                     f"truncated {truncated}  tokens {sum(lengths)} (longest {max(lengths)}: "
                     f"{1000 * wall / max(lengths):.1f} ms per step; in the manager "
                     f"{1000 * bench.in_backend:.0f} ms, {1000 * bench.per_step_backend:.2f} "
-                    f"ms per step)  load {os.getloadavg()[0]:.1f}  ({tag})",
+                    f"ms per step)  compile thread {1000 * bench.compile_seconds:.0f} ms, last "
+                    f"grammar ready at {1000 * bench.ready_after:.0f} ms  "
+                    f"gc {1000 * bench.gc_seconds:.0f} ms ({bench.gc_full} full)  "
+                    f"load {os.getloadavg()[0]:.1f}  ({tag})",
                     flush=True,
                 )
                 if workload == "warm" and r == 0:
@@ -414,6 +449,7 @@ def main() -> None:
                     managed[b].append(bench.per_step_backend)
                     steps[b].append(wall / max(lengths))
                     cpu_steps[b].append(cpu / max(lengths))
+                    ready[b].append(bench.ready_after)
                     loads.append(os.getloadavg()[0])
             outputs.append(texts)
             if "formcast" in texts:
@@ -430,7 +466,7 @@ def main() -> None:
         results[workload] = {
             "invalid": bad, "wall": times, "cpu": cpus, "manager_per_step": managed,
             "per_step": steps, "cpu_per_step": cpu_steps, "cold": cold, "texts": outputs,
-            "load": loads,
+            "load": loads, "last_grammar_ready": ready,
             "identical": {f"{f}/{b}": v for (f, b), v in pairs.items()},
         }
         print(
@@ -445,6 +481,7 @@ def main() -> None:
                 f"  per step p50 {1000 * statistics.median(steps[b]):.1f} ms"
                 f" (CPU {1000 * statistics.median(cpu_steps[b]):.1f} ms)"
                 f" (in the manager {1000 * statistics.median(managed[b]):.2f} ms)"
+                f"  last grammar ready p50 {1000 * statistics.median(ready[b]):.0f} ms"
                 f"  invalid outputs {bad[b]}"
             )
             if b in cold:
