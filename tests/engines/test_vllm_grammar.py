@@ -386,3 +386,17 @@ def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     got = {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])}
     assert got == expected_allowed(grammar.compiled, GrammarMatcher(grammar.compiled), False, odd)
     assert [tok.decode([i]) for i in got] == ["{"]
+    # another schema forcing the same text: its encoding is remembered (no tokenizer call)
+    calls: list[str] = []
+    encode = backend.tokenizer.encode
+    monkeypatch.setattr(backend.tokenizer, "encode",
+                        lambda text, **kw: calls.append(text) or encode(text, **kw))
+    other = dict(PERSON, properties={**PERSON["properties"], "name": {"type": "string"}})
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, json.dumps(other), set(stops))
+    assert grammar.compiled.program is not compiled.program
+    grammar.fill_bitmask(bitmask, 0)
+    assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ['{"']
+    assert calls == [], calls
+    grammar.accept_tokens("r", tok.encode('{"', add_special_tokens=False))
+    grammar.fill_bitmask(bitmask, 0)
+    assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ["name"]

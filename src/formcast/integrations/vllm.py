@@ -249,6 +249,7 @@ was trained on and writes it in fewer steps (the 32-request batch of
 with it; docs/notes/vllm31.md)."""
 
 _FORCED_CACHE = 1 << 16  # (program, state) pairs whose canonical first token is remembered
+_ENCODED_CACHE = 1 << 14  # forced texts whose tokenizer encoding (first token) is remembered
 
 
 def canonical_forced() -> bool:
@@ -504,13 +505,19 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
         self.canonical_forced = canonical_forced()
         self._forced: dict[tuple[Any, Any], int] = {}
+        # forced text -> the tokenizer's first token of it (-1: one token); shared by every
+        # grammar: the same keys recur across schemas, and a tokenizer call may wait (it
+        # releases the GIL: ~0.1 ms or more of wall time on a loaded machine, in the step)
+        self._encoded: dict[str, int] = {}
 
     def forced_first(self, matcher: GrammarMatcher) -> int:
         """Where ``matcher``'s grammar forces text (``find_jump_forward_bytes``) that the
         tokenizer encodes in two or more tokens: the first of them, if the grammar allows it
         and its bytes start the text; else -1.  Remembered per (program, state) (the first
         ``2**16``, then forgotten at once); a terminated or limit-stopped matcher: -1.
-        Cost: a dict lookup; the first time, the forced bytes and one tokenizer encode."""
+        Cost: a dict lookup; the first time, the forced bytes and one tokenizer encode (none
+        when another grammar forced the same text before: the encodings of the last ``2**14``
+        distinct forced texts are remembered)."""
         if matcher.is_terminated() or matcher.stop_reason is not None:
             return -1
         key = (matcher.compiled.program, matcher.state)
@@ -530,10 +537,16 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
             text = forced.decode("utf-8")
         except UnicodeDecodeError:  # a character cut by the forced text's end
             return -1
-        ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-        if len(ids) < 2:  # the whole forced text in one token: it may merge with what follows
+        first = self._encoded.get(text)
+        if first is None:
+            ids = list(self.tokenizer.encode(text, add_special_tokens=False))
+            # the whole forced text in one token: it may merge with what follows
+            first = int(ids[0]) if len(ids) >= 2 else -1
+            if len(self._encoded) >= _ENCODED_CACHE:
+                self._encoded.clear()
+            self._encoded[text] = first
+        if first < 0:
             return -1
-        first = int(ids[0])
         vocab = self.vocab
         data = vocab.token_bytes(first) if 0 <= first < vocab.vocab_size else b""
         if not data or not forced.startswith(data) or not matcher.is_token_allowed(first):
