@@ -44,6 +44,13 @@ run exit non-zero.  The report also says
 how many outputs are byte-identical to formcast's (the same seeds and the same language give
 the same text where the masks agree).
 
+Same outputs: ``formcast`` (canonical forcing, the default since session 17) writes the
+tokenizer's own tokens of forced text, as ``guidance`` does; ``formcast-exact``
+(``FORMCAST_VLLM_CANONICAL_FORCED=0``) allows every token that continues the language, as
+``xgrammar`` does.  Each formcast variant is compared with each peer (wall, CPU, both per
+step) with the number of byte-identical outputs of the pair; the load average (1 min) is
+printed with every batch.
+
 ``--profile FILE``: cProfile of formcast's warm batches (the engine runs in this process:
 ``VLLM_ENABLE_V1_MULTIPROCESSING=0``), written to FILE (pstats) and its top entries printed.
 """
@@ -76,8 +83,11 @@ BACKENDS = ("formcast", "xgrammar", "guidance")
 #: formcast variants (``--backends``): the environment variable set while the backend is built
 VARIANTS = {
     "formcast-workers": ("FORMCAST_VLLM_COMPILE_WORKERS", "1"),  # one compile worker process
-    # rows restricted to the tokenizer's first token of forced text (llguidance's masks)
+    # rows restricted to the tokenizer's first token of forced text (llguidance's masks; the
+    # default since session 17: with an older formcast, 'formcast' is formcast-exact)
     "formcast-canonical": ("FORMCAST_VLLM_CANONICAL_FORCED", "1"),
+    # the grammar's own rows (every token that continues the language: xgrammar's masks)
+    "formcast-exact": ("FORMCAST_VLLM_CANONICAL_FORCED", "0"),
 }
 
 
@@ -219,6 +229,21 @@ class Bench:
         self.current = first
         self.in_backend = 0.0  # seconds in the manager's per-step calls (see _time_manager)
         self._time_manager()
+        self.gc_seconds = 0.0  # seconds in the cyclic garbage collector (every thread)
+        self.gc_full = 0  # its generation-2 (whole heap) collections
+        self._gc_start = 0.0
+        import gc
+
+        gc.callbacks.append(self._gc_event)
+
+    def _gc_event(self, phase: str, info: dict[str, Any]) -> None:
+        """``gc.callbacks``: time every collection (a full one walks vLLM's and torch's whole
+        heap, tens to hundreds of milliseconds with the GIL held)."""
+        if phase == "start":
+            self._gc_start = time.perf_counter()
+            return
+        self.gc_seconds += time.perf_counter() - self._gc_start
+        self.gc_full += info.get("generation") == 2
 
     def _time_manager(self) -> None:
         """Time the structured-output manager's per-step entry points on this engine's manager
@@ -236,6 +261,19 @@ class Bench:
                     self.in_backend += time.perf_counter() - t0
 
             setattr(manager, name, timed)
+        create = manager._create_grammar  # runs in vLLM's compile thread pool
+
+        def created(request: Any, _f: Any = create) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _f(request)
+            finally:
+                self.compile_seconds += time.perf_counter() - t0
+                self.ready_at = max(self.ready_at, time.perf_counter())
+
+        manager._create_grammar = created
+        self.compile_seconds = 0.0  # wall seconds in compile_grammar (vLLM's compile thread)
+        self.ready_at = 0.0  # when the batch's last grammar was ready (perf_counter)
 
     def _configs(self) -> list[Any]:
         """Every StructuredOutputsConfig object the engine's parts hold (one in-process)."""
@@ -292,9 +330,12 @@ class Bench:
         ]
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
         self.in_backend = 0.0
+        self.gc_seconds, self.gc_full = 0.0, 0
+        self.compile_seconds, self.ready_at = 0.0, 0.0
         t0, c0 = time.perf_counter(), time.process_time()
         outs = self.llm.generate(prompts, params, use_tqdm=False)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        self.ready_after = self.ready_at - t0 if self.ready_at else 0.0
         assert self.manager.backend is not None
         assert type(self.manager.backend).__name__.lower().startswith(backend[:5]), (
             type(self.manager.backend).__name__,
@@ -334,8 +375,9 @@ def main() -> None:
     ap.add_argument(
         "--backends",
         default=",".join(BACKENDS),
-        help="also 'formcast-workers' (formcast compiling in one worker process) and "
-        "'formcast-canonical' (FORMCAST_VLLM_CANONICAL_FORCED=1)",
+        help="also 'formcast-workers' (formcast compiling in one worker process), "
+        "'formcast-canonical' (FORMCAST_VLLM_CANONICAL_FORCED=1) and 'formcast-exact' "
+        "(FORMCAST_VLLM_CANONICAL_FORCED=0: the grammar's rows, xgrammar's)",
     )
     ap.add_argument("--workloads", default="warm,fresh")
     ap.add_argument("--profile", help="cProfile formcast's warm batches into this file")
@@ -360,11 +402,15 @@ def main() -> None:
         times: dict[str, list[float]] = {b: [] for b in backends}
         steps: dict[str, list[float]] = {b: [] for b in backends}
         cpus: dict[str, list[float]] = {b: [] for b in backends}
+        cpu_steps: dict[str, list[float]] = {b: [] for b in backends}
+        ready: dict[str, list[float]] = {b: [] for b in backends}
+        loads: list[float] = []
         managed: dict[str, list[float]] = {b: [] for b in backends}
         outputs: list[dict[str, list[str]]] = []
         bad = dict.fromkeys(backends, 0)
         cold: dict[str, float] = {}
         same = total = 0
+        pairs: dict[tuple[str, str], list[int]] = {}  # (formcast variant, peer): [same, total]
         rounds = args.repeat + (1 if workload == "warm" else 0)
         for r in range(rounds):
             docs = schemas(None if workload == "warm" else r)
@@ -389,7 +435,10 @@ def main() -> None:
                     f"truncated {truncated}  tokens {sum(lengths)} (longest {max(lengths)}: "
                     f"{1000 * wall / max(lengths):.1f} ms per step; in the manager "
                     f"{1000 * bench.in_backend:.0f} ms, {1000 * bench.per_step_backend:.2f} "
-                    f"ms per step)  ({tag})",
+                    f"ms per step)  compile thread {1000 * bench.compile_seconds:.0f} ms, last "
+                    f"grammar ready at {1000 * bench.ready_after:.0f} ms  "
+                    f"gc {1000 * bench.gc_seconds:.0f} ms ({bench.gc_full} full)  "
+                    f"load {os.getloadavg()[0]:.1f}  ({tag})",
                     flush=True,
                 )
                 if workload == "warm" and r == 0:
@@ -399,25 +448,40 @@ def main() -> None:
                     cpus[b].append(cpu)
                     managed[b].append(bench.per_step_backend)
                     steps[b].append(wall / max(lengths))
+                    cpu_steps[b].append(cpu / max(lengths))
+                    ready[b].append(bench.ready_after)
+                    loads.append(os.getloadavg()[0])
             outputs.append(texts)
             if "formcast" in texts:
                 for b, t in texts.items():
                     if not b.startswith("formcast"):
                         same += sum(x == y for x, y in zip(texts["formcast"], t))
                         total += len(t)
+            for f in (b for b in texts if b.startswith("formcast")):
+                for b in (b for b in texts if not b.startswith("formcast")):
+                    pair = pairs.setdefault((f, b), [0, 0])
+                    pair[0] += sum(x == y for x, y in zip(texts[f], texts[b]))
+                    pair[1] += len(texts[b])
         failed = failed or any(n > 0 for b, n in bad.items() if b.startswith("formcast"))
         results[workload] = {
             "invalid": bad, "wall": times, "cpu": cpus, "manager_per_step": managed,
-            "per_step": steps, "cold": cold, "texts": outputs,
+            "per_step": steps, "cpu_per_step": cpu_steps, "cold": cold, "texts": outputs,
+            "load": loads, "last_grammar_ready": ready,
+            "identical": {f"{f}/{b}": v for (f, b), v in pairs.items()},
         }
-        print(f"\n== {workload}: p50 wall of {args.repeat} batches of {args.requests} requests")
+        print(
+            f"\n== {workload}: p50 wall of {args.repeat} batches of {args.requests} requests "
+            f"(load average {min(loads):.1f}-{max(loads):.1f}, p50 {statistics.median(loads):.1f})"
+        )
         p50 = {b: statistics.median(v) for b, v in times.items() if v}
         for b in backends:
             line = (
                 f"  {b:9s} p50 {p50[b]:.3f} s  min {min(times[b]):.3f}  max {max(times[b]):.3f}"
                 f"  CPU p50 {statistics.median(cpus[b]):.3f} s"
                 f"  per step p50 {1000 * statistics.median(steps[b]):.1f} ms"
+                f" (CPU {1000 * statistics.median(cpu_steps[b]):.1f} ms)"
                 f" (in the manager {1000 * statistics.median(managed[b]):.2f} ms)"
+                f"  last grammar ready p50 {1000 * statistics.median(ready[b]):.0f} ms"
                 f"  invalid outputs {bad[b]}"
             )
             if b in cold:
@@ -428,9 +492,12 @@ def main() -> None:
             for b in peers:
                 per_step = statistics.median(steps[f]) / statistics.median(steps[b])
                 cpu_ratio = statistics.median(cpus[f]) / statistics.median(cpus[b])
+                cpu_step = statistics.median(cpu_steps[f]) / statistics.median(cpu_steps[b])
+                same_out = pairs.get((f, b), [0, 0])
                 print(
                     f"  {f} / {b}: wall {p50[f] / p50[b]:.2f}x, "
-                    f"CPU {cpu_ratio:.2f}x, wall per step {per_step:.2f}x"
+                    f"CPU {cpu_ratio:.2f}x, wall per step {per_step:.2f}x, "
+                    f"CPU per step {cpu_step:.2f}x  (identical outputs {same_out[0]}/{same_out[1]})"
                 )
             if peers:
                 best = min(peers, key=lambda b: p50[b])

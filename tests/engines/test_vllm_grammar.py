@@ -49,9 +49,13 @@ def backend(tiny_llama_dir: Path) -> fv.FormcastBackend:
     from vllm.v1.structured_output.backend_types import StructuredOutputBackend
 
     config = SimpleNamespace(speculative_config=SimpleNamespace(num_speculative_tokens=NUM_SPEC))
-    backend = fv.FormcastBackend(
-        config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
-    )
+    # the grammar's own rows (xgrammar's), which the oracle computes: canonical forcing off
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(fv.CANONICAL_FORCED_ENV, "0")
+        backend = fv.FormcastBackend(
+            config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
+        )
+    assert not backend.canonical_forced
     assert isinstance(backend, StructuredOutputBackend)
     assert backend.num_speculative_tokens == NUM_SPEC
     return backend
@@ -229,6 +233,7 @@ def test_compile_workers_come_from_the_environment(
         with pytest.raises(ConfigurationError, match=fv.COMPILE_WORKERS_ENV):
             fv.compile_workers()
     monkeypatch.setenv(fv.COMPILE_WORKERS_ENV, "1")
+    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "0")  # compared with the grammar's own row
     config = SimpleNamespace(speculative_config=None)
     backend = fv.FormcastBackend(
         config, tokenizer=AutoTokenizer.from_pretrained(tiny_llama_dir), vocab_size=VOCAB_SIZE
@@ -316,9 +321,9 @@ def test_fill_bitmask_refuses_a_bad_bitmask_or_row(backend: fv.FormcastBackend) 
 def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """FORMCAST_VLLM_CANONICAL_FORCED=1: where the grammar forces text that the tokenizer
-    writes in 2+ tokens, the row is that first token alone; elsewhere the grammar's row (the
-    oracle's).  Random walks through such rows stay valid and reach stop tokens."""
+    """FORMCAST_VLLM_CANONICAL_FORCED (on by default): where the grammar forces text that the
+    tokenizer writes in 2+ tokens, the row is that first token alone; elsewhere the grammar's
+    row (the oracle's).  Random walks through such rows stay valid and reach stop tokens."""
     from transformers import AutoTokenizer
     from vllm.v1.structured_output.backend_types import StructuredOutputOptions
 
@@ -327,7 +332,10 @@ def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "maybe")
     with pytest.raises(ConfigurationError, match=fv.CANONICAL_FORCED_ENV):
         fv.canonical_forced()
-    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "1")
+    for text, on in (("0", False), ("off", False), ("", True), ("1", True), ("yes", True)):
+        monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, text)
+        assert fv.canonical_forced() is on, text
+    monkeypatch.delenv(fv.CANONICAL_FORCED_ENV)  # the default: on
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
     backend = fv.FormcastBackend(SimpleNamespace(speculative_config=None), tokenizer=tok,
                                  vocab_size=VOCAB_SIZE)
@@ -378,3 +386,17 @@ def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     got = {int(i) for i in bitmask_to_ids(bitmask.numpy()[0])}
     assert got == expected_allowed(grammar.compiled, GrammarMatcher(grammar.compiled), False, odd)
     assert [tok.decode([i]) for i in got] == ["{"]
+    # another schema forcing the same text: its encoding is remembered (no tokenizer call)
+    calls: list[str] = []
+    encode = backend.tokenizer.encode
+    monkeypatch.setattr(backend.tokenizer, "encode",
+                        lambda text, **kw: calls.append(text) or encode(text, **kw))
+    other = dict(PERSON, properties={**PERSON["properties"], "name": {"type": "string"}})
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, json.dumps(other), set(stops))
+    assert grammar.compiled.program is not compiled.program
+    grammar.fill_bitmask(bitmask, 0)
+    assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ['{"']
+    assert calls == [], calls
+    grammar.accept_tokens("r", tok.encode('{"', add_special_tokens=False))
+    grammar.fill_bitmask(bitmask, 0)
+    assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ["name"]

@@ -372,10 +372,13 @@ def test_the_manager_builds_the_backend_at_engine_start(
     manager.clear_backend()
 
 
-def test_vllms_manager_fills_draft_rows_like_the_oracle(llm: Any) -> None:
+def test_vllms_manager_fills_draft_rows_like_the_oracle(
+    llm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """vLLM's own ``StructuredOutputManager.grammar_bitmask`` with scheduled draft tokens: one
-    row per draft position plus the bonus row, each the oracle's mask after that prefix, and
-    the grammar rolled back afterwards."""
+    row per draft position plus the bonus row, each the oracle's mask after that prefix (the
+    grammar's rows: canonical forcing off), and the grammar rolled back afterwards."""
+    monkeypatch.setenv(fv.CANONICAL_FORCED_ENV, "0")  # read when the manager builds its backend
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
     from vllm.v1.request import Request

@@ -21,8 +21,10 @@ JSON output is compact (formcast's default: no whitespace between tokens, so a m
 stall in padding; vLLM's ``disable_any_whitespace`` is an xgrammar/guidance option).
 
 Environment: ``FORMCAST_VLLM_COMPILE_WORKERS`` (compile in worker processes) and
-``FORMCAST_VLLM_CANONICAL_FORCED=1`` (where the grammar forces text, allow only the tokenizer's
-first token of it, as llguidance does: fewer decoding steps, other outputs; off by default).
+``FORMCAST_VLLM_CANONICAL_FORCED`` (on by default: where the grammar forces text that the
+tokenizer writes in two or more tokens, a row allows only the tokenizer's first token of it, as
+llguidance does -- the same output texts remain possible, written in the tokenizer's own tokens
+and fewer decoding steps; ``0`` gives every token that continues the language, xgrammar's rows).
 
 Classes:
 
@@ -234,27 +236,32 @@ def compile_workers() -> int:
 
 
 CANONICAL_FORCED_ENV = "FORMCAST_VLLM_CANONICAL_FORCED"
-"""Environment variable: ``1`` (or ``true``/``yes``/``on``) restricts a row, where the grammar
-forces text that the tokenizer writes in two or more tokens, to the first of those tokens (the
-tokenizer's own spelling of the forced text, as llguidance's masks do) instead of every token
-that continues the language (formcast's default, xgrammar's).  Off by default: it changes which
-outputs are possible (never their validity), and a model then writes the forced text in fewer
-steps (measured on the tiny Llama of tests/engines: the 32-request batch's longest output 30 ->
-21 steps, guidance's)."""
+"""Environment variable, on by default (unset, empty, ``1``, ``true``, ``yes``, ``on``): a row
+where the grammar forces text that the tokenizer writes in two or more tokens allows only the
+first of those tokens (the tokenizer's own spelling of the forced text, as llguidance's masks
+do) instead of every token that continues the language (xgrammar's rows, and this backend's
+with ``0``/``false``/``no``/``off``).  With a byte-level tokenizer the same output *texts* stay
+possible (the last token of the forced text gets the grammar's whole row, so text after it may
+start inside a token); the
+token sequences differ (never their validity): the model sees the forced text in the tokens it
+was trained on and writes it in fewer steps (the 32-request batch of
+``benchmarks/vllm_backends.py``: longest output 30 -> 21 steps, guidance's, and its wall time
+with it; docs/notes/vllm31.md)."""
 
 _FORCED_CACHE = 1 << 16  # (program, state) pairs whose canonical first token is remembered
+_ENCODED_CACHE = 1 << 14  # forced texts whose tokenizer encoding (first token) is remembered
 
 
 def canonical_forced() -> bool:
-    """Whether ``FORMCAST_VLLM_CANONICAL_FORCED`` is on (see it).
+    """Whether ``FORMCAST_VLLM_CANONICAL_FORCED`` is on (see it; on when unset or empty).
 
     Raises:
         ConfigurationError: a value other than 0/1/true/false/yes/no/on/off/empty.
     """
     text = os.environ.get(CANONICAL_FORCED_ENV, "").strip().lower()
-    if text in ("", "0", "false", "no", "off"):
+    if text in ("0", "false", "no", "off"):
         return False
-    if text in ("1", "true", "yes", "on"):
+    if text in ("", "1", "true", "yes", "on"):
         return True
     raise ConfigurationError(f"{CANONICAL_FORCED_ENV}={text!r}: give 1 (on) or 0 (off)")
 
@@ -280,8 +287,9 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
         max_rollback_tokens: how many tokens :meth:`rollback` must be able to undo (vLLM:
             the number of speculative tokens); older history is forgotten.
         forced_first: where the grammar forces text, the one token a row allows (-1: the
-            grammar's row); the backend's :meth:`FormcastBackend.forced_first` under
-            ``FORMCAST_VLLM_CANONICAL_FORCED``, else None (every token the language allows).
+            grammar's row); the backend's :meth:`FormcastBackend.forced_first` while
+            ``FORMCAST_VLLM_CANONICAL_FORCED`` is on (the default), else None (every token the
+            language allows).
 
     Not thread-safe: one request is advanced by one thread at a time.
     """
@@ -410,7 +418,9 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
         """Write the allowed tokens into row ``batch_index`` of ``bitmask`` (vLLM's CPU
         ``torch.int32`` tensor, or a numpy ``int32`` array): a copy of ``ceil(V/32)`` words
         once the state's mask is cached (the first visit of a state computes it), plus one
-        word per word of stop ids when the request's stop ids differ from the vocabulary's.
+        word per word of stop ids when the request's stop ids differ from the vocabulary's;
+        where text is forced (``FORMCAST_VLLM_CANONICAL_FORCED``, on by default) a row of zeros
+        and its one token instead (a cached lookup per state).
 
         Raises:
             ConfigurationError: a bitmask of another dtype or shape, too few words per row,
@@ -434,23 +444,33 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
             if self._stopped:
                 rows[batch_index] = 0
                 return
-        else:  # the per-step case: one row copy
-            rows[batch_index] = matcher.next_token_words()
-        if self._forced_first is not None:
-            first = self._forced_first(matcher)
-            # forced text: only its canonical first token (unless it is a stop id here: a
-            # text token the request stops on is allowed only where the output is complete)
-            if first >= 0 and first not in self._stopish:
-                row = self._rows_u32[batch_index]
-                row[:] = 0
-                row[first >> 5] = 1 << (first & 31)
+            if self._forced_first is not None and self._one_forced(matcher, batch_index):
                 return
+        elif self._forced_first is not None and self._one_forced(matcher, batch_index):
+            return  # forced text: its canonical first token alone (no copy of the row)
+        else:
+            rows[batch_index] = matcher.next_token_words()  # the per-step case: one row copy
         if self._fix:
             accepting = matcher.is_accepting()
             words = self._rows_u32[batch_index]
             for word, keep, add in self._fix:
                 value = int(words[word]) & keep
                 words[word] = value | add if accepting else value
+
+    def _one_forced(self, matcher: GrammarMatcher, batch_index: int) -> bool:
+        """Where the grammar forces text, write its canonical first token alone into row
+        ``batch_index`` (checked) and say True; else False (row untouched).  A first token that
+        is a stop id of this request is not forced: a text token the request stops on is
+        allowed only where the output is complete (the grammar's row and the fix-up do that).
+        Cost: the backend's cached lookup, and a row of zeros when it writes."""
+        assert self._forced_first is not None
+        first = self._forced_first(matcher)
+        if first < 0 or first in self._stopish:
+            return False
+        row = self._rows_u32[batch_index]
+        row[:] = 0
+        row[first >> 5] = 1 << (first & 31)
+        return True
 
 
 def _stop_fixup(clear: Iterable[int], add: Iterable[int]) -> list[tuple[int, int, int]]:
@@ -485,13 +505,19 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
         self.num_speculative_tokens = int(getattr(spec, "num_speculative_tokens", 0) or 0)
         self.canonical_forced = canonical_forced()
         self._forced: dict[tuple[Any, Any], int] = {}
+        # forced text -> the tokenizer's first token of it (-1: one token); shared by every
+        # grammar: the same keys recur across schemas, and a tokenizer call may wait (it
+        # releases the GIL: ~0.1 ms or more of wall time on a loaded machine, in the step)
+        self._encoded: dict[str, int] = {}
 
     def forced_first(self, matcher: GrammarMatcher) -> int:
         """Where ``matcher``'s grammar forces text (``find_jump_forward_bytes``) that the
         tokenizer encodes in two or more tokens: the first of them, if the grammar allows it
         and its bytes start the text; else -1.  Remembered per (program, state) (the first
         ``2**16``, then forgotten at once); a terminated or limit-stopped matcher: -1.
-        Cost: a dict lookup; the first time, the forced bytes and one tokenizer encode."""
+        Cost: a dict lookup; the first time, the forced bytes and one tokenizer encode (none
+        when another grammar forced the same text before: the encodings of the last ``2**14``
+        distinct forced texts are remembered)."""
         if matcher.is_terminated() or matcher.stop_reason is not None:
             return -1
         key = (matcher.compiled.program, matcher.state)
@@ -511,10 +537,16 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
             text = forced.decode("utf-8")
         except UnicodeDecodeError:  # a character cut by the forced text's end
             return -1
-        ids = list(self.tokenizer.encode(text, add_special_tokens=False))
-        if len(ids) < 2:  # the whole forced text in one token: it may merge with what follows
+        first = self._encoded.get(text)
+        if first is None:
+            ids = list(self.tokenizer.encode(text, add_special_tokens=False))
+            # the whole forced text in one token: it may merge with what follows
+            first = int(ids[0]) if len(ids) >= 2 else -1
+            if len(self._encoded) >= _ENCODED_CACHE:
+                self._encoded.clear()
+            self._encoded[text] = first
+        if first < 0:
             return -1
-        first = int(ids[0])
         vocab = self.vocab
         data = vocab.token_bytes(first) if 0 <= first < vocab.vocab_size else b""
         if not data or not forced.startswith(data) or not matcher.is_token_allowed(first):
