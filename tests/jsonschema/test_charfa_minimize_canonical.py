@@ -63,3 +63,13 @@ def test_minimize_matches_moore_on_random_dfas() -> None:
                 assert m.matches(text) == d.matches(text)
         again = charfa.minimize(CharDFA([list(r) for r in m.trans], list(m.accept)))
         assert (again.trans, again.accept) == (m.trans, m.accept)
+
+
+def test_complement_of_a_minimal_dfa_is_what_minimize_returns() -> None:
+    rng = random.Random(11)
+    for _ in range(300):
+        m = charfa.minimize(_random_dfa(rng, rng.randint(1, 9)))
+        fast = charfa.complement(m)
+        slow = charfa.complement(CharDFA([list(r) for r in m.trans], list(m.accept)))
+        assert (fast.trans, fast.accept) == (slow.trans, slow.accept)
+        assert fast.minimal or not m.num_states

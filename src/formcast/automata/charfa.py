@@ -572,7 +572,23 @@ def complement(a: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
         trans.append(row)
     accept = [not a.accept[s] for s in range(n)] + [True]
     _limit(n + 1, max_states, "a negated string constraint")
-    return minimize(CharDFA(trans, accept))
+    out = CharDFA(trans, accept)
+    if a.minimal:
+        # the complement of a minimal DFA, completed, is minimal (the same Myhill-Nerode
+        # classes); trimming drops at most the class of ``a``'s universal state.  So what
+        # :func:`minimize` would return is the trimmed automaton as it is (its states keep
+        # their order), its adjacent edges to one target joined as :func:`minimize` does
+        out = trim(out)
+        for row in out.trans:
+            k = 1
+            while k < len(row):
+                if row[k][2] == row[k - 1][2] and row[k][0] == row[k - 1][1] + 1:
+                    row[k - 1 : k + 1] = [(row[k - 1][0], row[k][1], row[k][2])]
+                else:
+                    k += 1
+        out.minimal = True
+        return out
+    return minimize(out)
 
 
 def difference(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
