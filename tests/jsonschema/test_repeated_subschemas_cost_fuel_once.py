@@ -34,7 +34,9 @@ def _props(n: int, sub: Any) -> dict[str, Any]:
 def test_a_pattern_used_fifty_times_is_charged_once() -> None:
     one = _front_end_work(_props(1, EMAIL))
     fifty = _front_end_work(_props(50, EMAIL))
-    assert fifty < 10 * one, (one, fifty)  # was ~50x: each use charged the automaton's build
+    # (~7x, and ~15x since charfa.minimize charges less for the build; ~50x when each use
+    # charged the automaton's build)
+    assert fifty < 25 * one, (one, fifty)
 
 
 def test_a_ref_merged_into_many_all_ofs_is_merged_once() -> None:

@@ -24,12 +24,13 @@ Shared with the byte automata: the epsilon closure (:func:`formcast.automata.nfa
 Kept apart, on purpose: the code-point NFA (no UTF-8 lowering, no embedded sub-automata, its own
 ``max_automaton_states`` limit); the range splitting :func:`_partition` (integer targets: the
 byte subset construction's splitter takes target sets and is twice as slow on these inputs);
-and :func:`minimize`'s Hopcroft loop, whose splitters are (block, symbol) pairs over a sparse
-inverse, charging the compile's fuel as it goes.  The byte minimizer
-(:func:`formcast.automata.dfa._minimize`) splits by whole blocks over a dense numpy table and
-charges no fuel.  Both compute the coarsest partition, so one loop for both would change no
-result, only this module's fuel charges (hence which compiles fit ``max_compile_work``) or the
-byte compile's speed.
+and :func:`minimize`'s Hopcroft loop, whose splitters are whole blocks over an inverse of
+range edges (the states leading into a splitter are grouped by the code points that lead
+there: no elementary-symbol alphabet), charging the compile's fuel as it goes.  The byte
+minimizer (:func:`formcast.automata.dfa._minimize`) splits by whole blocks over a dense numpy
+table and charges no fuel.  Both compute the coarsest partition (numbered canonically), so one
+loop for both would change no result, only this module's fuel charges (hence which compiles
+fit ``max_compile_work``) or the byte compile's speed.
 
 Lifetime: pure functions over immutable-by-convention objects; costs are bounded by the
 ``max_states`` arguments (states × ranges per state).
@@ -37,7 +38,6 @@ Lifetime: pure functions over immutable-by-convention objects; costs are bounded
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -124,6 +124,9 @@ class CharDFA:
 
 
 _EMPTY_DFA = CharDFA([], [])
+
+#: the top of the code-point range (rows are completed up to it by :func:`minimize`)
+_TOP = 0x10FFFF
 
 #: compile fuel per NFA state built (see :func:`formcast.limits.charge`; one unit ~ 0.7 us)
 _NFA_STATE_FUEL = 2
@@ -342,8 +345,26 @@ def trim(dfa: CharDFA) -> CharDFA:
     return CharDFA(trans, [dfa.accept[s] for s in keep])
 
 
+def _merged(ranges: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    """Disjoint inclusive ``ranges`` sorted, adjacent ones joined (a canonical form)."""
+    ranges.sort()
+    out = [ranges[0]]
+    for lo, hi in ranges[1:]:
+        if out[-1][1] == lo - 1:
+            out[-1] = (out[-1][0], hi)
+        else:
+            out.append((lo, hi))
+    return tuple(out)
+
+
 def minimize(dfa: CharDFA) -> CharDFA:
-    """Trim, then merge equivalent states (Hopcroft's algorithm over range symbols)."""
+    """Trim, then merge equivalent states: Hopcroft's algorithm with whole blocks as splitters
+    (each splitter refines by every symbol at once: the states with an edge into it are
+    grouped by the code points that lead into it) over rows completed by an explicit dead
+    state.  The result is canonical (the coarsest partition, numbered by first state), so it
+    does not depend on the order of the refinement.  Cost: O(edges x log states) splitter
+    visits, each reading the rows of the states that lead into the splitter; charged as fuel.
+    """
     if dfa.minimal:
         return dfa
     dfa = trim(dfa)
@@ -353,73 +374,88 @@ def minimize(dfa: CharDFA) -> CharDFA:
         return dfa
     n_edges = sum(map(len, dfa.trans))
     charge(4 * n_edges)  # the compile's fuel (measured: ~10 units per edge in all)
-    # symbols: the elementary intervals between all edge boundaries
-    points = sorted({p for row in dfa.trans for lo, hi, _ in row for p in (lo, hi + 1)})
-    n_sym = len(points) - 1
-    # the compile's fuel: the inverse table is O(states x symbols), each split O(symbols)
-    charge(5 * n_edges + (n + 1) * n_sym // 8 + n)
     dead = n  # the implicit dead state, made explicit
-    inv: list[dict[int, list[int]]] = [{} for _ in range(n_sym)]
+    # inc[t]: the edges into ``t`` as (source, lo, hi), the missing ones leading to ``dead``
+    inc: list[list[tuple[int, int, int]]] = [[] for _ in range(n + 1)]
     for src, row in enumerate(dfa.trans):
-        covered: set[int] = set()
+        cur = 0
         for lo, hi, t in row:
-            a = bisect_left(points, lo)
-            b = bisect_left(points, hi + 1)
-            for sym in range(a, b):
-                inv[sym].setdefault(t, []).append(src)
-                covered.add(sym)
-        for sym in range(n_sym):
-            if sym not in covered:
-                inv[sym].setdefault(dead, []).append(src)
-    for sym in range(n_sym):
-        inv[sym].setdefault(dead, []).append(dead)
+            if lo > cur:
+                inc[dead].append((src, cur, lo - 1))
+            inc[t].append((src, lo, hi))
+            cur = hi + 1
+        if cur <= _TOP:
+            inc[dead].append((src, cur, _TOP))
+    inc[dead].append((dead, 0, _TOP))
+    charge(5 * n_edges + n)
     final = {s for s in range(n) if dfa.accept[s]}
-    rest = set(range(n + 1)) - final
-    blocks: list[set[int]] = [b for b in (final, rest) if b]
+    rest = {s for s in range(n) if not dfa.accept[s]}
+    blocks: list[set[int]] = [b for b in (final, rest, {dead}) if b]
     block_of = [0] * (n + 1)
     for i, members in enumerate(blocks):
         for x in members:
             block_of[x] = i
-    work: set[tuple[int, int]] = set()
-    smallest = min(range(len(blocks)), key=lambda i: len(blocks[i]))
-    for sym in range(n_sym):
-        work.add((smallest, sym))
+    # the pending splitters: every initial block but a largest one
+    largest = max(range(len(blocks)), key=lambda i: len(blocks[i]))
+    work = [i for i in range(len(blocks)) if i != largest]
+    pending = set(work)
     spent = 0
     while work:
         if spent > 4096:
             charge(spent)
             spent = 0
-        bi, sym = work.pop()
-        splitter = blocks[bi]
-        spent += 8 + len(splitter)
-        preds: set[int] = set()
-        table = inv[sym]
-        for t in splitter:
-            got = table.get(t)
-            if got:
-                preds.update(got)
-        if not preds:
-            continue
-        spent += len(preds)
-        touched: dict[int, set[int]] = {}
-        for x in preds:
-            touched.setdefault(block_of[x], set()).add(x)
-        for bj, inside in touched.items():
-            block = blocks[bj]
-            if len(inside) == len(block):
-                continue
-            outside = block - inside
-            spent += n_sym // 2 + len(block) // 2
-            blocks[bj] = inside
-            blocks.append(outside)
-            nj = len(blocks) - 1
-            for x in outside:
-                block_of[x] = nj
-            for sym2 in range(n_sym):
-                if (bj, sym2) in work:
-                    work.add((nj, sym2))
+        bi = work.pop()
+        pending.discard(bi)
+        # the code points on which each state leads into the splitter
+        into: dict[int, list[tuple[int, int]]] = {}
+        for t in blocks[bi]:
+            edges = inc[t]
+            spent += 2 + len(edges)
+            for src, lo, hi in edges:
+                got = into.get(src)
+                if got is None:
+                    into[src] = [(lo, hi)]
                 else:
-                    work.add((bj, sym2) if len(inside) <= len(outside) else (nj, sym2))
+                    got.append((lo, hi))
+        # the touched states by block, then by those code points
+        by_block: dict[int, dict[tuple[tuple[int, int], ...], list[int]]] = {}
+        for src, ranges in into.items():
+            sig = _merged(ranges) if len(ranges) > 1 else (ranges[0],)
+            by_block.setdefault(block_of[src], {}).setdefault(sig, []).append(src)
+        spent += len(into)
+        for bj, groups in by_block.items():
+            block = blocks[bj]
+            touched_parts = [set(g) for g in groups.values()]
+            inside = sum(map(len, touched_parts))
+            if inside == len(block):
+                if len(touched_parts) == 1:
+                    continue
+                # the block keeps its number for a largest part (fewer states renumbered)
+                keep = max(range(len(touched_parts)), key=lambda i: len(touched_parts[i]))
+                parts = [touched_parts[keep]]
+                parts += [p for i, p in enumerate(touched_parts) if i != keep]
+            else:  # the untouched states keep the block's number (and its set, made smaller)
+                for part in touched_parts:
+                    block.difference_update(part)
+                parts = [block, *touched_parts]
+            spent += 4 + inside
+            ids = [bj]
+            blocks[bj] = parts[0]
+            for part in parts[1:]:
+                nj = len(blocks)
+                ids.append(nj)
+                blocks.append(part)
+                for x in part:
+                    block_of[x] = nj
+            if bj in pending:  # every part must split
+                add = ids[1:]
+            else:  # the block was a splitter already: all parts but a largest one
+                big = max(range(len(parts)), key=lambda i: len(parts[i]))
+                add = [j for i, j in enumerate(ids) if i != big]
+            for j in add:
+                if j not in pending:
+                    pending.add(j)
+                    work.append(j)
     charge(spent + 2 * n_edges)
     # renumber: the start state's block first; the dead block disappears
     dead_block = block_of[dead]
@@ -536,7 +572,23 @@ def complement(a: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:
         trans.append(row)
     accept = [not a.accept[s] for s in range(n)] + [True]
     _limit(n + 1, max_states, "a negated string constraint")
-    return minimize(CharDFA(trans, accept))
+    out = CharDFA(trans, accept)
+    if a.minimal:
+        # the complement of a minimal DFA, completed, is minimal (the same Myhill-Nerode
+        # classes); trimming drops at most the class of ``a``'s universal state.  So what
+        # :func:`minimize` would return is the trimmed automaton as it is (its states keep
+        # their order), its adjacent edges to one target joined as :func:`minimize` does
+        out = trim(out)
+        for row in out.trans:
+            k = 1
+            while k < len(row):
+                if row[k][2] == row[k - 1][2] and row[k][0] == row[k - 1][1] + 1:
+                    row[k - 1 : k + 1] = [(row[k - 1][0], row[k][1], row[k][2])]
+                else:
+                    k += 1
+        out.minimal = True
+        return out
+    return minimize(out)
 
 
 def difference(a: CharDFA, b: CharDFA, max_states: int = DEFAULT_MAX_STATES) -> CharDFA:

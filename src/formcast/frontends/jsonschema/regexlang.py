@@ -16,6 +16,7 @@ Lifetime: pure functions; :func:`pattern_node` caches by pattern text.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
 
 from ...errors import LimitExceededError
 from ...ir.nodes import (
@@ -343,8 +344,21 @@ def _pattern_node_textual(pattern: str, limits: CompileLimits | None) -> Node:
     return parse_regex("|".join(branches), dialect="ecma", limits=limits)
 
 
+#: the longest text whose :func:`node_matches` outcome is memoized (the memo's memory bound)
+_MEMO_TEXT = 256
+
+
 def node_matches(node: Node, text: str) -> bool:
-    """True when the regular IR ``node`` matches the whole of ``text``."""
+    """True when the regular IR ``node`` matches the whole of ``text``.  Memoized for short
+    texts (bounded, process-wide: a pure function of immutable inputs; a schema's ``oneOf``
+    branches test the same constants against the same patterns many times)."""
+    if len(text) <= _MEMO_TEXT:
+        return _node_matches_memo(node, text)
+    return len(text) in _ends(node, text, frozenset((0,)))
+
+
+@lru_cache(maxsize=4096)
+def _node_matches_memo(node: Node, text: str) -> bool:
     return len(text) in _ends(node, text, frozenset((0,)))
 
 
