@@ -69,6 +69,7 @@ from ..vocab.trie import (
     note_column_classes,
     walks_write_rows,
     write_walk_rows,
+    write_walk_state,
 )
 from ..vocab.vocabulary import Vocabulary
 from .context import ContextSlot, TokenIndexContext, context_for
@@ -581,7 +582,6 @@ class _LazyExitSplitClassifier:
             string_map.dtype != np.int64 or not string_map.flags.c_contiguous
         ):
             string_map = np.ascontiguousarray(string_map, dtype=np.int64)
-        lexer = self.lexer
         while True:
             tables = self._tables()
             if base is None:
@@ -590,19 +590,7 @@ class _LazyExitSplitClassifier:
                 words = base.copy()
             # the whole tables: the kernel writes the rows of the sentinels it meets whose
             # lexer rows are built, as it goes (no rows written ahead, no walk run again)
-            rows = WalkRows(
-                lexer.table,
-                lexer.split,
-                lexer.built,
-                tables.ids,
-                tables.ready,
-                tables.states,
-                tables.lex,
-                tables.cut,
-                tables.pending,
-                tables.count,
-                -1 if self.exit_byte is None else self.exit_byte,
-            )
+            rows = self._walk_rows(tables)
             got = classify_walk_rows(
                 trie,
                 cut,
@@ -626,6 +614,24 @@ class _LazyExitSplitClassifier:
             # and the walk runs again
             self._ensure(np.unique(tables.states[stopped // 3]), 0)
 
+    def _walk_rows(self, tables: _LazyWalkTables) -> WalkRows:
+        """What the compiled walks need to write walk rows themselves (views of the lexer's
+        and ``tables``' arrays: for one call, under the lock)."""
+        lexer = self.lexer
+        return WalkRows(
+            lexer.table,
+            lexer.split,
+            lexer.built,
+            tables.ids,
+            tables.ready,
+            tables.states,
+            tables.lex,
+            tables.cut,
+            tables.pending,
+            tables.count,
+            -1 if self.exit_byte is None else self.exit_byte,
+        )
+
     # -- classification -------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> Classification:
         """As :meth:`_ExitSplitClassifier.classify`, building what the walks reach."""
@@ -648,11 +654,18 @@ class _LazyExitSplitClassifier:
         # the grammar's first classification (its first mask: the compile's time to first
         # mask) writes rows a few bytes ahead only; later ones :data:`_LAZY_AHEAD` bytes
         ahead = _LAZY_AHEAD if self._by_start else _LAZY_FIRST_AHEAD
-        if not self._tables().ready[start]:
-            # (none ahead where the compiled walks write the rows they meet)
-            first = 0 if walks_write_rows() else ahead
-            self._ensure(np.asarray([start], dtype=np.int64), first)
         tables = self._tables()
+        if not tables.ready[start]:
+            # the compiled build: its row written in one call where its lexer row is built
+            # (entry states mostly are), and none ahead (the walks write the rows they meet)
+            given = write_walk_state(self._walk_rows(tables), start, _LAZY_SINK)
+            if given is not None:
+                tables.wrote(given)
+                self._ready_list.append(start)
+            else:
+                first = 0 if walks_write_rows() else ahead
+                self._ensure(np.asarray([start], dtype=np.int64), first)
+            tables = self._tables()
         wide = np.count_nonzero(tables.cut[tables.start(start)]) >= _SHARED_WALK_MIN_BYTES
         if wide and self._classes is None:  # the first wide start: classes of the lexer so far
             self._refine()

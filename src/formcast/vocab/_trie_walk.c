@@ -639,13 +639,39 @@ typedef struct {
     I64List written; /* the lexer states made ready, in order */
 } RowWriter;
 
+/* 0, or 6 (out of range): lexer state q given the next id, with sentinel rows, where it has
+ * none and the tables have room (else it stays without one) */
+static int
+give_id(RowWriter *w, int32_t q)
+{
+    int64_t h;
+    int j;
+    if (q < 0 || q >= w->n_lexer)
+        return 6;
+    if (w->ids[q] >= 0 || w->count >= w->room)
+        return 0;
+    h = w->count++;
+    w->ids[q] = (int32_t)h;
+    w->states[h] = q;
+    for (j = 0; j < 3; j++) {
+        int32_t *row = w->lex + (3 * h + j) * 256;
+        int c;
+        w->pending[3 * h + j] = 1;
+        for (c = 0; c < 256; c++)
+            row[c] = (int32_t)(3 * h + j);
+        if (w->cut != NULL)
+            memcpy(w->cut + (3 * h + j) * 256, row, 256 * sizeof(int32_t));
+    }
+    return 0;
+}
+
 /* 0, or 5 (out of memory) or 6 (an index out of range): the row s met by the walk written
  * where it is a sentinel of a built lexer row and the room allows */
 static int
 write_met(void *ctx, int32_t s)
 {
     RowWriter *w = (RowWriter *)ctx;
-    int64_t k, q, h;
+    int64_t k, q;
     const int32_t *t;
     int b;
     if (!w->pending[s])
@@ -660,26 +686,11 @@ write_met(void *ctx, int32_t s)
         return 0; /* stays a sentinel: the caller builds it */
     t = w->lexer + q * 256;
     for (b = 0; b < 256; b++) {
-        const int32_t tq = t[b];
-        int j;
-        if (tq < 0 || tq >= w->n_lexer)
-            return 6;
-        if (w->ids[tq] >= 0)
-            continue;
-        if (w->count >= w->room)
+        int r = give_id(w, t[b]);
+        if (r != 0)
+            return r;
+        if (w->ids[t[b]] < 0)
             return 0; /* no room: stays a sentinel (the ids given stay, as sentinels) */
-        h = w->count++;
-        w->ids[tq] = (int32_t)h;
-        w->states[h] = tq;
-        for (j = 0; j < 3; j++) {
-            int32_t *row = w->lex + (3 * h + j) * 256;
-            int c;
-            w->pending[3 * h + j] = 1;
-            for (c = 0; c < 256; c++)
-                row[c] = (int32_t)(3 * h + j);
-            if (w->cut != NULL)
-                memcpy(w->cut + (3 * h + j) * 256, row, 256 * sizeof(int32_t));
-        }
     }
     if (write_id_rows(w->lex, w->cut, w->exit_byte, k, t, w->split + q * 256, w->ids,
                       w->n_lexer, 3 * w->room, w->sink) != 0)
@@ -687,6 +698,114 @@ write_met(void *ctx, int32_t s)
     w->pending[3 * k] = w->pending[3 * k + 1] = w->pending[3 * k + 2] = 0;
     w->ready[q] = 1;
     return i64_push(&w->written, q) < 0 ? 5 : 0;
+}
+
+/* Takes the buffers of a WalkRows tuple into w (v: room for its 9 views, each appended to
+ * held) and checks them against each other; 0, or -1 with an exception set (the views
+ * taken so far are in held: the caller releases them). */
+static int
+rows_take(PyObject *o_rows, RowWriter *w, Py_buffer *v, Py_buffer **held, int *n_held,
+          long long sink)
+{
+    static const int size[9] = {4, 1, 1, 4, 1, 8, 4, 4, 1};
+    static const int writable[9] = {0, 0, 0, 1, 1, 1, 1, 1, 1};
+    static const char *what[9] = {"lexer table (int32)", "lexer split (bool)", "built (bool)",
+                                  "ids (int32)", "ready (bool)", "states (int64)",
+                                  "lex (int32)", "cut (int32)", "pending (bool)"};
+    PyObject *o[9];
+    long long count, exit_byte;
+    int64_t room, n;
+    int i;
+    if (!PyTuple_Check(o_rows) ||
+        !PyArg_ParseTuple(o_rows, "OOOOOOOOOLL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &count, &exit_byte)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_trie_walk: rows must be a WalkRows tuple");
+        return -1;
+    }
+    for (i = 0; i < 9; i++) {
+        if (get_buffer(o[i], &v[i], size[i], writable[i], what[i]) < 0)
+            return -1;
+        held[(*n_held)++] = &v[i];
+    }
+    n = v[0].len / (4 * 256);
+    if (v[1].len / 256 < n)
+        n = v[1].len / 256;
+    if (v[2].len < n)
+        n = v[2].len;
+    if (v[3].len / 4 < n)
+        n = v[3].len / 4;
+    if (v[4].len < n)
+        n = v[4].len;
+    room = v[5].len / 8;
+    if (v[8].len / 3 < room)
+        room = v[8].len / 3;
+    if (v[6].len / (3 * 256 * 4) < room)
+        room = v[6].len / (3 * 256 * 4);
+    if (v[7].len / (3 * 256 * 4) < room)
+        room = v[7].len / (3 * 256 * 4);
+    if (v[0].len % (4 * 256) != 0 || v[6].len % (4 * 256) != 0 || v[7].len % (4 * 256) != 0 ||
+        v[6].len != v[7].len || count < 1 || count > room || exit_byte > 255 ||
+        (v[7].buf != v[6].buf && exit_byte < 0) || sink < 0 || sink >= 3 * room) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: rows arguments disagree");
+        return -1;
+    }
+    w->lexer = (const int32_t *)v[0].buf;
+    w->split = (const uint8_t *)v[1].buf;
+    w->built = (const uint8_t *)v[2].buf;
+    w->n_lexer = n;
+    w->ids = (int32_t *)v[3].buf;
+    w->ready = (uint8_t *)v[4].buf;
+    w->states = (int64_t *)v[5].buf;
+    w->lex = (int32_t *)v[6].buf;
+    w->cut = v[7].buf == v[6].buf ? NULL : (int32_t *)v[7].buf;
+    w->pending = (uint8_t *)v[8].buf;
+    w->exit_byte = exit_byte;
+    w->sink = (int32_t)sink;
+    w->room = room;
+    w->count = count;
+    return 0;
+}
+
+static PyObject *
+trie_write_state(PyObject *self, PyObject *args)
+{
+    PyObject *o_rows;
+    long long state, sink;
+    Py_buffer v[9];
+    HELD_BUFFERS(9);
+    RowWriter w;
+    PyObject *result = NULL;
+    int bad = 0, done_ = 0;
+
+    memset(&w, 0, sizeof(w));
+    if (!PyArg_ParseTuple(args, "OLL", &o_rows, &state, &sink))
+        return NULL;
+    if (rows_take(o_rows, &w, v, held, &n_held, sink) < 0)
+        goto done;
+    if (state <= 0 || state >= w.n_lexer) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: write_state: state out of range");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (w.built[state] && !w.ready[state]) {
+        bad = give_id(&w, (int32_t)state);
+        if (bad == 0 && w.ids[state] >= 0) {
+            bad = write_met(&w, 3 * w.ids[state]);
+            done_ = w.ready[state];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad == 5)
+        PyErr_NoMemory();
+    else if (bad)
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: write_state: an index out of range");
+    else
+        result = PyLong_FromLongLong(done_ ? (long long)w.count : -1LL);
+done:
+    free(w.written.v);
+    RELEASE_HELD();
+    return result;
 }
 
 /* classify's two callbacks of dfs_walk */
@@ -712,12 +831,10 @@ trie_classify(PyObject *self, PyObject *args)
 {
     PyObject *o_first, *o_count, *o_byte, *o_end, *o_parent, *o_snode, *o_below1, *o_below2;
     PyObject *o_table, *o_pending, *o_ftok, *o_map, *o_drop, *o_words, *o_rows = Py_None;
-    PyObject *o_lexer = NULL, *o_split = NULL, *o_built = NULL, *o_ids = NULL, *o_ready = NULL;
-    PyObject *o_states = NULL, *o_lex = NULL, *o_cut = NULL, *o_wpending = NULL;
-    long long start, sink, max_reach, w_count = 0, w_exit = -1;
+    long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
-    Py_buffer b_lexer, b_split, b_built, b_ids, b_ready, b_states, b_lex, b_cut, b_wpending;
+    Py_buffer rv[9];
     HELD_BUFFERS(23);
     int bad = 0;
     PyObject *result = NULL;
@@ -732,10 +849,6 @@ trie_classify(PyObject *self, PyObject *args)
                           &o_parent, &o_snode, &o_below1, &o_below2, &o_table, &start,
                           &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach,
                           &o_rows))
-        return NULL;
-    if (o_rows != Py_None &&
-        !PyArg_ParseTuple(o_rows, "OOOOOOOOOLL", &o_lexer, &o_split, &o_built, &o_ids, &o_ready,
-                          &o_states, &o_lex, &o_cut, &o_wpending, &w_count, &w_exit))
         return NULL;
     GET(o_first, b_first, 4, 0, "first (int32)");
     GET(o_count, b_count, 4, 0, "count (int32)");
@@ -754,55 +867,14 @@ trie_classify(PyObject *self, PyObject *args)
         GET(o_drop, b_drop, 1, 0, "drop (bool)");
     GET(o_words, b_words, 4, 1, "words (int32)");
     if (o_rows != Py_None) {
-        int64_t room;
-        GET(o_lexer, b_lexer, 4, 0, "lexer table (int32)");
-        GET(o_split, b_split, 1, 0, "lexer split (bool)");
-        GET(o_built, b_built, 1, 0, "built (bool)");
-        GET(o_ids, b_ids, 4, 1, "ids (int32)");
-        GET(o_ready, b_ready, 1, 1, "ready (bool)");
-        GET(o_states, b_states, 8, 1, "states (int64)");
-        GET(o_lex, b_lex, 4, 1, "lex (int32)");
-        GET(o_cut, b_cut, 4, 1, "cut (int32)");
-        GET(o_wpending, b_wpending, 1, 1, "pending (bool)");
-        w.n_lexer = b_lexer.len / (4 * 256);
-        if (b_split.len / 256 < w.n_lexer)
-            w.n_lexer = b_split.len / 256;
-        if (b_built.len < w.n_lexer)
-            w.n_lexer = b_built.len;
-        if (b_ids.len / 4 < w.n_lexer)
-            w.n_lexer = b_ids.len / 4;
-        if (b_ready.len < w.n_lexer)
-            w.n_lexer = b_ready.len;
-        room = b_states.len / 8;
-        if (b_wpending.len / 3 < room)
-            room = b_wpending.len / 3;
-        if (b_lex.len / (3 * 256 * 4) < room)
-            room = b_lex.len / (3 * 256 * 4);
-        if (b_cut.len / (3 * 256 * 4) < room)
-            room = b_cut.len / (3 * 256 * 4);
         /* the walked table and pending flags are these tables' (one of lex and cut) */
-        if (b_lexer.len % (4 * 256) != 0 || b_lex.len % (4 * 256) != 0 ||
-            b_cut.len % (4 * 256) != 0 || (b_table.buf != b_lex.buf && b_table.buf != b_cut.buf) ||
-            b_table.len != b_lex.len || b_pending.buf != b_wpending.buf ||
-            b_pending.len != b_wpending.len || w_count < 1 || w_count > room ||
-            w_exit > 255 || (b_cut.buf != b_lex.buf && w_exit < 0) || sink < 0 ||
-            sink >= 3 * room) {
+        if (rows_take(o_rows, &w, rv, held, &n_held, sink) < 0)
+            goto done;
+        if ((b_table.buf != rv[6].buf && b_table.buf != rv[7].buf) || b_table.len != rv[6].len ||
+            b_pending.buf != rv[8].buf || b_pending.len != rv[8].len) {
             PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: rows arguments disagree");
             goto done;
         }
-        w.lexer = (const int32_t *)b_lexer.buf;
-        w.split = (const uint8_t *)b_split.buf;
-        w.built = (const uint8_t *)b_built.buf;
-        w.ids = (int32_t *)b_ids.buf;
-        w.ready = (uint8_t *)b_ready.buf;
-        w.states = (int64_t *)b_states.buf;
-        w.pending = (uint8_t *)b_wpending.buf;
-        w.lex = (int32_t *)b_lex.buf;
-        w.cut = b_cut.buf == b_lex.buf ? NULL : (int32_t *)b_cut.buf;
-        w.exit_byte = w_exit;
-        w.sink = (int32_t)sink;
-        w.room = room;
-        w.count = w_count;
     }
     cw.o = &o;
     cw.w = o_rows != Py_None ? &w : NULL;
@@ -972,6 +1044,10 @@ static PyMethodDef methods[] = {
     {"write_rows", trie_write_rows, METH_VARARGS,
      "write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the lazy walk "
      "tables' rows of some lexer states (see the source)."},
+    {"write_state", trie_write_state, METH_VARARGS,
+     "write_state(rows, state, sink) -> ids given, or -1: the walk rows of one built lexer "
+     "state written as classify writes those it meets (-1: not built, or no room; see the "
+     "source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "

@@ -47,6 +47,7 @@ __all__ = [
     "note_column_classes",
     "walks_write_rows",
     "write_walk_rows",
+    "write_walk_state",
 ]
 
 # the compiled build's walks (docs/native.md); absent from the pure-Python package
@@ -766,6 +767,17 @@ def classify_walk_rows(
     return _classify_call(
         trie, table, start, rows.pending, sink, vocab_trie, words, string_map, drop, rows
     )
+
+
+def write_walk_state(rows: WalkRows, state: int, sink: int) -> int | None:
+    """The walk rows of the lexer ``state`` (not ready) written as :func:`classify_walk_rows`
+    writes those it meets (the compiled build's ``_trie_walk.write_state``): the ids given
+    now, or None where nothing was written (the pure package, a lexer row not built, no room
+    for an id): the caller writes them its own way.  O(256)."""
+    if _KERNEL is None or not hasattr(_KERNEL, "write_state"):
+        return None
+    got = int(_KERNEL.write_state(rows, state, sink))
+    return None if got < 0 else got
 
 
 def walks_write_rows() -> bool:
