@@ -971,7 +971,8 @@ trie_classify(PyObject *self, PyObject *args)
                         bad = 1;
                         break;
                     }
-                    if (s != 0 && cw.w != NULL && (bad = write_met(cw.w, s)) != 0)
+                    if (s != 0 && cw.w != NULL && cw.w->pending[s] &&
+                        (bad = write_met(cw.w, s)) != 0)
                         break;
                 }
                 node_state[i] = s;
