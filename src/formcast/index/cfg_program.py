@@ -605,8 +605,9 @@ class _LazyExitSplitClassifier:
             if got is None:
                 return None
             cands, stopped, written, count = got
-            if written.size:
+            if count != tables.count:  # (ids may be given where no row was written: no room)
                 tables.wrote(count)
+            if written.size:
                 self._ready_list.extend(written.tolist())
             if not stopped.size:
                 return words, cands
@@ -658,9 +659,10 @@ class _LazyExitSplitClassifier:
         if not tables.ready[start]:
             # the compiled build: its row written in one call where its lexer row is built
             # (entry states mostly are), and none ahead (the walks write the rows they meet)
-            given = write_walk_state(self._walk_rows(tables), start, _LAZY_SINK)
-            if given is not None:
-                tables.wrote(given)
+            got = write_walk_state(self._walk_rows(tables), start, _LAZY_SINK)
+            if got is not None and got[0] != tables.count:
+                tables.wrote(got[0])  # (ids may be given where no row was written: no room)
+            if got is not None and got[1]:
                 self._ready_list.append(start)
             else:
                 first = 0 if walks_write_rows() else ahead

@@ -801,7 +801,7 @@ trie_write_state(PyObject *self, PyObject *args)
     else if (bad)
         PyErr_SetString(PyExc_ValueError, "_trie_walk: write_state: an index out of range");
     else
-        result = PyLong_FromLongLong(done_ ? (long long)w.count : -1LL);
+        result = Py_BuildValue("(LO)", (long long)w.count, done_ ? Py_True : Py_False);
 done:
     free(w.written.v);
     RELEASE_HELD();
@@ -1046,9 +1046,9 @@ static PyMethodDef methods[] = {
      "write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the lazy walk "
      "tables' rows of some lexer states (see the source)."},
     {"write_state", trie_write_state, METH_VARARGS,
-     "write_state(rows, state, sink) -> ids given, or -1: the walk rows of one built lexer "
-     "state written as classify writes those it meets (-1: not built, or no room; see the "
-     "source)."},
+     "write_state(rows, state, sink) -> (ids given, written): the walk rows of one built "
+     "lexer state written as classify writes those it meets (not written: not built, or no "
+     "room; ids may have been given all the same; see the source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "

@@ -758,8 +758,10 @@ def classify_walk_rows(
     """:func:`classify_walk` on the whole (cut if ``cut``) table of ``rows``, writing the
     rows of the sentinels it meets whose lexer rows are built, as it goes (so the walk goes
     on where :func:`classify_walk` stops): ``(candidates, stopped states, the lexer states
-    whose rows were written (in order), ids given now)``; ``stopped`` lists the sentinels
-    met whose lexer rows are not built (or that found no room).  The result is that of
+    whose rows were written (in order), ids given now)`` (the caller takes the count even
+    where nothing was written: ids may be given to a row's targets before the room runs
+    out); ``stopped`` lists the sentinels met whose lexer rows are not built (or that found
+    no room).  The result is that of
     :func:`classify_walk` on the tables the call leaves (rows are functions of the lexer's).
     None where the kernel does not apply (nothing written).  Cost: the walk plus O(256) per
     row written; no Python per row."""
@@ -769,15 +771,17 @@ def classify_walk_rows(
     )
 
 
-def write_walk_state(rows: WalkRows, state: int, sink: int) -> int | None:
+def write_walk_state(rows: WalkRows, state: int, sink: int) -> tuple[int, bool] | None:
     """The walk rows of the lexer ``state`` (not ready) written as :func:`classify_walk_rows`
-    writes those it meets (the compiled build's ``_trie_walk.write_state``): the ids given
-    now, or None where nothing was written (the pure package, a lexer row not built, no room
-    for an id): the caller writes them its own way.  O(256)."""
+    writes those it meets (the compiled build's ``_trie_walk.write_state``): ``(ids given
+    now, written)``, not written where the lexer row is not built or the tables had no room
+    for an id (ids given before the room ran out stay given, as sentinels: the caller takes
+    the count either way, then writes the rows its own way); None in the pure package.
+    O(256)."""
     if _KERNEL is None or not hasattr(_KERNEL, "write_state"):
         return None
-    got = int(_KERNEL.write_state(rows, state, sink))
-    return None if got < 0 else got
+    count, done = _KERNEL.write_state(rows, state, sink)
+    return int(count), bool(done)
 
 
 def walks_write_rows() -> bool:
