@@ -81,13 +81,15 @@ typedef struct {
     int64_t n_nodes;
     const int32_t *table;
     int64_t n_states;
+    const uint8_t *pending; /* per state: arrive is called only where set (NULL: never) */
 } DfsArgs;
 
 /* The depth-first walk of walk and classify: from `start`, the children root_first ..
  * root_first + root_count - 1 of a virtual root, then each live node's children; a dead
- * branch is dropped at once.  On arriving at a live state s, arrive(ctx, s) (when not NULL)
- * may write the row of s first (classify's rows written in the walk); for each node ending a
- * string, on_string(ctx, string, s), in the trie's order.  Returns 0, a callback's nonzero
+ * branch is dropped at once.  On arriving at a live state s flagged in a->pending,
+ * arrive(ctx, s) (when neither is NULL) may write the row of s first (classify's rows
+ * written in the walk: the test is inline, the call only on a sentinel); for each node
+ * ending a string, on_string(ctx, string, s), in the trie's order.  Returns 0, a callback's nonzero
  * code, or 1 (a state out of range), 3 (a child range out of bounds), 5 (out of memory).
  * Static inline: each caller gets its own copy, its callbacks known (no GIL needed). */
 static inline int
@@ -123,7 +125,8 @@ dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start
             bad = 1;
             break;
         }
-        if (arrive != NULL && (bad = arrive(ctx, s)) != 0)
+        if (arrive != NULL && a->pending != NULL && a->pending[s] &&
+            (bad = arrive(ctx, s)) != 0)
             break;
         if (a->end[c] >= 0 && (bad = on_string(ctx, a->end[c], s)) != 0)
             break;
@@ -219,6 +222,7 @@ trie_walk(PyObject *self, PyObject *args)
         a.n_nodes = n_nodes;
         a.table = (const int32_t *)b_table.buf;
         a.n_states = n_states;
+        a.pending = NULL;
         o.idx = (int32_t *)b_idx.buf;
         o.state = (int32_t *)b_state.buf;
         o.found = 0;
@@ -913,6 +917,7 @@ trie_classify(PyObject *self, PyObject *args)
         a.n_nodes = n_nodes;
         a.table = table;
         a.n_states = n_states;
+        a.pending = cw.w != NULL ? cw.w->pending : NULL;
         if (b_count.len / 4 != n_nodes || b_byte.len != n_nodes || b_end.len / 4 != n_nodes ||
             b_parent.len / 4 != n_nodes || b_table.len % (4 * 256) != 0 ||
             b_below2.len / 8 != n_root * 256 || n_root > n_nodes || b_pending.len < n_states) {
