@@ -83,7 +83,7 @@ def test_row_budget_keeps_the_eager_masks(vocab: Vocabulary, name: str, budget: 
         got = replay_masks(lazy, walks)
     bad = np.flatnonzero((got != expected).any(axis=1))
     assert bad.size == 0, f"masks differ at steps {bad.tolist()[:10]} of {len(got)}"
-    assert written
+    assert written or cfg_program.walks_write_rows()  # (compiled: rows written in the walks)
     assert all(rows <= max(n, budget) for n, rows in written)
     if budget == 1:  # nothing was written ahead: only the states asked for
         assert all(rows <= n for n, rows in written)

@@ -63,10 +63,13 @@ from ..limits import (
 )
 from ..vocab.trie import (
     TokenTrie,
+    WalkRows,
     ahead_states,
-    classify_walk,
+    classify_walk_rows,
     note_column_classes,
+    walks_write_rows,
     write_walk_rows,
+    write_walk_state,
 )
 from ..vocab.vocabulary import Vocabulary
 from .context import ContextSlot, TokenIndexContext, context_for
@@ -497,6 +500,10 @@ class _LazyExitSplitClassifier:
             lexer.ensure(states)
         finally:  # the lexer's arrays may have been replaced (also on the cap's error)
             tables = self._tables()
+        if ahead <= 0:  # (the compiled walks write the rows they meet themselves)
+            self._write_rows(tables, states)
+            self._ready_list.extend(states.tolist())
+            return
         ready = tables.ready
         parts = [states]
         # states already ready, or not built (their rows wait for a walk to need them)
@@ -577,28 +584,54 @@ class _LazyExitSplitClassifier:
             string_map = np.ascontiguousarray(string_map, dtype=np.int64)
         while True:
             tables = self._tables()
-            lex, cut_table = tables.walk_tables()
             if base is None:
                 words = np.zeros(bitmask_words(vocab.vocab_size), dtype=np.int32)
             else:
                 words = base.copy()
-            got = classify_walk(
+            # the whole tables: the kernel writes the rows of the sentinels it meets whose
+            # lexer rows are built, as it goes (no rows written ahead, no walk run again)
+            rows = self._walk_rows(tables)
+            got = classify_walk_rows(
                 trie,
-                cut_table if cut else lex,
+                cut,
                 tables.start(start),
-                tables.pending,
                 _LAZY_SINK,
                 vocab.trie,
                 words,
                 string_map,
                 drop,
+                rows,
             )
             if got is None:
                 return None
-            cands, stopped = got
+            cands, stopped, written, count = got
+            if count != tables.count:  # (ids may be given where no row was written: no room)
+                tables.wrote(count)
+            if written.size:
+                self._ready_list.extend(written.tolist())
             if not stopped.size:
                 return words, cands
-            self._ensure(np.unique(tables.states[stopped // 3]), ahead)
+            # the sentinels of unbuilt lexer rows (or past the tables' room): built here,
+            # and the walk runs again
+            self._ensure(np.unique(tables.states[stopped // 3]), 0)
+
+    def _walk_rows(self, tables: _LazyWalkTables) -> WalkRows:
+        """What the compiled walks need to write walk rows themselves (views of the lexer's
+        and ``tables``' arrays: for one call, under the lock)."""
+        lexer = self.lexer
+        return WalkRows(
+            lexer.table,
+            lexer.split,
+            lexer.built,
+            tables.ids,
+            tables.ready,
+            tables.states,
+            tables.lex,
+            tables.cut,
+            tables.pending,
+            tables.count,
+            -1 if self.exit_byte is None else self.exit_byte,
+        )
 
     # -- classification -------------------------------------------------------------------------
     def classify(self, rule: int, state: int) -> Classification:
@@ -622,9 +655,19 @@ class _LazyExitSplitClassifier:
         # the grammar's first classification (its first mask: the compile's time to first
         # mask) writes rows a few bytes ahead only; later ones :data:`_LAZY_AHEAD` bytes
         ahead = _LAZY_AHEAD if self._by_start else _LAZY_FIRST_AHEAD
-        if not self._tables().ready[start]:
-            self._ensure(np.asarray([start], dtype=np.int64), ahead)
         tables = self._tables()
+        if not tables.ready[start]:
+            # the compiled build: its row written in one call where its lexer row is built
+            # (entry states mostly are), and none ahead (the walks write the rows they meet)
+            got = write_walk_state(self._walk_rows(tables), start, _LAZY_SINK)
+            if got is not None and got[0] != tables.count:
+                tables.wrote(got[0])  # (ids may be given where no row was written: no room)
+            if got is not None and got[1]:
+                self._ready_list.append(start)
+            else:
+                first = 0 if walks_write_rows() else ahead
+                self._ensure(np.asarray([start], dtype=np.int64), first)
+            tables = self._tables()
         wide = np.count_nonzero(tables.cut[tables.start(start)]) >= _SHARED_WALK_MIN_BYTES
         if wide and self._classes is None:  # the first wide start: classes of the lexer so far
             self._refine()
@@ -1192,6 +1235,14 @@ class _LazyWalkTables:
             block[:, :, xb] = (DEAD, _LAZY_SINK, DEAD)
             self.cut.reshape(-1, 3, 256)[k] = block
         self._written(states, k)
+
+    def wrote(self, count: int) -> None:
+        """Note rows written in place by a walk (:func:`~formcast.vocab.trie.
+        classify_walk_rows`: ids ``count`` given now, their rows, pending and ready flags
+        written by it)."""
+        self.count = count
+        self._touch()
+        self.version += 1
 
     def _written(self, states: np.ndarray, k: np.ndarray) -> None:
         self.pending.reshape(-1, 3)[k] = False

@@ -53,7 +53,16 @@
  * walks again); ending in `sink`: g is a candidate unless drop[g] (drop: bool or None);
  * otherwise the bit of first_token[g] is set in words (int32 bitmask words, written in
  * place).  Both outputs are int64 bytearrays, candidates in ascending string order (that of
- * walk_pairs' strings).  Every index checked (ValueError).
+ * walk_pairs' strings).  Every index checked (ValueError).  With a trailing `rows` tuple
+ * (formcast.vocab.trie.WalkRows: the lexer's rows, split and built flags, the lazy walk
+ * tables' ids, ready flags, states, both whole tables, pending flags, ids given, exit byte),
+ * `table` and `pending` are those tables' and a sentinel the walk meets whose lexer row is
+ * built gets its rows written on the spot (RowWriter: the rows write_rows writes), so the
+ * walk goes on through it; only unbuilt lexer rows (or no room for a new id) stop it.  It
+ * returns (candidates, stopped, lexer states written, ids given).
+ *
+ * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
+ * callbacks.
  *
  * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
  * tests/vocab/test_native_trie_walk.py compares them.
@@ -64,6 +73,112 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the trie and table of a depth-first walk (dfs_walk) */
+typedef struct {
+    const int32_t *first, *count, *end;
+    const uint8_t *byte;
+    int64_t n_nodes;
+    const int32_t *table;
+    int64_t n_states;
+    const uint8_t *pending; /* per state: arrive is called only where set (NULL: never) */
+} DfsArgs;
+
+/* The depth-first walk of walk and classify: from `start`, the children root_first ..
+ * root_first + root_count - 1 of a virtual root, then each live node's children; a dead
+ * branch is dropped at once.  On arriving at a live state s flagged in a->pending,
+ * arrive(ctx, s) (when neither is NULL) may write the row of s first (classify's rows
+ * written in the walk: the test is inline, the call only on a sentinel); for each node
+ * ending a string, on_string(ctx, string, s), in the trie's order.  Returns 0, a callback's nonzero
+ * code, or 1 (a state out of range), 3 (a child range out of bounds), 5 (out of memory).
+ * Static inline: each caller gets its own copy, its callbacks known (no GIL needed). */
+static inline int
+dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
+         int (*arrive)(void *, int32_t), int (*on_string)(void *, int64_t, int32_t), void *ctx)
+{
+    /* explicit stack: per depth, the next child to try, the end of the range, the state */
+    int64_t cap = 64, depth = 0;
+    int64_t *lo = (int64_t *)malloc(sizeof(int64_t) * cap);
+    int64_t *hi = (int64_t *)malloc(sizeof(int64_t) * cap);
+    int32_t *st = (int32_t *)malloc(sizeof(int32_t) * cap);
+    const int32_t *table = a->table;
+    int bad = 0;
+    if (lo == NULL || hi == NULL || st == NULL)
+        bad = 5;
+    else {
+        lo[0] = root_first;
+        hi[0] = root_first + root_count;
+        st[0] = start;
+    }
+    while (!bad && depth >= 0) {
+        int64_t c;
+        int32_t s;
+        if (lo[depth] >= hi[depth]) {
+            depth--;
+            continue;
+        }
+        c = lo[depth]++;
+        s = table[(int64_t)st[depth] * 256 + a->byte[c]];
+        if (s == 0)
+            continue;
+        if (s < 0 || s >= a->n_states) {
+            bad = 1;
+            break;
+        }
+        if (arrive != NULL && a->pending != NULL && a->pending[s] &&
+            (bad = arrive(ctx, s)) != 0)
+            break;
+        if (a->end[c] >= 0 && (bad = on_string(ctx, a->end[c], s)) != 0)
+            break;
+        if (a->count[c] > 0) {
+            int64_t f = a->first[c], k = a->count[c];
+            if (f < 0 || f + k > a->n_nodes) {
+                bad = 3;
+                break;
+            }
+            if (depth + 1 >= cap) {
+                int64_t ncap = cap * 2;
+                int64_t *nlo = (int64_t *)realloc(lo, sizeof(int64_t) * ncap);
+                int64_t *nhi = nlo ? (int64_t *)realloc(hi, sizeof(int64_t) * ncap) : NULL;
+                int32_t *nst = nhi ? (int32_t *)realloc(st, sizeof(int32_t) * ncap) : NULL;
+                if (nlo) lo = nlo;
+                if (nhi) hi = nhi;
+                if (nst) st = nst;
+                if (!nst) {
+                    bad = 5;
+                    break;
+                }
+                cap = ncap;
+            }
+            depth++;
+            lo[depth] = f;
+            hi[depth] = f + k;
+            st[depth] = s;
+        }
+    }
+    free(lo);
+    free(hi);
+    free(st);
+    return bad;
+}
+
+/* walk's output: the live strings and their end states */
+typedef struct {
+    int32_t *idx, *state;
+    int64_t found, n_out;
+} WalkOut;
+
+static int
+walk_out(void *ctx, int64_t string, int32_t s)
+{
+    WalkOut *o = (WalkOut *)ctx;
+    if (o->found >= o->n_out)
+        return 2;
+    o->idx[o->found] = (int32_t)string;
+    o->state[o->found] = s;
+    o->found++;
+    return 0;
+}
 
 static PyObject *
 trie_walk(PyObject *self, PyObject *args)
@@ -85,24 +200,13 @@ trie_walk(PyObject *self, PyObject *args)
     GET(o_idx, b_idx, 4, 1, "out_idx (int32)");
     GET(o_state, b_state, 4, 1, "out_state (int32)");
     {
-        const int32_t *first = (const int32_t *)b_first.buf;
-        const int32_t *count = (const int32_t *)b_count.buf;
-        const uint8_t *byte = (const uint8_t *)b_byte.buf;
-        const int32_t *end = (const int32_t *)b_end.buf;
-        const int32_t *table = (const int32_t *)b_table.buf;
-        int32_t *out_idx = (int32_t *)b_idx.buf;
-        int32_t *out_state = (int32_t *)b_state.buf;
+        DfsArgs a;
+        WalkOut o;
         const int64_t n_nodes = b_first.len / 4;
         const int64_t n_states = b_table.len / (4 * 256);
-        const int64_t n_out = b_idx.len / 4;
-        int64_t found = 0;
         int bad = 0;
-        /* explicit stack: per depth, the next child to try, the end of the range, the state */
-        int64_t cap = 64, depth = 0;
-        int64_t *lo, *hi;
-        int32_t *st;
         if (b_count.len / 4 != n_nodes || b_byte.len != n_nodes || b_end.len / 4 != n_nodes ||
-            b_state.len / 4 != n_out || b_table.len % (4 * 256) != 0) {
+            b_state.len != b_idx.len || b_table.len % (4 * 256) != 0) {
             PyErr_SetString(PyExc_ValueError, "_trie_walk: array lengths disagree");
             goto done;
         }
@@ -111,84 +215,31 @@ trie_walk(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: start state or root out of range");
             goto done;
         }
-        lo = (int64_t *)malloc(sizeof(int64_t) * cap);
-        hi = (int64_t *)malloc(sizeof(int64_t) * cap);
-        st = (int32_t *)malloc(sizeof(int32_t) * cap);
-        if (lo == NULL || hi == NULL || st == NULL) {
-            free(lo);
-            free(hi);
-            free(st);
-            PyErr_NoMemory();
-            goto done;
-        }
+        a.first = (const int32_t *)b_first.buf;
+        a.count = (const int32_t *)b_count.buf;
+        a.byte = (const uint8_t *)b_byte.buf;
+        a.end = (const int32_t *)b_end.buf;
+        a.n_nodes = n_nodes;
+        a.table = (const int32_t *)b_table.buf;
+        a.n_states = n_states;
+        a.pending = NULL;
+        o.idx = (int32_t *)b_idx.buf;
+        o.state = (int32_t *)b_state.buf;
+        o.found = 0;
+        o.n_out = b_idx.len / 4;
         Py_BEGIN_ALLOW_THREADS
-        lo[0] = root_first;
-        hi[0] = root_first + root_count;
-        st[0] = (int32_t)start;
-        while (depth >= 0) {
-            int64_t c;
-            int32_t s;
-            if (lo[depth] >= hi[depth]) {
-                depth--;
-                continue;
-            }
-            c = lo[depth]++;
-            s = table[(int64_t)st[depth] * 256 + byte[c]];
-            if (s == 0)
-                continue;
-            if (s < 0 || s >= n_states) {
-                bad = 1;
-                break;
-            }
-            if (end[c] >= 0) {
-                if (found >= n_out) {
-                    bad = 2;
-                    break;
-                }
-                out_idx[found] = end[c];
-                out_state[found] = s;
-                found++;
-            }
-            if (count[c] > 0) {
-                int64_t f = first[c], k = count[c];
-                if (f < 0 || f + k > n_nodes) {
-                    bad = 3;
-                    break;
-                }
-                if (depth + 1 >= cap) {
-                    int64_t ncap = cap * 2;
-                    int64_t *nlo = (int64_t *)realloc(lo, sizeof(int64_t) * ncap);
-                    int64_t *nhi = nlo ? (int64_t *)realloc(hi, sizeof(int64_t) * ncap) : NULL;
-                    int32_t *nst = nhi ? (int32_t *)realloc(st, sizeof(int32_t) * ncap) : NULL;
-                    if (nlo) lo = nlo;
-                    if (nhi) hi = nhi;
-                    if (nst) st = nst;
-                    if (!nst) {
-                        bad = 4;
-                        break;
-                    }
-                    cap = ncap;
-                }
-                depth++;
-                lo[depth] = f;
-                hi[depth] = f + k;
-                st[depth] = s;
-            }
-        }
+        bad = dfs_walk(&a, root_first, root_count, (int32_t)start, NULL, walk_out, &o);
         Py_END_ALLOW_THREADS
-        free(lo);
-        free(hi);
-        free(st);
         if (bad == 1)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
         else if (bad == 2)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: more strings than output slots");
         else if (bad == 3)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: a child range is out of bounds");
-        else if (bad == 4)
+        else if (bad == 5)
             PyErr_NoMemory();
         else
-            result = PyLong_FromLongLong((long long)found);
+            result = PyLong_FromLongLong((long long)o.found);
     }
 done:
     RELEASE_HELD();
@@ -261,6 +312,36 @@ done:
     return result;
 }
 
+/* The three walk-table rows of id k (write_rows' layout) from its lexer state's row t and
+ * split flags sp, into lex and, unless NULL, cut (the exit byte's column (0, sink, 0)); k is
+ * in range (3k + 2 < n_lex, checked by the caller).  0, or 2 where a target has no id or an
+ * id out of range (rows partly written: the caller raises).  No GIL needed. */
+static inline int
+write_id_rows(int32_t *lex, int32_t *cut, long long exit_byte, int64_t k, const int32_t *t,
+              const uint8_t *sp, const int32_t *ids, int64_t n_ids, int64_t n_lex, int32_t sink)
+{
+    int32_t *first = lex + 3 * k * 256, *passed = first + 256, *plain = passed + 256;
+    int b;
+    for (b = 0; b < 256; b++) {
+        int32_t q = t[b], h, pl, pa;
+        if (q < 0 || q >= n_ids || (h = ids[q]) < 0 || 3 * (int64_t)h + 2 >= n_lex)
+            return 2;
+        pl = 3 * h;
+        pa = q == 0 ? sink : pl + 1;
+        plain[b] = pl;
+        passed[b] = pa;
+        first[b] = sp[b] ? pa : pl;
+    }
+    if (cut != NULL) {
+        int32_t *c = cut + 3 * k * 256;
+        memcpy(c, first, 3 * 256 * sizeof(int32_t));
+        c[exit_byte] = 0;
+        c[256 + exit_byte] = sink;
+        c[512 + exit_byte] = 0;
+    }
+    return 0;
+}
+
 static PyObject *
 trie_write_rows(PyObject *self, PyObject *args)
 {
@@ -302,36 +383,12 @@ trie_write_rows(PyObject *self, PyObject *args)
         Py_BEGIN_ALLOW_THREADS
         for (i = 0; i < n && !bad; i++) {
             const int64_t k = rows[i];
-            const int32_t *t = targets + i * 256;
-            const uint8_t *sp = split + i * 256;
-            int32_t *first, *passed, *plain;
-            int b;
             if (k <= 0 || 3 * k + 2 >= n_lex || 3 * k + 2 >= n_cut) {
                 bad = 1;
                 break;
             }
-            first = lex + 3 * k * 256;
-            passed = first + 256;
-            plain = passed + 256;
-            for (b = 0; b < 256; b++) {
-                int32_t q = t[b], h, pl, pa;
-                if (q < 0 || q >= n_ids || (h = ids[q]) < 0 || 3 * (int64_t)h + 2 >= n_lex) {
-                    bad = 2;
-                    break;
-                }
-                pl = 3 * h;
-                pa = q == 0 ? (int32_t)sink : pl + 1;
-                plain[b] = pl;
-                passed[b] = pa;
-                first[b] = sp[b] ? pa : pl;
-            }
-            if (!same && !bad) {
-                int32_t *c = cut + 3 * k * 256;
-                memcpy(c, first, 3 * 256 * sizeof(int32_t));
-                c[exit_byte] = 0;
-                c[256 + exit_byte] = (int32_t)sink;
-                c[512 + exit_byte] = 0;
-            }
+            bad = write_id_rows(lex, same ? NULL : cut, exit_byte, k, targets + i * 256,
+                                split + i * 256, ids, n_ids, n_lex, (int32_t)sink);
         }
         Py_END_ALLOW_THREADS
         if (bad == 1)
@@ -563,24 +620,239 @@ i64_bytes(const I64List *l)
     return PyByteArray_FromStringAndSize((const char *)l->v, (Py_ssize_t)(l->n * 8));
 }
 
+/* The rows classify writes in its walk (its `rows` argument): a pending row met (a
+ * sentinel: its id's lexer state not ready) whose lexer state's row is built gets its walk
+ * rows written at once (write_id_rows; each target without an id gets the next one, with
+ * sentinel rows), so the walk goes on where it would have stopped; one whose lexer row is
+ * not built, or past the tables' room, stays a sentinel (the caller builds it and walks
+ * again).  The rows written are those _LazyWalkTables.write writes for the same states. */
+typedef struct {
+    const int32_t *lexer; /* the lexer's rows, int32[n_lexer, 256] */
+    const uint8_t *split; /* their split flags, bool[n_lexer, 256] */
+    const uint8_t *built; /* per lexer state: its row built */
+    int64_t n_lexer;
+    int32_t *ids;      /* per lexer state: its id, or -1 */
+    uint8_t *ready;    /* per lexer state: its walk rows written */
+    int64_t *states;   /* per id: its lexer state */
+    uint8_t *pending;  /* per walk row: a sentinel's */
+    int32_t *lex, *cut; /* the tables (cut NULL: the lex table itself) */
+    long long exit_byte;
+    int32_t sink;
+    int64_t room;  /* ids the tables have room for */
+    int64_t count; /* ids given */
+    I64List written; /* the lexer states made ready, in order */
+} RowWriter;
+
+/* 0, or 6 (out of range): lexer state q given the next id, with sentinel rows, where it has
+ * none and the tables have room (else it stays without one) */
+static int
+give_id(RowWriter *w, int32_t q)
+{
+    int64_t h;
+    int j;
+    if (q < 0 || q >= w->n_lexer)
+        return 6;
+    if (w->ids[q] >= 0 || w->count >= w->room)
+        return 0;
+    h = w->count++;
+    w->ids[q] = (int32_t)h;
+    w->states[h] = q;
+    for (j = 0; j < 3; j++) {
+        int32_t *row = w->lex + (3 * h + j) * 256;
+        int c;
+        w->pending[3 * h + j] = 1;
+        for (c = 0; c < 256; c++)
+            row[c] = (int32_t)(3 * h + j);
+        if (w->cut != NULL)
+            memcpy(w->cut + (3 * h + j) * 256, row, 256 * sizeof(int32_t));
+    }
+    return 0;
+}
+
+/* 0, or 5 (out of memory) or 6 (an index out of range): the row s met by the walk written
+ * where it is a sentinel of a built lexer row and the room allows */
+static int
+write_met(void *ctx, int32_t s)
+{
+    RowWriter *w = (RowWriter *)ctx;
+    int64_t k, q;
+    const int32_t *t;
+    int b;
+    if (!w->pending[s])
+        return 0;
+    k = s / 3;
+    if (k <= 0 || k >= w->count)
+        return 6;
+    q = w->states[k];
+    if (q <= 0 || q >= w->n_lexer || w->ids[q] != k)
+        return 6;
+    if (!w->built[q])
+        return 0; /* stays a sentinel: the caller builds it */
+    t = w->lexer + q * 256;
+    for (b = 0; b < 256; b++) {
+        int r = give_id(w, t[b]);
+        if (r != 0)
+            return r;
+        if (w->ids[t[b]] < 0)
+            return 0; /* no room: stays a sentinel (the ids given stay, as sentinels) */
+    }
+    if (write_id_rows(w->lex, w->cut, w->exit_byte, k, t, w->split + q * 256, w->ids,
+                      w->n_lexer, 3 * w->room, w->sink) != 0)
+        return 6;
+    w->pending[3 * k] = w->pending[3 * k + 1] = w->pending[3 * k + 2] = 0;
+    w->ready[q] = 1;
+    return i64_push(&w->written, q) < 0 ? 5 : 0;
+}
+
+/* Takes the buffers of a WalkRows tuple into w (v: room for its 9 views, each appended to
+ * held) and checks them against each other; 0, or -1 with an exception set (the views
+ * taken so far are in held: the caller releases them). */
+static int
+rows_take(PyObject *o_rows, RowWriter *w, Py_buffer *v, Py_buffer **held, int *n_held,
+          long long sink)
+{
+    static const int size[9] = {4, 1, 1, 4, 1, 8, 4, 4, 1};
+    static const int writable[9] = {0, 0, 0, 1, 1, 1, 1, 1, 1};
+    static const char *what[9] = {"lexer table (int32)", "lexer split (bool)", "built (bool)",
+                                  "ids (int32)", "ready (bool)", "states (int64)",
+                                  "lex (int32)", "cut (int32)", "pending (bool)"};
+    PyObject *o[9];
+    long long count, exit_byte;
+    int64_t room, n;
+    int i;
+    if (!PyTuple_Check(o_rows) ||
+        !PyArg_ParseTuple(o_rows, "OOOOOOOOOLL", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &count, &exit_byte)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_trie_walk: rows must be a WalkRows tuple");
+        return -1;
+    }
+    for (i = 0; i < 9; i++) {
+        if (get_buffer(o[i], &v[i], size[i], writable[i], what[i]) < 0)
+            return -1;
+        held[(*n_held)++] = &v[i];
+    }
+    n = v[0].len / (4 * 256);
+    if (v[1].len / 256 < n)
+        n = v[1].len / 256;
+    if (v[2].len < n)
+        n = v[2].len;
+    if (v[3].len / 4 < n)
+        n = v[3].len / 4;
+    if (v[4].len < n)
+        n = v[4].len;
+    room = v[5].len / 8;
+    if (v[8].len / 3 < room)
+        room = v[8].len / 3;
+    if (v[6].len / (3 * 256 * 4) < room)
+        room = v[6].len / (3 * 256 * 4);
+    if (v[7].len / (3 * 256 * 4) < room)
+        room = v[7].len / (3 * 256 * 4);
+    if (v[0].len % (4 * 256) != 0 || v[6].len % (4 * 256) != 0 || v[7].len % (4 * 256) != 0 ||
+        v[6].len != v[7].len || count < 1 || count > room || exit_byte > 255 ||
+        (v[7].buf != v[6].buf && exit_byte < 0) || sink < 0 || sink >= 3 * room) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: rows arguments disagree");
+        return -1;
+    }
+    w->lexer = (const int32_t *)v[0].buf;
+    w->split = (const uint8_t *)v[1].buf;
+    w->built = (const uint8_t *)v[2].buf;
+    w->n_lexer = n;
+    w->ids = (int32_t *)v[3].buf;
+    w->ready = (uint8_t *)v[4].buf;
+    w->states = (int64_t *)v[5].buf;
+    w->lex = (int32_t *)v[6].buf;
+    w->cut = v[7].buf == v[6].buf ? NULL : (int32_t *)v[7].buf;
+    w->pending = (uint8_t *)v[8].buf;
+    w->exit_byte = exit_byte;
+    w->sink = (int32_t)sink;
+    w->room = room;
+    w->count = count;
+    return 0;
+}
+
+static PyObject *
+trie_write_state(PyObject *self, PyObject *args)
+{
+    PyObject *o_rows;
+    long long state, sink;
+    Py_buffer v[9];
+    HELD_BUFFERS(9);
+    RowWriter w;
+    PyObject *result = NULL;
+    int bad = 0, done_ = 0;
+
+    memset(&w, 0, sizeof(w));
+    if (!PyArg_ParseTuple(args, "OLL", &o_rows, &state, &sink))
+        return NULL;
+    if (rows_take(o_rows, &w, v, held, &n_held, sink) < 0)
+        goto done;
+    if (state <= 0 || state >= w.n_lexer) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: write_state: state out of range");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (w.built[state] && !w.ready[state]) {
+        bad = give_id(&w, (int32_t)state);
+        if (bad == 0 && w.ids[state] >= 0) {
+            bad = write_met(&w, 3 * w.ids[state]);
+            done_ = w.ready[state];
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (bad == 5)
+        PyErr_NoMemory();
+    else if (bad)
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: write_state: an index out of range");
+    else
+        result = Py_BuildValue("(LO)", (long long)w.count, done_ ? Py_True : Py_False);
+done:
+    free(w.written.v);
+    RELEASE_HELD();
+    return result;
+}
+
+/* classify's two callbacks of dfs_walk */
+typedef struct {
+    ClassifyOut *o;
+    RowWriter *w; /* NULL: no row written in the walk */
+} ClassifyWalk;
+
+static int
+classify_arrive(void *ctx, int32_t s)
+{
+    return write_met(((ClassifyWalk *)ctx)->w, s);
+}
+
+static int
+classify_string(void *ctx, int64_t string, int32_t s)
+{
+    return classify_one(((ClassifyWalk *)ctx)->o, string, s);
+}
+
 static PyObject *
 trie_classify(PyObject *self, PyObject *args)
 {
     PyObject *o_first, *o_count, *o_byte, *o_end, *o_parent, *o_snode, *o_below1, *o_below2;
-    PyObject *o_table, *o_pending, *o_ftok, *o_map, *o_drop, *o_words;
+    PyObject *o_table, *o_pending, *o_ftok, *o_map, *o_drop, *o_words, *o_rows = Py_None;
     long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
-    HELD_BUFFERS(14);
+    Py_buffer rv[9];
+    HELD_BUFFERS(23);
     int bad = 0;
     PyObject *result = NULL;
     ClassifyOut o;
+    RowWriter w;
+    ClassifyWalk cw;
     int32_t *node_state = NULL;
 
     memset(&o, 0, sizeof(o));
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL", &o_first, &o_count, &o_byte, &o_end,
+    memset(&w, 0, sizeof(w));
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|O", &o_first, &o_count, &o_byte, &o_end,
                           &o_parent, &o_snode, &o_below1, &o_below2, &o_table, &start,
-                          &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach))
+                          &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach,
+                          &o_rows))
         return NULL;
     GET(o_first, b_first, 4, 0, "first (int32)");
     GET(o_count, b_count, 4, 0, "count (int32)");
@@ -598,12 +870,21 @@ trie_classify(PyObject *self, PyObject *args)
     if (o_drop != Py_None)
         GET(o_drop, b_drop, 1, 0, "drop (bool)");
     GET(o_words, b_words, 4, 1, "words (int32)");
+    if (o_rows != Py_None) {
+        /* the walked table and pending flags are these tables' (one of lex and cut) */
+        if (rows_take(o_rows, &w, rv, held, &n_held, sink) < 0)
+            goto done;
+        if ((b_table.buf != rv[6].buf && b_table.buf != rv[7].buf) || b_table.len != rv[6].len ||
+            b_pending.buf != rv[8].buf || b_pending.len != rv[8].len) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: rows arguments disagree");
+            goto done;
+        }
+    }
+    cw.o = &o;
+    cw.w = o_rows != Py_None ? &w : NULL;
     {
-        const int32_t *first = (const int32_t *)b_first.buf;
-        const int32_t *count = (const int32_t *)b_count.buf;
-        const uint8_t *byte = (const uint8_t *)b_byte.buf;
-        const int32_t *end = (const int32_t *)b_end.buf;
         const int32_t *parent = (const int32_t *)b_parent.buf;
+        const uint8_t *byte = (const uint8_t *)b_byte.buf;
         const int64_t *snode = (const int64_t *)b_snode.buf;
         const int64_t *below1 = (const int64_t *)b_below1.buf;
         const int64_t *below2 = (const int64_t *)b_below2.buf;
@@ -613,6 +894,7 @@ trie_classify(PyObject *self, PyObject *args)
         const int64_t n_root = b_below1.len / 8;
         const int64_t n_strings = b_snode.len / 8;
         int64_t reach = 0, n_live = 0, r, i;
+        DfsArgs a;
         o.pending = (const uint8_t *)b_pending.buf;
         o.sink = (int32_t)sink;
         o.first_token = (const int64_t *)b_ftok.buf;
@@ -628,6 +910,14 @@ trie_classify(PyObject *self, PyObject *args)
         o.words = (uint32_t *)b_words.buf;
         o.n_bits = (b_words.len / 4) * 32;
         o.n_states = n_states;
+        a.first = (const int32_t *)b_first.buf;
+        a.count = (const int32_t *)b_count.buf;
+        a.byte = byte;
+        a.end = (const int32_t *)b_end.buf;
+        a.n_nodes = n_nodes;
+        a.table = table;
+        a.n_states = n_states;
+        a.pending = cw.w != NULL ? cw.w->pending : NULL;
         if (b_count.len / 4 != n_nodes || b_byte.len != n_nodes || b_end.len / 4 != n_nodes ||
             b_parent.len / 4 != n_nodes || b_table.len % (4 * 256) != 0 ||
             b_below2.len / 8 != n_root * 256 || n_root > n_nodes || b_pending.len < n_states) {
@@ -659,6 +949,8 @@ trie_classify(PyObject *self, PyObject *args)
                     bad = 1;
                     break;
                 }
+                if (cw.w != NULL && (bad = write_met(cw.w, s)) != 0)
+                    break;
                 for (b = 0; b < 256; b++)
                     if (table[(int64_t)s * 256 + b] != 0)
                         reach2 += below2[r * 256 + b];
@@ -684,6 +976,9 @@ trie_classify(PyObject *self, PyObject *args)
                         bad = 1;
                         break;
                     }
+                    if (s != 0 && cw.w != NULL && cw.w->pending[s] &&
+                        (bad = write_met(cw.w, s)) != 0)
+                        break;
                 }
                 node_state[i] = s;
             }
@@ -700,63 +995,8 @@ trie_classify(PyObject *self, PyObject *args)
             }
         } else {
             /* restrictive: depth-first over the live nodes (walk), strings in trie order */
-            int64_t cap = 64, depth = 0;
-            int64_t *lo = (int64_t *)malloc(sizeof(int64_t) * cap);
-            int64_t *hi = (int64_t *)malloc(sizeof(int64_t) * cap);
-            int32_t *st = (int32_t *)malloc(sizeof(int32_t) * cap);
-            if (lo == NULL || hi == NULL || st == NULL)
-                bad = 5;
-            else {
-                lo[0] = 0;
-                hi[0] = n_root;
-                st[0] = (int32_t)start;
-            }
-            while (!bad && depth >= 0) {
-                int64_t c;
-                int32_t s;
-                if (lo[depth] >= hi[depth]) {
-                    depth--;
-                    continue;
-                }
-                c = lo[depth]++;
-                s = table[(int64_t)st[depth] * 256 + byte[c]];
-                if (s == 0)
-                    continue;
-                if (s < 0 || s >= n_states) {
-                    bad = 1;
-                    break;
-                }
-                if (end[c] >= 0 && (bad = classify_one(&o, end[c], s)) != 0)
-                    break;
-                if (count[c] > 0) {
-                    int64_t f = first[c], k = count[c];
-                    if (f < 0 || f + k > n_nodes) {
-                        bad = 3;
-                        break;
-                    }
-                    if (depth + 1 >= cap) {
-                        int64_t ncap = cap * 2;
-                        int64_t *nlo = (int64_t *)realloc(lo, sizeof(int64_t) * ncap);
-                        int64_t *nhi = nlo ? (int64_t *)realloc(hi, sizeof(int64_t) * ncap) : NULL;
-                        int32_t *nst = nhi ? (int32_t *)realloc(st, sizeof(int32_t) * ncap) : NULL;
-                        if (nlo) lo = nlo;
-                        if (nhi) hi = nhi;
-                        if (nst) st = nst;
-                        if (!nst) {
-                            bad = 5;
-                            break;
-                        }
-                        cap = ncap;
-                    }
-                    depth++;
-                    lo[depth] = f;
-                    hi[depth] = f + k;
-                    st[depth] = s;
-                }
-            }
-            free(lo);
-            free(hi);
-            free(st);
+            bad = dfs_walk(&a, 0, n_root, (int32_t)start, cw.w != NULL ? classify_arrive : NULL,
+                           classify_string, &cw);
         }
         Py_END_ALLOW_THREADS
         if (bad == 1)
@@ -767,12 +1007,22 @@ trie_classify(PyObject *self, PyObject *args)
             PyErr_NoMemory();
         else if (bad == 6)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a string or id out of range");
-        else {
+        else if (cw.w == NULL) {
             PyObject *c = i64_bytes(&o.cands), *s = c ? i64_bytes(&o.stopped) : NULL;
             if (c != NULL && s != NULL)
                 result = PyTuple_Pack(2, c, s);
             Py_XDECREF(c);
             Py_XDECREF(s);
+        } else {
+            PyObject *c = i64_bytes(&o.cands), *s = c ? i64_bytes(&o.stopped) : NULL;
+            PyObject *wr = s ? i64_bytes(&w.written) : NULL;
+            PyObject *n = wr ? PyLong_FromLongLong((long long)w.count) : NULL;
+            if (n != NULL)
+                result = PyTuple_Pack(4, c, s, wr, n);
+            Py_XDECREF(c);
+            Py_XDECREF(s);
+            Py_XDECREF(wr);
+            Py_XDECREF(n);
         }
     }
 done:
@@ -780,6 +1030,7 @@ done:
     free(o.seen);
     free(o.cands.v);
     free(o.stopped.v);
+    free(w.written.v);
     RELEASE_HELD();
     return result;
 }
@@ -799,11 +1050,16 @@ static PyMethodDef methods[] = {
     {"write_rows", trie_write_rows, METH_VARARGS,
      "write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the lazy walk "
      "tables' rows of some lexer states (see the source)."},
+    {"write_state", trie_write_state, METH_VARARGS,
+     "write_state(rows, state, sink) -> (ids given, written): the walk rows of one built "
+     "lexer state written as classify writes those it meets (not written: not built, or no "
+     "room; ids may have been given all the same; see the source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "
      "(candidates, stopped) as int64 bytearrays: a lazy classifier's walk, bits and "
-     "candidates in one call (see the source)."},
+     "candidates in one call; with a trailing `rows` tuple, the walk tables' rows it meets "
+     "are written as it goes: (candidates, stopped, written, count) (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 

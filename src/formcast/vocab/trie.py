@@ -30,7 +30,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,10 +40,14 @@ from ..columns import column_classes
 
 __all__ = [
     "TokenTrie",
+    "WalkRows",
     "ahead_states",
     "classify_walk",
+    "classify_walk_rows",
     "note_column_classes",
+    "walks_write_rows",
     "write_walk_rows",
+    "write_walk_state",
 ]
 
 # the compiled build's walks (docs/native.md); absent from the pure-Python package
@@ -711,6 +715,93 @@ def classify_walk(
     those rows and walks again).  None in the pure package, or where the kernel does not apply
     (a table it cannot take, a string of several token ids): the caller uses ``walk_pairs``
     (tests/vocab/test_trie_classify_walk.py checks both agree)."""
+    got = _classify_call(
+        trie, table, start, pending, sink, vocab_trie, words, string_map, drop, None
+    )
+    if got is None:
+        return None
+    return got[0], got[1]
+
+
+class WalkRows(NamedTuple):
+    """What :func:`classify_walk_rows` needs to write the lazy walk tables' rows it meets
+    (``formcast.index.cfg_program._LazyWalkTables``; see ``_trie_walk.c``'s ``RowWriter``):
+    the lexer's rows, split flags and built flags, the tables' per-state ids and ready flags,
+    per-id states, both tables and the pending flags (whole maps: rows are written past the
+    ids given so far), the ids given, and the exit byte (-1: none, the cut table is the lex
+    table).  Arrays mutated in place by the call; the tuple lives for one call."""
+
+    lexer: np.ndarray
+    split: np.ndarray
+    built: np.ndarray
+    ids: np.ndarray
+    ready: np.ndarray
+    states: np.ndarray
+    lex: np.ndarray
+    cut: np.ndarray
+    pending: np.ndarray
+    given: int
+    exit_byte: int
+
+
+def classify_walk_rows(
+    trie: TokenTrie,
+    cut: bool,
+    start: int,
+    sink: int,
+    vocab_trie: TokenTrie,
+    words: np.ndarray,
+    string_map: np.ndarray | None,
+    drop: np.ndarray | None,
+    rows: WalkRows,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """:func:`classify_walk` on the whole (cut if ``cut``) table of ``rows``, writing the
+    rows of the sentinels it meets whose lexer rows are built, as it goes (so the walk goes
+    on where :func:`classify_walk` stops): ``(candidates, stopped states, the lexer states
+    whose rows were written (in order), ids given now)`` (the caller takes the count even
+    where nothing was written: ids may be given to a row's targets before the room runs
+    out); ``stopped`` lists the sentinels met whose lexer rows are not built (or that found
+    no room).  The result is that of
+    :func:`classify_walk` on the tables the call leaves (rows are functions of the lexer's).
+    None where the kernel does not apply (nothing written).  Cost: the walk plus O(256) per
+    row written; no Python per row."""
+    table = rows.cut if cut else rows.lex
+    return _classify_call(
+        trie, table, start, rows.pending, sink, vocab_trie, words, string_map, drop, rows
+    )
+
+
+def write_walk_state(rows: WalkRows, state: int, sink: int) -> tuple[int, bool] | None:
+    """The walk rows of the lexer ``state`` (not ready) written as :func:`classify_walk_rows`
+    writes those it meets (the compiled build's ``_trie_walk.write_state``): ``(ids given
+    now, written)``, not written where the lexer row is not built or the tables had no room
+    for an id (ids given before the room ran out stay given, as sentinels: the caller takes
+    the count either way, then writes the rows its own way); None in the pure package.
+    O(256)."""
+    if _KERNEL is None or not hasattr(_KERNEL, "write_state"):
+        return None
+    count, done = _KERNEL.write_state(rows, state, sink)
+    return int(count), bool(done)
+
+
+def walks_write_rows() -> bool:
+    """Whether :func:`classify_walk_rows` can apply (the compiled build): the lazy classifier
+    then writes no rows ahead of its walks."""
+    return _KERNEL is not None and hasattr(_KERNEL, "classify")
+
+
+def _classify_call(
+    trie: TokenTrie,
+    table: np.ndarray,
+    start: int,
+    pending: np.ndarray,
+    sink: int,
+    vocab_trie: TokenTrie,
+    words: np.ndarray,
+    string_map: np.ndarray | None,
+    drop: np.ndarray | None,
+    rows: WalkRows | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     if (
         _KERNEL is None
         or not hasattr(_KERNEL, "classify")
@@ -726,7 +817,7 @@ def classify_walk(
     ftok = vocab_trie.first_token
     if ftok.dtype != np.int64 or not ftok.flags.c_contiguous:
         ftok = vocab_trie.first_token = np.ascontiguousarray(ftok, dtype=np.int64)
-    cands, stopped = _KERNEL.classify(
+    got = _KERNEL.classify(
         first,
         count,
         byte,
@@ -744,8 +835,16 @@ def classify_walk(
         drop,
         words,
         _NATIVE_WALK_MAX_REACH,
+        rows,
     )
-    return np.frombuffer(cands, dtype=np.int64), np.frombuffer(stopped, dtype=np.int64)
+    cands = np.frombuffer(got[0], dtype=np.int64)
+    stopped = np.frombuffer(got[1], dtype=np.int64)
+    if rows is None:
+        return cands, stopped, _NO_STATES, 0
+    return cands, stopped, np.frombuffer(got[2], dtype=np.int64), int(got[3])
+
+
+_NO_STATES = np.zeros(0, dtype=np.int64)
 
 
 def ahead_states(
