@@ -51,6 +51,8 @@ SUBSET = (
     "tests/index/test_cfg_mask_vs_reference.py",
     "tests/vocab/test_native_trie_walk.py",
     "tests/vocab/test_trie_classify_walk.py",
+    "tests/vocab/test_walk_writes_rows.py",
+    "tests/index/test_disk_cache_mapped_files.py",
     "tests/automata/test_native_columns.py",
 )
 
