@@ -302,16 +302,29 @@ class PushdownAutomaton:
                 return state
             return self._state(frames, state.accepting)
 
-    def _cap_frame(self, fr: Frame, cap: int) -> Frame:
+    def _relaxed(self, state: ParserState, cap: int) -> ParserState:
+        """:meth:`capped`, but a ``left`` above ``cap`` becomes unbounded (-1) rather than
+        ``cap``: as exact for input shorter than ``cap`` (the bound is out of its reach), and a
+        relaxed counter does not count down, so the states a string's bytes step through are
+        the same at every byte (see :meth:`step_capped`).  O(stack depth) the first time a
+        frame is seen, O(1) after."""
+        with self._lock:
+            frames = frozenset(self._cap_frame(f, cap, relax=True) for f in state.frames)
+            if frames == state.frames:
+                return state
+            return self._state(frames, state.accepting)
+
+    def _cap_frame(self, fr: Frame, cap: int, *, relax: bool = False) -> Frame:
+        key = -cap if relax else cap  # (caps are positive: -cap marks the relaxed clip)
         chain: list[Frame] = []
         cur: Frame | None = fr
         base: Frame | None = None
         while cur is not None:
             if cur.far:
                 got = self._far_capped.get(cur)
-                hit = got[1] if got is not None and got[0] == cap else None
+                hit = got[1] if got is not None and got[0] == key else None
             else:
-                hit = self._capped.get((cur, cap))
+                hit = self._capped.get((cur, key))
             if hit is not None:
                 base = hit
                 break
@@ -319,13 +332,14 @@ class PushdownAutomaton:
             cur = cur.parent
         for f in reversed(chain):
             if f.need > cap or f.left > cap or base is not f.parent:
-                new = self.frame(f.rule, f.state, base, min(f.need, cap), min(f.left, cap))
+                left = f.left if f.left <= cap else -1 if relax else cap
+                new = self.frame(f.rule, f.state, base, min(f.need, cap), left)
             else:
                 new = f
             if f.far:
-                self._far_capped[f] = (cap, new)
+                self._far_capped[f] = (key, new)
             else:
-                self._capped[(f, cap)] = new
+                self._capped[(f, key)] = new
             base = new
         assert base is not None  # the chain holds fr itself
         return base
@@ -510,16 +524,18 @@ class PushdownAutomaton:
         return self._state(tops, acc)
 
     def step_capped(self, state: ParserState, byte: int) -> ParserState:
-        """:meth:`step`, its result's counters clipped to ``far_count`` (:meth:`capped`) where
-        the step made far frames; for a state that is not far (a capped one).
+        """:meth:`step`, its result's counters clipped to ``far_count`` where the step made
+        far frames (``need`` clipped, a ``left`` above it unbounded: :meth:`_relaxed`); for
+        a state that is not far (a capped one).
 
         For input shorter than ``far_count`` bytes the clipped state accepts what the step's
         accepts (see :meth:`capped`), so a token's remaining bytes (a token has fewer) get
         the same verdict from either: the candidate checks of a capped state's mask step
         with it, and their steps into far states (a ``maxLength: 250`` string's bytes,
         request-specific and never memoized by :meth:`step`) become shared, memoized steps
-        between capped states, the same at every count.  Memoized (the states are
-        interned); O(1) on a hit, a :meth:`step` plus an O(depth) clip on a miss."""
+        between states that do not count down, the same at every byte and every count.
+        Memoized (the states are interned); O(1) on a hit, a :meth:`step` plus an O(depth)
+        clip on a miss."""
         key = (state, byte)
         nxt = self._capped_steps.get(key)
         if nxt is not None:
@@ -528,7 +544,7 @@ class PushdownAutomaton:
         fc = self.far_count
         if not nxt.far or fc is None or state.far:
             return nxt
-        nxt = self.capped(nxt, fc)
+        nxt = self._relaxed(nxt, fc)
         with self._lock:
             self._maybe_reset()
             self._capped_steps[key] = nxt
