@@ -96,7 +96,12 @@ class ParserState:
         self.accepting = accepting
         self.uid = uid
         self.error = error
-        self.far = any(f.far for f in frames)
+        far = False
+        for f in frames:  # (a loop: a generator's setup is most of a small state's cost)
+            if f.far:
+                far = True
+                break
+        self.far = far
         # :attr:`is_dead` as a plain attribute, for the hot loops (a slot read is a tenth of
         # a property call: candidate checks read it once per byte)
         self.dead: bool = not frames and not accepting
@@ -380,6 +385,14 @@ class PushdownAutomaton:
         memo = self._closures.get(start)
         if memo is not None:
             return memo[0], memo[1], None
+        r, q = start.rule, start.state
+        if not self.auto.refs[r][q] and not self._accepting[r][q]:
+            # no call, no return: the frame alone (inside a lexeme: most new steps of a walk),
+            # what the loop below finds, without its sets
+            result = frozenset((start,)) if self._has_bytes[r][q] else frozenset()
+            if not start.far:
+                self._closures[start] = (result, False)
+            return result, False, None
         tables_has_bytes = self._has_bytes
         accepting_of = self._accepting
         refs_of = self.auto.refs
