@@ -194,11 +194,13 @@ class PushdownAutomaton:
         return self.auto.tail[rule].tolist()  # type: ignore[no-any-return]
 
     def _reset_caches(self) -> None:
-        # per rule, per state: the table's row as a Python list, None until a step reads it
-        # (an element of a list is a tenth of the time of a numpy scalar read and its int());
-        # ~2 KB each, counted as _ROW_ENTRIES cache entries (see cache_entries), so cleared
-        # with the caches
-        self._rows: list[list[list[int] | None]] = [[None] * int(t.shape[0]) for t in self._tables]
+        # per rule, per state: the table's row as a Python tuple, None until a step reads it
+        # (an element is a tenth of the time of a numpy scalar read and its int(); a tuple of
+        # ints, unlike a list, leaves the garbage collector's tracked objects); ~2 KB each,
+        # counted as _ROW_ENTRIES cache entries (see cache_entries), so cleared with the caches
+        self._rows: list[list[tuple[int, ...] | None]] = [
+            [None] * int(t.shape[0]) for t in self._tables
+        ]
         self._row_count = 0
         # keyed by the parent's id: the frame references its parent, so the id stays unique
         self._frames: dict[tuple[int, int, int, int, int], Frame] = {}
@@ -352,7 +354,7 @@ class PushdownAutomaton:
     def _state(self, frames: frozenset[Frame], accepting: bool) -> ParserState:
         key = (frames, accepting)
         s = self._states.get(key)
-        if s is None:
+        if s is None and self._far_made:  # (no far frame since the reset: no far state)
             s = self._far_states.get(key)
         if s is None:
             s = ParserState(frames, accepting, next(self._uids))
@@ -465,7 +467,7 @@ class PushdownAutomaton:
         # string content bytes, most of the new steps of a candidate check on a new stack
         frames = state.frames
         rows = self._rows
-        row: list[int] | None = None
+        row: tuple[int, ...] | None = None
         for fr in frames:
             row = rows[fr.rule][fr.state]
             if row is None or row[byte] != DEAD:
@@ -494,13 +496,13 @@ class PushdownAutomaton:
         it), so ask for it again after each :meth:`step`.  O(1)."""
         return self._steps
 
-    def _row(self, fr: Frame) -> list[int]:
-        """The DFA row of ``fr``'s top as a Python list, made on its first read (~2 KB,
+    def _row(self, fr: Frame) -> tuple[int, ...]:
+        """The DFA row of ``fr``'s top as a Python tuple, made on its first read (~2 KB,
         counted in :meth:`cache_entries`).  Call under the lock."""
         rule_rows = self._rows[fr.rule]
         row = rule_rows[fr.state]
         if row is None:
-            row = rule_rows[fr.state] = self._tables[fr.rule][fr.state].tolist()
+            row = rule_rows[fr.state] = tuple(self._tables[fr.rule][fr.state].tolist())
             self._row_count += 1
         return row
 
