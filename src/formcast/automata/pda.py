@@ -38,6 +38,11 @@ from .rules import GrammarAutomaton
 
 __all__ = ["Frame", "ParserState", "PushdownAutomaton"]
 
+#: cache entries one row of a rule table made a Python list counts for in
+#: :meth:`PushdownAutomaton.cache_entries` (~2.1 KB: a 256-element list, against the ~260
+#: bytes of an entry)
+_ROW_ENTRIES = 8
+
 
 class Frame:
     """An interned stack frame: rule id, DFA state, parent (return) frame, depth.
@@ -91,7 +96,12 @@ class ParserState:
         self.accepting = accepting
         self.uid = uid
         self.error = error
-        self.far = any(f.far for f in frames)
+        far = False
+        for f in frames:  # (a loop: a generator's setup is most of a small state's cost)
+            if f.far:
+                far = True
+                break
+        self.far = far
         # :attr:`is_dead` as a plain attribute, for the hot loops (a slot read is a tenth of
         # a property call: candidate checks read it once per byte)
         self.dead: bool = not frames and not accepting
@@ -150,9 +160,6 @@ class PushdownAutomaton:
         self._accepting: _PerRule = _PerRule(self._accepting_of, n)
         self._has_bytes: _PerRule = _PerRule(self._has_bytes_of, n)
         self._tail: _PerRule = _PerRule(self._tail_of, n)
-        # per rule, per state: the table's row as a Python list, None until a step reads it
-        # (an element of a list is a tenth of the time of a numpy scalar read and its int())
-        self._rows: list[list[list[int] | None]] = [[None] * int(t.shape[0]) for t in self._tables]
         self._starts = [d.start for d in auto.dfas]
         self._counts = [auto.count_of(r) for r in range(len(auto.dfas))]
         self.has_counts = any(c is not None for c in self._counts)
@@ -187,6 +194,14 @@ class PushdownAutomaton:
         return self.auto.tail[rule].tolist()  # type: ignore[no-any-return]
 
     def _reset_caches(self) -> None:
+        # per rule, per state: the table's row as a Python tuple, None until a step reads it
+        # (an element is a tenth of the time of a numpy scalar read and its int(); a tuple of
+        # ints, unlike a list, leaves the garbage collector's tracked objects); ~2 KB each,
+        # counted as _ROW_ENTRIES cache entries (see cache_entries), so cleared with the caches
+        self._rows: list[list[tuple[int, ...] | None]] = [
+            [None] * int(t.shape[0]) for t in self._tables
+        ]
+        self._row_count = 0
         # keyed by the parent's id: the frame references its parent, so the id stays unique
         self._frames: dict[tuple[int, int, int, int, int], Frame] = {}
         # (frame, cap) -> capped frame; keyed by the frame itself (identity hash), which keeps
@@ -195,6 +210,8 @@ class PushdownAutomaton:
         self._states: dict[tuple[frozenset[Frame], bool], ParserState] = {}
         self._closures: dict[Frame, tuple[frozenset[Frame], bool]] = {}
         self._steps: dict[tuple[ParserState, int], ParserState] = {}
+        # (state, byte) -> the step's far state with its counters capped (see step_capped)
+        self._capped_steps: dict[tuple[ParserState, int], ParserState] = {}
         # far frames and states: alive only while some matcher (or a state) holds them
         self._far_frames: weakref.WeakValueDictionary[tuple[int, int, int, int, int], Frame] = (
             weakref.WeakValueDictionary()
@@ -223,13 +240,16 @@ class PushdownAutomaton:
             self._far_peak = n
 
     def cache_entries(self) -> int:
-        """Entries of the shared (strong) caches: what ``max_cache_entries`` bounds."""
+        """Entries of the shared (strong) caches: what ``max_cache_entries`` bounds (a row
+        of the tables made a Python list counts as :data:`_ROW_ENTRIES` entries)."""
         return (
             len(self._frames)
             + len(self._steps)
             + len(self._states)
             + len(self._closures)
             + len(self._capped)
+            + len(self._capped_steps)
+            + _ROW_ENTRIES * self._row_count
         )
 
     def _maybe_reset(self) -> None:
@@ -243,6 +263,8 @@ class PushdownAutomaton:
             + len(self._states)
             + len(self._closures)
             + len(self._capped)
+            + len(self._capped_steps)
+            + _ROW_ENTRIES * self._row_count
             > self.limits.max_cache_entries
         ):
             known = self._initial_state is not None
@@ -255,9 +277,7 @@ class PushdownAutomaton:
     ) -> Frame:
         key = (rule, state, need, left, id(parent))
         fc = self.far_count
-        far = fc is not None and (
-            need > fc or left > fc or (parent is not None and parent.far)
-        )
+        far = fc is not None and (need > fc or left > fc or (parent is not None and parent.far))
         table = self._far_frames if far else self._frames
         f = table.get(key)
         if f is None:
@@ -289,16 +309,29 @@ class PushdownAutomaton:
                 return state
             return self._state(frames, state.accepting)
 
-    def _cap_frame(self, fr: Frame, cap: int) -> Frame:
+    def _relaxed(self, state: ParserState, cap: int) -> ParserState:
+        """:meth:`capped`, but a ``left`` above ``cap`` becomes unbounded (-1) rather than
+        ``cap``: as exact for input shorter than ``cap`` (the bound is out of its reach), and a
+        relaxed counter does not count down, so the states a string's bytes step through are
+        the same at every byte (see :meth:`step_capped`).  O(stack depth) the first time a
+        frame is seen, O(1) after."""
+        with self._lock:
+            frames = frozenset(self._cap_frame(f, cap, relax=True) for f in state.frames)
+            if frames == state.frames:
+                return state
+            return self._state(frames, state.accepting)
+
+    def _cap_frame(self, fr: Frame, cap: int, *, relax: bool = False) -> Frame:
+        key = -cap if relax else cap  # (caps are positive: -cap marks the relaxed clip)
         chain: list[Frame] = []
         cur: Frame | None = fr
         base: Frame | None = None
         while cur is not None:
             if cur.far:
                 got = self._far_capped.get(cur)
-                hit = got[1] if got is not None and got[0] == cap else None
+                hit = got[1] if got is not None and got[0] == key else None
             else:
-                hit = self._capped.get((cur, cap))
+                hit = self._capped.get((cur, key))
             if hit is not None:
                 base = hit
                 break
@@ -306,13 +339,14 @@ class PushdownAutomaton:
             cur = cur.parent
         for f in reversed(chain):
             if f.need > cap or f.left > cap or base is not f.parent:
-                new = self.frame(f.rule, f.state, base, min(f.need, cap), min(f.left, cap))
+                left = f.left if f.left <= cap else -1 if relax else cap
+                new = self.frame(f.rule, f.state, base, min(f.need, cap), left)
             else:
                 new = f
             if f.far:
-                self._far_capped[f] = (cap, new)
+                self._far_capped[f] = (key, new)
             else:
-                self._capped[(f, cap)] = new
+                self._capped[(f, key)] = new
             base = new
         assert base is not None  # the chain holds fr itself
         return base
@@ -320,7 +354,7 @@ class PushdownAutomaton:
     def _state(self, frames: frozenset[Frame], accepting: bool) -> ParserState:
         key = (frames, accepting)
         s = self._states.get(key)
-        if s is None:
+        if s is None and self._far_made:  # (no far frame since the reset: no far state)
             s = self._far_states.get(key)
         if s is None:
             s = ParserState(frames, accepting, next(self._uids))
@@ -353,6 +387,14 @@ class PushdownAutomaton:
         memo = self._closures.get(start)
         if memo is not None:
             return memo[0], memo[1], None
+        r, q = start.rule, start.state
+        if not self.auto.refs[r][q] and not self._accepting[r][q]:
+            # no call, no return: the frame alone (inside a lexeme: most new steps of a walk),
+            # what the loop below finds, without its sets
+            result = frozenset((start,)) if self._has_bytes[r][q] else frozenset()
+            if not start.far:
+                self._closures[start] = (result, False)
+            return result, False, None
         tables_has_bytes = self._has_bytes
         accepting_of = self._accepting
         refs_of = self.auto.refs
@@ -425,7 +467,7 @@ class PushdownAutomaton:
         # string content bytes, most of the new steps of a candidate check on a new stack
         frames = state.frames
         rows = self._rows
-        row: list[int] | None = None
+        row: tuple[int, ...] | None = None
         for fr in frames:
             row = rows[fr.rule][fr.state]
             if row is None or row[byte] != DEAD:
@@ -454,48 +496,80 @@ class PushdownAutomaton:
         it), so ask for it again after each :meth:`step`.  O(1)."""
         return self._steps
 
+    def _row(self, fr: Frame) -> tuple[int, ...]:
+        """The DFA row of ``fr``'s top as a Python tuple, made on its first read (~2 KB,
+        counted in :meth:`cache_entries`).  Call under the lock."""
+        rule_rows = self._rows[fr.rule]
+        row = rule_rows[fr.state]
+        if row is None:
+            row = rule_rows[fr.state] = tuple(self._tables[fr.rule][fr.state].tolist())
+            self._row_count += 1
+        return row
+
     def _step(self, state: ParserState, byte: int) -> ParserState:
         frames = state.frames
-        if len(frames) == 1:  # most states: the closure's frozenset is the state's, no copy
-            for fr in frames:
-                rule_rows = self._rows[fr.rule]
-                row = rule_rows[fr.state]
-                if row is None:
-                    row = rule_rows[fr.state] = self._tables[fr.rule][fr.state].tolist()
-                q2 = row[byte]
-                if q2 == DEAD:
-                    return self._dead
-                tops, acc, err = self._closure(self.frame(fr.rule, q2, fr.parent, fr.need, fr.left))
-                if err:
-                    return self.dead(err)
-                if len(tops) > self.limits.max_stacks:
-                    return self.dead(f"parser limit max_stacks={self.limits.max_stacks} exceeded")
-                if not tops and not acc:
-                    return self._dead
-                return self._state(tops, acc)
         if not frames:
             return self._dead
-        rows = self._rows
-        new: set[Frame] = set()
-        accepting = False
-        for fr in state.frames:
-            rule_rows = rows[fr.rule]
-            row = rule_rows[fr.state]
-            if row is None:  # the row as a Python list, made on its first step (~2 KB)
-                row = rule_rows[fr.state] = self._tables[fr.rule][fr.state].tolist()
-            q2 = row[byte]
+        max_stacks = self.limits.max_stacks
+        if len(frames) == 1:  # most states: the closure's frozenset is the state's, no copy
+            (fr,) = frames
+            q2 = self._row(fr)[byte]
             if q2 == DEAD:
-                continue
+                return self._dead
             tops, acc, err = self._closure(self.frame(fr.rule, q2, fr.parent, fr.need, fr.left))
             if err:
                 return self.dead(err)
-            new |= tops
-            accepting = accepting or acc
-        if len(new) > self.limits.max_stacks:
-            return self.dead(f"parser limit max_stacks={self.limits.max_stacks} exceeded")
-        if not new and not accepting:
+        else:
+            new: set[Frame] = set()
+            acc = False
+            for fr in frames:
+                q2 = self._row(fr)[byte]
+                if q2 == DEAD:
+                    continue
+                got, a, err = self._closure(self.frame(fr.rule, q2, fr.parent, fr.need, fr.left))
+                if err:
+                    return self.dead(err)
+                new |= got
+                acc = acc or a
+            tops = frozenset(new)
+        if len(tops) > max_stacks:
+            return self.dead(f"parser limit max_stacks={max_stacks} exceeded")
+        if not tops and not acc:
             return self._dead
-        return self._state(frozenset(new), accepting)
+        return self._state(tops, acc)
+
+    def step_capped(self, state: ParserState, byte: int) -> ParserState:
+        """:meth:`step`, its result's counters clipped to ``far_count`` where the step made
+        far frames (``need`` clipped, a ``left`` above it unbounded: :meth:`_relaxed`); for
+        a state that is not far (a capped one).
+
+        For input shorter than ``far_count`` bytes the clipped state accepts what the step's
+        accepts (see :meth:`capped`), so a token's remaining bytes (a token has fewer) get
+        the same verdict from either: the candidate checks of a capped state's mask step
+        with it, and their steps into far states (a ``maxLength: 250`` string's bytes,
+        request-specific and never memoized by :meth:`step`) become shared, memoized steps
+        between states that do not count down, the same at every byte and every count.
+        Memoized (the states are interned); O(1) on a hit, a :meth:`step` plus an O(depth)
+        clip on a miss."""
+        key = (state, byte)
+        nxt = self._capped_steps.get(key)
+        if nxt is not None:
+            return nxt
+        nxt = self.step(state, byte)
+        fc = self.far_count
+        if not nxt.far or fc is None or state.far:
+            return nxt
+        nxt = self._relaxed(nxt, fc)
+        with self._lock:
+            self._maybe_reset()
+            self._capped_steps[key] = nxt
+        return nxt
+
+    def capped_step_memo(self) -> dict[tuple[ParserState, int], ParserState]:
+        """The memo of :meth:`step_capped` for steps into far states (those into other
+        states are :meth:`step_memo`'s); as :meth:`step_memo`: read only, ask again after
+        each step.  O(1)."""
+        return self._capped_steps
 
     def step_bytes(self, state: ParserState, data: bytes) -> ParserState:
         """The state after ``data`` (dead as soon as a byte is not allowed)."""

@@ -1579,7 +1579,19 @@ class CfgProgram:
             data = self.vocab.token_bytes(token_id)
             if not data:
                 return None
-            nxt = self.pda.step_bytes(state, data)
+            # pda.step_bytes with the parser's step memo read first (a byte the masks'
+            # candidate checks stepped already is a dict look-up, not a call)
+            pda = self.pda
+            memo = pda.step_memo()
+            nxt = state
+            for b in data:
+                got = memo.get((nxt, b))
+                if got is None:
+                    got = pda.step(nxt, b)
+                    memo = pda.step_memo()  # (a step may replace the memo)
+                nxt = got
+                if nxt.dead:
+                    break
             if not (state.far or nxt.far):  # far states are request-specific: not kept
                 self._steps.remember(key, nxt)
         return _result(nxt)
@@ -1718,17 +1730,21 @@ class CfgProgram:
             cands = cands[bitmask_has_many(words, trie.first_token[cands]) == 0]
             self.candidates_checked += int(cands.size)
             pda = self.pda
+            # a capped state (counted rules) is checked with steps whose far results are
+            # capped too (exact for a token's bytes: PushdownAutomaton.step_capped), so
+            # a long string's steps are memoized and the same at every count
+            step = pda.step_capped if rules else pda.step
             groups = (
                 self._looped_groups(state, positions, cands)
                 if len(positions) == 1 and cands.size < _LEVEL_VERIFY_MIN
                 else None
             )
             if groups is not None:
-                ok, err = _verify_looped(pda.step, state, groups, pda.step_memo)
+                ok, err = _verify_looped(step, state, groups, pda.step_memo)
             elif cands.size >= _LEVEL_VERIFY_MIN:
-                ok, err = _verify_by_levels(pda.step, state, trie, cands)
+                ok, err = _verify_by_levels(step, state, trie, cands)
             else:  # the parser's step memo read first (see the function)
-                ok, err = _verify_in_order(pda.step, state, trie, cands, pda.step_memo)
+                ok, err = _verify_in_order(step, state, trie, cands, pda.step_memo)
             if err is not None:
                 self._limit_errors[state] = err
             trie.set_string_bits(words, ok)
