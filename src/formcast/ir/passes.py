@@ -369,8 +369,14 @@ def rule_fixpoint(
 def productive_rules(by_name: Mapping[str, Rule], refs: Mapping[str, list[str]]) -> set[str]:
     """The rules that derive some string (:func:`rule_fixpoint` over
     :func:`node_productive`).  ``refs`` as from :func:`rule_refs`.  O(IR size x times a rule
-    is revisited)."""
-    return rule_fixpoint(by_name, _users(refs), lambda n, ok: node_productive(by_name[n].body, ok))
+    is revisited).  The rules are asked in reverse table order first: the front-ends add a
+    rule's name before the rules its body calls, so that is mostly callees first and most
+    rules settle on their first visit (the least fixpoint does not depend on the order)."""
+    return rule_fixpoint(
+        list(reversed(by_name)),
+        _users(refs),
+        lambda n, ok: node_productive(by_name[n].body, ok),
+    )
 
 
 def always_consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
