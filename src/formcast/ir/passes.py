@@ -373,7 +373,7 @@ def productive_rules(by_name: Mapping[str, Rule], refs: Mapping[str, list[str]])
     rule's name before the rules its body calls, so that is mostly callees first and most
     rules settle on their first visit (the least fixpoint does not depend on the order)."""
     return rule_fixpoint(
-        list(reversed(by_name)),
+        list(by_name)[::-1],
         _users(refs),
         lambda n, ok: node_productive(by_name[n].body, ok),
     )
