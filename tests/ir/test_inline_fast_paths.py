@@ -1,72 +1,54 @@
-"""The fast paths of the JSON-schema clean-up's inlining (issue #31): :func:`substitute`'s
-specialised walk against the generic :func:`rebuild` it replaces, and the identity-memoized
-depth of :func:`inline_single_use` against :func:`ir_depth`, on random DAG-shaped IR (shared
-subtrees, nested references, repeats)."""
+"""The nesting depth composite IR nodes cache at construction (issue #31: the JSON-schema
+clean-up's inlining asks :func:`ir_depth` of every candidate, which walked the whole tree)
+against a walk of the tree, on random DAG-shaped IR (shared subtrees, references, repeats,
+nodes built by the classes directly)."""
 
 from __future__ import annotations
 
 import random
 
-from formcast.ir.nodes import (
-    Node,
-    RuleRef,
-    alt,
-    concat,
-    literal,
-    node_refs,
-    rebuild,
-    repeat,
-    substitute,
-)
-from formcast.ir.passes import _ir_depth_shared, ir_depth
+from formcast.ir.nodes import Alt, Concat, Node, Repeat, RuleRef, alt, concat, literal, repeat
+from formcast.ir.passes import ir_depth
 
 
-def _random_ir(rng: random.Random, pool: list[Node], size: int) -> Node:
+def _walked_depth(node: Node) -> int:
+    best = 0
+    stack = [(node, 1)]
+    while stack:
+        n, d = stack.pop()
+        best = max(best, d)
+        if isinstance(n, (Concat, Alt)):
+            stack.extend((i, d + 1) for i in n.items)
+        elif isinstance(n, Repeat):
+            stack.append((n.item, d + 1))
+    return best
+
+
+def _random_ir(rng: random.Random, size: int) -> list[Node]:
+    pool: list[Node] = [literal("s")]
     for _ in range(size):
         pick = rng.random()
-        if pick < 0.25:
-            pool.append(RuleRef(rng.choice("abcde")))
-        elif pick < 0.4:
+        kids = rng.sample(pool, min(len(pool), rng.randint(0, 3)))
+        if pick < 0.2:
+            pool.append(RuleRef(rng.choice("abc")))
+        elif pick < 0.3:
             pool.append(literal(rng.choice(["x", "y", "zz", ""])))
-        elif pick < 0.65:
-            pool.append(concat(rng.sample(pool, min(len(pool), rng.randint(1, 3)))))
-        elif pick < 0.9:
-            pool.append(alt(rng.sample(pool, min(len(pool), rng.randint(1, 3)))))
+        elif pick < 0.5:
+            pool.append(concat(kids))
+        elif pick < 0.7:
+            pool.append(alt(kids))
+        elif pick < 0.8:
+            pool.append(Concat(tuple(kids)) if rng.random() < 0.5 else Alt(tuple(kids)))
         else:
             lo = rng.randint(0, 2)
             pool.append(repeat(rng.choice(pool), lo, rng.choice([None, lo + 1, lo + 3])))
-    return pool[-1]
+    return pool
 
 
-def _reference_substitute(node: Node, bodies: dict[str, Node]) -> Node:
-    names = bodies.keys()
-    if names.isdisjoint(node_refs(node)):
-        return node
-
-    def leaf(n: Node) -> Node | None:
-        return bodies.get(n.name) if isinstance(n, RuleRef) else None
-
-    return rebuild(node, leaf, lambda n: not names.isdisjoint(node_refs(n)))
-
-
-def test_substitute_matches_the_generic_rebuild() -> None:
+def test_cached_depth_matches_a_walk_of_the_tree() -> None:
     rng = random.Random(31)
     for _ in range(300):
-        pool: list[Node] = [literal("s")]
-        node = _random_ir(rng, pool, rng.randint(1, 40))
-        bodies = {
-            name: _random_ir(rng, list(pool), rng.randint(1, 6))
-            for name in rng.sample("abcdef", rng.randint(1, 4))
-        }
-        assert substitute(node, bodies) == _reference_substitute(node, bodies)
-
-
-def test_shared_depth_memo_matches_ir_depth() -> None:
-    rng = random.Random(5)
-    memo: dict[int, tuple[Node, int]] = {}
-    for _ in range(300):
-        pool: list[Node] = [literal("s")]
-        node = _random_ir(rng, pool, rng.randint(1, 60))
-        assert _ir_depth_shared(node, memo) == ir_depth(node)
-        for other in rng.sample(pool, min(5, len(pool))):  # subtrees met again, memo warm
-            assert _ir_depth_shared(other, memo) == ir_depth(other)
+        for node in _random_ir(rng, rng.randint(1, 60)):
+            assert ir_depth(node) == _walked_depth(node)
+    assert ir_depth(Concat(())) == 1
+    assert ir_depth(literal("x")) == 1

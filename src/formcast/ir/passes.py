@@ -39,6 +39,7 @@ from .nodes import (
     RuleRef,
     iter_refs,
     node_copies,
+    node_depth,
     node_refs,
     node_size,
     rebuild,
@@ -404,49 +405,9 @@ def always_consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
 
 
 def ir_depth(node: Node) -> int:
-    """Nesting depth of an IR tree (iterative: safe on any depth).  O(tree size)."""
-    best = 0
-    stack = [(node, 1)]
-    while stack:
-        n, d = stack.pop()
-        best = max(best, d)
-        if isinstance(n, (Concat, Alt)):
-            stack.extend((i, d + 1) for i in n.items)
-        elif isinstance(n, Repeat):
-            stack.append((n.item, d + 1))
-    return best
-
-
-def _ir_depth_shared(node: Node, memo: dict[int, tuple[Node, int]]) -> int:
-    """:func:`ir_depth` of ``node``, memoized by identity in ``memo`` (shared across calls; it
-    holds each composite node it has an entry for, so no id is reused while the entry exists):
-    linear in the part of the DAG not seen before, where :func:`ir_depth` walks the whole tree.
-    Mutates ``memo`` only (adds an entry per composite node visited).  Iterative (safe on any
-    depth)."""
-    if not isinstance(node, (Concat, Alt, Repeat)):
-        return 1
-    hit = memo.get(id(node))
-    if hit is not None:
-        return hit[1]
-    stack: list[tuple[Node, bool]] = [(node, False)]
-    while stack:
-        n, ready = stack.pop()
-        if id(n) in memo:
-            continue
-        kids: tuple[Node, ...] = n.items if isinstance(n, (Concat, Alt)) else (n.item,)  # type: ignore[attr-defined]
-        if not ready:
-            stack.append((n, True))
-            for k in kids:
-                if isinstance(k, (Concat, Alt, Repeat)) and id(k) not in memo:
-                    stack.append((k, False))
-            continue
-        best = 0
-        for k in kids:
-            d = memo[id(k)][1] if isinstance(k, (Concat, Alt, Repeat)) else 1
-            if d > best:
-                best = d
-        memo[id(n)] = (n, best + 1)
-    return memo[id(node)][1]
+    """Nesting depth of an IR tree (a leaf: 1).  O(1): composite nodes cache it at
+    construction (:func:`~formcast.ir.nodes.node_depth`)."""
+    return node_depth(node)
 
 
 # -- in-place clean-up of a rule table (name -> Rule, in grammar order) ---------------------------
@@ -492,14 +453,11 @@ def inline_single_use(
             counts[m] = counts.get(m, 0) + 1
             holder[m] = n
     depth: dict[str, int] = {}
-    # (node depths by identity: a user's new body shares all but its rebuilt spine with the
-    # bodies measured before, so each pass measures only the new nodes)
-    node_depth: dict[int, tuple[Node, int]] = {}
 
     def depth_of(name: str) -> int:
         got = depth.get(name)
         if got is None:
-            got = depth[name] = _ir_depth_shared(by_name[name].body, node_depth)
+            got = depth[name] = ir_depth(by_name[name].body)
         return got
 
     for _ in range(max_passes):
