@@ -50,6 +50,7 @@ __all__ = [
     "literal",
     "merge_ranges",
     "node_copies",
+    "node_depth",
     "node_refs",
     "node_size",
     "rebuild",
@@ -133,12 +134,13 @@ class Literal(Node):
 _NO_REFS: frozenset[str] = frozenset()
 
 
-def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int]:
-    """(tree size, referenced rule names, most copies of a bounded repeat) of a composite
-    node's children.  O(len(items))."""
+def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int, int]:
+    """(tree size, referenced rule names, most copies of a bounded repeat, nesting depth) of
+    a composite node with these children.  O(len(items))."""
     size = 1
     refs = _NO_REFS
     copies = 0
+    deepest = 1  # (a leaf child)
     for it in items:
         tp = type(it)
         if tp is Concat or tp is Alt or tp is Repeat:
@@ -149,11 +151,14 @@ def _summary(items: tuple[Node, ...]) -> tuple[int, frozenset[str], int]:
             c = it.copies  # type: ignore[attr-defined]
             if c > copies:
                 copies = c
+            d = it.depth  # type: ignore[attr-defined]
+            if d > deepest:
+                deepest = d
         else:
             size += 1
             if tp is RuleRef:
                 refs = refs | {it.name}  # type: ignore[attr-defined]
-    return size, refs, copies
+    return size, refs, copies, deepest + 1 if items else 1
 
 
 @interpreted_class
@@ -183,6 +188,7 @@ class _Items(_Composite):
     size: int = field(init=False, repr=False, compare=False)
     refs: frozenset[str] = field(init=False, repr=False, compare=False)
     copies: int = field(init=False, repr=False, compare=False)
+    depth: int = field(init=False, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[type[_Items], tuple[Any, ...]]:
         # rebuilt through __init__: the cached hash is per process (string hashing is salted)
@@ -190,10 +196,11 @@ class _Items(_Composite):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_hash", hash((type(self), self.items)))
-        size, refs, copies = _summary(self.items)
+        size, refs, copies, depth = _summary(self.items)
         object.__setattr__(self, "size", size)
         object.__setattr__(self, "refs", refs)
         object.__setattr__(self, "copies", copies)
+        object.__setattr__(self, "depth", depth)
 
     def __hash__(self) -> int:
         return self._hash
@@ -230,6 +237,7 @@ class Repeat(_Composite):
     size: int = field(init=False, repr=False, compare=False)
     refs: frozenset[str] = field(init=False, repr=False, compare=False)
     copies: int = field(init=False, repr=False, compare=False)
+    depth: int = field(init=False, repr=False, compare=False)
 
     def __reduce__(self) -> tuple[type[Repeat], tuple[Any, ...]]:
         # rebuilt through __init__: the cached hash is per process (string hashing is salted)
@@ -241,6 +249,7 @@ class Repeat(_Composite):
         object.__setattr__(self, "refs", node_refs(self.item))
         own = max(self.min, self.max if self.max is not None else self.min)
         object.__setattr__(self, "copies", max(own, node_copies(self.item)))
+        object.__setattr__(self, "depth", 1 + node_depth(self.item))
 
     def __hash__(self) -> int:
         return self._hash
@@ -579,6 +588,11 @@ def node_copies(node: Node) -> int:
     """Most copies (``max(min, max)``) of a bounded repeat anywhere under ``node``; unbounded
     repeats count their minimum.  O(1) (cached at construction)."""
     return node.copies if isinstance(node, _Composite) else 0  # type: ignore[attr-defined]
+
+
+def node_depth(node: Node) -> int:
+    """Nesting depth of the tree under ``node`` (a leaf: 1).  O(1) (cached at construction)."""
+    return node.depth if isinstance(node, _Composite) else 1  # type: ignore[attr-defined]
 
 
 def node_refs(node: Node) -> frozenset[str]:

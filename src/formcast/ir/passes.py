@@ -39,6 +39,7 @@ from .nodes import (
     RuleRef,
     iter_refs,
     node_copies,
+    node_depth,
     node_refs,
     node_size,
     rebuild,
@@ -369,8 +370,14 @@ def rule_fixpoint(
 def productive_rules(by_name: Mapping[str, Rule], refs: Mapping[str, list[str]]) -> set[str]:
     """The rules that derive some string (:func:`rule_fixpoint` over
     :func:`node_productive`).  ``refs`` as from :func:`rule_refs`.  O(IR size x times a rule
-    is revisited)."""
-    return rule_fixpoint(by_name, _users(refs), lambda n, ok: node_productive(by_name[n].body, ok))
+    is revisited).  The rules are asked in reverse table order first: the front-ends add a
+    rule's name before the rules its body calls, so that is mostly callees first and most
+    rules settle on their first visit (the least fixpoint does not depend on the order)."""
+    return rule_fixpoint(
+        list(by_name)[::-1],
+        _users(refs),
+        lambda n, ok: node_productive(by_name[n].body, ok),
+    )
 
 
 def always_consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
@@ -398,17 +405,9 @@ def always_consumes(node: Node, memo: dict[int, tuple[Node, bool]]) -> bool:
 
 
 def ir_depth(node: Node) -> int:
-    """Nesting depth of an IR tree (iterative: safe on any depth).  O(tree size)."""
-    best = 0
-    stack = [(node, 1)]
-    while stack:
-        n, d = stack.pop()
-        best = max(best, d)
-        if isinstance(n, (Concat, Alt)):
-            stack.extend((i, d + 1) for i in n.items)
-        elif isinstance(n, Repeat):
-            stack.append((n.item, d + 1))
-    return best
+    """Nesting depth of an IR tree (a leaf: 1).  O(1): composite nodes cache it at
+    construction (:func:`~formcast.ir.nodes.node_depth`)."""
+    return node_depth(node)
 
 
 # -- in-place clean-up of a rule table (name -> Rule, in grammar order) ---------------------------
