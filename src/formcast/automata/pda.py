@@ -572,10 +572,17 @@ class PushdownAutomaton:
         return self._capped_steps
 
     def step_bytes(self, state: ParserState, data: bytes) -> ParserState:
-        """The state after ``data`` (dead as soon as a byte is not allowed)."""
+        """The state after ``data`` (dead as soon as a byte is not allowed).  The step memo
+        is read first (a byte stepped before, by a mask's candidate checks for instance, is
+        a dict look-up rather than a :meth:`step` call); O(len(data)) on hits."""
+        memo = self._steps
         for b in data:
-            state = self.step(state, b)
-            if state.is_dead:
+            nxt = memo.get((state, b))
+            if nxt is None:
+                nxt = self.step(state, b)
+                memo = self._steps  # (a step may replace the memo: caches cleared)
+            state = nxt
+            if state.dead:
                 return state
         return state
 

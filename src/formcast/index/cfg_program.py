@@ -1579,19 +1579,7 @@ class CfgProgram:
             data = self.vocab.token_bytes(token_id)
             if not data:
                 return None
-            # pda.step_bytes with the parser's step memo read first (a byte the masks'
-            # candidate checks stepped already is a dict look-up, not a call)
-            pda = self.pda
-            memo = pda.step_memo()
-            nxt = state
-            for b in data:
-                got = memo.get((nxt, b))
-                if got is None:
-                    got = pda.step(nxt, b)
-                    memo = pda.step_memo()  # (a step may replace the memo)
-                nxt = got
-                if nxt.dead:
-                    break
+            nxt = self.pda.step_bytes(state, data)  # (its step memo read first)
             if not (state.far or nxt.far):  # far states are request-specific: not kept
                 self._steps.remember(key, nxt)
         return _result(nxt)
