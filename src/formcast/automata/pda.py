@@ -295,28 +295,21 @@ class PushdownAutomaton:
         lo, hi = count
         return self.frame(callee, self._starts[callee], ret, lo, -1 if hi is None else hi)
 
-    def capped(self, state: ParserState, cap: int) -> ParserState:
+    def capped(self, state: ParserState, cap: int, *, relax: bool = False) -> ParserState:
         """``state`` with every counter clipped to ``cap`` (``need``, and ``left`` unless
         unbounded).  For input shorter than ``cap`` iterations, the clipped state accepts
         exactly what ``state`` accepts, so masks can be shared across counts: a token of at
         most ``cap - 1`` bytes completes at most ``cap - 1`` iterations (each consumes a byte).
+
+        ``relax``: a ``left`` above ``cap`` becomes unbounded (-1) rather than ``cap``, as
+        exact for input shorter than ``cap`` (the bound is out of its reach); a relaxed
+        counter does not count down, so the states a string's bytes step through are the
+        same at every byte (see :meth:`step_capped`).
         O(stack depth) the first time a frame is seen, O(1) after."""
         if not self.has_counts or not state.frames:
             return state
         with self._lock:
-            frames = frozenset(self._cap_frame(f, cap) for f in state.frames)
-            if frames == state.frames:
-                return state
-            return self._state(frames, state.accepting)
-
-    def _relaxed(self, state: ParserState, cap: int) -> ParserState:
-        """:meth:`capped`, but a ``left`` above ``cap`` becomes unbounded (-1) rather than
-        ``cap``: as exact for input shorter than ``cap`` (the bound is out of its reach), and a
-        relaxed counter does not count down, so the states a string's bytes step through are
-        the same at every byte (see :meth:`step_capped`).  O(stack depth) the first time a
-        frame is seen, O(1) after."""
-        with self._lock:
-            frames = frozenset(self._cap_frame(f, cap, relax=True) for f in state.frames)
+            frames = frozenset(self._cap_frame(f, cap, relax=relax) for f in state.frames)
             if frames == state.frames:
                 return state
             return self._state(frames, state.accepting)
@@ -540,8 +533,8 @@ class PushdownAutomaton:
 
     def step_capped(self, state: ParserState, byte: int) -> ParserState:
         """:meth:`step`, its result's counters clipped to ``far_count`` where the step made
-        far frames (``need`` clipped, a ``left`` above it unbounded: :meth:`_relaxed`); for
-        a state that is not far (a capped one).
+        far frames (``need`` clipped, a ``left`` above it unbounded: :meth:`capped` with
+        ``relax``); for a state that is not far (a capped one).
 
         For input shorter than ``far_count`` bytes the clipped state accepts what the step's
         accepts (see :meth:`capped`), so a token's remaining bytes (a token has fewer) get
@@ -559,7 +552,7 @@ class PushdownAutomaton:
         fc = self.far_count
         if not nxt.far or fc is None or state.far:
             return nxt
-        nxt = self._relaxed(nxt, fc)
+        nxt = self.capped(nxt, fc, relax=True)
         with self._lock:
             self._maybe_reset()
             self._capped_steps[key] = nxt
