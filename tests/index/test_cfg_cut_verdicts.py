@@ -100,10 +100,15 @@ def _rebased(pda: Any, state: Any, times: int, rng: random.Random) -> Any:
 
 
 def _mask(prog: Any, state: Any, cut: bool) -> tuple[np.ndarray, bool]:
+    """The mask of ``state`` with the kept verdicts (cut stacks and first bytes) on or off
+    (every candidate walked in full), and whether a limit error was recorded."""
     if prog._counted.rules:
         state = prog.pda.capped(state, prog._cap)
     prog._limit_errors.pop(state, None)
-    with mock.patch.object(cfg_program, "CUT_VERDICTS", cut):
+    with (
+        mock.patch.object(cfg_program, "CUT_VERDICTS", cut),
+        mock.patch.object(cfg_program, "FIRST_VERDICTS", cut),
+    ):
         mask = prog._compute_mask(state)
     return mask, state in prog._limit_errors
 
@@ -156,6 +161,10 @@ def test_cut_verdicts_give_the_full_stack_masks(vocab: Vocabulary, which: str) -
                 off, err_off = _mask(prog, st, False)
                 assert np.array_equal(on, off), (which, st)
                 assert err_on == err_off, (which, st)
+                with mock.patch.object(cfg_program, "CUT_VERDICTS", False):  # (first bytes)
+                    first, err_first = _mask(prog, st, True)
+                assert np.array_equal(first, off), (which, st)
+                assert err_first == err_off, (which, st)
                 errors += err_on
                 cut_used += getattr(prog, "_cut", None) is not None and (
                     prog._cut.cache_bytes() != before

@@ -1736,6 +1736,8 @@ class CfgProgram:
             )
             if cut is not None:
                 ok, err = self._verify_cut(state, cut, cands, groups)
+            elif FIRST_VERDICTS and cands.size < _LEVEL_VERIFY_MIN:
+                ok, err = self._verify_after_first(state, cands, groups)
             elif groups is not None:
                 ok, err = _verify_looped(step, state, groups, pda.step_memo)
             elif cands.size >= _LEVEL_VERIFY_MIN:
@@ -1802,6 +1804,24 @@ class CfgProgram:
             return ok_ids, err
         more = np.asarray([i for k in oks2 for i in unk_members[k]], dtype=np.int64)
         return np.concatenate((ok_ids, more)), err
+
+    def _verify_after_first(
+        self, state: ParserState, cands: np.ndarray, groups: _LoopGroups | None
+    ) -> tuple[np.ndarray, str | None]:
+        """:func:`_verify_in_order`'s answer through the verdicts kept per state after a
+        first byte (:func:`_verify_by_first`), on the distinct byte strings of ``groups``
+        where given."""
+        pda = self.pda
+        step = pda.step_capped if self._counted.rules else pda.step
+        if groups is not None:
+            data_of, members = groups[0], groups[1]
+        else:
+            order = sorted(cands.tolist())
+            strings = self.vocab.trie.strings
+            data_of, members = [strings[i] for i in order], [[i] for i in order]
+        verdicts = self._cut_verdicts()
+        oks, err = _verify_by_first(step, state, data_of, pda.step_memo, verdicts)
+        return np.asarray([i for k in oks for i in members[k]], dtype=np.int64), err
 
     def _looped_groups(
         self,
@@ -1961,6 +1981,9 @@ _LOOP_GROUPS_MAX = 256
 #: (:class:`_CutVerdicts`; off: on every state's full stack, as before).  Masks are the same
 #: either way (the oracle test: tests/index/test_cfg_cut_verdicts.py).
 CUT_VERDICTS = True
+#: Internal switch: candidates checked through the verdicts kept per state after their first
+#: byte (:func:`_verify_by_first`; off: walked in full).  Masks are the same either way.
+FIRST_VERDICTS = True
 #: frames kept above the cut: the least deep stack top keeps this many (its own included)
 _CUT_KEEP = 3
 #: a stack top further than this above the cut is not cut (a state with tops at far apart
@@ -1994,7 +2017,9 @@ class _CutVerdicts:
     :meth:`CfgProgram.cache_bytes`.  Lifetime: the grammar's; thread-safe as the parser.
     """
 
-    __slots__ = ("_limit", "_max_depth", "_resets", "_verdicts", "pda")
+    __slots__ = (
+        "_first", "_limit", "_main", "_main_resets", "_max_depth", "_resets", "_verdicts", "pda"
+    )  # fmt: skip
 
     def __init__(self, pda: PushdownAutomaton, cache_limits: CacheLimits) -> None:
         limits = pda.limits
@@ -2013,6 +2038,15 @@ class _CutVerdicts:
             1 << 20,
             max_weight=max(cache_limits.parser_cache_bytes // 8, 1),
             weight=_cut_entry_bytes,
+        )
+        self._main = pda
+        self._main_resets = pda.cache_resets
+        self._first: LruCache[
+            tuple[ParserState, tuple[bytes, ...]], tuple[tuple[tuple[int, ...], str | None], int]
+        ] = LruCache(
+            1 << 20,
+            max_weight=max(cache_limits.parser_cache_bytes // 8, 1),
+            weight=_first_entry_bytes,
         )
 
     def cut_state(self, state: ParserState) -> ParserState | None:
@@ -2069,9 +2103,34 @@ class _CutVerdicts:
             return
         self._verdicts.put((cut, cands), entry)
 
+    def after_first(
+        self, state: ParserState, group: tuple[bytes, ...]
+    ) -> tuple[tuple[int, ...], str | None] | None:
+        """The verdicts kept for the strings ``group`` (sorted, one first byte) from the
+        state ``state`` reached by that byte (see :func:`_verify_by_first`): the positions
+        in ``group`` of those accepted and the limit error met; None if not kept (or the
+        parser's caches were cleared since: all are dropped, the states are made anew)."""
+        resets = self._main.cache_resets
+        if resets != self._main_resets:
+            self._first.clear()
+            self._main_resets = resets
+            return None
+        got = self._first.get((state, group))[1]
+        return None if got is None else got[0]
+
+    def keep_after_first(
+        self, state: ParserState, group: tuple[bytes, ...], got: tuple[tuple[int, ...], str | None]
+    ) -> None:
+        if self._main.cache_resets == self._main_resets:
+            self._first.put((state, group), (got, len(group)))
+
     def cache_bytes(self) -> int:
         """Bytes held: the verdicts' and the cut parser's caches (as the parser's)."""
-        return self._verdicts.total_weight + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
+        return (
+            self._verdicts.total_weight
+            + self._first.total_weight
+            + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
+        )
 
 
 #: verdicts of one cut: the accepted candidates, the undecided ones as distinct byte strings
@@ -2088,6 +2147,78 @@ def _cut_entry_bytes(entry: _CutEntry) -> int:
         + sum(len(d) + 40 for d in data)
         + sum(64 + 8 * len(m) for m in members)
     )
+
+
+def _verify_by_first(
+    step: Callable[[ParserState, int], ParserState],
+    state: ParserState,
+    data_of: list[bytes],
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]],
+    verdicts: _CutVerdicts,
+) -> tuple[list[int], str | None]:
+    """:func:`_verify_strings`'s answer, the strings taken by their first byte: those that
+    start with byte ``b`` (a run: they are sorted) are checked from ``step(state, b)`` on
+    their bytes after it, and the answer is kept by (that state, those strings)
+    (:meth:`_CutVerdicts.after_first`).  States that differ in their stack tops often step
+    to the same state on the byte that leaves them (a number's digit counts, a string's
+    escapes: ``,`` or ``}`` ends both the same way), so a new state's candidates are mostly
+    look-ups: one step and one dictionary read per first byte.  Exact: a string's walk from
+    ``state`` is its first step then the walk of its rest (the limit error too: the last
+    one met, in string order)."""
+    ok: list[int] = []
+    err: str | None = None
+    get = memo().get
+    n = len(data_of)
+    lo = 0
+    if n and not data_of[0]:  # (the empty string, first in order: accepted where it starts)
+        ok.append(0)
+        lo = 1
+    while lo < n:
+        data = data_of[lo]
+        # the prefix: the string's first byte, its repeats, and the byte after them
+        m = len(data)
+        p = 1
+        first = data[0]
+        while p < m and data[p] == first:
+            p += 1
+        if p < m:
+            p += 1
+        prefix = data[:p]
+        hi = lo + 1
+        if hi < n and data_of[hi].startswith(prefix):
+            hi = bisect_left(data_of, _prefix_end(prefix), hi, n)
+        st = state
+        for b in prefix:
+            nxt = get((st, b))
+            if nxt is None:
+                nxt = step(st, b)
+                get = memo().get
+            st = nxt
+            if st.dead:
+                break
+        if st.dead:
+            if st.error:
+                err = st.error
+        else:
+            group = tuple([d[p:] for d in data_of[lo:hi]])
+            got = verdicts.after_first(st, group)
+            if got is None:
+                oks, e = _verify_strings(step, st, list(group), memo)
+                got = (tuple(oks), e)
+                verdicts.keep_after_first(st, group, got)
+                get = memo().get
+            ok.extend([lo + k for k in got[0]])
+            if got[1] is not None:
+                err = got[1]
+        lo = hi
+    return ok, err
+
+
+def _first_entry_bytes(entry: tuple[tuple[tuple[int, ...], str | None], int]) -> int:
+    """A kept prefix verdict: its key (a tuple of the group's suffixes: short byte strings,
+    ~48 bytes each with their slot) and its accepted positions."""
+    (oks, _), size = entry
+    return CACHE_ENTRY_BYTES + 48 * size + 8 * len(oks)
 
 
 def _verify_strings_cut(
