@@ -17,8 +17,7 @@ workload, in one process, thread CPU:
 
 It lists the slowest masks of the first two with their parts (timers add their own cost;
 ``--untimed``: the p99s without them, no parts; ``--max-ws=N|none``: the builtin JSON
-grammar's whitespace bound, an experiment; ``--no-cut``: candidates checked on the full
-stacks, without the cut verdicts of ``cfg_program._CutVerdicts``).  Usage::
+grammar's whitespace bound, an experiment).  Usage::
 
     PYTHONPATH=/tmp/fc-native-X python benchmarks/warm_mask_anatomy.py [--untimed] json c_lang
 """
@@ -47,7 +46,6 @@ class _Parts:
         self.cls_type, self.pda_type = type(prog._positions), type(prog.pda)
         self.orig = (self.cls_type.classify, cp._verify_in_order, self.pda_type.step)
         self.orig_looped = cp._verify_looped
-        self.orig_cut = cp.CfgProgram._verify_cut
         self.tops: set[tuple[int, int]] = set()
         self.now: dict[str, float] = {}
 
@@ -78,13 +76,6 @@ class _Parts:
             self.now["cands"] = self.now.get("cands", 0) + len(a[2][0])
             return r
 
-        def cut(prog: Any, *a: Any) -> Any:  # the check through the cut verdicts
-            t0 = time.thread_time_ns()
-            r = self.orig_cut(prog, *a)
-            self._add("verify", t0)
-            self.now["cands"] = self.now.get("cands", 0) + a[2].size
-            return r
-
         def step(pda: Any, s: Any, b: int) -> Any:
             fresh = (s, b) not in pda._steps
             t0 = time.thread_time_ns()
@@ -97,13 +88,11 @@ class _Parts:
         if self.timed:
             self.cp._verify_in_order = ver
             self.cp._verify_looped = looped
-            self.cp.CfgProgram._verify_cut = cut
             self.pda_type.step = step
 
     def remove(self) -> None:
         self.cls_type.classify, self.cp._verify_in_order, self.pda_type.step = self.orig
         self.cp._verify_looped = self.orig_looped
-        self.cp.CfgProgram._verify_cut = self.orig_cut
 
 
 def _walk(ad: Any, compiled: Any, ids: list[int], parts: _Parts | None) -> list[Any]:
@@ -178,10 +167,6 @@ def main() -> None:
     args = sys.argv[1:]
     timed = "--untimed" not in args
     for arg in args:
-        if arg == "--no-cut":
-            import formcast.index.cfg_program as cp
-
-            cp.CUT_VERDICTS = False
         if arg.startswith("--max-ws="):  # an experiment: the builtin JSON grammar's ws bound
             import formcast.frontends.builtin_json as bj
 

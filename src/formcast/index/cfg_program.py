@@ -48,7 +48,7 @@ from ..automata.lexer import (
     LexerStateCapError,
     build_expanded_lexer,
 )
-from ..automata.pda import Frame, ParserState, PushdownAutomaton
+from ..automata.pda import ParserState, PushdownAutomaton
 from ..automata.rules import GrammarAutomaton
 from ..bitmask import bitmask_has_many, bitmask_words, ids_to_bitmask
 from ..cache import LruCache, StepMemo
@@ -1480,11 +1480,11 @@ class CfgProgram:
     _persist_fields: ClassVar[tuple[str, ...]] = (
         "auto", "vocab", "cache_limits", "_cap", "pda", "lexer", "_positions", "_counted",
         "_masks", "_steps", "_stop_words", "_limit_errors", "candidates_checked",
-        "mask_computations", "_context", "_loops", "_cut",
+        "mask_computations", "_context", "_loops",
     )  # fmt: skip
     #: the context is the process's (found again through the registry after a load); the
-    #: looped candidate groups and the cut verdicts are remade by the masks that need them
-    _serialize_omit = frozenset({"_context", "_loops", "_cut"})
+    #: looped candidate groups are remade by the masks that need them
+    _serialize_omit = frozenset({"_context", "_loops"})
     _persist_lazy: ClassVar[dict[str, tuple[str, ...]]] = {
         "lexer": (),
         "_positions": ("__len__", "cache_bytes", "table_bytes"),
@@ -1674,13 +1674,11 @@ class CfgProgram:
         """Bytes held by this grammar's run-time caches (masks, position classifications,
         token steps, parser caches), by formcast's accounting (see
         :class:`~formcast.limits.CacheLimits`)."""
-        cut = getattr(self, "_cut", None)
         return (
             self._masks.total_weight
             + self._positions.cache_bytes()
             + len(self._steps) * CACHE_ENTRY_BYTES
             + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
-            + (0 if cut is None else cut.cache_bytes())
         )
 
     def nbytes(self) -> int:
@@ -1729,16 +1727,7 @@ class CfgProgram:
                 if len(positions) == 1 and cands.size < _LEVEL_VERIFY_MIN
                 else None
             )
-            cut = (
-                self._cut_verdicts().cut_state(state)
-                if CUT_VERDICTS and cands.size < _LEVEL_VERIFY_MIN
-                else None
-            )
-            if cut is not None:
-                ok, err = self._verify_cut(state, cut, cands, groups)
-            elif FIRST_VERDICTS and cands.size < _LEVEL_VERIFY_MIN:
-                ok, err = self._verify_after_first(state, cands, groups)
-            elif groups is not None:
+            if groups is not None:
                 ok, err = _verify_looped(step, state, groups, pda.step_memo)
             elif cands.size >= _LEVEL_VERIFY_MIN:
                 ok, err = _verify_by_levels(step, state, trie, cands)
@@ -1751,77 +1740,6 @@ class CfgProgram:
             words |= self._stop_words
         words.setflags(write=False)
         return words
-
-    def _cut_verdicts(self) -> _CutVerdicts:
-        """The verdicts of candidates on cut stacks (:class:`_CutVerdicts`), made on first
-        use (and again after a load, which omits them)."""
-        cut: _CutVerdicts | None = getattr(self, "_cut", None)
-        if cut is None:
-            cut = self._cut = _CutVerdicts(self.pda, self.cache_limits)
-        return cut
-
-    def _verify_cut(
-        self,
-        state: ParserState,
-        cut: ParserState,
-        cands: np.ndarray,
-        groups: _LoopGroups | None,
-    ) -> tuple[np.ndarray, str | None]:
-        """:func:`_verify_in_order`'s answer for ``state`` from the verdicts of its cut
-        ``cut`` (:meth:`_CutVerdicts.cut_state`): those of a cut met before are looked up,
-        else checked on the cut stacks (each distinct byte string of ``groups`` once where
-        given) and kept; the candidates whose check reached the cut (undecided there) are
-        checked on ``state`` itself.  The same candidates, the same accepted ones: a check
-        that never pops the cut's bottom frame runs the same steps on both stacks, and one
-        that does is redone on the full stack.  The limit error (if any) is the full
-        stack's (a check that hits one on the cut is undecided there)."""
-        verdicts = self._cut_verdicts()
-        key = cands.tobytes()
-        entry = verdicts.get(cut, key)
-        pda = self.pda
-        rules = self._counted.rules
-        if entry is None:
-            cp = verdicts.pda
-            cstep = cp.step_capped if rules else cp.step
-            if groups is not None:
-                data_of, members = groups[0], groups[1]
-            else:
-                order = sorted(cands.tolist())
-                strings = self.vocab.trie.strings
-                data_of, members = [strings[i] for i in order], [[i] for i in order]
-            oks, unknown = _verify_strings_cut(cstep, cut, data_of, cp.step_memo)
-            ok_ids = np.asarray([i for k in oks for i in members[k]], dtype=np.int64)
-            entry = (
-                ok_ids, [data_of[k] for k in unknown], [members[k] for k in unknown], len(key)
-            )  # fmt: skip
-            verdicts.put(cut, key, entry)
-        ok_ids, unk_data, unk_members, _ = entry
-        if not unk_data:
-            return ok_ids, None
-        step = pda.step_capped if rules else pda.step
-        oks2, err = _verify_strings(step, state, unk_data, pda.step_memo)
-        if not oks2:
-            return ok_ids, err
-        more = np.asarray([i for k in oks2 for i in unk_members[k]], dtype=np.int64)
-        return np.concatenate((ok_ids, more)), err
-
-    def _verify_after_first(
-        self, state: ParserState, cands: np.ndarray, groups: _LoopGroups | None
-    ) -> tuple[np.ndarray, str | None]:
-        """:func:`_verify_in_order`'s answer through the verdicts kept per state after a
-        first byte (:func:`_verify_by_first`), on the distinct byte strings of ``groups``
-        where given."""
-        pda = self.pda
-        step = pda.step_capped if self._counted.rules else pda.step
-        if groups is not None:
-            data_of, members = groups[0], groups[1]
-        else:
-            order = sorted(cands.tolist())
-            strings = self.vocab.trie.strings
-            data_of, members = [strings[i] for i in order], [[i] for i in order]
-        verdicts = self._cut_verdicts()
-        oks, err = _verify_by_first(step, state, data_of, pda.step_memo, verdicts)
-        return np.asarray([i for k in oks for i in members[k]], dtype=np.int64), err
 
     def _looped_groups(
         self,
@@ -1975,302 +1893,6 @@ def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
 _LoopGroups = tuple[list[bytes], list[list[int]], bytes]
 #: tops whose groups are kept, at most (a few per grammar: the string tops)
 _LOOP_GROUPS_MAX = 256
-
-
-#: Internal switch: candidates of new parser states are checked once per cut stack
-#: (:class:`_CutVerdicts`; off: on every state's full stack, as before).  Masks are the same
-#: either way (the oracle test: tests/index/test_cfg_cut_verdicts.py).
-CUT_VERDICTS = True
-#: Internal switch: candidates checked through the verdicts kept per state after their first
-#: byte (:func:`_verify_by_first`; off: walked in full).  Masks are the same either way.
-FIRST_VERDICTS = True
-#: frames kept above the cut: the least deep stack top keeps this many (its own included)
-_CUT_KEEP = 3
-#: a stack top further than this above the cut is not cut (a state with tops at far apart
-#: depths: the walk up to the cut would cost more than it saves)
-_CUT_SPAN = 64
-
-
-class _CutVerdicts:
-    """Candidate verdicts of parser states that differ only below their top frames.
-
-    A candidate check (:func:`_verify_strings`) steps a state's stack tops over a token's
-    bytes; the frames below the ones it pops into are never read.  A state's *cut* is the
-    state whose stacks are its own with the frames from a common frame ``X`` down removed
-    (``X``: at the depth where the least deep top keeps :data:`_CUT_KEEP` frames, and on every
-    top's stack; none where no such frame exists or the state is that shallow): states at
-    other nesting depths, or with other frames below ``X``, share it.  Checked on the cut, a
-    candidate whose steps never return into the removed bottom (a step result that is
-    ``accepting`` on the cut: its stacks returned past their last frame) gets the full
-    state's verdict: the steps are the same frame for frame (the stacks map one to one: every
-    one ends in the same ``X``), so the same tops, the same closures' work, the same stack
-    counts; the depths are those of the full stack less ``X``'s, so the cut's parser runs
-    with ``max_stack_depth`` reduced by the deepest ``X`` a cut may have (half of it: deeper
-    states are not cut).  A candidate that returns into the bottom, or hits a limit on the
-    cut, is *undecided*: checked on the full state.
-
-    Holds its own :class:`~formcast.automata.pda.PushdownAutomaton` (the cut stacks are not
-    requests' states: they stay out of the grammar's parser caches; its caches bounded by an
-    eighth of the parser's entries) and the verdicts by cut state (an LRU cache bounded by
-    an eighth of ``CacheLimits.parser_cache_bytes``, cleared when the cut parser's caches
-    are, since its states are then made anew).  Both counted in
-    :meth:`CfgProgram.cache_bytes`.  Lifetime: the grammar's; thread-safe as the parser.
-    """
-
-    __slots__ = (
-        "_first", "_limit", "_main", "_main_resets", "_max_depth", "_resets", "_verdicts", "pda"
-    )  # fmt: skip
-
-    def __init__(self, pda: PushdownAutomaton, cache_limits: CacheLimits) -> None:
-        limits = pda.limits
-        self._limit = limits.max_stack_depth
-        self._max_depth = self._limit // 2
-        cut_limits = replace(
-            limits,
-            max_stack_depth=self._limit - self._max_depth,
-            max_cache_entries=max(limits.max_cache_entries // 8, 1),
-        )
-        self.pda = PushdownAutomaton(
-            pda.auto, cut_limits, far_count=pda.far_count, initial_closure=False
-        )
-        self._resets = self.pda.cache_resets
-        self._verdicts: LruCache[tuple[ParserState, bytes], _CutEntry] = LruCache(
-            1 << 20,
-            max_weight=max(cache_limits.parser_cache_bytes // 8, 1),
-            weight=_cut_entry_bytes,
-        )
-        self._main = pda
-        self._main_resets = pda.cache_resets
-        self._first: LruCache[
-            tuple[ParserState, tuple[bytes, ...]], tuple[tuple[tuple[int, ...], str | None], int]
-        ] = LruCache(
-            1 << 20,
-            max_weight=max(cache_limits.parser_cache_bytes // 8, 1),
-            weight=_first_entry_bytes,
-        )
-
-    def cut_state(self, state: ParserState) -> ParserState | None:
-        """``state``'s cut (see the class), interned in the cut parser; None where there is
-        none.  O(frames above the cut)."""
-        tops = state.frames
-        if not tops or state.far:
-            return None
-        least = min(f.depth for f in tops)
-        bottom = least - _CUT_KEEP  # X's depth
-        if bottom < 1 or bottom > self._max_depth:
-            return None
-        x: Frame | None = None
-        chains: list[list[Frame]] = []
-        for f in tops:
-            if f.depth - bottom > _CUT_SPAN:
-                return None
-            chain: list[Frame] = []
-            cur: Frame | None = f
-            while cur is not None and cur.depth > bottom:
-                chain.append(cur)
-                cur = cur.parent
-            if x is None:
-                x = cur
-            elif cur is not x:
-                return None
-            chains.append(chain)
-        cp = self.pda
-        made: dict[int, Frame] = {}
-        cut: list[Frame] = []
-        with cp._lock:
-            for chain in chains:
-                parent: Frame | None = None
-                for f in reversed(chain):
-                    g = made.get(id(f))
-                    if g is None:
-                        g = made[id(f)] = cp.frame(f.rule, f.state, parent, f.need, f.left)
-                    parent = g
-                assert parent is not None
-                cut.append(parent)
-            return cp.state_of(frozenset(cut), False)
-
-    def get(self, cut: ParserState, cands: bytes) -> _CutEntry | None:
-        """The verdicts kept for ``cut`` and these candidates (an array's bytes), else
-        None (the cut parser's caches were cleared since: all are dropped)."""
-        if self.pda.cache_resets != self._resets:
-            self._verdicts.clear()
-            self._resets = self.pda.cache_resets
-            return None
-        return self._verdicts.get((cut, cands))[1]
-
-    def put(self, cut: ParserState, cands: bytes, entry: _CutEntry) -> None:
-        if self.pda.cache_resets != self._resets:  # (the cut state is gone with them)
-            return
-        self._verdicts.put((cut, cands), entry)
-
-    def after_first(
-        self, state: ParserState, group: tuple[bytes, ...]
-    ) -> tuple[tuple[int, ...], str | None] | None:
-        """The verdicts kept for the strings ``group`` (sorted, one first byte) from the
-        state ``state`` reached by that byte (see :func:`_verify_by_first`): the positions
-        in ``group`` of those accepted and the limit error met; None if not kept (or the
-        parser's caches were cleared since: all are dropped, the states are made anew)."""
-        resets = self._main.cache_resets
-        if resets != self._main_resets:
-            self._first.clear()
-            self._main_resets = resets
-            return None
-        got = self._first.get((state, group))[1]
-        return None if got is None else got[0]
-
-    def keep_after_first(
-        self, state: ParserState, group: tuple[bytes, ...], got: tuple[tuple[int, ...], str | None]
-    ) -> None:
-        if self._main.cache_resets == self._main_resets:
-            self._first.put((state, group), (got, len(group)))
-
-    def cache_bytes(self) -> int:
-        """Bytes held: the verdicts' and the cut parser's caches (as the parser's)."""
-        return (
-            self._verdicts.total_weight
-            + self._first.total_weight
-            + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
-        )
-
-
-#: verdicts of one cut: the accepted candidates, the undecided ones as distinct byte strings
-#: (sorted) with the candidates of each, and the bytes of the key's candidate array
-_CutEntry = tuple[np.ndarray, list[bytes], list[list[int]], int]
-
-
-def _cut_entry_bytes(entry: _CutEntry) -> int:
-    ok, data, members, key_bytes = entry
-    return (
-        CACHE_ENTRY_BYTES
-        + key_bytes
-        + ok.nbytes
-        + sum(len(d) + 40 for d in data)
-        + sum(64 + 8 * len(m) for m in members)
-    )
-
-
-def _verify_by_first(
-    step: Callable[[ParserState, int], ParserState],
-    state: ParserState,
-    data_of: list[bytes],
-    memo: Callable[[], dict[tuple[ParserState, int], ParserState]],
-    verdicts: _CutVerdicts,
-) -> tuple[list[int], str | None]:
-    """:func:`_verify_strings`'s answer, the strings taken by their first byte: those that
-    start with byte ``b`` (a run: they are sorted) are checked from ``step(state, b)`` on
-    their bytes after it, and the answer is kept by (that state, those strings)
-    (:meth:`_CutVerdicts.after_first`).  States that differ in their stack tops often step
-    to the same state on the byte that leaves them (a number's digit counts, a string's
-    escapes: ``,`` or ``}`` ends both the same way), so a new state's candidates are mostly
-    look-ups: one step and one dictionary read per first byte.  Exact: a string's walk from
-    ``state`` is its first step then the walk of its rest (the limit error too: the last
-    one met, in string order)."""
-    ok: list[int] = []
-    err: str | None = None
-    get = memo().get
-    n = len(data_of)
-    lo = 0
-    if n and not data_of[0]:  # (the empty string, first in order: accepted where it starts)
-        ok.append(0)
-        lo = 1
-    while lo < n:
-        data = data_of[lo]
-        # the prefix: the string's first byte, its repeats, and the byte after them
-        m = len(data)
-        p = 1
-        first = data[0]
-        while p < m and data[p] == first:
-            p += 1
-        if p < m:
-            p += 1
-        prefix = data[:p]
-        hi = lo + 1
-        if hi < n and data_of[hi].startswith(prefix):
-            hi = bisect_left(data_of, _prefix_end(prefix), hi, n)
-        st = state
-        for b in prefix:
-            nxt = get((st, b))
-            if nxt is None:
-                nxt = step(st, b)
-                get = memo().get
-            st = nxt
-            if st.dead:
-                break
-        if st.dead:
-            if st.error:
-                err = st.error
-        else:
-            group = tuple([d[p:] for d in data_of[lo:hi]])
-            got = verdicts.after_first(st, group)
-            if got is None:
-                oks, e = _verify_strings(step, st, list(group), memo)
-                got = (tuple(oks), e)
-                verdicts.keep_after_first(st, group, got)
-                get = memo().get
-            ok.extend([lo + k for k in got[0]])
-            if got[1] is not None:
-                err = got[1]
-        lo = hi
-    return ok, err
-
-
-def _first_entry_bytes(entry: tuple[tuple[tuple[int, ...], str | None], int]) -> int:
-    """A kept prefix verdict: its key (a tuple of the group's suffixes: short byte strings,
-    ~48 bytes each with their slot) and its accepted positions."""
-    (oks, _), size = entry
-    return CACHE_ENTRY_BYTES + 48 * size + 8 * len(oks)
-
-
-def _verify_strings_cut(
-    step: Callable[[ParserState, int], ParserState],
-    state: ParserState,
-    data_of: list[bytes],
-    memo: Callable[[], dict[tuple[ParserState, int], ParserState]],
-) -> tuple[list[int], list[int]]:
-    """:func:`_verify_strings` on a cut state (:class:`_CutVerdicts`): the positions of the
-    strings accepted, and of those undecided (a step returned past the cut's bottom, or hit
-    a limit; the strings after it that share that prefix with it too, found with one binary
-    search).  Nothing kept."""
-    ok: list[int] = []
-    unknown: list[int] = []
-    prev = b""
-    path = [state]
-    get = memo().get
-    n = len(data_of)
-    i = 0
-    while i < n:
-        data = data_of[i]
-        k = 0
-        limit = min(len(data), len(path) - 1)
-        while k < limit and data[k] == prev[k]:
-            k += 1
-        del path[k + 1 :]
-        st = path[k]
-        i += 1
-        for b in data[k:]:
-            nxt = get((st, b))
-            if nxt is None:
-                nxt = step(st, b)
-                get = memo().get
-            st = nxt
-            if st.accepting or st.error:
-                prefix = data[: len(path)]
-                j = i
-                if i < n and data_of[i].startswith(prefix):
-                    j = bisect_left(data_of, _prefix_end(prefix), i, n)
-                unknown.extend(range(i - 1, j))
-                i = j
-                break
-            if st.dead:
-                dead = data[: len(path)]
-                if i < n and data_of[i].startswith(dead):
-                    i = bisect_left(data_of, _prefix_end(dead), i, n)
-                break
-            path.append(st)
-        else:
-            ok.append(i - 1)
-        prev = data
-    return ok, unknown
 
 
 def _verify_looped(
