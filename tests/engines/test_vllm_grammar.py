@@ -400,3 +400,39 @@ def test_canonical_forced_rows_allow_the_tokenizers_first_token_of_forced_text(
     grammar.accept_tokens("r", tok.encode('{"', add_special_tokens=False))
     grammar.fill_bitmask(bitmask, 0)
     assert [tok.decode([int(i)]) for i in bitmask_to_ids(bitmask.numpy()[0])] == ["name"]
+
+
+def test_canonical_forced_row_is_the_same_through_the_checked_path(
+    tiny_llama_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fill_bitmask's two paths write the same forced row: vLLM's exact-width tensor (the
+    per-step path) and a wider numpy array (the checked path): the canonical first token alone,
+    every other word of the row zero (the extra words included), the other rows untouched; a
+    terminated grammar's row is all zeros on both."""
+    from transformers import AutoTokenizer
+    from vllm.v1.structured_output.backend_types import StructuredOutputOptions
+
+    from formcast.bitmask import bitmask_words
+
+    monkeypatch.delenv(fv.CANONICAL_FORCED_ENV, raising=False)
+    tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    backend = fv.FormcastBackend(SimpleNamespace(speculative_config=None), tokenizer=tok,
+                                 vocab_size=VOCAB_SIZE)
+    spec = json.dumps(PERSON)
+    words = bitmask_words(VOCAB_SIZE)
+    exact = backend.allocate_token_bitmask(2)
+    wide = np.full((3, words + 2), -1, dtype=np.int32)
+    grammar = backend.compile_grammar(StructuredOutputOptions.JSON, spec, {EOT})
+    grammar.fill_bitmask(exact, 1)
+    grammar.fill_bitmask(wide, 2)
+    brace = tok.encode('{"', add_special_tokens=False)
+    assert [int(i) for i in bitmask_to_ids(exact.numpy()[1])] == brace
+    assert [int(i) for i in bitmask_to_ids(wide[2])] == brace  # extra words zero
+    assert (wide[:2] == -1).all()
+    for t in [*tok.encode('{"name":"Al","age":3}', add_special_tokens=False), EOT]:
+        assert grammar.accept_tokens("r", [t])
+    assert grammar.is_terminated()
+    grammar.fill_bitmask(exact, 1)
+    grammar.fill_bitmask(wide, 2)
+    assert not exact.numpy()[1].any()
+    assert not wide[2].any()

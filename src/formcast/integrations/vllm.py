@@ -434,22 +434,25 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
             self._rows_u32 = rows.view(np.uint32)
             self._exact = rows.shape[1] == self._words
         matcher = self.matcher
-        if (
-            self._stopped  # nothing may follow a stop token
-            or not self._exact
-            or type(batch_index) is not int
-            or not 0 <= batch_index < rows.shape[0]
-        ):
+        fast = (  # the per-step case: vLLM's own tensor, a valid row, a live request
+            self._exact
+            and not self._stopped
+            and type(batch_index) is int
+            and 0 <= batch_index < rows.shape[0]
+        )
+        if not fast:
             matcher.fill_next_token_bitmask(rows, batch_index)  # its checks and tail words
-            if self._stopped:
+            if self._stopped:  # nothing may follow a stop token
                 rows[batch_index] = 0
                 return
-            if self._forced_first is not None and self._one_forced(matcher, batch_index):
-                return
-        elif self._forced_first is not None and self._one_forced(matcher, batch_index):
-            return  # forced text: its canonical first token alone (no copy of the row)
-        else:
-            rows[batch_index] = matcher.next_token_words()  # the per-step case: one row copy
+        first = self._forced_token(matcher)
+        if first >= 0:  # forced text: its canonical first token alone (no copy of the row)
+            row = self._rows_u32[batch_index]
+            row[:] = 0
+            row[first >> 5] = 1 << (first & 31)
+            return
+        if fast:
+            rows[batch_index] = matcher.next_token_words()  # one row copy
         if self._fix:
             accepting = matcher.is_accepting()
             words = self._rows_u32[batch_index]
@@ -457,20 +460,17 @@ class FormcastGrammar(StructuredOutputGrammar):  # type: ignore[misc]
                 value = int(words[word]) & keep
                 words[word] = value | add if accepting else value
 
-    def _one_forced(self, matcher: GrammarMatcher, batch_index: int) -> bool:
-        """Where the grammar forces text, write its canonical first token alone into row
-        ``batch_index`` (checked) and say True; else False (row untouched).  A first token that
-        is a stop id of this request is not forced: a text token the request stops on is
-        allowed only where the output is complete (the grammar's row and the fix-up do that).
-        Cost: the backend's cached lookup, and a row of zeros when it writes."""
-        assert self._forced_first is not None
+    def _forced_token(self, matcher: GrammarMatcher) -> int:
+        """Where the grammar forces text (``FORMCAST_VLLM_CANONICAL_FORCED``), its canonical
+        first token, the one token the row allows; -1 otherwise (the grammar's row).  A first
+        token that is a stop id of this request is not forced: a text token the request stops
+        on is allowed only where the output is complete (the grammar's row and the fix-up do
+        that).  No side effect here (the backend's lookup caches).  Cost: a cached lookup per
+        state."""
+        if self._forced_first is None:
+            return -1
         first = self._forced_first(matcher)
-        if first < 0 or first in self._stopish:
-            return False
-        row = self._rows_u32[batch_index]
-        row[:] = 0
-        row[first >> 5] = 1 << (first & 31)
-        return True
+        return -1 if first < 0 or first in self._stopish else first
 
 
 def _stop_fixup(clear: Iterable[int], add: Iterable[int]) -> list[tuple[int, int, int]]:
