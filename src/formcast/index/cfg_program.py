@@ -39,7 +39,13 @@ from typing import ClassVar, NamedTuple, TypeVar
 import numpy as np
 
 from ..automata.analysis import counted_splits, split_bytes
-from ..automata.counted import subset_window, window_column_classes, window_table
+from ..automata.counted import (
+    countdown_window,
+    iterations_overlap,
+    subset_window,
+    window_column_classes,
+    window_table,
+)
 from ..automata.dfa import DEAD, describe_bytes
 from ..automata.equivalence import equivalence_classes
 from ..automata.lexer import (
@@ -1333,11 +1339,21 @@ class _CountedClassifier:
             window, level = (cap, 2 * cap), cap - need
         else:
             window, level = (need, left), 0
-        table = self._window(rule, *window)
-        if table is not None:
-            start = level * self._auto.dfas[rule].table.shape[0] + state
-        else:  # overlapping iterations: the window determinized
-            table, start = self._subset_window(rule, *window, state, level)
+        table: np.ndarray | None = None
+        dfa = self._auto.dfas[rule]
+        if (
+            window[1] >= 0
+            and (far or left >= 1)
+            and not iterations_overlap(dfa.table, dfa.accepting, dfa.start)
+        ):
+            # the window counted down (its table: the levels this entry needs)
+            table, start = self._countdown(rule, need, left, far, state)
+        else:
+            table = self._window(rule, *window)
+            if table is not None:
+                start = level * dfa.table.shape[0] + state
+            else:  # overlapping iterations: the window determinized
+                table, start = self._subset_window(rule, *window, state, level)
         if table is None:  # too many subsets: every crossing token is a candidate
             table, start = self._rule_aug.get(rule), state
             if table is None:
@@ -1423,6 +1439,51 @@ class _CountedClassifier:
         if got is None:
             return None, state
         return got[0], int(got[1][level * n + state])
+
+    def _countdown(
+        self, rule: int, need: int, left: int, far: bool, state: int
+    ) -> tuple[np.ndarray, int]:
+        """(augmented table, walk start) of a window with a bound within reach, counted down
+        (:func:`~formcast.automata.counted.countdown_window`): entered at level ``need - 1``
+        of a saturating window returning at level 0 while iterations are needed and the upper
+        bound is out of reach, else at level ``left - 1``, returning at the levels ``<= left -
+        need``.  Each shape (item, how it returns) has one table shared by every entry below
+        its top, its levels a power of two (at least 8, at most ``cap - 1``: no entry is higher)
+        grown on demand, so a table has about the levels the highest entry asked for rather
+        than ``cap`` or ``2 cap`` (the (cap, 2 cap) window of a 24-state string item: 19 MB,
+        first touched inside one mask; issue #31).  Non-overlapping items only (the others:
+        :meth:`_subset_window`)."""
+        # the key's middle field, negative (the unrolled windows' is ``need >= 0``): -2 for
+        # the saturating window, -3 where every level returns, -4 - d for levels <= d
+        if far:  # need in [1, cap): return once the needed iterations are done
+            entry, code, saturate, exit_below = need - 1, -2, True, 0
+        else:  # 1 <= left < cap
+            entry, saturate, exit_below = left - 1, False, left - need
+            if exit_below >= entry:  # every level the entry reaches (and any other)
+                code, exit_below = -3, self._cap
+            else:
+                code = -4 - exit_below
+        windows = self._cache(COUNTED_WINDOWS)
+        sig = self._signature(rule)
+        top = max(self._cap - 1, 1)
+        size = min(max(8, 1 << entry.bit_length()), top)  # > entry (entry <= cap - 2)
+        aug: np.ndarray | None = None
+        probe = size
+        while aug is None:  # the smallest table held that has the entry's level
+            _, aug = windows.get((sig, code, probe))
+            if probe >= top:
+                break
+            probe = min(probe * 2, top)
+        if aug is None:
+            dfa = self._auto.dfas[rule]
+            calls, follow = self.rules[rule]
+            got = countdown_window(
+                dfa.table, dfa.accepting, dfa.start, calls, follow, size, exit_below, saturate
+            )
+            assert got is not None  # (not overlapping: checked by the caller)
+            aug = self._windowed(rule, _augmented_table(*got))
+            windows.put((sig, code, size), aug)
+        return aug, entry * self._auto.dfas[rule].table.shape[0] + state
 
     def _window(self, rule: int, need: int, levels: int) -> np.ndarray | None:
         """The augmented window table of a counted rule: ``levels`` levels, the return allowed
