@@ -953,6 +953,9 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
     for j in range(words.shape[1]):
         _, inv = np.unique(words[:, j], return_inverse=True)
         inv = inv.reshape(-1).astype(np.int64)
+        if j == 0:  # (the classes of the first word: already dense, in value order)
+            cls = inv
+            continue
         key = cls * (int(inv.max()) + 1) + inv  # below n * n: no overflow
         _, cls = np.unique(key, return_inverse=True)
         cls = cls.reshape(-1).astype(np.int64)
