@@ -30,7 +30,13 @@ import numpy as np
 from ..columns import column_classes
 from .dfa import DEAD
 
-__all__ = ["subset_window", "window_column_classes", "window_table"]
+__all__ = [
+    "countdown_window",
+    "iterations_overlap",
+    "subset_window",
+    "window_column_classes",
+    "window_table",
+]
 
 
 def window_table(
@@ -93,6 +99,75 @@ def window_table(
         split[first_exit:, acc] |= exit_split[None, None, :]
     split[:, DEAD, :] = False
     return out, split.reshape(m * n, 256)
+
+
+def iterations_overlap(table: np.ndarray, accepting: np.ndarray, start: int) -> bool:
+    """Whether an accepting state of the item DFA (``table``, ``accepting``, ``start``) has
+    live bytes that may also begin the next iteration: then no unrolled window is
+    deterministic (:func:`window_table` and :func:`countdown_window` return None; see
+    :func:`subset_window`).  O(item states x 256)."""
+    acc = np.asarray(accepting, dtype=bool)
+    live = table != DEAD
+    return bool((live[acc] & live[start][None, :]).any())
+
+
+def countdown_window(
+    table: np.ndarray,
+    accepting: np.ndarray,
+    start: int,
+    call_split: np.ndarray,
+    exit_split: np.ndarray,
+    levels: int,
+    exit_below: int,
+    saturate: bool,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The window of :func:`window_table` with its levels counted down, so that one table of
+    ``levels`` levels serves every entry below its top: (``int32[levels*n, 256]``
+    transitions, ``bool[levels*n, 256]`` split flags), or None where the item's iterations
+    overlap (:func:`iterations_overlap`).
+
+    Level ``j`` (state ``(q, j)`` is ``j * n + q``; ``(0, j)`` dead, mapped to 0) is the number
+    of iterations that may still begin after the current one: an accepting state of level
+    ``j >= 1`` may begin the next iteration at level ``j - 1``; at level 0 it may not, unless
+    ``saturate`` (level 0 restarts into itself: an upper bound out of a token's reach).  The
+    rule may return at an accepting state of a level ``j <= exit_below`` (``exit_below >=
+    levels - 1``: at every level).  The rows of a level do not depend on ``levels``: the table
+    of ``k`` levels is the first ``k * n`` rows of any larger one, and an entry at level ``e``
+    reaches levels ``<= e`` only.
+
+    Against :func:`window_table` (``m`` levels counted up from an entry level ``i0``, the
+    return allowed from level ``need - 1`` on): level ``i`` there is level ``m - 1 - i`` here
+    (``exit_below = m - need``), or, where no walk reaches the upper bound (``(cap, 2 cap)``
+    entered at ``cap - need``), ``max(cap - 1 - i, 0)`` with ``saturate`` and ``exit_below =
+    0``.  Either map is a bisimulation from the entry (equal moves, split flags and deaths), so
+    walks classify every token alike; the table has the levels an entry needs instead of
+    ``m``.  O(levels x n x 256).
+    """
+    n = table.shape[0]
+    acc = np.asarray(accepting, dtype=bool)
+    live = table != DEAD
+    restart_live = live[start]
+    if bool((live[acc] & restart_live[None, :]).any()):
+        return None
+    offsets = np.arange(levels, dtype=np.int32)[:, None, None] * np.int32(n)  # (L, 1, 1)
+    own = np.add(table.astype(np.int32)[None, :, :], offsets)  # (L, n, 256)
+    own *= live[None, :, :]  # dead stays dead
+    if acc.any():
+        # an accepting state may also begin the next iteration, one level down (its own
+        # moves on those bytes are dead: the overlap was excluded above)
+        nxt = np.where(restart_live, table[start], 0).astype(np.int32)  # (256,)
+        if levels > 1:
+            restart = nxt[None, None, :] + offsets[:-1]  # (L - 1, 1, 256): levels 0 .. L - 2
+            own[1:, acc] = np.where(restart_live, restart, own[1:, acc])
+        if saturate:
+            own[0, acc] = np.where(restart_live, nxt[None, :], own[0, acc])
+    own[:, DEAD, :] = 0
+    split = np.repeat(call_split[None, :, :], levels, axis=0)
+    top = min(exit_below, levels - 1)
+    if top >= 0:
+        split[: top + 1, acc] |= exit_split[None, None, :]
+    split[:, DEAD, :] = False
+    return own.reshape(levels * n, 256), split.reshape(levels * n, 256)
 
 
 def window_column_classes(

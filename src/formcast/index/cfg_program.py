@@ -39,7 +39,13 @@ from typing import ClassVar, NamedTuple, TypeVar
 import numpy as np
 
 from ..automata.analysis import counted_splits, split_bytes
-from ..automata.counted import subset_window, window_column_classes, window_table
+from ..automata.counted import (
+    countdown_window,
+    iterations_overlap,
+    subset_window,
+    window_column_classes,
+    window_table,
+)
 from ..automata.dfa import DEAD, describe_bytes
 from ..automata.equivalence import equivalence_classes
 from ..automata.lexer import (
@@ -736,8 +742,20 @@ class _LazyExitSplitClassifier:
         build_rule_rows`; nothing on a small lexer, whose rows are built at construction): a
         rule no walk has met yet would otherwise be unbuilt rows, each a class of its own, and
         the later starts in it could share no walk (measured on MaskBench's large lexers:
-        twice the full-vocabulary walks, TBM mean +15 %)."""
+        twice the full-vocabulary walks, TBM mean +15 %).
+
+        A lexer of :data:`_LOCAL_DIGEST_MIN_STATES` states or more is not refined (the rule
+        rows, the gathers and the refinement: 80-150 ms inside one mask on MaskBench's
+        Kubernetes lexers, issue #31): its classes cover no state (``n`` 0) and each wide
+        start's digest is computed on the states it reaches (:meth:`_local_digest`, tens to
+        hundreds of states there)."""
         lexer = self.lexer
+        if lexer.size >= _LOCAL_DIGEST_MIN_STATES:
+            none = np.zeros(0, dtype=np.int64)
+            cut0 = np.zeros((0, 1), dtype=lexer.table.dtype)
+            self._classes = (0, none, none.copy(), cut0, cut0.astype(bool), none, none, none)
+            self._succ = None
+            return
         lexer.build_rule_rows()
         n = lexer.size
         xb = self.exit_byte
@@ -797,6 +815,8 @@ class _LazyExitSplitClassifier:
     def _digest(self, start: int) -> bytes | None:
         """:meth:`cut_signature` of a start state with a class, else None."""
         classes = self._classes
+        if classes is not None and classes[0] == 0:  # no refinement: on what start reaches
+            return self._local_digest(start)
         if classes is None or start >= classes[0]:
             return None
         _, _, dpart, cut, cut_split, built, col_of_byte, rep = classes
@@ -813,6 +833,68 @@ class _LazyExitSplitClassifier:
             col_of_byte,
             rep,
             self._succ,
+        )
+
+    def _local_digest(self, start: int) -> bytes | None:
+        """:meth:`cut_signature` of ``start`` from the states it reaches in the cut lexer
+        alone: those states (their rows built first: :meth:`LazyExpandedLexer.ensure`, as
+        the walks would), refined as :meth:`_refine` refines the whole lexer, and the digest
+        of the quotient (of the states themselves where the refinement did not converge).
+        A state's classes depend only on the states it reaches, so where both refinements
+        converge this is the digest of the whole lexer's refinement (and the eager
+        build's); otherwise it is still a canonical digest of an automaton equivalent from
+        ``start`` (equal digests, equal walks), only shared with fewer starts.  None past
+        :data:`_LOCAL_DIGEST_STATES` reachable states.  Raises
+        :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap (the
+        caller's fallback).  Cost: O(reached states x 256) and a refinement of them;
+        nothing kept (the caller keeps the walk)."""
+        lexer = self.lexer
+        xb = self.exit_byte
+        cmap, first = self._cut_classes
+        order = np.argsort(first, kind="stable")
+        cols = np.asarray(first, dtype=np.int64)[order]  # a byte per class, in byte order
+        col_of_class = np.empty(order.size, dtype=np.int64)
+        col_of_class[order] = np.arange(order.size)
+        col_of_byte = col_of_class[cmap]
+        xc = -1 if xb is None else int(col_of_byte[xb])
+        index: dict[int, int] = {DEAD: 0, start: 1}
+        states = [DEAD, start]
+        frontier = [start]
+        while frontier:  # breadth first, building the rows met (the lexer may grow)
+            unbuilt = [q for q in frontier if not lexer.built[q]]
+            if unbuilt:
+                lexer.ensure(unbuilt)
+            rows = lexer.table[np.asarray(frontier, dtype=np.int64)][:, cols]
+            if xc >= 0:
+                rows[:, xc] = DEAD
+            nxt: list[int] = []
+            for q in np.unique(rows).tolist():
+                if q not in index:
+                    index[q] = len(states)
+                    states.append(q)
+                    nxt.append(q)
+            if len(states) > _LOCAL_DIGEST_STATES:
+                return None
+            frontier = nxt
+        idx = np.asarray(states, dtype=np.int64)
+        cut = lexer.table[idx][:, cols]
+        cut_split = lexer.split[idx][:, cols]
+        if xc >= 0:
+            cut[:, xc] = DEAD
+            cut_split[:, xc] = False
+        local = np.zeros(max(int(idx.max()) + 1, 1), dtype=np.int32)
+        local[idx] = np.arange(idx.size, dtype=np.int32)
+        sub = local[cut]
+        cut_split[DEAD] = False
+        labels = _row_classes(np.packbits(cut_split, axis=1)) + 1
+        labels[DEAD] = 0
+        depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
+        part, stable = equivalence_classes(sub, labels, depth)
+        if not stable:
+            part = np.arange(idx.size, dtype=np.int64)
+        built = np.ones(idx.size, dtype=bool)
+        return _quotient_digest(
+            self._vocab, xb, part, sub, cut_split, 1, built, col_of_byte, None, None
         )
 
     def cut_signature(self, start: int) -> bytes | None:
@@ -871,6 +953,9 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
     for j in range(words.shape[1]):
         _, inv = np.unique(words[:, j], return_inverse=True)
         inv = inv.reshape(-1).astype(np.int64)
+        if j == 0:  # (the classes of the first word: already dense, in value order)
+            cls = inv
+            continue
         key = cls * (int(inv.max()) + 1) + inv  # below n * n: no overflow
         _, cls = np.unique(key, return_inverse=True)
         cls = cls.reshape(-1).astype(np.int64)
@@ -1333,11 +1418,21 @@ class _CountedClassifier:
             window, level = (cap, 2 * cap), cap - need
         else:
             window, level = (need, left), 0
-        table = self._window(rule, *window)
-        if table is not None:
-            start = level * self._auto.dfas[rule].table.shape[0] + state
-        else:  # overlapping iterations: the window determinized
-            table, start = self._subset_window(rule, *window, state, level)
+        table: np.ndarray | None = None
+        dfa = self._auto.dfas[rule]
+        if (
+            window[1] >= 0
+            and (far or left >= 1)
+            and not iterations_overlap(dfa.table, dfa.accepting, dfa.start)
+        ):
+            # the window counted down (its table: the levels this entry needs)
+            table, start = self._countdown(rule, need, left, far, state)
+        else:
+            table = self._window(rule, *window)
+            if table is not None:
+                start = level * dfa.table.shape[0] + state
+            else:  # overlapping iterations: the window determinized
+                table, start = self._subset_window(rule, *window, state, level)
         if table is None:  # too many subsets: every crossing token is a candidate
             table, start = self._rule_aug.get(rule), state
             if table is None:
@@ -1423,6 +1518,51 @@ class _CountedClassifier:
         if got is None:
             return None, state
         return got[0], int(got[1][level * n + state])
+
+    def _countdown(
+        self, rule: int, need: int, left: int, far: bool, state: int
+    ) -> tuple[np.ndarray, int]:
+        """(augmented table, walk start) of a window with a bound within reach, counted down
+        (:func:`~formcast.automata.counted.countdown_window`): entered at level ``need - 1``
+        of a saturating window returning at level 0 while iterations are needed and the upper
+        bound is out of reach, else at level ``left - 1``, returning at the levels ``<= left -
+        need``.  Each shape (item, how it returns) has one table shared by every entry below
+        its top, its levels a power of two (at least 8, at most ``cap - 1``: no entry is higher)
+        grown on demand, so a table has about the levels the highest entry asked for rather
+        than ``cap`` or ``2 cap`` (the (cap, 2 cap) window of a 24-state string item: 19 MB,
+        first touched inside one mask; issue #31).  Non-overlapping items only (the others:
+        :meth:`_subset_window`)."""
+        # the key's middle field, negative (the unrolled windows' is ``need >= 0``): -2 for
+        # the saturating window, -3 where every level returns, -4 - d for levels <= d
+        if far:  # need in [1, cap): return once the needed iterations are done
+            entry, code, saturate, exit_below = need - 1, -2, True, 0
+        else:  # 1 <= left < cap
+            entry, saturate, exit_below = left - 1, False, left - need
+            if exit_below >= entry:  # every level the entry reaches (and any other)
+                code, exit_below = -3, self._cap
+            else:
+                code = -4 - exit_below
+        windows = self._cache(COUNTED_WINDOWS)
+        sig = self._signature(rule)
+        top = max(self._cap - 1, 1)
+        size = min(max(8, 1 << entry.bit_length()), top)  # > entry (entry <= cap - 2)
+        aug: np.ndarray | None = None
+        probe = size
+        while aug is None:  # the smallest table held that has the entry's level
+            _, aug = windows.get((sig, code, probe))
+            if probe >= top:
+                break
+            probe = min(probe * 2, top)
+        if aug is None:
+            dfa = self._auto.dfas[rule]
+            calls, follow = self.rules[rule]
+            got = countdown_window(
+                dfa.table, dfa.accepting, dfa.start, calls, follow, size, exit_below, saturate
+            )
+            assert got is not None  # (not overlapping: checked by the caller)
+            aug = self._windowed(rule, _augmented_table(*got))
+            windows.put((sig, code, size), aug)
+        return aug, entry * self._auto.dfas[rule].table.shape[0] + state
 
     def _window(self, rule: int, need: int, levels: int) -> np.ndarray | None:
         """The augmented window table of a counted rule: ``levels`` levels, the return allowed
@@ -1848,6 +1988,11 @@ def _shared_walks(vocab: Vocabulary) -> LruCache[bytes, Classification]:
 
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
+# lexers of this many states or more are not refined as a whole: each wide start's digest is
+# computed on the states it reaches (_LazyExitSplitClassifier._local_digest), at most
+# _LOCAL_DIGEST_STATES of them (past it: no digest, the start walked on its own)
+_LOCAL_DIGEST_MIN_STATES = 8_192
+_LOCAL_DIGEST_STATES = 1_024
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
