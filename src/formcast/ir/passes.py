@@ -444,28 +444,91 @@ def inline_single_use(
     """Substitute rules referenced exactly once (not the start, not terminals, not marked
     rules (:mod:`.marks`), not self-referencing) into their one user, in place, for up to
     ``max_passes`` rounds, as long as the user stays within ``max_depth`` levels of IR
-    nesting (IR nodes hash recursively, so trees are kept shallow).  O(passes x rules) plus
-    the substituted bodies."""
+    nesting (IR nodes hash recursively, so trees are kept shallow).
+
+    The rounds are planned as before (a chain of single-use rules moves one level a round into
+    its top user, which must have room for each child's depth), but no body is rebuilt while
+    planning: a rule inlined into its user is set aside with the children inlined into it, and
+    every user's body is built once at the end, bottom-up (``substitute`` of the children's
+    finished bodies: the IR builders flatten associatively, so this is the body the rounds'
+    successive substitutions would build).  The depth checks use an upper bound (a reference
+    replaced by a body of depth ``d`` adds at most ``d - 1`` levels; the builders never add
+    levels); where the bound does not settle a check, the user and its children are built
+    then and checked exactly, so the rules inlined, and the grammar, are those of the
+    round-by-round substitution.  O(passes x rules) plus the substituted bodies (each built
+    once)."""
     counts: dict[str, int] = {}
-    holder: dict[str, str] = {}
+    holder: dict[str, str] = {}  # the rule that uses it now (its reference may lie deeper)
     for n, rs in refs.items():
         for m in rs:
             counts[m] = counts.get(m, 0) + 1
             holder[m] = n
-    depth: dict[str, int] = {}
+    home = dict(holder)  # the rule whose own (stored) body holds the reference
+    gone: dict[str, Rule] = {}  # rules inlined (out of ``by_name``), bodies as stored
+    pending: dict[str, list[str]] = {}  # rule -> children still to substitute into its body
+    absorbed: dict[str, str] = {}  # a set-aside rule -> the rule whose built body now holds it
+    bound: dict[str, int] = {}  # an upper bound of a rule's depth (exact when none pending)
 
-    def depth_of(name: str) -> int:
-        got = depth.get(name)
+    def bound_of(name: str) -> int:
+        got = bound.get(name)
         if got is None:
-            got = depth[name] = ir_depth(by_name[name].body)
+            got = bound[name] = ir_depth(by_name[name].body)
         return got
 
+    def stored(name: str) -> Rule:
+        rule = by_name.get(name)
+        return rule if rule is not None else gone[name]
+
+    def build(name: str) -> None:
+        """Substitute the pending children (and theirs, bottom-up) into ``name``'s body."""
+        if name not in pending:
+            return
+        order: list[str] = []
+        stack = [name]
+        while stack:  # pre-order of the pending tree: every rule before its children
+            n = stack.pop()
+            order.append(n)
+            stack.extend(pending.get(n, ()))
+        for n in reversed(order):
+            kids = pending.pop(n, None)
+            if not kids:
+                continue
+            r = stored(n)
+            body = substitute(r.body, {k: stored(k).body for k in kids})
+            built = Rule(r.name, body, r.terminal, r.lazy)
+            if n in by_name:
+                by_name[n] = built
+            else:
+                gone[n] = built
+            bound[n] = ir_depth(body)
+            for k in kids:
+                absorbed[k] = n
+
+    def exact_depth(name: str) -> int:
+        build(name)
+        return bound_of(name)
+
+    def host(child: str) -> str:
+        h = home[child]
+        while h in absorbed:
+            h = absorbed[h]
+        return h
+
+    # the rules that may be inlined (in the order of their first reference); what rules them
+    # out here never changes (a user keeps its kind), the other conditions are asked per pass
+    cands = [
+        n
+        for n, c in counts.items()
+        if c == 1
+        and n != start
+        and n in by_name
+        and not by_name[n].terminal
+        and not is_marked_rule(n)  # a run-time check finds it on the parser stack
+    ]
     for _ in range(max_passes):
         plan: dict[str, list[str]] = {}
-        for n, c in counts.items():
-            if c != 1 or n == start or n not in by_name or by_name[n].terminal:
-                continue
-            if is_marked_rule(n):  # a run-time check finds it on the parser stack
+        for n in cands:
+            if n not in by_name:  # inlined
                 continue
             user = holder[n]
             if user == n or user not in by_name or n in refs[n] or n in plan:
@@ -477,26 +540,33 @@ def inline_single_use(
         for user, children in plan.items():
             if user not in by_name or user in inlined:
                 continue
-            room = max_depth - depth_of(user)
-            chosen = [ch for ch in children if depth_of(ch) <= room]
+            room = max_depth - bound_of(user)
+            chosen = [ch for ch in children if bound_of(ch) <= room]
+            if len(chosen) < len(children):  # the bounds do not settle it: exact depths
+                room = max_depth - exact_depth(user)
+                chosen = [ch for ch in children if exact_depth(ch) <= room]
             if not chosen:
                 continue
-            ur = by_name[user]
-            body = substitute(ur.body, {ch: by_name[ch].body for ch in chosen})
-            by_name[user] = Rule(ur.name, body, ur.terminal, ur.lazy)
-            depth.pop(user, None)
-            gone = set(chosen)
-            refs[user] = [x for x in refs[user] if x not in gone]
+            grow = max(bound_of(ch) for ch in chosen) - 1
+            if grow > 0:
+                bound[user] = bound_of(user) + grow
+            for child in chosen:
+                pending.setdefault(host(child), []).append(child)
+                gone[child] = by_name.pop(child)
+            drop = set(chosen)
+            refs[user] = [x for x in refs[user] if x not in drop]
             for child in chosen:
                 refs[user].extend(refs[child])
                 for m in refs[child]:
                     holder[m] = user
-                del by_name[child]
                 del refs[child]
-                counts.pop(child, None)
             progress = True
         if not progress:
             break
+        cands = [n for n in cands if n in by_name]
+    for name in list(pending):
+        if name in by_name:
+            build(name)
 
 
 def drop_unreachable(
