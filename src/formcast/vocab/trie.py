@@ -43,6 +43,7 @@ __all__ = [
     "WalkRows",
     "ahead_states",
     "classify_walk",
+    "classify_walk_resume",
     "classify_walk_rows",
     "note_column_classes",
     "walks_write_rows",
@@ -771,6 +772,50 @@ def classify_walk_rows(
     )
 
 
+def classify_walk_resume(
+    trie: TokenTrie,
+    cut: bool,
+    start: int,
+    sink: int,
+    vocab_trie: TokenTrie,
+    words: np.ndarray,
+    string_map: np.ndarray | None,
+    drop: np.ndarray | None,
+    rows: WalkRows,
+    resume: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """:func:`classify_walk_rows`, resumable: a sentinel met whose row cannot be written
+    (its lexer row unbuilt, or no room) is a *stop*: the node's string and subtree are left
+    (every byte of a sentinel row leads back to it), and ``(node, row)`` is returned, so the
+    walk goes on from there, not from the start, once the caller has written those rows.
+    ``resume``: None (a walk from ``start``), or the stops of the walk before (int64
+    ``[node, row, node, row, ...]``; ``start`` then unused), walked again from each: the
+    node's string, then its subtree.  Returns ``(candidates of this call, in walk order,
+    ascending within the walk of each stop), stops, the lexer states whose rows were
+    written, ids given now)``; ``words`` collects the bits of every call (the strings of
+    one walk split among a walk and its resumes, each string once), so the caller keeps it
+    across them and sorts the union of the candidates.  None where the kernel does not
+    apply, or lacks resumable walks (the caller then uses :func:`classify_walk_rows`).
+    Cost: the live nodes walked this call plus O(256) per row written."""
+    if _KERNEL is None or not hasattr(_KERNEL, "classify_from"):
+        return None
+    table = rows.cut if cut else rows.lex
+    return _classify_call(
+        trie,
+        table,
+        start,
+        rows.pending,
+        sink,
+        vocab_trie,
+        words,
+        string_map,
+        drop,
+        rows,
+        resume,
+        True,
+    )
+
+
 def write_walk_state(rows: WalkRows, state: int, sink: int) -> tuple[int, bool] | None:
     """The walk rows of the lexer ``state`` (not ready) written as :func:`classify_walk_rows`
     writes those it meets (the compiled build's ``_trie_walk.write_state``): ``(ids given
@@ -801,6 +846,8 @@ def _classify_call(
     string_map: np.ndarray | None,
     drop: np.ndarray | None,
     rows: WalkRows | None,
+    resume: np.ndarray | None = None,
+    resumable: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
     if (
         _KERNEL is None
@@ -817,7 +864,12 @@ def _classify_call(
     ftok = vocab_trie.first_token
     if ftok.dtype != np.int64 or not ftok.flags.c_contiguous:
         ftok = vocab_trie.first_token = np.ascontiguousarray(ftok, dtype=np.int64)
-    got = _KERNEL.classify(
+    extra: tuple[Any, ...] = (rows,)
+    call = _KERNEL.classify
+    if resumable:
+        extra = (rows, resume)
+        call = _KERNEL.classify_from
+    got = call(
         first,
         count,
         byte,
@@ -835,7 +887,7 @@ def _classify_call(
         drop,
         words,
         _NATIVE_WALK_MAX_REACH,
-        rows,
+        *extra,
     )
     cands = np.frombuffer(got[0], dtype=np.int64)
     stopped = np.frombuffer(got[1], dtype=np.int64)
