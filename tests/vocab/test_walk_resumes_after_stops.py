@@ -4,7 +4,8 @@ from its stops once those rows are written, never again from the start.
 
 Oracle: on a random lexer (some rows unbuilt, some targets dead) and a random trie, the
 resumable walk from the start state alone, each round's stopped lexer states then written by
-``_LazyWalkTables.write`` (as ``_ensure`` does) and the walk resumed from its stops, ends with
+``_LazyWalkTables.write`` (as ``_ensure`` does) and the walk resumed from its stops (or, where
+they were met on the first bytes and nothing was walked, walked again from the start), ends with
 the bitmask words and candidates (sorted union of the rounds') of the pure-Python reference:
 ``TokenTrie.walk_pairs`` on tables where every reachable state was written beforehand.  Small
 rooms make walks stop where the tables are full (they grow between rounds; rows never move);
@@ -130,6 +131,7 @@ def test_resumed_walks_match_the_pure_walk(
         words = np.zeros(bitmask_words(size), dtype=np.int32)
         parts: list[int] = []
         resume: np.ndarray | None = None
+        restarts = 0
         for _ in range(4 * n + 4):
             rows = _rows(lexer, split, built, t, xb)
             got = classify_walk_resume(
@@ -148,9 +150,18 @@ def test_resumed_walks_match_the_pure_walk(
             assert not t.ready[states].any()
             built[states] = True  # (as _ensure builds them)
             t.write(states, lexer[states], split[states])
-            resume = stops
+            if pairs[0, 0] < 0:  # met on the first bytes: nothing walked, walked again
+                assert (pairs[:, 0] == -1).all()
+                assert not parts
+                assert not words.any()
+                resume = None
+                restarts += 1
+            else:
+                assert (pairs[:, 0] >= 0).all()
+                resume = stops
         else:
             pytest.fail("the walk never finished")
+        assert restarts <= n
         assert len(parts) == len(set(parts))
         assert sorted(parts) == want_cands
         assert words.tolist() == want_words

@@ -668,9 +668,11 @@ class _LazyExitSplitClassifier:
             if not stops.size:
                 break
             # the sentinels of unbuilt lexer rows (or past the tables' room): built here,
-            # and the walk goes on from its stops (rows never move: a stop's row stays)
+            # and the walk goes on from its stops (rows never move: a stop's row stays);
+            # stops without a node (-1: met on the first bytes, nothing walked): walked
+            # again from the start
             self._ensure(np.unique(tables.states[stops[1::2] // 3]), 0)
-            resume = stops
+            resume = None if stops[0] < 0 else stops
         if not parts:
             return words, np.zeros(0, dtype=np.int64)
         if len(parts) == 1:

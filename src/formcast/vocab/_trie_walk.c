@@ -69,7 +69,9 @@
  * the stops of the walk before, once the caller has written their rows (rows never move):
  * from each, the node's string, then its subtree depth-first.  The words and candidates of a
  * walk and its resumes together are those of one walk on the finished tables (the caller
- * sorts the candidates); no string is walked twice.
+ * sorts the candidates); no string is walked twice.  A fresh walk whose first bytes meet a
+ * sentinel it cannot write walks nothing: its stops are (-1, row) pairs (walk again from
+ * start once built).
  *
  * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
  * callbacks.
@@ -1007,6 +1009,25 @@ trie_classify(PyObject *self, PyObject *args)
                 }
             }
             reach = -1; /* (done) */
+        } else if (cw.stops != NULL) {
+            /* a fresh resumable walk: the first bytes' rows first; where one stays a
+             * sentinel, nothing is walked: its stops are (-1, row), the caller builds them
+             * and walks again from the start (a stop this shallow would leave most of the
+             * walk to depth-first resumes, slower than one walk of a wide reach) */
+            for (r = 0; r < n_root && !bad; r++) {
+                const int32_t s = table[start * 256 + byte[r]];
+                if (s == 0)
+                    continue;
+                if (s < 0 || s >= n_states) {
+                    bad = 1;
+                    break;
+                }
+                if (w.pending[s] && (bad = write_met(&w, s)) == 0 && w.pending[s] &&
+                    (i64_push(&stops, -1) < 0 || i64_push(&stops, s) < 0))
+                    bad = 5;
+            }
+            if (stops.n)
+                reach = -1; /* (walk again) */
         }
         /* the reach of TokenTrie.walk_pairs: the nodes below the live first bytes, refined
          * by the second bytes where that is many (TokenTrie._reach) */

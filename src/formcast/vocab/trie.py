@@ -794,13 +794,17 @@ def classify_walk_resume(
     walk goes on from there, not from the start, once the caller has written those rows.
     ``resume``: None (a walk from ``start``), or the stops of the walk before (int64
     ``[node, row, node, row, ...]``; ``start`` then unused), walked again from each: the
-    node's string, then its subtree.  Returns ``(candidates of this call, in walk order,
-    ascending within the walk of each stop), stops, the lexer states whose rows were
-    written, ids given now)``; ``words`` collects the bits of every call (the strings of
-    one walk split among a walk and its resumes, each string once), so the caller keeps it
-    across them and sorts the union of the candidates.  None where the kernel does not
-    apply, or lacks resumable walks (the caller then uses :func:`classify_walk_rows`).
-    Cost: the live nodes walked this call plus O(256) per row written."""
+    node's string, then its subtree.  A fresh walk whose first bytes meet such a sentinel
+    walks nothing (nothing written to ``words``): its stops are ``(-1, row)`` pairs, and the
+    caller walks again from ``start`` once they are written (a stop that shallow would
+    leave most of a wide walk to depth-first resumes).  Returns ``(candidates of this
+    call, in walk order, ascending within the walk of each stop), stops, the lexer states
+    whose rows were written, ids given now)``; ``words`` collects the bits of every call
+    (the strings of one walk split among a walk and its resumes, each string once), so the
+    caller keeps it across them and sorts the union of the candidates.  None where the
+    kernel does not apply, or lacks resumable walks (the caller then uses
+    :func:`classify_walk_rows`).  Cost: the live nodes walked this call plus O(256) per row
+    written."""
     if _KERNEL is None or not hasattr(_KERNEL, "classify_from"):
         return None
     table = rows.cut if cut else rows.lex
