@@ -71,6 +71,7 @@ from ..vocab.trie import (
     TokenTrie,
     WalkRows,
     ahead_states,
+    classify_walk_resume,
     classify_walk_rows,
     note_column_classes,
     walks_write_rows,
@@ -588,6 +589,9 @@ class _LazyExitSplitClassifier:
             string_map.dtype != np.int64 or not string_map.flags.c_contiguous
         ):
             string_map = np.ascontiguousarray(string_map, dtype=np.int64)
+        resumed = self._walk_resumed(trie, cut, start, base, string_map, drop)
+        if resumed is not None:
+            return resumed
         while True:
             tables = self._tables()
             if base is None:
@@ -620,6 +624,66 @@ class _LazyExitSplitClassifier:
             # the sentinels of unbuilt lexer rows (or past the tables' room): built here,
             # and the walk runs again
             self._ensure(np.unique(tables.states[stopped // 3]), 0)
+
+    def _walk_resumed(
+        self,
+        trie: TokenTrie,
+        cut: bool,
+        start: int,
+        base: np.ndarray | None,
+        string_map: np.ndarray | None,
+        drop: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`_walk_words` by resumable walks (:func:`~formcast.vocab.trie.
+        classify_walk_resume`): a walk stopped by unbuilt lexer rows goes on from its stops
+        once :meth:`_ensure` built them, never again from the start (each live node walked
+        once, a stop's subtree not walked in sentinel state).  The same words and candidates
+        (sorted: the union of the walk's and its resumes').  None where the kernel lacks
+        resumable walks (nothing done).  Caller holds the lock."""
+        vocab = self._vocab
+        if base is None:
+            words = np.zeros(bitmask_words(vocab.vocab_size), dtype=np.int32)
+        else:
+            words = base.copy()
+        parts: list[np.ndarray] = []
+        resume: np.ndarray | None = None
+        while True:
+            tables = self._tables()
+            rows = self._walk_rows(tables)
+            got = classify_walk_resume(
+                trie,
+                cut,
+                tables.start(start),
+                _LAZY_SINK,
+                vocab.trie,
+                words,
+                string_map,
+                drop,
+                rows,
+                resume,
+            )
+            if got is None:
+                return None
+            cands, stops, written, count = got
+            if count != tables.count:  # (ids may be given where no row was written: no room)
+                tables.wrote(count)
+            if written.size:
+                self._ready_list.extend(written.tolist())
+            if cands.size:
+                parts.append(cands)
+            if not stops.size:
+                break
+            # the sentinels of unbuilt lexer rows (or past the tables' room): built here,
+            # and the walk goes on from its stops (rows never move: a stop's row stays);
+            # stops without a node (-1: met on the first bytes, nothing walked): walked
+            # again from the start
+            self._ensure(np.unique(tables.states[stops[1::2] // 3]), 0)
+            resume = None if stops[0] < 0 else stops
+        if not parts:
+            return words, np.zeros(0, dtype=np.int64)
+        if len(parts) == 1:
+            return words, parts[0]
+        return words, np.sort(np.concatenate(parts))
 
     def _walk_rows(self, tables: _LazyWalkTables) -> WalkRows:
         """What the compiled walks need to write walk rows themselves (views of the lexer's

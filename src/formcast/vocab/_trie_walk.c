@@ -61,6 +61,18 @@
  * walk goes on through it; only unbuilt lexer rows (or no room for a new id) stop it.  It
  * returns (candidates, stopped, lexer states written, ids given).
  *
+ * classify_from(<classify's arguments>, rows, resume) -> (candidates, stops, written, count):
+ * classify with rows, resumable (formcast.vocab.trie.classify_walk_resume): a sentinel it
+ * cannot write (unbuilt lexer row, or no room) is a stop: (node, row) is kept and the node's
+ * string and subtree are left (a sentinel row leads every byte back to itself, so all of it
+ * would end there); stops are returned as int64 pairs.  resume: None (a walk from start), or
+ * the stops of the walk before, once the caller has written their rows (rows never move):
+ * from each, the node's string, then its subtree depth-first.  The words and candidates of a
+ * walk and its resumes together are those of one walk on the finished tables (the caller
+ * sorts the candidates); no string is walked twice.  A fresh walk whose first bytes meet a
+ * sentinel it cannot write walks nothing: its stops are (-1, row) pairs (walk again from
+ * start once built).
+ *
  * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
  * callbacks.
  *
@@ -87,14 +99,16 @@ typedef struct {
 /* The depth-first walk of walk and classify: from `start`, the children root_first ..
  * root_first + root_count - 1 of a virtual root, then each live node's children; a dead
  * branch is dropped at once.  On arriving at a live state s flagged in a->pending,
- * arrive(ctx, s) (when neither is NULL) may write the row of s first (classify's rows
- * written in the walk: the test is inline, the call only on a sentinel); for each node
+ * arrive(ctx, s, node) (when neither is NULL) may write the row of s first (classify's rows
+ * written in the walk: the test is inline, the call only on a sentinel), or return -1: the
+ * node's string and subtree are skipped (a resumable classify's stop); for each node
  * ending a string, on_string(ctx, string, s), in the trie's order.  Returns 0, a callback's nonzero
  * code, or 1 (a state out of range), 3 (a child range out of bounds), 5 (out of memory).
  * Static inline: each caller gets its own copy, its callbacks known (no GIL needed). */
 static inline int
 dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
-         int (*arrive)(void *, int32_t), int (*on_string)(void *, int64_t, int32_t), void *ctx)
+         int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+         void *ctx)
 {
     /* explicit stack: per depth, the next child to try, the end of the range, the state */
     int64_t cap = 64, depth = 0;
@@ -125,9 +139,13 @@ dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start
             bad = 1;
             break;
         }
-        if (arrive != NULL && a->pending != NULL && a->pending[s] &&
-            (bad = arrive(ctx, s)) != 0)
-            break;
+        if (arrive != NULL && a->pending != NULL && a->pending[s]) {
+            const int r = arrive(ctx, s, c);
+            if (r < 0)
+                continue; /* a stop: the string and the subtree are left to a resume */
+            if ((bad = r) != 0)
+                break;
+        }
         if (a->end[c] >= 0 && (bad = on_string(ctx, a->end[c], s)) != 0)
             break;
         if (a->count[c] > 0) {
@@ -816,12 +834,22 @@ done:
 typedef struct {
     ClassifyOut *o;
     RowWriter *w; /* NULL: no row written in the walk */
+    I64List *stops; /* a resumable walk's stops, (node, row) pairs (NULL: not resumable) */
 } ClassifyWalk;
 
+/* a sentinel s met at node: its rows written where its lexer row is built; else, in a
+ * resumable walk, (node, s) kept as a stop and -1 (dfs_walk skips the node's string and
+ * subtree: every byte of a sentinel row leads back to it, so all of it ends there) */
 static int
-classify_arrive(void *ctx, int32_t s)
+classify_arrive(void *ctx, int32_t s, int64_t node)
 {
-    return write_met(((ClassifyWalk *)ctx)->w, s);
+    ClassifyWalk *cw = (ClassifyWalk *)ctx;
+    int r = write_met(cw->w, s);
+    if (r != 0 || cw->stops == NULL || !cw->w->pending[s])
+        return r;
+    if (i64_push(cw->stops, node) < 0 || i64_push(cw->stops, s) < 0)
+        return 5;
+    return -1;
 }
 
 static int
@@ -835,25 +863,32 @@ trie_classify(PyObject *self, PyObject *args)
 {
     PyObject *o_first, *o_count, *o_byte, *o_end, *o_parent, *o_snode, *o_below1, *o_below2;
     PyObject *o_table, *o_pending, *o_ftok, *o_map, *o_drop, *o_words, *o_rows = Py_None;
+    PyObject *o_resume = NULL;
     long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
-    Py_buffer rv[9];
-    HELD_BUFFERS(23);
+    Py_buffer rv[9], b_resume;
+    HELD_BUFFERS(24);
     int bad = 0;
     PyObject *result = NULL;
     ClassifyOut o;
     RowWriter w;
     ClassifyWalk cw;
+    I64List stops;
     int32_t *node_state = NULL;
 
     memset(&o, 0, sizeof(o));
     memset(&w, 0, sizeof(w));
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|O", &o_first, &o_count, &o_byte, &o_end,
+    memset(&stops, 0, sizeof(stops));
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OO", &o_first, &o_count, &o_byte, &o_end,
                           &o_parent, &o_snode, &o_below1, &o_below2, &o_table, &start,
                           &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach,
-                          &o_rows))
+                          &o_rows, &o_resume))
         return NULL;
+    if (o_resume != NULL && o_rows == Py_None) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a resumable walk needs rows");
+        return NULL;
+    }
     GET(o_first, b_first, 4, 0, "first (int32)");
     GET(o_count, b_count, 4, 0, "count (int32)");
     GET(o_byte, b_byte, 1, 0, "byte (uint8)");
@@ -870,6 +905,13 @@ trie_classify(PyObject *self, PyObject *args)
     if (o_drop != Py_None)
         GET(o_drop, b_drop, 1, 0, "drop (bool)");
     GET(o_words, b_words, 4, 1, "words (int32)");
+    if (o_resume != NULL && o_resume != Py_None) {
+        GET(o_resume, b_resume, 8, 0, "resume (int64 pairs)");
+        if (b_resume.len % 16 != 0) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: resume is not pairs");
+            goto done;
+        }
+    }
     if (o_rows != Py_None) {
         /* the walked table and pending flags are these tables' (one of lex and cut) */
         if (rows_take(o_rows, &w, rv, held, &n_held, sink) < 0)
@@ -882,6 +924,7 @@ trie_classify(PyObject *self, PyObject *args)
     }
     cw.o = &o;
     cw.w = o_rows != Py_None ? &w : NULL;
+    cw.stops = o_resume != NULL ? &stops : NULL;
     {
         const int32_t *parent = (const int32_t *)b_parent.buf;
         const uint8_t *byte = (const uint8_t *)b_byte.buf;
@@ -929,16 +972,73 @@ trie_classify(PyObject *self, PyObject *args)
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS
+        if (o_resume != NULL && o_resume != Py_None) {
+            /* a resumed walk: from each stop (node, row) of the walk before, whose row may be
+             * written now: the node's string, then its subtree depth-first */
+            const int64_t *pairs = (const int64_t *)b_resume.buf;
+            const int64_t n_pairs = b_resume.len / 16;
+            int64_t p;
+            for (p = 0; p < n_pairs && !bad; p++) {
+                const int64_t c = pairs[2 * p], q = pairs[2 * p + 1];
+                int32_t s;
+                if (c < 0 || c >= n_nodes) {
+                    bad = 3;
+                    break;
+                }
+                if (q <= 0 || q >= n_states) {
+                    bad = 1;
+                    break;
+                }
+                s = (int32_t)q;
+                if (w.pending[s]) {
+                    const int rr = classify_arrive(&cw, s, c);
+                    if (rr < 0)
+                        continue; /* still a sentinel: a stop again */
+                    if ((bad = rr) != 0)
+                        break;
+                }
+                if (a.end[c] >= 0 && (bad = classify_one(&o, a.end[c], s)) != 0)
+                    break;
+                if (a.count[c] > 0) {
+                    const int64_t f = a.first[c], k = a.count[c];
+                    if (f < 0 || f + k > n_nodes) {
+                        bad = 3;
+                        break;
+                    }
+                    bad = dfs_walk(&a, f, k, s, classify_arrive, classify_string, &cw);
+                }
+            }
+            reach = -1; /* (done) */
+        } else if (cw.stops != NULL) {
+            /* a fresh resumable walk: the first bytes' rows first; where one stays a
+             * sentinel, nothing is walked: its stops are (-1, row), the caller builds them
+             * and walks again from the start (a stop this shallow would leave most of the
+             * walk to depth-first resumes, slower than one walk of a wide reach) */
+            for (r = 0; r < n_root && !bad; r++) {
+                const int32_t s = table[start * 256 + byte[r]];
+                if (s == 0)
+                    continue;
+                if (s < 0 || s >= n_states) {
+                    bad = 1;
+                    break;
+                }
+                if (w.pending[s] && (bad = write_met(&w, s)) == 0 && w.pending[s] &&
+                    (i64_push(&stops, -1) < 0 || i64_push(&stops, s) < 0))
+                    bad = 5;
+            }
+            if (stops.n)
+                reach = -1; /* (walk again) */
+        }
         /* the reach of TokenTrie.walk_pairs: the nodes below the live first bytes, refined
          * by the second bytes where that is many (TokenTrie._reach) */
-        for (r = 0; r < n_root; r++) {
+        for (r = 0; r < n_root && reach >= 0; r++) {
             const int32_t s = table[start * 256 + byte[r]];
             if (s != 0) {
                 reach += below1[r];
                 n_live++;
             }
         }
-        if (reach >= max_reach) {
+        if (reach >= 0 && reach >= max_reach) {
             int64_t reach2 = n_live;
             for (r = 0; r < n_root && !bad; r++) {
                 const int32_t s = table[start * 256 + byte[r]];
@@ -957,7 +1057,7 @@ trie_classify(PyObject *self, PyObject *args)
             }
             reach = reach2;
         }
-        if (bad) {
+        if (bad || reach < 0) {
         } else if (reach >= max_reach) {
             /* wide: every node's state in one pass (walk_all), then the strings in order */
             node_state = (int32_t *)malloc(sizeof(int32_t) * (n_nodes ? n_nodes : 1));
@@ -979,6 +1079,14 @@ trie_classify(PyObject *self, PyObject *args)
                     if (s != 0 && cw.w != NULL && cw.w->pending[s] &&
                         (bad = write_met(cw.w, s)) != 0)
                         break;
+                    if (s != 0 && cw.stops != NULL && cw.w->pending[s]) {
+                        /* a stop: kept, the node and its subtree dead here */
+                        if (i64_push(&stops, i) < 0 || i64_push(&stops, s) < 0) {
+                            bad = 5;
+                            break;
+                        }
+                        s = 0;
+                    }
                 }
                 node_state[i] = s;
             }
@@ -1014,7 +1122,8 @@ trie_classify(PyObject *self, PyObject *args)
             Py_XDECREF(c);
             Py_XDECREF(s);
         } else {
-            PyObject *c = i64_bytes(&o.cands), *s = c ? i64_bytes(&o.stopped) : NULL;
+            PyObject *c = i64_bytes(&o.cands);
+            PyObject *s = c ? i64_bytes(cw.stops != NULL ? &stops : &o.stopped) : NULL;
             PyObject *wr = s ? i64_bytes(&w.written) : NULL;
             PyObject *n = wr ? PyLong_FromLongLong((long long)w.count) : NULL;
             if (n != NULL)
@@ -1031,8 +1140,20 @@ done:
     free(o.cands.v);
     free(o.stopped.v);
     free(w.written.v);
+    free(stops.v);
     RELEASE_HELD();
     return result;
+}
+
+/* classify with its trailing rows and resume given (both required) */
+static PyObject *
+trie_classify_from(PyObject *self, PyObject *args)
+{
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != 19) {
+        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 arguments");
+        return NULL;
+    }
+    return trie_classify(self, args);
 }
 
 static PyMethodDef methods[] = {
@@ -1060,6 +1181,11 @@ static PyMethodDef methods[] = {
      "(candidates, stopped) as int64 bytearrays: a lazy classifier's walk, bits and "
      "candidates in one call; with a trailing `rows` tuple, the walk tables' rows it meets "
      "are written as it goes: (candidates, stopped, written, count) (see the source)."},
+    {"classify_from", trie_classify_from, METH_VARARGS,
+     "classify_from(<classify's 17 arguments>, rows, resume) -> (candidates, stops, written, "
+     "count): classify with rows, resumable: a sentinel it cannot write is a stop, its "
+     "node's string and subtree left; stops are (node, row) int64 pairs, and resume (None: "
+     "from start) the stops of the walk before, walked on from (see the source)."},
     {NULL, NULL, 0, NULL},
 };
 
