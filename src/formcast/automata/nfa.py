@@ -2,11 +2,12 @@
 
 States are integers; each has epsilon edges and byte-range edges ``(lo, hi, target)``.  The
 construction appends them to flat lists of ints (:class:`FlatNFA`: no list per state, no tuple
-per edge, which the compiled build's subset construction reads as they are); :class:`NFA` is the
-same automaton as per-state lists (``FlatNFA.to_lists``: the Python subset construction, tests).  Code
-point sets are lowered through :func:`~formcast.automata.utf8.utf8_sequences`, sharing the
-continuation-byte suffixes of one set.  Bounded repeats are unrolled (``X{2,4}`` = ``XX(X(X)?)?``)
-under :attr:`~formcast.limits.CompileLimits.max_nfa_states`; separated lists (``x (y x)*``) are
+per edge; the compiled build's subset construction reads them as they are); :class:`NFA` is
+the same automaton as per-state lists (``FlatNFA.to_lists``: the Python subset construction,
+tests).  Code point sets are lowered through
+:func:`~formcast.automata.utf8.utf8_sequences`, sharing the continuation-byte suffixes of one
+set.  Bounded repeats are unrolled (``X{2,4}`` = ``XX(X(X)?)?``) under
+:attr:`~formcast.limits.CompileLimits.max_nfa_states`; separated lists (``x (y x)*``) are
 first folded into loops by :func:`formcast.ir.loops.fold_loops`.
 
 Subtrees worth compiling once (large character sets, items repeated or looped over) are not
