@@ -1,6 +1,6 @@
 /* Subset construction and Hopcroft minimization of the compiled build: formcast.automata._subset.
  *
- * Two functions for formcast.automata.dfa, whose Python code is the fallback and the reference
+ * Three functions for formcast.automata.dfa, whose Python code is the fallback and the reference
  * (tests/automata/test_native_subset.py compares them on random and real NFAs):
  *
  * determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, threshold)
@@ -26,6 +26,14 @@
  * - status 0: `table` (a bytearray of int32[m, n_sym]) and `accepting` (a bytearray of m
  *   bools) are the live states renumbered breadth-first from the start in symbol order (dead
  *   0, start 1), as dfa._live_table makes them.  `n_built` is the number of DFA states built.
+ *
+ * determinize_flat(n, e_src, e_lo, e_hi, e_tgt, x_src, x_tgt, r_src, r_rule, r_tgt, start, accept,
+ *                  max_states, state_cost, units_left, threshold) -> as determinize()
+ * The same construction for an NFA of n states given as flat lists of ints
+ * (formcast.automata.nfa.FlatNFA, what the Thompson construction builds): byte edge k is
+ * e_src[k] --[e_lo[k], e_hi[k]]--> e_tgt[k], epsilon edge k x_src[k] -> x_tgt[k], rule call k
+ * from r_src[k] to rule r_rule[k] returning to r_tgt[k].  Its result is determinize()'s on the
+ * per-state lists FlatNFA.to_lists() makes (tests/automata/test_flat_nfa.py).
  *
  * hopcroft(table, k, accepting, start, out) -> None: dfa._hopcroft_partition, then the block
  * numbering of dfa._quotient: the coarsest partition of the states of `table` (int32, n x k,
@@ -663,72 +671,27 @@ cmp64(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
+/* the byte edges src/lo/hi/tgt[0 .. n_e) (lo, hi: bytes, checked), then the rule references
+ * src/tgt[n_e .. n_e + n_r) calling rule[0 .. n_r), and the epsilon edges esrc/etgt[0 .. n_x)
+ * of an n-state NFA: the byte classes, the references' symbols, then the construction
+ * (determinize_arrays) and determinize()'s result.  The arrays are rewritten (bytes to
+ * classes), not freed. */
 static PyObject *
-subset_determinize(PyObject *self, PyObject *args)
+finish_determinize(Py_ssize_t n, int32_t *src, int32_t *lo, int32_t *hi, int32_t *tgt, int64_t n_e,
+                   int64_t *rule, int64_t n_r, int32_t *esrc, int32_t *etgt, int64_t n_x,
+                   long long start, long long accept, long long max_states, long long state_cost,
+                   long long units_left, double threshold)
 {
-    PyObject *eps, *edges, *refs, *result = NULL, *built = NULL, *classes = NULL, *rules = NULL;
-    long long start, accept, max_states, state_cost, units_left;
-    double threshold;
-    Py_ssize_t n, s, j;
-    int64_t n_e, n_r, n_x, q = 0, x = 0, n_rules = 0, n_classes = 0, i;
-    int32_t *src = NULL, *lo = NULL, *hi = NULL, *tgt = NULL, *esrc = NULL, *etgt = NULL;
-    int64_t *rule = NULL;
+    PyObject *result = NULL, *built = NULL, *classes = NULL, *rules = NULL;
+    int64_t n_rules = 0, n_classes = 0, i;
     int32_t class_of[256];
     uint8_t cuts[257];
-    (void)self;
-    if (!PyArg_ParseTuple(args, "OOOLLLLLd", &eps, &edges, &refs, &start, &accept, &max_states,
-                          &state_cost, &units_left, &threshold))
-        return NULL;
-    if (!PyList_Check(eps) || PyList_GET_SIZE(eps) == 0) {
-        PyErr_SetString(PyExc_TypeError, "_subset: eps must be a non-empty list");
-        return NULL;
-    }
-    n = PyList_GET_SIZE(eps);
-    if ((int64_t)n >= INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "_subset: too many NFA states");
-        return NULL;
-    }
-    if ((n_x = total_length(eps, n, "eps")) < 0 || (n_e = total_length(edges, n, "edges")) < 0 ||
-        (n_r = total_length(refs, n, "refs")) < 0)
-        return NULL;
-    src = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
-    lo = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
-    hi = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
-    tgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
-    esrc = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
-    etgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
-    rule = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_r + 1));
-    if (!src || !lo || !hi || !tgt || !esrc || !etgt || !rule) {
-        PyErr_NoMemory();
-        goto done;
-    }
     /* the byte edges, cut into byte classes at every range boundary (dfa._byte_classes) */
     memset(cuts, 0, sizeof cuts);
     cuts[0] = 1;
-    for (s = 0; s < n; s++) {
-        PyObject *row = PyList_GET_ITEM(edges, s);
-        for (j = 0; j < PyList_GET_SIZE(row); j++) {
-            PyObject *e = PyList_GET_ITEM(row, j);
-            int64_t a, b, t;
-            if ((a = tuple_int(e, 3, 0, 0, 255, "edges")) < 0 ||
-                (b = tuple_int(e, 3, 1, a, 255, "edges")) < 0 ||
-                (t = tuple_int(e, 3, 2, 0, (int64_t)n - 1, "edges")) < 0)
-                goto done;
-            src[q] = (int32_t)s;
-            lo[q] = (int32_t)a;
-            hi[q] = (int32_t)b;
-            tgt[q++] = (int32_t)t;
-            cuts[a] = 1;
-            cuts[b + 1] = 1;
-        }
-        row = PyList_GET_ITEM(eps, s);
-        for (j = 0; j < PyList_GET_SIZE(row); j++) {
-            int64_t t = int_in(PyList_GET_ITEM(row, j), 0, (int64_t)n - 1, "eps");
-            if (t < 0)
-                goto done;
-            esrc[x] = (int32_t)s;
-            etgt[x++] = (int32_t)t;
-        }
+    for (i = 0; i < n_e; i++) {
+        cuts[lo[i]] = 1;
+        cuts[hi[i] + 1] = 1;
     }
     for (i = 0; i < 256; i++) {
         n_classes += cuts[i];
@@ -739,25 +702,10 @@ subset_determinize(PyObject *self, PyObject *args)
         hi[i] = class_of[hi[i]];
     }
     /* rule references: the symbol n_classes + the rule's rank among the referenced rules */
-    for (s = 0; s < n; s++) {
-        PyObject *row = PyList_GET_ITEM(refs, s);
-        for (j = 0; j < PyList_GET_SIZE(row); j++) {
-            PyObject *e = PyList_GET_ITEM(row, j);
-            int64_t r, t;
-            if ((r = tuple_int(e, 2, 0, 0, INT64_MAX, "refs")) < 0 ||
-                (t = tuple_int(e, 2, 1, 0, (int64_t)n - 1, "refs")) < 0)
-                goto done;
-            rule[q - n_e] = r;
-            src[q] = (int32_t)s;
-            tgt[q++] = (int32_t)t;
-        }
-    }
     if (n_r > 0) {
         int64_t *sorted_rules = (int64_t *)malloc(sizeof(int64_t) * (size_t)n_r);
-        if (!sorted_rules) {
-            PyErr_NoMemory();
-            goto done;
-        }
+        if (!sorted_rules)
+            return PyErr_NoMemory();
         memcpy(sorted_rules, rule, sizeof(int64_t) * (size_t)n_r);
         qsort(sorted_rules, (size_t)n_r, sizeof(int64_t), cmp64);
         for (i = 0; i < n_r; i++)
@@ -803,6 +751,180 @@ done:
     Py_XDECREF(built);
     Py_XDECREF(classes);
     Py_XDECREF(rules);
+    return result;
+}
+
+static PyObject *
+subset_determinize(PyObject *self, PyObject *args)
+{
+    PyObject *eps, *edges, *refs, *result = NULL;
+    long long start, accept, max_states, state_cost, units_left;
+    double threshold;
+    Py_ssize_t n, s, j;
+    int64_t n_e, n_r, n_x, q = 0, x = 0;
+    int32_t *src = NULL, *lo = NULL, *hi = NULL, *tgt = NULL, *esrc = NULL, *etgt = NULL;
+    int64_t *rule = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOLLLLLd", &eps, &edges, &refs, &start, &accept, &max_states,
+                          &state_cost, &units_left, &threshold))
+        return NULL;
+    if (!PyList_Check(eps) || PyList_GET_SIZE(eps) == 0) {
+        PyErr_SetString(PyExc_TypeError, "_subset: eps must be a non-empty list");
+        return NULL;
+    }
+    n = PyList_GET_SIZE(eps);
+    if ((int64_t)n >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "_subset: too many NFA states");
+        return NULL;
+    }
+    if ((n_x = total_length(eps, n, "eps")) < 0 || (n_e = total_length(edges, n, "edges")) < 0 ||
+        (n_r = total_length(refs, n, "refs")) < 0)
+        return NULL;
+    src = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    lo = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    hi = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    tgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    esrc = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
+    etgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
+    rule = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_r + 1));
+    if (!src || !lo || !hi || !tgt || !esrc || !etgt || !rule) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (s = 0; s < n; s++) {
+        PyObject *row = PyList_GET_ITEM(edges, s);
+        for (j = 0; j < PyList_GET_SIZE(row); j++) {
+            PyObject *e = PyList_GET_ITEM(row, j);
+            int64_t a, b, t;
+            if ((a = tuple_int(e, 3, 0, 0, 255, "edges")) < 0 ||
+                (b = tuple_int(e, 3, 1, a, 255, "edges")) < 0 ||
+                (t = tuple_int(e, 3, 2, 0, (int64_t)n - 1, "edges")) < 0)
+                goto done;
+            src[q] = (int32_t)s;
+            lo[q] = (int32_t)a;
+            hi[q] = (int32_t)b;
+            tgt[q++] = (int32_t)t;
+        }
+        row = PyList_GET_ITEM(eps, s);
+        for (j = 0; j < PyList_GET_SIZE(row); j++) {
+            int64_t t = int_in(PyList_GET_ITEM(row, j), 0, (int64_t)n - 1, "eps");
+            if (t < 0)
+                goto done;
+            esrc[x] = (int32_t)s;
+            etgt[x++] = (int32_t)t;
+        }
+    }
+    for (s = 0; s < n; s++) {
+        PyObject *row = PyList_GET_ITEM(refs, s);
+        for (j = 0; j < PyList_GET_SIZE(row); j++) {
+            PyObject *e = PyList_GET_ITEM(row, j);
+            int64_t r, t;
+            if ((r = tuple_int(e, 2, 0, 0, INT64_MAX, "refs")) < 0 ||
+                (t = tuple_int(e, 2, 1, 0, (int64_t)n - 1, "refs")) < 0)
+                goto done;
+            rule[q - n_e] = r;
+            src[q] = (int32_t)s;
+            tgt[q++] = (int32_t)t;
+        }
+    }
+    result = finish_determinize(n, src, lo, hi, tgt, n_e, rule, n_r, esrc, etgt, n_x, start,
+                                accept, max_states, state_cost, units_left, threshold);
+done:
+    free(src);
+    free(lo);
+    free(hi);
+    free(tgt);
+    free(esrc);
+    free(etgt);
+    free(rule);
+    return result;
+}
+
+/* `o` must be a list of `len` ints, each in [lo, hi]: copied into out32 (or out64 when out32 is
+ * NULL); 0, or -1 with TypeError/ValueError set */
+static int
+flat_ints(PyObject *o, Py_ssize_t len, int64_t lo, int64_t hi, int32_t *out32, int64_t *out64,
+          const char *what)
+{
+    Py_ssize_t j;
+    if (!PyList_Check(o) || PyList_GET_SIZE(o) != len) {
+        PyErr_Format(PyExc_TypeError, "_subset: %s must be a list of %zd ints", what, len);
+        return -1;
+    }
+    for (j = 0; j < len; j++) {
+        int64_t v = int_in(PyList_GET_ITEM(o, j), lo, hi, what);
+        if (v < 0)
+            return -1;
+        if (out32)
+            out32[j] = (int32_t)v;
+        else
+            out64[j] = v;
+    }
+    return 0;
+}
+
+/* determinize_flat(n, e_src, e_lo, e_hi, e_tgt, x_src, x_tgt, r_src, r_rule, r_tgt, start, accept,
+ * max_states, state_cost, units_left, threshold): determinize() of the NFA of `n` states given
+ * as flat lists of ints (formcast.automata.nfa.FlatNFA: byte edge k is e_src[k] --[e_lo[k],
+ * e_hi[k]]--> e_tgt[k], epsilon edge k x_src[k] -> x_tgt[k], rule reference k r_src[k] calls
+ * r_rule[k] and returns to r_tgt[k]): the same construction, result and errors as determinize()
+ * of the per-state lists FlatNFA.to_lists() makes (edge order within a state does not change
+ * the DFA: a DFA state is a sorted set) */
+static PyObject *
+subset_determinize_flat(PyObject *self, PyObject *args)
+{
+    PyObject *es, *el, *eh, *et, *xs, *xt, *rs, *rr, *rt, *result = NULL;
+    long long n_arg, start, accept, max_states, state_cost, units_left;
+    double threshold;
+    Py_ssize_t n, n_e, n_x, n_r, k;
+    int32_t *src = NULL, *lo = NULL, *hi = NULL, *tgt = NULL, *esrc = NULL, *etgt = NULL;
+    int64_t *rule = NULL;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "LOOOOOOOOOLLLLLd", &n_arg, &es, &el, &eh, &et, &xs, &xt, &rs,
+                          &rr, &rt, &start, &accept, &max_states, &state_cost, &units_left,
+                          &threshold))
+        return NULL;
+    if (n_arg <= 0 || n_arg >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "_subset: the NFA must have 1 to 2**31 - 2 states");
+        return NULL;
+    }
+    n = (Py_ssize_t)n_arg;
+    if (!PyList_Check(es) || !PyList_Check(xs) || !PyList_Check(rs)) {
+        PyErr_SetString(PyExc_TypeError, "_subset: the edge lists must be lists");
+        return NULL;
+    }
+    n_e = PyList_GET_SIZE(es);
+    n_x = PyList_GET_SIZE(xs);
+    n_r = PyList_GET_SIZE(rs);
+    src = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    lo = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    hi = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    tgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_e + n_r + 1));
+    esrc = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
+    etgt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_x + 1));
+    rule = (int64_t *)malloc(sizeof(int64_t) * (size_t)(n_r + 1));
+    if (!src || !lo || !hi || !tgt || !esrc || !etgt || !rule) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (flat_ints(es, n_e, 0, n - 1, src, NULL, "e_src") < 0 ||
+        flat_ints(el, n_e, 0, 255, lo, NULL, "e_lo") < 0 ||
+        flat_ints(eh, n_e, 0, 255, hi, NULL, "e_hi") < 0 ||
+        flat_ints(et, n_e, 0, n - 1, tgt, NULL, "e_tgt") < 0 ||
+        flat_ints(xs, n_x, 0, n - 1, esrc, NULL, "x_src") < 0 ||
+        flat_ints(xt, n_x, 0, n - 1, etgt, NULL, "x_tgt") < 0 ||
+        flat_ints(rs, n_r, 0, n - 1, src + n_e, NULL, "r_src") < 0 ||
+        flat_ints(rr, n_r, 0, INT64_MAX, NULL, rule, "r_rule") < 0 ||
+        flat_ints(rt, n_r, 0, n - 1, tgt + n_e, NULL, "r_tgt") < 0)
+        goto done;
+    for (k = 0; k < n_e; k++)
+        if (hi[k] < lo[k]) {
+            PyErr_SetString(PyExc_ValueError, "_subset: an edge's range is empty (hi < lo)");
+            goto done;
+        }
+    result = finish_determinize(n, src, lo, hi, tgt, n_e, rule, n_r, esrc, etgt, n_x, start,
+                                accept, max_states, state_cost, units_left, threshold);
+done:
     free(src);
     free(lo);
     free(hi);
@@ -1057,6 +1179,10 @@ static PyMethodDef methods[] = {
      "determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, "
      "threshold) -> ((status, units, n_built, table, accepting, m), class_of, ref_rules) "
      "(see the module's source)."},
+    {"determinize_flat", subset_determinize_flat, METH_VARARGS,
+     "determinize_flat(n, e_src, e_lo, e_hi, e_tgt, x_src, x_tgt, r_src, r_rule, r_tgt, start, "
+     "accept, max_states, state_cost, units_left, threshold) -> as determinize() (see the "
+     "module's source)."},
     {"hopcroft", subset_hopcroft, METH_VARARGS,
      "hopcroft(table, k, accepting, start, out) -> None (see the module's source)."},
     {NULL, NULL, 0, NULL},

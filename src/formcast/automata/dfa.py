@@ -34,7 +34,7 @@ import numpy as np
 from ..columns import column_classes
 from ..errors import CompileTimeoutError, LimitExceededError
 from ..limits import CompileLimits, WorkBudget, check_deadline
-from .nfa import NFA, epsilon_closure
+from .nfa import NFA, FlatNFA, epsilon_closure
 
 __all__ = ["DEAD", "ByteDFA", "describe_bytes", "nfa_to_dfa"]
 
@@ -151,7 +151,7 @@ def _width(segs: list[_Segment]) -> int:
 
 
 def nfa_to_dfa(
-    nfa: NFA,
+    nfa: NFA | FlatNFA,
     limits: CompileLimits | None = None,
     *,
     minimize: bool = True,
@@ -161,19 +161,21 @@ def nfa_to_dfa(
 
     ``minimize=False`` skips Hopcroft (the token index merges states with equal masks anyway,
     see :func:`~formcast.automata.equivalence.bounded_equivalence`); the result is then
-    correct but possibly larger.
+    correct but possibly larger.  ``nfa``: either form (a :class:`FlatNFA` is what the Thompson
+    construction makes; the Python path reads it as an :class:`NFA`).
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
+    n_nfa = nfa.n if isinstance(nfa, FlatNFA) else len(nfa.eps)
     # subset construction builds roughly one DFA state per NFA state on repeat chains
-    budget.check_projected(len(nfa.eps) * _PROJECTED_COST_PER_NFA_STATE)
+    budget.check_projected(n_nfa * _PROJECTED_COST_PER_NFA_STATE)
     if _KERNEL is not None:
         built = _native_live_table(nfa, limits, budget)
         if built is None:
             return _empty_dfa()
         small, acc_arr, class_of, ref_rules = built
     else:
-        subsets = _SubsetConstruction(nfa)
+        subsets = _SubsetConstruction(nfa.to_lists() if isinstance(nfa, FlatNFA) else nfa)
         sets, trans = subsets.determinize(limits, budget)
         accepting = [nfa.accept in s for s in sets]
         live = _live_states(trans, accepting)
@@ -202,7 +204,7 @@ def nfa_to_dfa(
 
 
 def _native_live_table(
-    nfa: NFA, limits: CompileLimits, budget: WorkBudget
+    nfa: NFA | FlatNFA, limits: CompileLimits, budget: WorkBudget
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]] | None:
     """What the Python path's subset construction, :func:`_live_states` and :func:`_live_table`
     make, made by the C kernel (``formcast.automata._subset.determinize``, which reads the
@@ -210,18 +212,44 @@ def _native_live_table(
     and the referenced rules; None for the empty language.  The same states in the same order
     and the same fuel: the kernel adds up what :meth:`_SubsetConstruction.determinize` charges
     per state and stops where that would raise; the total is charged here (and raises as the
-    Python path does).  O(NFA edges + DFA states x symbols) in C."""
-    (status, units, _, table, acc, m), class_bytes, ref_rules = _KERNEL.determinize(
-        nfa.eps,
-        nfa.edges,
-        nfa.refs,
-        nfa.start,
-        nfa.accept,
-        limits.max_dfa_states,
-        _DFA_STATE_COST,
-        budget.limit - budget.used,
-        math.inf if budget.deadline is None else budget.deadline,
-    )
+    Python path does).  A :class:`FlatNFA`'s lists are read as they are
+    (``determinize_flat``: the same construction).  O(NFA edges + DFA states x symbols) in C."""
+    threshold = math.inf if budget.deadline is None else budget.deadline
+    # (a stand-in for the kernel, or a kernel built before determinize_flat, reads the lists)
+    if isinstance(nfa, FlatNFA) and not hasattr(_KERNEL, "determinize_flat"):
+        nfa = nfa.to_lists()
+    if isinstance(nfa, FlatNFA):
+        out = _KERNEL.determinize_flat(
+            nfa.n,
+            nfa.e_src,
+            nfa.e_lo,
+            nfa.e_hi,
+            nfa.e_tgt,
+            nfa.x_src,
+            nfa.x_tgt,
+            nfa.r_src,
+            nfa.r_rule,
+            nfa.r_tgt,
+            nfa.start,
+            nfa.accept,
+            limits.max_dfa_states,
+            _DFA_STATE_COST,
+            budget.limit - budget.used,
+            threshold,
+        )
+    else:
+        out = _KERNEL.determinize(
+            nfa.eps,
+            nfa.edges,
+            nfa.refs,
+            nfa.start,
+            nfa.accept,
+            limits.max_dfa_states,
+            _DFA_STATE_COST,
+            budget.limit - budget.used,
+            threshold,
+        )
+    (status, units, _, table, acc, m), class_bytes, ref_rules = out
     budget.spend(units)  # past the fuel or the deadline (status 1, 3), this raises
     if status == 2:
         raise LimitExceededError(

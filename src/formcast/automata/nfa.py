@@ -1,9 +1,13 @@
 """Thompson construction: regular IR → byte-level NFA.
 
-States are integers; each has epsilon edges and byte-range edges ``(lo, hi, target)``.  Code
-point sets are lowered through :func:`~formcast.automata.utf8.utf8_sequences`, sharing the
-continuation-byte suffixes of one set.  Bounded repeats are unrolled (``X{2,4}`` = ``XX(X(X)?)?``)
-under :attr:`~formcast.limits.CompileLimits.max_nfa_states`; separated lists (``x (y x)*``) are
+States are integers; each has epsilon edges and byte-range edges ``(lo, hi, target)``.  The
+construction appends them to flat lists of ints (:class:`FlatNFA`: no list per state, no tuple
+per edge; the compiled build's subset construction reads them as they are); :class:`NFA` is
+the same automaton as per-state lists (``FlatNFA.to_lists``: the Python subset construction,
+tests).  Code point sets are lowered through
+:func:`~formcast.automata.utf8.utf8_sequences`, sharing the continuation-byte suffixes of one
+set.  Bounded repeats are unrolled (``X{2,4}`` = ``XX(X(X)?)?``) under
+:attr:`~formcast.limits.CompileLimits.max_nfa_states`; separated lists (``x (y x)*``) are
 first folded into loops by :func:`formcast.ir.loops.fold_loops`.
 
 Subtrees worth compiling once (large character sets, items repeated or looped over) are not
@@ -51,7 +55,7 @@ _EMBED_RANGES = 8
 # composite nodes at least this large are built once per exit state and shared
 _SHARE_MIN_NODES = 6
 
-__all__ = ["NFA", "SubAutomaton", "epsilon_closure", "thompson_nfa"]
+__all__ = ["NFA", "FlatNFA", "SubAutomaton", "epsilon_closure", "thompson_nfa"]
 
 #: the UTF-8 byte-range sequences of the code point sets met so far, by their ranges (process
 #: wide: JSON strings' character sets recur in every compile; read-only lists, no fuel is
@@ -100,6 +104,144 @@ class NFA:
         self.edges.append([])
         self.refs.append([])
         return len(self.eps) - 1
+
+
+class FlatNFA:
+    """A byte NFA as flat parallel lists of ints: what :func:`thompson_nfa` builds.
+
+    The same automaton as an :class:`NFA` (:meth:`to_lists` makes that one, each state's edges
+    in the order they were added), without one list per state and one tuple per edge: a rule
+    body's NFA is a dozen lists of ints (no object the garbage collector tracks per state or
+    edge; the collector's passes and the allocations were a third of the construction's time
+    in the compiled build), and the compiled build's subset construction reads them as they are
+    (``formcast.automata._subset.determinize_flat``).
+
+    Attributes:
+        n: number of states (``0 .. n - 1``).
+        e_src, e_lo, e_hi, e_tgt: byte edges ``e_src[k] --[e_lo[k], e_hi[k]]--> e_tgt[k]``.
+        x_src, x_tgt: epsilon edges.
+        r_src, r_rule, r_tgt: rule references (``r_rule[k]`` the rule id).
+
+    Lifetime: built by one construction (appended to only), then read by the DFA construction
+    and dropped.  Fuel: :meth:`new_state` and :meth:`new_states` charge exactly what
+    :class:`NFA`'s do (the same sums at the same state counts).
+    """
+
+    __slots__ = (
+        "accept",
+        "budget",
+        "e_hi",
+        "e_lo",
+        "e_src",
+        "e_tgt",
+        "limit",
+        "n",
+        "r_rule",
+        "r_src",
+        "r_tgt",
+        "start",
+        "x_src",
+        "x_tgt",
+    )
+
+    def __init__(self, limit: int = 1_000_000, budget: WorkBudget | None = None) -> None:
+        self.n = 0
+        self.start = 0
+        self.accept = 0
+        self.limit = limit
+        self.budget = budget
+        self.e_src: list[int] = []
+        self.e_lo: list[int] = []
+        self.e_hi: list[int] = []
+        self.e_tgt: list[int] = []
+        self.x_src: list[int] = []
+        self.x_tgt: list[int] = []
+        self.r_src: list[int] = []
+        self.r_rule: list[int] = []
+        self.r_tgt: list[int] = []
+
+    def new_states(self, k: int) -> int:
+        """Allocate ``k`` states at once; returns the first id (they are consecutive)."""
+        first = self.n
+        if self.budget is not None:
+            self.budget.spend(k * _NFA_STATE_COST)
+            self.budget.check_projected((first + k) * _PROJECTED_DFA_COST)
+        if first + k > self.limit:
+            raise LimitExceededError(
+                "max_nfa_states", self.limit, "bounded repeats are unrolled; lower the bounds"
+            )
+        self.n = first + k
+        return first
+
+    def new_state(self) -> int:
+        """Allocate one state; returns its id (fuel charged 64 states at a time, as NFA's)."""
+        n = self.n
+        if self.budget is not None and n % 64 == 0:
+            self.budget.spend(64 * _NFA_STATE_COST)
+            # each NFA state will cost about one DFA state later: refuse hopeless sizes early
+            self.budget.check_projected(n * _PROJECTED_DFA_COST)
+        if n >= self.limit:
+            raise LimitExceededError(
+                "max_nfa_states", self.limit, "bounded repeats are unrolled; lower the bounds"
+            )
+        self.n = n + 1
+        return n
+
+    def eps_edge(self, a: int, b: int) -> None:
+        """An epsilon edge ``a -> b``."""
+        self.x_src.append(a)
+        self.x_tgt.append(b)
+
+    def byte_edge(self, a: int, lo: int, hi: int, b: int) -> None:
+        """A byte-range edge ``a --[lo, hi]--> b``."""
+        self.e_src.append(a)
+        self.e_lo.append(lo)
+        self.e_hi.append(hi)
+        self.e_tgt.append(b)
+
+    def ref_edge(self, a: int, rule: int, b: int) -> None:
+        """A call of rule ``rule`` from ``a``, returning to ``b``."""
+        self.r_src.append(a)
+        self.r_rule.append(rule)
+        self.r_tgt.append(b)
+
+    def to_lists(self) -> NFA:
+        """The same automaton as an :class:`NFA` (per state lists, edges in insertion order).
+        O(states + edges)."""
+        n = self.n
+        eps: list[list[int]] = [[] for _ in range(n)]
+        edges: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
+        refs: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+        for a, b in zip(self.x_src, self.x_tgt, strict=True):
+            eps[a].append(b)
+        for a, lo, hi, b in zip(self.e_src, self.e_lo, self.e_hi, self.e_tgt, strict=True):
+            edges[a].append((lo, hi, b))
+        for a, r, b in zip(self.r_src, self.r_rule, self.r_tgt, strict=True):
+            refs[a].append((r, b))
+        return NFA(
+            eps=eps,
+            edges=edges,
+            refs=refs,
+            start=self.start,
+            accept=self.accept,
+            limit=self.limit,
+            budget=self.budget,
+        )
+
+    @property
+    def eps(self) -> list[list[int]]:
+        """Epsilon targets per state (a fresh list of lists, O(size): for tests and reports)."""
+        return self.to_lists().eps
+
+    @property
+    def edges(self) -> list[list[tuple[int, int, int]]]:
+        """``(lo, hi, target)`` per state (a fresh list of lists, O(size))."""
+        return self.to_lists().edges
+
+    @property
+    def refs(self) -> list[list[tuple[int, int]]]:
+        """``(rule id, target)`` per state (a fresh list of lists, O(size))."""
+        return self.to_lists().refs
 
 
 def epsilon_closure(eps: list[list[int]], states: Iterable[int]) -> frozenset[int]:
@@ -171,8 +313,8 @@ def thompson_nfa(
     *,
     inline: Node | None = None,
     rule_ids: Mapping[str, int] | None = None,
-) -> NFA:
-    """Build the NFA of an IR tree.
+) -> FlatNFA:
+    """Build the NFA of an IR tree (a :class:`FlatNFA`).
 
     Without ``rule_ids`` the tree must be regular (a :class:`RuleRef` raises
     :class:`UnsupportedFeatureError`); with it, each ``RuleRef(name)`` becomes a reference edge
@@ -211,7 +353,7 @@ class _Thompson:
         inline: Node | None,
         rule_ids: Mapping[str, int] | None,
     ) -> None:
-        self.nfa = NFA(limit=limits.max_nfa_states, budget=budget)
+        self.nfa = FlatNFA(limit=limits.max_nfa_states, budget=budget)
         self.sub_automaton = sub_automaton
         self.inline = inline
         self.rule_ids = rule_ids
@@ -224,7 +366,7 @@ class _Thompson:
         self.chained: dict[tuple[Node, int], int] = {}
         self.byte_chain: dict[tuple[int, int], int] = {}  # (byte, next state) -> its reader
 
-    def run(self, node: Node) -> NFA:
+    def run(self, node: Node) -> FlatNFA:
         nfa = self.nfa
         s = nfa.new_state()
         a = nfa.new_state()
@@ -239,11 +381,11 @@ class _Thompson:
                 key = (n, to)
                 entry = shared.get(key)
                 if entry is not None:
-                    nfa.eps[frm].append(entry)
+                    nfa.eps_edge(frm, entry)
                     continue
                 if not own:
                     entry = nfa.new_state()
-                    nfa.eps[frm].append(entry)
+                    nfa.eps_edge(frm, entry)
                     frm = entry
                 shared[key] = frm
             try:
@@ -254,7 +396,7 @@ class _Thompson:
         return nfa
 
     def _empty(self, n: Empty, frm: int, to: int, own: bool) -> None:
-        self.nfa.eps[frm].append(to)
+        self.nfa.eps_edge(frm, to)
 
     def _nothing(self, n: Nothing, frm: int, to: int, own: bool) -> None:
         pass
@@ -272,7 +414,7 @@ class _Thompson:
                 "a surrogate code point has no UTF-8 form, so no output can contain it",
             ) from None
         if not data:
-            nfa.eps[frm].append(to)
+            nfa.eps_edge(frm, to)
             return
         byte_chain = self.byte_chain
         nxt = to
@@ -281,15 +423,15 @@ class _Thompson:
             entry = byte_chain.get(byte_link)
             if entry is None:
                 entry = nfa.new_state()
-                nfa.edges[entry].append((b, b, nxt))
+                nfa.byte_edge(entry, b, b, nxt)
                 byte_chain[byte_link] = entry
             nxt = entry
-        nfa.edges[frm].append((data[0], data[0], nxt))
+        nfa.byte_edge(frm, data[0], data[0], nxt)
 
     def _byte_set(self, n: ByteSet, frm: int, to: int, own: bool) -> None:
-        edges = self.nfa.edges[frm]
+        nfa = self.nfa
         for lo, hi in n.ranges:
-            edges.append((lo, hi, to))
+            nfa.byte_edge(frm, lo, hi, to)
 
     def _char_set(self, n: CharSet, frm: int, to: int, own: bool) -> None:
         if len(n.ranges) > _EMBED_RANGES and n is not self.inline:
@@ -329,13 +471,13 @@ class _Thompson:
         link = (items[0], nxt)
         entry = chained.get(link)
         if entry is not None:
-            nfa.eps[frm].append(entry)
+            nfa.eps_edge(frm, entry)
         elif own:
             chained[link] = frm
             work.append((items[0], frm, nxt, True))
         else:  # a fresh entry, so that the next occurrence (another alternative) links here
             entry = nfa.new_state()
-            nfa.eps[frm].append(entry)
+            nfa.eps_edge(frm, entry)
             chained[link] = entry
             work.append((items[0], entry, nxt, True))
 
@@ -365,11 +507,11 @@ class _Thompson:
         nfa, work = self.nfa, self.work
         loop = nfa.new_state()
         end = nfa.new_state()
-        nfa.eps[frm].append(loop)
-        nfa.eps[end].append(to)
+        nfa.eps_edge(frm, loop)
+        nfa.eps_edge(end, to)
         work.append((n.item, loop, end, True))
         if isinstance(n.sep, Empty):
-            nfa.eps[end].append(loop)
+            nfa.eps_edge(end, loop)
         else:
             work.append((n.sep, end, loop, False))
 
@@ -380,7 +522,7 @@ class _Thompson:
                 "a regular expression",
                 "non-regular grammars compile with compile_grammar",
             )
-        self.nfa.refs[frm].append((self.rule_ids[n.name], to))
+        self.nfa.ref_edge(frm, self.rule_ids[n.name], to)
 
 
 _Thompson._HANDLERS = {
@@ -438,53 +580,55 @@ def _single_byte_ranges(item: Node) -> tuple[tuple[int, int], ...] | None:
 
 
 def _add_repeat(
-    nfa: NFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, int, bool]]
+    nfa: FlatNFA, n: Repeat, frm: int, to: int, work: list[tuple[Node, int, int, bool]]
 ) -> None:
     # an item of one byte (whitespace, digits: ``[ \t\n]{0,20}``, ``[0-9]{1,20}``) gets its
     # edges here rather than one work item per copy: the same NFA, states and edges, without
     # the dispatch per copy (most NFA states of the builtin JSON grammar are such copies)
     ranges = _single_byte_ranges(n.item)
-    edges = nfa.edges
     cur = frm
     for _ in range(n.min):
         nxt = nfa.new_state()
         if ranges is None:
             work.append((n.item, cur, nxt, False))
         else:
-            edges[cur].extend([(lo, hi, nxt) for lo, hi in ranges])
+            for lo, hi in ranges:
+                nfa.byte_edge(cur, lo, hi, nxt)
         cur = nxt
     if n.max is None:
         # cur --eps--> loop; loop --item--> loop; loop --eps--> to
         loop = nfa.new_state()
-        nfa.eps[cur].append(loop)
+        nfa.eps_edge(cur, loop)
         body_end = nfa.new_state()
         if ranges is None:
             work.append((n.item, loop, body_end, False))
         else:
-            edges[loop].extend([(lo, hi, body_end) for lo, hi in ranges])
-        nfa.eps[body_end].append(loop)
-        nfa.eps[loop].append(to)
+            for lo, hi in ranges:
+                nfa.byte_edge(loop, lo, hi, body_end)
+        nfa.eps_edge(body_end, loop)
+        nfa.eps_edge(loop, to)
         return
     optional = n.max - n.min
-    nfa.eps[cur].append(to)
+    nfa.eps_edge(cur, to)
     for i in range(optional):
         nxt = to if i == optional - 1 else nfa.new_state()
         if ranges is None:
             work.append((n.item, cur, nxt, False))
         else:
-            edges[cur].extend([(lo, hi, nxt) for lo, hi in ranges])
+            for lo, hi in ranges:
+                nfa.byte_edge(cur, lo, hi, nxt)
         if nxt != to:
-            nfa.eps[nxt].append(to)
+            nfa.eps_edge(nxt, to)
         cur = nxt
 
 
-def _add_sequences(nfa: NFA, seqs: list[list[tuple[int, int]]], frm: int, to: int) -> None:
+def _add_sequences(nfa: FlatNFA, seqs: list[list[tuple[int, int]]], frm: int, to: int) -> None:
     """Add UTF-8 range sequences from ``frm`` to ``to``, sharing common suffix states."""
     # suffix sharing: key = tuple of remaining ranges -> state that consumes them to `to`
     suffix_state: dict[tuple[tuple[int, int], ...], int] = {}
     for seq in seqs:
         if len(seq) == 1:
-            nfa.edges[frm].append((seq[0][0], seq[0][1], to))
+            nfa.byte_edge(frm, seq[0][0], seq[0][1], to)
             continue
         # build from the end so suffixes are shared
         nxt = to
@@ -494,21 +638,20 @@ def _add_sequences(nfa: NFA, seqs: list[list[tuple[int, int]]], frm: int, to: in
             if st is None:
                 st = nfa.new_state()
                 lo, hi = seq[k]
-                nfa.edges[st].append((lo, hi, nxt))
+                nfa.byte_edge(st, lo, hi, nxt)
                 suffix_state[key] = st
             nxt = st
         lo, hi = seq[0]
-        nfa.edges[frm].append((lo, hi, nxt))
+        nfa.byte_edge(frm, lo, hi, nxt)
 
 
-def _embed(nfa: NFA, sub: SubAutomaton, frm: int, to: int) -> None:
+def _embed(nfa: FlatNFA, sub: SubAutomaton, frm: int, to: int) -> None:
     """Copy a sub-DFA into the NFA between ``frm`` and ``to``.  O(its edges), no numpy."""
     if sub.start == 0:
         return
     base = nfa.new_states(sub.n_states - 1) - 1  # local state s (>= 1) -> base + s
-    nfa.eps[frm].append(base + sub.start)
+    nfa.eps_edge(frm, base + sub.start)
     for s in sub.accepting:
-        nfa.eps[base + s].append(to)
-    edges = nfa.edges
+        nfa.eps_edge(base + s, to)
     for s, lo, hi, t in sub.edges:
-        edges[base + s].append((lo, hi, base + t))
+        nfa.byte_edge(base + s, lo, hi, base + t)

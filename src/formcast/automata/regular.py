@@ -32,7 +32,7 @@ from ..limits import (
     cached_work,
 )
 from .dfa import ByteDFA, nfa_to_dfa
-from .nfa import NFA, SubAutomaton, thompson_nfa
+from .nfa import FlatNFA, SubAutomaton, thompson_nfa
 
 __all__ = [
     "SUB_DFA_CACHE",
@@ -71,7 +71,7 @@ def build_nfa(
     rule_ids: Mapping[str, int] | None = None,
     budget: WorkBudget | None = None,
     sub_dfas: SubDfaMemo | None = None,
-) -> NFA:
+) -> FlatNFA:
     """Build the NFA of an IR tree (:func:`~.nfa.thompson_nfa`), its sub-automata compiled
     here.
 

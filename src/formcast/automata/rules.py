@@ -405,7 +405,7 @@ def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
     Every state of a rule DFA is live (it reaches acceptance through bytes and calls), so a
     rule whose callees are all productive (or that has none) can finish when its language is
     not empty: O(calls).  Others are searched (:func:`_can_finish`), again only when more of
-    their callees became productive."""
+    their callees became productive (their moves, :func:`_moves`, listed once)."""
     # callees before callers, so most rules are settled in O(calls)
     graph = {r: set(dfa.ref_rules) for r, dfa in enumerate(dfas)}
     order = [r for comp in rule_sccs(graph) for r in comp]
@@ -413,37 +413,85 @@ def _productive_rules(dfas: list[ByteDFA]) -> set[int]:
     for r, callees in graph.items():
         for c in callees:
             callers.setdefault(c, set()).add(r)
+    moves: dict[int, _Moves] = {}
 
     def can_finish(r: int, productive: set[int]) -> bool:
         dfa = dfas[r]
         if all(c in productive for c in dfa.ref_rules):
             return dfa.start != DEAD
-        return _can_finish(dfa, productive)
+        found = moves.get(r)
+        if found is None:
+            found = moves[r] = _moves(dfa)
+        return _can_finish(dfa, productive, found)
 
     return rule_fixpoint(order, callers, can_finish)
 
 
-def _can_finish(dfa: ByteDFA, productive_ids: set[int]) -> bool:
+#: a rule DFA's moves for reachability searches (:func:`_moves`): byte successors as CSR
+#: (offsets, targets), calls as CSR (offsets, call column, return state), accepting flags
+_Moves = tuple[list[int], list[int], list[int], list[int], list[int], list[bool]]
+
+
+def _moves(dfa: ByteDFA) -> _Moves:
+    """Each state's byte successors (one per run of equal targets in its row; the dead state
+    left out) and its calls (column of ``ref_rules``, return state), as CSR lists, with the
+    accepting flags.  A few array passes over the table, then lists: the searches of
+    :func:`_can_finish` are then plain integer work, however deep the automaton (a search
+    level by level in numpy cost microseconds per level: milliseconds for the long key
+    chains of large objects, searched once per round of the productivity fixpoint)."""
+    table = dfa.table
+    n: int = table.shape[0]
+    runs = np.empty(table.shape, dtype=bool)
+    runs[:, 0] = True
+    np.not_equal(table[:, 1:], table[:, :-1], out=runs[:, 1:])
+    runs &= table != DEAD
+    rows, cols = np.nonzero(runs)  # (row-major: grouped by state, in order)
+    b_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=b_off[1:])
+    b_tgt = table[rows, cols]
+    if dfa.ref_table is None:
+        r_off: list[int] = [0] * (n + 1)
+        r_col: list[int] = []
+        r_tgt: list[int] = []
+    else:
+        ref_table = dfa.ref_table
+        r_rows, r_cols = np.nonzero(ref_table != DEAD)
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r_rows, minlength=n), out=off[1:])
+        r_off = off.tolist()
+        r_col = r_cols.tolist()
+        r_tgt = ref_table[r_rows, r_cols].tolist()
+    return b_off.tolist(), b_tgt.tolist(), r_off, r_col, r_tgt, dfa.accepting.tolist()
+
+
+def _can_finish(dfa: ByteDFA, productive_ids: set[int], moves: _Moves) -> bool:
     """Accepting state reachable from the start via bytes and calls to productive rules.
 
-    Breadth-first, one level of states at a time (numpy): O(depth) array operations."""
+    A depth-first search over the rule's :func:`_moves`: O(states + moves) integer work."""
     if dfa.start == DEAD:
         return False
     check_deadline()
-    seen = np.zeros(dfa.table.shape[0], dtype=bool)
+    b_off, b_tgt, r_off, r_col, r_tgt, accepting = moves
+    ok = [callee in productive_ids for callee in dfa.ref_rules]
+    seen = [False] * len(accepting)
     seen[DEAD] = True
     seen[dfa.start] = True
-    cols = [j for j, callee in enumerate(dfa.ref_rules) if callee in productive_ids]
-    frontier = np.asarray([dfa.start], dtype=np.int64)
-    while frontier.size:
-        if bool(dfa.accepting[frontier].any()):
+    stack = [dfa.start]
+    while stack:
+        s = stack.pop()
+        if accepting[s]:
             return True
-        nxt = dfa.table[frontier].reshape(-1)
-        if cols and dfa.ref_table is not None:
-            nxt = np.concatenate((nxt, dfa.ref_table[frontier][:, cols].reshape(-1)))
-        nxt = np.unique(nxt)
-        frontier = nxt[~seen[nxt]]
-        seen[frontier] = True
+        for k in range(b_off[s], b_off[s + 1]):
+            t = b_tgt[k]
+            if not seen[t]:
+                seen[t] = True
+                stack.append(t)
+        for k in range(r_off[s], r_off[s + 1]):
+            if ok[r_col[k]]:
+                t = r_tgt[k]
+                if not seen[t]:
+                    seen[t] = True
+                    stack.append(t)
     return False
 
 
