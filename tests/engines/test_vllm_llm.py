@@ -372,6 +372,48 @@ def test_the_manager_builds_the_backend_at_engine_start(
     manager.clear_backend()
 
 
+def test_a_grammar_in_memory_is_ready_at_grammar_init(llm: Any) -> None:
+    """A request whose constraint the compiler holds in memory gets its grammar from
+    ``grammar_init`` itself (no Future: the scheduler's first look finds it ready, the request
+    is not a step late), with its own matcher; a constraint not seen before still goes to
+    vLLM's compile thread (a Future)."""
+    from concurrent.futures import Future
+
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+    from vllm.v1.request import Request
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    vllm_config = llm.llm_engine.vllm_config
+    tok = llm.get_tokenizer()
+    manager = StructuredOutputManager(vllm_config)
+
+    def request(name: str, regex: str) -> Any:
+        params = SamplingParams(max_tokens=4,
+                                structured_outputs=StructuredOutputsParams(regex=regex))
+        params._validate_structured_outputs(vllm_config.model_config,
+                                            vllm_config.structured_outputs_config, tok)
+        req = Request(name, prompt_token_ids=[1, 2], sampling_params=params, pooling_params=None)
+        manager.grammar_init(req)
+        return req.structured_output_request
+
+    first = request("r-first", "[0-7]{3}-x")
+    if manager._use_async_grammar_compilation:
+        assert isinstance(first._grammar, Future), "a miss goes to the compile thread"
+    deadline = time.monotonic() + 60
+    while not first.is_grammar_ready:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    again = request("r-again", "[0-7]{3}-x")
+    assert isinstance(again._grammar, fv.FormcastGrammar), "a hit is handed over at once"
+    assert again._grammar.compiled is first.grammar.compiled
+    assert again._grammar.matcher is not first.grammar.matcher
+    other = request("r-other", "[0-7]{4}-y")
+    if manager._use_async_grammar_compilation:
+        assert isinstance(other._grammar, Future)
+    manager.clear_backend()
+
+
 def test_vllms_manager_fills_draft_rows_like_the_oracle(
     llm: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

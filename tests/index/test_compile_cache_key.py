@@ -139,3 +139,24 @@ def test_a_schema_too_deep_for_json_is_a_named_limit(as_text: bool) -> None:
     assert "5001 levels deep" in str(e.value)
     if not as_text:
         assert "/items/items" in str(e.value)
+
+
+def test_cached_is_the_memory_cache_without_a_compile() -> None:
+    """``GrammarCompiler.cached``: the grammar ``compile`` returned for an equal spec (counted
+    as a hit), None for one never compiled, for other options, or with caching off; it never
+    compiles."""
+    from formcast.index.spec import JsonSchemaSpec
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    compiler = GrammarCompiler(byte_vocab())
+    assert compiler.cached(JsonSchemaSpec.of(schema)) is None
+    assert compiler.misses == 0, "a look-up compiles nothing"
+    assert compiler.hits == 0
+    compiled = compiler.compile(JsonSchemaSpec.of(schema))
+    assert compiler.cached(JsonSchemaSpec.of(json.loads(json.dumps(schema)))) is compiled
+    assert compiler.hits == 1
+    assert compiler.cached(JsonSchemaSpec.of(schema, JsonSchemaOptions(lenient=True))) is None
+    assert compiler.cached(JsonSchemaSpec.of({**schema, "required": []})) is None
+    off = GrammarCompiler(byte_vocab(), cache_size=0)
+    off.compile(JsonSchemaSpec.of(schema))
+    assert off.cached(JsonSchemaSpec.of(schema)) is None

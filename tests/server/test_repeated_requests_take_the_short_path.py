@@ -1,10 +1,10 @@
 """A request repeating a constraint takes the short path to its first chunk: its compiled
-grammar is found on the event loop (the compiler -- one compile thread, where a cache hit
-would wait behind any compile in progress -- is not asked again), and, its grammar's lead
+grammar is found on the event loop (``GrammarCompiler.cached``: no hop to the compile thread,
+where a cache hit would wait behind any compile in progress), and, its grammar's lead
 having been taken before, it is submitted on the loop.  Neither changes what is answered.
 
-Oracles: the engine's memo returns the very grammar compiled for an equal key and never one
-for another schema or other options (a different grammar object, compiled by the compiler);
+Oracles: the compiler's memory cache returns the very grammar compiled for an equal key,
+never one for another schema or other options (a different grammar object, compiled);
 a repeated streamed request still gets the forced start before any model call can finish,
 and the same reply as the first time.
 """

@@ -22,7 +22,9 @@ vLLM's own code, unchanged):
    ``"formcast"``, starts building that backend (the vocabulary and its token trie, about 1-2 s
    for a 128k vocabulary) in a daemon thread, so that the engine's first structured requests do
    not wait for it (a build that fails is retried at the first request, which then gets the
-   error as before).
+   error as before); a request whose constraint formcast's compiler holds in memory gets its
+   grammar there and then (vLLM's compile thread would hand it over only after the
+   scheduler's first look, a step late), any other goes to vLLM's compile thread as before.
 
 The upstream change that makes this module unnecessary: a backend registry in
 ``vllm/v1/structured_output/`` (``register_structured_output_backend(name, backend_cls,
@@ -239,10 +241,33 @@ def _patch_manager() -> None:
             and request.sampling_params.structured_outputs._backend == BACKEND_NAME
         ):
             self.backend = _take_backend(self)
+        if _ready_grammar(self, request):
+            return
         original(self, request)
 
     grammar_init._formcast = True  # type: ignore[attr-defined]
     StructuredOutputManager.grammar_init = grammar_init
+
+
+def _ready_grammar(manager: Any, request: Any) -> bool:
+    """Hand ``request`` its grammar now when formcast's compiler holds it in memory (a
+    constraint seen before): vLLM's compile thread would deliver it only after the scheduler
+    first looked, so the request would start a step late (docs/notes/vllm32.md).  A miss, or
+    another backend: False, and vLLM's own path (the compile thread) runs."""
+    from .vllm import FormcastBackend
+
+    backend = manager.backend
+    so = request.structured_output_request
+    if so is None or not isinstance(backend, FormcastBackend):
+        return False
+    request_type, spec = so.structured_output_key
+    params = request.sampling_params
+    stop = params.all_stop_token_ids if params is not None else None
+    grammar = backend.cached_grammar(request_type, spec, stop_token_ids=stop)
+    if grammar is None:
+        return False
+    so.grammar = grammar
+    return True
 
 
 def _new_backend(manager: Any) -> Any:

@@ -181,12 +181,6 @@ class Engine:
             cache_dir=config.cache_dir,
         )
         self._jobs: queue.Queue[Job | None] = queue.Queue()
-        # the grammars compiled for requests, by their compile key, while anything holds them
-        # (the compiler's cache, a running request): a repeated constraint is found on the
-        # event loop, without waiting behind the compile thread (one compile at a time)
-        self._compiled: weakref.WeakValueDictionary[
-            tuple[str, str, str | None], CompiledGrammar
-        ] = weakref.WeakValueDictionary()
         # grammars whose lead a request took already: the next ones are submitted on the event
         # loop (their lead's masks are memoized: ~0.5 ms, less than a hop to a thread)
         self._led: weakref.WeakSet[CompiledGrammar] = weakref.WeakSet()
@@ -357,12 +351,12 @@ class Engine:
         timeout = self.config.compile_timeout_s
         try:
             value = spec if isinstance(spec, ConstraintSpec) else spec()
-            key = value.key_parts()
-            if key[2] is not None:  # a key the compiler caches under
-                hit = self._compiled.get(key)
-                if hit is not None:
-                    self.metrics.compile_cache_hits.inc()
-                    return hit
+            # a repeated constraint is found here, on the event loop, without waiting behind
+            # the compile thread (one compile at a time)
+            hit = self.compiler.cached(value)
+            if hit is not None:
+                self.metrics.compile_cache_hits.inc()
+                return hit
             compiled = await asyncio.wait_for(self.compiler.compile_async(value), timeout)
         except TimeoutError:
             self.metrics.compile_errors.labels(code="compile_timeout").inc()
@@ -383,8 +377,6 @@ class Engine:
             self.metrics.compile_seconds.observe(_perf() - t0)
         else:
             self.metrics.compile_cache_hits.inc()
-        if key[2] is not None:
-            self._compiled[key] = compiled
         return compiled
 
     # -- running --------------------------------------------------------------------------------
