@@ -20,6 +20,7 @@ O(rules x states x 256) fixpoints, checked against the compile's deadline; no fu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Protocol
 
 import numpy as np
@@ -170,25 +171,17 @@ class GrammarAnalysis:
         # site -- plus FOLLOW(caller) where the return state accepts: a fixpoint over rules
         follow = [0] * n_rules
         flows_from: list[set[int]] = [set() for _ in range(n_rules)]
-        for caller in range(n_rules):
-            check_deadline()
-            dfa = dfas[caller]
-            caller_refs = refs[caller]
-            sites = _call_sites(dfa)
-            if not sites:
-                continue
-            rets = [ret for _, ret in sites]
-            moves = _row_bits(dfa.table[rets])
-            accepting: list[bool] = np.asarray(dfa.accepting, dtype=bool)[rets].tolist()
-            rst = restart[caller]
-            for i, (callee, ret) in enumerate(sites):
-                after = moves[i]
-                for c2, _ in caller_refs[ret]:
-                    after |= all_bytes if nullable[c2] else first[c2]
-                if accepting[i]:
-                    after |= rst
-                    flows_from[callee].add(caller)
-                follow[callee] |= after
+        check_deadline()
+        callers, callees, rets, moves, accepting = _all_call_sites(dfas)
+        for i, caller in enumerate(callers):
+            callee, ret = callees[i], rets[i]
+            after = moves[i]
+            for c2, _ in refs[caller][ret]:
+                after |= all_bytes if nullable[c2] else first[c2]
+            if accepting[i]:
+                after |= restart[caller]
+                flows_from[callee].add(caller)
+            follow[callee] |= after
         changed = True
         while changed:
             changed = False
@@ -211,21 +204,62 @@ class GrammarAnalysis:
 _ALL_BYTES = (1 << 256) - 1
 
 
-def _call_sites(dfa: ByteDFA) -> list[tuple[int, int]]:
-    """The distinct ``(callee, return state)`` pairs of a rule DFA's calls, sorted: what its
-    ``refs`` list state by state (:func:`~formcast.automata.rules.compile_grammar_automaton`
-    derives them from ``ref_table``, the dead state's row left out), read from ``ref_table``
-    in one numpy pass rather than a Python pass over every state.  O(states x callees)."""
-    rt = dfa.ref_table
-    if rt is None or rt.shape[0] <= 1 or not rt.shape[1]:
-        return []
-    live = rt[1:]
-    st, col = np.nonzero(live != DEAD)
-    if not st.size:
-        return []
-    callees = np.asarray(dfa.ref_rules, dtype=np.int64)[col].tolist()
-    rets = live[st, col].tolist()
-    return sorted(set(zip(callees, rets, strict=True)))
+def _all_call_sites(
+    dfas: tuple[ByteDFA, ...],
+) -> tuple[list[int], list[int], list[int], list[int], list[bool]]:
+    """The distinct ``(caller, callee, return state)`` triples of every rule DFA's calls,
+    sorted, as parallel lists with, per triple, the bytes the return state moves on (a
+    256-bit int, :func:`_row_bits`) and whether it accepts: what ``refs`` lists state by state
+    (:func:`~formcast.automata.rules.compile_grammar_automaton` derives them from
+    ``ref_table``, the dead state's row left out), read from the rules' ``ref_table``
+    arrays in a few numpy passes over all rules at once (a pass per rule was most of the
+    analysis of a large grammar) plus one row gather per calling rule.  O(states x callees)
+    in numpy, O(sites) in Python."""
+    flat: list[np.ndarray] = []
+    who: list[int] = []
+    width: list[int] = []
+    names: list[int] = []
+    for r, d in enumerate(dfas):
+        rt = d.ref_table
+        if rt is None or rt.shape[0] <= 1 or not rt.shape[1]:
+            continue
+        flat.append(rt[1:].reshape(-1))
+        who.append(r)
+        width.append(int(rt.shape[1]))
+        names.extend(d.ref_rules)
+    if not flat:
+        return [], [], [], [], []
+    cells = np.concatenate(flat) if len(flat) > 1 else flat[0]
+    hit = np.flatnonzero(cells != DEAD)
+    if not hit.size:
+        return [], [], [], [], []
+    sizes = np.fromiter((a.size for a in flat), dtype=np.int64, count=len(flat))
+    starts = np.cumsum(sizes) - sizes
+    block = np.searchsorted(starts, hit, side="right") - 1  # the calling rule's block
+    widths = np.asarray(width, dtype=np.int64)
+    col_base = np.cumsum(widths) - widths  # each block's first entry in ``names``
+    callee = np.asarray(names, dtype=np.int64)[
+        col_base[block] + (hit - starts[block]) % widths[block]
+    ]
+    ret = cells[hit].astype(np.int64)
+    n_rules, n_states = len(dfas), int(ret.max()) + 1
+    caller = np.asarray(who, dtype=np.int64)[block]
+    key = np.unique((caller * n_rules + callee) * n_states + ret)  # sorted, distinct
+    ret = key % n_states
+    callee = key // n_states % n_rules
+    caller = key // n_states // n_rules
+    # per calling rule (a run of ``caller``), its return states' rows and accepting flags
+    bounds = [0, *(np.flatnonzero(np.diff(caller)) + 1).tolist(), int(key.size)]
+    gathered: list[np.ndarray] = []
+    acc: list[np.ndarray] = []
+    for lo, hi in pairwise(bounds):
+        d = dfas[int(caller[lo])]
+        part = ret[lo:hi]
+        gathered.append(d.table[part])
+        acc.append(np.asarray(d.accepting, dtype=bool)[part])
+    moves = _row_bits(np.concatenate(gathered) if len(gathered) > 1 else gathered[0])
+    accepting: list[bool] = (np.concatenate(acc) if len(acc) > 1 else acc[0]).tolist()
+    return caller.tolist(), callee.tolist(), ret.tolist(), moves, accepting
 
 
 def _row_bits(table_rows: np.ndarray) -> list[int]:

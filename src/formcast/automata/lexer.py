@@ -217,7 +217,12 @@ _AHEAD_MARGIN = 1_024
 #: rule, but because a refinement of the lexer built so far (the token index's, on its first
 #: wide start) sees the rows of rules not met yet as sentinels, each a class of its own, so
 #: fewer walks are shared: :meth:`LazyExpandedLexer.build_rule_rows` before it restores that.)
-_LAZY_ROWS_FROM = 8_192
+#: Was 8,192 until session 18: writing every rule's rows at construction was most of the
+#: program set-up of the larger grammars, and their first masks meet a few of their rules
+#: (MaskBench seed 5, 143 schemas, compiled build, thread CPU, set-up + first mask paired per
+#: schema in one process: 1,024 against 8,192 p90 4.0 against 7.0 ms, p99 10.8 against 17.3
+#: ms, mean 1.96 against 2.88 ms, p50 equal; 512 measured even with 1,024)
+_LAZY_ROWS_FROM = 1_024
 
 #: arrays from this size on are private anonymous maps (see :func:`_fresh`)
 _FRESH_MAP_BYTES = 1 << 20
