@@ -519,27 +519,16 @@ class LazyExpandedLexer:
         bounds = np.searchsorted(cells[:, 0], np.arange(len(batch) + 1)).tolist()
         cell_class = cells[:, 1].tolist()
         rows: list[np.ndarray] = []
-        multi = h.multi
         for b in range(len(batch)):
             row = block[b]
-            lo = bounds[b]
-            hi = bounds[b + 1]
-            if lo == hi:
-                rows.append(row)
-                continue
-            # the member columns of this row's cells, one gather and one list for all of them
-            # (not a slice and a list per cell); cells in class order, as numbered before
-            classes = cell_class[lo:hi]
-            s0 = starts[b]
-            cols = succ[s0 : s0 + lens[b]][:, classes].T.tolist()
-            for c, col in zip(classes, cols, strict=False):
-                tup = tuple(col)
-                j = multi.get(tup)
+            for c in cell_class[bounds[b] : bounds[b + 1]]:
+                tup = tuple(succ[starts[b] : starts[b] + lens[b], c].tolist())
+                j = h.multi.get(tup)
                 if j is None:
                     live_ids = {v for v in tup if v}
                     members = tuple(sorted(frozenset().union(*(h.closure(v) for v in live_ids))))
                     j = self._state_of(h, members, live_ids)
-                    multi[tup] = j
+                    h.multi[tup] = j
                 row[c] = j
             rows.append(row)
         return rows, list(split_block)
