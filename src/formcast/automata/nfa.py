@@ -333,16 +333,12 @@ class _Thompson:
     DAG rather than in its tree unfolding."""
 
     __slots__ = (
-        "alive",
         "byte_chain",
         "chained",
-        "class_of_id",
-        "classes",
         "inline",
         "nfa",
         "rule_ids",
         "shared",
-        "shift",
         "sub_automaton",
         "work",
     )
@@ -365,35 +361,10 @@ class _Thompson:
         # (node, to_state) -> entry state of a fragment already built for that node and exit:
         # an IR that is a DAG (inlined rules, shared suffixes of optional properties) is built
         # in space linear in the DAG rather than in its tree unfolding
-        self.shared: dict[int, int] = {}
+        self.shared: dict[tuple[Node, int], int] = {}
         # (item, state where the rest of its concatenation starts) -> entry state of that item
-        self.chained: dict[int, int] = {}
-        # both tables are keyed by ``_key(node, state)``: the node's equality class (a small
-        # int, one structural hash per distinct node object: the leaves' dataclass hashes are
-        # Python code, and a tuple key would rehash the node on every lookup) and the state,
-        # packed in one int (``class << shift | state``).  The same sharing as (node, state)
-        # keys.  ``alive`` holds every node an id stands for, so no id is reused during the
-        # construction (fold_loops makes nodes on the fly).
-        self.class_of_id: dict[int, int] = {}
-        self.classes: dict[Node, int] = {}
-        self.alive: list[Node] = []
-        # every state is below the NFA's limit (new_state refuses more), so the packing is exact
-        self.shift = max(1, limits.max_nfa_states.bit_length())
+        self.chained: dict[tuple[Node, int], int] = {}
         self.byte_chain: dict[tuple[int, int], int] = {}  # (byte, next state) -> its reader
-
-    def _key(self, n: Node, state: int) -> int:
-        """The memo key of ``(n, state)``: equal for equal nodes (structural equality, as a
-        ``(n, state)`` tuple key), distinct otherwise.  O(1) after ``n``'s first call."""
-        c = self.class_of_id.get(id(n))
-        if c is None:
-            classes = self.classes
-            c = classes.get(n)
-            if c is None:
-                c = len(classes)
-                classes[n] = c
-            self.class_of_id[id(n)] = c
-            self.alive.append(n)
-        return (c << self.shift) | state
 
     def run(self, node: Node) -> FlatNFA:
         nfa = self.nfa
@@ -407,7 +378,7 @@ class _Thompson:
         while work:
             n, frm, to, own = work.pop()
             if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
-                key = self._key(n, to)
+                key = (n, to)
                 entry = shared.get(key)
                 if entry is not None:
                     nfa.eps_edge(frm, entry)
@@ -490,14 +461,14 @@ class _Thompson:
                 break
         nxt = to
         for item in reversed(items[1:]):
-            link = self._key(item, nxt)
+            link = (item, nxt)
             entry = chained.get(link)
             if entry is None:
                 entry = nfa.new_state()
                 chained[link] = entry
                 work.append((item, entry, nxt, True))
             nxt = entry
-        link = self._key(items[0], nxt)
+        link = (items[0], nxt)
         entry = chained.get(link)
         if entry is not None:
             nfa.eps_edge(frm, entry)
