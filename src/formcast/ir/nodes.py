@@ -48,6 +48,7 @@ __all__ = [
     "iter_nodes",
     "iter_refs",
     "literal",
+    "make_rule",
     "merge_ranges",
     "node_copies",
     "node_depth",
@@ -433,14 +434,60 @@ def _intern(key: tuple[Any, ...], node: Node) -> None:
     _INTERNED[key] = KeyedRef(node, _forget, key)
 
 
+#: the slot setters of :class:`_Items` (shared by :class:`Concat` and :class:`Alt`) and of
+#: :class:`Rule`: what the frozen dataclasses' ``__init__`` reaches through one
+#: ``object.__setattr__`` per field (a look-up of the name in the class each time), called
+#: directly by :func:`_new_items` and :func:`make_rule`
+_SET_ITEMS: Any = _Items.__dict__["items"].__set__
+_SET_HASH: Any = _Items.__dict__["_hash"].__set__
+_SET_SIZE: Any = _Items.__dict__["size"].__set__
+_SET_REFS: Any = _Items.__dict__["refs"].__set__
+_SET_COPIES: Any = _Items.__dict__["copies"].__set__
+_SET_DEPTH: Any = _Items.__dict__["depth"].__set__
+_SET_NAME: Any = Rule.__dict__["name"].__set__
+_SET_BODY: Any = Rule.__dict__["body"].__set__
+_SET_TERMINAL: Any = Rule.__dict__["terminal"].__set__
+_SET_LAZY: Any = Rule.__dict__["lazy"].__set__
+
+
+def _new_items(cls: type[_Items], items: tuple[Node, ...], h: int) -> _Items:
+    """``cls(items)`` (``h``: ``hash((cls, items))``) with its fields set as
+    ``_Items.__post_init__`` sets them, without the dataclass ``__init__``: about half the
+    cost of a composite node, the front-ends' commonest allocation."""
+    node: _Items = object.__new__(cls)
+    _SET_ITEMS(node, items)
+    _SET_HASH(node, h)
+    size, refs, copies, depth = _summary(items)
+    _SET_SIZE(node, size)
+    _SET_REFS(node, refs)
+    _SET_COPIES(node, copies)
+    _SET_DEPTH(node, depth)
+    return node
+
+
+def make_rule(name: str, body: Node, terminal: bool = False, lazy: bool = False) -> Rule:
+    """``Rule(name, body, terminal, lazy)``, equal to it (and as immutable), built without
+    the frozen dataclass ``__init__`` (half its cost; the JSON-Schema emitter makes one per
+    emitted rule)."""
+    rule: Rule = object.__new__(Rule)
+    _SET_NAME(rule, name)
+    _SET_BODY(rule, body)
+    _SET_TERMINAL(rule, terminal)
+    _SET_LAZY(rule, lazy)
+    return rule
+
+
 def _make_items(cls: type[_Items], items: tuple[Node, ...]) -> Node:
     """The interned ``cls(items)``."""
     key = (cls, items)
-    got = _interned(key)
-    if got is None:
-        got = cls(items)
-        _intern(key, got)
-    return got
+    ref = _INTERNED.get(key)
+    if ref is not None:
+        got = ref()
+        if got is not None:
+            return got
+    node = _new_items(cls, items, hash(key))
+    _INTERNED[key] = KeyedRef(node, _forget, key)
+    return node
 
 
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))

@@ -59,6 +59,7 @@ from ...ir.nodes import (
     concat,
     is_regular,
     literal,
+    make_rule,
     repeat,
 )
 from ...ir.passes import (
@@ -168,7 +169,7 @@ class Emitter:
     def add_rule(self, name: str, body: Node, *, terminal: bool = False) -> None:
         if len(self.rules) >= self.options.max_rules:
             raise LimitExceededError("max_rules", self.options.max_rules, "grammar rules emitted")
-        self.rules[name] = Rule(name, body, terminal=terminal)
+        self.rules[name] = make_rule(name, body, terminal)
 
     def _reserve(self, name: str) -> None:
         """The slot of a rule whose body comes later (keeps the order readable): counted as
