@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from weakref import KeyedRef
+from weakref import KeyedRef, ref
 
 from .._native import interpreted_class
 from ..limits import charge
@@ -44,22 +44,28 @@ __all__ = [
     "RuleRef",
     "alt",
     "concat",
+    "concat2",
     "is_regular",
     "iter_nodes",
     "iter_refs",
     "literal",
     "make_rule",
     "merge_ranges",
+    "new_alt",
     "node_copies",
     "node_depth",
     "node_refs",
     "node_size",
     "rebuild",
     "repeat",
+    "rule_ref",
     "substitute",
 ]
 
 MAX_CODEPOINT = 0x10FFFF
+#: the hashes of every :class:`Empty` and every :class:`Nothing` (any two constants would do)
+_EMPTY_HASH = hash(("formcast.ir.Empty",))
+_NOTHING_HASH = hash(("formcast.ir.Nothing",))
 
 
 @interpreted_class
@@ -72,13 +78,30 @@ class Node:
 @interpreted_class
 @dataclass(frozen=True, slots=True)
 class Empty(Node):
-    """Matches the empty string only."""
+    """Matches the empty string only.
+
+    ``__hash__``/``__eq__`` written out (every ``Empty`` is equal; the dataclass's hash the
+    empty tuple, interpreted), as :class:`Literal`'s."""
+
+    def __hash__(self) -> int:
+        return _EMPTY_HASH
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Empty
 
 
 @interpreted_class
 @dataclass(frozen=True, slots=True)
 class Nothing(Node):
-    """Matches no string at all (the empty language)."""
+    """Matches no string at all (the empty language).
+
+    ``__hash__``/``__eq__`` written out, as :class:`Empty`'s."""
+
+    def __hash__(self) -> int:
+        return _NOTHING_HASH
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Nothing
 
 
 @interpreted_class
@@ -90,6 +113,12 @@ class CharSet(Node):
     """
 
     ranges: tuple[tuple[int, int], ...]
+
+    def __hash__(self) -> int:  # (written out, as :class:`Literal`'s)
+        return hash(self.ranges)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is CharSet and other.ranges == self.ranges)
 
     @staticmethod
     def of(ranges: Iterable[tuple[int, int]]) -> CharSet:
@@ -127,9 +156,19 @@ class ByteSet(Node):
 @interpreted_class
 @dataclass(frozen=True, slots=True)
 class Literal(Node):
-    """An exact string (stored as text; lowered to its UTF-8 bytes)."""
+    """An exact string (stored as text; lowered to its UTF-8 bytes).
+
+    ``__hash__`` and ``__eq__`` are written out (the dataclass's own, which hash and compare
+    one-field tuples, are the same functions of ``text``, but interpreted: a literal is hashed
+    with every interned key that holds it, :func:`_make_items`)."""
 
     text: str
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is Literal and other.text == self.text)
 
 
 _NO_REFS: frozenset[str] = frozenset()
@@ -310,9 +349,18 @@ def _structurally_equal(a: _Composite, b: _Composite) -> bool:
 @interpreted_class
 @dataclass(frozen=True, slots=True)
 class RuleRef(Node):
-    """A reference to the rule called ``name`` of the enclosing :class:`Grammar`."""
+    """A reference to the rule called ``name`` of the enclosing :class:`Grammar`.
+
+    ``__hash__``/``__eq__`` written out, as :class:`Literal`'s (compiled in the native build;
+    the dataclass's are interpreted).  Build with :func:`rule_ref` where it is hot."""
 
     name: str
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is RuleRef and other.name == self.name)
 
 
 @interpreted_class
@@ -424,6 +472,21 @@ def _forget(ref: KeyedRef[tuple[Any, ...], Node]) -> None:
         _INTERNED.pop(key, None)
 
 
+#: ``KeyedRef(node, _forget, key)`` without its two interpreted frames (``KeyedRef.__new__``
+#: and ``__init__``, about a fifth of an interned node's cost): ``ref.__new__`` makes the
+#: subclass instance with its referent and callback (all that ``__init__`` would set), then
+#: the ``key`` slot is stored; see :func:`_keyed_ref`
+_REF_NEW: Any = ref.__new__
+_SET_REF_KEY: Any = KeyedRef.__dict__["key"].__set__
+
+
+def _keyed_ref(node: Node, key: tuple[Any, ...]) -> KeyedRef[tuple[Any, ...], Node]:
+    """``KeyedRef(node, _forget, key)``: the same object (type, referent, callback, key)."""
+    r: KeyedRef[tuple[Any, ...], Node] = _REF_NEW(KeyedRef, node, _forget)
+    _SET_REF_KEY(r, key)
+    return r
+
+
 def _interned(key: tuple[Any, ...]) -> Node | None:
     """The live node interned under ``key``, or None."""
     ref = _INTERNED.get(key)
@@ -431,7 +494,7 @@ def _interned(key: tuple[Any, ...]) -> Node | None:
 
 
 def _intern(key: tuple[Any, ...], node: Node) -> None:
-    _INTERNED[key] = KeyedRef(node, _forget, key)
+    _INTERNED[key] = _keyed_ref(node, key)
 
 
 #: the slot setters of :class:`_Items` (shared by :class:`Concat` and :class:`Alt`) and of
@@ -444,6 +507,16 @@ _SET_SIZE: Any = _Items.__dict__["size"].__set__
 _SET_REFS: Any = _Items.__dict__["refs"].__set__
 _SET_COPIES: Any = _Items.__dict__["copies"].__set__
 _SET_DEPTH: Any = _Items.__dict__["depth"].__set__
+_SET_TEXT: Any = Literal.__dict__["text"].__set__
+_SET_REF_NAME: Any = RuleRef.__dict__["name"].__set__
+_SET_R_ITEM: Any = Repeat.__dict__["item"].__set__
+_SET_R_MIN: Any = Repeat.__dict__["min"].__set__
+_SET_R_MAX: Any = Repeat.__dict__["max"].__set__
+_SET_R_HASH: Any = Repeat.__dict__["_hash"].__set__
+_SET_R_SIZE: Any = Repeat.__dict__["size"].__set__
+_SET_R_REFS: Any = Repeat.__dict__["refs"].__set__
+_SET_R_COPIES: Any = Repeat.__dict__["copies"].__set__
+_SET_R_DEPTH: Any = Repeat.__dict__["depth"].__set__
 _SET_NAME: Any = Rule.__dict__["name"].__set__
 _SET_BODY: Any = Rule.__dict__["body"].__set__
 _SET_TERMINAL: Any = Rule.__dict__["terminal"].__set__
@@ -462,6 +535,46 @@ def _new_items(cls: type[_Items], items: tuple[Node, ...], h: int) -> _Items:
     _SET_REFS(node, refs)
     _SET_COPIES(node, copies)
     _SET_DEPTH(node, depth)
+    return node
+
+
+def _new_literal(text: str) -> Literal:
+    """``Literal(text)``, without the frozen dataclass ``__init__`` (its one
+    ``object.__setattr__``): equal to it, as immutable.  Cost: a slot store."""
+    node: Literal = object.__new__(Literal)
+    _SET_TEXT(node, text)
+    return node
+
+
+def new_alt(items: tuple[Node, ...]) -> Node:
+    """``Alt(items)`` exactly as the class builds it (the items as given: no flattening, no
+    dedup; not interned), without the frozen dataclass ``__init__``: equal to it in every
+    field.  For front-ends that build an alternation whose items they know to be flat and
+    distinct (:mod:`formcast.frontends.jsonschema.keys`)."""
+    return _new_items(Alt, items, hash((Alt, items)))
+
+
+def rule_ref(name: str) -> RuleRef:
+    """``RuleRef(name)``, equal to it (and as immutable), built without the frozen dataclass
+    ``__init__`` (the JSON-Schema emitter makes several per emitted rule)."""
+    node: RuleRef = object.__new__(RuleRef)
+    _SET_REF_NAME(node, name)
+    return node
+
+
+def _new_repeat(item: Node, lo: int, hi: int | None, h: int) -> Repeat:
+    """``Repeat(item, lo, hi)`` (``h``: ``hash((Repeat, item, lo, hi))``) with its fields set
+    as ``Repeat.__post_init__`` sets them, without the dataclass ``__init__``."""
+    node: Repeat = object.__new__(Repeat)
+    _SET_R_ITEM(node, item)
+    _SET_R_MIN(node, lo)
+    _SET_R_MAX(node, hi)
+    _SET_R_HASH(node, h)
+    _SET_R_SIZE(node, 1 + node_size(item))
+    _SET_R_REFS(node, node_refs(item))
+    own = max(lo, hi if hi is not None else lo)
+    _SET_R_COPIES(node, max(own, node_copies(item)))
+    _SET_R_DEPTH(node, 1 + node_depth(item))
     return node
 
 
@@ -486,7 +599,7 @@ def _make_items(cls: type[_Items], items: tuple[Node, ...]) -> Node:
         if got is not None:
             return got
     node = _new_items(cls, items, hash(key))
-    _INTERNED[key] = KeyedRef(node, _forget, key)
+    _INTERNED[key] = _keyed_ref(node, key)
     return node
 
 
@@ -509,7 +622,7 @@ def merge_ranges(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ..
 
 def literal(text: str) -> Node:
     """A literal, or :data:`EMPTY` for the empty string."""
-    return Literal(text) if text else EMPTY
+    return _new_literal(text) if text else EMPTY
 
 
 def concat(items: Iterable[Node]) -> Node:
@@ -523,7 +636,7 @@ def concat(items: Iterable[Node]) -> Node:
             tp = type(p)
             if tp is Literal:
                 if last_literal:
-                    flat[-1] = Literal(flat[-1].text + p.text)  # type: ignore[attr-defined]
+                    flat[-1] = _new_literal(flat[-1].text + p.text)  # type: ignore[attr-defined]
                 else:
                     flat.append(p)
                     last_literal = True
@@ -540,6 +653,26 @@ def concat(items: Iterable[Node]) -> Node:
     if len(flat) == 1:
         return flat[0]
     return _make_items(Concat, tuple(flat))
+
+
+def concat2(a: Node, b: Node) -> Node:
+    """``concat([a, b])``: the same node and the same fuel, without the generic loop where
+    neither item flattens, vanishes, absorbs or joins (the emitters' commonest pair: a key
+    literal and what follows it)."""
+    ta = type(a)
+    tb = type(b)
+    if (
+        ta is not Concat
+        and ta is not Empty
+        and ta is not Nothing
+        and tb is not Concat
+        and tb is not Empty
+        and tb is not Nothing
+        and (ta is not Literal or tb is not Literal)
+    ):
+        charge(2)  # concat's ``1 + len(flat) // 2``
+        return _make_items(Concat, (a, b))
+    return concat((a, b))
 
 
 def alt(items: Iterable[Node]) -> Node:
@@ -570,7 +703,7 @@ def alt(items: Iterable[Node]) -> Node:
     if has_chars:
         merged = merge_ranges(chars)
         if len(merged) == 1 and merged[0][0] == merged[0][1]:
-            flat.insert(0, Literal(chr(merged[0][0])))
+            flat.insert(0, _new_literal(chr(merged[0][0])))
         else:
             flat.insert(0, CharSet(merged))
     charge(1 + len(flat) + len(chars) // 4)  # the compile's fuel (dedup hashes each item)
@@ -592,11 +725,14 @@ def repeat(item: Node, lo: int, hi: int | None) -> Node:
     if lo == 1 and hi == 1:
         return item
     key = (Repeat, item, lo, hi)
-    got = _interned(key)
-    if got is None:
-        got = Repeat(item, lo, hi)
-        _intern(key, got)
-    return got
+    ref = _INTERNED.get(key)
+    if ref is not None:
+        got = ref()
+        if got is not None:
+            return got
+    node = _new_repeat(item, lo, hi, hash(key))
+    _INTERNED[key] = _keyed_ref(node, key)
+    return node
 
 
 def iter_nodes(node: Node) -> Iterator[Node]:

@@ -61,6 +61,7 @@ from ...ir.nodes import (
     literal,
     make_rule,
     repeat,
+    rule_ref,
 )
 from ...ir.passes import (
     drop_unproductive,
@@ -197,7 +198,7 @@ class Emitter:
         if name is None:
             name = self._terminals[body] = self._name(stem)
             self.add_rule(name, body, terminal=True)
-        return RuleRef(name)
+        return rule_ref(name)
 
     def _any_rules(self) -> None:
         if "any_value" in self.rules:
@@ -249,7 +250,7 @@ class Emitter:
         charge(6)  # the compile's fuel (and deadline)
         if isinstance(s, SAny):
             self._any_rules()
-            return RuleRef("any_value")
+            return rule_ref("any_value")
         if isinstance(s, SNothing):
             return NOTHING
         if isinstance(s, SNull):
@@ -271,14 +272,14 @@ class Emitter:
                 return oneof_object(self, s, depth, self.norm.unsupported, self.norm)
             if whole_array(s):
                 self._any_rules()
-                return RuleRef("any_array")
+                return rule_ref("any_array")
             return self._structure(s, depth, "arr", self.array_body)
         if isinstance(s, SObj):
             if s.one_of:  # exactly one oneOf branch, checked at run time (oneof.py)
                 return oneof_object(self, s, depth, self.norm.unsupported, self.norm)
             if _whole_object(s) and self.options.allow_extra_properties is not False:
                 self._any_rules()
-                return RuleRef("any_object")
+                return rule_ref("any_object")
             return self._structure(s, depth, "obj", self.object_body)
         raise AssertionError(type(s).__name__)  # pragma: no cover
 
@@ -290,7 +291,7 @@ class Emitter:
             self._keep.append(s)
             self._reserve(name)
             self.add_rule(name, build(s, depth))
-        return RuleRef(name)
+        return rule_ref(name)
 
     def ref(self, key: str, depth: int) -> Node:
         dk = (key, self._depth_key(depth))
@@ -302,13 +303,13 @@ class Emitter:
             self._reserve(name)
             target = self.norm.definition(key)
             self.add_rule(name, self.emit(target, depth))
-        return RuleRef(name)
+        return rule_ref(name)
 
     # -- scalars ------------------------------------------------------------------------------
     def number(self, s: SNum) -> Node:
         if s.unconstrained():
             self._any_rules()
-            return RuleRef("any_number")
+            return rule_ref("any_number")
         return self.terminal("num", self.number_node(s))
 
     def number_node(self, s: SNum) -> Node:
@@ -374,7 +375,7 @@ class Emitter:
         if s.content_free():
             if (lo, hi) == (0, None):
                 self._any_rules()
-                return RuleRef("any_string")
+                return rule_ref("any_string")
             return self.terminal("str", any_string_body(lo, hi))
         node = self.string_content(s)
         if isinstance(node, Nothing):
@@ -473,7 +474,7 @@ class Emitter:
             self.add_rule(mark.rule, self._plain_array(s, lo, hi, depth, lay))
             assert self.marks is not None
             self.marks.append(mark)
-            return RuleRef(mark.rule)
+            return rule_ref(mark.rule)
         return self._plain_array(s, lo, hi, depth, lay)
 
     def _plain_array(self, s: SArr, lo: int, hi: int | None, depth: int, lay: Layout) -> Node:
@@ -732,11 +733,11 @@ class Emitter:
                     with_c, without = items_at(i)
                     ni = min(i + 1, cap)
                     if mc is None or j + 1 <= mc:
-                        nxt = RuleRef(f"{stem}_{ni}_{min(j + 1, jcap)}")
+                        nxt = rule_ref(f"{stem}_{ni}_{min(j + 1, jcap)}")
                         options.append(concat([lay.lead(i), with_c, nxt]))
-                    options.append(concat([lay.lead(i), without, RuleRef(f"{stem}_{ni}_{j}")]))
+                    options.append(concat([lay.lead(i), without, rule_ref(f"{stem}_{ni}_{j}")]))
                 self.add_rule(f"{stem}_{i}_{j}", alt(options))
-        state0: Node = RuleRef(f"{stem}_0_0")
+        state0: Node = rule_ref(f"{stem}_0_0")
         return concat([literal("["), state0])
 
     # -- objects ------------------------------------------------------------------------------
@@ -816,7 +817,7 @@ class Emitter:
             if f:
                 return tail(c)
             # the extras still owe the witness (one undeclared member towards ``lo``)
-            return RuleRef(f"{stem}_w_{c}") if loose or c + 1 >= lo else NOTHING
+            return rule_ref(f"{stem}_w_{c}") if loose or c + 1 >= lo else NOTHING
 
         if witness is not None:  # the extras still owe the witness
             # a witness that breaks a value rule is written last (a later member with its key
@@ -826,7 +827,7 @@ class Emitter:
                 options: list[Node] = []
                 if hi is None or c < hi:
                     nc = min(c + 1, cap)
-                    options.append(concat([lay.lead(c), extra, RuleRef(f"{stem}_w_{nc}")]))
+                    options.append(concat([lay.lead(c), extra, rule_ref(f"{stem}_w_{nc}")]))
                     if loose:
                         after = tail(nc)
                     elif last:
@@ -837,7 +838,7 @@ class Emitter:
                 self.add_rule(f"{stem}_w_{c}", alt(options))
 
         def state(i: int, c: int, f: int) -> Node:
-            return tail_f(c, f) if i == n else RuleRef(f"{stem}_{i}_{c}_{f}")
+            return tail_f(c, f) if i == n else rule_ref(f"{stem}_{i}_{c}_{f}")
 
         for i in range(n - 1, -1, -1):
             node, wnode, required = members[i]
@@ -898,7 +899,7 @@ class Emitter:
                 made.add(name)
                 self._reserve(name)
                 todo.append((name, q, i, c))
-            return RuleRef(name)
+            return rule_ref(name)
 
         start = ref(False, 0, 0)
         while todo:

@@ -11,7 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from ...automata import charfa
-from ...ir.nodes import ANY_CHAR, EMPTY, Alt, CharSet, Concat, Node, Repeat, concat, literal
+from ...ir.nodes import (
+    ANY_CHAR,
+    EMPTY,
+    CharSet,
+    Concat,
+    Node,
+    Repeat,
+    concat2,
+    literal,
+    new_alt,
+)
 from ...limits import MEMO_HIT_UNITS, charge, metered_cache
 from .strings import encode_ranges, encode_text
 
@@ -52,6 +62,9 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
     # call would be, a hit in the compile's memo (MEMO_HIT_UNITS of fuel), and costs the
     # build's replay what it did (a repeated child entry replays as a memo hit too)
     diverged: dict[tuple[str, ...], tuple[Node, ...]] = {}
+    # the literal of each character, within this build (the same few letters recur at many
+    # trie nodes; a literal is a value, so sharing one is the same IR)
+    lits: dict[str, Node] = {}
 
     def build(t: list[Any]) -> Node:
         children: dict[str, Any] = t[0]
@@ -60,14 +73,18 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
         kids = tuple(children)
         branches: list[Node] = [] if ends else [EMPTY]
         for k in kids:
-            branches.append(concat([literal(encode_text(k)), build(children[k])]))
+            lit = lits.get(k)
+            if lit is None:
+                lit = lits[k] = literal(encode_text(k))
+            branches.append(concat2(lit, build(children[k])))
         div = diverged.get(kids)
         if div is None:
             div = diverged[kids] = _diverge(kids)
         else:
             charge(MEMO_HIT_UNITS)
         branches.extend(div)
-        return branches[0] if len(branches) == 1 else Alt(tuple(branches))
+        # (the branches are distinct and flat: ``Alt`` as given, not ``alt``)
+        return branches[0] if len(branches) == 1 else new_alt(tuple(branches))
 
     return build(root)
 
