@@ -60,9 +60,7 @@ def test_the_trie_is_the_generic_builders_trie() -> None:
     sets = [(), ("",), ("a",), ("a", "ab", "abc"), ("name", "type", "id", "description")]
     for _ in range(150):
         n = rng.randint(1, 12)
-        words = {
-            "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9))) for _ in range(n)
-        }
+        words = {"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9))) for _ in range(n)}
         sets.append(tuple(sorted(words)))
     build = keys._not_in_sorted.__wrapped__  # type: ignore[attr-defined]
     for words in sets:

@@ -72,17 +72,23 @@ def test_leaf_equality_and_hash_are_the_field_tuples(a: Node, b: Node) -> None:
 def test_fast_leaves_equal_the_constructors() -> None:
     for text in ("x", "xyz", "é"):
         fast = literal(text)
-        assert type(fast) is Literal and fast == Literal(text) and repr(fast) == repr(Literal(text))
+        assert type(fast) is Literal
+        assert fast == Literal(text)
+        assert repr(fast) == repr(Literal(text))
         with pytest.raises(dataclasses.FrozenInstanceError):
             fast.text = "y"  # type: ignore[attr-defined]
         ref = rule_ref(text)
-        assert type(ref) is RuleRef and ref == RuleRef(text) and hash(ref) == hash(RuleRef(text))
+        assert type(ref) is RuleRef
+        assert ref == RuleRef(text)
+        assert hash(ref) == hash(RuleRef(text))
         with pytest.raises(dataclasses.FrozenInstanceError):
             ref.name = "y"  # type: ignore[misc]
     joined = concat([literal("ab"), literal("cd")])
-    assert type(joined) is Literal and joined == Literal("abcd")
+    assert type(joined) is Literal
+    assert joined == Literal("abcd")
     single = alt([literal("q"), CharSet(((113, 113),))])
-    assert type(single) is Literal and single == Literal("q")
+    assert type(single) is Literal
+    assert single == Literal("q")
 
 
 def _composite_fields(n: Node) -> dict[str, Any]:
@@ -96,12 +102,15 @@ def test_fast_repeat_and_new_alt_equal_the_constructors() -> None:
         r = repeat(inner, lo, hi)
         assert type(r) is Repeat
         direct = Repeat(inner, lo, hi)
-        assert r == direct and hash(r) == hash(direct)
+        assert r == direct
+        assert hash(r) == hash(direct)
         assert _composite_fields(r) == _composite_fields(direct)
     items = (EMPTY, inner, Concat((literal("z"), RuleRef("w"))))
     fast = new_alt(items)
     direct_alt = Alt(items)
-    assert type(fast) is Alt and fast == direct_alt and hash(fast) == hash(direct_alt)
+    assert type(fast) is Alt
+    assert fast == direct_alt
+    assert hash(fast) == hash(direct_alt)
     assert _composite_fields(fast) == _composite_fields(direct_alt)
     assert fast is not new_alt(items)  # as the class builds it: not interned
 
@@ -130,7 +139,8 @@ def _fuel(build: Any) -> tuple[Node, int]:
 def test_concat2_is_concat_of_two(a: Node, b: Node) -> None:
     want, want_fuel = _fuel(lambda: concat([a, b]))
     got, got_fuel = _fuel(lambda: concat2(a, b))
-    assert got == want and type(got) is type(want)
+    assert got == want
+    assert type(got) is type(want)
     assert got_fuel == want_fuel
     if isinstance(want, (Concat, Alt)):
         assert got is want  # both interned
@@ -141,7 +151,9 @@ def test_the_interning_references_are_keyed_refs() -> None:
     key = (Concat, node.items)  # type: ignore[attr-defined]
     ref = nodes._INTERNED[key]
     assert type(ref) is KeyedRef
-    assert ref.key == key and ref() is node and ref.__callback__ is nodes._forget
+    assert ref.key == key
+    assert ref() is node
+    assert ref.__callback__ is nodes._forget
 
 
 def test_random_trees_hash_and_compare_as_the_constructors_build_them() -> None:
@@ -151,7 +163,9 @@ def test_random_trees_hash_and_compare_as_the_constructors_build_them() -> None:
         build = concat if rng.random() < 0.5 else alt
         built = build(parts)
         again = build(list(parts))
-        assert built == again and hash(built) == hash(again)
+        assert built == again
+        assert hash(built) == hash(again)
         if isinstance(built, (Concat, Alt)):
             direct = type(built)(built.items)
-            assert built == direct and hash(built) == hash(direct)
+            assert built == direct
+            assert hash(built) == hash(direct)
