@@ -12,7 +12,9 @@ Unicode scalar values and turned back into IR.
 * :func:`intersect`, :func:`union`, :func:`complement`, :func:`difference` — product
   constructions; :meth:`CharDFA.is_empty`.
 * :func:`finite_set_dfa`, :func:`length_dfa` — the automata of a finite set of strings and of
-  "between ``lo`` and ``hi`` code points".
+  "between ``lo`` and ``hi`` code points"; :func:`restrict_length` — an automaton intersected
+  with the latter, built directly (what :func:`intersect` returns, without its partitioning
+  and Hopcroft's loop: the product is acyclic).
 * :func:`dfa_to_node` — back to IR by state elimination, with a size budget; when the budget is
   exceeded it raises :class:`~formcast.errors.LimitExceededError` and callers may fall back on
   :func:`dfa_to_rules` (one right-linear rule per state: always linear in the DFA's size).
@@ -75,6 +77,7 @@ __all__ = [
     "intersect",
     "length_bounds",
     "length_dfa",
+    "restrict_length",
     "union",
 ]
 
@@ -634,6 +637,146 @@ def length_dfa(lo: int, hi: int | None, max_states: int = DEFAULT_MAX_STATES) ->
         else:
             trans.append([])
     return minimize(CharDFA(trans, accept))
+
+
+def restrict_length(
+    dfa: CharDFA, lo: int, hi: int, max_states: int = DEFAULT_MAX_STATES
+) -> CharDFA:
+    """The DFA of ``L(dfa) ∩ {w : lo ≤ |w| ≤ hi}``: the automaton (states, numbering, edges)
+    that ``intersect(dfa, length_dfa(lo, hi, max_states), max_states)`` returns, and the same
+    limit errors, built directly (a ``pattern`` under a ``maxLength``).
+
+    The product pairs each state of ``dfa`` with a count of code points read, so it is
+    acyclic and discovered layer by layer (breadth first, in :func:`_product`'s order: a
+    state's edges in code-point order, each split at the surrogate gap as the length
+    automaton's edges split it).  No range partitioning is needed (the length automaton
+    reads any scalar value), and instead of Hopcroft's loop the states are merged bottom-up,
+    last layer first, by their acceptance and their rows over the classes already found: on
+    an acyclic automaton that is the coarsest partition (the Myhill-Nerode classes), which
+    :func:`minimize` also computes, numbered as :func:`minimize` numbers it.  Fuel: the
+    product's charge as :func:`_product`'s, the merge's proportional to the edges (close to
+    what Hopcroft's loop charges on these chains).  Cost: O((hi + 1) x edges of ``dfa``) for
+    the product, O(its edges) for the rest.
+
+    Raises:
+        LimitExceededError: ``hi + 1`` or the product's states exceed ``max_states`` (the
+            messages of :func:`length_dfa` and :func:`intersect`).
+    """
+    _limit(hi + 1, max_states, f"a length bound of {hi} characters combined with a pattern")
+    charge(hi + 1)
+    if lo > hi or dfa.num_states == 0:
+        return _EMPTY_DFA
+    gap = ANY_CHAR.ranges
+    n_gap = len(gap)
+    width = hi + 1
+    index: dict[int, int] = {0: 0}  # q * width + count -> product state
+    order: list[int] = [0]
+    trans: list[list[Edge]] = []
+    accept: list[bool] = []
+    d_trans, d_accept = dfa.trans, dfa.accept
+    k = spent = 0
+    while k < len(order):
+        if not k & 63:
+            charge(spent)  # the compile's fuel (and deadline): every 64 states, as _product
+            spent = 0
+        q, i = divmod(order[k], width)
+        k += 1
+        accept.append(d_accept[q] and i >= lo)
+        ea = d_trans[q]
+        if i == hi:
+            spent += 1 + 3 * len(ea)
+            trans.append([])
+            continue
+        spent += 1 + 3 * (len(ea) + n_gap)
+        row: list[Edge] = []
+        for elo, ehi, t in ea:
+            j = -1
+            for glo, ghi in gap:
+                a = elo if elo > glo else glo
+                b = ehi if ehi < ghi else ghi
+                if a > b:
+                    continue
+                if j < 0:
+                    key = t * width + i + 1
+                    got = index.get(key)
+                    if got is None:
+                        got = index[key] = len(order)
+                        order.append(key)
+                        _limit(len(order), max_states, "a combination of string constraints")
+                    j = got
+                row.append((a, b, j))
+        trans.append(row)
+    charge(spent)
+    return _minimize_layered(trans, accept)
+
+
+def _minimize_layered(trans: list[list[Edge]], accept: list[bool]) -> CharDFA:
+    """:func:`minimize` of an acyclic automaton whose every state is reachable and whose edges
+    all lead to later states (a breadth-first product with a counter): trimmed and merged in
+    one backward pass, numbered as :func:`minimize` numbers its blocks."""
+    n = len(accept)
+    charge(n + sum(map(len, trans)) // 2)  # what trim charges
+    live = list(accept)
+    for s in range(n - 1, -1, -1):
+        if not live[s]:
+            for _, _, t in trans[s]:
+                if live[t]:
+                    live[s] = True
+                    break
+    if not live[0]:
+        return _EMPTY_DFA
+    # the classes, last state first: a state's targets are later states, classified already
+    cls = [-1] * n
+    sigs: dict[tuple[bool, tuple[Edge, ...]], int] = {}
+    n_edges = 0
+    for s in range(n - 1, -1, -1):
+        if not live[s]:
+            continue
+        sig: list[Edge] = []
+        for lo, hi, t in trans[s]:
+            c = cls[t]
+            if c < 0:
+                continue
+            if sig and sig[-1][2] == c and sig[-1][1] == lo - 1:
+                sig[-1] = (sig[-1][0], hi, c)
+            else:
+                sig.append((lo, hi, c))
+        n_edges += len(sig)
+        key = (accept[s], tuple(sig))
+        got = sigs.get(key)
+        if got is None:
+            got = sigs[key] = len(sigs)
+        cls[s] = got
+    charge(12 * n_edges + n)  # Hopcroft's charge on such chains: ~11 per edge
+    # renumber as minimize does: the start state's class first, then by first state
+    number: dict[int, int] = {cls[0]: 0}
+    for s in range(n):
+        if cls[s] >= 0:
+            number.setdefault(cls[s], len(number))
+    out_trans: list[list[Edge]] = [[] for _ in range(len(number))]
+    out_accept = [False] * len(number)
+    done = [False] * len(number)
+    for s in range(n):
+        if cls[s] < 0:
+            continue
+        b = number[cls[s]]
+        if done[b]:
+            continue
+        done[b] = True
+        out_accept[b] = accept[s]
+        row: list[Edge] = []
+        for lo, hi, t in trans[s]:
+            if cls[t] < 0:
+                continue
+            tb = number[cls[t]]
+            if row and row[-1][2] == tb and row[-1][1] == lo - 1:
+                row[-1] = (row[-1][0], hi, tb)
+            else:
+                row.append((lo, hi, tb))
+        out_trans[b] = row
+    out = CharDFA(out_trans, out_accept)
+    out.minimal = True
+    return out
 
 
 def any_string_dfa() -> CharDFA:

@@ -133,5 +133,8 @@ def _string_dfa(s: SStr, options: JsonSchemaOptions) -> charfa.CharDFA:
     if (lo, hi) != (0, None) and not d.is_empty():
         a, b = charfa.length_bounds(d)
         if not (a >= lo and (hi is None or (b is not None and b <= hi))):
-            d = charfa.intersect(d, charfa.length_dfa(lo, hi, mx), mx)
+            if hi is None:
+                d = charfa.intersect(d, charfa.length_dfa(lo, hi, mx), mx)
+            else:  # the same automaton as the intersection, built directly (acyclic)
+                d = charfa.restrict_length(d, lo, hi, mx)
     return d
