@@ -34,7 +34,7 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import ClassVar, NamedTuple, TypeVar
+from typing import ClassVar, Literal, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -74,6 +74,7 @@ from ..vocab.trie import (
     classify_walk_resume,
     classify_walk_rows,
     note_column_classes,
+    walk_delta,
     walks_write_rows,
     write_walk_rows,
     write_walk_state,
@@ -400,9 +401,10 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived", "_noted", "_succ"})
+    _serialize_omit = frozenset({"_alike", "_derived", "_noted", "_succ"})
 
     __slots__ = (
+        "_alike",
         "_by_class",
         "_by_start",
         "_classes",
@@ -454,6 +456,10 @@ class _LazyExitSplitClassifier:
         #: :func:`_reachable_classes` meets, kept: a later digest walks the classes an
         #: earlier one met without numpy); a function of ``_classes``, None until a digest
         self._succ: dict[int, list[int]] | None = None
+        #: per start row shape (:meth:`_shape`), the start last classified with it (the
+        #: reference of :meth:`_by_delta`) and how many deltas from the shape's references
+        #: ran past the pairs' budget (derived: None after a load, refilled as it goes)
+        self._alike: dict[bytes, tuple[int, int]] | None = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -719,7 +725,145 @@ class _LazyExitSplitClassifier:
                 self._fallback = _RuleClassifier(self.lexer.auto, self._vocab, charge)
                 return self._fallback.classify(rule, state)
             self._by_start[start] = hit
+            alike = self._alike
+            if alike is None:
+                alike = self._alike = {}
+            shape = self._shape(start)
+            was = alike.get(shape)
+            alike[shape] = (start, 0 if was is None else was[1])
         return hit
+
+    def _shape(self, start: int) -> bytes:
+        """What picks the reference of :meth:`_by_delta` for a (built) start state: which
+        bytes its lexer row keeps alive and its split flags (a count's states, a whitespace
+        count or a digit count of the builtin JSON grammar, share it).  O(256)."""
+        lexer = self.lexer
+        return (
+            np.packbits(lexer.table[start] != DEAD).tobytes()
+            + np.packbits(lexer.split[start]).tobytes()
+        )
+
+    def _by_delta(self, start: int) -> Classification | None:
+        """The classification of ``start`` (its walk rows written) from that of the start
+        last classified with the same :meth:`_shape` (a *reference*), by the strings whose
+        walks end differently from the two (:func:`~formcast.vocab.trie.walk_delta`: the
+        trie nodes where the two walks are in different rows, a child left where both rows
+        are one): its words with those strings' token bits cleared and set, its candidates
+        with theirs removed and added, on each walk (the cut one; the exit trie's, whose
+        candidates follow).  The first visits of new stack tops that differ only by a count
+        (issue #31: ~18 whitespace and digit counts per indented JSON document, each a
+        vocabulary walk) walk only where the counts tell the tokens apart (~100-1,100 pairs
+        on Llama-3 against a walk).  Exact: every string's outcome is the one its own walk
+        gives (tests/index/test_delta_walks.py).  None where there is no reference, in the
+        pure package (no kernel), past :data:`_DELTA_MAX_PAIRS` pairs (the caller walks),
+        and for a shape whose deltas ran past it :data:`_DELTA_MAX_MISSES` times.  Caller
+        holds the lock."""
+        alike = self._alike
+        if not _DELTA_WALKS or alike is None:
+            return None
+        shape = self._shape(start)
+        got = alike.get(shape)
+        if got is None or got[1] >= _DELTA_MAX_MISSES:
+            return None
+        ref = got[0]
+        old = self._by_start.get(ref)
+        if old is None or ref == start:
+            return None
+        vocab = self._vocab
+        trie = vocab.trie
+        if not trie._one_token_each():
+            return None
+        walks: list[tuple[TokenTrie, bool, np.ndarray | None, np.ndarray | None]]
+        exit_tokens = self._exit
+        if exit_tokens is None:
+            walks = [(trie, True, None, None)]
+        else:  # the cut walk (no candidate with the exit byte), then the exit trie's
+            exit_trie, exit_idx, has_exit = exit_tokens
+            walks = [(trie, True, None, has_exit), (exit_trie, False, exit_idx, None)]
+        changes = []
+        for walk_trie, cut, string_map, drop in walks:
+            delta = self._delta_walk(walk_trie, cut, start, ref, string_map, drop)
+            if not isinstance(delta, tuple):
+                if delta is False:
+                    alike[shape] = (ref, got[1] + 1)
+                return None
+            changes.append(delta)
+        if not any(strings.size for strings, _, _ in changes):
+            return old
+        words = old.words.copy()
+        bits = words.view(np.uint32)
+        ftok = trie.first_token
+        for strings, now, was in changes:  # (a string's token is one id: one bit each)
+            gone = ftok[strings[was == 2]]
+            np.bitwise_and.at(bits, gone >> 5, ~(np.uint32(1) << (gone & 31).astype(np.uint32)))
+            new = ftok[strings[now == 2]]
+            np.bitwise_or.at(bits, new >> 5, np.uint32(1) << (new & 31).astype(np.uint32))
+        moved = [(strings[was == 1], strings[now == 1]) for strings, now, was in changes]
+        cands = old.candidates
+        if any(gone.size or new.size for gone, new in moved):
+            parts = [cands]
+            if exit_tokens is not None:  # the cut walk's (none with the exit byte), the exit's
+                flags = exit_tokens[2][cands]
+                parts = [cands[~flags], cands[flags]]
+            for k, (gone, new) in enumerate(moved):
+                # (the reference's candidates hold every string that was one, and none
+                # that is one now but was not: a deletion and an insertion, both sorted)
+                part = parts[k]
+                if gone.size:
+                    part = np.delete(part, np.searchsorted(part, gone))
+                if new.size:
+                    part = np.insert(part, np.searchsorted(part, new), new)
+                parts[k] = part.astype(np.int64, copy=False)
+            cands = parts[0] if len(parts) == 1 or not parts[1].size else np.concatenate(parts)
+        words.setflags(write=False)
+        return Classification(words, cands)
+
+    def _delta_walk(
+        self,
+        trie: TokenTrie,
+        cut: bool,
+        start: int,
+        ref: int,
+        string_map: np.ndarray | None,
+        drop: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Literal[False] | None:
+        """:func:`~formcast.vocab.trie.walk_delta` from the walk rows of ``start`` and
+        ``ref`` (both ready), the rows it meets written, unbuilt ones built (all those of a
+        pass at once) and the pair walked again (:data:`_DELTA_TRIES` passes at most: the
+        rows built are those the walk would build): ``(strings, outcomes from start, from ref)``
+        where they differ, False past the pairs' budget, or None (no kernel, not ready, too
+        many passes).  Caller holds the lock."""
+        for _ in range(_DELTA_TRIES):
+            tables = self._tables()
+            if not (tables.ready[start] and tables.ready[ref]):
+                return None
+            a, b = tables.start(start), tables.start(ref)
+            if tables.pending[a] or tables.pending[b]:
+                return None
+            got = walk_delta(
+                trie,
+                cut,
+                a,
+                b,
+                _LAZY_SINK,
+                string_map,
+                drop,
+                self._walk_rows(tables),
+                _DELTA_MAX_PAIRS,
+            )
+            if got is None:
+                return None
+            status, strings, now, was, stops, written, count = got
+            if count != tables.count:  # (ids may be given where no row was written: no room)
+                tables.wrote(count)
+            if written.size:
+                self._ready_list.extend(written.tolist())
+            if status == 1:
+                return strings, now, was
+            if status == 0:
+                return False
+            self._ensure(np.unique(tables.states[stops // 3]), 0)
+        return None
 
     def _classify(self, start: int) -> Classification:
         # the grammar's first classification (its first mask: the compile's time to first
@@ -747,6 +891,9 @@ class _LazyExitSplitClassifier:
             key = b"c%d" % int(classes[1][start])
         base = self._by_class.get(key)
         if base is None:
+            delta = self._by_delta(start)
+            if delta is not None:
+                return delta
             sig = self._digest(start) if wide else None
             base = None if sig is None else _shared_walks(self._vocab).get(sig)[1]
             if base is None:
@@ -994,6 +1141,19 @@ class _LazyExitSplitClassifier:
             total += self._fallback.table_bytes()
         return total
 
+
+#: Internal switch: :meth:`_LazyExitSplitClassifier._by_delta` (classifications of new
+#: starts from a like start's, by the strings whose walks differ) on (the default) or off
+#: (every new start walked: the A/B and test baseline; masks are the same either way)
+_DELTA_WALKS = os.environ.get("FORMCAST_DELTA_WALKS") != "0"
+#: the most pairs of trie nodes a delta walks before it gives up (a walk then): about twice
+#: the ~1,100 of a count's delta on Llama-3 (Llama-3's trie: 275k nodes)
+_DELTA_MAX_PAIRS = 2_048
+#: the deltas of one start shape that may run past the pairs' budget before the shape's
+#: starts are walked without trying (a shape whose starts differ deep in the trie)
+_DELTA_MAX_MISSES = 2
+#: the most passes of a delta walk stopped by unbuilt lexer rows (built between passes)
+_DELTA_TRIES = 8
 
 #: what :meth:`_LazyExitSplitClassifier._refine` keeps (see its ``_classes`` attribute)
 _RefinedClasses = tuple[

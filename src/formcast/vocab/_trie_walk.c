@@ -73,6 +73,17 @@
  * sentinel it cannot write walks nothing: its stops are (-1, row) pairs (walk again from
  * start once built).
  *
+ * delta(first, count, byte, end, n_root, table, a, b, sink, string_map, drop, rows, max_nodes)
+ * -> (status, changes, stop, written, count): formcast.vocab.trie.walk_delta: the trie walked
+ * depth-first from the pair of walk rows (a, b) of `rows`' table `table` at once, a child left
+ * where both lead to one row (every string below it ends alike), so the cost is the nodes
+ * where the two walks are in different rows.  changes: int64 (string, outcome from a, outcome
+ * from b) triples where the outcomes differ (0 dead or a candidate flagged in drop, 1 a
+ * candidate: sink, 2 alive; strings mapped by string_map), in the trie's order; sentinels met
+ * are written as classify writes them; status 1 (done), 0 (past max_nodes pairs), -1 (stop: a
+ * sentinel that could not be written: each such row in `stops`, int64, its subtree left, the
+ * changes incomplete).  Every index checked (ValueError).
+ *
  * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
  * callbacks.
  *
@@ -1145,6 +1156,258 @@ done:
     return result;
 }
 
+/* delta's output: per string whose outcome differs, (string, outcome from a, from b) */
+typedef struct {
+    int32_t sink;
+    const int64_t *map; /* per walked string, its vocabulary string (NULL: the same) */
+    int64_t n_map;
+    const uint8_t *drop; /* per vocabulary string: never a candidate (NULL: none dropped) */
+    int64_t n_drop;
+    I64List out;
+} DeltaOut;
+
+/* a string's outcome at walk row s: 0 nothing (dead, or a dropped candidate), 1 a candidate
+ * (the sink), 2 allowed (any other row); -1 where g is out of range */
+static inline int
+delta_outcome(const DeltaOut *o, int64_t g, int32_t s)
+{
+    if (s == 0)
+        return 0;
+    if (s != o->sink)
+        return 2;
+    if (o->drop != NULL) {
+        if (g >= o->n_drop)
+            return -1;
+        if (o->drop[g])
+            return 0;
+    }
+    return 1;
+}
+
+/* The pair walk of delta: the trie depth-first from rows (a, b) at once, a child dropped
+ * where both lead to one row (every string below it ends alike: walks are functions of the
+ * row); a sentinel met is written (write_met), or, where it cannot be, pushed to stops and
+ * its subtree left (the changes are then incomplete: the caller builds the stops and walks
+ * again).  0, 2 (over max_nodes pairs), 1/3/5/6 (as classify's codes). */
+static int
+delta_walk(const DfsArgs *a, int64_t n_root, int32_t sa0, int32_t sb0, RowWriter *w,
+           DeltaOut *o, int64_t max_nodes, I64List *stops)
+{
+    int64_t cap = 64, depth = 0, nodes = 0;
+    int64_t *lo = (int64_t *)malloc(sizeof(int64_t) * cap);
+    int64_t *hi = (int64_t *)malloc(sizeof(int64_t) * cap);
+    int32_t *sa = (int32_t *)malloc(sizeof(int32_t) * cap);
+    int32_t *sb = (int32_t *)malloc(sizeof(int32_t) * cap);
+    const int32_t *table = a->table;
+    int bad = 0;
+    if (lo == NULL || hi == NULL || sa == NULL || sb == NULL)
+        bad = 5;
+    else {
+        lo[0] = 0;
+        hi[0] = n_root;
+        sa[0] = sa0;
+        sb[0] = sb0;
+    }
+    while (!bad && depth >= 0) {
+        int64_t c;
+        int32_t x, y;
+        int k;
+        if (lo[depth] >= hi[depth]) {
+            depth--;
+            continue;
+        }
+        c = lo[depth]++;
+        x = table[(int64_t)sa[depth] * 256 + a->byte[c]];
+        y = table[(int64_t)sb[depth] * 256 + a->byte[c]];
+        if (x == y)
+            continue;
+        if (x < 0 || x >= a->n_states || y < 0 || y >= a->n_states) {
+            bad = 1;
+            break;
+        }
+        if (++nodes > max_nodes) {
+            bad = 2;
+            break;
+        }
+        for (k = 0; k < 2 && !bad; k++) {
+            const int32_t s = k ? y : x;
+            if (s != 0 && w->pending[s] && (bad = write_met(w, s)) == 0 && w->pending[s]) {
+                if (i64_push(stops, s) < 0)
+                    bad = 5;
+                else
+                    bad = -1;
+            }
+        }
+        if (bad == -1) {
+            bad = 0;
+            continue; /* a stop: its subtree left */
+        }
+        if (bad)
+            break;
+        if (a->end[c] >= 0) {
+            const int64_t i = a->end[c];
+            int64_t g = i;
+            int oa, ob;
+            if (o->map != NULL) {
+                if (i >= o->n_map) {
+                    bad = 6;
+                    break;
+                }
+                g = o->map[i];
+            }
+            if (g < 0) {
+                bad = 6;
+                break;
+            }
+            oa = delta_outcome(o, g, x);
+            ob = delta_outcome(o, g, y);
+            if (oa < 0 || ob < 0) {
+                bad = 6;
+                break;
+            }
+            if (oa != ob && (i64_push(&o->out, g) < 0 || i64_push(&o->out, oa) < 0 ||
+                             i64_push(&o->out, ob) < 0)) {
+                bad = 5;
+                break;
+            }
+        }
+        if (a->count[c] > 0) {
+            const int64_t f = a->first[c], n = a->count[c];
+            if (f < 0 || f + n > a->n_nodes) {
+                bad = 3;
+                break;
+            }
+            if (depth + 1 >= cap) {
+                const int64_t ncap = cap * 2;
+                int64_t *nlo = (int64_t *)realloc(lo, sizeof(int64_t) * ncap);
+                int64_t *nhi = nlo ? (int64_t *)realloc(hi, sizeof(int64_t) * ncap) : NULL;
+                int32_t *nsa = nhi ? (int32_t *)realloc(sa, sizeof(int32_t) * ncap) : NULL;
+                int32_t *nsb = nsa ? (int32_t *)realloc(sb, sizeof(int32_t) * ncap) : NULL;
+                if (nlo) lo = nlo;
+                if (nhi) hi = nhi;
+                if (nsa) sa = nsa;
+                if (nsb) sb = nsb;
+                if (!nsb) {
+                    bad = 5;
+                    break;
+                }
+                cap = ncap;
+            }
+            depth++;
+            lo[depth] = f;
+            hi[depth] = f + n;
+            sa[depth] = x;
+            sb[depth] = y;
+        }
+    }
+    free(lo);
+    free(hi);
+    free(sa);
+    free(sb);
+    return bad;
+}
+
+/* delta(first, count, byte, end, n_root, table, a, b, sink, string_map, drop, rows,
+ * max_nodes) -> (status, changes, stops, written, count): how the walk from row a differs
+ * from the walk from row b, string by string, without walking what they share (see
+ * formcast.vocab.trie.walk_delta) */
+static PyObject *
+trie_delta(PyObject *self, PyObject *args)
+{
+    PyObject *o_first, *o_count, *o_byte, *o_end, *o_table, *o_map, *o_drop, *o_rows;
+    long long n_root, ra, rb, sink, max_nodes;
+    Py_buffer b_first, b_count, b_byte, b_end, b_table, b_map, b_drop;
+    Py_buffer rv[9];
+    HELD_BUFFERS(16);
+    RowWriter w;
+    DeltaOut o;
+    DfsArgs d;
+    I64List stops;
+    int bad = 0, status = 1;
+    PyObject *result = NULL;
+
+    memset(&w, 0, sizeof(w));
+    memset(&o, 0, sizeof(o));
+    memset(&stops, 0, sizeof(stops));
+    if (!PyArg_ParseTuple(args, "OOOOLOLLLOOOL", &o_first, &o_count, &o_byte, &o_end, &n_root,
+                          &o_table, &ra, &rb, &sink, &o_map, &o_drop, &o_rows, &max_nodes))
+        return NULL;
+    GET(o_first, b_first, 4, 0, "first (int32)");
+    GET(o_count, b_count, 4, 0, "count (int32)");
+    GET(o_byte, b_byte, 1, 0, "byte (uint8)");
+    GET(o_end, b_end, 4, 0, "end (int32)");
+    GET(o_table, b_table, 4, 0, "table (int32)");
+    if (o_map != Py_None)
+        GET(o_map, b_map, 8, 0, "string_map (int64)");
+    if (o_drop != Py_None)
+        GET(o_drop, b_drop, 1, 0, "drop (bool)");
+    if (rows_take(o_rows, &w, rv, held, &n_held, sink) < 0)
+        goto done;
+    if ((b_table.buf != rv[6].buf && b_table.buf != rv[7].buf) || b_table.len != rv[6].len) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: delta: rows arguments disagree");
+        goto done;
+    }
+    d.first = (const int32_t *)b_first.buf;
+    d.count = (const int32_t *)b_count.buf;
+    d.byte = (const uint8_t *)b_byte.buf;
+    d.end = (const int32_t *)b_end.buf;
+    d.n_nodes = b_first.len / 4;
+    d.table = (const int32_t *)b_table.buf;
+    d.n_states = b_table.len / (4 * 256);
+    d.pending = NULL;
+    if (b_count.len / 4 != d.n_nodes || b_byte.len != d.n_nodes || b_end.len / 4 != d.n_nodes ||
+        n_root < 0 || n_root > d.n_nodes || rv[8].len < d.n_states) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: delta: array lengths disagree");
+        goto done;
+    }
+    if (ra <= 0 || ra >= d.n_states || rb <= 0 || rb >= d.n_states || sink < 0 ||
+        sink >= d.n_states || w.pending[ra] || w.pending[rb]) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: delta: a row out of range or pending");
+        goto done;
+    }
+    o.sink = (int32_t)sink;
+    if (o_map != Py_None) {
+        o.map = (const int64_t *)b_map.buf;
+        o.n_map = b_map.len / 8;
+    }
+    if (o_drop != Py_None) {
+        o.drop = (const uint8_t *)b_drop.buf;
+        o.n_drop = b_drop.len;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    bad = delta_walk(&d, n_root, (int32_t)ra, (int32_t)rb, &w, &o, max_nodes, &stops);
+    Py_END_ALLOW_THREADS
+    if (bad == 2) {
+        status = 0;
+        bad = 0;
+    } else if (!bad && stops.n)
+        status = -1;
+    if (bad == 1)
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
+    else if (bad == 3)
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: delta: a child range out of bounds");
+    else if (bad == 5)
+        PyErr_NoMemory();
+    else if (bad)
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: delta: a string or id out of range");
+    else {
+        PyObject *ch = i64_bytes(&o.out);
+        PyObject *st = ch ? i64_bytes(&stops) : NULL;
+        PyObject *wr = st ? i64_bytes(&w.written) : NULL;
+        if (wr != NULL)
+            result = Py_BuildValue("(iOOOL)", status, ch, st, wr, (long long)w.count);
+        Py_XDECREF(ch);
+        Py_XDECREF(st);
+        Py_XDECREF(wr);
+    }
+done:
+    free(stops.v);
+    free(o.out.v);
+    free(w.written.v);
+    RELEASE_HELD();
+    return result;
+}
+
 /* classify with its trailing rows and resume given (both required) */
 static PyObject *
 trie_classify_from(PyObject *self, PyObject *args)
@@ -1186,6 +1449,12 @@ static PyMethodDef methods[] = {
      "count): classify with rows, resumable: a sentinel it cannot write is a stop, its "
      "node's string and subtree left; stops are (node, row) int64 pairs, and resume (None: "
      "from start) the stops of the walk before, walked on from (see the source)."},
+    {"delta", trie_delta, METH_VARARGS,
+     "delta(first, count, byte, end, n_root, table, a, b, sink, string_map, drop, rows, "
+     "max_nodes) -> (status, changes, stops, written, count): the strings whose outcome "
+     "differs between the walks from rows a and b, as int64 (string, outcome a, outcome b) "
+     "triples; status 1 done, 0 past max_nodes pairs, -1 stopped on unbuilt rows, listed "
+     "in stops (int64; see the source)."},
     {NULL, NULL, 0, NULL},
 };
 
