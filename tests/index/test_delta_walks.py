@@ -1,5 +1,5 @@
-"""Classifications by delta walks (``_LazyExitSplitClassifier._by_delta``, tops33, issue #31):
-a new start state's classification made from a reference start's by the strings whose walks
+"""Cut walks by delta walks (``_LazyExitSplitClassifier._by_delta``, tops33, issue #31): a new
+start state's cut-walk classification made from a reference start's by the strings whose walks
 end differently from the two (``formcast.vocab.trie.walk_delta``, the compiled build's
 ``_trie_walk.delta``: the trie walked only where the two starts' walks are in different rows).
 
@@ -80,8 +80,8 @@ def _counting() -> Iterator[list[int]]:
     made = [0]
     orig = cfg_program._LazyExitSplitClassifier._by_delta
 
-    def by_delta(self: Any, start: int) -> Any:
-        got = orig(self, start)
+    def by_delta(self: Any, start: int, shape: bytes) -> Any:
+        got = orig(self, start, shape)
         made[0] += got is not None
         return got
 
@@ -126,7 +126,7 @@ def test_forced_deltas_are_the_walks(vocab: Vocabulary, what: str) -> None:
         assert a[1].dtype == b[1].dtype
         assert np.array_equal(a[1], b[1]), f"candidates differ at {positions[i]}"
     if _has_kernel():
-        assert made[0] >= len(set(positions)) // 2
+        assert made[0] >= 10
     else:
         assert made[0] == 0
 

@@ -456,10 +456,11 @@ class _LazyExitSplitClassifier:
         #: :func:`_reachable_classes` meets, kept: a later digest walks the classes an
         #: earlier one met without numpy); a function of ``_classes``, None until a digest
         self._succ: dict[int, list[int]] | None = None
-        #: per start row shape (:meth:`_shape`), the start last classified with it (the
-        #: reference of :meth:`_by_delta`) and how many deltas from the shape's references
-        #: ran past the pairs' budget (derived: None after a load, refilled as it goes)
-        self._alike: dict[bytes, tuple[int, int]] | None = None
+        #: per start row shape (:meth:`_shape`): the start last classified with it (the
+        #: reference of :meth:`_by_delta`), how many deltas from the shape's references ran
+        #: past the pairs' budget, and the reference's key in ``_by_class`` (derived: None
+        #: after a load, refilled as it goes)
+        self._alike: dict[bytes, tuple[int, int, bytes | int]] | None = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -725,12 +726,6 @@ class _LazyExitSplitClassifier:
                 self._fallback = _RuleClassifier(self.lexer.auto, self._vocab, charge)
                 return self._fallback.classify(rule, state)
             self._by_start[start] = hit
-            alike = self._alike
-            if alike is None:
-                alike = self._alike = {}
-            shape = self._shape(start)
-            was = alike.get(shape)
-            alike[shape] = (start, 0 if was is None else was[1])
         return hit
 
     def _shape(self, start: int) -> bytes:
@@ -743,80 +738,59 @@ class _LazyExitSplitClassifier:
             + np.packbits(lexer.split[start]).tobytes()
         )
 
-    def _by_delta(self, start: int) -> Classification | None:
-        """The classification of ``start`` (its walk rows written) from that of the start
-        last classified with the same :meth:`_shape` (a *reference*), by the strings whose
-        walks end differently from the two (:func:`~formcast.vocab.trie.walk_delta`: the
-        trie nodes where the two walks are in different rows, a child left where both rows
-        are one): its words with those strings' token bits cleared and set, its candidates
-        with theirs removed and added, on each walk (the cut one; the exit trie's, whose
-        candidates follow).  The first visits of new stack tops that differ only by a count
-        (issue #31: ~18 whitespace and digit counts per indented JSON document, each a
-        vocabulary walk) walk only where the counts tell the tokens apart (~100-1,100 pairs
-        on Llama-3 against a walk).  Exact: every string's outcome is the one its own walk
-        gives (tests/index/test_delta_walks.py).  None where there is no reference, in the
-        pure package (no kernel), past :data:`_DELTA_MAX_PAIRS` pairs (the caller walks),
-        and for a shape whose deltas ran past it :data:`_DELTA_MAX_MISSES` times.  Caller
-        holds the lock."""
+    def _by_delta(self, start: int, shape: bytes) -> Classification | None:
+        """The cut walk's classification of ``start`` (its walk rows written; ``shape``: its
+        :meth:`_shape`) from that of the start last classified with the same shape (a
+        *reference*), by the strings whose walks end differently from the two
+        (:func:`~formcast.vocab.trie.walk_delta`: the trie nodes where the two walks are in
+        different rows, a child left where both rows are one): its words with those
+        strings' token bits cleared and set, its candidates with theirs removed and added.
+        The first visits of new stack tops that differ only by a count (issue #31: ~18
+        whitespace and digit counts per indented JSON document, each a vocabulary walk)
+        walk only where the counts tell the tokens apart (~100-1,100 pairs on Llama-3
+        against a walk).  Exact: every string's outcome is the one its own walk gives
+        (tests/index/test_delta_walks.py).  None where there is no reference, in the pure
+        package (no kernel), past :data:`_DELTA_MAX_PAIRS` pairs (the caller walks), and for
+        a shape whose deltas ran past it :data:`_DELTA_MAX_MISSES` times.  Caller holds the
+        lock."""
         alike = self._alike
         if not _DELTA_WALKS or alike is None:
             return None
-        shape = self._shape(start)
         got = alike.get(shape)
-        if got is None or got[1] >= _DELTA_MAX_MISSES:
+        if got is None or got[1] >= _DELTA_MAX_MISSES or got[0] == start:
             return None
-        ref = got[0]
-        old = self._by_start.get(ref)
-        if old is None or ref == start:
+        ref, misses, ref_key = got
+        old = self._by_class.get(ref_key)
+        trie = self._vocab.trie
+        if old is None or not trie._one_token_each():
             return None
-        vocab = self._vocab
-        trie = vocab.trie
-        if not trie._one_token_each():
+        drop = None if self._exit is None else self._exit[2]
+        delta = self._delta_walk(trie, True, start, ref, None, drop)
+        if not isinstance(delta, tuple):
+            if delta is False:
+                alike[shape] = (ref, misses + 1, ref_key)
             return None
-        walks: list[tuple[TokenTrie, bool, np.ndarray | None, np.ndarray | None]]
-        exit_tokens = self._exit
-        if exit_tokens is None:
-            walks = [(trie, True, None, None)]
-        else:  # the cut walk (no candidate with the exit byte), then the exit trie's
-            exit_trie, exit_idx, has_exit = exit_tokens
-            walks = [(trie, True, None, has_exit), (exit_trie, False, exit_idx, None)]
-        changes = []
-        for walk_trie, cut, string_map, drop in walks:
-            delta = self._delta_walk(walk_trie, cut, start, ref, string_map, drop)
-            if not isinstance(delta, tuple):
-                if delta is False:
-                    alike[shape] = (ref, got[1] + 1)
-                return None
-            changes.append(delta)
-        if not any(strings.size for strings, _, _ in changes):
+        strings, now, was = delta
+        if not strings.size:
             return old
         words = old.words.copy()
         bits = words.view(np.uint32)
-        ftok = trie.first_token
-        for strings, now, was in changes:  # (a string's token is one id: one bit each)
-            gone = ftok[strings[was == 2]]
-            np.bitwise_and.at(bits, gone >> 5, ~(np.uint32(1) << (gone & 31).astype(np.uint32)))
-            new = ftok[strings[now == 2]]
-            np.bitwise_or.at(bits, new >> 5, np.uint32(1) << (new & 31).astype(np.uint32))
-        moved = [(strings[was == 1], strings[now == 1]) for strings, now, was in changes]
+        ftok = trie.first_token  # (a string's token is one id: one bit each)
+        gone = ftok[strings[was == 2]]
+        np.bitwise_and.at(bits, gone >> 5, ~(np.uint32(1) << (gone & 31).astype(np.uint32)))
+        new = ftok[strings[now == 2]]
+        np.bitwise_or.at(bits, new >> 5, np.uint32(1) << (new & 31).astype(np.uint32))
+        # (the reference's candidates hold every string that was one, and none that is one
+        # now but was not: a deletion and an insertion, both sorted)
         cands = old.candidates
-        if any(gone.size or new.size for gone, new in moved):
-            parts = [cands]
-            if exit_tokens is not None:  # the cut walk's (none with the exit byte), the exit's
-                flags = exit_tokens[2][cands]
-                parts = [cands[~flags], cands[flags]]
-            for k, (gone, new) in enumerate(moved):
-                # (the reference's candidates hold every string that was one, and none
-                # that is one now but was not: a deletion and an insertion, both sorted)
-                part = parts[k]
-                if gone.size:
-                    part = np.delete(part, np.searchsorted(part, gone))
-                if new.size:
-                    part = np.insert(part, np.searchsorted(part, new), new)
-                parts[k] = part.astype(np.int64, copy=False)
-            cands = parts[0] if len(parts) == 1 or not parts[1].size else np.concatenate(parts)
+        gone = strings[was == 1]
+        if gone.size:
+            cands = np.delete(cands, np.searchsorted(cands, gone))
+        new = strings[now == 1]
+        if new.size:
+            cands = np.insert(cands, np.searchsorted(cands, new), new)
         words.setflags(write=False)
-        return Classification(words, cands)
+        return Classification(words, cands.astype(np.int64, copy=False))
 
     def _delta_walk(
         self,
@@ -890,10 +864,16 @@ class _LazyExitSplitClassifier:
         if classes is not None and start < classes[0]:
             key = b"c%d" % int(classes[1][start])
         base = self._by_class.get(key)
+        # a reference for the next start of this shape (:meth:`_by_delta`): a start whose
+        # own walk (or delta) wrote every row its tokens reach, so a delta from it builds
+        # only rows the new start's walk would (not one whose walk came from its class or a
+        # digest: its rows may be unbuilt)
+        walked = False
+        shape = self._shape(start) if _DELTA_WALKS else b""
         if base is None:
-            delta = self._by_delta(start)
-            if delta is not None:
-                return delta
+            base = self._by_delta(start, shape)
+            walked = base is not None
+        if base is None:
             sig = self._digest(start) if wide else None
             base = None if sig is None else _shared_walks(self._vocab).get(sig)[1]
             if base is None:
@@ -910,9 +890,16 @@ class _LazyExitSplitClassifier:
                         cands = cands[~drop[cands]]
                 words.setflags(write=False)
                 base = Classification(words, cands)
+                walked = True
                 if sig is not None:
                     _shared_walks(self._vocab).put(sig, base)
             self._by_class[key] = base
+        if walked:
+            alike = self._alike
+            if alike is None:
+                alike = self._alike = {}
+            was = alike.get(shape)
+            alike[shape] = (start, 0 if was is None else was[1], key)
         exit_tokens = self._exit
         if exit_tokens is None:
             return base
@@ -1142,8 +1129,8 @@ class _LazyExitSplitClassifier:
         return total
 
 
-#: Internal switch: :meth:`_LazyExitSplitClassifier._by_delta` (classifications of new
-#: starts from a like start's, by the strings whose walks differ) on (the default) or off
+#: Internal switch: :meth:`_LazyExitSplitClassifier._by_delta` (cut walks of new starts
+#: from a like start's, by the strings whose walks differ) on (the default) or off
 #: (every new start walked: the A/B and test baseline; masks are the same either way)
 _DELTA_WALKS = os.environ.get("FORMCAST_DELTA_WALKS") != "0"
 #: the most pairs of trie nodes a delta walks before it gives up (a walk then): about twice
