@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sha256 of every formcast mask over MaskBench instances and grammar_bench documents (issue
-#31, tops33): run it on two builds (or with ``FORMCAST_DELTA_WALKS=0`` and without) and
-compare the digests; masks must be bit-identical.
+#31, tops33): run it on two builds (or two settings of a switch) and compare the digests;
+masks must be bit-identical.
 
 For each sampled MaskBench schema (``--sample N --seed S``, as maskbench.py picks them): one
 compile, every instance's token path (valid or not) walked as maskbench does, each mask

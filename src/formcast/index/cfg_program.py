@@ -34,7 +34,7 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import ClassVar, Literal, NamedTuple, TypeVar
+from typing import ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -74,7 +74,6 @@ from ..vocab.trie import (
     classify_walk_resume,
     classify_walk_rows,
     note_column_classes,
-    walk_delta,
     walks_write_rows,
     write_walk_rows,
     write_walk_state,
@@ -401,10 +400,9 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_alike", "_derived", "_noted", "_succ"})
+    _serialize_omit = frozenset({"_derived", "_noted", "_succ"})
 
     __slots__ = (
-        "_alike",
         "_by_class",
         "_by_start",
         "_classes",
@@ -456,11 +454,6 @@ class _LazyExitSplitClassifier:
         #: :func:`_reachable_classes` meets, kept: a later digest walks the classes an
         #: earlier one met without numpy); a function of ``_classes``, None until a digest
         self._succ: dict[int, list[int]] | None = None
-        #: per start row shape (:meth:`_shape`): the start last classified with it (the
-        #: reference of :meth:`_by_delta`), how many deltas from the shape's references ran
-        #: past the pairs' budget, and the reference's key in ``_by_class`` (derived: None
-        #: after a load, refilled as it goes)
-        self._alike: dict[bytes, tuple[int, int, bytes | int]] | None = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -728,117 +721,6 @@ class _LazyExitSplitClassifier:
             self._by_start[start] = hit
         return hit
 
-    def _shape(self, start: int) -> bytes:
-        """What picks the reference of :meth:`_by_delta` for a (built) start state: which
-        bytes its lexer row keeps alive and its split flags (a count's states, a whitespace
-        count or a digit count of the builtin JSON grammar, share it).  O(256)."""
-        lexer = self.lexer
-        return (
-            np.packbits(lexer.table[start] != DEAD).tobytes()
-            + np.packbits(lexer.split[start]).tobytes()
-        )
-
-    def _by_delta(self, start: int, shape: bytes) -> Classification | None:
-        """The cut walk's classification of ``start`` (its walk rows written; ``shape``: its
-        :meth:`_shape`) from that of the start last classified with the same shape (a
-        *reference*), by the strings whose walks end differently from the two
-        (:func:`~formcast.vocab.trie.walk_delta`: the trie nodes where the two walks are in
-        different rows, a child left where both rows are one): its words with those
-        strings' token bits cleared and set, its candidates with theirs removed and added.
-        The first visits of new stack tops that differ only by a count (issue #31: ~18
-        whitespace and digit counts per indented JSON document, each a vocabulary walk)
-        walk only where the counts tell the tokens apart (~100-1,100 pairs on Llama-3
-        against a walk).  Exact: every string's outcome is the one its own walk gives
-        (tests/index/test_delta_walks.py).  None where there is no reference, in the pure
-        package (no kernel), past :data:`_DELTA_MAX_PAIRS` pairs (the caller walks), and for
-        a shape whose deltas ran past it :data:`_DELTA_MAX_MISSES` times.  Caller holds the
-        lock."""
-        alike = self._alike
-        if not _DELTA_WALKS or alike is None:
-            return None
-        got = alike.get(shape)
-        if got is None or got[1] >= _DELTA_MAX_MISSES or got[0] == start:
-            return None
-        ref, misses, ref_key = got
-        old = self._by_class.get(ref_key)
-        trie = self._vocab.trie
-        if old is None or not trie._one_token_each():
-            return None
-        drop = None if self._exit is None else self._exit[2]
-        delta = self._delta_walk(trie, True, start, ref, None, drop)
-        if not isinstance(delta, tuple):
-            if delta is False:
-                alike[shape] = (ref, misses + 1, ref_key)
-            return None
-        strings, now, was = delta
-        if not strings.size:
-            return old
-        words = old.words.copy()
-        bits = words.view(np.uint32)
-        ftok = trie.first_token  # (a string's token is one id: one bit each)
-        gone = ftok[strings[was == 2]]
-        np.bitwise_and.at(bits, gone >> 5, ~(np.uint32(1) << (gone & 31).astype(np.uint32)))
-        new = ftok[strings[now == 2]]
-        np.bitwise_or.at(bits, new >> 5, np.uint32(1) << (new & 31).astype(np.uint32))
-        # (the reference's candidates hold every string that was one, and none that is one
-        # now but was not: a deletion and an insertion, both sorted)
-        cands = old.candidates
-        gone = strings[was == 1]
-        if gone.size:
-            cands = np.delete(cands, np.searchsorted(cands, gone))
-        new = strings[now == 1]
-        if new.size:
-            cands = np.insert(cands, np.searchsorted(cands, new), new)
-        words.setflags(write=False)
-        return Classification(words, cands.astype(np.int64, copy=False))
-
-    def _delta_walk(
-        self,
-        trie: TokenTrie,
-        cut: bool,
-        start: int,
-        ref: int,
-        string_map: np.ndarray | None,
-        drop: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Literal[False] | None:
-        """:func:`~formcast.vocab.trie.walk_delta` from the walk rows of ``start`` and
-        ``ref`` (both ready), the rows it meets written, unbuilt ones built (all those of a
-        pass at once) and the pair walked again (:data:`_DELTA_TRIES` passes at most: the
-        rows built are those the walk would build): ``(strings, outcomes from start, from ref)``
-        where they differ, False past the pairs' budget, or None (no kernel, not ready, too
-        many passes).  Caller holds the lock."""
-        for _ in range(_DELTA_TRIES):
-            tables = self._tables()
-            if not (tables.ready[start] and tables.ready[ref]):
-                return None
-            a, b = tables.start(start), tables.start(ref)
-            if tables.pending[a] or tables.pending[b]:
-                return None
-            got = walk_delta(
-                trie,
-                cut,
-                a,
-                b,
-                _LAZY_SINK,
-                string_map,
-                drop,
-                self._walk_rows(tables),
-                _DELTA_MAX_PAIRS,
-            )
-            if got is None:
-                return None
-            status, strings, now, was, stops, written, count = got
-            if count != tables.count:  # (ids may be given where no row was written: no room)
-                tables.wrote(count)
-            if written.size:
-                self._ready_list.extend(written.tolist())
-            if status == 1:
-                return strings, now, was
-            if status == 0:
-                return False
-            self._ensure(np.unique(tables.states[stops // 3]), 0)
-        return None
-
     def _classify(self, start: int) -> Classification:
         # the grammar's first classification (its first mask: the compile's time to first
         # mask) writes rows a few bytes ahead only; later ones :data:`_LAZY_AHEAD` bytes
@@ -864,15 +746,6 @@ class _LazyExitSplitClassifier:
         if classes is not None and start < classes[0]:
             key = b"c%d" % int(classes[1][start])
         base = self._by_class.get(key)
-        # a reference for the next start of this shape (:meth:`_by_delta`): a start whose
-        # own walk (or delta) wrote every row its tokens reach, so a delta from it builds
-        # only rows the new start's walk would (not one whose walk came from its class or a
-        # digest: its rows may be unbuilt)
-        walked = False
-        shape = self._shape(start) if _DELTA_WALKS else b""
-        if base is None:
-            base = self._by_delta(start, shape)
-            walked = base is not None
         if base is None:
             sig = self._digest(start) if wide else None
             base = None if sig is None else _shared_walks(self._vocab).get(sig)[1]
@@ -890,16 +763,9 @@ class _LazyExitSplitClassifier:
                         cands = cands[~drop[cands]]
                 words.setflags(write=False)
                 base = Classification(words, cands)
-                walked = True
                 if sig is not None:
                     _shared_walks(self._vocab).put(sig, base)
             self._by_class[key] = base
-        if walked:
-            alike = self._alike
-            if alike is None:
-                alike = self._alike = {}
-            was = alike.get(shape)
-            alike[shape] = (start, 0 if was is None else was[1], key)
         exit_tokens = self._exit
         if exit_tokens is None:
             return base
@@ -1128,19 +994,6 @@ class _LazyExitSplitClassifier:
             total += self._fallback.table_bytes()
         return total
 
-
-#: Internal switch: :meth:`_LazyExitSplitClassifier._by_delta` (cut walks of new starts
-#: from a like start's, by the strings whose walks differ) on (the default) or off
-#: (every new start walked: the A/B and test baseline; masks are the same either way)
-_DELTA_WALKS = os.environ.get("FORMCAST_DELTA_WALKS") != "0"
-#: the most pairs of trie nodes a delta walks before it gives up (a walk then): about twice
-#: the ~1,100 of a count's delta on Llama-3 (Llama-3's trie: 275k nodes)
-_DELTA_MAX_PAIRS = 2_048
-#: the deltas of one start shape that may run past the pairs' budget before the shape's
-#: starts are walked without trying (a shape whose starts differ deep in the trie)
-_DELTA_MAX_MISSES = 2
-#: the most passes of a delta walk stopped by unbuilt lexer rows (built between passes)
-_DELTA_TRIES = 8
 
 #: what :meth:`_LazyExitSplitClassifier._refine` keeps (see its ``_classes`` attribute)
 _RefinedClasses = tuple[

@@ -46,7 +46,6 @@ __all__ = [
     "classify_walk_resume",
     "classify_walk_rows",
     "note_column_classes",
-    "walk_delta",
     "walks_write_rows",
     "write_walk_rows",
     "write_walk_state",
@@ -823,88 +822,6 @@ def classify_walk_resume(
         resume,
         True,
     )
-
-
-#: what :func:`walk_delta` returns: (status, changed strings, outcome from ``a``, outcome from
-#: ``b``, stop rows, lexer states whose rows were written, ids given)
-WalkDelta = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]
-
-
-def walk_delta(
-    trie: TokenTrie,
-    cut: bool,
-    a: int,
-    b: int,
-    sink: int,
-    string_map: np.ndarray | None,
-    drop: np.ndarray | None,
-    rows: WalkRows,
-    max_nodes: int,
-) -> WalkDelta | None:
-    """How the lazy classifier's walk of ``trie`` from walk row ``a`` differs from its walk
-    from row ``b``, string by string, without walking what they share (the compiled build's
-    ``_trie_walk.delta``): one depth-first walk of the pair of rows, a child left where both
-    rows lead to one row (every string below it ends alike: a walk's outcome is a function
-    of its row), so the cost is the trie nodes where the two walks are in different rows,
-    not the walk.  Each string's *outcome* is 0 (dead, or a candidate flagged in ``drop``),
-    1 (a candidate: ended in ``sink``) or 2 (alive); strings are ``string_map[i]`` (or
-    ``i``), as :func:`classify_walk_rows` reports them.  Sentinels met are written as
-    :func:`classify_walk_rows` writes them (rows of ``rows``, the cut table if ``cut``).
-
-    Returns ``(status, strings, outcomes from a, outcomes from b, stops, written, ids
-    given)``: the strings whose outcomes differ (ascending: the trie's order), status 1
-    (done), 0 (past ``max_nodes`` pairs: nothing decided), -1 (``stops``: the sentinel rows
-    met whose lexer rows are not built, or that found no room, each subtree left; nothing
-    decided: build them and call again);
-    ``written``/ids given as :func:`classify_walk_rows` (the caller takes both whatever the
-    status).  None in the pure package (no kernel).  Cost: O(pairs walked) plus O(256) per
-    row written."""
-    if _KERNEL is None or not hasattr(_KERNEL, "delta") or trie.num_levels == 0:
-        return None
-    table = rows.cut if cut else rows.lex
-    if not TokenTrie._native_takes(table, a):
-        return None
-    first, count, byte, end, _, n_root = trie._flat_nodes()
-    status, changes, stops, written, given = _KERNEL.delta(
-        first, count, byte, end, n_root, table, a, b, sink, string_map, drop, rows, max_nodes
-    )
-    flat = np.frombuffer(changes, dtype=np.int64).reshape(-1, 3)
-    return (
-        int(status),
-        flat[:, 0],
-        flat[:, 1],
-        flat[:, 2],
-        np.frombuffer(stops, dtype=np.int64),
-        np.frombuffer(written, dtype=np.int64),
-        int(given),
-    )
-
-
-def walk_delta_reference(
-    trie: TokenTrie,
-    table: np.ndarray,
-    a: int,
-    b: int,
-    sink: int,
-    string_map: np.ndarray | None,
-    drop: np.ndarray | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`walk_delta`'s changes by two whole walks (:meth:`TokenTrie.walk`), for tests:
-    ``(strings, outcomes from a, outcomes from b)`` where they differ, ascending.  ``table``
-    must have no sentinel either walk meets."""
-
-    def outcomes(row: int) -> np.ndarray:
-        ends = trie.walk(table, row)
-        out = np.where(ends == 0, 0, np.where(ends == sink, 1, 2)).astype(np.int64)
-        g = np.arange(ends.size) if string_map is None else string_map
-        if drop is not None:
-            out[(out == 1) & drop[g]] = 0
-        return out
-
-    oa, ob = outcomes(a), outcomes(b)
-    diff = np.flatnonzero(oa != ob)
-    g = diff if string_map is None else string_map[diff]
-    return g.astype(np.int64), oa[diff], ob[diff]
 
 
 def write_walk_state(rows: WalkRows, state: int, sink: int) -> tuple[int, bool] | None:
