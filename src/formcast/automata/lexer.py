@@ -376,10 +376,15 @@ class LazyExpandedLexer:
         frontier = np.asarray(todo, dtype=np.int64)
         seen = set(todo)
         budget = _AHEAD_ROWS
+        # the successors on one column per byte class (columns of a class are equal in
+        # every row, built or not): the same states as on 256 columns, fewer to sort
+        reps = self.classes[1][None, :]
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 break
-            met = [s for s in np.unique(self.table[frontier]).tolist() if s not in seen]
+            met = [
+                s for s in np.unique(self.table[frontier[:, None], reps]).tolist() if s not in seen
+            ]
             if not met:
                 break
             seen.update(met)
@@ -686,6 +691,7 @@ class _LexerHelpers:
         "rule_calls",
         "rule_of",
         "starts",
+        "unfilled",
     )
 
     def __init__(
@@ -724,6 +730,8 @@ class _LexerHelpers:
         self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
         self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
         self.filled = np.zeros(n_rules, dtype=bool)
+        #: the rules whose rows :meth:`rows` has not written yet (0 once all are: no look-up)
+        self.unfilled = n_rules
         #: per rule: its rows without calls are built (``LazyExpandedLexer._plain_rows``)
         self.plain_done = np.full(n_rules, plain_built, dtype=bool)
         if plain_built:
@@ -750,11 +758,15 @@ class _LexerHelpers:
         self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
         self.g_split = np.take(g_split, self.reps, axis=1)
         self.filled[:] = True
+        self.unfilled = 0
 
     def rows(self, flat: np.ndarray) -> list[int]:
         """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
         states ``flat`` not written yet: O(rule states x byte classes) per rule, once.
-        Returns those rules."""
+        Returns those rules.  Nothing to look up once every rule is written (a small
+        lexer's, at construction: :meth:`fill`)."""
+        if not self.unfilled:
+            return []
         need = np.unique(self.rule_of[flat])
         need = need[~self.filled[need]]
         if not need.size:
@@ -779,6 +791,7 @@ class _LexerHelpers:
                 sp[dfa.start] |= analysis.follow[r][reps]
         self.filled[need] = True
         done: list[int] = need.tolist()
+        self.unfilled -= len(done)
         return done
 
     def plain_mask(self, r: int) -> np.ndarray | None:
