@@ -405,11 +405,11 @@ class LazyExpandedLexer:
         batch = [
             list(h.closure(s)) if s < n_global else list(self.sets[s - n_global]) for s in todo
         ]
-        rows, split_rows = self._union_rows(h, batch)
+        block, split_block = self._union_rows(h, batch)
         cmap = h.cls_of_byte
         idx = np.asarray(todo, dtype=np.int64)
-        self.table[idx] = np.asarray(rows, dtype=np.int32)[:, cmap]
-        self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
+        self.table[idx] = block[:, cmap]  # (state numbers: below ``max_states``, int32)
+        self.split[idx] = split_block[:, cmap]
         self.built[idx] = True
 
     def build_rule_rows(self) -> None:
@@ -507,10 +507,11 @@ class LazyExpandedLexer:
 
     def _union_rows(
         self, h: _LexerHelpers, batch: list[list[int]]
-    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Rows (per byte class) of the lexer states with these sorted members: as
-        :func:`build_expanded_lexer`'s batches (successors where one member lives on are
-        that member, the rest determinized class by class)."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (per byte class) of the lexer states with these sorted members, and their
+        split flags (``int64[len(batch), classes]``, ``bool[len(batch), classes]``, fresh
+        arrays): as :func:`build_expanded_lexer`'s batches (successors where one member
+        lives on are that member, the rest determinized class by class)."""
         lens = [len(m) for m in batch]
         starts = [0, *accumulate(lens[:-1])]
         flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
@@ -520,11 +521,10 @@ class LazyExpandedLexer:
         block = np.maximum.reduceat(succ, starts, axis=0)
         live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
         split_block = np.logical_or.reduceat(h.g_split[flat], starts, axis=0)
-        cells = np.argwhere(live >= 2)
-        bounds = np.searchsorted(cells[:, 0], np.arange(len(batch) + 1)).tolist()
-        cell_class = cells[:, 1].tolist()
-        rows: list[np.ndarray] = []
-        for b in range(len(batch)):
+        cell_row, cell_cls = np.nonzero(live >= 2)  # (row, class): rows in order, classes ascending
+        bounds = np.searchsorted(cell_row, np.arange(len(batch) + 1)).tolist()
+        cell_class = cell_cls.tolist()
+        for b in range(len(batch) if cell_class else 0):
             row = block[b]
             for c in cell_class[bounds[b] : bounds[b + 1]]:
                 tup = tuple(succ[starts[b] : starts[b] + lens[b], c].tolist())
@@ -535,8 +535,7 @@ class LazyExpandedLexer:
                     j = self._state_of(h, members, live_ids)
                     h.multi[tup] = j
                 row[c] = j
-            rows.append(row)
-        return rows, list(split_block)
+        return block, split_block
 
     def nbytes(self) -> int:
         return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
@@ -680,6 +679,7 @@ class _LexerHelpers:
         "calls",
         "closure_cache",
         "cls_of_byte",
+        "entries",
         "filled",
         "first",
         "g_split",
@@ -717,8 +717,10 @@ class _LexerHelpers:
         #: a large grammar's construction, through the garbage collections it set off)
         self.calls: dict[int, list[int]] = {}
         self.rule_calls = [False] * n_rules
+        #: per rule, the global state of its start (what a call to it enters)
+        self.entries = [o + d.start for o, d in zip(self.offs, auto.dfas, strict=False)]
         #: the global states of rule starts (the only call targets)
-        self.starts = {o + d.start for o, d in zip(self.offs, auto.dfas, strict=False)}
+        self.starts = set(self.entries)
         self.closure_cache: dict[int, frozenset[int]] = {}
         self.multi: dict[tuple[int, ...], int] = {}
         #: the global states with calls (sorted), with ``plain_built`` (else empty)
@@ -812,14 +814,16 @@ class _LexerHelpers:
         r = bisect_right(self.offs, g) - 1
         if not self.rule_calls[r]:
             self.rule_calls[r] = True
-            off = self.offs[r]
             auto = self.auto
-            refs = auto.refs[r]
-            calls = self.calls
-            for q in np.flatnonzero(auto.boundary[r]).tolist():
-                targets = [self.offs[callee] + auto.dfas[callee].start for callee, _ in refs[q]]
-                if targets:
-                    calls[off + q] = targets
+            if auto.dfas[r].ref_table is not None:  # (else no state of ``r`` calls)
+                off = self.offs[r]
+                refs = auto.refs[r]
+                calls = self.calls
+                entries = self.entries
+                for q in np.flatnonzero(auto.boundary[r]).tolist():
+                    lst = refs[q]
+                    if lst:
+                        calls[off + q] = [entries[callee] for callee, _ in lst]
         return self.calls.get(g, _NO_CALLS)
 
     def closure(self, g: int) -> frozenset[int]:
