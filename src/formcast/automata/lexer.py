@@ -376,10 +376,15 @@ class LazyExpandedLexer:
         frontier = np.asarray(todo, dtype=np.int64)
         seen = set(todo)
         budget = _AHEAD_ROWS
+        # the successors on one column per byte class (columns of a class are equal in
+        # every row, built or not): the same states as on 256 columns, fewer to sort
+        reps = self.classes[1][None, :]
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 break
-            met = [s for s in np.unique(self.table[frontier]).tolist() if s not in seen]
+            met = [
+                s for s in np.unique(self.table[frontier[:, None], reps]).tolist() if s not in seen
+            ]
             if not met:
                 break
             seen.update(met)
@@ -400,11 +405,11 @@ class LazyExpandedLexer:
         batch = [
             list(h.closure(s)) if s < n_global else list(self.sets[s - n_global]) for s in todo
         ]
-        rows, split_rows = self._union_rows(h, batch)
+        block, split_block = self._union_rows(h, batch)
         cmap = h.cls_of_byte
         idx = np.asarray(todo, dtype=np.int64)
-        self.table[idx] = np.asarray(rows, dtype=np.int32)[:, cmap]
-        self.split[idx] = np.asarray(split_rows, dtype=bool)[:, cmap]
+        self.table[idx] = block[:, cmap]  # (state numbers: below ``max_states``, int32)
+        self.split[idx] = split_block[:, cmap]
         self.built[idx] = True
 
     def build_rule_rows(self) -> None:
@@ -502,10 +507,11 @@ class LazyExpandedLexer:
 
     def _union_rows(
         self, h: _LexerHelpers, batch: list[list[int]]
-    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """Rows (per byte class) of the lexer states with these sorted members: as
-        :func:`build_expanded_lexer`'s batches (successors where one member lives on are
-        that member, the rest determinized class by class)."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows (per byte class) of the lexer states with these sorted members, and their
+        split flags (``int64[len(batch), classes]``, ``bool[len(batch), classes]``, fresh
+        arrays): as :func:`build_expanded_lexer`'s batches (successors where one member
+        lives on are that member, the rest determinized class by class)."""
         lens = [len(m) for m in batch]
         starts = [0, *accumulate(lens[:-1])]
         flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=sum(lens))
@@ -515,11 +521,10 @@ class LazyExpandedLexer:
         block = np.maximum.reduceat(succ, starts, axis=0)
         live = np.add.reduceat((succ != 0).view(np.int8), starts, axis=0, dtype=np.int64)
         split_block = np.logical_or.reduceat(h.g_split[flat], starts, axis=0)
-        cells = np.argwhere(live >= 2)
-        bounds = np.searchsorted(cells[:, 0], np.arange(len(batch) + 1)).tolist()
-        cell_class = cells[:, 1].tolist()
-        rows: list[np.ndarray] = []
-        for b in range(len(batch)):
+        cell_row, cell_cls = np.nonzero(live >= 2)  # (row, class): rows in order, classes ascending
+        bounds = np.searchsorted(cell_row, np.arange(len(batch) + 1)).tolist()
+        cell_class = cell_cls.tolist()
+        for b in range(len(batch) if cell_class else 0):
             row = block[b]
             for c in cell_class[bounds[b] : bounds[b + 1]]:
                 tup = tuple(succ[starts[b] : starts[b] + lens[b], c].tolist())
@@ -530,8 +535,7 @@ class LazyExpandedLexer:
                     j = self._state_of(h, members, live_ids)
                     h.multi[tup] = j
                 row[c] = j
-            rows.append(row)
-        return rows, list(split_block)
+        return block, split_block
 
     def nbytes(self) -> int:
         return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
@@ -675,6 +679,7 @@ class _LexerHelpers:
         "calls",
         "closure_cache",
         "cls_of_byte",
+        "entries",
         "filled",
         "first",
         "g_split",
@@ -686,6 +691,7 @@ class _LexerHelpers:
         "rule_calls",
         "rule_of",
         "starts",
+        "unfilled",
     )
 
     def __init__(
@@ -711,8 +717,10 @@ class _LexerHelpers:
         #: a large grammar's construction, through the garbage collections it set off)
         self.calls: dict[int, list[int]] = {}
         self.rule_calls = [False] * n_rules
+        #: per rule, the global state of its start (what a call to it enters)
+        self.entries = [o + d.start for o, d in zip(self.offs, auto.dfas, strict=False)]
         #: the global states of rule starts (the only call targets)
-        self.starts = {o + d.start for o, d in zip(self.offs, auto.dfas, strict=False)}
+        self.starts = set(self.entries)
         self.closure_cache: dict[int, frozenset[int]] = {}
         self.multi: dict[tuple[int, ...], int] = {}
         #: the global states with calls (sorted), with ``plain_built`` (else empty)
@@ -724,6 +732,8 @@ class _LexerHelpers:
         self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
         self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
         self.filled = np.zeros(n_rules, dtype=bool)
+        #: the rules whose rows :meth:`rows` has not written yet (0 once all are: no look-up)
+        self.unfilled = n_rules
         #: per rule: its rows without calls are built (``LazyExpandedLexer._plain_rows``)
         self.plain_done = np.full(n_rules, plain_built, dtype=bool)
         if plain_built:
@@ -750,11 +760,15 @@ class _LexerHelpers:
         self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
         self.g_split = np.take(g_split, self.reps, axis=1)
         self.filled[:] = True
+        self.unfilled = 0
 
     def rows(self, flat: np.ndarray) -> list[int]:
         """Write the :attr:`g_succ` and :attr:`g_split` rows of the rules of the global
         states ``flat`` not written yet: O(rule states x byte classes) per rule, once.
-        Returns those rules."""
+        Returns those rules.  Nothing to look up once every rule is written (a small
+        lexer's, at construction: :meth:`fill`)."""
+        if not self.unfilled:
+            return []
         need = np.unique(self.rule_of[flat])
         need = need[~self.filled[need]]
         if not need.size:
@@ -779,6 +793,7 @@ class _LexerHelpers:
                 sp[dfa.start] |= analysis.follow[r][reps]
         self.filled[need] = True
         done: list[int] = need.tolist()
+        self.unfilled -= len(done)
         return done
 
     def plain_mask(self, r: int) -> np.ndarray | None:
@@ -799,14 +814,16 @@ class _LexerHelpers:
         r = bisect_right(self.offs, g) - 1
         if not self.rule_calls[r]:
             self.rule_calls[r] = True
-            off = self.offs[r]
             auto = self.auto
-            refs = auto.refs[r]
-            calls = self.calls
-            for q in np.flatnonzero(auto.boundary[r]).tolist():
-                targets = [self.offs[callee] + auto.dfas[callee].start for callee, _ in refs[q]]
-                if targets:
-                    calls[off + q] = targets
+            if auto.dfas[r].ref_table is not None:  # (else no state of ``r`` calls)
+                off = self.offs[r]
+                refs = auto.refs[r]
+                calls = self.calls
+                entries = self.entries
+                for q in np.flatnonzero(auto.boundary[r]).tolist():
+                    lst = refs[q]
+                    if lst:
+                        calls[off + q] = [entries[callee] for callee, _ in lst]
         return self.calls.get(g, _NO_CALLS)
 
     def closure(self, g: int) -> frozenset[int]:

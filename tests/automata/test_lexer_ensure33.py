@@ -1,0 +1,87 @@
+"""``LazyExpandedLexer.ensure`` builds what its reference algorithm builds (session 19, ensure33).
+
+Two shortcuts of ``ensure`` must change nothing that gets built: the ahead levels read the
+successors of the rows built on one column per byte class (not 256), and
+``_LexerHelpers.rows`` skips its look-up once every rule's per-class rows are written.  Here a
+reference ``ensure`` (the 256-column ahead levels, the rows looked up on every call) and the
+real one are run side by side, on two lexers of the same grammar, over the same random
+sequences of ``ensure`` calls (rule positions and the unions met so far, one to a few states a
+call), both with the rule rows written at construction and with them written as met; after
+every call both lexers hold the same rows, split flags, built flags, unions and numbering, and
+the helpers' count of rules still to write is the number of rules not written.  An ahead level
+that read too few columns (a class missed) or a fast exit taken too early breaks it.
+"""
+
+from __future__ import annotations
+
+import random
+from unittest import mock
+
+import numpy as np
+import pytest
+from test_expanded_lexer_lazy_rows import _automaton
+from test_expanded_lexer_matches_simulation import _GBNF, _SCHEMAS
+
+import formcast.automata.lexer as lexer_module
+from formcast.automata.lexer import LazyExpandedLexer, LexerStateCapError
+
+
+def _reference_ensure(lex: LazyExpandedLexer, states: list[int]) -> bool:
+    """``ensure`` as before session 19: successors on all 256 columns, rows looked up."""
+    todo = sorted({s for s in states if not lex.built[s]})
+    if not todo:
+        return False
+    lex._build(todo)
+    frontier = np.asarray(todo, dtype=np.int64)
+    seen = set(todo)
+    budget = lexer_module._AHEAD_ROWS
+    for _ in range(lexer_module._AHEAD_LEVELS):
+        if budget <= 0 or lex.size + 256 > lex.max_states - lexer_module._AHEAD_MARGIN:
+            break
+        met = [s for s in np.unique(lex.table[frontier]).tolist() if s not in seen]
+        if not met:
+            break
+        seen.update(met)
+        frontier = np.asarray(met, dtype=np.int64)
+        build = frontier[~lex.built[frontier]][:budget]
+        if build.size:
+            try:
+                lex._build(build.tolist())
+            except LexerStateCapError:
+                break
+            budget -= int(build.size)
+    return True
+
+
+def _same(a: LazyExpandedLexer, b: LazyExpandedLexer) -> None:
+    assert a.size == b.size
+    n = a.size
+    assert np.array_equal(a.built[:n], b.built[:n])
+    assert np.array_equal(a.table[:n], b.table[:n])
+    assert np.array_equal(a.split[:n], b.split[:n])
+    assert a.ids == b.ids
+    assert a.sets == b.sets
+    for lex in (a, b):
+        h = lex._helpers
+        assert h is not None
+        assert h.unfilled == int((~h.filled).sum())
+
+
+@pytest.mark.parametrize("lazy_from", [0, 1 << 30])
+@pytest.mark.parametrize("which", range(len(_GBNF) + len(_SCHEMAS) + 2))
+def test_ensure_builds_what_the_reference_builds(which: int, lazy_from: int) -> None:
+    auto = _automaton(which)
+    with mock.patch.object(lexer_module, "_LAZY_ROWS_FROM", lazy_from):
+        real = LazyExpandedLexer(auto)
+        ref = LazyExpandedLexer(auto)
+    _same(real, ref)
+    n_global = int(real.offsets[-1])
+    rng = random.Random(which * 7 + (lazy_from > 0))
+    for _ in range(60):
+        pool = list(range(1, n_global)) + list(range(n_global, real.size))
+        states = rng.sample(pool, min(len(pool), rng.choice((1, 1, 2, 4))))
+        got = real.ensure(np.asarray(states, dtype=np.int64))
+        want = _reference_ensure(ref, states)
+        assert got == want
+        _same(real, ref)
+    assert real.built[: real.size].sum() > 1
