@@ -10,10 +10,8 @@ grammar without left recursion, ambiguous ones included.
 * Calls whose return state is accepting with no way out are tail calls: the callee returns
   straight to the caller's parent, so right recursion (``list ::= item list | ""``) does not
   grow the stack.
-* Closures are memoized per frame, and byte steps in each state's own small dictionary of
-  successors (:attr:`ParserState.nexts`, keyed by the byte: a look-up where a
-  ``(state, byte)`` key cost a tuple and its hash too); states are interned, so they are cheap
-  dictionary keys for every cache above this layer.
+* Closures are memoized per frame and byte steps per (state, byte); states are interned, so
+  they are cheap dictionary keys for every cache above this layer.
 * Nothing recurses in Python: 100,000 levels of nesting are 100,000 frames, not a crash.
 
 Lifetime: one per compiled grammar, shared by its requests.  Caches are bounded by
@@ -44,10 +42,6 @@ __all__ = ["Frame", "ParserState", "PushdownAutomaton"]
 #: :meth:`PushdownAutomaton.cache_entries` (~2.1 KB: a 256-element list, against the ~260
 #: bytes of an entry)
 _ROW_ENTRIES = 8
-
-#: :attr:`ParserState.nexts` of a state no step was memoized from: empty, shared, never
-#: written (the first memoized step gives the state a dictionary of its own)
-NO_STEPS: dict[int, ParserState] = {}
 
 
 class Frame:
@@ -91,16 +85,9 @@ class ParserState:
         frames: the scan-ready stack tops.
         accepting: the input so far is a complete sentence.
         error: set when a run-time limit stopped the parser (the state is then dead).
-        nexts: the memo of :meth:`PushdownAutomaton.step` from this state:
-            ``nexts.get(byte)`` is the state after ``byte``, None where not known
-            (:data:`NO_STEPS`, shared, until the first step from it is memoized; then a dict
-            of its own, filled by the automaton that made it and emptied with its caches; far
-            states keep :data:`NO_STEPS`).  Read only outside :class:`PushdownAutomaton`.
-            (A dict, not a list of 256: most states memoize a few bytes, and a 2 KB list
-            made per state cost the new states of a mask more than its reads saved.)
     """
 
-    __slots__ = ("__weakref__", "accepting", "dead", "error", "far", "frames", "nexts", "uid")
+    __slots__ = ("__weakref__", "accepting", "dead", "error", "far", "frames", "uid")
 
     def __init__(
         self, frames: frozenset[Frame], accepting: bool, uid: int, error: str | None = None
@@ -118,7 +105,6 @@ class ParserState:
         # :attr:`is_dead` as a plain attribute, for the hot loops (a slot read is a tenth of
         # a property call: candidate checks read it once per byte)
         self.dead: bool = not frames and not accepting
-        self.nexts: dict[int, ParserState] = NO_STEPS
 
     @property
     def is_dead(self) -> bool:
@@ -223,15 +209,7 @@ class PushdownAutomaton:
         self._capped: dict[tuple[Frame, int], Frame] = {}
         self._states: dict[tuple[frozenset[Frame], bool], ParserState] = {}
         self._closures: dict[Frame, tuple[frozenset[Frame], bool]] = {}
-        # the step memo lives in the states' dicts (ParserState.nexts); these are the states
-        # that hold one of this generation of the caches, and the steps memoized in them
-        old = getattr(self, "_rowed", None)
-        if old:
-            for s in old:
-                s.nexts = NO_STEPS
-        self._rowed: list[ParserState] = []
-        self._step_count = 0
-        self._steps = _StepRows(self)
+        self._steps: dict[tuple[ParserState, int], ParserState] = {}
         # (state, byte) -> the step's far state with its counters capped (see step_capped)
         self._capped_steps: dict[tuple[ParserState, int], ParserState] = {}
         # far frames and states: alive only while some matcher (or a state) holds them
@@ -266,11 +244,11 @@ class PushdownAutomaton:
         of the tables made a Python list counts as :data:`_ROW_ENTRIES` entries)."""
         return (
             len(self._frames)
+            + len(self._steps)
             + len(self._states)
             + len(self._closures)
             + len(self._capped)
             + len(self._capped_steps)
-            + self._step_count
             + _ROW_ENTRIES * self._row_count
         )
 
@@ -281,11 +259,11 @@ class PushdownAutomaton:
             self._compact_far()
         if (
             len(self._frames)
+            + len(self._steps)
             + len(self._states)
             + len(self._closures)
             + len(self._capped)
             + len(self._capped_steps)
-            + self._step_count
             + _ROW_ENTRIES * self._row_count
             > self.limits.max_cache_entries
         ):
@@ -471,9 +449,9 @@ class PushdownAutomaton:
         return result, accepting, None
 
     def step(self, state: ParserState, byte: int) -> ParserState:
-        """The state after one byte (a dead state if the byte is not allowed).  Memoized in
-        ``state.nexts`` (:attr:`ParserState.nexts`: callers may read it first)."""
-        nxt = state.nexts.get(byte)
+        """The state after one byte (a dead state if the byte is not allowed).  Memoized."""
+        key = (state, byte)
+        nxt = self._steps.get(key)
         if nxt is not None:
             return nxt
         # nothing is made (no lock, no interning) where every top's DFA rejects the byte (the
@@ -489,37 +467,26 @@ class PushdownAutomaton:
                 break
         else:
             if not state.far:
-                self._remember(state, byte, self._dead)
+                self._steps[key] = self._dead
             return self._dead
         if row is not None and len(frames) == 1 and not state.accepting and row[byte] == fr.state:
             memo = self._closures.get(fr)
             if memo is not None and not memo[1] and memo[0] == frames:
                 if not state.far:
-                    self._remember(state, byte, state)
+                    self._steps[key] = state
                 return state
         with self._lock:
             nxt = self._step(state, byte)
             self._maybe_reset()
             if not (state.far or nxt.far):  # far states are request-specific
-                self._remember(state, byte, nxt)
+                self._steps[key] = nxt
         return nxt
 
-    def _remember(self, state: ParserState, byte: int, nxt: ParserState) -> None:
-        """Memoize a step in ``state``'s dict (made on its first step; entries counted in
-        :meth:`cache_entries`, emptied with the caches).  Two threads may both make one
-        (without the lock, for the steps that make nothing): one is kept, a memo entry lost."""
-        row = state.nexts
-        if row is NO_STEPS:
-            row = state.nexts = {}
-            self._rowed.append(state)
-        if byte not in row:
-            self._step_count += 1
-        row[byte] = nxt
-
-    def step_memo(self) -> _StepRows:
-        """The memo of :meth:`step` as a read-only mapping ``(state, byte) -> state`` (a view
-        of the states' dicts, :attr:`ParserState.nexts`, which hot loops read directly: a
-        look-up by the byte alone is about half the cost of one by ``(state, byte)``).  O(1)."""
+    def step_memo(self) -> dict[tuple[ParserState, int], ParserState]:
+        """The memo of :meth:`step`: ``(state, byte) -> state``, what :meth:`step` returns for
+        a key it holds (a dict look-up is a third of a :meth:`step` call).  Read only for
+        callers; the dict is replaced when the caches are cleared (any :meth:`step` may do
+        it), so ask for it again after each :meth:`step`.  O(1)."""
         return self._steps
 
     def _row(self, fr: Frame) -> tuple[int, ...]:
@@ -600,11 +567,13 @@ class PushdownAutomaton:
     def step_bytes(self, state: ParserState, data: bytes) -> ParserState:
         """The state after ``data`` (dead as soon as a byte is not allowed).  The step memo
         is read first (a byte stepped before, by a mask's candidate checks for instance, is
-        a look-up rather than a :meth:`step` call); O(len(data)) on hits."""
+        a dict look-up rather than a :meth:`step` call); O(len(data)) on hits."""
+        memo = self._steps
         for b in data:
-            nxt = state.nexts.get(b)
+            nxt = memo.get((state, b))
             if nxt is None:
                 nxt = self.step(state, b)
+                memo = self._steps  # (a step may replace the memo: caches cleared)
             state = nxt
             if state.dead:
                 return state
@@ -622,43 +591,9 @@ class PushdownAutomaton:
             "frames": len(self._frames),
             "states": len(self._states),
             "closures": len(self._closures),
-            "steps": self._step_count,
-            "step_rows": len(self._rowed),
+            "steps": len(self._steps),
             "capped": len(self._capped),
             "far_frames": len(self._far_frames),
             "far_states": len(self._far_states),
             "cache_resets": self.cache_resets,
         }
-
-
-class _StepRows:
-    """:meth:`PushdownAutomaton.step_memo`: the step memo, kept in the states' dicts
-    (:attr:`ParserState.nexts`), seen as a mapping ``(state, byte) -> state``.  A view: it
-    holds nothing but its automaton; :meth:`clear` forgets every memoized step (tests)."""
-
-    __slots__ = ("_pda",)
-
-    def __init__(self, pda: PushdownAutomaton) -> None:
-        self._pda = pda
-
-    def get(self, key: tuple[ParserState, int]) -> ParserState | None:
-        return key[0].nexts.get(key[1])
-
-    def __getitem__(self, key: tuple[ParserState, int]) -> ParserState:
-        return key[0].nexts[key[1]]
-
-    def __contains__(self, key: object) -> bool:
-        if type(key) is not tuple or len(key) != 2 or not isinstance(key[0], ParserState):
-            return False
-        return key[1] in key[0].nexts
-
-    def __len__(self) -> int:
-        return self._pda._step_count
-
-    def clear(self) -> None:
-        pda = self._pda
-        with pda._lock:
-            for s in pda._rowed:
-                s.nexts = NO_STEPS
-            pda._rowed = []
-            pda._step_count = 0

@@ -2092,6 +2092,10 @@ _SHARED_WALK_MIN_BYTES = 16
 _LEVEL_VERIFY_MIN = 256
 
 
+def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
+    return None
+
+
 #: a single top's candidates grouped by their bytes after the top's self-loop: the distinct
 #: byte strings (sorted), the candidates (string indices) of each, and the candidates they
 #: were made from (their array's bytes; see :meth:`CfgProgram._looped_groups`)
@@ -2104,7 +2108,7 @@ def _verify_looped(
     step: Callable[[ParserState, int], ParserState],
     state: ParserState,
     groups: _LoopGroups,
-    memo: Callable[[], object] | None = None,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
 ) -> tuple[np.ndarray, str | None]:
     """:func:`_verify_in_order`'s answer from the groups of :meth:`CfgProgram._looped_groups`:
     each distinct byte string checked once, its group accepted with it."""
@@ -2119,7 +2123,7 @@ def _verify_in_order(
     state: ParserState,
     trie: TokenTrie,
     cands: np.ndarray,
-    memo: Callable[[], object] | None = None,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
 ) -> tuple[np.ndarray, str | None]:
     """The candidates (string indices) whose bytes the parser accepts from ``state``, and the
     error of a parser limit some step hit (else None).
@@ -2130,10 +2134,10 @@ def _verify_in_order(
     candidates after it that share the dead prefix (a run in string order: a prefix the
     parser rejects at its first byte after a return, `` ])`` and its 20 extensions) are
     skipped with one binary search.  O(bytes outside shared prefixes) steps.
-    ``memo``: the parser's ``step_memo`` (given: the states' memoized steps,
-    :attr:`ParserState.nexts`, are read first, as ``step`` does: most steps of a warm mask
-    are memoized, and a look-up by the byte is a tenth of a ``step`` call; ``step`` must then
-    return what the parser's ``step`` does where that holds the byte).  Nothing kept.
+    ``memo``: the parser's step memo (``(state, byte) -> state``, what ``step`` returns for
+    a key it holds), read first: most steps of a warm mask are memoized, and a dictionary
+    look-up is a third of a ``step`` call (asked for again after each ``step``, which may
+    replace it).  Nothing kept.
     """
     strings = trie.strings
     # in string order (a classification's candidates with its exit-split ones appended are
@@ -2147,19 +2151,15 @@ def _verify_strings(
     step: Callable[[ParserState, int], ParserState],
     state: ParserState,
     data_of: list[bytes],
-    memo: Callable[[], object] | None = None,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
 ) -> tuple[list[int], str | None]:
     """The positions in ``data_of`` (byte strings in sorted order) of the strings the parser
-    accepts from ``state``, and the error of a parser limit (see :func:`_verify_in_order`).
-
-    With ``memo``, each byte reads the state's memoized steps first (:attr:`ParserState.
-    nexts`: what ``step`` returns where it holds the byte, a dict look-up by the byte);
-    without it, every byte is a ``step`` call."""
+    accepts from ``state``, and the error of a parser limit (see :func:`_verify_in_order`)."""
     ok: list[int] = []
     err: str | None = None
     prev = b""
     path = [state]  # path[i]: the state after prev[:i] (alive)
-    plain = memo is None
+    get = _no_memo if memo is None else memo().get
     n = len(data_of)
     i = 0
     while i < n:
@@ -2171,10 +2171,12 @@ def _verify_strings(
         del path[k + 1 :]
         st = path[k]
         i += 1
-        for b in data[k:] if k else data:
-            nxt = st.nexts.get(b)
-            if nxt is None or plain:
+        for b in data[k:]:
+            nxt = get((st, b))
+            if nxt is None:
                 nxt = step(st, b)
+                if memo is not None:
+                    get = memo().get
             st = nxt
             if st.dead:
                 if st.error:
@@ -2215,9 +2217,7 @@ def _verify_by_levels(
     reach the same parser state by different prefixes (the counts are all that differ), so
     tens of thousands of them cost a few hundred steps, not one per trie node.  The steps
     are those :func:`_verify_in_order` takes, each taken once.  Cost: one numpy pass over
-    the alive candidates per byte position plus one step per distinct pair (its
-    memoized result read first, as in :func:`_verify_strings`: ``step`` must be the parser's
-    ``step`` or ``step_capped``); nothing kept.
+    the alive candidates per byte position plus one step per distinct pair; nothing kept.
     """
     strings = trie.strings
     lengths = trie.lengths[cands].astype(np.int64)
@@ -2239,10 +2239,7 @@ def _verify_by_levels(
         following: list[ParserState] = []
         ids: dict[ParserState, int] = {}
         for c in pairs.tolist():
-            st0, b = states[c >> 8], c & 255
-            st = st0.nexts.get(b)  # (the step memo, as the parser's step reads it)
-            if st is None:
-                st = step(st0, b)
+            st = step(states[c >> 8], c & 255)
             if st.is_dead:
                 if st.error:
                     err = st.error
