@@ -69,13 +69,13 @@ def test_the_switch_reaches_the_construction() -> None:
     if not hasattr(nfa_mod._add_repeat, "__code__"):
         pytest.skip("nfa.py is compiled (mypyc): the patch cannot reach it")
     calls: list[int] = []
-    saved = nfa_mod._Thompson._HANDLERS[nfa_mod.CharSet]
+    saved = nfa_mod._Thompson._char_set
 
     def counting(self: Any, n: Any, frm: int, to: int, own: bool) -> None:
         calls.append(frm)
         saved(self, n, frm, to, own)
 
-    nfa_mod._Thompson._HANDLERS[nfa_mod.CharSet] = counting
+    nfa_mod._Thompson._char_set = counting  # type: ignore[method-assign]
     try:
         node = parse_regex("[ \\t]{0,5}x")
         _nfa_fields(node)
@@ -84,7 +84,7 @@ def test_the_switch_reaches_the_construction() -> None:
             _nfa_fields(node)
         assert len(calls) == 5
     finally:
-        nfa_mod._Thompson._HANDLERS[nfa_mod.CharSet] = saved
+        nfa_mod._Thompson._char_set = saved  # type: ignore[method-assign]
 
 
 _ATOMS = ["a", "[0-9]", "[ \\t\\n]", "\\d", "[a-f]", "[^a]", "é", "[α-ω]", "(ab|c)", "-", "."]

@@ -1,6 +1,6 @@
 /* Subset construction and Hopcroft minimization of the compiled build: formcast.automata._subset.
  *
- * Three functions for formcast.automata.dfa, whose Python code is the fallback and the reference
+ * Four functions for formcast.automata.dfa, whose Python code is the fallback and the reference
  * (tests/automata/test_native_subset.py compares them on random and real NFAs):
  *
  * determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, threshold)
@@ -44,6 +44,9 @@
  * symbol order (the dead state's block 0, the start's 1): the states of the minimal DFA as
  * dfa._quotient numbers them (blocks the start does not reach, which nfa_to_dfa's tables lack,
  * are numbered after those, in the order of their first states).
+ *
+ * widen(table, k, n_classes, class_of) -> (wide, refs): the 256-column byte table and the
+ * rule columns of a class table, as nfa_to_dfa makes them with numpy (see subset_widen).
  *
  * Safety: the NFA's lists are type-checked item by item (TypeError) and every state, byte and
  * rule id read from them is checked against its range (ValueError) before anything is built;
@@ -1174,6 +1177,70 @@ done:
     return result;
 }
 
+/* widen(table, k, n_classes, class_of) -> (wide, refs): a class table of dfa.nfa_to_dfa (int32,
+ * m x k, C-contiguous: the byte classes' columns 0 .. n_classes - 1, then one column per
+ * referenced rule) as the ByteDFA's tables: `wide` (a bytearray of int32[m, 256]) has
+ * wide[s, b] = table[s, class_of[b]] (np.take(table, class_of, axis=1)), `refs` (a bytearray of
+ * int32[m, k - n_classes]) the rule columns (table[:, n_classes:]).  One pass in C, where
+ * np.take along the columns of a small table cost microseconds per automaton.  The entries are
+ * copied, not read as indices; class_of (int32[256]) is checked against n_classes and the
+ * table's length against k (ValueError): nothing is read out of bounds. */
+static PyObject *
+subset_widen(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_class, *result = NULL;
+    long long k_arg, nc_arg;
+    Py_buffer b_table, b_class;
+    HELD_BUFFERS(2);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLLO", &o_table, &k_arg, &nc_arg, &o_class))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table");
+    GET(o_class, b_class, 4, 0, "class_of");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const int32_t *cls = (const int32_t *)b_class.buf;
+        PyObject *wide = NULL, *refs = NULL;
+        int64_t k, nc, nr, m, i, j;
+        int bad = 0;
+        if (k_arg <= 0 || k_arg >= INT32_MAX || nc_arg <= 0 || nc_arg > k_arg ||
+            b_table.len % (4 * (Py_ssize_t)k_arg) != 0 || b_class.len != 4 * 256) {
+            PyErr_SetString(PyExc_ValueError, "_subset: widen's array lengths disagree");
+            goto done;
+        }
+        k = (int64_t)k_arg;
+        nc = (int64_t)nc_arg;
+        nr = k - nc;
+        m = (int64_t)(b_table.len / (4 * (Py_ssize_t)k));
+        for (j = 0; j < 256; j++)
+            bad |= (uint32_t)cls[j] >= (uint32_t)nc;
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "_subset: a byte's class is not one of the table's");
+            goto done;
+        }
+        wide = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(m * 256 * 4));
+        refs = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(m * nr * 4));
+        if (wide && refs) {
+            int32_t *w = (int32_t *)PyByteArray_AS_STRING(wide);
+            int32_t *r = (int32_t *)PyByteArray_AS_STRING(refs);
+            for (i = 0; i < m; i++) {
+                const int32_t *row = table + i * k;
+                int32_t *out = w + i * 256;
+                for (j = 0; j < 256; j++)
+                    out[j] = row[cls[j]];
+                for (j = 0; j < nr; j++)
+                    r[i * nr + j] = row[nc + j];
+            }
+            result = PyTuple_Pack(2, wide, refs);
+        }
+        Py_XDECREF(wide);
+        Py_XDECREF(refs);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"determinize", subset_determinize, METH_VARARGS,
      "determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, "
@@ -1185,6 +1252,8 @@ static PyMethodDef methods[] = {
      "module's source)."},
     {"hopcroft", subset_hopcroft, METH_VARARGS,
      "hopcroft(table, k, accepting, start, out) -> None (see the module's source)."},
+    {"widen", subset_widen, METH_VARARGS,
+     "widen(table, k, n_classes, class_of) -> (wide, refs) (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 

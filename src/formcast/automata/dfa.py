@@ -186,13 +186,24 @@ def nfa_to_dfa(
     start = 1
     if minimize:
         small, acc_arr, start = _minimize(small, acc_arr, 1, limits)
-    n_classes = small.shape[1] - len(ref_rules)
-    # (class_of < n_classes: the byte columns; ``take`` gathers into a C-ordered table in one
-    # pass, where slicing then fancy indexing made an F-ordered one and copied it again)
-    table = np.take(small, class_of, axis=1)
+    m, k = small.shape
+    n_classes = k - len(ref_rules)
+    if _KERNEL is not None and hasattr(_KERNEL, "widen"):
+        # the same two tables in one C pass (``np.take`` along the columns cost ~10 us on a
+        # small automaton: most of this function's numpy time); ``small`` and ``class_of`` are
+        # C-contiguous int32 here (the kernel's output or ``_minimize_native``'s gather; the
+        # kernel checks the buffers).  A kernel without ``widen`` (a test's stand-in) takes
+        # the numpy path
+        wide, refs = _KERNEL.widen(small, k, n_classes, class_of)
+        table = np.frombuffer(wide, dtype=np.int32).reshape(m, 256)
+        ref_table = np.frombuffer(refs, dtype=np.int32).reshape(m, k - n_classes)
+    else:
+        # (class_of < n_classes: the byte columns; ``take`` gathers into a C-ordered table in
+        # one pass, where slicing then fancy indexing made an F-ordered one and copied it)
+        table = np.take(small, class_of, axis=1)
+        ref_table = np.ascontiguousarray(small[:, n_classes:])
     table.setflags(write=False)
     acc_arr.setflags(write=False)
-    ref_table = np.ascontiguousarray(small[:, n_classes:])
     ref_table.setflags(write=False)
     return ByteDFA(
         table=table,

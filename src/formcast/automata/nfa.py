@@ -329,8 +329,8 @@ def thompson_nfa(
 
 class _Thompson:
     """One NFA construction: a work list of (node, from, to, own) items, one method per node
-    kind (:attr:`_HANDLERS`), and the hash-consing tables that keep the NFA linear in the IR's
-    DAG rather than in its tree unfolding."""
+    kind (called by kind in :meth:`run`; :attr:`_HANDLERS` lists them), and the hash-consing
+    tables that keep the NFA linear in the IR's DAG rather than in its tree unfolding."""
 
     __slots__ = (
         "byte_chain",
@@ -364,7 +364,9 @@ class _Thompson:
         self.shared: dict[tuple[Node, int], int] = {}
         # (item, state where the rest of its concatenation starts) -> entry state of that item
         self.chained: dict[tuple[Node, int], int] = {}
-        self.byte_chain: dict[tuple[int, int], int] = {}  # (byte, next state) -> its reader
+        # (next state << 8 | byte) -> the state reading that byte into that next state (one
+        # int key: no tuple made and hashed per byte)
+        self.byte_chain: dict[int, int] = {}
 
     def run(self, node: Node) -> FlatNFA:
         nfa = self.nfa
@@ -374,7 +376,6 @@ class _Thompson:
         work = self.work
         work.append((node, s, a, True))
         shared = self.shared
-        handlers = self._HANDLERS
         while work:
             n, frm, to, own = work.pop()
             if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
@@ -388,11 +389,31 @@ class _Thompson:
                     nfa.eps_edge(frm, entry)
                     frm = entry
                 shared[key] = frm
-            try:
-                handler = handlers[type(n)]
-            except KeyError:
-                handler = _handler_of(n)
-            handler(self, n, frm, to, own)
+            # the handler of the node's kind, called directly (the compiled build then calls
+            # the native method, not a Python-level callable through a table); the kinds are
+            # disjoint (slotted dataclasses), so the order only puts the common ones first
+            if isinstance(n, Concat):
+                self._concat(n, frm, to, own)
+            elif isinstance(n, Literal):
+                self._literal(n, frm, to, own)
+            elif isinstance(n, Alt):
+                self._alt(n, frm, to, own)
+            elif isinstance(n, CharSet):
+                self._char_set(n, frm, to, own)
+            elif isinstance(n, Repeat):
+                self._repeat(n, frm, to, own)
+            elif isinstance(n, ByteSet):
+                self._byte_set(n, frm, to, own)
+            elif isinstance(n, RuleRef):
+                self._rule_ref(n, frm, to, own)
+            elif isinstance(n, Empty):
+                self._empty(n, frm, to, own)
+            elif isinstance(n, _Embedded):
+                self._embedded(n, frm, to, own)
+            elif isinstance(n, SepLoop):
+                self._sep_loop(n, frm, to, own)
+            elif not isinstance(n, Nothing):
+                _handler_of(n)(self, n, frm, to, own)
         return nfa
 
     def _empty(self, n: Empty, frm: int, to: int, own: bool) -> None:
@@ -419,7 +440,7 @@ class _Thompson:
         byte_chain = self.byte_chain
         nxt = to
         for b in reversed(data[1:]):
-            byte_link = (b, nxt)
+            byte_link = nxt << 8 | b
             entry = byte_chain.get(byte_link)
             if entry is None:
                 entry = nfa.new_state()

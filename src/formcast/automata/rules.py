@@ -28,7 +28,8 @@ is bounded by :class:`CompileLimits`.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -240,15 +241,17 @@ def compile_grammar_automaton(
     for r, dfa in enumerate(dfas):
         check_deadline()
         n_states: int = dfa.table.shape[0]  # (not ``n``: a rule name above, for mypyc)
-        bnd = np.array(dfa.accepting, dtype=bool)
-        has_out = (dfa.table != DEAD).any(axis=1)
+        acc = np.asarray(dfa.accepting, dtype=bool)
+        bnd = acc.copy()
+        # (DEAD is 0: a row has a move when any entry is nonzero; one pass, no temporary)
+        has_out = dfa.table.any(axis=1)
         if dfa.ref_table is None:
             per_state: list[tuple[tuple[int, int], ...]] = [()] * n_states
         else:
             # the rows of the states that call (most states only read bytes), each converted
             # once, not one numpy scalar per (state, callee)
             ref_rules = dfa.ref_rules
-            calls = (dfa.ref_table != DEAD).any(axis=1)
+            calls = cast(np.ndarray, dfa.ref_table.any(axis=1))
             calls[DEAD] = False
             callers: list[int] = np.flatnonzero(calls).tolist()
             ref_rows: list[list[int]] = dfa.ref_table[callers].tolist()
@@ -262,9 +265,12 @@ def compile_grammar_automaton(
         bnd[DEAD] = False
         refs.append(tuple(per_state))
         boundary.append(bnd)
-        # an accepting state of a counted rule ends an iteration, not the rule: no tail calls
-        no_tail = counts[r] is not None
-        tail.append(np.asarray(dfa.accepting, dtype=bool) & ~has_out & (not no_tail))
+        # an accepting state of a counted rule ends an iteration, not the rule: no tail calls;
+        # else accepting and no move out (on bools ``acc > has_out`` is ``acc & ~has_out``)
+        if counts[r] is not None:
+            tail.append(np.zeros(n_states, dtype=bool))
+        else:
+            tail.append(np.greater(acc, has_out))
     auto = GrammarAutomaton(
         names=tuple(names),
         dfas=tuple(dfas),
@@ -338,7 +344,10 @@ def _rule_dfa(
         return dfa
     by_slot = callee_names or ()
     refs = tuple(ids[by_slot[c] if isinstance(c, int) else c] for c in callees)
-    return dfa if refs == dfa.ref_rules else replace(dfa, ref_rules=refs)
+    if refs == dfa.ref_rules:
+        return dfa
+    # (``dataclasses.replace`` made directly: it reads the class's fields on every call)
+    return ByteDFA(dfa.table, dfa.accepting, dfa.start, refs, dfa.ref_table)
 
 
 #: :func:`_canonical_body` by body (an equal body is usually the same interned object: a hit
