@@ -6,7 +6,7 @@ A fresh ``GrammarCompiler(vocab, cache_size=0)`` per schema (as maskbench.py's f
 adapter); after a warm-up compile so process-wide caches are in the state a server's are.
 Prints p50/p99/max/mean in ms over the schemas that compile.
 
-    PYTHONPATH=DIR python benchmarks/emit33_ttfm.py --sample 150 --seed 5 --json out.json
+    PYTHONPATH=DIR python benchmarks/ttfm_per_schema.py --sample 150 --seed 5 --json out.json
 """
 
 from __future__ import annotations

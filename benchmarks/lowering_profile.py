@@ -5,7 +5,7 @@ Lowers N MaskBench schemas once each (timing emit, thread CPU), picks those betw
 lowerings (normalize + emit + clean-up) in a fresh process (``--warm``: repeated lowerings in
 the timing process instead)::
 
-    PYTHONPATH=DIR python benchmarks/emit33_profile.py --sample 150 --seed 5 [--top 40]
+    PYTHONPATH=DIR python benchmarks/lowering_profile.py --sample 150 --seed 5 [--top 40]
 """
 
 from __future__ import annotations

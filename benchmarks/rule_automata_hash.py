@@ -9,9 +9,10 @@ same automata.  Without it, each schema's rule phase is timed with the process-w
 sub-automaton caches emptied first (thread CPU, gc off during the call), best of ``--reps``,
 and written to ``--json`` (schema -> ms) for paired comparisons::
 
-    PYTHONPATH=DIR python benchmarks/rules33_hash.py --sample 150 --seed 5 --hash
-    PYTHONPATH=DIR python benchmarks/rules33_hash.py --sample 150 --seed 5 --reps 5 --json a.json
-    python benchmarks/rules33_hash.py --compare a.json b.json   # paired median ratio b/a
+    PYTHONPATH=DIR python benchmarks/rule_automata_hash.py --sample 150 --seed 5 --hash
+    PYTHONPATH=DIR python benchmarks/rule_automata_hash.py --sample 150 --seed 5 --reps 5 \
+        --json a.json
+    python benchmarks/rule_automata_hash.py --compare a.json b.json   # paired median ratio b/a
 
 ``--profile N``: run every schema's cold rule phase N times (for perf / cProfile).
 
@@ -20,7 +21,7 @@ fed the same schema in turn (A, B, B, A, ... per round), so that the machine's d
 both alike; per schema the best of ``--reps`` per round and of ``--rounds`` rounds; prints the
 paired median ratio B/A and both p50s::
 
-    python benchmarks/rules33_hash.py --ab /tmp/fc-main /tmp/fc-branch --reps 3 --rounds 3
+    python benchmarks/rule_automata_hash.py --ab /tmp/fc-main /tmp/fc-branch --reps 3 --rounds 3
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ schemas before, as in MaskBench's workers): a fresh ``GrammarCompiler(vocab, cac
 schema R times and keeps the fastest (R > 1 reuses what the first compile cached).  Used to
 classify the TTFM tail of issue #31 (docs/notes/tail33.md)::
 
-    PYTHONPATH=DIR python benchmarks/tail33_phases.py Github_hard---o82766.json kb_269...
+    PYTHONPATH=DIR python benchmarks/ttfm_phases.py Github_hard---o82766.json kb_269...
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """Paired per-schema comparison of two builds from interleaved runs (emit33, #31).
 
 Reads the ``--json`` files of ``lowering_first.py`` (``{schema: {stage: ms}}``) or of
-``emit33_ttfm.py`` (``{schema: [ms, ...]}``), several runs per build, takes each schema's
+``ttfm_per_schema.py`` (``{schema: [ms, ...]}``), several runs per build, takes each schema's
 minimum over a build's runs, and prints per stage: each build's p50/p90/p99/max/sum over the
 schemas both have, and the median of the per-schema ratios (mine / base); also the median of
 the per-run-pair ratios (run i of base against run i of mine)::
 
-    python benchmarks/emit33_pairs.py --base b1.json b2.json --mine m1.json m2.json
+    python benchmarks/paired_ratios.py --base b1.json b2.json --mine m1.json m2.json
 """
 
 from __future__ import annotations

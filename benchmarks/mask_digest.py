@@ -11,7 +11,7 @@ sha256, and into a per-source digest (``--verbose`` prints those: where two buil
 
 Usage::
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/check33_maskhash.py --sample 40 --seed 11
+    PYTHONPATH=/tmp/fc-main python benchmarks/mask_digest.py --sample 40 --seed 11
 """
 
 from __future__ import annotations

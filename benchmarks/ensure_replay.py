@@ -8,7 +8,7 @@ loaded machine.  Works on the compiled build (the lexer class is an ordinary Pyt
 Also prints the SHA-256 of every lexer's state after the replay (table, split, built rows up
 to ``size``, ``size``, the union ids): equal digests across builds = the same rows built.
 
-    PYTHONPATH=DIR python benchmarks/ensure33_replay.py --sample 150 --seed 5 [--reps 5]
+    PYTHONPATH=DIR python benchmarks/ensure_replay.py --sample 150 --seed 5 [--reps 5]
 """
 
 from __future__ import annotations
