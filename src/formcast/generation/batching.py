@@ -59,6 +59,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
+import sys
 import threading
 import time
 from collections import deque
@@ -210,6 +212,15 @@ class BatchedRequest:
             self._cancelled = True
         self._batcher._cancel(self)
 
+    def take_ready(self) -> list[str]:
+        """The text pieces buffered now, removed from the request (never waits): what
+        iterating it would yield first.  For a consumer that forwards the pieces ``submit``
+        already pushed (the forced start) before it starts iterating; iteration then yields
+        only what comes later.  O(pieces)."""
+        with self._cond:
+            pieces, _ = self._take()
+        return pieces
+
     def _take(self) -> tuple[list[str], bool]:
         """The buffered pieces and whether the request is done (under the lock)."""
         pieces = list(self._items)
@@ -309,6 +320,16 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def _lower_thread_priority(by: int) -> None:
+    """Raise the calling thread's niceness by ``by`` (Linux, where niceness is per thread;
+    a no-op elsewhere or when the system refuses)."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + by)
 
 
 def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]]) -> None:
@@ -665,10 +686,16 @@ class ContinuousBatcher:
             next turn of a conversation, the same system prompt and tools) then costs one
             token of prefill.  Off when the decoder cannot truncate.  Memory: none beyond the
             slots' cache, which is allocated up front anyway.
+        worker_nice: raise the worker thread's niceness by this much when it starts (Linux:
+            ``os.setpriority`` on the thread's own id; the threads llama.cpp starts from it
+            inherit it; elsewhere, or when refused, nothing changes).  A server's event loop
+            then gets the cores first when both are ready: its per-request work is short and
+            latency-bound (a streamed forced start, arrivals), the steps are long and
+            throughput-bound.  0: the process's own priority.
 
     Raises:
         ConfigurationError: ``decoder`` is not a batched decoder, or a bad ``max_queue`` /
-            ``prefill_tokens``.
+            ``prefill_tokens`` / ``worker_nice``.
     """
 
     def __init__(
@@ -679,6 +706,7 @@ class ContinuousBatcher:
         prefill_tokens: int | None = None,
         share_prefix: int | None = None,
         prompt_cache: bool = False,
+        worker_nice: int = 0,
     ) -> None:
         if not isinstance(decoder, BatchedDecoder):
             raise ConfigurationError(
@@ -708,6 +736,9 @@ class ContinuousBatcher:
         if not isinstance(prompt_cache, bool):
             raise ConfigurationError(f"prompt_cache must be a bool, got {prompt_cache!r}")
         self._prompt_cache = prompt_cache and isinstance(decoder, SupportsTruncate)
+        if isinstance(worker_nice, bool) or not isinstance(worker_nice, int) or worker_nice < 0:
+            raise ConfigurationError(f"worker_nice must be an int >= 0, got {worker_nice!r}")
+        self._worker_nice = worker_nice
         self._kept: dict[int, list[int]] = {}  # free slot -> the tokens its cache still holds
         self._left: dict[int, int] = {}  # slot -> the step its last request left (LRU order)
         self._decoder = decoder
@@ -1036,6 +1067,8 @@ class ContinuousBatcher:
             self._worker.start()
 
     def _work(self) -> None:
+        if self._worker_nice:
+            _lower_thread_priority(self._worker_nice)
         while True:
             with self._lock:
                 while not (self._rows or self._queue or self._cancels or self._closing):

@@ -60,6 +60,11 @@ class ServerConfig:
             (``ContinuousBatcher(prefill_tokens=)``; ``None``: every waiting request that has
             a slot joins at once).  A bound spreads simultaneous arrivals over several steps:
             the first of them get their first token sooner, the running ones keep decoding.
+        batch_nice: with batching, how much lower the OS priority of the batcher's thread
+            (its model calls and masks; ``ContinuousBatcher(worker_nice=)``, Linux) is than
+            the event loop's: when both are ready for a core, the loop's short,
+            latency-bound work (arrivals, a forced start streamed, chunks sent) goes first;
+            the steps take what is left.  0: the same priority.
         n_threads: CPU threads of the batched decoder (``None``: the cores this process may
             run on for llama.cpp; torch's own setting for transformers).  On a machine whose
             cores are busy with other work use 1 (llama.cpp's threads spin waiting for each
@@ -100,6 +105,7 @@ class ServerConfig:
     prompt_cache: bool = True
     fast_forward: bool = False
     prefill_tokens: int | None = None
+    batch_nice: int = 5
     n_threads: int | None = None
     request_timeout_s: float | None = 120.0
     compile_timeout_s: float = 30.0
@@ -121,6 +127,7 @@ class ServerConfig:
             "max_n",
             "retry_after_s",
             "max_batch",
+            "batch_nice",
         ):
             value = getattr(self, name)
             low = 1 if name in ("default_max_tokens", "max_n", "max_batch") else 0

@@ -215,6 +215,7 @@ class Engine:
                 share_prefix=config.share_prefix,
                 prefill_tokens=config.prefill_tokens,
                 prompt_cache=config.prompt_cache,
+                worker_nice=config.batch_nice,
             )
             self._batcher = batcher
             metrics.bind_batch(
@@ -462,6 +463,9 @@ class Engine:
             if job.on_done is not None:
                 job.on_done()
             raise
+        # the pieces submit pushed already (the forced start): yielded before the pumps start,
+        # without the two event-loop turns the pump and the job's queue would take
+        early = [(spec.index, req.take_ready()) for spec, _, req in submitted]
         left = [len(submitted)]
 
         def one_done() -> None:
@@ -476,6 +480,9 @@ class Engine:
             self._pumps.add(task)
             task.add_done_callback(self._pumps.discard)
         try:
+            for index, pieces in early:
+                for piece in pieces:
+                    yield Piece(index, piece)
             finished = 0
             while finished < len(submitted):
                 event = await job.events.get()
