@@ -109,3 +109,26 @@ def test_the_server_lowers_its_batcher_and_answers_the_same() -> None:
             assert _nice(workers[0].native_id) == base + nice
     assert answers[0] == answers[1]
     assert answers[0][1] == "stop"
+
+
+def test_the_serve_command_passes_batch_nice_to_the_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``formcast serve --batch-nice N`` reaches ``ServerConfig.batch_nice`` (default 5); a
+    negative value is refused by the parser before anything loads."""
+    import argparse
+
+    import formcast.server
+    from formcast.cli import serve
+
+    seen: list[ServerConfig] = []
+    monkeypatch.setattr(serve, "load_model_from_args", lambda args: object())
+    monkeypatch.setattr(serve, "check_backend", lambda args: None)
+    monkeypatch.setattr(formcast.server, "run_server", lambda model, config, **kw: seen.append(config))
+    for argv, want in ((["--batch-nice", "0"], 0), ([], 5), (["--batch-nice", "7"], 7)):
+        p = argparse.ArgumentParser()
+        serve.add_serve_arguments(p)
+        serve.run_serve(p.parse_args(["--threads", "1", *argv]))
+        assert seen[-1].batch_nice == want
+    p = argparse.ArgumentParser()
+    serve.add_serve_arguments(p)
+    with pytest.raises(SystemExit):
+        p.parse_args(["--batch-nice", "-1"])

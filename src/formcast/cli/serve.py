@@ -131,6 +131,13 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         "undeclared properties (default: declared properties only)",
     )
     p.add_argument(
+        "--batch-nice",
+        type=non_negative_int,
+        default=5,
+        help="how much lower the OS priority of the batcher's thread (model calls, masks) is "
+        "than the event loop's, on Linux; 0: the same (default: %(default)s)",
+    )
+    p.add_argument(
         "--log-level",
         default="info",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -169,6 +176,7 @@ def run_serve(args: argparse.Namespace) -> int:
         default_max_tokens=args.max_tokens,
         cache_dir=args.cache_dir,
         allow_extra_properties=args.allow_extra_properties,
+        batch_nice=args.batch_nice,
     )
     model = load_model_from_args(args)
     progress(f"serving {name!r} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
