@@ -122,7 +122,9 @@ def test_the_serve_command_passes_batch_nice_to_the_server(monkeypatch: pytest.M
     seen: list[ServerConfig] = []
     monkeypatch.setattr(serve, "load_model_from_args", lambda args: object())
     monkeypatch.setattr(serve, "check_backend", lambda args: None)
-    monkeypatch.setattr(formcast.server, "run_server", lambda model, config, **kw: seen.append(config))
+    monkeypatch.setattr(
+        formcast.server, "run_server", lambda model, config, **kw: seen.append(config)
+    )
     for argv, want in ((["--batch-nice", "0"], 0), ([], 5), (["--batch-nice", "7"], 7)):
         p = argparse.ArgumentParser()
         serve.add_serve_arguments(p)
