@@ -162,6 +162,14 @@ class Emitter:
         self._counter = itertools.count()
         self._layouts: dict[int | None, Layout] = {}
         self._keep: list[S] = []  # keeps memoized nodes alive (the memo is keyed by id)
+        # IR of each DFA emitted, keyed by (id(dfa), stem, encoded); the value keeps the DFA
+        # alive so its id is not reused.  string_dfa's cache returns one CharDFA for a repeated
+        # string schema, so its right-linear rules are emitted once.  Lives with the emitter.
+        self._dfa_nodes: dict[tuple[int, str, bool], tuple[charfa.CharDFA, Node]] = {}
+        # the DFA of non-integer numbers (``not: {type: integer}``), built on first use
+        self._non_integer_dfa: charfa.CharDFA | None = None
+        # number_node's result by repr(SNum) (past the residue check); see number_node
+        self._numbers: dict[str, Node] = {}
 
     # -- infrastructure -----------------------------------------------------------------------
     def _name(self, stem: str) -> str:
@@ -220,7 +228,21 @@ class Emitter:
 
     def _dfa_node(self, d: charfa.CharDFA, stem: str, *, encoded: bool = False) -> Node:
         """IR of ``L(d)`` (a regular node, else right-linear rules); ``encoded``: the JSON
-        spelling of the strings rather than the strings themselves."""
+        spelling of the strings rather than the strings themselves.
+
+        Memoized per emitter by the identity of ``d`` (CharDFAs are immutable by convention):
+        a repeated DFA returns the same node, which is valid to share since regular nodes are
+        immutable and a RuleRef names its rules, emitted once.  A memo hit charges no fuel."""
+        key = (id(d), stem, encoded)
+        hit = self._dfa_nodes.get(key)
+        if hit is not None:
+            return hit[1]
+        node = self._dfa_node_uncached(d, stem, encoded)
+        self._dfa_nodes[key] = (d, node)
+        return node
+
+    def _dfa_node_uncached(self, d: charfa.CharDFA, stem: str, encoded: bool) -> Node:
+        """:meth:`_dfa_node` without the memo."""
         label = encode_ranges if encoded else None
         try:
             if d.num_states > _MAX_ELIMINATION_STATES:
@@ -313,7 +335,6 @@ class Emitter:
         return self.terminal("num", self.number_node(s))
 
     def number_node(self, s: SNum) -> Node:
-        mx = self.options.max_automaton_states
         max_int, max_frac = digit_limits(
             (s.lo, s.hi, *s.excluded),
             (*s.multiples, *s.non_multiples),
@@ -323,6 +344,19 @@ class Emitter:
         residue = residue_number(self, s, max_int, max_frac)  # a large multipleOf: run time
         if residue is not None:
             return residue
+        # Equal number schemas (same field reprs, so the same text) share one node: the
+        # products and state elimination below are the costly part (MaskBench o25771: one
+        # ``not: {type: integer}`` number, 10 times).  Lives with the emitter; a hit charges
+        # no fuel.
+        key = repr(s)
+        got = self._numbers.get(key)
+        if got is None:
+            got = self._numbers[key] = self._number_node_uncached(s, max_int, max_frac)
+        return got
+
+    def _number_node_uncached(self, s: SNum, max_int: int | None, max_frac: int | None) -> Node:
+        """:meth:`number_node` past the run-time residue check, without its memo."""
+        mx = self.options.max_automaton_states
         parts: list[Node] = []
         if s.integer:
             lo, hi = int_bounds(s)
@@ -360,7 +394,9 @@ class Emitter:
         for m in s.non_multiples:
             extra.append(charfa.complement(multiple_of_dfa(m, s.integer, mx), mx))
         if s.non_integer:
-            extra.append(charfa.dfa_from_node(non_integer_node(), mx))
+            if self._non_integer_dfa is None:  # built once per emitter (mx is per emitter)
+                self._non_integer_dfa = charfa.dfa_from_node(non_integer_node(), mx)
+            extra.append(self._non_integer_dfa)
         if not extra or isinstance(base, Nothing):
             return base
         d = charfa.dfa_from_node(base, mx)
