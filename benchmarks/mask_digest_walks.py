@@ -6,7 +6,7 @@ the mask refuses; prints one digest per schema and the mask count.
 
 Usage::
 
-    PYTHONPATH=DIR python benchmarks/memo33_maskhash.py --walks 20 Github_hard---o82766.json
+    PYTHONPATH=DIR python benchmarks/mask_digest_walks.py --walks 20 Github_hard---o82766.json
 """
 
 from __future__ import annotations
