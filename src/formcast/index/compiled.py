@@ -145,15 +145,13 @@ class CompiledGrammar:
         """
         values, program = load_grammar(data, vocab, serialization_layout(), on_corrupt=on_corrupt)
         obj = cls.__new__(cls)
-        for f in fields(cls):
-            if f.name in _BOUND:
-                continue
-            if f.name not in values:
+        for name in _STORED if cls is CompiledGrammar else _stored_fields(cls):
+            if name not in values:
                 raise SerializationError(
-                    f"the serialized grammar has no field {f.name!r}: recompile it",
+                    f"the serialized grammar has no field {name!r}: recompile it",
                     reason="layout",
                 )
-            object.__setattr__(obj, f.name, values[f.name])
+            object.__setattr__(obj, name, values[name])
         object.__setattr__(obj, "vocab", vocab)
         marks = values.get("unique_items") or ()
         if marks and isinstance(program, CfgProgram):  # the run-time check, as compiled
@@ -180,6 +178,15 @@ def _stored(program: GrammarProgram) -> GrammarProgram:
 _BOUND = frozenset({"vocab", "program"})
 
 
+def _stored_fields(cls: type) -> tuple[str, ...]:
+    """The names of the dataclass fields of ``cls`` that ``serialize`` writes."""
+    return tuple(f.name for f in fields(cls) if f.name not in _BOUND)
+
+
+#: :class:`CompiledGrammar`'s written fields, in order (a constant of the class)
+_STORED = _stored_fields(CompiledGrammar)
+
+
 def serialization_layout() -> str:
     """The layout digest of serialized grammars (:func:`~formcast.index.serialize.layout_digest`
     over :class:`CompiledGrammar`'s fields): part of every disk-cache key."""
@@ -193,8 +200,6 @@ _LAYOUT: list[str] = []
 
 def grammar_key(kind: str, source: str, options: str, vocab: Vocabulary) -> str:
     """Cache key of a compiled grammar: the constraint *and* the tokenizer fingerprint."""
-    h = hashlib.sha256()
-    for part in (kind, source, options, vocab.fingerprint):
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
-    return h.hexdigest()
+    # the SHA-256 of each part followed by a NUL byte, hashed in one call
+    text = f"{kind}\0{source}\0{options}\0{vocab.fingerprint}\0"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

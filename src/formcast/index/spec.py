@@ -50,6 +50,7 @@ __all__ = [
     "GrammarIRSpec",
     "GrammarTextSpec",
     "JsonSchemaSpec",
+    "KeyedSpec",
     "LoweredSpec",
     "RegexSpec",
     "StructuralTagSpec",
@@ -216,9 +217,8 @@ class JsonSchemaSpec(ConstraintSpec):
             ConfigurationError (malformed schema, options of another type),
             LimitExceededError (too deep / too large), the reading's errors.
         """
-        # (the front-end is imported here, outside the compile's budget: importing it builds
-        # IR constants, which must not charge one compile's fuel and not the next's)
-        from ..frontends.jsonschema import api as _api  # noqa: F401
+        # only the reader: the front-end is imported by the first ``lower`` (a grammar loaded
+        # from the disk cache needs the schema's key, never the front-end's import)
         from ..frontends.jsonschema.source import load_schema
 
         opts = options if options is not None else _default_schema_options()[0]
@@ -243,7 +243,10 @@ class JsonSchemaSpec(ConstraintSpec):
         return self.options.max_compile_seconds
 
     def lower(self, limits: CompileLimits) -> LoweredSpec:
-        from ..frontends.jsonschema.api import schema_to_grammar
+        # the front-end imported outside the compile's fuel (importing it builds IR constants,
+        # which must charge neither this compile nor the next: compile_work stays exact)
+        with compile_scope(WorkBudget(1 << 62, None)):
+            from ..frontends.jsonschema.api import schema_to_grammar
 
         # marks allowed: the grammar carries its run-time uniqueItems checks
         grammar, ignored = schema_to_grammar(self.loaded, self.options, marks=[])
@@ -381,9 +384,32 @@ class GrammarIRSpec(ConstraintSpec):
         return LoweredSpec(apply_lazy_lexemes(self.grammar), self.warnings)
 
 
+@dataclass(frozen=True, slots=True)
+class KeyedSpec:
+    """A spec with its compile-cache key for one vocabulary, computed once
+    (``GrammarCompiler.keyed(spec)`` makes it): ``GrammarCompiler.cached`` and ``compile`` /
+    ``compile_async`` take it and key nothing again — a caller that looks a constraint up
+    and then compiles the miss (a server's event loop, vLLM's scheduler) keys it once.
+
+    Attributes:
+        spec: the spec.
+        key: its :func:`~formcast.index.compiled.grammar_key` for the vocabulary whose
+            fingerprint is ``fingerprint`` (None: the spec cannot be keyed, never cached).
+        fingerprint: that vocabulary's fingerprint; a compiler of another vocabulary ignores
+            ``key`` and keys ``spec`` itself.
+
+    Lifetime: an immutable value, picklable as its spec is.
+    """
+
+    spec: ConstraintSpec
+    key: str | None
+    fingerprint: str
+
+
 def as_spec(value: Any) -> ConstraintSpec:
-    """``value`` as a spec: a :class:`ConstraintSpec` as it is, a :mod:`formcast.constraints`
-    object wrapped in a :class:`CombinatorSpec`, a grammar IR in a :class:`GrammarIRSpec`.
+    """``value`` as a spec: a :class:`ConstraintSpec` as it is (a :class:`KeyedSpec`'s spec),
+    a :mod:`formcast.constraints` object wrapped in a :class:`CombinatorSpec`, a grammar IR
+    in a :class:`GrammarIRSpec`.
 
     Raises:
         ConfigurationError: anything else (text is ambiguous: build the spec that says what
@@ -391,6 +417,8 @@ def as_spec(value: Any) -> ConstraintSpec:
     """
     if isinstance(value, ConstraintSpec):
         return value
+    if isinstance(value, KeyedSpec):
+        return value.spec
     from ..constraints.core import Constraint
 
     if isinstance(value, Constraint):

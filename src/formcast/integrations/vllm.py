@@ -67,6 +67,7 @@ from ..index.spec import (
     ConstraintSpec,
     GrammarTextSpec,
     JsonSchemaSpec,
+    KeyedSpec,
     RegexSpec,
     StructuralTagSpec,
 )
@@ -250,6 +251,7 @@ with it; docs/notes/vllm31.md)."""
 
 _FORCED_CACHE = 1 << 16  # (program, state) pairs whose canonical first token is remembered
 _ENCODED_CACHE = 1 << 14  # forced texts whose tokenizer encoding (first token) is remembered
+_KEYED_CACHE = 1 << 10  # keyed specs of cache misses waiting for their compile_grammar
 
 
 def canonical_forced() -> bool:
@@ -509,6 +511,11 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
         # grammar: the same keys recur across schemas, and a tokenizer call may wait (it
         # releases the GIL: ~0.1 ms or more of wall time on a loaded machine, in the step)
         self._encoded: dict[str, int] = {}
+        # the keyed spec of each constraint :meth:`cached_grammar` missed, taken by the
+        # :meth:`compile_grammar` that follows (vLLM's compile thread): the schema is read and
+        # keyed once per request, not twice; bounded (emptied when full: a request vLLM
+        # aborts before it compiles leaves its entry behind)
+        self._keyed: dict[tuple[Any, str], KeyedSpec] = {}
 
     def forced_first(self, matcher: GrammarMatcher) -> int:
         """Where ``matcher``'s grammar forces text (``find_jump_forward_bytes``) that the
@@ -564,9 +571,12 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
         Raises:
             FormcastError: the constraint cannot be compiled; vLLM fails only this request.
         """
-        return self._grammar(
-            compile_request(self.compiler, request_type, grammar_spec), stop_token_ids
-        )
+        keyed = self._keyed.pop((request_type, grammar_spec), None)
+        if keyed is None:
+            return self._grammar(
+                compile_request(self.compiler, request_type, grammar_spec), stop_token_ids
+            )
+        return self._grammar(self.compiler.compile(keyed), stop_token_ids)
 
     def cached_grammar(
         self,
@@ -578,13 +588,19 @@ class FormcastBackend(StructuredOutputBackend):  # type: ignore[misc]
         (:meth:`~formcast.GrammarCompiler.cached`), else None (nothing compiled).  vLLM's
         scheduler thread calls it (see ``vllm_plugin``): a request whose grammar is ready when
         it is added joins the next step instead of waiting a step for the compile thread.
-        Cost: keying the constraint (~0.1 ms for a schema) and a look-up; a spec that cannot
-        be read is None (the compile thread then reports its error as before)."""
+        Cost: reading and keying the constraint (~0.1 ms for a schema) and a look-up; a spec
+        that cannot be read is None (the compile thread then reports its error as before).  A
+        miss keeps the keyed spec for the :meth:`compile_grammar` that follows, which then
+        neither reads nor keys it again."""
         try:
-            compiled = self.compiler.cached(request_spec(request_type, grammar_spec))
+            keyed = self.compiler.keyed(request_spec(request_type, grammar_spec))
         except FormcastError:
             return None
-        if compiled is None:
+        compiled = self.compiler.cached(keyed)
+        if compiled is None:  # compiled next by compile_grammar, under this key
+            if len(self._keyed) >= _KEYED_CACHE:
+                self._keyed.clear()
+            self._keyed[(request_type, grammar_spec)] = keyed
             return None
         return self._grammar(compiled, stop_token_ids)
 

@@ -259,7 +259,7 @@ class ArrayReader:
     array of a region not checked yet is refused.  Not thread-safe by itself (the codec
     decodes under its section locks)."""
 
-    __slots__ = ("arrays", "bases", "directory", "regions")
+    __slots__ = ("arrays", "directory", "regions")
 
     def __init__(self, directory: Any, main: memoryview) -> None:
         if type(directory) is not list:
@@ -269,12 +269,13 @@ class ArrayReader:
         self.directory: list[Any] = directory
         self.regions: dict[int, memoryview] = {0: main}
         self.arrays: dict[int, np.ndarray] = {}
-        #: each region's bytes as one read-only uint8 array, made on first use: an array is
-        #: a slice of it viewed as its dtype (half the cost of ``np.frombuffer`` per array)
-        self.bases: dict[int, np.ndarray] = {}
 
     def array(self, i: int) -> np.ndarray:
-        """Array ``i`` (a read-only view into the data unless written as writeable)."""
+        """Array ``i`` (a read-only view into the data unless written as writeable).
+
+        An unpacked array is one ``np.ndarray`` over the region's buffer (its base is the
+        file's bytes or memory map), a packed one that and its widened copy: a load makes few
+        objects (in a new process, each object's memory is what a warm start pays for)."""
         hit = self.arrays.get(i)
         if hit is not None:
             return hit
@@ -320,24 +321,20 @@ class ArrayReader:
             raise _bad(f"array packing {packing!r}")
         if type(offset) is not int or offset < 0 or offset + n * stored.itemsize > len(blob):
             raise _bad(f"array {i} lies outside the data")
-        # a read-only view into the (immutable) data, copied when it is to be writable
-        base = self.bases.get(region)
-        if base is None:
-            base = self.bases[region] = np.frombuffer(blob, dtype=_U1)
-        raw = base[offset : offset + n * stored.itemsize]
-        if stored is not _U1:
-            raw = raw.view(stored)
-        if packing:
+        if not packing:
+            # one read-only view into the (immutable) data, copied when it is to be writable
+            a: np.ndarray = np.ndarray(shape, dt, blob, offset)
+            if writeable:
+                a = a.copy()
+        else:
+            raw: np.ndarray = np.ndarray(n, stored, blob, offset)
             if packing == "bits":
                 raw = np.unpackbits(raw, count=count).view(np.bool_)
             else:
                 raw = raw.astype(dt)
             if not writeable:
                 raw.flags.writeable = False
-        elif writeable:
-            raw = raw.copy()
-        # (a view of the data, which is immutable bytes, is read-only already)
-        a = raw if len(shape) == 1 else raw.reshape(shape)
+            a = raw if len(shape) == 1 else raw.reshape(shape)
         self.arrays[i] = a
         return a
 
