@@ -94,3 +94,29 @@ def test_a_repeated_stream_gets_its_forced_start_before_any_model_call() -> None
             fn.gate.set()
         assert texts[0] == texts[1] == texts[2]
         assert metric(srv.url, "formcast_compile_cache_hits_total") == 2
+
+
+def test_a_new_constraint_is_keyed_once(monkeypatch: Any) -> None:
+    """A miss (look-up on the loop, then the compile) reads and keys the schema once
+    (``GrammarCompiler.keyed``), a hit once too."""
+    engine = Engine(ToyModel(), ServerConfig(model_name="toy", batching=False), ServerMetrics())
+    calls = [0]
+    inner = JsonSchemaSpec.key_parts
+
+    def counted(self: JsonSchemaSpec) -> Any:
+        calls[0] += 1
+        return inner(self)
+
+    monkeypatch.setattr(JsonSchemaSpec, "key_parts", counted)
+
+    async def go() -> tuple[CompiledGrammar, CompiledGrammar]:
+        first = await engine.compile(JsonSchemaSpec.of(OTHER), param="p")
+        assert calls[0] == 1
+        return first, await engine.compile(JsonSchemaSpec.of(OTHER), param="p")
+
+    try:
+        first, again = asyncio.run(go())
+    finally:
+        engine.close()
+    assert again is first
+    assert calls[0] == 2

@@ -351,7 +351,8 @@ class Engine:
         hits = self.compiler.hits
         timeout = self.config.compile_timeout_s
         try:
-            value = spec if isinstance(spec, ConstraintSpec) else spec()
+            # keyed once: the look-up and, on a miss, the compile use the same key
+            value = self.compiler.keyed(spec if isinstance(spec, ConstraintSpec) else spec())
             # a repeated constraint is found here, on the event loop, without waiting behind
             # the compile thread (one compile at a time)
             hit = self.compiler.cached(value)
