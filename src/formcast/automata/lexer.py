@@ -209,6 +209,9 @@ def build_expanded_lexer(
 _AHEAD_LEVELS = 3
 _AHEAD_ROWS = 48
 _AHEAD_MARGIN = 1_024
+#: batches of at most this many rows are built by loops
+#: (:meth:`LazyExpandedLexer._union_rows_small`), larger ones by numpy calls
+_SCALAR_ROWS = 4
 
 
 #: lexers of at least this many rule states build the rows of a rule's states without calls
@@ -382,9 +385,9 @@ class LazyExpandedLexer:
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 break
-            met = [
-                s for s in np.unique(self.table[frontier[:, None], reps]).tolist() if s not in seen
-            ]
+            # (a set, sorted: np.unique's order, without its fixed cost on a few rows)
+            succ_ids: list[int] = self.table[frontier[:, None], reps].ravel().tolist()
+            met = [s for s in sorted(set(succ_ids)) if s not in seen]
             if not met:
                 break
             seen.update(met)
@@ -405,7 +408,10 @@ class LazyExpandedLexer:
         batch = [
             list(h.closure(s)) if s < n_global else list(self.sets[s - n_global]) for s in todo
         ]
-        block, split_block = self._union_rows(h, batch)
+        if len(todo) <= _SCALAR_ROWS:
+            block, split_block = self._union_rows_small(h, batch)
+        else:
+            block, split_block = self._union_rows(h, batch)
         cmap = h.cls_of_byte
         idx = np.asarray(todo, dtype=np.int64)
         self.table[idx] = block[:, cmap]  # (state numbers: below ``max_states``, int32)
@@ -536,6 +542,54 @@ class LazyExpandedLexer:
                     h.multi[tup] = j
                 row[c] = j
         return block, split_block
+
+    def _union_rows_small(
+        self, h: _LexerHelpers, batch: list[list[int]]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`): the same rows,
+        and the same new states numbered in the same order (row by row, classes ascending),
+        by loops over the members' per-class rows (as lists) instead of a dozen numpy calls
+        on tiny arrays, whose fixed cost was most of a one-state :meth:`ensure`.
+        O(members x byte classes) Python steps per row."""
+        if h.unfilled:
+            flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64)
+            for r in h.rows(flat):
+                self._plain_rows(h, r)  # (a no-op for a rule built already)
+        g_succ = h.g_succ
+        g_split = h.g_split
+        rows: list[list[int]] = []
+        splits: list[list[bool]] = []
+        for members in batch:
+            if len(members) == 1:
+                rows.append(g_succ[members[0]].tolist())
+                splits.append(g_split[members[0]].tolist())
+                continue
+            succ: list[list[int]] = g_succ[members].tolist()
+            splits.append(np.logical_or.reduce(g_split[members], axis=0).tolist())
+            row: list[int] = []
+            for c in range(len(succ[0])):
+                best = 0
+                live = 0
+                for m_row in succ:
+                    v = m_row[c]
+                    if v:
+                        live += 1
+                        if v > best:
+                            best = v
+                if live >= 2:
+                    tup = tuple([m_row[c] for m_row in succ])
+                    j = h.multi.get(tup)
+                    if j is None:
+                        live_ids = {v for v in tup if v}
+                        members_u = tuple(
+                            sorted(frozenset().union(*(h.closure(v) for v in live_ids)))
+                        )
+                        j = self._state_of(h, members_u, live_ids)
+                        h.multi[tup] = j
+                    best = j
+                row.append(best)
+            rows.append(row)
+        return np.array(rows, dtype=np.int64), np.array(splits, dtype=bool)
 
     def nbytes(self) -> int:
         return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
