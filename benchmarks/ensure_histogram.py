@@ -5,7 +5,7 @@ Wraps ``ensure`` (thread CPU per call, the number of unbuilt states passed), run
 (1, 2, 3-4, 5-8, 9+, 0 = nothing to build) the calls and their total/max microseconds, plus the
 workload's cold p99 mask (thread CPU).  Works on the compiled build.
 
-    PYTHONPATH=DIR python benchmarks/row33_ensure_hist.py [json json_gbnf c_lang]
+    PYTHONPATH=DIR python benchmarks/ensure_histogram.py [json json_gbnf c_lang]
 """
 
 from __future__ import annotations
