@@ -124,3 +124,18 @@ def test_schema_rule_tables_match() -> None:
             for name in names:
                 _check(rules[name].body, bodies)
 
+
+def test_count_refs_matches_iter_refs() -> None:
+    from collections import Counter
+
+    from formcast.ir.nodes import iter_refs
+    from formcast.ir.passes import _count_refs
+
+    rng = random.Random(5)
+    for _ in range(600):
+        pool: list[Node] = []
+        node = _random_node(rng, pool, rng.randint(1, 7))
+        uses = dict.fromkeys(_NAMES, 0)
+        _count_refs(node, uses)
+        want = Counter(iter_refs(node))
+        assert uses == {n: want.get(n, 0) for n in _NAMES}
