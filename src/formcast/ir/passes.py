@@ -598,7 +598,7 @@ def _count_refs(node: Node, uses: dict[str, int]) -> None:
             for it in n.items:  # type: ignore[attr-defined]
                 ti = type(it)
                 if ti is RuleRef or (
-                    (ti is Concat or ti is Alt or ti is Repeat) and it.refs  # type: ignore[attr-defined]
+                    (ti is Concat or ti is Alt or ti is Repeat) and it.refs
                 ):
                     stack.append(it)
         elif tp is Repeat:
