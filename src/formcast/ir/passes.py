@@ -583,6 +583,30 @@ def drop_unreachable(
 # -- the automaton compiler's rewrites ------------------------------------------------------------
 
 
+def _count_refs(node: Node, uses: dict[str, int]) -> None:
+    """Add one to ``uses[name]`` per :class:`RuleRef` occurrence under ``node`` (what counting
+    :func:`iter_refs` gives: once per occurrence in the tree; ``KeyError`` for a name not in
+    ``uses``), as a plain loop instead of a generator; reference-free subtrees are skipped.
+    Mutates ``uses`` only.  O(the part of the tree that leads to references)."""
+    stack: list[Node] = [node]
+    while stack:
+        n = stack.pop()
+        tp = type(n)
+        if tp is RuleRef:
+            uses[n.name] += 1  # type: ignore[attr-defined]
+        elif tp is Concat or tp is Alt:
+            for it in n.items:  # type: ignore[attr-defined]
+                ti = type(it)
+                if ti is RuleRef or (
+                    (ti is Concat or ti is Alt or ti is Repeat) and it.refs
+                ):
+                    stack.append(it)
+        elif tp is Repeat:
+            it = n.item  # type: ignore[attr-defined]
+            if node_refs(it):
+                stack.append(it)
+
+
 def inline_rules(
     grammar: Grammar,
     *,
@@ -615,8 +639,7 @@ def inline_rules(
     uses: dict[str, int] = dict.fromkeys(reachable, 0)
     for n in reachable:
         check_deadline()
-        for name in iter_refs(rules[n].body):
-            uses[name] += 1
+        _count_refs(rules[n].body, uses)
     comps = rule_sccs(graph)  # callees first
     recursive: set[str] = set()
     for comp in comps:
