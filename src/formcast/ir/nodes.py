@@ -854,7 +854,7 @@ def substitute(node: Node, bodies: dict[str, Node]) -> Node:
 
     What :func:`rebuild` with a ``bodies`` leaf and a "references one of them" descent returns,
     charging the same fuel, but one loop over each visited node's children instead of a
-    task per child and two callbacks per node (``tests/ir/test_substitute_subst33.py``)."""
+    task per child and two callbacks per node (``tests/ir/test_substitute_matches_rebuild.py``)."""
     names = bodies.keys()
     # (``names.isdisjoint(refs)``: a dict view iterates the smaller of the two sets, where
     # ``refs.isdisjoint(names)`` iterated every name: O(rules) per node visited when a
