@@ -1,7 +1,7 @@
 """Paired per-schema comparison of two builds from interleaved runs (emit33, #31).
 
 Reads the ``--json`` files of ``lowering_first.py`` (``{schema: {stage: ms}}``) or of
-``ttfm_per_schema.py`` (``{schema: [ms, ...]}``), several runs per build, takes each schema's
+``ttfm_fixed.py`` (``{schema: [ms, ...]}``), several runs per build, takes each schema's
 minimum over a build's runs, and prints per stage: each build's p50/p90/p99/max/sum over the
 schemas both have, and the median of the per-schema ratios (mine / base); also the median of
 the per-run-pair ratios (run i of base against run i of mine)::

@@ -1,10 +1,12 @@
-"""Fixed cost of a compile: thread CPU of compile + first mask per MaskBench schema.
+"""Fixed cost of a compile: thread CPU of compile + first mask per MaskBench schema (``--json``:
+per-schema times, to pair two builds with ``paired_ratios.py``).
 
 A fresh ``GrammarCompiler(vocab, cache_size=0)`` per schema (as maskbench.py's formcast
 adapter); after a warm-up compile so process-wide caches are in the state a server's are.
 Prints p50/p99/max/mean in ms over the schemas that compile.
 
     PYTHONPATH=DIR python benchmarks/ttfm_fixed.py --sample 100 --seed 3 [--profile out.prof]
+    PYTHONPATH=DIR python benchmarks/ttfm_fixed.py --sample 150 --seed 5 --json out.json
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--profile", default=None)
     ap.add_argument("--max-props", type=int, default=None, help="only schemas this small")
+    ap.add_argument("--json", default="", help="write {schema: [ms per repeat]} here")
     args = ap.parse_args()
     import formcast
     from formcast import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
@@ -49,10 +52,12 @@ def main() -> None:
 
     one({"type": "object", "properties": {"a": {"type": "integer"}}})
     ok = []
-    for _, s in schemas:  # first pass: which compile (and warm shared caches as a server's)
+    names = []
+    for name, s in schemas:  # first pass: which compile (and warm shared caches as a server's)
         try:
             one(s)
             ok.append(s)
+            names.append(name)
         except formcast.errors.FormcastError:
             pass
     prof = None
@@ -63,8 +68,9 @@ def main() -> None:
     times = []
     firsts.clear()
     clock = time.thread_time_ns
+    per: dict[str, list[float]] = {}
     for _ in range(args.repeat):
-        for s in ok:
+        for name, s in zip(names, ok):
             if prof:
                 prof.enable()
             t0 = clock()
@@ -73,8 +79,11 @@ def main() -> None:
             if prof:
                 prof.disable()
             times.append(dt / 1e6)
+            per.setdefault(name, []).append(dt / 1e6)
     if prof:
         prof.dump_stats(args.profile)
+    if args.json:
+        Path(args.json).write_text(json.dumps(per), encoding="utf-8")
     for name, ts in (("compile+first mask", times), ("first mask", firsts)):
         ts.sort()
         n = len(ts)
