@@ -534,14 +534,21 @@ class LazyExpandedLexer:
             row = block[b]
             for c in cell_class[bounds[b] : bounds[b + 1]]:
                 tup = tuple(succ[starts[b] : starts[b] + lens[b], c].tolist())
-                j = h.multi.get(tup)
-                if j is None:
-                    live_ids = {v for v in tup if v}
-                    members = tuple(sorted(frozenset().union(*(h.closure(v) for v in live_ids))))
-                    j = self._state_of(h, members, live_ids)
-                    h.multi[tup] = j
-                row[c] = j
+                row[c] = self._union_state(h, tup)
         return block, split_block
+
+    def _union_state(self, h: _LexerHelpers, tup: tuple[int, ...]) -> int:
+        """The lexer state where the members' successors ``tup`` (one per member, 0: dead;
+        two or more live) go together: memoized by ``tup`` in ``h.multi``, else made (the
+        union of the live successors' closures).  Mutates ``h.multi`` and, for a new state,
+        the lexer's tables."""
+        j = h.multi.get(tup)
+        if j is None:
+            live_ids = {v for v in tup if v}
+            members = tuple(sorted(frozenset().union(*(h.closure(v) for v in live_ids))))
+            j = self._state_of(h, members, live_ids)
+            h.multi[tup] = j
+        return j
 
     def _union_rows_small(
         self, h: _LexerHelpers, batch: list[list[int]]
@@ -577,16 +584,7 @@ class LazyExpandedLexer:
                         if v > best:
                             best = v
                 if live >= 2:
-                    tup = tuple([m_row[c] for m_row in succ])
-                    j = h.multi.get(tup)
-                    if j is None:
-                        live_ids = {v for v in tup if v}
-                        members_u = tuple(
-                            sorted(frozenset().union(*(h.closure(v) for v in live_ids)))
-                        )
-                        j = self._state_of(h, members_u, live_ids)
-                        h.multi[tup] = j
-                    best = j
+                    best = self._union_state(h, tuple([m_row[c] for m_row in succ]))
                 row.append(best)
             rows.append(row)
         return np.array(rows, dtype=np.int64), np.array(splits, dtype=bool)
