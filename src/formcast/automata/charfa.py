@@ -460,14 +460,25 @@ def minimize(dfa: CharDFA) -> CharDFA:
                     pending.add(j)
                     work.append(j)
     charge(spent + 2 * n_edges)
-    # renumber: the start state's block first; the dead block disappears
-    dead_block = block_of[dead]
+    # the dead block disappears
+    return _quotient(dfa.trans, dfa.accept, block_of, block_of[dead])
+
+
+def _quotient(
+    trans: list[list[Edge]], accept: list[bool], block_of: list[int], dropped: int
+) -> CharDFA:
+    """The quotient automaton of ``trans``/``accept`` by the partition ``block_of`` (a block
+    per state): blocks numbered canonically -- the start state's first, then by first state
+    --, the states of block ``dropped`` left out (unless the start is one) with the edges into
+    them, adjacent ranges into one block merged.  Marked minimal: callers pass the coarsest
+    partition.  O(states + edges)."""
+    n = len(accept)
     order: dict[int, int] = {block_of[0]: 0}
     for x in range(n):
-        if block_of[x] != dead_block:
+        if block_of[x] != dropped:
             order.setdefault(block_of[x], len(order))
-    trans: list[list[Edge]] = [[] for _ in range(len(order))]
-    accept = [False] * len(order)
+    out_trans: list[list[Edge]] = [[] for _ in range(len(order))]
+    out_accept = [False] * len(order)
     done = [False] * len(order)
     for x in range(n):
         found = order.get(block_of[x])
@@ -475,18 +486,18 @@ def minimize(dfa: CharDFA) -> CharDFA:
             continue
         b = found
         done[b] = True
-        accept[b] = dfa.accept[x]
-        row2: list[Edge] = []
-        for lo, hi, t in dfa.trans[x]:
+        out_accept[b] = accept[x]
+        row: list[Edge] = []
+        for lo, hi, t in trans[x]:
             tb = order.get(block_of[t])
             if tb is None:
                 continue
-            if row2 and row2[-1][2] == tb and row2[-1][1] == lo - 1:
-                row2[-1] = (row2[-1][0], hi, tb)
+            if row and row[-1][2] == tb and row[-1][1] == lo - 1:
+                row[-1] = (row[-1][0], hi, tb)
             else:
-                row2.append((lo, hi, tb))
-        trans[b] = row2
-    out = CharDFA(trans, accept)
+                row.append((lo, hi, tb))
+        out_trans[b] = row
+    out = CharDFA(out_trans, out_accept)
     out.minimal = True
     return out
 
@@ -748,35 +759,8 @@ def _minimize_layered(trans: list[list[Edge]], accept: list[bool]) -> CharDFA:
             got = sigs[key] = len(sigs)
         cls[s] = got
     charge(12 * n_edges + n)  # Hopcroft's charge on such chains: ~11 per edge
-    # renumber as minimize does: the start state's class first, then by first state
-    number: dict[int, int] = {cls[0]: 0}
-    for s in range(n):
-        if cls[s] >= 0:
-            number.setdefault(cls[s], len(number))
-    out_trans: list[list[Edge]] = [[] for _ in range(len(number))]
-    out_accept = [False] * len(number)
-    done = [False] * len(number)
-    for s in range(n):
-        if cls[s] < 0:
-            continue
-        b = number[cls[s]]
-        if done[b]:
-            continue
-        done[b] = True
-        out_accept[b] = accept[s]
-        row: list[Edge] = []
-        for lo, hi, t in trans[s]:
-            if cls[t] < 0:
-                continue
-            tb = number[cls[t]]
-            if row and row[-1][2] == tb and row[-1][1] == lo - 1:
-                row[-1] = (row[-1][0], hi, tb)
-            else:
-                row.append((lo, hi, tb))
-        out_trans[b] = row
-    out = CharDFA(out_trans, out_accept)
-    out.minimal = True
-    return out
+    # numbered as minimize numbers its blocks; the dead states (class -1) left out
+    return _quotient(trans, accept, cls, -1)
 
 
 def any_string_dfa() -> CharDFA:
