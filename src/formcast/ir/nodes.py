@@ -593,14 +593,11 @@ def make_rule(name: str, body: Node, terminal: bool = False, lazy: bool = False)
 def _make_items(cls: type[_Items], items: tuple[Node, ...]) -> Node:
     """The interned ``cls(items)``."""
     key = (cls, items)
-    ref = _INTERNED.get(key)
-    if ref is not None:
-        got = ref()
-        if got is not None:
-            return got
-    node = _new_items(cls, items, hash(key))
-    _INTERNED[key] = _keyed_ref(node, key)
-    return node
+    got = _interned(key)
+    if got is None:
+        got = _new_items(cls, items, hash(key))
+        _intern(key, got)
+    return got
 
 
 ANY_CHAR = CharSet(((0, 0xD7FF), (0xE000, MAX_CODEPOINT)))
@@ -725,14 +722,11 @@ def repeat(item: Node, lo: int, hi: int | None) -> Node:
     if lo == 1 and hi == 1:
         return item
     key = (Repeat, item, lo, hi)
-    ref = _INTERNED.get(key)
-    if ref is not None:
-        got = ref()
-        if got is not None:
-            return got
-    node = _new_repeat(item, lo, hi, hash(key))
-    _INTERNED[key] = _keyed_ref(node, key)
-    return node
+    got = _interned(key)
+    if got is None:
+        got = _new_repeat(item, lo, hi, hash(key))
+        _intern(key, got)
+    return got
 
 
 def iter_nodes(node: Node) -> Iterator[Node]:
