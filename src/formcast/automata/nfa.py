@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
 
 import numpy as np
 
@@ -302,7 +301,6 @@ class SubAutomaton:
 # a work item: (node, from_state, to_state, own) -- ``own``: every edge leaving from_state
 # belongs to this node's fragment (a fresh state), so the fragment can be shared
 _Work = tuple[Node, int, int, bool]
-_Handler = Callable[["_Thompson", Any, int, int, bool], None]
 
 
 def thompson_nfa(
@@ -329,7 +327,7 @@ def thompson_nfa(
 
 class _Thompson:
     """One NFA construction: a work list of (node, from, to, own) items, one method per node
-    kind (called by kind in :meth:`run`; :attr:`_HANDLERS` lists them), and the hash-consing
+    kind (called by kind in :meth:`run`), and the hash-consing
     tables that keep the NFA linear in the IR's DAG rather than in its tree unfolding."""
 
     __slots__ = (
@@ -342,8 +340,6 @@ class _Thompson:
         "sub_automaton",
         "work",
     )
-
-    _HANDLERS: ClassVar[dict[type[Node], _Handler]]
 
     def __init__(
         self,
@@ -412,15 +408,12 @@ class _Thompson:
                 self._embedded(n, frm, to, own)
             elif isinstance(n, SepLoop):
                 self._sep_loop(n, frm, to, own)
-            elif not isinstance(n, Nothing):
-                _handler_of(n)(self, n, frm, to, own)
+            elif not isinstance(n, Nothing):  # (Nothing: no edge)
+                raise TypeError(f"not an IR node: {n!r}")
         return nfa
 
     def _empty(self, n: Empty, frm: int, to: int, own: bool) -> None:
         self.nfa.eps_edge(frm, to)
-
-    def _nothing(self, n: Nothing, frm: int, to: int, own: bool) -> None:
-        pass
 
     def _literal(self, n: Literal, frm: int, to: int, own: bool) -> None:
         # built from the end, each byte hash-consed with the state it leads to: literals that
@@ -546,28 +539,6 @@ class _Thompson:
         self.nfa.ref_edge(frm, self.rule_ids[n.name], to)
 
 
-_Thompson._HANDLERS = {
-    Empty: _Thompson._empty,
-    Nothing: _Thompson._nothing,
-    Literal: _Thompson._literal,
-    ByteSet: _Thompson._byte_set,
-    CharSet: _Thompson._char_set,
-    Concat: _Thompson._concat,
-    Alt: _Thompson._alt,
-    Repeat: _Thompson._repeat,
-    _Embedded: _Thompson._embedded,
-    SepLoop: _Thompson._sep_loop,
-    RuleRef: _Thompson._rule_ref,
-}
-
-
-def _handler_of(n: Node) -> _Handler:
-    """The handler of a node whose exact type has none (a subclass of a node kind)."""
-    for kind in type(n).__mro__:
-        handler = _Thompson._HANDLERS.get(kind)
-        if handler is not None:
-            return handler
-    raise TypeError(f"not an IR node: {n!r}")
 
 
 def _worth_embedding(item: Node) -> bool:
