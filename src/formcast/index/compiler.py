@@ -186,16 +186,23 @@ class GrammarCompiler:
         Raises:
             ConfigurationError: ``spec`` is not a spec (as :meth:`compile`).
         """
-        fp = self.vocab.fingerprint
-        if isinstance(spec, KeyedSpec) and spec.fingerprint == fp:
+        if isinstance(spec, KeyedSpec) and spec.fingerprint == self.vocab.fingerprint:
             return spec
-        target = as_spec(spec)
-        return KeyedSpec(target, self._key(target), fp)
+        target, key = self._spec_and_key(spec)
+        return KeyedSpec(target, key, self.vocab.fingerprint)
 
-    def _key(self, spec: ConstraintSpec) -> str | None:
-        """``spec``'s cache key for this vocabulary (None: it cannot be keyed)."""
-        kind, source, options = spec.key_parts()
-        return None if options is None else grammar_key(kind, source, options, self.vocab)
+    def _spec_and_key(
+        self, spec: ConstraintSpec | Constraint | KeyedSpec
+    ) -> tuple[ConstraintSpec, str | None]:
+        """``spec`` as a :class:`ConstraintSpec` and its cache key for this vocabulary (None:
+        it cannot be keyed): a :class:`KeyedSpec` of this vocabulary's key as it is, anything
+        else keyed (its canonical text hashed)."""
+        if isinstance(spec, KeyedSpec) and spec.fingerprint == self.vocab.fingerprint:
+            return spec.spec, spec.key  # keyed once, by ``keyed``
+        target = as_spec(spec)
+        kind, source, options = target.key_parts()
+        key = None if options is None else grammar_key(kind, source, options, self.vocab)
+        return target, key
 
     def compile(self, spec: ConstraintSpec | Constraint | KeyedSpec) -> CompiledGrammar:
         """Compile ``spec`` (a :class:`~formcast.index.spec.ConstraintSpec`; a
@@ -217,12 +224,7 @@ class GrammarCompiler:
             the path in the constraint object), GrammarSyntaxError, UnsupportedFeatureError,
             UnsatisfiableGrammarError, LimitExceededError.
         """
-        if isinstance(spec, KeyedSpec) and spec.fingerprint == self.vocab.fingerprint:
-            key = spec.key  # keyed once, by ``keyed``
-            spec = spec.spec
-        else:
-            spec = as_spec(spec)
-            key = self._key(spec)
+        spec, key = self._spec_and_key(spec)
         cache = self._cache
         if key is not None:
             hit = cache.get(key)
@@ -257,10 +259,7 @@ class GrammarCompiler:
         Raises:
             ConfigurationError: ``spec`` is not a spec (as :meth:`compile`).
         """
-        if isinstance(spec, KeyedSpec) and spec.fingerprint == self.vocab.fingerprint:
-            key = spec.key
-        else:
-            key = self._key(as_spec(spec))
+        key = self._spec_and_key(spec)[1]
         return None if key is None else self._cache.get(key)
 
     async def compile_async(
