@@ -63,7 +63,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
-import importlib.metadata  # noqa: E402
 import importlib.util  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
@@ -75,8 +74,18 @@ import traceback  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
-EOS_ID = 128001
-VOCAB_SIZE = 128256
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import engine_adapters  # noqa: E402
+from engine_adapters import (  # noqa: E402
+    EOS_ID,
+    VOCAB_SIZE,
+    LLGuidanceMatchers,
+    Unavailable,
+    XGrammarMatchers,
+    allowed,
+    version,
+)
+
 ENGINES = ("formcast", "llguidance", "xgrammar")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(REPO), "shared", "data")
@@ -180,39 +189,17 @@ def tokenizer_path() -> str:
 # --------------------------------------------------------------------------------------------
 # Engine adapters (worker side)
 # --------------------------------------------------------------------------------------------
-class Unavailable(Exception):
-    pass
-
-
-class Adapter:
-    name = ""
+class Adapter(engine_adapters.Adapter):
+    """A grammar_bench engine: ``compile`` takes a :class:`Workload`."""
 
     def __init__(self, tok_path: str) -> None:
+        super().__init__()
         self.tok_path = tok_path
-        self.notes: list[str] = []
-
-    def setup(self) -> None:
-        raise NotImplementedError
 
     def compile(self, wl: Workload) -> Any:
         raise NotImplementedError
 
     def warmup(self) -> None:
-        raise NotImplementedError
-
-    def matcher(self, compiled: Any) -> Any:
-        raise NotImplementedError
-
-    def alloc(self) -> Any:
-        raise NotImplementedError
-
-    def view(self, mask: Any) -> Any:
-        return mask
-
-    def fill(self, m: Any, mask: Any) -> None:
-        raise NotImplementedError
-
-    def accept(self, m: Any, tok: int) -> bool:
         raise NotImplementedError
 
 
@@ -262,20 +249,14 @@ class FormcastAdapter(Adapter):
         return bool(m.accept_token(tok))
 
 
-class LLGuidanceAdapter(Adapter):
+class LLGuidanceAdapter(LLGuidanceMatchers, Adapter):
     name = "llguidance"
 
     def setup(self) -> None:
-        try:
-            import llguidance
-            import llguidance.numpy as lln
-            from llguidance.gbnf_to_lark import gbnf_to_lark
-        except ImportError as e:
-            raise Unavailable(f"{type(e).__name__}: {e}") from e
-        self.ll, self.lln, self.gbnf_to_lark = llguidance, lln, gbnf_to_lark
-        self.tok = llguidance.LLTokenizer(
-            _read(self.tok_path), n_vocab=VOCAB_SIZE, eos_token=EOS_ID
-        )
+        self.load_llguidance(self.tok_path)
+        from llguidance.gbnf_to_lark import gbnf_to_lark
+
+        self.gbnf_to_lark = gbnf_to_lark
 
     def _matcher_for(self, grammar: str) -> Any:
         m = self.ll.LLMatcher(self.tok, grammar, log_level=0)
@@ -296,37 +277,12 @@ class LLGuidanceAdapter(Adapter):
             g = self.ll.LLMatcher.grammar_from_lark(self.gbnf_to_lark(wl.gbnf))
         return self._matcher_for(g)
 
-    def matcher(self, compiled: Any) -> Any:
-        return compiled.deep_copy()
 
-    def alloc(self) -> Any:
-        return self.lln.allocate_token_bitmask(1, VOCAB_SIZE)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        self.lln.fill_next_token_bitmask(m, mask, 0)
-
-    def accept(self, m: Any, tok: int) -> bool:
-        return bool(m.consume_token(tok))
-
-
-class XGrammarAdapter(Adapter):
+class XGrammarAdapter(XGrammarMatchers, Adapter):
     name = "xgrammar"
 
     def setup(self) -> None:
-        try:
-            import torch
-            import xgrammar as xgr
-        except Exception as e:
-            raise Unavailable(f"{type(e).__name__}: {e}") from e
-        torch.set_num_threads(1)
-        self.xgr = xgr
-        from formcast.vocab.loaders import load_vocabulary
-
-        vocab = load_vocabulary("llama3")  # exact bytes per id; specials as b""
-        raw = [b"" if i in vocab.special_token_ids else t for i, t in enumerate(vocab.tokens)]
-        self.info = xgr.TokenizerInfo(
-            raw, xgr.VocabType.RAW, vocab_size=VOCAB_SIZE, stop_token_ids=[EOS_ID]
-        )
+        self.load_xgrammar_llama3()  # exact bytes per id; specials as b""
         self.notes.append("TokenizerInfo(RAW bytes, specials as b''), max_threads=1, cache off")
 
     def _compiler(self) -> Any:
@@ -342,21 +298,6 @@ class XGrammarAdapter(Adapter):
             return comp.compile_builtin_json_grammar()
         return comp.compile_grammar(wl.gbnf)
 
-    def matcher(self, compiled: Any) -> Any:
-        return self.xgr.GrammarMatcher(compiled)
-
-    def alloc(self) -> Any:
-        return self.xgr.allocate_token_bitmask(1, VOCAB_SIZE)
-
-    def view(self, mask: Any) -> Any:
-        return mask.numpy()
-
-    def fill(self, m: Any, mask: Any) -> None:
-        m.fill_next_token_bitmask(mask, 0)
-
-    def accept(self, m: Any, tok: int) -> bool:
-        return bool(m.accept_token(tok))
-
 
 ADAPTERS: dict[str, type[Adapter]] = {
     "formcast": FormcastAdapter,
@@ -367,14 +308,7 @@ DIST = {"formcast": "formcast", "llguidance": "llguidance", "xgrammar": "xgramma
 
 
 def _version(engine: str) -> str:
-    try:
-        return importlib.metadata.version(DIST[engine])
-    except importlib.metadata.PackageNotFoundError:
-        return "src" if engine == "formcast" else "not installed"
-
-
-def _allowed(view: Any, tok: int) -> bool:
-    return bool((int(view[0, tok >> 5]) >> (tok & 31)) & 1)
+    return version(DIST[engine], engine)
 
 
 def _stats(us: list[float]) -> dict[str, Any]:
@@ -411,11 +345,11 @@ def _walk(
             times.append((time.perf_counter_ns() - t0) / 1e3)
             cpu.append((time.thread_time_ns() - c0) / 1e3)
             if step == len(ids):
-                if not _allowed(view, EOS_ID):
+                if not allowed(view, EOS_ID):
                     failures.append(f"{label}: EOS not allowed at the end")
                 break
             t = ids[step]
-            if not _allowed(view, t):
+            if not allowed(view, t):
                 failures.append(f"{label}: step {step}: token {t} not in the mask")
             if not ad.accept(m, t):
                 failures.append(f"{label}: step {step}: token {t} rejected")

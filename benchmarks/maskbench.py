@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import importlib.metadata
 import importlib.util
 import json
 import multiprocessing as mp
@@ -66,8 +65,18 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-EOS_ID = 128001
-VOCAB_SIZE = 128256
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import engine_adapters
+from engine_adapters import (
+    EOS_ID,
+    VOCAB_SIZE,
+    LLGuidanceMatchers,
+    Unavailable,
+    XGrammarMatchers,
+    allowed,
+    version,
+)
+
 ENGINES = ("formcast", "llguidance", "xgrammar")
 REPO = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO.parent / "shared" / "data" / "JSONSchemaBench" / "maskbench" / "data"
@@ -245,10 +254,6 @@ def _reorder(inst: Any, schemas: list[Any], root: Any, depth: int) -> Any:
 # --------------------------------------------------------------------------------------------
 # Engine adapters (worker side)
 # --------------------------------------------------------------------------------------------
-class Unavailable(Exception):
-    pass
-
-
 class CompileFailed(Exception):
     """A compile error, with a stable classification key ``Class:detail``."""
 
@@ -259,34 +264,13 @@ class CompileFailed(Exception):
         self.crash = crash
 
 
-class Adapter:
-    name = ""
-
-    def __init__(self) -> None:
-        self.notes: list[str] = []
-
-    def setup(self) -> None:
-        raise NotImplementedError
+class Adapter(engine_adapters.Adapter):
+    """A MaskBench engine: ``compile`` takes a JSON schema (:class:`CompileFailed` on refusal)."""
 
     def warmup(self) -> None:
         self.compile({"type": "object", "properties": {"a": {"type": "integer"}}})
 
     def compile(self, schema: Any) -> Any:
-        raise NotImplementedError
-
-    def matcher(self, compiled: Any) -> Any:
-        raise NotImplementedError
-
-    def alloc(self) -> Any:
-        raise NotImplementedError
-
-    def view(self, mask: Any) -> Any:
-        return mask
-
-    def fill(self, m: Any, mask: Any) -> None:
-        raise NotImplementedError
-
-    def accept(self, m: Any, tok: int) -> bool:
         raise NotImplementedError
 
 
@@ -356,18 +340,11 @@ class FormcastAdapter(Adapter):
         return bool(m.accept_token(tok))
 
 
-class LLGuidanceAdapter(Adapter):
+class LLGuidanceAdapter(LLGuidanceMatchers, Adapter):
     name = "llguidance"
 
     def setup(self) -> None:
-        try:
-            import llguidance
-            import llguidance.numpy as lln
-        except ImportError as e:
-            raise Unavailable(f"{type(e).__name__}: {e}") from e
-        self.ll, self.lln = llguidance, lln
-        with open(tokenizer_path(), encoding="utf-8") as f:
-            self.tok = llguidance.LLTokenizer(f.read(), n_vocab=VOCAB_SIZE, eos_token=EOS_ID)
+        self.load_llguidance(tokenizer_path())
         self.notes.append(
             "LLTokenizer(tokenizer.json, eos 128001); grammar_from_json_schema(schema, "
             "defaults={'whitespace_flexible': False}); LLMatcher(log_level=0)"
@@ -386,37 +363,12 @@ class LLGuidanceAdapter(Adapter):
             raise CompileFailed(_llg_key(err), err)
         return m
 
-    def matcher(self, compiled: Any) -> Any:
-        return compiled.deep_copy()
 
-    def alloc(self) -> Any:
-        return self.lln.allocate_token_bitmask(1, VOCAB_SIZE)
-
-    def fill(self, m: Any, mask: Any) -> None:
-        self.lln.fill_next_token_bitmask(m, mask, 0)
-
-    def accept(self, m: Any, tok: int) -> bool:
-        return bool(m.consume_token(tok))
-
-
-class XGrammarAdapter(Adapter):
+class XGrammarAdapter(XGrammarMatchers, Adapter):
     name = "xgrammar"
 
     def setup(self) -> None:
-        try:
-            import torch
-            import xgrammar as xgr
-        except Exception as e:
-            raise Unavailable(f"{type(e).__name__}: {e}") from e
-        torch.set_num_threads(1)
-        self.xgr = xgr
-        from formcast.vocab.loaders import load_vocabulary
-
-        vocab = load_vocabulary("llama3")  # exact bytes per id; specials as b""
-        raw = [b"" if i in vocab.special_token_ids else t for i, t in enumerate(vocab.tokens)]
-        self.info = xgr.TokenizerInfo(
-            raw, xgr.VocabType.RAW, vocab_size=VOCAB_SIZE, stop_token_ids=[EOS_ID]
-        )
+        self.load_xgrammar_llama3()  # exact bytes per id; specials as b""
         self.notes.append(
             "TokenizerInfo(RAW bytes, specials as b''); GrammarCompiler(max_threads=1, "
             "cache_enabled=False); compile_json_schema(any_whitespace=False, "
@@ -435,21 +387,6 @@ class XGrammarAdapter(Adapter):
             )
         except Exception as e:
             raise CompileFailed(f"{type(e).__name__}:{_xgr_detail(str(e))}", str(e)) from None
-
-    def matcher(self, compiled: Any) -> Any:
-        return self.xgr.GrammarMatcher(compiled)
-
-    def alloc(self) -> Any:
-        return self.xgr.allocate_token_bitmask(1, VOCAB_SIZE)
-
-    def view(self, mask: Any) -> Any:
-        return mask.numpy()
-
-    def fill(self, m: Any, mask: Any) -> None:
-        m.fill_next_token_bitmask(mask, 0)
-
-    def accept(self, m: Any, tok: int) -> bool:
-        return bool(m.accept_token(tok))
 
 
 ADAPTERS: dict[str, type[Adapter]] = {
@@ -486,19 +423,9 @@ def _xgr_detail(err: str) -> str:
 
 
 def _version(engine: str) -> str:
-    try:
-        return importlib.metadata.version(engine)
-    except importlib.metadata.PackageNotFoundError:
-        return "src" if engine == "formcast" else "not installed"
+    return version(engine, engine)
 
 
-def _allowed(view: Any, tok: int) -> bool:
-    return bool((int(view[0, tok >> 5]) >> (tok & 31)) & 1)
-
-
-# --------------------------------------------------------------------------------------------
-# Worker
-# --------------------------------------------------------------------------------------------
 def _walk(ad: Adapter, compiled: Any, ids: list[int], times: list[float] | None) -> dict[str, Any]:
     """Walk ``ids`` through a fresh matcher; ``times`` (µs per mask) is appended to if given."""
     m = ad.matcher(compiled)
@@ -512,11 +439,11 @@ def _walk(ad: Adapter, compiled: Any, ids: list[int], times: list[float] | None)
         if times is not None:
             times.append(dt / 1e3)
         if step == len(ids):
-            if _allowed(view, EOS_ID):
+            if allowed(view, EOS_ID):
                 return {"ok": True}
             return {"ok": False, "reason": "stop not allowed", "step": step}
         t = ids[step]
-        if not _allowed(view, t):
+        if not allowed(view, t):
             reason = "token not allowed" if view.any() else "dead end (empty mask)"
             return {"ok": False, "reason": reason, "step": step}
         if not ad.accept(m, t):

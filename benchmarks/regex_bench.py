@@ -62,8 +62,18 @@ import traceback  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
 
-EOS_ID = 128001  # <|end_of_text|>
-VOCAB_SIZE = 128256
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import engine_adapters  # noqa: E402
+from engine_adapters import (  # noqa: E402
+    EOS_ID,
+    VOCAB_SIZE,
+    LLGuidanceMatchers,
+    Unavailable,
+    XGrammarMatchers,
+    allowed,
+    version,
+)
+
 ENGINES = ("formcast", "llguidance", "xgrammar", "outlines-core")
 DIST_NAMES = {
     "formcast": "formcast",
@@ -233,40 +243,17 @@ def byte_vocab(path: str) -> tuple[list[bytes], set[int]]:
 # --------------------------------------------------------------------------------------------
 
 
-class Unavailable(Exception):
-    """The engine cannot be used here (not installed, API missing)."""
-
-
-class Adapter:
-    name = ""
-    notes: list[str]
+class Adapter(engine_adapters.Adapter):
+    """A regex_bench engine: a compiler object per workload, ``compile`` takes a pattern."""
 
     def __init__(self, tok_path: str, tokens: list[bytes], special: set[int]) -> None:
+        super().__init__()
         self.tok_path, self.tokens, self.special = tok_path, tokens, special
-        self.notes = []
-
-    def setup(self) -> None:
-        raise NotImplementedError
 
     def new_compiler(self) -> Any:
         raise NotImplementedError
 
     def compile(self, compiler: Any, pattern: str) -> Any:
-        raise NotImplementedError
-
-    def matcher(self, compiled: Any) -> Any:
-        raise NotImplementedError
-
-    def alloc(self) -> Any:
-        raise NotImplementedError
-
-    def view(self, mask: Any) -> Any:  # numpy int32[1, W] view of the mask
-        return mask
-
-    def fill(self, m: Any, mask: Any) -> None:
-        raise NotImplementedError
-
-    def accept(self, m: Any, tok: int) -> bool:
         raise NotImplementedError
 
     def accepting(self, m: Any) -> bool | None:
@@ -354,19 +341,11 @@ class FormcastAdapter(Adapter):
         return bool(m.is_accepting())
 
 
-class LLGuidanceAdapter(Adapter):
+class LLGuidanceAdapter(LLGuidanceMatchers, Adapter):
     name = "llguidance"
 
     def setup(self) -> None:
-        try:
-            import llguidance
-            import llguidance.numpy as lln
-        except ImportError as e:
-            raise Unavailable(f"{type(e).__name__}: {e}") from e
-        self.ll, self.lln = llguidance, lln
-        with open(self.tok_path, encoding="utf-8") as f:
-            s = f.read()
-        self.tok = llguidance.LLTokenizer(s, n_vocab=VOCAB_SIZE, eos_token=EOS_ID)
+        self.load_llguidance(self.tok_path)
 
     def new_compiler(self) -> Any:
         return None  # no compiler object or cache: each LLMatcher builds its own parser
@@ -378,40 +357,20 @@ class LLGuidanceAdapter(Adapter):
             raise RuntimeError(f"llguidance: {m.get_error()}")
         return m
 
-    def matcher(self, compiled: Any) -> Any:
-        # the matcher built at compile time stays pristine; each document gets a copy
-        return compiled.deep_copy()
-
-    def alloc(self) -> Any:
-        return self.lln.allocate_token_bitmask(1, VOCAB_SIZE)
-
     def fill(self, m: Any, mask: Any) -> None:
-        self.lln.fill_next_token_bitmask(m, mask, 0)
+        super().fill(m, mask)
         if m.is_error():
             raise RuntimeError(f"llguidance: {m.get_error()}")
-
-    def accept(self, m: Any, tok: int) -> bool:
-        return bool(m.consume_token(tok))
 
     def accepting(self, m: Any) -> bool | None:
         return bool(m.is_accepting())
 
 
-class XGrammarAdapter(Adapter):
+class XGrammarAdapter(XGrammarMatchers, Adapter):
     name = "xgrammar"
 
     def setup(self) -> None:
-        try:
-            import torch
-            import xgrammar as xgr
-        except Exception as e:
-            raise Unavailable(f"{type(e).__name__}: {e}") from e
-        torch.set_num_threads(1)
-        self.xgr = xgr
-        raw = [b"" if i in self.special else t for i, t in enumerate(self.tokens)]
-        self.info = xgr.TokenizerInfo(
-            raw, xgr.VocabType.RAW, vocab_size=VOCAB_SIZE, stop_token_ids=[EOS_ID]
-        )
+        self.load_xgrammar(self.tokens, self.special)
         self.notes.append("TokenizerInfo(RAW bytes, specials as b''), max_threads=1, cache off")
 
     def new_compiler(self) -> Any:
@@ -419,21 +378,6 @@ class XGrammarAdapter(Adapter):
 
     def compile(self, compiler: Any, pattern: str) -> Any:
         return compiler.compile_regex(pattern)
-
-    def matcher(self, compiled: Any) -> Any:
-        return self.xgr.GrammarMatcher(compiled)
-
-    def alloc(self) -> Any:
-        return self.xgr.allocate_token_bitmask(1, VOCAB_SIZE)
-
-    def view(self, mask: Any) -> Any:
-        return mask.numpy()
-
-    def fill(self, m: Any, mask: Any) -> None:
-        m.fill_next_token_bitmask(mask, 0)
-
-    def accept(self, m: Any, tok: int) -> bool:
-        return bool(m.accept_token(tok))
 
     def accepting(self, m: Any) -> bool | None:
         return None  # xgrammar exposes is_terminated (after the stop token) only
@@ -491,17 +435,8 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
-def _allowed(view: Any, tok: int) -> bool:
-    return bool((int(view[0, tok >> 5]) >> (tok & 31)) & 1)
-
-
 def _version(engine: str) -> str:
-    try:
-        return importlib.metadata.version(DIST_NAMES[engine])
-    except importlib.metadata.PackageNotFoundError:
-        if engine == "formcast":
-            return "src (not installed)"
-        return "not installed"
+    return version(DIST_NAMES[engine], engine)
 
 
 def run_worker(
@@ -615,7 +550,7 @@ def run_worker(
                     if step == len(ids):
                         break
                     t = ids[step]
-                    if not _allowed(view, t):
+                    if not allowed(view, t):
                         failures.append(
                             {
                                 "doc": di,
@@ -645,7 +580,7 @@ def run_worker(
                         break
                 gc.enable()
                 if ok_doc:
-                    if not _allowed(view, EOS_ID):
+                    if not allowed(view, EOS_ID):
                         failures.append(
                             {
                                 "doc": di,
