@@ -69,19 +69,17 @@ def main() -> None:
 
     from formcast.index import cfg_program as cp
 
-    orig_refine = cp._LazyExitSplitClassifier._refine
-    build_first = bool(os.environ.get("FORMCAST_PROFILE_REFINE_BUILDS"))
+    # the classifier's refinements: one per region since refine34 (no whole-lexer pass)
+    orig_region = cp._LazyExitSplitClassifier._new_region
 
-    def refine(self: Any) -> None:
+    def new_region(self: Any, start: int) -> tuple[int, int] | None:
         t0 = clock()
         try:
-            if build_first:  # the proposed cfg_program change: every rule's rows first
-                self.lexer.build_rule_rows()
-            orig_refine(self)
+            return orig_region(self, start)
         finally:
             acc["refine"] += clock() - t0
 
-    cp._LazyExitSplitClassifier._refine = refine  # type: ignore[method-assign]
+    cp._LazyExitSplitClassifier._new_region = new_region  # type: ignore[method-assign]
     acc["refine"] = 0
     lx.LazyExpandedLexer.ensure = ensure  # type: ignore[method-assign]
     lx.LazyExpandedLexer.__init__ = init  # type: ignore[method-assign]

@@ -163,13 +163,13 @@ def test_lexer_past_its_cap_falls_back_with_the_same_masks(vocab: Vocabulary) ->
 
 @pytest.mark.parametrize("index", [0, 3, 5, 9])
 def test_lazy_digests_are_the_eager_digests(vocab: Vocabulary, index: int) -> None:
-    """The lazy classifier's refinement (one column per byte class, integer row classes for
-    the split labels) keys the process-wide shared walks: for every rule position (lexer
-    states below ``offsets[-1]`` are numbered alike in both builds) that the lazy refinement
-    classed, with no sentinel within reach and both refinements converged, its digest is the
-    eager build's, and two positions share a lazy class only where they share an eager one.
-    A wrong column order or label would give other digests (walks shared across grammars
-    where they differ)."""
+    """The lazy classifier's regions (the states a wide start reaches, refined on one column
+    per byte class with integer row classes for the split labels) key the process-wide
+    shared walks: on every rule position of a region (lexer states below ``offsets[-1]``
+    are numbered alike in both builds) the region's classes are the eager build's classes,
+    both ways, and where the eager refinement converged (so did the region's) its digest is
+    the eager build's.  A wrong column order, label or numbering would give other classes
+    or digests (walks shared across grammars where they differ)."""
     _skip_without(MASKBENCH)
     f = _maskbench()[index]
     doc = json.loads(f.read_text("utf-8"))
@@ -178,23 +178,28 @@ def test_lazy_digests_are_the_eager_digests(vocab: Vocabulary, index: int) -> No
     lazy = _compile(vocab, True, "compile_json_schema", (schema,), {})
     replay_masks(lazy, random_walks(lazy, walks=WALKS, steps=STEPS, seed=index))
     e_pos, l_pos = eager.program._positions, lazy.program._positions
-    if not isinstance(l_pos, cfg_program._LazyExitSplitClassifier) or l_pos._classes is None:
-        pytest.skip("no wide start state met: nothing refined")
+    if not isinstance(l_pos, cfg_program._LazyExitSplitClassifier) or not l_pos._regions:
+        pytest.skip("no wide start state met: no region")
     assert isinstance(e_pos, cfg_program._ExitSplitClassifier)
-    n, part, dpart, *_ = l_pos._classes
     n_global = int(l_pos.lexer.offsets[-1])
     eager_stable = e_pos._digest_class is e_pos._lex_class
-    compared = 0
-    for g in range(1, min(n, n_global)):
-        if dpart is part and eager_stable:
-            got = l_pos._digest(g)
-            if got is not None:
-                assert got == e_pos.cut_signature(g), g
-                compared += 1
-    # classes: lazy classes refine eager ones on the rule positions (sentinels may split more)
-    eager_of_lazy: dict[int, int] = {}
-    for g in range(1, min(n, n_global)):
-        if l_pos.lexer.built[g]:
-            e = int(e_pos._lex_class[g])
-            assert eager_of_lazy.setdefault(int(part[g]), e) == e, g
-    assert compared > 0 or not (dpart is part and eager_stable)
+    compared = classed = 0
+    for rid, (_, states, part, dpart, *_) in enumerate(l_pos._regions):
+        if eager_stable:
+            assert dpart is part, rid
+        eager_of_lazy: dict[int, int] = {}
+        lazy_of_eager: dict[int, int] = {}
+        for i, g in enumerate(states.tolist()):
+            if not 0 < g < n_global:
+                continue
+            e, c = int(e_pos._lex_class[g]), int(part[i])
+            assert eager_of_lazy.setdefault(c, e) == e, g
+            assert lazy_of_eager.setdefault(e, c) == c, g
+            classed += 1
+            if eager_stable:
+                got = l_pos._region_digest((rid, i))
+                if got is not None:
+                    assert got == e_pos.cut_signature(g), g
+                    compared += 1
+    assert classed > 0
+    assert compared > 0 or not eager_stable

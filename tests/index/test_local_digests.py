@@ -1,7 +1,7 @@
-"""Large lazy lexers are not refined as a whole: each wide start's digest is computed on the
-states it reaches (``_LazyExitSplitClassifier._local_digest``; issue #31: the whole-lexer
-refinement took 80-150 ms inside one mask on MaskBench's Kubernetes lexers).  Here the
-threshold is forced to 0 so that every lexer takes that path:
+"""Lazy lexers are not refined as a whole: each wide start's digest is computed on the
+states it reaches, its region (``_LazyExitSplitClassifier._new_region``; issue #31: the
+whole-lexer refinement took 10-20 ms inside one mask on 4k-8k-state lexers, 80-150 ms on
+MaskBench's Kubernetes lexers):
 
 * masks: the lazy index with local digests gives the eager index's masks, bit for bit, on
   MaskBench schemas (seeded walks, the shared walks cleared between the compiles), including
@@ -14,7 +14,6 @@ threshold is forced to 0 so that every lexer takes that path:
 from __future__ import annotations
 
 import json
-from unittest import mock
 
 import pytest
 from test_lazy_index_matches_eager import MASKBENCH, _compare, _compile, _maskbench, _skip_without
@@ -39,14 +38,12 @@ def _schema(name: str) -> object:
 def test_local_digest_masks_are_the_eager_masks(vocab: Vocabulary, index: int) -> None:
     _skip_without(MASKBENCH)
     schema = _schema(_maskbench()[index].name)
-    with mock.patch.object(cfg_program, "_LOCAL_DIGEST_MIN_STATES", 0):
-        _compare(vocab, "compile_json_schema", (schema,), {}, seed=index)
+    _compare(vocab, "compile_json_schema", (schema,), {}, seed=index)
 
 
 def test_local_digest_masks_on_a_large_lexer(vocab: Vocabulary) -> None:
     _skip_without(MASKBENCH / "Kubernetes---kb_818_Normalized.json")
     schema = _schema("Kubernetes---kb_818_Normalized.json")
-    assert cfg_program._LOCAL_DIGEST_MIN_STATES <= 19_000  # (its lexer: ~19,500 states)
     assert _compare(vocab, "compile_json_schema", (schema,), {}, seed=1) > 0
 
 
@@ -55,22 +52,19 @@ def test_local_digests_are_the_eager_digests(vocab: Vocabulary, index: int) -> N
     _skip_without(MASKBENCH)
     schema = _schema(_maskbench()[index].name)
     eager = _compile(vocab, False, "compile_json_schema", (schema,), {})
-    with mock.patch.object(cfg_program, "_LOCAL_DIGEST_MIN_STATES", 0):
-        lazy = _compile(vocab, True, "compile_json_schema", (schema,), {})
-        replay_masks(lazy, random_walks(lazy, walks=3, steps=24, seed=index))
-        e_pos, l_pos = eager.program._positions, lazy.program._positions
-        if not isinstance(l_pos, cfg_program._LazyExitSplitClassifier):
-            pytest.skip("no lazy lexer")
-        assert isinstance(e_pos, cfg_program._ExitSplitClassifier)
-        if e_pos._digest_class is not e_pos._lex_class:
-            pytest.skip("the eager refinement did not converge")
-        compared = 0
-        n_global = int(l_pos.lexer.offsets[-1])
-        for g in range(1, n_global):
-            got = l_pos.cut_signature(g)
-            assert l_pos._classes is not None
-            assert l_pos._classes[0] == 0  # the local path
-            if got is not None:
-                assert got == e_pos.cut_signature(g), g
-                compared += 1
-        assert compared > 0
+    lazy = _compile(vocab, True, "compile_json_schema", (schema,), {})
+    replay_masks(lazy, random_walks(lazy, walks=3, steps=24, seed=index))
+    e_pos, l_pos = eager.program._positions, lazy.program._positions
+    if not isinstance(l_pos, cfg_program._LazyExitSplitClassifier):
+        pytest.skip("no lazy lexer")
+    assert isinstance(e_pos, cfg_program._ExitSplitClassifier)
+    if e_pos._digest_class is not e_pos._lex_class:
+        pytest.skip("the eager refinement did not converge")
+    compared = 0
+    n_global = int(l_pos.lexer.offsets[-1])
+    for g in range(1, n_global):
+        got = l_pos.cut_signature(g)
+        if got is not None:
+            assert got == e_pos.cut_signature(g), g
+            compared += 1
+    assert compared > 0

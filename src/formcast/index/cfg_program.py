@@ -384,11 +384,11 @@ class _LazyExitSplitClassifier:
     states whose rows are not built are exactly where it was cut short; those rows are built
     (:meth:`_ensure`) and the walk is run again, until no end state is a sentinel — then no
     path went through one, and the walk is the eager walk's (the same strings alive, the same
-    candidates).  Shared walks: the first wide start state (at least
-    :data:`_SHARED_WALK_MIN_BYTES` live first bytes on the cut lexer) refines the cut lexer
-    built so far as the eager build refines the whole one (:meth:`_refine`, sentinels in
-    classes of their own); start states of one class share a walk, wide ones across grammars
-    by the digest of their quotient (:data:`SHARED_WALKS`).  Past the lexer's
+    candidates).  Shared walks: a wide start state (at least :data:`_SHARED_WALK_MIN_BYTES`
+    live first bytes on the cut lexer) in no region yet refines the states it reaches, its
+    region, as the eager build refines the whole lexer (:meth:`_new_region`); start states
+    of one class of a region share a walk, wide ones across grammars by the digest of their
+    quotient (:data:`SHARED_WALKS`).  Past the lexer's
     state cap the classifier continues on the per-rule automata (:class:`_RuleClassifier`,
     calls become candidates): masks are the same either way.
 
@@ -400,12 +400,11 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived", "_noted", "_succ"})
+    _serialize_omit = frozenset({"_derived", "_noted", "_region_of", "_succ"})
 
     __slots__ = (
         "_by_class",
         "_by_start",
-        "_classes",
         "_cut_classes",
         "_derived",
         "_exit",
@@ -413,6 +412,8 @@ class _LazyExitSplitClassifier:
         "_lock",
         "_noted",
         "_ready_list",
+        "_region_of",
+        "_regions",
         "_succ",
         "_vocab",
         "exit_byte",
@@ -445,15 +446,18 @@ class _LazyExitSplitClassifier:
         self._by_start: dict[int, Classification] = {}
         self._by_class: dict[bytes | int, Classification] = {}
         self._fallback: _RuleClassifier | None = None
-        #: the classes of :meth:`_refine`: (states refined, class per state, the classes the
-        #: digests use, the cut table and its split flags on one column per byte class, the
-        #: built rows then, the column of each byte, a member of each digest class); None
-        #: until a wide start needs them
-        self._classes: _RefinedClasses | None = None
-        #: the digest classes each digest class leads to, distinct, in column order (what
-        #: :func:`_reachable_classes` meets, kept: a later digest walks the classes an
-        #: earlier one met without numpy); a function of ``_classes``, None until a digest
-        self._succ: dict[int, list[int]] | None = None
+        #: the regions of :meth:`_new_region`, in the order made: (start state, its states
+        #: (local id -> lexer state; 0: dead, 1: the start), class per local state, the
+        #: classes the digests use, the cut rows on local ids and their split flags on one
+        #: column per byte class, a member of each digest class); grows, never changes
+        self._regions: list[_Region] = []
+        #: lexer state -> (region, local id) in the first region that met it; a function
+        #: of ``_regions`` (None after a load: rebuilt on first use)
+        self._region_of: dict[int, tuple[int, int]] | None = {}
+        #: per region, the digest classes each digest class leads to, distinct, in column
+        #: order (what :func:`_reachable_classes` meets, kept: a later digest walks the
+        #: classes an earlier one met without numpy); a function of ``_regions``
+        self._succ: dict[int, dict[int, list[int]]] | None = None
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -739,15 +743,15 @@ class _LazyExitSplitClassifier:
                 self._ensure(np.asarray([start], dtype=np.int64), first)
             tables = self._tables()
         wide = np.count_nonzero(tables.cut[tables.start(start)]) >= _SHARED_WALK_MIN_BYTES
-        if wide and self._classes is None:  # the first wide start: classes of the lexer so far
-            self._refine()
-        classes = self._classes
-        key: bytes | int = start
-        if classes is not None and start < classes[0]:
-            key = b"c%d" % int(classes[1][start])
+        # a start in a region takes its class there; a wide one out of every region makes
+        # its own (:meth:`_new_region`); the others are walked on their own
+        at = self._region_at(start)
+        if at is None and wide:
+            at = self._new_region(start)
+        key: bytes | int = start if at is None else self._region_key(at)
         base = self._by_class.get(key)
         if base is None:
-            sig = self._digest(start) if wide else None
+            sig = None if at is None or not wide else self._region_digest(at)
             base = None if sig is None else _shared_walks(self._vocab).get(sig)[1]
             if base is None:
                 drop = None if self._exit is None else self._exit[2]
@@ -787,140 +791,43 @@ class _LazyExitSplitClassifier:
         cands = np.concatenate((base.candidates, idx[sink])) if sink.any() else base.candidates
         return Classification(words, cands)
 
-    def _refine(self) -> None:
-        """The eager build's bounded Moore refinement of the cut lexer (labelled by split
-        flags, ``max(longest token, _STABLE_ROUNDS)`` rounds) on the lexer as built so far,
-        once (on the first wide start's classification).  Each sentinel row gets a label of
-        its own, so states of one class have equal futures whatever the sentinels' rows turn
-        out to be (their paths meet the same sentinels at the same places).  States made
-        later have no class (walked on their own).  Caller holds the lock.
+    def _region_at(self, start: int) -> tuple[int, int] | None:
+        """``(region, local index)`` of ``start`` in the first :meth:`_new_region` that
+        reached it, else None (the map rebuilt from the regions after a load: O(their
+        states))."""
+        where = self._region_of
+        if where is None:
+            where = {}
+            for rid, region in enumerate(self._regions):
+                for i, q in enumerate(region[1].tolist()):
+                    where.setdefault(q, (rid, i))
+            self._region_of = where
+        return where.get(start)
 
-        The refinement runs on one column per byte class of the cut lexer (columns of one
-        class are equal whatever rows get built: :attr:`LazyExpandedLexer.classes`), taken
-        in byte order, and the split labels are the distinct packed split rows: the same
-        partition as on the 256 columns, for a copy of ``states x classes`` cells rather
-        than ``states x 256`` and no transposed copy (this runs on a later first visit,
-        where it was the slowest step: issue #31).
+    def _new_region(self, start: int) -> tuple[int, int] | None:
+        """The region of ``start``: the states it reaches in the cut lexer (their rows built
+        first: :meth:`LazyExpandedLexer.ensure`, as the walks would), refined as the eager
+        build refines the whole lexer (the cut lexer labelled by split flags, ``max(longest
+        token, _STABLE_ROUNDS)`` rounds, on one column per byte class), kept with
+        ``(start, its states, class per state, the classes digests use, the cut rows and
+        split flags on local ids, a member of each digest class)``; returns ``(region,
+        1)`` (``start``'s local index), or None past :data:`_LOCAL_DIGEST_STATES` states
+        (nothing kept: ``start`` is walked on its own).  Caller holds the lock.
 
-        Every rule's call-free rows are built first (:meth:`LazyExpandedLexer.
-        build_rule_rows`; nothing on a small lexer, whose rows are built at construction): a
-        rule no walk has met yet would otherwise be unbuilt rows, each a class of its own, and
-        the later starts in it could share no walk (measured on MaskBench's large lexers:
-        twice the full-vocabulary walks, TBM mean +15 %).
-
-        A lexer of :data:`_LOCAL_DIGEST_MIN_STATES` states or more is not refined (the rule
-        rows, the gathers and the refinement: 80-150 ms inside one mask on MaskBench's
-        Kubernetes lexers, issue #31): its classes cover no state (``n`` 0) and each wide
-        start's digest is computed on the states it reaches (:meth:`_local_digest`, tens to
-        hundreds of states there)."""
+        A region is closed (a state's successors are in it), and a state's classes (to any
+        depth) depend only on the states it reaches: the partition of a region is the
+        whole lexer's on it, so a later start inside a region takes its class from there,
+        with no refinement and no pass over the lexer (the whole-lexer refinement of the
+        previous build, one 10-20 ms step inside one mask on 4k-8k-state lexers, was
+        MaskBench's TBM max: issue #31).  Where the refinement converges the classes are
+        Myhill-Nerode classes and the digests (:meth:`_region_digest`) the eager build's;
+        otherwise the classes are depth-bounded (still equal walks) and the digests are of
+        the region itself.  Raises :class:`~formcast.automata.lexer.LexerStateCapError`
+        past the lexer's cap (the caller's fallback).  Cost: O(reached states x 256) and a
+        refinement of them, once per region."""
         lexer = self.lexer
-        if lexer.size >= _LOCAL_DIGEST_MIN_STATES:
-            none = np.zeros(0, dtype=np.int64)
-            cut0 = np.zeros((0, 1), dtype=lexer.table.dtype)
-            self._classes = (0, none, none.copy(), cut0, cut0.astype(bool), none, none, none)
-            self._succ = None
-            return
-        lexer.build_rule_rows()
-        n = lexer.size
-        xb = self.exit_byte
-        built = lexer.built[:n].copy()
-        cmap, first = self._cut_classes
-        order = np.argsort(first, kind="stable")
-        cols = np.asarray(first, dtype=np.int64)[order]  # a byte per class, in byte order
-        col_of_class = np.empty(order.size, dtype=np.int64)
-        col_of_class[order] = np.arange(order.size)
-        col_of_byte = col_of_class[cmap]
-        # (copies: rows are built in place later).  Only the built rows are read: an unbuilt
-        # state has a label of its own (below), so its class is itself whatever its row
-        # holds (here: dead), and the lexer's unbuilt rows are mostly pages never touched,
-        # which a read would fault in one by one (~2 ms a refinement on large lexers)
-        rows = np.flatnonzero(built)
-        built_cut = lexer.table[rows[:, None], cols]
-        built_split = lexer.split[rows[:, None], cols]
-        if xb is not None:  # the exit byte is a class of its own in the cut classes
-            xc = int(col_of_byte[xb])
-            built_cut[:, xc] = DEAD
-            built_split[:, xc] = False
-        cut = np.zeros((n, cols.size), dtype=lexer.table.dtype)
-        cut[rows] = built_cut
-        cut_split = np.zeros((n, cols.size), dtype=bool)
-        cut_split[rows] = built_split
-        # the refinement runs on the built states and the states they lead to (a closed
-        # automaton: the unbuilt ones lead nowhere here): an unbuilt state no built one leads
-        # to is a class of its own whatever the others are, so the partition is the one of
-        # all n states (on large lexers most states are unbuilt: ~7 ms a refinement saved)
-        kept = built.copy()
-        kept[built_cut.reshape(-1)] = True
-        keep = np.flatnonzero(kept)  # (sorted: DEAD, built, stays 0)
-        index = np.full(n, -1, dtype=np.int64)
-        index[keep] = np.arange(keep.size)
-        sub = np.zeros((keep.size, cols.size), dtype=cut.dtype)
-        sub[index[rows]] = index[built_cut]
-        sub_split = np.zeros((keep.size, cols.size), dtype=bool)
-        sub_split[index[rows]] = built_split
-        labels = _row_classes(np.packbits(sub_split, axis=1)) + 1
-        labels[DEAD] = 0
-        unbuilt = np.flatnonzero(~built[keep])
-        labels[unbuilt] = int(labels.max()) + 1 + np.arange(unbuilt.size)
-        depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
-        sub_part, stable = equivalence_classes(sub, labels, depth)
-        part = np.empty(n, dtype=np.int64)
-        part[keep] = sub_part
-        left = np.flatnonzero(~kept)  # classes of their own
-        part[left] = int(sub_part.max()) + 1 + np.arange(left.size)
-        # digests on the quotient by stable classes, as the eager build: on the cut lexer
-        # itself when the classes are only depth-bounded (they still key walks here)
-        dpart = part if stable else np.arange(n, dtype=np.int64)
-        rep = np.zeros(int(dpart.max()) + 1, dtype=np.int64)  # a member of each class
-        rep[dpart[::-1]] = np.arange(dpart.size - 1, -1, -1)
-        self._classes = (n, part, dpart, cut, cut_split, built, col_of_byte, rep)
-        self._succ = None
-
-    def _digest(self, start: int) -> bytes | None:
-        """:meth:`cut_signature` of a start state with a class, else None."""
-        classes = self._classes
-        if classes is not None and classes[0] == 0:  # no refinement: on what start reaches
-            return self._local_digest(start)
-        if classes is None or start >= classes[0]:
-            return None
-        _, _, dpart, cut, cut_split, built, col_of_byte, rep = classes
-        if self._succ is None:
-            self._succ = {}
-        return _quotient_digest(
-            self._vocab,
-            self.exit_byte,
-            dpart,
-            cut,
-            cut_split,
-            start,
-            built,
-            col_of_byte,
-            rep,
-            self._succ,
-        )
-
-    def _local_digest(self, start: int) -> bytes | None:
-        """:meth:`cut_signature` of ``start`` from the states it reaches in the cut lexer
-        alone: those states (their rows built first: :meth:`LazyExpandedLexer.ensure`, as
-        the walks would), refined as :meth:`_refine` refines the whole lexer, and the digest
-        of the quotient (of the states themselves where the refinement did not converge).
-        A state's classes depend only on the states it reaches, so where both refinements
-        converge this is the digest of the whole lexer's refinement (and the eager
-        build's); otherwise it is still a canonical digest of an automaton equivalent from
-        ``start`` (equal digests, equal walks), only shared with fewer starts.  None past
-        :data:`_LOCAL_DIGEST_STATES` reachable states.  Raises
-        :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap (the
-        caller's fallback).  Cost: O(reached states x 256) and a refinement of them;
-        nothing kept (the caller keeps the walk)."""
-        lexer = self.lexer
-        xb = self.exit_byte
-        cmap, first = self._cut_classes
-        order = np.argsort(first, kind="stable")
-        cols = np.asarray(first, dtype=np.int64)[order]  # a byte per class, in byte order
-        col_of_class = np.empty(order.size, dtype=np.int64)
-        col_of_class[order] = np.arange(order.size)
-        col_of_byte = col_of_class[cmap]
-        xc = -1 if xb is None else int(col_of_byte[xb])
+        cols, col_of_byte = self._cut_columns()
+        xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
         index: dict[int, int] = {DEAD: 0, start: 1}
         states = [DEAD, start]
         frontier = [start]
@@ -954,24 +861,68 @@ class _LazyExitSplitClassifier:
         labels[DEAD] = 0
         depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
         part, stable = equivalence_classes(sub, labels, depth)
-        if not stable:
-            part = np.arange(idx.size, dtype=np.int64)
-        built = np.ones(idx.size, dtype=bool)
+        dpart = part if stable else np.arange(idx.size, dtype=np.int64)
+        rep = np.zeros(int(dpart.max()) + 1, dtype=np.int64)  # a member of each class
+        rep[dpart[::-1]] = np.arange(dpart.size - 1, -1, -1)
+        rid = len(self._regions)
+        self._regions.append((start, idx, part, dpart, sub, cut_split, rep))
+        where = self._region_of
+        if where is not None:
+            for i, q in enumerate(states):
+                where.setdefault(q, (rid, i))
+        return rid, 1
+
+    def _cut_columns(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(a byte per class of the cut lexer, in byte order; the column of each byte)``
+        (O(256))."""
+        cmap, first = self._cut_classes
+        order = np.argsort(first, kind="stable")
+        cols = np.asarray(first, dtype=np.int64)[order]
+        col_of_class = np.empty(order.size, dtype=np.int64)
+        col_of_class[order] = np.arange(order.size)
+        return cols, col_of_class[cmap]
+
+    def _region_key(self, at: tuple[int, int]) -> bytes:
+        """The walk key of the state at ``at`` (:meth:`_region_at`): its region's start and
+        its class there (both functions of the lexer alone: a load keeps them valid)."""
+        region = self._regions[at[0]]
+        return b"r%d.%d" % (region[0], int(region[2][at[1]]))
+
+    def _region_digest(self, at: tuple[int, int]) -> bytes | None:
+        """:meth:`cut_signature` of the state at ``at`` (:meth:`_region_at`), on its
+        region's classes; None past :data:`_SHARED_WALK_STATES` reachable classes."""
+        rid, q = at
+        _, _, _, dpart, sub, cut_split, rep = self._regions[rid]
+        succ = self._succ
+        if succ is None:
+            succ = self._succ = {}
+        cache = succ.get(rid)
+        if cache is None:
+            cache = succ[rid] = {}
         return _quotient_digest(
-            self._vocab, xb, part, sub, cut_split, 1, built, col_of_byte, None, None
+            self._vocab,
+            self.exit_byte,
+            dpart,
+            sub,
+            cut_split,
+            q,
+            np.ones(dpart.size, dtype=bool),
+            self._cut_columns()[1],
+            rep,
+            cache,
         )
 
     def cut_signature(self, start: int) -> bytes | None:
         """A canonical digest of what the cut lexer can do from ``start`` (equal digests
         mean equal walks, in any grammar), as :meth:`_ExitSplitClassifier.cut_signature`, on
-        the classes of :meth:`_refine` (made now if need be); None past
-        :data:`_SHARED_WALK_STATES` reachable classes, where a sentinel is reachable, and for
-        a state made after the refinement."""
+        the classes of ``start``'s region (:meth:`_new_region`, made now if need be); None
+        past :data:`_SHARED_WALK_STATES` reachable classes or :data:`_LOCAL_DIGEST_STATES`
+        reachable states."""
         with self._lock:
-            self._ensure(np.asarray([start], dtype=np.int64))
-            if self._classes is None:
-                self._refine()
-            return self._digest(start)
+            at = self._region_at(start)
+            if at is None:
+                at = self._new_region(start)
+            return None if at is None else self._region_digest(at)
 
     def __len__(self) -> int:
         return (
@@ -995,10 +946,8 @@ class _LazyExitSplitClassifier:
         return total
 
 
-#: what :meth:`_LazyExitSplitClassifier._refine` keeps (see its ``_classes`` attribute)
-_RefinedClasses = tuple[
-    int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray
-]
+#: a region of :meth:`_LazyExitSplitClassifier._new_region` (see its ``_regions`` attribute)
+_Region = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 def _row_classes(rows: np.ndarray) -> np.ndarray:
@@ -2052,10 +2001,9 @@ def _shared_walks(vocab: Vocabulary) -> LruCache[bytes, Classification]:
 
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
-# lexers of this many states or more are not refined as a whole: each wide start's digest is
-# computed on the states it reaches (_LazyExitSplitClassifier._local_digest), at most
-# _LOCAL_DIGEST_STATES of them (past it: no digest, the start walked on its own)
-_LOCAL_DIGEST_MIN_STATES = 8_192
+# a lazy lexer is refined by regions: the states a wide start reaches, at most this many
+# (_LazyExitSplitClassifier._new_region; past it: no class, no digest, the start walked on its
+# own)
 _LOCAL_DIGEST_STATES = 1_024
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
