@@ -11,7 +11,7 @@ warm as in maskbench's workers).
 
 Usage::
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/refine34_worst.py o19353 database.beef-5
+    PYTHONPATH=/tmp/fc-main python benchmarks/slowest_masks.py o19353 database.beef-5
 """
 
 from __future__ import annotations
