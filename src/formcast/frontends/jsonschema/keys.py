@@ -62,6 +62,9 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
     # call would be, a hit in the compile's memo (MEMO_HIT_UNITS of fuel), and costs the
     # build's replay what it did (a repeated child entry replays as a memo hit too)
     diverged: dict[tuple[str, ...], tuple[Node, ...]] = {}
+    # the two nodes every plain branch ends with (process-wide, one memo look-up per build)
+    any_star = _any_star()
+    special = _special_tail()
     # the literal of each character, within this build (the same few letters recur at many
     # trie nodes; a literal is a value, so sharing one is the same IR)
     lits: dict[str, Node] = {}
@@ -79,7 +82,14 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
             branches.append(concat2(lit, build(children[k])))
         div = diverged.get(kids)
         if div is None:
-            div = diverged[kids] = _diverge(kids)
+            plain = _plain_rest(kids)
+            if plain is None:
+                div = _diverge(kids)
+            elif plain:
+                div = (concat2(_plain_node(plain), any_star), special)
+            else:
+                div = (special,)
+            diverged[kids] = div
         else:
             charge(MEMO_HIT_UNITS)
         branches.extend(div)
@@ -95,6 +105,42 @@ def _any_star() -> Node:
 
 
 _PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
+
+
+def _plain_rest(kids: tuple[str, ...]) -> list[tuple[int, int]] | None:
+    """The plain printable ASCII characters (:data:`_PLAIN`, none of them escaped) that are
+    none of ``kids`` (single characters), as sorted disjoint ranges; None when ``kids`` is
+    empty or one of them is not plain (then :func:`_diverge` builds the branches).  What
+    :func:`_diverge`'s plain case computes with ``CharSet`` operations, in one pass (no
+    process-wide cache: cheaper than its look-up).  O(len(kids) log len(kids))."""
+    if not kids:
+        return None
+    codes = sorted({ord(k) for k in kids})
+    for c in codes:
+        if not (0x20 <= c <= 0x7E) or c == 0x22 or c == 0x5C:
+            return None
+    out: list[tuple[int, int]] = []
+    j = 0
+    for lo, hi in _PLAIN.ranges:
+        cur = lo
+        while j < len(codes) and codes[j] <= hi:
+            c = codes[j]
+            if c > cur:
+                out.append((cur, c - 1))
+            cur = c + 1
+            j += 1
+        if cur <= hi:
+            out.append((cur, hi))
+    return out
+
+
+def _plain_node(ranges: list[tuple[int, int]]) -> Node:
+    """``encode_ranges(ranges)`` for non-empty disjoint sorted ranges of plain characters (each
+    spelt as itself): the character's literal, else the set (the ranges are never adjacent:
+    :func:`_plain_rest` cuts them at a taken character or at an escaped one)."""
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return literal(chr(ranges[0][0]))
+    return CharSet(tuple(ranges))
 
 
 @metered_cache(4096)
