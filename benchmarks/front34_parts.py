@@ -50,8 +50,15 @@ def main() -> int:
 
         setattr(owner, name, timed)
 
-    for n in ("not_in_set", "_finish", "rule_refs", "productive_rules", "drop_unproductive",
-              "inline_single_use", "drop_unreachable"):
+    for n in (
+        "not_in_set",
+        "_finish",
+        "rule_refs",
+        "productive_rules",
+        "drop_unproductive",
+        "inline_single_use",
+        "drop_unreachable",
+    ):
         wrap(emit_mod, n)
     for n in ("_members_after_lead", "extra_cells", "array_body"):
         wrap(Emitter, n)
@@ -72,8 +79,12 @@ def main() -> int:
             Emitter(norm, spec.options, []).grammar(root)
             t3 = clock()
         out = {k: v / 1e6 for k, v in acc.items()}
-        out.update(keying=(t1 - t0) / 1e6, normalize=(t2 - t1) / 1e6, emit_all=(t3 - t2) / 1e6,
-                   front=(t3 - t0) / 1e6)
+        out.update(
+            keying=(t1 - t0) / 1e6,
+            normalize=(t2 - t1) / 1e6,
+            emit_all=(t3 - t2) / 1e6,
+            front=(t3 - t0) / 1e6,
+        )
         return out
 
     run({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}})
@@ -85,7 +96,7 @@ def main() -> int:
         except (FormcastError, RecursionError, ValueError):
             continue
     rows.sort(key=lambda r: r["front"])
-    band = rows[int(args.lo * len(rows)): int(args.hi * len(rows))]
+    band = rows[int(args.lo * len(rows)) : int(args.hi * len(rows))]
     keys: list[str] = []
     for r in band:
         keys += [k for k in r if k not in keys]

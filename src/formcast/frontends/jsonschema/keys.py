@@ -105,32 +105,34 @@ def _any_star() -> Node:
 
 
 _PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
+#: the characters of :data:`_PLAIN` (a constant: one membership test per child)
+_PLAIN_TEXT = "".join(chr(c) for lo, hi in _PLAIN.ranges for c in range(lo, hi + 1))
 
 
 def _plain_rest(kids: tuple[str, ...]) -> list[tuple[int, int]] | None:
     """The plain printable ASCII characters (:data:`_PLAIN`, none of them escaped) that are
-    none of ``kids`` (single characters), as sorted disjoint ranges; None when ``kids`` is
-    empty or one of them is not plain (then :func:`_diverge` builds the branches).  What
-    :func:`_diverge`'s plain case computes with ``CharSet`` operations, in one pass (no
-    process-wide cache: cheaper than its look-up).  O(len(kids) log len(kids))."""
+    none of ``kids`` (distinct single characters, as a trie node's children), as sorted
+    disjoint ranges; None when ``kids`` is empty or one of them is not plain (then
+    :func:`_diverge` builds the branches).  What :func:`_diverge`'s plain case computes with
+    ``CharSet`` operations: the gaps between the taken characters and the two escaped ones
+    (``"``, ``\\``) within U+0020..U+007E, in one pass (no process-wide cache: cheaper than
+    its look-up).  O(len(kids) log len(kids))."""
     if not kids:
         return None
-    codes = sorted({ord(k) for k in kids})
-    for c in codes:
-        if not (0x20 <= c <= 0x7E) or c == 0x22 or c == 0x5C:
+    cuts = [0x22, 0x5C]
+    for k in kids:
+        if k not in _PLAIN_TEXT:
             return None
+        cuts.append(ord(k))
+    cuts.sort()
     out: list[tuple[int, int]] = []
-    j = 0
-    for lo, hi in _PLAIN.ranges:
-        cur = lo
-        while j < len(codes) and codes[j] <= hi:
-            c = codes[j]
-            if c > cur:
-                out.append((cur, c - 1))
-            cur = c + 1
-            j += 1
-        if cur <= hi:
-            out.append((cur, hi))
+    nxt = 0x20
+    for c in cuts:
+        if c > nxt:
+            out.append((nxt, c - 1))
+        nxt = c + 1
+    if nxt <= 0x7E:
+        out.append((nxt, 0x7E))
     return out
 
 
