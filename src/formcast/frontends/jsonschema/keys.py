@@ -1,9 +1,11 @@
 """Undeclared object keys as IR: the canonically encoded strings that are none of the
 declared keys (:func:`not_in_set`), built as a trie complement.
 
-Lifetime: pure functions; the branches shared by trie nodes are memoized process-wide
-(:func:`~formcast.limits.metered_cache`: a hit charges what a fresh build would).  A build is
-linear in the total length of the declared keys.
+Lifetime: pure functions; a build is memoized process-wide by its words, and so are the
+branches past a trie node whose children are not all plain printable ASCII
+(:func:`~formcast.limits.metered_cache`: a hit charges what a fresh build would); the plain
+ones (the usual keys) are built directly, cheaper than a cache look-up.  A build is linear in
+the total length of the declared keys.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def not_in_set(words: list[str]) -> Node:
 
     A trie complement built directly (no automaton, no re-encoding pass): at every trie node
     the string may end (unless a word ends there), continue into a child, or continue with any
-    other character followed by anything (:func:`_diverge`, memoized by the children).
+    other character followed by anything (:func:`_plain_rest`, else :func:`_diverge`; once
+    per build for each tuple of children).
     Memoized by the set of words (objects with the same declared keys, within a schema or
     across schemas, share one build; a hit charges what a fresh build would).
     """
