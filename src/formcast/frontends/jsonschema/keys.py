@@ -1,9 +1,11 @@
 """Undeclared object keys as IR: the canonically encoded strings that are none of the
 declared keys (:func:`not_in_set`), built as a trie complement.
 
-Lifetime: pure functions; the branches shared by trie nodes are memoized process-wide
-(:func:`~formcast.limits.metered_cache`: a hit charges what a fresh build would).  A build is
-linear in the total length of the declared keys.
+Lifetime: pure functions; a build is memoized process-wide by its words, and so are the
+branches past a trie node whose children are not all plain printable ASCII
+(:func:`~formcast.limits.metered_cache`: a hit charges what a fresh build would); the plain
+ones (the usual keys) are built directly, cheaper than a cache look-up.  A build is linear in
+the total length of the declared keys.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def not_in_set(words: list[str]) -> Node:
 
     A trie complement built directly (no automaton, no re-encoding pass): at every trie node
     the string may end (unless a word ends there), continue into a child, or continue with any
-    other character followed by anything (:func:`_diverge`, memoized by the children).
+    other character followed by anything (:func:`_plain_rest`, else :func:`_diverge`; once
+    per build for each tuple of children).
     Memoized by the set of words (objects with the same declared keys, within a schema or
     across schemas, share one build; a hit charges what a fresh build would).
     """
@@ -62,6 +65,9 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
     # call would be, a hit in the compile's memo (MEMO_HIT_UNITS of fuel), and costs the
     # build's replay what it did (a repeated child entry replays as a memo hit too)
     diverged: dict[tuple[str, ...], tuple[Node, ...]] = {}
+    # the two nodes every plain branch ends with (process-wide, one memo look-up per build)
+    any_star = _any_star()
+    special = _special_tail()
     # the literal of each character, within this build (the same few letters recur at many
     # trie nodes; a literal is a value, so sharing one is the same IR)
     lits: dict[str, Node] = {}
@@ -79,7 +85,14 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
             branches.append(concat2(lit, build(children[k])))
         div = diverged.get(kids)
         if div is None:
-            div = diverged[kids] = _diverge(kids)
+            plain = _plain_rest(kids)
+            if plain is None:
+                div = _diverge(kids)
+            elif plain:
+                div = (concat2(_plain_node(plain), any_star), special)
+            else:
+                div = (special,)
+            diverged[kids] = div
         else:
             charge(MEMO_HIT_UNITS)
         branches.extend(div)
@@ -95,6 +108,44 @@ def _any_star() -> Node:
 
 
 _PLAIN = CharSet.of([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E)])
+#: the characters of :data:`_PLAIN` (a constant: one membership test per child)
+_PLAIN_TEXT = "".join(chr(c) for lo, hi in _PLAIN.ranges for c in range(lo, hi + 1))
+
+
+def _plain_rest(kids: tuple[str, ...]) -> list[tuple[int, int]] | None:
+    """The plain printable ASCII characters (:data:`_PLAIN`, none of them escaped) that are
+    none of ``kids`` (distinct single characters, as a trie node's children), as sorted
+    disjoint ranges; None when ``kids`` is empty or one of them is not plain (then
+    :func:`_diverge` builds the branches).  What :func:`_diverge`'s plain case computes with
+    ``CharSet`` operations: the gaps between the taken characters and the two escaped ones
+    (``"``, ``\\``) within U+0020..U+007E, in one pass (no process-wide cache: cheaper than
+    its look-up).  O(len(kids) log len(kids))."""
+    if not kids:
+        return None
+    cuts = [0x22, 0x5C]
+    for k in kids:
+        if k not in _PLAIN_TEXT:
+            return None
+        cuts.append(ord(k))
+    cuts.sort()
+    out: list[tuple[int, int]] = []
+    nxt = 0x20
+    for c in cuts:
+        if c > nxt:
+            out.append((nxt, c - 1))
+        nxt = c + 1
+    if nxt <= 0x7E:
+        out.append((nxt, 0x7E))
+    return out
+
+
+def _plain_node(ranges: list[tuple[int, int]]) -> Node:
+    """``encode_ranges(ranges)`` for non-empty disjoint sorted ranges of plain characters (each
+    spelt as itself): the character's literal, else the set (the ranges are never adjacent:
+    :func:`_plain_rest` cuts them at a taken character or at an escaped one)."""
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return literal(chr(ranges[0][0]))
+    return CharSet(tuple(ranges))
 
 
 @metered_cache(4096)
