@@ -1,11 +1,11 @@
-"""Where the JSON-schema front-end's first lowering goes, by part (front34, #31).
+"""Where the JSON-schema front-end's first lowering goes, by part (#31; docs/notes/front34.md).
 
 Like ``lowering_first.py`` (first lowering of each MaskBench schema, thread CPU), with the
 emitter's named parts wrapped (inclusive times: ``not_in_set``, ``_members_after_lead``,
 ``extra_cells``, each IR pass of ``_finish``).  Prints, for the schemas between the ``--lo``
 and ``--hi`` quantiles of front-end time, the mean ms of each part::
 
-    PYTHONPATH=DIR python benchmarks/front34_parts.py --sample 150 --seed 5
+    PYTHONPATH=DIR python benchmarks/lowering_parts.py --sample 150 --seed 5
 """
 
 from __future__ import annotations
