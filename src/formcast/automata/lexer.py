@@ -436,7 +436,7 @@ class LazyExpandedLexer:
             table = self.table  # (replaced when a build grows it)
             met: set[int] = set()
             for q in last:
-                met.update(table[q, cls_rows].tolist())
+                met.update(table[q].take(cls_rows).tolist())  # (basic index: no fancy one)
             met.difference_update(seen)
             seen.update(met)
             nxt = [q for q in sorted(met) if not built[q]]
@@ -460,11 +460,20 @@ class LazyExpandedLexer:
         batch = [
             list(h.closure(s)) if s < n_global else list(self.sets[s - n_global]) for s in todo
         ]
-        if len(todo) <= _SCALAR_ROWS:
-            block, split_block = self._union_rows_small(h, batch)
-        else:
-            block, split_block = self._union_rows(h, batch)
         cmap = h.cls_of_byte
+        if len(todo) <= _SCALAR_ROWS:
+            rows, splits = self._union_rows_small(h, batch)
+            # row by row, by basic indexing and ``take``: a fancy-indexed write of one row
+            # costs ~3 us, these ~0.5 us each (the tables may have grown: read them after)
+            table = self.table
+            split = self.split
+            built = self.built
+            for s, row, sp in zip(todo, rows, splits, strict=True):
+                table[s] = np.array(row, dtype=np.int64).take(cmap)
+                split[s] = np.array(sp, dtype=np.bool_).take(cmap)
+                built[s] = True
+            return
+        block, split_block = self._union_rows(h, batch)
         idx = np.asarray(todo, dtype=np.int64)
         self.table[idx] = block[:, cmap]  # (state numbers: below ``max_states``, int32)
         self.split[idx] = split_block[:, cmap]
@@ -604,11 +613,12 @@ class LazyExpandedLexer:
 
     def _union_rows_small(
         self, h: _LexerHelpers, batch: list[list[int]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`): the same rows,
-        and the same new states numbered in the same order (row by row, classes ascending),
-        by loops over the members' per-class rows (as lists) instead of a dozen numpy calls
-        on tiny arrays, whose fixed cost was most of a one-state :meth:`ensure`.
+    ) -> tuple[list[list[int]], list[list[bool]]]:
+        """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`), as lists: the
+        same rows, and the same new states numbered in the same order (row by row, classes
+        ascending), by loops over the members' per-class rows (as lists) instead of a dozen
+        numpy calls on tiny arrays, whose fixed cost was most of a one-state :meth:`ensure`
+        (a few members' rows are read one by one: a fancy index costs ~3 us, a row ~0.1).
         O(members x byte classes) Python steps per row."""
         if h.unfilled:
             flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64)
@@ -623,9 +633,15 @@ class LazyExpandedLexer:
                 rows.append(g_succ[members[0]].tolist())
                 splits.append(g_split[members[0]].tolist())
                 continue
-            succ: list[list[int]] = g_succ[members].tolist()
-            splits.append(np.logical_or.reduce(g_split[members], axis=0).tolist())
+            succ: list[list[int]]
+            if len(members) <= _SCALAR_ROWS:
+                succ = [g_succ[g].tolist() for g in members]
+                m_splits: list[list[bool]] = [g_split[g].tolist() for g in members]
+            else:
+                succ = g_succ[members].tolist()
+                m_splits = g_split[members].tolist()
             row: list[int] = []
+            sp: list[bool] = []
             for c in range(len(succ[0])):
                 best = 0
                 live = 0
@@ -638,8 +654,15 @@ class LazyExpandedLexer:
                 if live >= 2:
                     best = self._union_state(h, tuple([m_row[c] for m_row in succ]))
                 row.append(best)
+                flag = False
+                for s_row in m_splits:
+                    if s_row[c]:
+                        flag = True
+                        break
+                sp.append(flag)
             rows.append(row)
-        return np.array(rows, dtype=np.int64), np.array(splits, dtype=bool)
+            splits.append(sp)
+        return rows, splits
 
     def nbytes(self) -> int:
         return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
