@@ -96,6 +96,8 @@ def test_ensure_builds_what_the_reference_builds(
     with (
         mock.patch.object(lexer_module, "_LAZY_ROWS_FROM", lazy_from),
         mock.patch.object(lexer_module, "_SCALAR_ROWS", scalar_rows),
+        # (the chain levels past _AHEAD_LEVELS: tests/index/test_lexer_chain_ahead.py)
+        mock.patch.object(lexer_module, "_CHAIN_ROWS", 0),
     ):
         real = LazyExpandedLexer(auto)
         ref = LazyExpandedLexer(auto)

@@ -212,6 +212,11 @@ _AHEAD_MARGIN = 1_024
 #: batches of at most this many rows are built by loops
 #: (:meth:`LazyExpandedLexer._union_rows_small`), larger ones by numpy calls
 _SCALAR_ROWS = 4
+#: past :data:`_AHEAD_LEVELS`, :meth:`LazyExpandedLexer.ensure` goes on along a chain while a
+#: level has at most this many rows to build (the rows of an unrolled bounded repetition,
+#: one a level, are walked through by the whitespace and digit tokens: each stop of such a
+#: walk cost a round trip of ~100-150 us, compiled)
+_CHAIN_ROWS = 2
 
 
 #: lexers of at least this many rule states build the rows of a rule's states without calls
@@ -370,36 +375,83 @@ class LazyExpandedLexer:
         (:data:`_AHEAD_LEVELS` levels, at most :data:`_AHEAD_ROWS` rows in all, none past
         ``max_states - _AHEAD_MARGIN`` states): a walk that stops on a sentinel is walked
         again over the whole vocabulary (0.5-1.5 ms on a permissive state), and a row costs
-        a few microseconds in a batch.  Which rows are built changes no walk's result."""
+        a few microseconds in a batch.  Past those levels, a *chain* goes on (a run of
+        states each met from the one before, as the unrolled bounded repetitions of the
+        lexer make, e.g. bounded whitespace or digits): while the rows built at the last level have
+        1 to :data:`_CHAIN_ROWS` unbuilt successors not met before, those are built (the
+        next level reads the successors of the rows just built only), within the same
+        budget; a walk through a chain stopped once per :data:`_AHEAD_LEVELS` + 1 rows
+        before (a stop, an :meth:`ensure` call and a resumed walk each: ~100-150 us
+        compiled).  Only for a walk that went past the rows built ahead: an :meth:`ensure`
+        goes down a chain when asked for a state where the chain went on after an earlier
+        call's levels (kept in ``_LexerHelpers.chain_ends``); a first row of a chain is not
+        followed by its whole chain (the first masks of most grammars walk a few rows of
+        it).  Which rows are built changes no walk's result."""
         todo = [int(s) for s in np.asarray(states, dtype=np.int64).tolist() if not self.built[s]]
         if not todo:
             return False
         todo = sorted(set(todo))
+        ends = self._build_helpers().chain_ends
+        down = not ends.isdisjoint(todo)  # a walk went past the rows built ahead
         self._build(todo)
         frontier = np.asarray(todo, dtype=np.int64)
         seen = set(todo)
         budget = _AHEAD_ROWS
+        last: list[int] = todo  # the rows built at the last level
         # the successors on one column per byte class (columns of a class are equal in
         # every row, built or not): the same states as on 256 columns, fewer to sort
         reps = self.classes[1][None, :]
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
-                break
+                return True
             # (a set, sorted: np.unique's order, without its fixed cost on a few rows)
             succ_ids: list[int] = self.table[frontier[:, None], reps].ravel().tolist()
             met = [s for s in sorted(set(succ_ids)) if s not in seen]
             if not met:
-                break
+                return True
             seen.update(met)
             frontier = np.asarray(met, dtype=np.int64)  # built or not: walks go through both
             build = frontier[~self.built[frontier]][:budget]
-            if build.size:
+            last = build.tolist()
+            if last:
                 try:
-                    self._build(build.tolist())
+                    self._build(last)
                 except LexerStateCapError:  # a speculative row: the walk needing it will say
-                    break
-                budget -= int(build.size)
+                    return True
+                budget -= len(last)
+        self._chain(last, seen, budget, down, ends)
         return True
+
+    def _chain(
+        self, last: list[int], seen: set[int], budget: int, down: bool, ends: set[int]
+    ) -> None:
+        """:meth:`ensure`'s chain levels: from the rows ``last`` built at its last level,
+        while they have 1 to :data:`_CHAIN_ROWS` unbuilt successors not in ``seen``, build
+        those where ``down`` (and the budget and the margin below ``max_states`` allow);
+        where the chain goes on unbuilt, its next states are added to ``ends``.  ``seen``
+        grows by every successor read.  O(rows x byte classes) per level, plus builds."""
+        cls_rows = self.classes[1]
+        built = self.built
+        while 0 < len(last) <= _CHAIN_ROWS:
+            table = self.table  # (replaced when a build grows it)
+            met: set[int] = set()
+            for q in last:
+                met.update(table[q].take(cls_rows).tolist())  # (basic index: no fancy one)
+            met.difference_update(seen)
+            seen.update(met)
+            nxt = [q for q in sorted(met) if not built[q]]
+            if not 0 < len(nxt) <= _CHAIN_ROWS:
+                return
+            if not down or len(nxt) > budget or self.size + 256 > self.max_states - _AHEAD_MARGIN:
+                ends.update(nxt)
+                return
+            try:
+                self._build(nxt)
+            except LexerStateCapError:
+                return
+            built = self.built
+            budget -= len(nxt)
+            last = nxt
 
     def _build(self, todo: list[int]) -> None:
         """Build the rows of ``todo`` (sorted, distinct, unbuilt states)."""
@@ -408,11 +460,20 @@ class LazyExpandedLexer:
         batch = [
             list(h.closure(s)) if s < n_global else list(self.sets[s - n_global]) for s in todo
         ]
-        if len(todo) <= _SCALAR_ROWS:
-            block, split_block = self._union_rows_small(h, batch)
-        else:
-            block, split_block = self._union_rows(h, batch)
         cmap = h.cls_of_byte
+        if len(todo) <= _SCALAR_ROWS:
+            rows, splits = self._union_rows_small(h, batch)
+            # row by row, by basic indexing and ``take``: a fancy-indexed write of one row
+            # costs ~3 us, these ~0.5 us each (the tables may have grown: read them after)
+            table = self.table
+            split = self.split
+            built = self.built
+            for s, row, sp in zip(todo, rows, splits, strict=True):
+                table[s] = np.array(row, dtype=np.int64).take(cmap)
+                split[s] = np.array(sp, dtype=np.bool_).take(cmap)
+                built[s] = True
+            return
+        block, split_block = self._union_rows(h, batch)
         idx = np.asarray(todo, dtype=np.int64)
         self.table[idx] = block[:, cmap]  # (state numbers: below ``max_states``, int32)
         self.split[idx] = split_block[:, cmap]
@@ -552,11 +613,12 @@ class LazyExpandedLexer:
 
     def _union_rows_small(
         self, h: _LexerHelpers, batch: list[list[int]]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`): the same rows,
-        and the same new states numbered in the same order (row by row, classes ascending),
-        by loops over the members' per-class rows (as lists) instead of a dozen numpy calls
-        on tiny arrays, whose fixed cost was most of a one-state :meth:`ensure`.
+    ) -> tuple[list[list[int]], list[list[bool]]]:
+        """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`), as lists: the
+        same rows, and the same new states numbered in the same order (row by row, classes
+        ascending), by loops over the members' per-class rows (as lists) instead of a dozen
+        numpy calls on tiny arrays, whose fixed cost was most of a one-state :meth:`ensure`
+        (a few members' rows are read one by one: a fancy index costs ~3 us, a row ~0.1).
         O(members x byte classes) Python steps per row."""
         if h.unfilled:
             flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64)
@@ -571,9 +633,15 @@ class LazyExpandedLexer:
                 rows.append(g_succ[members[0]].tolist())
                 splits.append(g_split[members[0]].tolist())
                 continue
-            succ: list[list[int]] = g_succ[members].tolist()
-            splits.append(np.logical_or.reduce(g_split[members], axis=0).tolist())
+            succ: list[list[int]]
+            if len(members) <= _SCALAR_ROWS:
+                succ = [g_succ[g].tolist() for g in members]
+                m_splits: list[list[bool]] = [g_split[g].tolist() for g in members]
+            else:
+                succ = g_succ[members].tolist()
+                m_splits = g_split[members].tolist()
             row: list[int] = []
+            sp: list[bool] = []
             for c in range(len(succ[0])):
                 best = 0
                 live = 0
@@ -586,8 +654,15 @@ class LazyExpandedLexer:
                 if live >= 2:
                     best = self._union_state(h, tuple([m_row[c] for m_row in succ]))
                 row.append(best)
+                flag = False
+                for s_row in m_splits:
+                    if s_row[c]:
+                        flag = True
+                        break
+                sp.append(flag)
             rows.append(row)
-        return np.array(rows, dtype=np.int64), np.array(splits, dtype=bool)
+            splits.append(sp)
+        return rows, splits
 
     def nbytes(self) -> int:
         return int(self.table.nbytes + self.split.nbytes + self.built.nbytes)
@@ -729,6 +804,7 @@ class _LexerHelpers:
         "auto",
         "call_states",
         "calls",
+        "chain_ends",
         "closure_cache",
         "cls_of_byte",
         "entries",
@@ -775,6 +851,9 @@ class _LexerHelpers:
         self.starts = set(self.entries)
         self.closure_cache: dict[int, frozenset[int]] = {}
         self.multi: dict[tuple[int, ...], int] = {}
+        #: the unbuilt states where a chain went on past the rows :meth:`LazyExpandedLexer.
+        #: ensure` built ahead (see there): a walk asking for one goes down the chain
+        self.chain_ends: set[int] = set()
         #: the global states with calls (sorted), with ``plain_built`` (else empty)
         self.call_states = np.zeros(0, dtype=np.int64)
         self.cls_of_byte, self.first = _lexer_classes(auto, vectors)
