@@ -8,7 +8,7 @@ Prints per build and document: the p99 of each run, the p99 and the top masks of
 minimum over the runs (a step's mask is the same work in every run, so its minimum drops the
 load of a shared machine), and the sum of the minima.
 
-    python benchmarks/wide34_cold_steps.py json_gbnf 5 main,wide34
+    python benchmarks/cold_steps_ab.py json_gbnf 5 main,wide34
 """
 
 from __future__ import annotations
