@@ -208,9 +208,7 @@ class PushdownAutomaton:
         # DFA states are read a few times: a counted run's next iteration); ~200 bytes each,
         # still counted as _ROW_ENTRIES cache entries (see cache_entries, as when rows were
         # 2 KB tuples: the caches fill and reset where they did), cleared with the caches
-        self._rows: list[list[memoryview | None]] = [
-            [None] * int(t.shape[0]) for t in self._tables
-        ]
+        self._rows: list[list[memoryview | None]] = [[None] * int(t.shape[0]) for t in self._tables]
         self._row_count = 0
         # keyed by the parent's id: the frame references its parent, so the id stays unique
         self._frames: dict[tuple[int, int, int, int, int], Frame] = {}
