@@ -160,7 +160,6 @@ class PushdownAutomaton:
         self._accepting: _PerRule = _PerRule(self._accepting_of, n)
         self._has_bytes: _PerRule = _PerRule(self._has_bytes_of, n)
         self._tail: _PerRule = _PerRule(self._tail_of, n)
-        self._solo: _PerRule = _PerRule(self._solo_of, n)
         self._starts = [d.start for d in auto.dfas]
         self._views: list[memoryview | None] = [None] * n
         self._counts = [auto.count_of(r) for r in range(len(auto.dfas))]
@@ -191,11 +190,6 @@ class PushdownAutomaton:
 
     def _has_bytes_of(self, rule: int) -> list[bool]:
         return (self._tables[rule] != DEAD).any(axis=1).tolist()  # type: ignore[no-any-return]
-
-    def _solo_of(self, rule: int) -> list[bool]:
-        """Per state: no call, no return, some byte out (the frame's closure is itself)."""
-        refs, acc, has = self.auto.refs[rule], self._accepting[rule], self._has_bytes[rule]
-        return [not refs[q] and not acc[q] and has[q] for q in range(len(acc))]
 
     def _tail_of(self, rule: int) -> list[bool]:
         return self.auto.tail[rule].tolist()  # type: ignore[no-any-return]
@@ -502,8 +496,8 @@ class PushdownAutomaton:
         digit run's next iteration is a new DFA state whose closure is its frame alone).  The
         stepped frame has ``fr``'s counters and parent, so it is not far either; it, its
         closure and its state are interned as :meth:`frame`, :meth:`_closure` and
-        :meth:`_state` intern them.  Call under the lock; O(1) where the closure is the
-        frame alone, else a :meth:`_closure`."""
+        :meth:`_state` intern them.  Call under the lock; O(1) plus a :meth:`_closure` where
+        the stepped frame's is not memoized."""
         if row is None:
             row = self._row(fr)
         q2 = row[byte]
@@ -519,9 +513,6 @@ class PushdownAutomaton:
         memo = self._closures.get(f2)
         if memo is not None:
             tops, acc = memo
-        elif self._solo[r][q2]:  # no call, no return, bytes out: the frame alone
-            tops, acc = frozenset((f2,)), False
-            self._closures[f2] = (tops, False)
         else:
             tops, acc, err = self._closure(f2)
             if err:
