@@ -551,8 +551,8 @@ class PushdownAutomaton:
         holds anyway; a C-contiguous copy where the table is not).  Call under the lock."""
         view = self._views[rule]
         if view is None:
-            table = np.ascontiguousarray(self._tables[rule])
-            view = self._views[rule] = memoryview(table).cast("B").cast(table.dtype.char)
+            flat: memoryview = np.ascontiguousarray(self._tables[rule]).reshape(-1).data
+            view = self._views[rule] = flat
         return view
 
     def _step(self, state: ParserState, byte: int) -> ParserState:
