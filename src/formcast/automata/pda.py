@@ -29,6 +29,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -548,11 +549,15 @@ class PushdownAutomaton:
     def _flat(self, rule: int) -> memoryview:
         """``rule``'s transition table as one flat memoryview of its ints (row-major), made
         on first use and kept (it and its rows hold the table's buffer, which the automaton
-        holds anyway; a C-contiguous copy where the table is not).  Call under the lock."""
+        holds anyway; a C-contiguous, native-order copy where it is not).  Call under the lock."""
         view = self._views[rule]
         if view is None:
-            flat: memoryview = np.ascontiguousarray(self._tables[rule]).reshape(-1).data
-            view = self._views[rule] = flat
+            # (native byte order, cast to the dtype's one-letter format: a table read from disk
+            # exports a byte-order prefixed one, "=i", which a memoryview does not index)
+            source = self._tables[rule]
+            table = np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("="))
+            raw: Any = table.data.cast("B")  # (typeshed types a cast by its literal format)
+            view = self._views[rule] = raw.cast(table.dtype.char)
         return view
 
     def _step(self, state: ParserState, byte: int) -> ParserState:
