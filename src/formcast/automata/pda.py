@@ -29,6 +29,7 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -161,6 +162,7 @@ class PushdownAutomaton:
         self._has_bytes: _PerRule = _PerRule(self._has_bytes_of, n)
         self._tail: _PerRule = _PerRule(self._tail_of, n)
         self._starts = [d.start for d in auto.dfas]
+        self._views: list[memoryview | None] = [None] * n
         self._counts = [auto.count_of(r) for r in range(len(auto.dfas))]
         self.has_counts = any(c is not None for c in self._counts)
         self._lock = threading.RLock()
@@ -194,13 +196,14 @@ class PushdownAutomaton:
         return self.auto.tail[rule].tolist()  # type: ignore[no-any-return]
 
     def _reset_caches(self) -> None:
-        # per rule, per state: the table's row as a Python tuple, None until a step reads it
-        # (an element is a tenth of the time of a numpy scalar read and its int(); a tuple of
-        # ints, unlike a list, leaves the garbage collector's tracked objects); ~2 KB each,
-        # counted as _ROW_ENTRIES cache entries (see cache_entries), so cleared with the caches
-        self._rows: list[list[tuple[int, ...] | None]] = [
-            [None] * int(t.shape[0]) for t in self._tables
-        ]
+        # per rule, per state: the table's row as a memoryview of the rule's table (a slice of
+        # :meth:`_flat`'s view), None until a step reads it: an element read is a Python int
+        # (two thirds of a tuple's element read, a fifth of a numpy scalar read and its
+        # int()), and a row is made in ~0.1 us where a 256-int tuple took ~1.7 us (most new
+        # DFA states are read a few times: a counted run's next iteration); ~200 bytes each,
+        # still counted as _ROW_ENTRIES cache entries (see cache_entries, as when rows were
+        # 2 KB tuples: the caches fill and reset where they did), cleared with the caches
+        self._rows: list[list[memoryview | None]] = [[None] * int(t.shape[0]) for t in self._tables]
         self._row_count = 0
         # keyed by the parent's id: the frame references its parent, so the id stays unique
         self._frames: dict[tuple[int, int, int, int, int], Frame] = {}
@@ -460,7 +463,7 @@ class PushdownAutomaton:
         # string content bytes, most of the new steps of a candidate check on a new stack
         frames = state.frames
         rows = self._rows
-        row: tuple[int, ...] | None = None
+        row: memoryview | None = None
         for fr in frames:
             row = rows[fr.rule][fr.state]
             if row is None or row[byte] != DEAD:
@@ -469,18 +472,59 @@ class PushdownAutomaton:
             if not state.far:
                 self._steps[key] = self._dead
             return self._dead
-        if row is not None and len(frames) == 1 and not state.accepting and row[byte] == fr.state:
+        if len(frames) != 1 or state.far:
+            with self._lock:
+                nxt = self._step(state, byte)
+                self._maybe_reset()
+                if not (state.far or nxt.far):  # far states are request-specific
+                    self._steps[key] = nxt
+            return nxt
+        if row is not None and not state.accepting and row[byte] == fr.state:
             memo = self._closures.get(fr)
             if memo is not None and not memo[1] and memo[0] == frames:
-                if not state.far:
-                    self._steps[key] = state
+                self._steps[key] = state
                 return state
         with self._lock:
-            nxt = self._step(state, byte)
+            nxt = self._step_one(fr, row, byte)
             self._maybe_reset()
-            if not (state.far or nxt.far):  # far states are request-specific
+            if not nxt.far:  # far states are request-specific
                 self._steps[key] = nxt
         return nxt
+
+    def _step_one(self, fr: Frame, row: memoryview | None, byte: int) -> ParserState:
+        """:meth:`_step` of a state whose one stack top ``fr`` is not far (``row``: its DFA
+        row, None where not yet made), written out: most new steps (a counted whitespace or
+        digit run's next iteration is a new DFA state whose closure is its frame alone).  The
+        stepped frame has ``fr``'s counters and parent, so it is not far either; it, its
+        closure and its state are interned as :meth:`frame`, :meth:`_closure` and
+        :meth:`_state` intern them.  Call under the lock; O(1) plus a :meth:`_closure` where
+        the stepped frame's is not memoized."""
+        if row is None:
+            row = self._row(fr)
+        q2 = row[byte]
+        if q2 == DEAD:
+            return self._dead
+        r = fr.rule
+        parent = fr.parent
+        fkey = (r, q2, fr.need, fr.left, id(parent))
+        frames = self._frames
+        f2 = frames.get(fkey)
+        if f2 is None:
+            f2 = frames[fkey] = Frame(r, q2, parent, fr.need, fr.left)
+        memo = self._closures.get(f2)
+        if memo is not None:
+            tops, acc = memo
+        else:
+            tops, acc, err = self._closure(f2)
+            if err:
+                return self.dead(err)
+        if not tops and not acc:
+            return self._dead
+        max_stacks = self.limits.max_stacks
+        if len(tops) > max_stacks:
+            return self.dead(f"parser limit max_stacks={max_stacks} exceeded")
+        s = self._states.get((tops, acc))
+        return s if s is not None else self._state(tops, acc)
 
     def step_memo(self) -> dict[tuple[ParserState, int], ParserState]:
         """The memo of :meth:`step`: ``(state, byte) -> state``, what :meth:`step` returns for
@@ -489,15 +533,32 @@ class PushdownAutomaton:
         it), so ask for it again after each :meth:`step`.  O(1)."""
         return self._steps
 
-    def _row(self, fr: Frame) -> tuple[int, ...]:
-        """The DFA row of ``fr``'s top as a Python tuple, made on its first read (~2 KB,
-        counted in :meth:`cache_entries`).  Call under the lock."""
+    def _row(self, fr: Frame) -> memoryview:
+        """The DFA row of ``fr``'s top: a 1-d memoryview of Python ints (a slice of
+        :meth:`_flat`'s view of its rule's table), made on its first read and counted in
+        :meth:`cache_entries`.  Call under the lock.  O(1)."""
         rule_rows = self._rows[fr.rule]
         row = rule_rows[fr.state]
         if row is None:
-            row = rule_rows[fr.state] = tuple(self._tables[fr.rule][fr.state].tolist())
+            width = int(self._tables[fr.rule].shape[1])
+            q = fr.state * width
+            row = rule_rows[fr.state] = self._flat(fr.rule)[q : q + width]
             self._row_count += 1
         return row
+
+    def _flat(self, rule: int) -> memoryview:
+        """``rule``'s transition table as one flat memoryview of its ints (row-major), made
+        on first use and kept (it and its rows hold the table's buffer, which the automaton
+        holds anyway; a C-contiguous, native-order copy where it is not).  Call under the lock."""
+        view = self._views[rule]
+        if view is None:
+            # (native byte order, cast to the dtype's one-letter format: a table read from disk
+            # exports a byte-order prefixed one, "=i", which a memoryview does not index)
+            source = self._tables[rule]
+            table = np.ascontiguousarray(source, dtype=source.dtype.newbyteorder("="))
+            raw: Any = table.data.cast("B")  # (typeshed types a cast by its literal format)
+            view = self._views[rule] = raw.cast(table.dtype.char)
+        return view
 
     def _step(self, state: ParserState, byte: int) -> ParserState:
         frames = state.frames
@@ -513,15 +574,38 @@ class PushdownAutomaton:
             if err:
                 return self.dead(err)
         else:
+            # (:meth:`frame` and the closure memo written out for tops that are not far: a
+            # stepped frame has its top's counters and parent, so it is far where its top is)
             new: set[Frame] = set()
             acc = False
+            rows = self._rows
+            interned = self._frames
+            closures = self._closures
             for fr in frames:
-                q2 = self._row(fr)[byte]
+                row = rows[fr.rule][fr.state]
+                if row is None:
+                    row = self._row(fr)
+                q2 = row[byte]
                 if q2 == DEAD:
                     continue
-                got, a, err = self._closure(self.frame(fr.rule, q2, fr.parent, fr.need, fr.left))
-                if err:
-                    return self.dead(err)
+                if fr.far:
+                    got, a, err = self._closure(
+                        self.frame(fr.rule, q2, fr.parent, fr.need, fr.left)
+                    )
+                    if err:
+                        return self.dead(err)
+                else:
+                    fkey = (fr.rule, q2, fr.need, fr.left, id(fr.parent))
+                    f2 = interned.get(fkey)
+                    if f2 is None:
+                        f2 = interned[fkey] = Frame(fr.rule, q2, fr.parent, fr.need, fr.left)
+                    memo = closures.get(f2)
+                    if memo is not None:
+                        got, a = memo
+                    else:
+                        got, a, err = self._closure(f2)
+                        if err:
+                            return self.dead(err)
                 new |= got
                 acc = acc or a
             tops = frozenset(new)
