@@ -9,7 +9,7 @@ automaton of the same grammar, interleaved, ``--reps`` times; the per-schema min
 thread CPU is summed.  The states both replays reach are compared by value (stacks,
 accepting, error, far).  Usage::
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/step34_step_replay.py --sample 100 --seed 3
+    PYTHONPATH=/tmp/fc-main python benchmarks/step_replay.py --sample 100 --seed 3
 """
 
 from __future__ import annotations
