@@ -48,6 +48,10 @@
  * widen(table, k, n_classes, class_of) -> (wide, refs): the 256-column byte table and the
  * rule columns of a class table, as nfa_to_dfa makes them with numpy (see subset_widen).
  *
+ * sub_edges(table, accepting) -> (edges, accepting_states): a byte DFA's edges as maximal byte
+ * ranges and its accepting states, as nfa.SubAutomaton.of makes them with numpy (see
+ * subset_sub_edges).
+ *
  * Safety: the NFA's lists are type-checked item by item (TypeError) and every state, byte and
  * rule id read from them is checked against its range (ValueError) before anything is built;
  * hopcroft's arrays are C-contiguous buffers of the stated item size (checked) and every table
@@ -1241,6 +1245,90 @@ done:
     return result;
 }
 
+/* sub_edges(table, accepting) -> (edges, accepting_states): what nfa.SubAutomaton.of makes with
+ * numpy from a byte DFA (state 0 dead), in one pass: `edges` a tuple of (state, lo, hi, target)
+ * tuples, one per maximal run of equal targets of a row other than the dead one's, rows in order
+ * and runs by their first byte, runs into the dead state left out; `accepting_states` the
+ * accepting states other than 0, ascending.  table: int32[n, 256] (C-contiguous), accepting:
+ * bool[n] (n from its length).  Every entry is checked against n (ValueError): a corrupt table
+ * raises rather than giving targets outside the automaton.  O(n * 256). */
+static PyObject *
+subset_sub_edges(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_acc, *result = NULL;
+    Py_buffer b_table, b_acc;
+    HELD_BUFFERS(2);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_acc))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table");
+    GET(o_acc, b_acc, 1, 0, "accepting");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const unsigned char *acc = (const unsigned char *)b_acc.buf;
+        const int64_t n = (int64_t)b_acc.len;
+        PyObject *edges = NULL, *states = NULL, *item;
+        vec32 runs = {NULL, 0, 0}; /* (state, lo, hi, target) per run */
+        int64_t s, b, end, n_acc = 0, k;
+        if (n >= INT32_MAX || (int64_t)b_table.len != n * 256 * 4) {
+            PyErr_SetString(PyExc_ValueError, "_subset: sub_edges' array lengths disagree");
+            goto done;
+        }
+        if (table_out_of_range(table, n * 256, n)) {
+            PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+            goto done;
+        }
+        for (s = 1; s < n; s++) {
+            const int32_t *row = table + s * 256;
+            n_acc += acc[s] != 0;
+            for (b = 0; b < 256; b = end) {
+                const int32_t t = row[b];
+                end = b + 1;
+                while (end < 256 && row[end] == t)
+                    end++;
+                if (t == 0)
+                    continue;
+                if (vreserve(&runs, 4) < 0) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                runs.a[runs.n++] = (int32_t)s;
+                runs.a[runs.n++] = (int32_t)b;
+                runs.a[runs.n++] = (int32_t)(end - 1);
+                runs.a[runs.n++] = t;
+            }
+        }
+        edges = PyTuple_New((Py_ssize_t)(runs.n / 4));
+        states = PyTuple_New((Py_ssize_t)n_acc);
+        if (!edges || !states)
+            goto fail;
+        for (k = 0; k < runs.n / 4; k++) {
+            const int32_t *q = runs.a + 4 * k;
+            item = Py_BuildValue("(iiii)", q[0], q[1], q[2], q[3]);
+            if (!item)
+                goto fail;
+            PyTuple_SET_ITEM(edges, (Py_ssize_t)k, item);
+        }
+        for (s = 1, k = 0; s < n; s++) {
+            if (acc[s]) {
+                item = PyLong_FromLongLong((long long)s);
+                if (!item)
+                    goto fail;
+                PyTuple_SET_ITEM(states, (Py_ssize_t)k, item);
+                k++;
+            }
+        }
+        result = PyTuple_Pack(2, edges, states);
+    fail:
+        free(runs.a);
+        Py_XDECREF(edges);
+        Py_XDECREF(states);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"determinize", subset_determinize, METH_VARARGS,
      "determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, "
@@ -1254,6 +1342,8 @@ static PyMethodDef methods[] = {
      "hopcroft(table, k, accepting, start, out) -> None (see the module's source)."},
     {"widen", subset_widen, METH_VARARGS,
      "widen(table, k, n_classes, class_of) -> (wide, refs) (see the module's source)."},
+    {"sub_edges", subset_sub_edges, METH_VARARGS,
+     "sub_edges(table, accepting) -> (edges, accepting_states) (see the module's source)."},
     {NULL, NULL, 0, NULL},
 };
 
