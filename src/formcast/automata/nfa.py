@@ -489,10 +489,16 @@ class _Thompson:
         nfa, work, chained = self.nfa, self.work, self.chained
         items = n.items
         # (fold_loops, interpreted, only changes a concatenation with a ``x*`` after its
-        # first item: checked here first, most concatenations have none)
+        # first item whose body's last item can match the item before the star: checked here
+        # first, most concatenations have none; see _may_fold)
         for k in range(1, len(items)):
             item = items[k]
-            if isinstance(item, Repeat) and item.min == 0 and item.max is None:
+            if (
+                isinstance(item, Repeat)
+                and item.min == 0
+                and item.max is None
+                and _may_fold(items[k - 1], item.item)
+            ):
                 items = fold_loops(items)
                 break
         nxt = to
@@ -559,6 +565,28 @@ class _Thompson:
                 "non-regular grammars compile with compile_grammar",
             )
         self.nfa.ref_edge(frm, self.rule_ids[n.name], to)
+
+
+def _may_fold(before: object, body: Node) -> bool:
+    """False when :func:`~formcast.ir.loops.fold_loops` cannot fold a star of ``body`` that
+    follows ``before`` (when no earlier star of the concatenation folded).  Every fold of
+    ``x*`` (``x`` = ``body``'s items) ends the items before it with a suffix ``x[t:]`` of
+    ``x``: its last item equals ``x``'s last one (``fold_loops`` compares them with ``==``),
+    or, for a one-item suffix, the two are literals one of which ends with the other.  So a
+    concatenation none of whose stars passes this check comes back from ``fold_loops``
+    unchanged (each star sees the items before it as they are), and the call is skipped.
+    The operands are ``object``, so the compiled build compares them with the nodes' own
+    ``__eq__`` (rules33: typed as nodes, the compiled comparison said False for equal nodes).
+    O(1) plus one node comparison."""
+    if isinstance(body, Concat) and not body.items:
+        return False  # (no suffix to fold)
+    last: object = body.items[-1] if isinstance(body, Concat) else body
+    if before == last:
+        return True
+    if isinstance(before, Literal) and isinstance(last, Literal):
+        a, b = before.text, last.text
+        return a.endswith(b) or b.endswith(a)
+    return False
 
 
 def _worth_embedding(item: Node) -> bool:
