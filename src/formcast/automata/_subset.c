@@ -59,6 +59,10 @@
  * rule_moves(table, ref_table) -> (b_off, b_tgt, r_off, r_col, r_tgt): a rule automaton's moves
  * as CSR lists, as rules._moves makes them with numpy (see subset_rule_moves).
  *
+ * quotient(table, k, part, accepting) -> None or (table, accepting, n_blocks): a class table's
+ * quotient by hopcroft's partition, as dfa._minimize_native makes it with numpy (see
+ * subset_quotient).
+ *
  * Safety: the NFA's lists are type-checked item by item (TypeError) and every state, byte and
  * rule id read from them is checked against its range (ValueError) before anything is built;
  * hopcroft's arrays are C-contiguous buffers of the stated item size (checked) and every table
@@ -1551,6 +1555,93 @@ done:
     return result;
 }
 
+/* quotient(table, k, part, accepting) -> None or (table, accepting, n_blocks): the quotient of a
+ * class table (int32[n, k], C-contiguous) by the partition `part` (int64[n], blocks 0 ..
+ * n_blocks - 1 numbered as hopcroft numbers them), as dfa._minimize_native makes it with numpy:
+ * None when every block is one state (n_blocks == n, nothing merges); else block b's row is the
+ * row of its first state with each target replaced by its block (int32[n_blocks, k] as bytes),
+ * its accepting flag that state's (bool[n_blocks] as bytes), block 0's row all dead and not
+ * accepting.  Every table entry and block number is checked against n (ValueError), and every
+ * block must have a state.  O(n * k). */
+static PyObject *
+subset_quotient(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_part, *o_acc, *result = NULL;
+    long long k_arg;
+    Py_buffer b_table, b_part, b_acc;
+    HELD_BUFFERS(3);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLOO", &o_table, &k_arg, &o_part, &o_acc))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table");
+    GET(o_part, b_part, 8, 0, "part");
+    GET(o_acc, b_acc, 1, 0, "accepting");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const int64_t *part = (const int64_t *)b_part.buf;
+        const unsigned char *acc = (const unsigned char *)b_acc.buf;
+        const int64_t n = (int64_t)b_acc.len, k = (int64_t)k_arg;
+        int64_t *rep = NULL, i, c, n_blocks = 0;
+        PyObject *out = NULL, *oacc = NULL;
+        if (k <= 0 || k >= INT32_MAX || n <= 0 || n >= INT32_MAX || (int64_t)b_table.len != n * k * 4 ||
+            (int64_t)b_part.len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "_subset: quotient's array lengths disagree");
+            goto done;
+        }
+        if (table_out_of_range(table, n * k, n)) {
+            PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+            goto done;
+        }
+        for (i = 0; i < n; i++) {
+            if (part[i] < 0 || part[i] >= n) {
+                PyErr_SetString(PyExc_ValueError, "_subset: a block is not below n");
+                goto done;
+            }
+            if (part[i] + 1 > n_blocks)
+                n_blocks = part[i] + 1;
+        }
+        if (n_blocks == n) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        rep = (int64_t *)malloc(sizeof(int64_t) * (size_t)n_blocks);
+        if (!rep) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (i = 0; i < n_blocks; i++)
+            rep[i] = -1;
+        for (i = n - 1; i >= 0; i--)
+            rep[part[i]] = i;
+        for (i = 0; i < n_blocks; i++)
+            if (rep[i] < 0) {
+                PyErr_SetString(PyExc_ValueError, "_subset: a block has no state");
+                goto free_rep;
+            }
+        out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n_blocks * k * 4));
+        oacc = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n_blocks);
+        if (out && oacc) {
+            int32_t *o = (int32_t *)PyByteArray_AS_STRING(out);
+            char *a = PyByteArray_AS_STRING(oacc);
+            for (i = 0; i < n_blocks; i++) {
+                const int32_t *row = table + rep[i] * k;
+                for (c = 0; c < k; c++)
+                    o[i * k + c] = i == 0 ? 0 : (int32_t)part[row[c]];
+                a[i] = (char)(i != 0 && acc[rep[i]] != 0);
+            }
+            result = Py_BuildValue("(OOL)", out, oacc, (long long)n_blocks);
+        }
+        Py_XDECREF(out);
+        Py_XDECREF(oacc);
+    free_rep:
+        free(rep);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"determinize", subset_determinize, METH_VARARGS,
      "determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, "
@@ -1569,6 +1660,9 @@ static PyMethodDef methods[] = {
     {"rule_flags", subset_rule_flags, METH_VARARGS,
      "rule_flags(table, accepting, ref_table, ref_rules, counted) -> (boundary, tail, refs) "
      "(see the module's source)."},
+    {"quotient", subset_quotient, METH_VARARGS,
+     "quotient(table, k, part, accepting) -> None or (table, accepting, n_blocks) (see the "
+     "module's source)."},
     {"rule_moves", subset_rule_moves, METH_VARARGS,
      "rule_moves(table, ref_table) -> (b_off, b_tgt, r_off, r_col, r_tgt) (see the module's "
      "source)."},
