@@ -285,8 +285,9 @@ def _rule_flags(
             tuple(dfa.ref_rules) if ref_table is not None else (),
             counted,
         )
-        # (copied into numpy-owned arrays: with the flags left as views of the kernel's
-        # bytearrays, the rest of TTFM measured 3-6% slower, thompson34_ttfm_ab.py, 3 runs)
+        # (copied into numpy-owned arrays, ~1 us: with views of the kernel's bytearrays the
+        # rest of TTFM measured slower; whether the copy helps is within the noise, see
+        # docs/notes/thompson34.md)
         return np.frombuffer(b, dtype=bool).copy(), np.frombuffer(t, dtype=bool).copy(), per
     return _rule_flags_numpy(dfa, counted)
 
