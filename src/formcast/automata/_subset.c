@@ -48,6 +48,21 @@
  * widen(table, k, n_classes, class_of) -> (wide, refs): the 256-column byte table and the
  * rule columns of a class table, as nfa_to_dfa makes them with numpy (see subset_widen).
  *
+ * sub_edges(table, accepting) -> (edges, accepting_states): a byte DFA's edges as maximal byte
+ * ranges and its accepting states, as nfa.SubAutomaton.of makes them with numpy (see
+ * subset_sub_edges).
+ *
+ * rule_flags(table, accepting, ref_table, ref_rules, counted) -> (boundary, tail, refs): a rule
+ * automaton's boundary and tail flags and its call edges per state, as rules._rule_flags makes
+ * them with numpy (see subset_rule_flags).
+ *
+ * rule_moves(table, ref_table) -> (b_off, b_tgt, r_off, r_col, r_tgt): a rule automaton's moves
+ * as CSR lists, as rules._moves makes them with numpy (see subset_rule_moves).
+ *
+ * quotient(table, k, part, accepting) -> None or (table, accepting, n_blocks): a class table's
+ * quotient by hopcroft's partition, as dfa._minimize_native makes it with numpy (see
+ * subset_quotient).
+ *
  * Safety: the NFA's lists are type-checked item by item (TypeError) and every state, byte and
  * rule id read from them is checked against its range (ValueError) before anything is built;
  * hopcroft's arrays are C-contiguous buffers of the stated item size (checked) and every table
@@ -1241,6 +1256,392 @@ done:
     return result;
 }
 
+/* sub_edges(table, accepting) -> (edges, accepting_states): what nfa.SubAutomaton.of makes with
+ * numpy from a byte DFA (state 0 dead), in one pass: `edges` a tuple of (state, lo, hi, target)
+ * tuples, one per maximal run of equal targets of a row other than the dead one's, rows in order
+ * and runs by their first byte, runs into the dead state left out; `accepting_states` the
+ * accepting states other than 0, ascending.  table: int32[n, 256] (C-contiguous), accepting:
+ * bool[n] (n from its length).  Every entry is checked against n (ValueError): a corrupt table
+ * raises rather than giving targets outside the automaton.  O(n * 256). */
+static PyObject *
+subset_sub_edges(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_acc, *result = NULL;
+    Py_buffer b_table, b_acc;
+    HELD_BUFFERS(2);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_acc))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table");
+    GET(o_acc, b_acc, 1, 0, "accepting");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const unsigned char *acc = (const unsigned char *)b_acc.buf;
+        const int64_t n = (int64_t)b_acc.len;
+        PyObject *edges = NULL, *states = NULL, *item;
+        vec32 runs = {NULL, 0, 0}; /* (state, lo, hi, target) per run */
+        int64_t s, b, end, n_acc = 0, k;
+        if (n >= INT32_MAX || (int64_t)b_table.len != n * 256 * 4) {
+            PyErr_SetString(PyExc_ValueError, "_subset: sub_edges' array lengths disagree");
+            goto done;
+        }
+        if (table_out_of_range(table, n * 256, n)) {
+            PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+            goto done;
+        }
+        for (s = 1; s < n; s++) {
+            const int32_t *row = table + s * 256;
+            n_acc += acc[s] != 0;
+            for (b = 0; b < 256; b = end) {
+                const int32_t t = row[b];
+                end = b + 1;
+                while (end < 256 && row[end] == t)
+                    end++;
+                if (t == 0)
+                    continue;
+                if (vreserve(&runs, 4) < 0) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
+                runs.a[runs.n++] = (int32_t)s;
+                runs.a[runs.n++] = (int32_t)b;
+                runs.a[runs.n++] = (int32_t)(end - 1);
+                runs.a[runs.n++] = t;
+            }
+        }
+        edges = PyTuple_New((Py_ssize_t)(runs.n / 4));
+        states = PyTuple_New((Py_ssize_t)n_acc);
+        if (!edges || !states)
+            goto fail;
+        for (k = 0; k < runs.n / 4; k++) {
+            const int32_t *q = runs.a + 4 * k;
+            item = Py_BuildValue("(iiii)", q[0], q[1], q[2], q[3]);
+            if (!item)
+                goto fail;
+            PyTuple_SET_ITEM(edges, (Py_ssize_t)k, item);
+        }
+        for (s = 1, k = 0; s < n; s++) {
+            if (acc[s]) {
+                item = PyLong_FromLongLong((long long)s);
+                if (!item)
+                    goto fail;
+                PyTuple_SET_ITEM(states, (Py_ssize_t)k, item);
+                k++;
+            }
+        }
+        result = PyTuple_Pack(2, edges, states);
+    fail:
+        free(runs.a);
+        Py_XDECREF(edges);
+        Py_XDECREF(states);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
+/* the m x w int32 buffer of `o` (None: absent, *w = 0); 0, or -1 with ValueError when its length is
+ * not m rows of w_expect (w_expect < 0: any whole number of m rows) */
+static int
+rows_of(Py_buffer *view, int64_t m, int64_t *w)
+{
+    if (m == 0) {
+        *w = 0;
+        return view->len == 0 ? 0 : -1;
+    }
+    if (view->len % (4 * (Py_ssize_t)m) != 0)
+        return -1;
+    *w = (int64_t)(view->len / (4 * (Py_ssize_t)m));
+    return 0;
+}
+
+/* rule_flags(table, accepting, ref_table, ref_rules, counted) -> (boundary, tail, refs): what
+ * rules.compile_grammar_automaton makes per rule automaton with numpy (rules._rule_flags):
+ * `boundary` (bytearray of m bools) a state that accepts or calls a rule (the dead state 0
+ * never), `tail` (m bools) a state that accepts and has no move out (no byte into a live state,
+ * no call), all False for a counted rule, and `refs` a tuple of m tuples of (callee, return
+ * state) (ref_rules[j] for the calls of column j, in column order).  table: int32[m, 256],
+ * accepting: bool[m] (m from its length), ref_table: int32[m, len(ref_rules)] or None.  Every
+ * entry is checked against m (ValueError).  O(m * (256 + calls)). */
+static PyObject *
+subset_rule_flags(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_acc, *o_refs, *o_rules, *result = NULL;
+    int counted;
+    Py_buffer b_table, b_acc, b_refs;
+    HELD_BUFFERS(3);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOO!p", &o_table, &o_acc, &o_refs, &PyTuple_Type, &o_rules,
+                          &counted))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table");
+    GET(o_acc, b_acc, 1, 0, "accepting");
+    if (o_refs != Py_None)
+        GET(o_refs, b_refs, 4, 0, "ref_table");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const unsigned char *acc = (const unsigned char *)b_acc.buf;
+        const int64_t m = (int64_t)b_acc.len;
+        const int32_t *refs = o_refs == Py_None ? NULL : (const int32_t *)b_refs.buf;
+        const int64_t nr = (int64_t)PyTuple_GET_SIZE(o_rules);
+        PyObject *bnd = NULL, *tail = NULL, *per = NULL, *empty = NULL, *item, *pair;
+        int64_t s, j, w, n_calls;
+        if (m >= INT32_MAX || (int64_t)b_table.len != m * 256 * 4 ||
+            (refs && (rows_of(&b_refs, m, &w) < 0 || w != nr)) || (!refs && nr != 0)) {
+            PyErr_SetString(PyExc_ValueError, "_subset: rule_flags' array lengths disagree");
+            goto done;
+        }
+        if (table_out_of_range(table, m * 256, m) || (refs && table_out_of_range(refs, m * nr, m))) {
+            PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+            goto done;
+        }
+        bnd = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)m);
+        tail = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)m);
+        per = PyTuple_New((Py_ssize_t)m);
+        empty = PyTuple_New(0);
+        if (!bnd || !tail || !per || !empty)
+            goto fail;
+        for (s = 0; s < m; s++) {
+            const int32_t *row = table + s * 256;
+            int out = 0, calls = 0, b;
+            for (b = 0; b < 256; b++)
+                out |= row[b] != 0;
+            n_calls = 0;
+            if (refs && s != 0) {
+                for (j = 0; j < nr; j++)
+                    n_calls += refs[s * nr + j] != 0;
+            }
+            calls = n_calls > 0;
+            if (calls) {
+                int64_t k = 0;
+                item = PyTuple_New((Py_ssize_t)n_calls);
+                if (!item)
+                    goto fail;
+                PyTuple_SET_ITEM(per, (Py_ssize_t)s, item);
+                for (j = 0; j < nr; j++) {
+                    const int32_t t = refs[s * nr + j];
+                    if (t == 0)
+                        continue;
+                    pair = PyTuple_New(2);
+                    if (!pair)
+                        goto fail;
+                    PyTuple_SET_ITEM(item, (Py_ssize_t)k, pair);
+                    k++;
+                    Py_INCREF(PyTuple_GET_ITEM(o_rules, (Py_ssize_t)j));
+                    PyTuple_SET_ITEM(pair, 0, PyTuple_GET_ITEM(o_rules, (Py_ssize_t)j));
+                    PyTuple_SET_ITEM(pair, 1, PyLong_FromLong((long)t));
+                    if (!PyTuple_GET_ITEM(pair, 1))
+                        goto fail;
+                }
+            } else {
+                Py_INCREF(empty);
+                PyTuple_SET_ITEM(per, (Py_ssize_t)s, empty);
+            }
+            PyByteArray_AS_STRING(bnd)[s] = (char)(s != 0 && (acc[s] || calls));
+            PyByteArray_AS_STRING(tail)[s] = (char)(!counted && acc[s] && !out && !calls);
+        }
+        result = PyTuple_Pack(3, bnd, tail, per);
+    fail:
+        Py_XDECREF(bnd);
+        Py_XDECREF(tail);
+        Py_XDECREF(per);
+        Py_XDECREF(empty);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
+/* a list of the n int32 values at a */
+static PyObject *
+int_list(const int32_t *a, int64_t n)
+{
+    PyObject *out = PyList_New((Py_ssize_t)n), *x;
+    int64_t i;
+    if (!out)
+        return NULL;
+    for (i = 0; i < n; i++) {
+        x = PyLong_FromLong((long)a[i]);
+        if (!x) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, x);
+    }
+    return out;
+}
+
+/* rule_moves(table, ref_table) -> (b_off, b_tgt, r_off, r_col, r_tgt): what rules._moves makes
+ * with numpy (lists of ints): per state (row of table, int32[m, 256]) its byte successors, one
+ * per maximal run of equal targets other than the dead state 0, as CSR (b_off[s] .. b_off[s + 1]
+ * into b_tgt), and its calls (ref_table: int32[m, r] or None) as CSR of (column, return state)
+ * for the nonzero entries, row-major.  Entries are checked against m (ValueError).
+ * O(m * (256 + r)). */
+static PyObject *
+subset_rule_moves(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_refs, *result = NULL;
+    Py_buffer b_table, b_refs;
+    HELD_BUFFERS(2);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &o_table, &o_refs))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table");
+    if (o_refs != Py_None)
+        GET(o_refs, b_refs, 4, 0, "ref_table");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const int32_t *refs = o_refs == Py_None ? NULL : (const int32_t *)b_refs.buf;
+        const int64_t m = (int64_t)(b_table.len / 1024);
+        vec32 off = {NULL, 0, 0}, tgt = {NULL, 0, 0}, roff = {NULL, 0, 0}, rcol = {NULL, 0, 0},
+              rtgt = {NULL, 0, 0};
+        PyObject *l[5] = {NULL, NULL, NULL, NULL, NULL};
+        int64_t s, b, j, nr = 0;
+        int i;
+        if (m >= INT32_MAX || b_table.len % 1024 != 0 || (refs && rows_of(&b_refs, m, &nr) < 0)) {
+            PyErr_SetString(PyExc_ValueError, "_subset: rule_moves' array lengths disagree");
+            goto done;
+        }
+        if (table_out_of_range(table, m * 256, m) || (refs && table_out_of_range(refs, m * nr, m))) {
+            PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+            goto done;
+        }
+        if (vreserve(&off, m + 1) < 0 || vreserve(&roff, m + 1) < 0)
+            goto nomem;
+        off.a[off.n++] = 0;
+        roff.a[roff.n++] = 0;
+        for (s = 0; s < m; s++) {
+            const int32_t *row = table + s * 256;
+            for (b = 0; b < 256; b++) {
+                if (row[b] != 0 && (b == 0 || row[b] != row[b - 1])) {
+                    if (vreserve(&tgt, 1) < 0)
+                        goto nomem;
+                    tgt.a[tgt.n++] = row[b];
+                }
+            }
+            off.a[off.n++] = (int32_t)tgt.n;
+            for (j = 0; j < nr; j++) {
+                const int32_t t = refs[s * nr + j];
+                if (t != 0) {
+                    if (vreserve(&rcol, 1) < 0 || vreserve(&rtgt, 1) < 0)
+                        goto nomem;
+                    rcol.a[rcol.n++] = (int32_t)j;
+                    rtgt.a[rtgt.n++] = t;
+                }
+            }
+            roff.a[roff.n++] = (int32_t)rcol.n;
+        }
+        l[0] = int_list(off.a, off.n);
+        l[1] = int_list(tgt.a, tgt.n);
+        l[2] = int_list(roff.a, roff.n);
+        l[3] = int_list(rcol.a, rcol.n);
+        l[4] = int_list(rtgt.a, rtgt.n);
+        if (l[0] && l[1] && l[2] && l[3] && l[4])
+            result = PyTuple_Pack(5, l[0], l[1], l[2], l[3], l[4]);
+        goto cleanup;
+    nomem:
+        PyErr_NoMemory();
+    cleanup:
+        for (i = 0; i < 5; i++)
+            Py_XDECREF(l[i]);
+        free(off.a);
+        free(tgt.a);
+        free(roff.a);
+        free(rcol.a);
+        free(rtgt.a);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
+/* quotient(table, k, part, accepting) -> None or (table, accepting, n_blocks): the quotient of a
+ * class table (int32[n, k], C-contiguous) by the partition `part` (int64[n], blocks 0 ..
+ * n_blocks - 1 numbered as hopcroft numbers them), as dfa._minimize_native makes it with numpy:
+ * None when every block is one state (n_blocks == n, nothing merges); else block b's row is the
+ * row of its first state with each target replaced by its block (int32[n_blocks, k] as bytes),
+ * its accepting flag that state's (bool[n_blocks] as bytes), block 0's row all dead and not
+ * accepting.  Every table entry and block number is checked against n (ValueError), and every
+ * block must have a state.  O(n * k). */
+static PyObject *
+subset_quotient(PyObject *self, PyObject *args)
+{
+    PyObject *o_table, *o_part, *o_acc, *result = NULL;
+    long long k_arg;
+    Py_buffer b_table, b_part, b_acc;
+    HELD_BUFFERS(3);
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OLOO", &o_table, &k_arg, &o_part, &o_acc))
+        return NULL;
+    GET(o_table, b_table, 4, 0, "table");
+    GET(o_part, b_part, 8, 0, "part");
+    GET(o_acc, b_acc, 1, 0, "accepting");
+    {
+        const int32_t *table = (const int32_t *)b_table.buf;
+        const int64_t *part = (const int64_t *)b_part.buf;
+        const unsigned char *acc = (const unsigned char *)b_acc.buf;
+        const int64_t n = (int64_t)b_acc.len, k = (int64_t)k_arg;
+        int64_t *rep = NULL, i, c, n_blocks = 0;
+        PyObject *out = NULL, *oacc = NULL;
+        if (k <= 0 || k >= INT32_MAX || n <= 0 || n >= INT32_MAX || (int64_t)b_table.len != n * k * 4 ||
+            (int64_t)b_part.len != n * 8) {
+            PyErr_SetString(PyExc_ValueError, "_subset: quotient's array lengths disagree");
+            goto done;
+        }
+        if (table_out_of_range(table, n * k, n)) {
+            PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+            goto done;
+        }
+        for (i = 0; i < n; i++) {
+            if (part[i] < 0 || part[i] >= n) {
+                PyErr_SetString(PyExc_ValueError, "_subset: a block is not below n");
+                goto done;
+            }
+            if (part[i] + 1 > n_blocks)
+                n_blocks = part[i] + 1;
+        }
+        if (n_blocks == n) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        rep = (int64_t *)malloc(sizeof(int64_t) * (size_t)n_blocks);
+        if (!rep) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (i = 0; i < n_blocks; i++)
+            rep[i] = -1;
+        for (i = n - 1; i >= 0; i--)
+            rep[part[i]] = i;
+        for (i = 0; i < n_blocks; i++)
+            if (rep[i] < 0) {
+                PyErr_SetString(PyExc_ValueError, "_subset: a block has no state");
+                goto free_rep;
+            }
+        out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(n_blocks * k * 4));
+        oacc = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n_blocks);
+        if (out && oacc) {
+            int32_t *o = (int32_t *)PyByteArray_AS_STRING(out);
+            char *a = PyByteArray_AS_STRING(oacc);
+            for (i = 0; i < n_blocks; i++) {
+                const int32_t *row = table + rep[i] * k;
+                for (c = 0; c < k; c++)
+                    o[i * k + c] = i == 0 ? 0 : (int32_t)part[row[c]];
+                a[i] = (char)(i != 0 && acc[rep[i]] != 0);
+            }
+            result = Py_BuildValue("(OOL)", out, oacc, (long long)n_blocks);
+        }
+        Py_XDECREF(out);
+        Py_XDECREF(oacc);
+    free_rep:
+        free(rep);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"determinize", subset_determinize, METH_VARARGS,
      "determinize(eps, edges, refs, start, accept, max_states, state_cost, units_left, "
@@ -1254,6 +1655,17 @@ static PyMethodDef methods[] = {
      "hopcroft(table, k, accepting, start, out) -> None (see the module's source)."},
     {"widen", subset_widen, METH_VARARGS,
      "widen(table, k, n_classes, class_of) -> (wide, refs) (see the module's source)."},
+    {"sub_edges", subset_sub_edges, METH_VARARGS,
+     "sub_edges(table, accepting) -> (edges, accepting_states) (see the module's source)."},
+    {"rule_flags", subset_rule_flags, METH_VARARGS,
+     "rule_flags(table, accepting, ref_table, ref_rules, counted) -> (boundary, tail, refs) "
+     "(see the module's source)."},
+    {"quotient", subset_quotient, METH_VARARGS,
+     "quotient(table, k, part, accepting) -> None or (table, accepting, n_blocks) (see the "
+     "module's source)."},
+    {"rule_moves", subset_rule_moves, METH_VARARGS,
+     "rule_moves(table, ref_table) -> (b_off, b_tgt, r_off, r_col, r_tgt) (see the module's "
+     "source)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,15 @@ from ..ir.nodes import (
 from ..limits import CompileLimits, WorkBudget
 from .nfa_embedded import Embedded as _Embedded
 from .utf8 import utf8_sequences
+
+# the compiled build's C kernel (``SubAutomaton.of``'s edges in one C pass); absent from the
+# pure-Python package, where numpy makes the same edges (tests set it to None for the reference:
+# tests/automata/test_sub_edges.py)
+_KERNEL: Any
+try:
+    from . import _subset as _KERNEL  # type: ignore[attr-defined,no-redef]
+except ImportError:  # pragma: no cover - depends on the build
+    _KERNEL = None
 
 # fuel charged per NFA state created (relative to one unit of subset-construction work)
 _NFA_STATE_COST = 15
@@ -270,7 +280,19 @@ class SubAutomaton:
 
     @staticmethod
     def of(table: np.ndarray, accepting: np.ndarray, start: int) -> SubAutomaton:
-        """From a byte DFA's ``int32[n, 256]`` table (state 0 dead), accepting flags and start."""
+        """From a byte DFA's ``int32[n, 256]`` table (state 0 dead), accepting flags and start.
+
+        The compiled build lists the ranges in one C pass (``_subset.sub_edges``: ~4 us on a
+        20-state table, where the numpy passes below cost ~20 us); a kernel without it (a
+        test's stand-in, an older build) takes numpy.  Same edges, same order."""
+        if _KERNEL is not None and hasattr(_KERNEL, "sub_edges"):
+            edges_t, acc_t = _KERNEL.sub_edges(
+                np.ascontiguousarray(table, dtype=np.int32),
+                np.ascontiguousarray(accepting, dtype=bool),
+            )
+            return SubAutomaton(
+                start=start, n_states=table.shape[0], accepting=acc_t, edges=edges_t
+            )
         n = table.shape[0]
         edges: list[tuple[int, int, int, int]] = []
         if n > 1:
@@ -467,10 +489,16 @@ class _Thompson:
         nfa, work, chained = self.nfa, self.work, self.chained
         items = n.items
         # (fold_loops, interpreted, only changes a concatenation with a ``x*`` after its
-        # first item: checked here first, most concatenations have none)
+        # first item whose body's last item can match the item before the star: checked here
+        # first, most concatenations have none; see _may_fold)
         for k in range(1, len(items)):
             item = items[k]
-            if isinstance(item, Repeat) and item.min == 0 and item.max is None:
+            if (
+                isinstance(item, Repeat)
+                and item.min == 0
+                and item.max is None
+                and _may_fold(items[k - 1], item.item)
+            ):
                 items = fold_loops(items)
                 break
         nxt = to
@@ -539,6 +567,26 @@ class _Thompson:
         self.nfa.ref_edge(frm, self.rule_ids[n.name], to)
 
 
+def _may_fold(before: object, body: Node) -> bool:
+    """False when :func:`~formcast.ir.loops.fold_loops` cannot fold a star of ``body`` that
+    follows ``before`` (when no earlier star of the concatenation folded).  Every fold of
+    ``x*`` (``x`` = ``body``'s items) ends the items before it with a suffix ``x[t:]`` of
+    ``x``: its last item equals ``x``'s last one (``fold_loops`` compares them with ``==``),
+    or, for a one-item suffix, the two are literals one of which ends with the other.  So a
+    concatenation none of whose stars passes this check comes back from ``fold_loops``
+    unchanged (each star sees the items before it as they are), and the call is skipped.
+    The operands are ``object``, so the compiled build compares them with the nodes' own
+    ``__eq__`` (rules33: typed as nodes, the compiled comparison said False for equal nodes).
+    O(1) plus one node comparison."""
+    if isinstance(body, Concat) and not body.items:
+        return False  # (no suffix to fold)
+    last: object = body.items[-1] if isinstance(body, Concat) else body
+    if before == last:
+        return True
+    if isinstance(before, Literal) and isinstance(last, Literal):
+        a, b = before.text, last.text
+        return a.endswith(b) or b.endswith(a)
+    return False
 
 
 def _worth_embedding(item: Node) -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -64,6 +64,16 @@ from ..limits import (
 from .analysis import GrammarAnalysis, epsilon_reach, nullable_rules
 from .dfa import DEAD, ByteDFA, nfa_to_dfa
 from .regular import SUB_DFA_HIT_UNITS, SubDfaMemo, build_nfa, embedded_states
+
+# the compiled build's C kernel (the per-rule flags, :func:`_rule_flags`, and the moves of the
+# productivity search, :func:`_moves`, in one C pass each); absent from the pure-Python
+# package, where numpy makes the same (tests set it to None for the reference:
+# tests/automata/test_rule_flags.py)
+_KERNEL: Any
+try:
+    from . import _subset as _KERNEL  # type: ignore[attr-defined,no-redef]
+except ImportError:  # pragma: no cover - depends on the build
+    _KERNEL = None
 
 __all__ = [
     "RULE_DFA_CACHE",
@@ -240,37 +250,10 @@ def compile_grammar_automaton(
     counts = tuple(count_by_name.get(name) for name in names)
     for r, dfa in enumerate(dfas):
         check_deadline()
-        n_states: int = dfa.table.shape[0]  # (not ``n``: a rule name above, for mypyc)
-        acc = np.asarray(dfa.accepting, dtype=bool)
-        bnd = acc.copy()
-        # (DEAD is 0: a row has a move when any entry is nonzero; one pass, no temporary)
-        has_out = dfa.table.any(axis=1)
-        if dfa.ref_table is None:
-            per_state: list[tuple[tuple[int, int], ...]] = [()] * n_states
-        else:
-            # the rows of the states that call (most states only read bytes), each converted
-            # once, not one numpy scalar per (state, callee)
-            ref_rules = dfa.ref_rules
-            calls = cast(np.ndarray, dfa.ref_table.any(axis=1))
-            calls[DEAD] = False
-            callers: list[int] = np.flatnonzero(calls).tolist()
-            ref_rows: list[list[int]] = dfa.ref_table[callers].tolist()
-            per_state = [()] * n_states
-            for s, row in zip(callers, ref_rows, strict=True):
-                per_state[s] = tuple(
-                    (callee, t) for callee, t in zip(ref_rules, row, strict=True) if t != DEAD
-                )
-            bnd |= calls
-            has_out |= calls
-        bnd[DEAD] = False
-        refs.append(tuple(per_state))
+        bnd, tl, per_state = _rule_flags(dfa, counts[r] is not None)
+        refs.append(per_state)
         boundary.append(bnd)
-        # an accepting state of a counted rule ends an iteration, not the rule: no tail calls;
-        # else accepting and no move out (on bools ``acc > has_out`` is ``acc & ~has_out``)
-        if counts[r] is not None:
-            tail.append(np.zeros(n_states, dtype=bool))
-        else:
-            tail.append(np.greater(acc, has_out))
+        tail.append(tl)
     auto = GrammarAutomaton(
         names=tuple(names),
         dfas=tuple(dfas),
@@ -281,6 +264,66 @@ def compile_grammar_automaton(
     )
     _check_left_recursion(auto)
     return auto
+
+
+def _rule_flags(
+    dfa: ByteDFA, counted: bool
+) -> tuple[np.ndarray, np.ndarray, tuple[tuple[tuple[int, int], ...], ...]]:
+    """A rule automaton's boundary flags (accepting or calling; the dead state never), tail
+    flags (accepting, no byte move and no call; none for a counted rule: its accepting states
+    end an iteration, not the rule) and call edges per state (``(callee, return state)`` in
+    ``ref_rules`` order).  The compiled build makes the three in one C pass
+    (``_subset.rule_flags``: the numpy passes below cost ~10 us per rule, most of it call
+    overhead); a kernel without it (a test's stand-in, an older build) takes numpy.  Fresh
+    writable arrays either way.  O(states x 256)."""
+    if _KERNEL is not None and hasattr(_KERNEL, "rule_flags"):
+        ref_table = dfa.ref_table
+        b, t, per = _KERNEL.rule_flags(
+            np.ascontiguousarray(dfa.table, dtype=np.int32),
+            np.ascontiguousarray(dfa.accepting, dtype=bool),
+            None if ref_table is None else np.ascontiguousarray(ref_table, dtype=np.int32),
+            tuple(dfa.ref_rules) if ref_table is not None else (),
+            counted,
+        )
+        # (copied into numpy-owned arrays, ~1 us: with views of the kernel's bytearrays the
+        # rest of TTFM measured slower; whether the copy helps is within the noise, see
+        # docs/notes/thompson34.md)
+        return np.frombuffer(b, dtype=bool).copy(), np.frombuffer(t, dtype=bool).copy(), per
+    return _rule_flags_numpy(dfa, counted)
+
+
+def _rule_flags_numpy(
+    dfa: ByteDFA, counted: bool
+) -> tuple[np.ndarray, np.ndarray, tuple[tuple[tuple[int, int], ...], ...]]:
+    """:func:`_rule_flags` with numpy (the pure-Python package's path, and the reference of
+    tests/automata/test_rule_flags.py).  O(states x 256)."""
+    n_states: int = dfa.table.shape[0]
+    acc = np.asarray(dfa.accepting, dtype=bool)
+    bnd = acc.copy()
+    # (DEAD is 0: a row has a move when any entry is nonzero; one pass, no temporary)
+    has_out = dfa.table.any(axis=1)
+    if dfa.ref_table is None:
+        per_state: list[tuple[tuple[int, int], ...]] = [()] * n_states
+    else:
+        # the rows of the states that call (most states only read bytes), each converted
+        # once, not one numpy scalar per (state, callee)
+        ref_rules = dfa.ref_rules
+        calls = cast(np.ndarray, dfa.ref_table.any(axis=1))
+        calls[DEAD] = False
+        callers: list[int] = np.flatnonzero(calls).tolist()
+        ref_rows: list[list[int]] = dfa.ref_table[callers].tolist()
+        per_state = [()] * n_states
+        for s, row in zip(callers, ref_rows, strict=True):
+            per_state[s] = tuple(
+                (callee, t) for callee, t in zip(ref_rules, row, strict=True) if t != DEAD
+            )
+        bnd |= calls
+        has_out |= calls
+    bnd[DEAD] = False
+    # an accepting state of a counted rule ends an iteration, not the rule: no tail calls;
+    # else accepting and no move out (on bools ``acc > has_out`` is ``acc & ~has_out``)
+    tail = np.zeros(n_states, dtype=bool) if counted else np.greater(acc, has_out)
+    return bnd, tail, tuple(per_state)
 
 
 #: Rule automata shared by every compile in the process: keyed by the rule body with its callees
@@ -447,7 +490,21 @@ def _moves(dfa: ByteDFA) -> _Moves:
     accepting flags.  A few array passes over the table, then lists: the searches of
     :func:`_can_finish` are then plain integer work, however deep the automaton (a search
     level by level in numpy cost microseconds per level: milliseconds for the long key
-    chains of large objects, searched once per round of the productivity fixpoint)."""
+    chains of large objects, searched once per round of the productivity fixpoint).  The
+    compiled build lists them in one C pass (``_subset.rule_moves``); a kernel without it
+    takes numpy (:func:`_moves_numpy`, the reference of tests/automata/test_rule_flags.py)."""
+    if _KERNEL is not None and hasattr(_KERNEL, "rule_moves"):
+        ref_table = dfa.ref_table
+        b_off, b_tgt, r_off, r_col, r_tgt = _KERNEL.rule_moves(
+            np.ascontiguousarray(dfa.table, dtype=np.int32),
+            None if ref_table is None else np.ascontiguousarray(ref_table, dtype=np.int32),
+        )
+        return b_off, b_tgt, r_off, r_col, r_tgt, dfa.accepting.tolist()
+    return _moves_numpy(dfa)
+
+
+def _moves_numpy(dfa: ByteDFA) -> _Moves:
+    """:func:`_moves` with numpy (the pure-Python package's path).  O(states x 256)."""
     table = dfa.table
     n: int = table.shape[0]
     runs = np.empty(table.shape, dtype=bool)
