@@ -9,7 +9,7 @@ machine's drift falls on both alike; each round starts fresh workers.  Per schem
 over rounds; prints the paired median ratio B/A, both p50s / p90s, and per round the same,
 for TTFM and for the rule phase inside it (``compile_grammar_automaton``'s thread CPU)::
 
-    python benchmarks/thompson34_ttfm_ab.py /tmp/fc-main /tmp/fc-branch --rounds 3
+    python benchmarks/ttfm_rule_phase_ab.py /tmp/fc-main /tmp/fc-branch --rounds 3
 """
 
 from __future__ import annotations
