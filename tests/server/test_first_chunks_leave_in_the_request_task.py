@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from test_forced_start_streams_first import SCHEMA, GatedFunction
 from test_continuous_batching import callable_model
+from test_forced_start_streams_first import SCHEMA, GatedFunction
 
 from formcast.server import ServerConfig
 from formcast.server.app import create_app
@@ -129,71 +129,101 @@ def test_a_body_failing_in_its_head_sends_nothing_and_is_closed() -> None:
     assert run(go()).sent == []  # the error handler can still answer a 500
 
 
-def _request(i: int) -> bytes:
-    return json.dumps({
-        "model": "toy", "messages": [{"role": "user", "content": f"Which city? ({i})"}],
-        "temperature": 0, "max_tokens": 30, "stream": True,
-        "response_format": {"type": "json_schema",
-                            "json_schema": {"name": "c", "schema": SCHEMA, "strict": True}},
-    }).encode()
+FORMAT = {"name": "c", "schema": SCHEMA, "strict": True}
 
 
-def _scope(body: bytes, port: int) -> dict[str, Any]:
-    return {**SCOPE, "method": "POST", "path": "/v1/chat/completions", "raw_path":
-            b"/v1/chat/completions", "query_string": b"", "scheme": "http",
+def _request(route: str, i: int) -> bytes:
+    """A streamed request on ``route`` whose reply must start with ``{"city":"``."""
+    body: dict[str, Any] = {"model": "toy", "stream": True, "temperature": 0}
+    if route == "/v1/chat/completions":
+        body |= {"messages": [{"role": "user", "content": f"Which city? ({i})"}],
+                 "max_tokens": 30,
+                 "response_format": {"type": "json_schema", "json_schema": FORMAT}}
+    elif route == "/v1/completions":
+        body |= {"prompt": f"Which city? ({i})", "max_tokens": 30,
+                 "response_format": {"type": "json_schema", "json_schema": FORMAT}}
+    else:
+        body |= {"input": f"Which city? ({i})", "max_output_tokens": 30,
+                 "text": {"format": {"type": "json_schema", **FORMAT}}}
+    return json.dumps(body).encode()
+
+
+def _scope(route: str, body: bytes, port: int) -> dict[str, Any]:
+    return {**SCOPE, "method": "POST", "path": route, "raw_path": route.encode(),
+            "query_string": b"", "scheme": "http",
             "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", port),
             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
                         (b"content-length", str(len(body)).encode())]}
 
 
 def _events(data: bytes) -> list[dict[str, Any]]:
-    return [json.loads(line[6:]) for line in data.decode().split("\n\n")
-            if line.startswith("data: {")]
+    return [json.loads(line[6:]) for event in data.decode().split("\n\n")
+            for line in event.split("\n") if line.startswith("data: {")]
 
 
-def test_a_burst_writes_each_first_chunk_before_the_next_handler_runs() -> None:
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    return [s for v in value for s in _strings(v)] if isinstance(value, list) else []
+
+
+ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/responses"]
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_burst_writes_each_first_chunk_before_the_next_handler_runs(route: str) -> None:
     fn = GatedFunction()  # closed: no model call can finish, so no logits exist
     app = create_app(callable_model(fn), ServerConfig(model_name="toy", n_threads=1))
     engine = app.state.engine
     timer = threading.Timer(60, fn.gate.set)  # never hang the suite
     timer.start()
 
-    async def go() -> tuple[list[tuple[str, str, Any]], list[Recorder]]:
+    async def go() -> tuple[list[tuple[str, str, Any]], list[Recorder], bool]:
         # warm-up: the schema compiled and its lead taken (later requests take the loop path)
         fn.gate.set()
-        warm = Recorder("w", [], _request(9))
-        await app(_scope(warm.body, 1), warm.receive, warm.send)
+        warm = Recorder("w", [], _request(route, 9))
+        await app(_scope(route, warm.body, 1), warm.receive, warm.send)
         fn.gate.clear()
         log: list[tuple[str, str, Any]] = []
-        recs = [Recorder(name, log, _request(i)) for i, name in enumerate("ab")]
-        tasks = [asyncio.create_task(app(_scope(r.body, 2 + i), r.receive, r.send))
+        recs = [Recorder(name, log, _request(route, i)) for i, name in enumerate("ab")]
+        tasks = [asyncio.create_task(app(_scope(route, r.body, 2 + i), r.receive, r.send))
                  for i, r in enumerate(recs)]
-        while not all(len(r.bodies()) >= 1 for r in recs):
-            await asyncio.sleep(0.001)
-        gate_was_closed = not fn.gate.is_set()
+        for _ in range(2000):  # 10 s at most: a head held back until the model answers
+            if all(r.bodies() for r in recs):
+                break
+            await asyncio.sleep(0.005)
+        heads_while_closed = all(r.bodies() for r in recs) and not fn.gate.is_set()
         fn.gate.set()
         await asyncio.wait_for(asyncio.gather(*tasks), 60)
-        assert gate_was_closed
-        return log, recs
+        return log, recs, heads_while_closed
 
     engine.start()
     try:
-        log, recs = run(go())
+        log, recs, heads_while_closed = run(go())
     finally:
         fn.gate.set()
         timer.cancel()
         engine.close()
+    assert heads_while_closed  # each head written before any model call could finish
     a_head = log.index(("a", "send", recs[0].bodies()[0]))
     b_body = log.index(("b", "receive", "body"))
     assert a_head < b_body  # a's first content left before b's handler read its body
     for rec in recs:
-        head = _events(rec.bodies()[0])  # one write: the role chunk and the forced start
-        assert [e["choices"][0]["delta"] for e in head] == [
-            {"role": "assistant", "content": ""}, {"content": '{"city":"'}]
-        stream = _events(b"".join(rec.bodies()))
-        assert len({e["id"] for e in stream}) == 1
-        text = "".join(e["choices"][0]["delta"].get("content") or ""
-                       for e in stream if e["choices"])
-        assert text.startswith('{"city":"')
-        json.loads(text)  # whole and valid (the toy logits complete it)
-        assert b"".join(rec.bodies()).endswith(b"data: [DONE]\n\n")
+        assert rec.sent[0]["status"] == 200
+        head = _events(rec.bodies()[0])  # one write: the opening chunks and the forced start
+        assert '{"city":"' in _strings(head)
+        whole = b"".join(rec.bodies())
+        if route == "/v1/chat/completions":
+            assert [e["choices"][0]["delta"] for e in head] == [
+                {"role": "assistant", "content": ""}, {"content": '{"city":"'}]
+            stream = _events(whole)
+            assert len({e["id"] for e in stream}) == 1
+            text = "".join(e["choices"][0]["delta"].get("content") or ""
+                           for e in stream if e["choices"])
+            json.loads(text)  # whole and valid (the toy logits complete it)
+        if route != "/v1/responses":
+            assert whole.endswith(b"data: [DONE]\n\n")
+        else:
+            assert _events(whole)[-1]["type"] == "response.completed"
