@@ -24,9 +24,23 @@ Stages (per request, ms from the ASGI call):
   chunks handed to the server's ``send``;
 * the client's own: ``client_ttft`` (request sent -> first content chunk parsed).
 
+Load-independent (thread CPU), per request: ``first_byte_to_asgi_at`` (uvicorn's h11 parsing,
+from the connection's first bytes read to the ASGI call); ``loop_cpu_per_request_burst``
+(the event loop thread's CPU from the first byte to the first content chunk handed to
+``send``; together: the whole burst's divided by 8); ``loop_cpu_to_content_from_first_byte``
+(together: the loop's CPU from the burst's first byte to this request's first content -- its
+"CPU ttft"; the last line prints its p50 lone and together and their ratio).  The batcher's
+steps (``step_python_cpu_prefill`` / ``_decode``: the worker thread's CPU outside the model
+call, i.e. with the GIL held; ``steps_in_burst_*``: the steps started during a burst) and, lone,
+when the request's first step and its model call started (``first_step_at``).
+``--raw`` sends with server_load.py's raw client (connections opened and bytes made
+beforehand: the 8 arrive within ~0.2 ms); ``--cprofile PREFIX`` profiles the loop thread (CPU
+timer) during each together round, up to the 8th first content (pstats files PREFIX.<round>).
+
 Usage::
 
     PYTHONPATH=$PWD/src python benchmarks/server_profile.py --threads 1 --rounds 2
+    PYTHONPATH=/tmp/fc-main python benchmarks/server_profile.py --raw --rounds 3
 
 Profiling only: the wrappers cost a few microseconds per stage.
 """

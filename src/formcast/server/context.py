@@ -67,11 +67,12 @@ class EventStream(StreamingResponse):
 
     def __init__(self, content: AsyncIterator[str]) -> None:
         super().__init__(content, media_type="text/event-stream", headers=SSE_HEADERS)
+        self._body = content  # = body_iterator, typed as the iterator it is
         self._head_sent = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and not self._head_sent:
-            body = self.body_iterator
+            body = self._body
             try:
                 parts = await _head(body)
                 start = {"type": "http.response.start", "status": self.status_code,
@@ -103,7 +104,7 @@ class EventStream(StreamingResponse):
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-async def _head(body: Any) -> list[str]:
+async def _head(body: AsyncIterator[str]) -> list[str]:
     """``body``'s chunks up to :data:`HEAD_END` (or its end), taken from it."""
     parts: list[str] = []
     while True:
