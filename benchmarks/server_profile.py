@@ -33,9 +33,12 @@ from the connection's first bytes read to the ASGI call); ``loop_cpu_per_request
 steps (``step_python_cpu_prefill`` / ``_decode``: the worker thread's CPU outside the model
 call, i.e. with the GIL held; ``steps_in_burst_*``: the steps started during a burst) and, lone,
 when the request's first step and its model call started (``first_step_at``).
-``--raw`` sends with server_load.py's raw client (connections opened and bytes made
-beforehand: the 8 arrive within ~0.2 ms); ``--cprofile PREFIX`` profiles the loop thread (CPU
-timer) during each together round, up to the 8th first content (pstats files PREFIX.<round>).
+``other_handlers_before_content_n``: together, how many of the 7 other requests' ASGI calls
+had started before this request's first content was handed to ``send`` (7: every handler of
+the burst ran first; FIFO: k-1 for the k-th).  ``--raw`` sends with server_load.py's raw
+client (connections opened and bytes made beforehand: the 8 arrive within ~0.2 ms);
+``--cprofile PREFIX`` profiles the loop thread (CPU timer) during each together round, up to
+the 8th first content (pstats files PREFIX.<round>).
 
 Usage::
 
@@ -431,6 +434,9 @@ def burst(row: dict[str, list[float]], recs: list[dict[str, Any]],
                - min(r["abs_cpu_first_byte"] for r in recs)) / len(recs)
         row.setdefault("loop_cpu_per_request_burst_cpu", []).append(cpu)
         c_a = min(r["abs_cpu_first_byte"] for r in recs)
+        for r in recs:  # structural, load-independent: 0..7 (FIFO: k-1 for the k-th)
+            row.setdefault("other_handlers_before_content_n", []).append(
+                sum(o is not r and o["t_arrive"] < r["t_content"] for o in recs) / 1e3)
         for r in recs:  # the loop's CPU before this request's first content: its "CPU ttft"
             row.setdefault("loop_cpu_to_content_from_first_byte_cpu", []).append(
                 r["abs_cpu_content"] - c_a)
