@@ -441,6 +441,7 @@ class Engine:
                         logprobs=options.logprobs,
                         control=control,
                         fast_forward=self._fast_forward(job),
+                        wake=False,  # woken below, after this loop turn
                     )
                     submitted.append((spec, ids, req))
 
@@ -456,6 +457,12 @@ class Engine:
                 for _, _, req in submitted:
                     req.cancel()
                 raise
+            finally:
+                # an idle worker is woken at the next loop turn, not now: the requests already
+                # read in this turn (a burst) run their handlers and write their first chunks
+                # first, without the worker's step holding the GIL between them, and join its
+                # first step together
+                asyncio.get_running_loop().call_soon(batcher.wake)
         except Exception as exc:
             if job.on_done is not None:
                 job.on_done()
