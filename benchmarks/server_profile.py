@@ -24,9 +24,26 @@ Stages (per request, ms from the ASGI call):
   chunks handed to the server's ``send``;
 * the client's own: ``client_ttft`` (request sent -> first content chunk parsed).
 
+Load-independent (thread CPU), per request: ``first_byte_to_asgi_at`` (uvicorn's h11 parsing,
+from the connection's first bytes read to the ASGI call); ``loop_cpu_per_request_burst``
+(the event loop thread's CPU from the first byte to the first content chunk handed to
+``send``; together: the whole burst's divided by 8); ``loop_cpu_to_content_from_first_byte``
+(together: the loop's CPU from the burst's first byte to this request's first content -- its
+"CPU ttft"; the last line prints its p50 lone and together and their ratio).  The batcher's
+steps (``step_python_cpu_prefill`` / ``_decode``: the worker thread's CPU outside the model
+call, i.e. with the GIL held; ``steps_in_burst_*``: the steps started during a burst) and, lone,
+when the request's first step and its model call started (``first_step_at``).
+``other_handlers_before_content_n``: together, how many of the 7 other requests' ASGI calls
+had started before this request's first content was handed to ``send`` (7: every handler of
+the burst ran first; FIFO: k-1 for the k-th).  ``--raw`` sends with server_load.py's raw
+client (connections opened and bytes made beforehand: the 8 arrive within ~0.2 ms);
+``--cprofile PREFIX`` profiles the loop thread (CPU timer) during each together round, up to
+the 8th first content (pstats files PREFIX.<round>).
+
 Usage::
 
     PYTHONPATH=$PWD/src python benchmarks/server_profile.py --threads 1 --rounds 2
+    PYTHONPATH=/tmp/fc-main python benchmarks/server_profile.py --raw --rounds 3
 
 Profiling only: the wrappers cost a few microseconds per stage.
 """
@@ -106,6 +123,8 @@ def install() -> None:
     _wrap_async(chat, "first_event", "first_event")
     _wrap_sync(engine.Engine, "_prompt_ids", "tokenize")
     _wrap_sync(batching.ContinuousBatcher, "submit", "submit")
+    _hook_first_bytes()
+    _hook_steps(batching)
     make_app = app_mod.create_app
 
     def create_app(*args: Any, **kwargs: Any) -> Any:
@@ -117,6 +136,27 @@ def install() -> None:
                 out = list(_RECORDS)
                 _RECORDS.clear()
             return out
+
+        @app.get("/_steps")
+        async def steps() -> Any:
+            with _LOCK:
+                out = list(_STEPS)
+                _STEPS.clear()
+            return out
+
+        @app.get("/_cprofile/{what}")
+        async def cprofile(what: str) -> Any:  # runs on the loop thread: profiles that thread
+            import cProfile
+
+            if what.startswith("start"):  # until the n-th first content is sent
+                _CPROFILE_LEFT[0] = int(what.removeprefix("start") or 8)
+                _CPROFILE[:] = [cProfile.Profile(time.thread_time)]  # CPU, not preemption
+                _CPROFILE[0].enable()
+                return "started"
+            prof = _CPROFILE.pop()
+            prof.disable()
+            prof.dump_stats(what.replace("|", "/"))
+            return "dumped"
 
         inner_app = app.build_middleware_stack
 
@@ -130,6 +170,12 @@ def install() -> None:
                 t0 = _perf()
                 rec: dict[str, Any] = {"t_arrive": t0}
                 c0 = _cpu()
+                client = scope.get("client")
+                first = _FIRST_BYTES.pop(client[1], None) if client else None
+                if first is not None:  # uvicorn's parsing of the request, before the app
+                    rec["first_byte_to_asgi_at"] = t0 - first[0]
+                    rec["abs_cpu_first_byte"] = first[1]
+                    rec["t_first_byte"] = first[0]
                 _REC.set(rec)
 
                 async def timed_send(message: Any) -> None:
@@ -139,11 +185,18 @@ def install() -> None:
                         body = message.get("body", b"")
                         if b'"role"' in body:
                             rec.setdefault("sent_role_at", _perf() - t0)
-                        if b'"content": "' in body and b'"content": ""' not in body:
+                        if any(b'"content": "' in ev and b'"content": ""' not in ev
+                               for ev in body.split(b"\n\n")):
                             rec.setdefault("sent_content_at", _perf() - t0)
                             # the loop thread's CPU since the arrival (with others in flight:
                             # theirs too)
                             rec.setdefault("loop_cpu_to_content_cpu", _cpu() - c0)
+                            if "abs_cpu_content" not in rec and _CPROFILE:
+                                _CPROFILE_LEFT[0] -= 1
+                                if _CPROFILE_LEFT[0] == 0:  # the burst's last first content
+                                    _CPROFILE[0].disable()
+                            rec.setdefault("abs_cpu_content", _cpu())
+                            rec.setdefault("t_content", _perf())
                     await send(message)
 
                 try:
@@ -171,6 +224,67 @@ def install() -> None:
 
     app_mod.chat_completion = handler_start(app_mod.chat_completion)
     del context
+
+
+_FIRST_BYTES: dict[int, tuple[float, float]] = {}
+_STEPS: list[dict[str, float]] = []
+_CPROFILE: list[Any] = []
+_CPROFILE_LEFT = [0]
+
+
+def _hook_first_bytes() -> None:
+    """Note when uvicorn (h11) receives a connection's first bytes: (perf time, the loop
+    thread's CPU time then), keyed by the client's port."""
+    from uvicorn.protocols.http import h11_impl
+
+    cls = h11_impl.H11Protocol
+    received = cls.data_received
+
+    def data_received(self: Any, data: bytes) -> None:
+        client = getattr(self, "client", None)
+        if client and not getattr(self, "_fc_seen", False):
+            self._fc_seen = True
+            _FIRST_BYTES[client[1]] = (_perf(), _cpu())
+        received(self, data)
+
+    cls.data_received = data_received  # type: ignore[method-assign]
+
+
+def _hook_steps(batching: Any) -> None:
+    """Each batcher step: its start, wall, the worker thread's CPU, and the CPU of its model
+    call (llama.cpp runs with the GIL released: step CPU - model CPU ~ the GIL held)."""
+    from formcast.model import llama_cpp_batched
+
+    state: dict[str, float] = {}
+    step = batching.ContinuousBatcher.step
+    decode = llama_cpp_batched.LlamaCppBatchedDecoder.decode
+
+    def timed_decode(self: Any, feeds: Any) -> Any:
+        state.setdefault("t_model", _perf())
+        c0 = _cpu()
+        try:
+            return decode(self, feeds)
+        finally:
+            state["model_cpu"] = state.get("model_cpu", 0.0) + _cpu() - c0
+            state["rows"] = float(len(feeds))
+            state["tokens"] = float(sum(len(f[1]) for f in feeds))
+
+    def timed_step(self: Any) -> bool:
+        state.clear()
+        t0, c0 = _perf(), _cpu()
+        try:
+            return step(self)
+        finally:
+            cpu = _cpu() - c0
+            with _LOCK:
+                _STEPS.append({"t0": t0, "wall": _perf() - t0, "cpu": cpu,
+                               "model_cpu": state.get("model_cpu", 0.0),
+                               "rows": state.get("rows", 0.0),
+                               "t_model": state.get("t_model", t0),
+                               "tokens": state.get("tokens", 0.0)})
+
+    batching.ContinuousBatcher.step = timed_step
+    llama_cpp_batched.LlamaCppBatchedDecoder.decode = timed_decode
 
 
 def serve_toy(argv: list[str]) -> int:
@@ -245,13 +359,29 @@ def client(args: argparse.Namespace) -> int:
                 time.sleep(0.2)
         ns = argparse.Namespace(batch_tokens=48, kinds=4)
         bodies = [sl.batch_body(i, ns) for i in range(8)]
-        asyncio.run(sl.lone_and_concurrent(url, bodies, together=False))  # warm-up
+        forced = [""] * len(bodies)
+
+        def send(together: bool) -> list[dict[str, Any]]:
+            if args.raw:
+                return asyncio.run(sl.raw_lone_and_concurrent(url, bodies, together, forced))
+            return asyncio.run(sl.lone_and_concurrent(url, bodies, together=together))
+
+        send(False)  # warm-up
+        send(True)
         fetch(url)
+        fetch(url, "_steps")
         table: dict[str, dict[str, list[float]]] = {"lone": {}, "together": {}}
-        for _ in range(args.rounds):
+        for rnd in range(args.rounds):
             for mode, together in (("lone", False), ("together", True)):
-                res = asyncio.run(sl.lone_and_concurrent(url, bodies, together=together))
+                if args.cprofile and together:
+                    fetch(url, f"_cprofile/start{len(bodies)}")
+                res = send(together)
+                if args.cprofile and together:
+                    path = os.path.abspath(f"{args.cprofile}.{rnd}")
+                    fetch(url, "_cprofile/" + path.replace("/", "|"))
                 recs = sorted(fetch(url), key=lambda r: r["t_arrive"])
+                steps = fetch(url, "_steps")
+                burst(table[mode], recs, steps, together)
                 starts = sorted(r["t0"] for r in res)
                 for r in res:
                     table[mode].setdefault("client_ttft", []).append(r["ttft"])
@@ -276,6 +406,11 @@ def client(args: argparse.Namespace) -> int:
             tog = table["together"].get(key, [])
             print(f"{key:34s} {med(lone):9.2f} {med(tog):13.2f} "
                   f"{(max(tog) * 1e3 if tog else float('nan')):13.2f}")
+        key = "loop_cpu_to_content_from_first_byte_cpu"
+        if table["lone"].get(key) and table["together"].get(key):
+            lone_c, tog_c = med(table["lone"][key]), med(table["together"][key])
+            print(f"loop CPU from the first byte to the first content (load-independent): lone "
+                  f"p50 {lone_c:.2f} ms, together p50 {tog_c:.2f} ms (x{tog_c / lone_c:.2f})")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(table, f)
@@ -285,14 +420,58 @@ def client(args: argparse.Namespace) -> int:
     return 0
 
 
+def burst(row: dict[str, list[float]], recs: list[dict[str, Any]],
+          steps: list[dict[str, float]], together: bool) -> None:
+    """Load-independent costs: the event loop's thread CPU per request from the first byte
+    received to the first content chunk handed to ``send`` (together: the whole burst's, from
+    the first request's first byte to the last one's first content, divided by their
+    number), and the batcher steps that started meanwhile (their Python CPU, GIL held)."""
+    recs = [r for r in recs if "abs_cpu_first_byte" in r and "abs_cpu_content" in r]
+    if not recs:
+        return
+    if together:
+        cpu = (max(r["abs_cpu_content"] for r in recs)
+               - min(r["abs_cpu_first_byte"] for r in recs)) / len(recs)
+        row.setdefault("loop_cpu_per_request_burst_cpu", []).append(cpu)
+        c_a = min(r["abs_cpu_first_byte"] for r in recs)
+        for r in recs:  # structural, load-independent: 0..7 (FIFO: k-1 for the k-th)
+            row.setdefault("other_handlers_before_content_n", []).append(
+                sum(o is not r and o["t_arrive"] < r["t_content"] for o in recs) / 1e3)
+        for r in recs:  # the loop's CPU before this request's first content: its "CPU ttft"
+            row.setdefault("loop_cpu_to_content_from_first_byte_cpu", []).append(
+                r["abs_cpu_content"] - c_a)
+        t_a = min(r["t_first_byte"] for r in recs)
+        t_b = max(r["t_content"] for r in recs)
+        row.setdefault("burst_wall", []).append(t_b - t_a)
+        inside = [st for st in steps if t_a - 0.2 <= st["t0"] <= t_b]
+        py = [st["cpu"] - st["model_cpu"] for st in inside]
+        row.setdefault("steps_in_burst_n", []).append(len(inside) / 1e3)
+        row.setdefault("steps_in_burst_python_cpu", []).append(sum(py))
+        row.setdefault("step_in_burst_python_max_cpu", []).append(max(py, default=0.0))
+    else:
+        for r in recs:
+            row.setdefault("loop_cpu_per_request_burst_cpu", []).append(
+                r["abs_cpu_content"] - r["abs_cpu_first_byte"])
+            row.setdefault("loop_cpu_to_content_from_first_byte_cpu", []).append(
+                r["abs_cpu_content"] - r["abs_cpu_first_byte"])
+            after = [st for st in steps if st["t0"] >= r["t_arrive"]]
+            if after:  # the request's first step: when it started, when its model call did
+                st = min(after, key=lambda x: x["t0"])
+                row.setdefault("first_step_at", []).append(st["t0"] - r["t_arrive"])
+                row.setdefault("first_step_model_call_at", []).append(
+                    st["t_model"] - r["t_arrive"])
+    for st in steps:
+        key = "step_python_cpu_prefill" if st["tokens"] > st["rows"] else "step_python_cpu_decode"
+        row.setdefault(key, []).append(st["cpu"] - st["model_cpu"])
+
+
 def med(xs: list[float]) -> float:
     return statistics.median(xs) * 1e3 if xs else float("nan")
 
 
-def fetch(url: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{url}/_profile", timeout=10) as resp:
-        out: list[dict[str, Any]] = json.loads(resp.read())
-        return out
+def fetch(url: str, what: str = "_profile") -> Any:
+    with urllib.request.urlopen(f"{url}/{what}", timeout=30) as resp:
+        return json.loads(resp.read())
 
 
 def main() -> int:
@@ -303,6 +482,12 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--serve-args", default="")
     p.add_argument("--json", default=None)
+    p.add_argument("--raw", action="store_true",
+                   help="send with server_load.py's raw client (connections opened and bytes "
+                   "made beforehand) instead of the openai client")
+    p.add_argument("--cprofile", default=None, metavar="PREFIX",
+                   help="cProfile the event loop's thread during each together round: pstats "
+                   "files PREFIX.<round>")
     return client(p.parse_args())
 
 

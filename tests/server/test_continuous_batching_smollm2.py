@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import time
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -60,6 +61,19 @@ def served() -> Iterator[str]:
         yield url
 
 
+def settled(url: str) -> tuple[float, float]:
+    """The batcher's step and row counts once two reads agree: the last request's answer can
+    leave before its step has counted itself (the two gauges are read in two requests)."""
+    prev = None
+    for _ in range(100):
+        now = (metric(url, "formcast_batch_steps"), metric(url, "formcast_batch_rows"))
+        if now == prev:
+            break
+        prev = now
+        time.sleep(0.05)
+    return now
+
+
 def tokens(choice: Any) -> list[tuple[str, list[tuple[str, float]]]]:
     return [(t.token, [(a.token, a.logprob) for a in t.top_logprobs])
             for t in choice.logprobs.content]
@@ -81,7 +95,7 @@ def test_concurrent_requests_are_decoded_together_and_match_lone_greedy_runs(ser
         return out
 
     alone = asyncio.run(run(False))
-    steps0, rows0 = metric(served, "formcast_batch_steps"), metric(served, "formcast_batch_rows")
+    steps0, rows0 = settled(served)
     assert rows0 == steps0  # lone requests: one sequence per model call
     together = asyncio.run(run(True))
     steps = metric(served, "formcast_batch_steps") - steps0

@@ -810,6 +810,7 @@ class ContinuousBatcher:
         logprobs: int | None = None,
         control: StepControl | None = None,
         fast_forward: bool = False,
+        wake: bool = True,
     ) -> BatchedRequest:
         """Queue a request given as token ids and (optionally) a compiled constraint.
 
@@ -826,6 +827,10 @@ class ContinuousBatcher:
         ``compiled``, without ``logprobs``): the bytes the constraint forces are appended as
         the tokenizer's tokens and evaluated in the row's next model call, as
         ``generate(fast_forward=True)`` (:mod:`formcast.generation.fast_forward`).
+        ``wake=False``: an idle worker thread is not woken for this request (a running one
+        takes it at its next step); call :meth:`wake` once the caller's own urgent work is
+        done -- e.g. a server writing a burst's first chunks before the worker's Python (GIL
+        held) competes with it, and so that the burst joins in one step.
 
         The request's lead (see the module docstring; not without ``compiled``, nor with an
         ``observer``) is taken here, on the calling thread: its mask fills, its pieces and
@@ -856,6 +861,7 @@ class ContinuousBatcher:
             logprobs,
             control,
             fast_forward,
+            wake,
         )
 
     def _submit(
@@ -874,6 +880,7 @@ class ContinuousBatcher:
         logprobs: int | None = None,
         control: StepControl | None = None,
         fast_forward: bool = False,
+        wake: bool = True,
     ) -> BatchedRequest:
         ids = [int(t) for t in prompt_ids]
         if not ids:
@@ -957,8 +964,15 @@ class ContinuousBatcher:
         with self._lock:
             self._check_room()
             self._queue.append(job)
-            self._wake.notify_all()
+            if wake:
+                self._wake.notify_all()
         return handle
+
+    def wake(self) -> None:
+        """Wake the worker thread if it sleeps (it then takes what is queued): after
+        ``submit(wake=False)``.  O(1); any thread."""
+        with self._lock:
+            self._wake.notify_all()
 
     def _check_room(self) -> None:
         """Raise unless a request may be queued now (under ``_lock``)."""

@@ -23,13 +23,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from ..tools.calls import new_call_id
 from ..vocab.vocabulary import Vocabulary
 from .api_errors import APIError
 from .constraints import compile_plan, response_format_plan, tools_plan
-from .context import SSE_HEADERS, ServerContext, aclose, all_events, collect, first_event
+from .context import HEAD_END, EventStream, ServerContext, aclose, all_events, collect, first_event
 from .engine import Finished, GenerationSpec, Piece, now_deadline
 from .prompts import chat_messages, render_chat
 from .requests import ChatCompletionRequest, check_unsupported, legacy_functions
@@ -97,11 +97,9 @@ async def chat_completion(
             first = await first_event(events, watcher)
             streaming = True
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(
+            return EventStream(
                 _chat_stream(all_events(first, events), events, watcher, base, body.n,
-                             tool_plan, warnings, include_usage, release, ctx.model.vocab),
-                media_type="text/event-stream",
-                headers=SSE_HEADERS,
+                             tool_plan, warnings, include_usage, release, ctx.model.vocab)
             )
         done = await collect(events, watcher)
         choices = []
@@ -184,11 +182,13 @@ async def _chat_stream(
 ) -> AsyncIterator[str]:
     """The SSE body of a streamed chat completion (OpenAI's chunk format).  Asked-for
     ``logprobs`` come whole in each choice's final chunk (the one with its
-    ``finish_reason``): text pieces are whole characters, not tokens."""
+    ``finish_reason``): text pieces are whole characters, not tokens.  :data:`HEAD_END`
+    follows the first event's chunks (:class:`EventStream` writes them at once)."""
     done: list[Finished] = []
     fmt = tool_plan.format if tool_plan is not None and tool_plan.calls_allowed else None
     legacy = tool_plan is not None and tool_plan.legacy
     splitters = {j: CallSplitter(fmt) for j in range(n)}
+    head = True
     try:
         for j in range(n):
             yield _chunk(base, j, {"role": "assistant", "content": ""})
@@ -210,6 +210,9 @@ async def _chat_stream(
                     reason = "function_call"
                 yield _chunk(base, event.index, {}, reason, choice_extension(event, warnings),
                              chat_logprobs(event, vocab))
+            if head:
+                head = False
+                yield HEAD_END
         if include_usage:
             yield sse({**base, "object": "chat.completion.chunk", "choices": [],
                        "usage": usage(done)})

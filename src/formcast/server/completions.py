@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from ..vocab.vocabulary import Vocabulary
 from .api_errors import APIError
 from .constraints import compile_plan, response_format_plan
-from .context import SSE_HEADERS, ServerContext, aclose, all_events, collect, first_event
+from .context import HEAD_END, EventStream, ServerContext, aclose, all_events, collect, first_event
 from .engine import Finished, GenerationSpec, Piece, now_deadline
 from .requests import CompletionRequest, check_unsupported
 from .responses import (
@@ -65,11 +65,9 @@ async def text_completion(
             first = await first_event(events, watcher)
             streaming = True
             include_usage = bool(body.stream_options and body.stream_options.include_usage)
-            return StreamingResponse(
+            return EventStream(
                 _completion_stream(all_events(first, events), events, watcher, base, warnings,
-                                   include_usage, release, ctx.model.vocab),
-                media_type="text/event-stream",
-                headers=SSE_HEADERS,
+                                   include_usage, release, ctx.model.vocab)
             )
         done = await collect(events, watcher)
         choices = [{"index": f.index, "text": f.text,
@@ -104,8 +102,9 @@ async def _completion_stream(
     vocab: Vocabulary,
 ) -> AsyncIterator[str]:
     """The SSE body of a streamed text completion (``logprobs`` in each choice's last
-    chunk)."""
+    chunk); :data:`HEAD_END` after the first event's chunk."""
     done: list[Finished] = []
+    head = True
 
     def chunk(index: int, text: str, finished: Finished | None = None) -> str:
         choice: dict[str, Any] = {"index": index, "text": text, "logprobs": None,
@@ -123,6 +122,9 @@ async def _completion_stream(
             else:
                 done.append(event)
                 yield chunk(event.index, "", event)
+            if head:
+                head = False
+                yield HEAD_END
         if include_usage:
             yield sse({**base, "choices": [], "usage": usage(done)})
         yield DONE

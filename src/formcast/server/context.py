@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
+from starlette.requests import ClientDisconnect
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from .api_errors import APIError
 from .config import ServerConfig
@@ -23,10 +26,95 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..index.compiled import CompiledGrammar
     from ..model.protocol import LanguageModel
 
-__all__ = ["SSE_HEADERS", "ServerContext", "aclose", "collect", "first_event"]
+__all__ = [
+    "HEAD_END",
+    "SSE_HEADERS",
+    "EventStream",
+    "ServerContext",
+    "aclose",
+    "collect",
+    "first_event",
+]
 
 _DISCONNECT_POLL_S = 0.05
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class _HeadEnd(str):
+    __slots__ = ()
+
+
+HEAD_END: str = _HeadEnd("")
+"""The chunk a streamed body yields once the chunks of its first event are out (compared by
+identity, never sent): :class:`EventStream` writes what came before it at once."""
+
+
+class EventStream(StreamingResponse):
+    """A server-sent-events response whose *head* -- the chunks its body yields before
+    :data:`HEAD_END` (the opening chunks and the job's first event, known when the handler
+    returns) -- is written from the request's own task, as one body write right after the
+    headers, before the response's body task starts.
+
+    Why: with a plain :class:`StreamingResponse` the body runs in a task created when the
+    handler returns, queued behind every request that arrived in the same loop turn, so a
+    burst of N requests writes its first chunks only after all N handlers have run.  Here
+    request k's first content goes out before request k+1's handler runs, and the head costs
+    one write, not one per chunk.  The bytes on the wire are the same (the chunks in order);
+    the rest of the body streams as :class:`StreamingResponse` does (disconnect listener
+    included).
+
+    Lifetime: one response; ``content`` is consumed once (closed here if the head fails)."""
+
+    def __init__(self, content: AsyncIterator[str]) -> None:
+        super().__init__(content, media_type="text/event-stream", headers=SSE_HEADERS)
+        self._body = content  # = body_iterator, typed as the iterator it is
+        self._head_sent = False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._head_sent:
+            body = self._body
+            try:
+                parts = await _head(body)
+                start = {"type": "http.response.start", "status": self.status_code,
+                         "headers": self.raw_headers}
+                self._head_sent = True
+                try:
+                    await send(start)
+                    if parts:
+                        await send({"type": "http.response.body",
+                                    "body": "".join(parts).encode(self.charset),
+                                    "more_body": True})
+                except OSError:  # as StreamingResponse under ASGI spec 2.4
+                    raise ClientDisconnect() from None
+            except BaseException:
+                await aclose(body)
+                raise
+        await super().__call__(scope, receive, send)
+
+    async def stream_response(self, send: Send) -> None:
+        if not self._head_sent:
+            self._head_sent = True
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+        async for chunk in self.body_iterator:
+            if chunk is HEAD_END:
+                continue
+            data = chunk if isinstance(chunk, bytes | memoryview) else chunk.encode(self.charset)
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _head(body: AsyncIterator[str]) -> list[str]:
+    """``body``'s chunks up to :data:`HEAD_END` (or its end), taken from it."""
+    parts: list[str] = []
+    while True:
+        try:
+            chunk = await body.__anext__()
+        except StopAsyncIteration:
+            return parts
+        if chunk is HEAD_END:
+            return parts
+        parts.append(chunk)
 
 
 @dataclass

@@ -421,7 +421,7 @@ class Engine:
             control = StepControl(cancel=job.cancel, deadline=job.deadline)
             submitted: list[tuple[GenerationSpec, list[int], BatchedRequest]] = []
 
-            def submit_all() -> None:  # submit takes the forced lead (masks)
+            def submit_all(wake: bool) -> None:  # submit takes the forced lead (masks)
                 for spec, ids, max_tokens in prepared:
                     options = GenerationOptions(
                         max_tokens=max_tokens,
@@ -441,15 +441,24 @@ class Engine:
                         logprobs=options.logprobs,
                         control=control,
                         fast_forward=self._fast_forward(job),
+                        wake=wake,
                     )
                     submitted.append((spec, ids, req))
 
             try:
                 compiled = job.compiled
                 if compiled is None or compiled in self._led:
-                    submit_all()  # no lead, or one taken before: its masks are memoized
+                    # no lead, or one taken before: its masks are memoized.  An idle worker is
+                    # woken at the next loop turn, not now: the requests already read in this
+                    # turn (a burst) run their handlers and write their first chunks first,
+                    # without the worker's step holding the GIL between them, and join its
+                    # first step together
+                    try:
+                        submit_all(False)
+                    finally:
+                        asyncio.get_running_loop().call_soon(batcher.wake)
                 else:  # a grammar's first lead computes masks: off the event loop
-                    await asyncio.to_thread(submit_all)
+                    await asyncio.to_thread(submit_all, True)
                     self._led.add(compiled)
             except BaseException:  # also a cancelled await: the thread may still submit
                 job.cancel.set()  # what it submits ends at the batcher's next step

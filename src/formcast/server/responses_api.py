@@ -36,12 +36,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from ..tools.calls import new_call_id
 from .api_errors import APIError
 from .constraints import compile_plan, json_schema_plan, tools_plan
-from .context import SSE_HEADERS, ServerContext, aclose, all_events, collect, first_event
+from .context import HEAD_END, EventStream, ServerContext, aclose, all_events, collect, first_event
 from .engine import Finished, GenerationSpec, Piece, now_deadline
 from .prompts import render_chat
 from .requests import ResponsesRequest
@@ -195,9 +195,8 @@ async def create_response(ctx: ServerContext, body: ResponsesRequest, request: R
         if body.stream:
             first = await first_event(events, watcher)
             streaming = True
-            return StreamingResponse(
-                _stream(all_events(first, events), events, watcher, shell, tool_plan, release),
-                media_type="text/event-stream", headers=SSE_HEADERS)
+            return EventStream(
+                _stream(all_events(first, events), events, watcher, shell, tool_plan, release))
         finished = await collect(events, watcher)
         if not finished:  # cancelled before any output: the client has gone
             raise APIError(500, "the generation ended without a result (cancelled)",
@@ -292,8 +291,10 @@ async def _stream(
     tool_plan: ToolPlan | None,
     release: Callable[[], None],
 ) -> AsyncIterator[str]:
-    """The SSE body of a streamed response (the module docstring's event sequence)."""
+    """The SSE body of a streamed response (the module docstring's event sequence);
+    :data:`HEAD_END` after the first event's lines."""
     seq = 0
+    head = True
 
     def event(kind: str, **fields: Any) -> str:
         nonlocal seq
@@ -366,6 +367,9 @@ async def _stream(
                 for e in splitter.feed(ev.text):
                     for line in apply(e):
                         yield line
+                if head:
+                    head = False
+                    yield HEAD_END
                 continue
             cut = ev.finish != "completed"
             for e in splitter.finish(cut=cut):
@@ -378,6 +382,9 @@ async def _stream(
             kind = {"completed": "response.completed", "incomplete": "response.incomplete",
                     "failed": "response.failed"}[final["status"]]
             yield event(kind, response=final)
+            if head:
+                head = False
+                yield HEAD_END
     finally:
         watcher.cancel()
         await aclose(events)
