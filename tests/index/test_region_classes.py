@@ -13,6 +13,7 @@ byte cut), labelled by its distinct split rows:
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from unittest import mock
 
@@ -155,3 +156,63 @@ def test_region_masks_are_the_eager_masks(vocab: Vocabulary, schema: int) -> Non
     source = SCHEMAS[schema]
     method = "compile_grammar" if isinstance(source, str) else "compile_json_schema"
     assert _compare(vocab, method, (source,), {}, seed=schema) > 0
+
+
+def _instance_walks(vocab: Vocabulary, doc: Any) -> list[list[int]]:
+    """The MaskBench document's valid instances, compact, as greedy longest-match tokens."""
+    table = {vocab.tokens[i]: i for i in range(len(vocab.tokens)) if vocab.is_text_token(i)}
+    longest = max(len(t) for t in table)
+    walks = []
+    for test in doc.get("tests", []):
+        if not test["valid"]:
+            continue
+        data = json.dumps(test["data"], separators=(",", ":"), ensure_ascii=False).encode()
+        ids, i = [], 0
+        while i < len(data):
+            n = next(
+                n for n in range(min(longest, len(data) - i), 0, -1) if data[i : i + n] in table
+            )
+            ids.append(table[data[i : i + n]])
+            i += n
+        walks.append(ids)
+    return walks
+
+
+def test_a_region_past_its_row_budget_is_not_made(vocab: Vocabulary) -> None:
+    """A wide start whose region search would build more lexer rows than
+    ``_REGION_ROW_BUDGET`` gets no region (it is walked on its own, building only the rows its
+    walk meets): on a large lazy lexer (MaskBench o79443, whose first wide start's region
+    built ~1,200 rows inside one mask) with the budget at 0, no region is made after building
+    a row, at least one search stops, and the masks along the schema's valid instances stay
+    the eager build's."""
+    from test_lazy_index_matches_eager import MASKBENCH, _compile, _skip_without
+
+    path = MASKBENCH / "Github_easy---o79443.json"
+    _skip_without(path)
+    doc = json.loads(path.read_text("utf-8"))
+    schema = doc.get("schema", doc)
+    walks = _instance_walks(vocab, doc)
+    assert walks
+    with mock.patch.object(cfg_program, "LAZY_INDEX", False):
+        eager = _compile(vocab, False, "compile_json_schema", (schema,), {})
+        expected = replay_masks(eager, walks)
+    calls: list[tuple[int, int, bool]] = []
+    real = cfg_program._LazyExitSplitClassifier._new_region
+
+    def spy(self: Any, start: int) -> tuple[int, int] | None:
+        before = int(self.lexer.built[: self.lexer.size].sum())
+        out = real(self, start)
+        calls.append((before, int(self.lexer.built[: self.lexer.size].sum()), out is None))
+        return out
+
+    context_for(vocab).cache(cfg_program.SHARED_WALKS).clear()
+    with (
+        mock.patch.object(cfg_program, "_REGION_ROW_BUDGET", 0),
+        mock.patch.object(cfg_program._LazyExitSplitClassifier, "_new_region", spy),
+    ):
+        lazy = _compile(vocab, True, "compile_json_schema", (schema,), {})
+        got = replay_masks(lazy, walks)
+    assert (got == expected).all()
+    assert calls, "no wide start met"
+    assert any(none for _, _, none in calls), "the budget never stopped a search"
+    assert all(none or after == before for before, after, none in calls)

@@ -811,8 +811,9 @@ class _LazyExitSplitClassifier:
         token, _STABLE_ROUNDS)`` rounds, on one column per byte class), kept with
         ``(start, its states, class per state, the classes digests use, the cut rows and
         split flags on local ids, a member of each digest class)``; returns ``(region,
-        1)`` (``start``'s local index), or None past :data:`_LOCAL_DIGEST_STATES` states
-        (nothing kept: ``start`` is walked on its own).  Caller holds the lock.
+        1)`` (``start``'s local index), or None past :data:`_LOCAL_DIGEST_STATES` states or
+        :data:`_REGION_ROW_BUDGET` rows to build (nothing kept: ``start`` is walked on its
+        own, building only the rows its walk meets).  Caller holds the lock.
 
         A region is closed (a state's successors are in it), and a state's classes (to any
         depth) depend only on the states it reaches: the partition of a region is the
@@ -831,9 +832,13 @@ class _LazyExitSplitClassifier:
         index: dict[int, int] = {DEAD: 0, start: 1}
         states = [DEAD, start]
         frontier = [start]
+        budget = _REGION_ROW_BUDGET
         while frontier:  # breadth first, building the rows met (the lexer may grow)
             unbuilt = [q for q in frontier if not lexer.built[q]]
             if unbuilt:
+                budget -= len(unbuilt)
+                if budget < 0:  # a region this costly is not made: ``start`` walks alone
+                    return None
                 lexer.ensure(unbuilt)
             rows = lexer.table[np.asarray(frontier, dtype=np.int64)][:, cols]
             if xc >= 0:
@@ -2005,6 +2010,10 @@ _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
 # (_LazyExitSplitClassifier._new_region; past it: no class, no digest, the start walked on its
 # own)
 _LOCAL_DIGEST_STATES = 1_024
+# ... and whose search builds at most this many lexer rows (~9 us each): a wide start of a large
+# lazy lexer whose region would build more (MaskBench o55827: 1,188 rows, 11-14 ms inside one
+# mask) is walked on its own instead, its walk building only the rows its tokens reach
+_REGION_ROW_BUDGET = 256
 # walk rows are written this many bytes ahead of where a walk stopped (see
 # _LazyExitSplitClassifier._ensure): most tokens are shorter, so most walks run once or twice
 _LAZY_AHEAD = 40
