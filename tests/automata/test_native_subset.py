@@ -33,6 +33,7 @@ import formcast.automata.dfa as dfa_mod
 import formcast.automata.regular as regular_mod
 import formcast.automata.rules as rules_mod
 from _native_kernel import compile_real_inputs, kernel_or_skip
+from automata_helpers import random_nfa
 from conftest import SHARED_DATA
 from formcast.automata.dfa import ByteDFA, nfa_to_dfa
 from formcast.automata.nfa import NFA
@@ -82,32 +83,10 @@ def _both(
 
 
 # -- random NFAs ----------------------------------------------------------------------------
-_BYTES = [0, 9, 10, 32, 34, 48, 57, 65, 97, 122, 127, 128, 191, 192, 255]
-
-
 def _random_nfa(rnd: random.Random) -> NFA:
     """An arbitrary NFA: overlapping byte ranges, epsilon cycles, rule references, states
     that reach nothing and states nothing reaches."""
-    n = rnd.randint(2, 24)
-    nfa = NFA()
-    for _ in range(n):
-        nfa.eps.append([])
-        nfa.edges.append([])
-        nfa.refs.append([])
-    for _ in range(rnd.randint(0, 3 * n)):
-        a, b = sorted((rnd.choice(_BYTES), rnd.choice(_BYTES)))
-        if rnd.random() < 0.3:
-            b = a
-        nfa.edges[rnd.randrange(n)].append((a, b, rnd.randrange(n)))
-    for _ in range(rnd.randint(0, 2 * n)):
-        nfa.eps[rnd.randrange(n)].append(rnd.randrange(n))
-    if rnd.random() < 0.5:
-        rules = rnd.sample(range(1, 40), rnd.randint(1, 4))
-        for _ in range(rnd.randint(1, n)):
-            nfa.refs[rnd.randrange(n)].append((rnd.choice(rules), rnd.randrange(n)))
-    nfa.start = rnd.randrange(n)
-    nfa.accept = rnd.randrange(n)
-    return nfa
+    return random_nfa(rnd)
 
 
 @pytest.mark.parametrize("seed", range(300))

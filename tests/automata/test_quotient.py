@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import formcast.automata.dfa as dfa_mod
+from automata_helpers import KernelWithout, random_nfa
 from formcast.automata.dfa import nfa_to_dfa
 from formcast.automata.nfa import NFA
 from formcast.limits import CompileLimits
@@ -75,33 +76,17 @@ def test_quotient_is_the_numpy_gather(seed: int) -> None:
     assert np.frombuffer(q_acc, dtype=bool).tolist() == want[1]
 
 
-class _WithoutQuotient:
-    """The kernel without ``quotient``: ``_minimize_native`` takes its numpy gather."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "quotient":
-            raise AttributeError(name)
-        return getattr(KERNEL, name)
-
-
 def _random_nfa(rnd: random.Random) -> NFA:
-    n = rnd.randint(2, 24)
-    nfa = NFA()
-    for _ in range(n):
-        nfa.eps.append([])
-        nfa.edges.append([])
-        nfa.refs.append([])
-    points = [0, 9, 10, 32, 48, 57, 97, 122, 127, 128, 200, 255]
-    for _ in range(rnd.randint(1, 3 * n)):
-        a, b = sorted((rnd.choice(points), rnd.choice(points)))
-        nfa.edges[rnd.randrange(n)].append((a, b, rnd.randrange(n)))
-    for _ in range(rnd.randint(0, n)):
-        nfa.eps[rnd.randrange(n)].append(rnd.randrange(n))
-    if rnd.random() < 0.5:
-        for _ in range(rnd.randint(1, n)):
-            nfa.refs[rnd.randrange(n)].append((rnd.randrange(1, 9), rnd.randrange(n)))
-    nfa.start, nfa.accept = rnd.randrange(n), rnd.randrange(n)
-    return nfa
+    return random_nfa(
+        rnd,
+        max_states=24,
+        byte_points=(0, 9, 10, 32, 48, 57, 97, 122, 127, 128, 200, 255),
+        min_edges=1,
+        single_bytes=0.0,
+        max_eps_per_state=1,
+        refs=0.5,
+        rule_ids=8,
+    )
 
 
 def _fields(dfa: Any) -> tuple[Any, ...]:
@@ -116,7 +101,7 @@ def test_minimized_dfa_same_without_quotient(seed: int) -> None:
     limits = CompileLimits()
     got = _fields(nfa_to_dfa(nfa, limits, minimize=True))
     saved = dfa_mod._KERNEL
-    dfa_mod._KERNEL = _WithoutQuotient()
+    dfa_mod._KERNEL = KernelWithout(KERNEL, "quotient")
     try:
         want = _fields(nfa_to_dfa(nfa, limits, minimize=True))
     finally:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import formcast.automata.dfa as dfa_mod
+from automata_helpers import KernelWithout, random_nfa
 from formcast.automata.dfa import DEAD, nfa_to_dfa
 from formcast.automata.nfa import NFA
 from formcast.automata.rules import compile_grammar_automaton
@@ -89,33 +90,17 @@ def test_widen_rejects_corrupt_arguments() -> None:
             KERNEL.widen(*args)
 
 
-class _WithoutWiden:
-    """The kernel without ``widen``: ``nfa_to_dfa`` takes its numpy path."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "widen":
-            raise AttributeError(name)
-        return getattr(KERNEL, name)
-
-
 def _random_nfa(rnd: random.Random) -> NFA:
-    n = rnd.randint(2, 20)
-    nfa = NFA()
-    for _ in range(n):
-        nfa.eps.append([])
-        nfa.edges.append([])
-        nfa.refs.append([])
-    points = [0, 9, 10, 32, 48, 57, 97, 122, 127, 128, 200, 255]
-    for _ in range(rnd.randint(1, 3 * n)):
-        a, b = sorted((rnd.choice(points), rnd.choice(points)))
-        nfa.edges[rnd.randrange(n)].append((a, b, rnd.randrange(n)))
-    for _ in range(rnd.randint(0, n)):
-        nfa.eps[rnd.randrange(n)].append(rnd.randrange(n))
-    if rnd.random() < 0.6:
-        for _ in range(rnd.randint(1, n)):
-            nfa.refs[rnd.randrange(n)].append((rnd.randrange(1, 9), rnd.randrange(n)))
-    nfa.start, nfa.accept = rnd.randrange(n), rnd.randrange(n)
-    return nfa
+    return random_nfa(
+        rnd,
+        max_states=20,
+        byte_points=(0, 9, 10, 32, 48, 57, 97, 122, 127, 128, 200, 255),
+        min_edges=1,
+        single_bytes=0.0,
+        max_eps_per_state=1,
+        refs=0.6,
+        rule_ids=8,
+    )
 
 
 def _fields(dfa: Any) -> tuple[Any, ...]:
@@ -137,7 +122,7 @@ def _fields(dfa: Any) -> tuple[Any, ...]:
 def test_nfa_to_dfa_with_and_without_widen(seed: int) -> None:
     nfa = _random_nfa(random.Random(seed))
     minimize = bool(seed % 2)
-    dfa_mod._KERNEL = _WithoutWiden()
+    dfa_mod._KERNEL = KernelWithout(KERNEL, "widen")
     try:
         ref = nfa_to_dfa(nfa, CompileLimits(), minimize=minimize)
     finally:
