@@ -668,6 +668,9 @@ def main() -> None:
             print(f"{w.name}: {w.note}")
         return
     names = [w for w in a.workloads.split(",") if w] or list(wls)
+    unknown = [w for w in names if w not in wls]
+    if unknown:
+        raise SystemExit(f"unknown workload(s) {', '.join(unknown)}; known: {', '.join(wls)}")
     engines = [e for e in a.engines.split(",") if e]
     results = []
     profiles = []
