@@ -504,20 +504,9 @@ class PushdownAutomaton:
         q2 = row[byte]
         if q2 == DEAD:
             return self._dead
-        r = fr.rule
-        parent = fr.parent
-        fkey = (r, q2, fr.need, fr.left, id(parent))
-        frames = self._frames
-        f2 = frames.get(fkey)
-        if f2 is None:
-            f2 = frames[fkey] = Frame(r, q2, parent, fr.need, fr.left)
-        memo = self._closures.get(f2)
-        if memo is not None:
-            tops, acc = memo
-        else:
-            tops, acc, err = self._closure(f2)
-            if err:
-                return self.dead(err)
+        tops, acc, err = self._near_closure(fr, q2)
+        if err:
+            return self.dead(err)
         if not tops and not acc:
             return self._dead
         max_stacks = self.limits.max_stacks
@@ -525,6 +514,17 @@ class PushdownAutomaton:
             return self.dead(f"parser limit max_stacks={max_stacks} exceeded")
         s = self._states.get((tops, acc))
         return s if s is not None else self._state(tops, acc)
+
+    def _near_closure(self, fr: Frame, q2: int) -> tuple[frozenset[Frame], bool, str | None]:
+        """:meth:`_closure` of ``fr`` moved to its rule's state ``q2``, for a top ``fr`` that
+        is not far (the moved frame has ``fr``'s counters and parent, so it is not far
+        either): the frame interned as :meth:`frame` interns it, without its far test.  Call
+        under the lock; O(1) where the closure is memoized."""
+        key = (fr.rule, q2, fr.need, fr.left, id(fr.parent))
+        f2 = self._frames.get(key)
+        if f2 is None:
+            f2 = self._frames[key] = Frame(fr.rule, q2, fr.parent, fr.need, fr.left)
+        return self._closure(f2)
 
     def step_memo(self) -> dict[tuple[ParserState, int], ParserState]:
         """The memo of :meth:`step`: ``(state, byte) -> state``, what :meth:`step` returns for
@@ -574,13 +574,11 @@ class PushdownAutomaton:
             if err:
                 return self.dead(err)
         else:
-            # (:meth:`frame` and the closure memo written out for tops that are not far: a
-            # stepped frame has its top's counters and parent, so it is far where its top is)
+            # (a stepped frame has its top's counters and parent, so it is far where its top
+            # is: :meth:`_near_closure` for the tops that are not)
             new: set[Frame] = set()
             acc = False
             rows = self._rows
-            interned = self._frames
-            closures = self._closures
             for fr in frames:
                 row = rows[fr.rule][fr.state]
                 if row is None:
@@ -592,20 +590,10 @@ class PushdownAutomaton:
                     got, a, err = self._closure(
                         self.frame(fr.rule, q2, fr.parent, fr.need, fr.left)
                     )
-                    if err:
-                        return self.dead(err)
                 else:
-                    fkey = (fr.rule, q2, fr.need, fr.left, id(fr.parent))
-                    f2 = interned.get(fkey)
-                    if f2 is None:
-                        f2 = interned[fkey] = Frame(fr.rule, q2, fr.parent, fr.need, fr.left)
-                    memo = closures.get(f2)
-                    if memo is not None:
-                        got, a = memo
-                    else:
-                        got, a, err = self._closure(f2)
-                        if err:
-                            return self.dead(err)
+                    got, a, err = self._near_closure(fr, q2)
+                if err:
+                    return self.dead(err)
                 new |= got
                 acc = acc or a
             tops = frozenset(new)
