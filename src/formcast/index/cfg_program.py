@@ -911,7 +911,6 @@ class _LazyExitSplitClassifier:
             sub,
             cut_split,
             q,
-            np.ones(dpart.size, dtype=bool),
             self._cut_columns()[1],
             rep,
             cache,
@@ -1041,28 +1040,21 @@ def _quotient_digest(
     cut: np.ndarray,
     cut_split: np.ndarray,
     start: int,
-    built: np.ndarray,
-    col_of_byte: np.ndarray | None = None,
-    rep: np.ndarray | None = None,
-    succ: dict[int, list[int]] | None = None,
+    col_of_byte: np.ndarray,
+    rep: np.ndarray,
+    succ: dict[int, list[int]],
 ) -> bytes | None:
     """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
-    automaton ``cut`` (state 0 dead) by the congruence ``part``, from ``start``: its classes
-    reachable from ``start``'s, numbered breadth-first in byte order, their rows and split
-    flags, the vocabulary and the exit byte; None past :data:`_SHARED_WALK_STATES` classes
-    and where a state whose row is not ``built`` (a sentinel, a class of its own) is
-    reachable.  ``col_of_byte``: ``cut`` and ``cut_split`` hold one column per byte class,
-    in the order of the classes' first bytes (so first met in byte order as on 256
+    automaton ``cut`` (state 0 dead, every row built: a region) by the congruence ``part``,
+    from ``start``: its classes reachable from ``start``'s, numbered breadth-first in byte
+    order, their rows and split flags, the vocabulary and the exit byte; None past
+    :data:`_SHARED_WALK_STATES` classes.  ``cut`` and ``cut_split`` hold one column per byte
+    class, in the order of the classes' first bytes (so first met in byte order as on 256
     columns), and byte ``b`` is column ``col_of_byte[b]``: the digest is the one of the
-    256-column tables.  ``rep``: a member of each class, if known; ``succ``: as
+    256-column tables.  ``rep``: a member of each class; ``succ``: as
     :func:`_reachable_classes` (a cache for these ``part``, ``cut`` and ``rep``)."""
-    if rep is None:
-        rep = np.zeros(int(part.max()) + 1, dtype=np.int64)
-        rep[part[::-1]] = np.arange(part.size - 1, -1, -1)
     states = _reachable_classes(part, cut, rep, start, succ)
     if states is None:
-        return None
-    if not built[rep[states]].all():
         return None
     renumber = np.full(rep.size, -1, dtype=np.int64)
     renumber[states] = np.arange(states.size)
@@ -1072,9 +1064,7 @@ def _quotient_digest(
     # renumbered on the table's own columns, then spread to 256 (as int8: a few times less
     # to hash than the int64 rows, which were most of a wide digest's time)
     rows = _renumbered_bytes(renumber[part[cut[rep[states]]]], col_of_byte)
-    split_rows = cut_split[rep[states]]
-    if col_of_byte is not None:
-        split_rows = split_rows[:, col_of_byte]
+    split_rows = cut_split[rep[states]][:, col_of_byte]
     h.update(rows)
     h.update(np.packbits(split_rows).tobytes())
     return h.digest()
