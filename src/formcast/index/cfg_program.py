@@ -1692,6 +1692,10 @@ class CfgProgram:
         # counted rules: masks are shared by states equal up to counts clipped to the longest
         # token + 1; stack tops of counted rules are classified on window automata
         self._counted = _CountedClassifier(auto, vocab, self._cap, context)
+        # the trie's strings end to end (the large candidate checks' bytes): per vocabulary,
+        # made by its first grammar (~5 ms, as the trie's other per-vocabulary tables) rather
+        # than inside some mask; a look-up after that
+        _trie_bytes(context, vocab.trie)
         self._masks: LruCache[ParserState, np.ndarray] = LruCache(
             mask_cache_size,
             max_weight=cache_limits.mask_cache_bytes,
@@ -1878,7 +1882,8 @@ class CfgProgram:
             if groups is not None:
                 ok, err = _verify_looped(step, state, groups, pda.step_memo)
             elif cands.size >= _LEVEL_VERIFY_MIN:
-                ok, err = _verify_by_levels(step, state, trie, cands)
+                flat = _trie_bytes(self.context, trie)
+                ok, err = _verify_by_levels(step, state, trie, cands, flat, pda.step_memo)
             else:  # the parser's step memo read first (see the function)
                 ok, err = _verify_in_order(step, state, trie, cands, pda.step_memo)
             if err is not None:
@@ -2150,11 +2155,52 @@ def _prefix_end(prefix: bytes) -> bytes:
     return end[:-1] + bytes((end[-1] + 1,))
 
 
+#: a vocabulary trie's distinct strings laid end to end: the bytes (``uint8``) and each
+#: string's offset in them (``int64``, one more than the strings: the end of the last)
+_TrieBytes = tuple[np.ndarray, np.ndarray]
+#: the trie strings of a vocabulary laid end to end (:func:`_trie_bytes`; one entry per
+#: vocabulary context, put by its first user, not rebuilt for a loaded grammar: a manifest
+#: does not name it)
+TRIE_BYTES: ContextSlot[None, _TrieBytes] = ContextSlot(
+    "cfg_trie_bytes",
+    max_entries=1,
+    weight=lambda t: t[0].nbytes + t[1].nbytes + CACHE_ENTRY_BYTES,
+)
+
+
+def _trie_bytes(context: TokenIndexContext, trie: TokenTrie) -> _TrieBytes:
+    """``trie``'s strings (in string order) end to end, and their offsets: what
+    :func:`_verify_by_levels` reads a candidate's byte at a position from (a gather, where a
+    join of the candidates' strings cost ~0.15 us each: 5 ms for 35,000 candidates).  Made
+    by the first grammar of a vocabulary context (or on first use: a loaded grammar's);
+    O(total bytes): ~0.8 MB and 1 MB of offsets for 128,000 strings, ~5 ms.  Kept in its
+    :data:`TRIE_BYTES` slot, read only."""
+    cache = context.cache(TRIE_BYTES)
+    found, got = cache.get(None)
+    if found:
+        return got
+    buf = np.frombuffer(b"".join(trie.strings), dtype=np.uint8)
+    offsets = np.zeros(len(trie.strings) + 1, dtype=np.int64)
+    np.cumsum(trie.lengths, out=offsets[1:])
+    offsets.setflags(write=False)
+    made = (buf, offsets)
+    cache.put(None, made)
+    return made
+
+
+#: :func:`_verify_by_levels` finishes in Python (each candidate alive stepped byte by byte,
+#: the steps read from the memo) once at most this many candidates are left: below it a
+#: level's ~10 numpy calls cost more than the candidates' remaining bytes
+_LEVEL_TAIL = 24
+
+
 def _verify_by_levels(
     step: Callable[[ParserState, int], ParserState],
     state: ParserState,
     trie: TokenTrie,
     cands: np.ndarray,
+    flat: _TrieBytes | None = None,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
 ) -> tuple[np.ndarray, str | None]:
     """:func:`_verify_in_order`'s answer, stepping the candidates one byte position at a time
     together: at position ``k`` each distinct (parser state, byte) pair among the candidates
@@ -2163,31 +2209,59 @@ def _verify_by_levels(
     Candidates that cross a counted rule's iterations (a word through ``[\\w-]{0,255}``)
     reach the same parser state by different prefixes (the counts are all that differ), so
     tens of thousands of them cost a few hundred steps, not one per trie node.  The steps
-    are those :func:`_verify_in_order` takes, each taken once.  Cost: one numpy pass over
-    the alive candidates per byte position plus one step per distinct pair; nothing kept.
+    are those :func:`_verify_in_order` takes, each taken once.
+
+    The candidates are ordered longest first, so those with a byte at position ``k`` are a
+    prefix of that order (no compaction per level; a dead candidate keeps the id -1, which
+    indexes the last, all-dead row of a level's tables, and no pair of it is stepped).
+    ``flat``: :func:`_trie_bytes` of the trie (None: the candidates' strings are joined
+    here).  Once at most :data:`_LEVEL_TAIL` candidates are left, the live ones finish byte
+    by byte (``memo``: the step's memo, read first, as in :func:`_verify_strings`).  Cost:
+    a few numpy passes over the candidates with a byte at each position plus one step per
+    distinct pair; nothing kept.
     """
-    strings = trie.strings
-    lengths = trie.lengths[cands].astype(np.int64)
-    starts = np.zeros(cands.size, dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    flat = np.frombuffer(b"".join([strings[i] for i in cands.tolist()]), dtype=np.uint8)
+    n = int(cands.size)
+    lengths = trie.lengths[cands]
+    # longest first (a stable radix sort of the byte lengths: tokens are short)
+    order = np.argsort(np.uint8(255) - np.minimum(lengths, 255).astype(np.uint8), kind="stable")
+    lengths = lengths[order].astype(np.int64)
+    if flat is None:
+        strings = trie.strings
+        joined = b"".join([strings[i] for i in cands[order].tolist()])
+        buf = np.frombuffer(joined, dtype=np.uint8)
+        pos = np.zeros(n, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=pos[1:])
+    else:
+        buf, offsets = flat
+        pos = offsets[cands[order]]
     # per candidate: its state's number among this position's states (-1: rejected)
-    sid = np.zeros(cands.size, dtype=np.int64)
+    sid = np.zeros(n, dtype=np.int64)
     states: list[ParserState] = [state]
     err: str | None = None
-    active = np.flatnonzero(lengths > 0)
+    # per position k: how many candidates have a byte there (the longest-first prefix)
+    longer = np.searchsorted(-lengths, -np.arange(int(lengths[0]) if n else 0), side="left")
     k = 0
-    while active.size:
-        code = sid[active] * 256 + flat[starts[active] + k]
-        seen = np.zeros(len(states) * 256, dtype=bool)
+    top = len(longer)
+    while k < top:
+        m = int(longer[k])
+        if m <= _LEVEL_TAIL:
+            err = _finish_levels(step, states, buf, pos, lengths, sid, k, m, err, memo)
+            break
+        live = sid[:m]
+        code = (live << 8) | buf[pos[:m] + k]
+        width = (len(states) + 1) << 8  # (the last row: the id -1's)
+        seen = np.zeros(width, dtype=bool)
         seen[code] = True
+        seen[-256:] = False
         pairs = np.flatnonzero(seen)
-        nxt = np.full(seen.size, -1, dtype=np.int64)
+        if not pairs.size:  # every candidate with a byte here is rejected
+            break
+        nxt = np.full(width, -1, dtype=np.int64)
         following: list[ParserState] = []
         ids: dict[ParserState, int] = {}
         for c in pairs.tolist():
             st = step(states[c >> 8], c & 255)
-            if st.is_dead:
+            if st.dead:
                 if st.error:
                     err = st.error
                 continue
@@ -2196,12 +2270,51 @@ def _verify_by_levels(
                 i = ids[st] = len(following)
                 following.append(st)
             nxt[c] = i
-        got = nxt[code]
-        sid[active] = got
+        sid[:m] = nxt[code]
         states = following
         k += 1
-        active = active[(got >= 0) & (lengths[active] > k)]
-    return cands[sid >= 0], err
+    ok = np.empty(n, dtype=bool)
+    ok[order] = sid >= 0
+    return cands[ok], err
+
+
+def _finish_levels(
+    step: Callable[[ParserState, int], ParserState],
+    states: list[ParserState],
+    buf: np.ndarray,
+    pos: np.ndarray,
+    lengths: np.ndarray,
+    sid: np.ndarray,
+    k: int,
+    m: int,
+    err: str | None,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None,
+) -> str | None:
+    """:func:`_verify_by_levels`' last candidates (the first ``m`` of its order, each with
+    a byte at position ``k``): each live one stepped from its state over its bytes from
+    ``k`` on, ``sid`` set to -1 where it dies (0 where it lives).  Returns ``err``, or the
+    error of a limit some step hit."""
+    get = _no_memo if memo is None else memo().get
+    raw = buf.data
+    for j, (s, p, n) in enumerate(zip(sid[:m].tolist(), pos[:m].tolist(), lengths[:m].tolist())):
+        if s < 0:
+            continue
+        st = states[s]
+        for b in bytes(raw[p + k : p + n]):
+            nxt = get((st, b))
+            if nxt is None:
+                nxt = step(st, b)
+                if memo is not None:
+                    get = memo().get
+            st = nxt
+            if st.dead:
+                if st.error:
+                    err = st.error
+                sid[j] = -1
+                break
+        else:
+            sid[j] = 0
+    return err
 
 
 def _result(state: ParserState) -> ParserState | LimitStop | None:
