@@ -2116,14 +2116,23 @@ def _verify_strings(
     i = 0
     while i < n:
         data = data_of[i]
-        k = 0
-        limit = min(len(data), len(path) - 1)
-        while k < limit and data[k] == prev[k]:
-            k += 1
-        del path[k + 1 :]
-        st = path[k]
         i += 1
-        for b in data[k:]:
+        # resume after the prefix shared with the previous string, as far as its walk went
+        # (the walk's start where it went nowhere; the path cut only where it went further)
+        m = len(path) - 1
+        k = 0
+        if m:
+            limit = len(data)
+            if limit > m:
+                limit = m
+            while k < limit and data[k] == prev[k]:
+                k += 1
+            if k < m:
+                del path[k + 1 :]
+            st = path[k]
+        else:
+            st = state
+        for b in data[k:] if k else data:
             nxt = get((st, b))
             if nxt is None:
                 nxt = step(st, b)
