@@ -2185,8 +2185,8 @@ def _trie_bytes(context: TokenIndexContext, trie: TokenTrie) -> _TrieBytes:
     O(total bytes): ~0.8 MB and 1 MB of offsets for 128,000 strings, ~5 ms.  Kept in its
     :data:`TRIE_BYTES` slot, read only."""
     cache = context.cache(TRIE_BYTES)
-    found, got = cache.get(None)
-    if found:
+    _, got = cache.get(None)
+    if got is not None:
         return got
     buf = np.frombuffer(b"".join(trie.strings), dtype=np.uint8)
     offsets = np.zeros(len(trie.strings) + 1, dtype=np.int64)
