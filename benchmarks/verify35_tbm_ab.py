@@ -50,6 +50,9 @@ def _variant(root: Path, cp: Any, pda_mod: Any) -> tuple[Any, Any, dict[str, Any
     pns: dict[str, Any] = {"__name__": "formcast.automata._pda_" + root.name}
     pns["__package__"] = "formcast.automata"
     exec(compile((root / "src/formcast/automata/pda.py").read_text(), "pda", "exec"), pns)
+    # the installed Frame and ParserState (programs above test a state's class: a tree whose
+    # pda.py changes those two classes cannot be compared here)
+    pns["Frame"], pns["ParserState"] = pda_mod.Frame, pda_mod.ParserState
     # (a slot this tree declares that the installed module lacks: declared once, by name)
     from formcast.index import context as ctx
 
