@@ -127,3 +127,16 @@ def test_levels_match_in_order_on_counted_states(vocab: Vocabulary) -> None:
             accepted += _check(program, capped, rng, oracle=False)
     assert accepted > 1000
     assert matcher.accept_bytes(text)
+
+
+def test_no_trie_bytes_where_the_context_cannot_keep_them(vocab: Vocabulary) -> None:
+    from formcast.index.context import TokenIndexContext
+    from formcast.limits import CacheLimits
+
+    small = TokenIndexContext(vocab.fingerprint, CacheLimits(shared_cache_bytes=1 << 20))
+    assert cfg_program._trie_bytes(small, vocab.trie) is None
+    assert not small.cache(cfg_program.TRIE_BYTES).items()
+    roomy = TokenIndexContext(vocab.fingerprint, CacheLimits())
+    got = cfg_program._trie_bytes(roomy, vocab.trie)
+    assert got is not None
+    assert cfg_program._trie_bytes(roomy, vocab.trie) is got

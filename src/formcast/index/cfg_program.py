@@ -2177,17 +2177,22 @@ TRIE_BYTES: ContextSlot[None, _TrieBytes] = ContextSlot(
 )
 
 
-def _trie_bytes(context: TokenIndexContext, trie: TokenTrie) -> _TrieBytes:
+def _trie_bytes(context: TokenIndexContext, trie: TokenTrie) -> _TrieBytes | None:
     """``trie``'s strings (in string order) end to end, and their offsets: what
     :func:`_verify_by_levels` reads a candidate's byte at a position from (a gather, where a
     join of the candidates' strings cost ~0.15 us each: 5 ms for 35,000 candidates).  Made
     by the first grammar of a vocabulary context (or on first use: a loaded grammar's);
     O(total bytes): ~0.8 MB and 1 MB of offsets for 128,000 strings, ~5 ms.  Kept in its
-    :data:`TRIE_BYTES` slot, read only."""
+    :data:`TRIE_BYTES` slot, read only.  None where the context's ``shared_cache_bytes`` may
+    be too small to keep it (a bound on its weight, not its weight: nothing is made for it),
+    so that no compile and no check makes it again and again."""
     cache = context.cache(TRIE_BYTES)
     _, got = cache.get(None)
     if got is not None:
         return got
+    n = len(trie.strings)
+    if trie.max_len * n + 8 * (n + 1) + CACHE_ENTRY_BYTES > context.limits.shared_cache_bytes:
+        return None
     buf = np.frombuffer(b"".join(trie.strings), dtype=np.uint8)
     offsets = np.zeros(len(trie.strings) + 1, dtype=np.int64)
     np.cumsum(trie.lengths, out=offsets[1:])
