@@ -1417,7 +1417,7 @@ trie_classify(PyObject *self, PyObject *args)
  * then in preorder (the string counts, and a set for each node with at least min_below nodes
  * below it, numbered in preorder).  Outputs (written): pos int32[n], pbyte uint8[n], depth
  * uint16[n], size int32[n], own uint8[n], str int32[n + 1], sel int32[n], sets uint64[n, 4]
- * (the first `count` rows are the memo's; the rest scratch).  O(nodes), no Python object
+ * (the first `count` rows are the memo's; the rest untouched).  O(nodes), no Python object
  * touched; every index checked (ValueError). */
 static PyObject *
 trie_subtree_memo(PyObject *self, PyObject *args)
@@ -1454,9 +1454,10 @@ trie_subtree_memo(PyObject *self, PyObject *args)
         int32_t *str = (int32_t *)b[10].buf, *sel = (int32_t *)b[11].buf;
         uint64_t *sets = (uint64_t *)b[12].buf;
         const int64_t n = b[0].len / 4;
-        /* scratch, per level-order node: subtree size, set (in `sets` until the last pass
-         * needs it in preorder: kept in `tmp`), next child's preorder number, depth */
-        int64_t *nsize = NULL, *next = NULL, *order = NULL;
+        /* scratch, per level-order node: subtree size, set, next child's preorder number,
+         * depth; per preorder number, its node (int32: fewer pages to fault in, the cost of
+         * this one-time build) */
+        int32_t *nsize = NULL, *next = NULL, *order = NULL;
         uint64_t *tmp = NULL;
         uint16_t *dep = NULL;
         int64_t i, root_next = 0, total = 0;
@@ -1468,9 +1469,13 @@ trie_subtree_memo(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: subtree_memo: array lengths disagree");
             goto done;
         }
-        nsize = (int64_t *)malloc(sizeof(int64_t) * (n ? n : 1));
-        next = (int64_t *)malloc(sizeof(int64_t) * (n ? n : 1));
-        order = (int64_t *)malloc(sizeof(int64_t) * (n ? n : 1));
+        if (n >= INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: subtree_memo: too many nodes");
+            goto done;
+        }
+        nsize = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
+        next = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
+        order = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
         tmp = (uint64_t *)calloc((size_t)(n ? n : 1) * 4, sizeof(uint64_t));
         dep = (uint16_t *)malloc(sizeof(uint16_t) * (n ? n : 1));
         if (nsize == NULL || next == NULL || order == NULL || tmp == NULL || dep == NULL) {
@@ -1513,7 +1518,7 @@ trie_subtree_memo(PyObject *self, PyObject *args)
                 dep[i] = 1;
             } else {
                 at = next[p];
-                next[p] += nsize[i];
+                next[p] += nsize[i]; /* (sizes sum to at most n: no overflow) */
                 if (dep[p] >= 65535) {
                     bad = 2;
                     break;
@@ -1524,9 +1529,9 @@ trie_subtree_memo(PyObject *self, PyObject *args)
                 bad = 1;
                 break;
             }
-            next[i] = at + 1;
+            next[i] = (int32_t)(at + 1);
             pos[i] = (int32_t)at;
-            order[at] = i;
+            order[at] = (int32_t)i;
         }
         for (i = 0; i < n && !bad; i++) { /* in preorder */
             const int64_t v = order[i];

@@ -1092,7 +1092,7 @@ def _build_subtree_memo(trie: TokenTrie, flat: _FlatNodes) -> _SubtreeMemo | Non
         own,
         strs,
         sel,
-        sets[:k].copy(),
+        sets[:k],  # (a view: the rows past k are never written, their pages never touched)
         int(trie.num_levels),
         _NATIVE_WALK_MAX_REACH,
     )
