@@ -1,7 +1,7 @@
 """The first mask's ``LazyExpandedLexer`` calls, replayed on fresh lexers (issue #31, ensure33).
 
 Per MaskBench schema: compile (fresh ``GrammarCompiler``, no cache), record the lexer calls of
-the first mask (``ensure`` with its states, ``build_rule_rows``), then replay them ``--reps``
+the first mask (``ensure`` with its states), then replay them ``--reps``
 times on a fresh ``LazyExpandedLexer(auto)`` each (construction untimed) and keep the least
 thread CPU of the calls together: a low-noise measure of the first mask's lexer work on a
 loaded machine.  Works on the compiled build (the lexer class is an ordinary Python class).
@@ -57,20 +57,15 @@ def main() -> None:
     files = sorted(DATA.glob("*.json"))
     files = sorted(random.Random(args.seed).sample(files, min(args.sample, len(files))))
     mask = allocate_token_bitmask(1, vocab.vocab_size)
-    calls: list[tuple[Any, Any]] = []
+    calls: list[Any] = []
     autos: list[Any] = []
     real_ensure = LazyExpandedLexer.ensure
-    real_rules = LazyExpandedLexer.build_rule_rows
 
     def spy_ensure(self: Any, states: Any) -> bool:
         if not autos or autos[-1] is not self:
             autos.append(self)
-        calls.append(("ensure", np.array(states, dtype=np.int64, copy=True)))
+        calls.append(np.array(states, dtype=np.int64, copy=True))
         return real_ensure(self, states)
-
-    def spy_rules(self: Any) -> None:
-        calls.append(("rules", None))
-        real_rules(self)
 
     classes = [LazyExpandedLexer]
     if args.other:
@@ -95,12 +90,10 @@ def main() -> None:
         calls.clear()
         autos.clear()
         LazyExpandedLexer.ensure = spy_ensure  # type: ignore[method-assign]
-        LazyExpandedLexer.build_rule_rows = spy_rules  # type: ignore[method-assign]
         try:
             GrammarMatcher(c).fill_next_token_bitmask(mask, 0)
         finally:
             LazyExpandedLexer.ensure = real_ensure  # type: ignore[method-assign]
-            LazyExpandedLexer.build_rule_rows = real_rules  # type: ignore[method-assign]
         if not calls or len(autos) != 1:
             out[f.stem] = {"us": 0.0, "digest": "", "states": 0}
             continue
@@ -111,11 +104,8 @@ def main() -> None:
             for k, cls in enumerate(classes):
                 lex = cls(auto, cap)
                 t0 = time.thread_time_ns()
-                for kind, states in calls:
-                    if kind == "ensure":
-                        lex.ensure(states)
-                    else:
-                        lex.build_rule_rows()
+                for states in calls:
+                    lex.ensure(states)
                 bests[k] = min(bests[k], (time.thread_time_ns() - t0) / 1e3)
                 digests[k] = _digest(lex)
         if len(classes) == 2:

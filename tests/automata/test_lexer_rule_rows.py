@@ -1,15 +1,16 @@
 """``LazyExpandedLexer``'s rows of rule states without calls, written straight from the rule
-DFAs (``_plain_rows``, ``build_rule_rows``), are the eager ``build_expanded_lexer``'s rows.
+DFAs (``_plain_rows``), are the eager ``build_expanded_lexer``'s rows.
 
 A state without calls is its own closure, so its lexer row is its rule DFA's row shifted to the
 global numbering (the dead state 0) and its split flags are its rule's split byte vector where
 it accepts (for a counted rule allowing zero iterations, its start state adds the bytes that may
 follow the rule).  The lazy lexer writes those rows from the DFA tables (all 256 columns) rather
 than through per-byte-class rows; here, on the grammars of test_expanded_lexer_matches_simulation
-and the built-in JSON grammar: after ``build_rule_rows`` exactly the states without calls are
-built and their rows and split flags equal the eager lexer's; states with calls keep zero rows;
-rows built before (by ``ensure``, or before a load) are kept; and every state then built on
-demand still pairs with the eager lexer's state breadth-first (a wrong row would break it).
+and the built-in JSON grammar: after ``_plain_rows`` of every rule (``_all_rule_rows``) exactly
+the states without calls are built and their rows and split flags equal the eager lexer's;
+states with calls keep zero rows; rows built before (by ``ensure``, or before a load) are
+kept; and every state then built on demand still pairs with the eager lexer's state
+breadth-first (a wrong row would break it).
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ def _has_calls(auto: GrammarAutomaton, n_global: int, offsets: np.ndarray) -> np
     return out
 
 
+def _all_rule_rows(lazy: LazyExpandedLexer) -> None:
+    """``_plain_rows`` of every rule not met yet (what a small lexer's construction does)."""
+    h = lazy._build_helpers()
+    for r in np.flatnonzero(~h.plain_done).tolist():
+        lazy._plain_rows(h, r)
+
+
 def _lazy(auto: GrammarAutomaton) -> LazyExpandedLexer:
     with mock.patch.object(lexer_module, "_LAZY_ROWS_FROM", 0):  # nothing built at construction
         return LazyExpandedLexer(auto)
@@ -81,7 +89,7 @@ def test_rule_rows_are_the_eager_rows(which: int) -> None:
     assert eager is not None
     lazy = _lazy(auto)
     n_global = int(lazy.offsets[-1])
-    lazy.build_rule_rows()
+    _all_rule_rows(lazy)
     calls = _has_calls(auto, n_global, lazy.offsets)
     built = lazy.built[:n_global]
     assert np.array_equal(built[1:], ~calls[1:])  # exactly the states without calls
@@ -91,19 +99,19 @@ def test_rule_rows_are_the_eager_rows(which: int) -> None:
     assert not lazy.table[:n_global][~built].any()  # states with calls: still zeros
     assert not lazy.split[:n_global][~built].any()
     assert lazy.size == n_global  # no union numbered
-    lazy.build_rule_rows()  # again: nothing changes
+    _all_rule_rows(lazy)  # again: nothing changes
     assert np.array_equal(lazy.built[:n_global], built)
     _pairs_with_eager(lazy, eager)
 
 
 @pytest.mark.parametrize("which", range(_N))
 def test_small_lexer_builds_rule_rows_at_construction(which: int) -> None:
-    """Below ``_LAZY_ROWS_FROM`` rule states, construction builds what ``build_rule_rows``
+    """Below ``_LAZY_ROWS_FROM`` rule states, construction builds what ``_all_rule_rows``
     builds (and the same rows)."""
     auto = _automaton(which)
     small = LazyExpandedLexer(auto)
     lazy = _lazy(auto)
-    lazy.build_rule_rows()
+    _all_rule_rows(lazy)
     n = lazy.size
     assert small.size == n
     assert np.array_equal(small.built[:n], lazy.built[:n])
@@ -114,7 +122,7 @@ def test_small_lexer_builds_rule_rows_at_construction(which: int) -> None:
 @pytest.mark.parametrize("which", range(_N))
 def test_rows_built_before_are_kept(which: int) -> None:
     """Rows built on demand first (unions numbered, rows of states with calls), then the
-    helpers dropped as after a load: ``build_rule_rows`` writes only the unbuilt rows of
+    helpers dropped as after a load: ``_all_rule_rows`` writes only the unbuilt rows of
     states without calls, and the lexer still pairs with the eager one."""
     auto = _automaton(which)
     eager = build_expanded_lexer(auto)
@@ -128,7 +136,7 @@ def test_rows_built_before_are_kept(which: int) -> None:
     before_table = lazy.table[: lazy.size].copy()
     before_split = lazy.split[: lazy.size].copy()
     lazy._helpers = None  # as after a load: rebuilt on first use
-    lazy.build_rule_rows()
+    _all_rule_rows(lazy)
     kept = np.flatnonzero(before_built[: before_table.shape[0]])
     assert np.array_equal(lazy.table[kept], before_table[kept])
     assert np.array_equal(lazy.split[kept], before_split[kept])

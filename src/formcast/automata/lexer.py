@@ -224,7 +224,7 @@ _CHAIN_ROWS = 2
 #: later masks of the large ones cost more lazily not for the rows themselves, a gather per
 #: rule, but because a refinement of the lexer built so far (the token index's, on its first
 #: wide start) sees the rows of rules not met yet as sentinels, each a class of its own, so
-#: fewer walks are shared: :meth:`LazyExpandedLexer.build_rule_rows` before it restores that.)
+#: fewer walks are shared.)
 #: Was 8,192 until session 18: writing every rule's rows at construction was most of the
 #: program set-up of the larger grammars, and their first masks meet a few of their rules
 #: (MaskBench seed 5, 143 schemas, compiled build, thread CPU, set-up + first mask paired per
@@ -292,8 +292,6 @@ class LazyExpandedLexer:
     256) numpy writes (no Python work per state or rule); :meth:`ensure` O(members x byte
     classes) per row, numpy-batched, plus O(rule states x byte classes) once per rule met
     and the closures met (O(states and call edges reached) each, cached).
-    :meth:`build_rule_rows`: O(rule states x 256) writes for the rules not met yet, one
-    gather per rule.
     """
 
     #: helpers rebuilt from ``auto`` on first use after a load (see :mod:`formcast.index.serialize`)
@@ -478,16 +476,6 @@ class LazyExpandedLexer:
         self.table[idx] = block[:, cmap]  # (state numbers: below ``max_states``, int32)
         self.split[idx] = split_block[:, cmap]
         self.built[idx] = True
-
-    def build_rule_rows(self) -> None:
-        """Build the rows of every rule's states without calls not built yet (what the
-        eager construction of a small lexer does, and what a bounded refinement of the
-        lexer wants built before it runs: a state whose row is unbuilt is a class of its
-        own).  O(rule states x 256) writes, no Python work per state; nothing for a rule
-        built already.  Which rows are built changes no walk's result."""
-        h = self._build_helpers()
-        for r in np.flatnonzero(~h.plain_done).tolist():
-            self._plain_rows(h, r)
 
     def _plain_rows(self, h: _LexerHelpers, r: int) -> None:
         """Build the rows of rule ``r``'s states without calls (its DFA's rows, shifted),

@@ -76,6 +76,17 @@
  * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
  * callbacks.
  *
+ * With a trailing `memo` (classify: after rows; classify_from: after resume), the subtree
+ * memo of the walked trie (formcast.vocab.trie.TokenTrie._subtree_memo, built by
+ * subtree_memo below: the nodes in preorder, each larger subtree's byte set), a walk whose
+ * reach is at least the memo's least reach and below max_reach runs on the memo's preorder
+ * nodes (memo_walk): where it arrives at a node in a state that leads every byte below the
+ * node back to itself, every string below ends there, and it takes those strings as one
+ * range (their words set in one loop) without walking them.  The words, candidates and
+ * stopped states are the walk's without the memo; stops are then (preorder node, row)
+ * pairs, and their resumes must pass the same memo (the rows written may come in another
+ * order: rows are functions of the lexer's).
+ *
  * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
  * tests/vocab/test_native_trie_walk.py compares them.
  */
@@ -95,6 +106,120 @@ typedef struct {
     int64_t n_states;
     const uint8_t *pending; /* per state: arrive is called only where set (NULL: never) */
 } DfsArgs;
+
+/* The subtree memo of classify's walks (TokenTrie._subtree_memo): the trie's nodes again in
+ * preorder (a depth-first walk reads them in address order, skipping a subtree by its size),
+ * per preorder node its byte, depth (the root's children: 1), subtree size (itself
+ * included), whether a string ends there, and the strings before it in preorder (str[i]: the
+ * string ending at node i, when one does, is string str[i]: preorder is the strings' sorted
+ * order; str has a last entry, the number of strings), pos (per level-order node, its
+ * preorder number), and for the nodes with enough below them sel[i] = k >= 0, sets[k] (4
+ * words: the 256-bit set of the bytes of the nodes below it); -1 elsewhere; the deepest
+ * node's depth, and the least reach (TokenTrie._reach) of a fresh walk that runs on it (a
+ * narrow walk pays more for the sets of its states than it skips).
+ * Where a walk arrives at such a node in a state s (not pending: its row is final for the
+ * walk) whose row leads every byte of the set back to s, every node below ends in s: the
+ * walk skips the subtree and hands its strings over as one range (on_range), in the trie's
+ * order, the same strings and states as walking it.  The per-state sets of self-looping
+ * bytes are computed on first use in a walk (256 reads) into a small direct-mapped cache. */
+#define MEMO_SLOTS 512
+typedef struct SubtreeMemo {
+    const int32_t *pos, *size, *str, *sel;
+    const uint8_t *byte, *own;
+    const uint16_t *depth;
+    const uint64_t *sets;
+    int64_t n_nodes, n_sel, n_strings;
+    int32_t *st; /* per depth, the state of the walk's node there (max depth + 1 entries) */
+    int64_t max_depth;
+    int64_t min_reach; /* a fresh walk reaching fewer nodes runs dfs_walk (its stops renumbered) */
+    int32_t key[MEMO_SLOTS];     /* the state of each slot's loop set (-1: none) */
+    uint64_t loop[MEMO_SLOTS][4]; /* the bytes a state's row leads back to it */
+} SubtreeMemo;
+
+/* whether state s (a row of table) leads every byte of subtree set k back to itself */
+static inline int
+memo_uniform(SubtreeMemo *m, const int32_t *table, int32_t s, int64_t k)
+{
+    const int slot = (int)((uint32_t)s % MEMO_SLOTS);
+    const uint64_t *set = m->sets + 4 * k;
+    uint64_t *loop = m->loop[slot];
+    if (m->key[slot] != s) {
+        const int32_t *row = table + (int64_t)s * 256;
+        int b;
+        loop[0] = loop[1] = loop[2] = loop[3] = 0;
+        for (b = 0; b < 256; b++)
+            loop[b >> 6] |= (uint64_t)(row[b] == s) << (b & 63);
+        m->key[slot] = s;
+    }
+    return ((set[0] & ~loop[0]) | (set[1] & ~loop[1]) | (set[2] & ~loop[2]) |
+            (set[3] & ~loop[3])) == 0;
+}
+
+/* dfs_walk on the memo's preorder nodes lo .. hi - 1 (whole subtrees, the shallowest ones'
+ * parent in state s0), with the memo's skips: arrive and on_string as dfs_walk's (node
+ * numbers preorder ones), on_range(ctx, lo, hi, s) for the strings lo .. hi - 1 of a skipped
+ * subtree.  The same codes as dfs_walk; every index checked (a corrupt memo reads nothing
+ * out of bounds: states come from the zeroed per-depth stack or the table).  Static inline,
+ * as dfs_walk: each caller's callbacks known. */
+static inline int
+memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
+          int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+          int (*on_range)(void *, int64_t, int64_t, int32_t), void *ctx)
+{
+    const int32_t *table = a->table;
+    int32_t *st = m->st;
+    int64_t i = lo, d0;
+    if (lo >= hi)
+        return 0;
+    if (lo < 0 || hi > m->n_nodes)
+        return 3;
+    d0 = m->depth[lo];
+    if (d0 < 1 || d0 > m->max_depth)
+        return 3;
+    st[d0 - 1] = s0;
+    while (i < hi) {
+        const int64_t d = m->depth[i], size = m->size[i];
+        int32_t s;
+        if (d < d0 || d > m->max_depth || size < 1 || size > hi - i)
+            return 3;
+        s = table[(int64_t)st[d - 1] * 256 + m->byte[i]];
+        if (s == 0) {
+            i += size;
+            continue;
+        }
+        if (s < 0 || s >= a->n_states)
+            return 1;
+        if (arrive != NULL && a->pending != NULL && a->pending[s]) {
+            const int r = arrive(ctx, s, i);
+            if (r < 0) { /* a stop: the string and the subtree are left to a resume */
+                i += size;
+                continue;
+            }
+            if (r != 0)
+                return r;
+        }
+        if (m->own[i]) {
+            const int r = on_string(ctx, m->str[i], s);
+            if (r != 0)
+                return r;
+        }
+        if (size > 1) {
+            const int64_t k = m->sel[i];
+            if (k >= m->n_sel)
+                return 3;
+            if (k >= 0 && memo_uniform(m, table, s, k)) {
+                const int r = on_range(ctx, m->str[i] + (m->own[i] != 0), m->str[i + size], s);
+                if (r != 0)
+                    return r;
+                i += size;
+                continue;
+            }
+            st[d] = s;
+        }
+        i++;
+    }
+    return 0;
+}
 
 /* The depth-first walk of walk and classify: from `start`, the children root_first ..
  * root_first + root_count - 1 of a virtual root, then each live node's children; a dead
@@ -835,6 +960,7 @@ typedef struct {
     ClassifyOut *o;
     RowWriter *w; /* NULL: no row written in the walk */
     I64List *stops; /* a resumable walk's stops, (node, row) pairs (NULL: not resumable) */
+    const int32_t *pos; /* stops' nodes numbered by this (the memo's preorder), or NULL */
 } ClassifyWalk;
 
 /* a sentinel s met at node: its rows written where its lexer row is built; else, in a
@@ -847,6 +973,8 @@ classify_arrive(void *ctx, int32_t s, int64_t node)
     int r = write_met(cw->w, s);
     if (r != 0 || cw->stops == NULL || !cw->w->pending[s])
         return r;
+    if (cw->pos != NULL)
+        node = cw->pos[node]; /* (in range: the memo's lengths were checked) */
     if (i64_push(cw->stops, node) < 0 || i64_push(cw->stops, s) < 0)
         return 5;
     return -1;
@@ -858,17 +986,49 @@ classify_string(void *ctx, int64_t string, int32_t s)
     return classify_one(((ClassifyWalk *)ctx)->o, string, s);
 }
 
+/* strings lo .. hi - 1 all ending in s (a subtree of the memo): classify_one of each, the
+ * common case (s neither pending nor the sink, no stop met) as one loop of bits */
+static int
+classify_range(void *ctx, int64_t lo, int64_t hi, int32_t s)
+{
+    ClassifyOut *o = ((ClassifyWalk *)ctx)->o;
+    int64_t i;
+    if (o->pending[s] || s == o->sink || o->stopped.n) {
+        for (i = lo; i < hi; i++) {
+            const int r = classify_one(o, i, s);
+            if (r != 0)
+                return r;
+        }
+        return 0;
+    }
+    for (i = lo; i < hi; i++) {
+        int64_t g = i, t;
+        if (o->map != NULL) {
+            if (i >= o->n_map)
+                return 6;
+            g = o->map[i];
+        }
+        if (g < 0 || g >= o->n_first)
+            return 6;
+        t = o->first_token[g];
+        if (t < 0 || t >= o->n_bits)
+            return 6;
+        o->words[t >> 5] |= (uint32_t)1 << (t & 31);
+    }
+    return 0;
+}
+
 static PyObject *
-trie_classify(PyObject *self, PyObject *args)
+classify_impl(PyObject *args, int resumable)
 {
     PyObject *o_first, *o_count, *o_byte, *o_end, *o_parent, *o_snode, *o_below1, *o_below2;
     PyObject *o_table, *o_pending, *o_ftok, *o_map, *o_drop, *o_words, *o_rows = Py_None;
-    PyObject *o_resume = NULL;
+    PyObject *o_resume = NULL, *o_memo = Py_None, *o_x = NULL, *o_y = NULL;
     long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
-    Py_buffer rv[9], b_resume;
-    HELD_BUFFERS(24);
+    Py_buffer rv[9], b_resume, mv[8];
+    HELD_BUFFERS(32);
     int bad = 0;
     PyObject *result = NULL;
     ClassifyOut o;
@@ -876,15 +1036,28 @@ trie_classify(PyObject *self, PyObject *args)
     ClassifyWalk cw;
     I64List stops;
     int32_t *node_state = NULL;
+    SubtreeMemo *memo = NULL;
 
     memset(&o, 0, sizeof(o));
     memset(&w, 0, sizeof(w));
     memset(&stops, 0, sizeof(stops));
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OO", &o_first, &o_count, &o_byte, &o_end,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OOO", &o_first, &o_count, &o_byte, &o_end,
                           &o_parent, &o_snode, &o_below1, &o_below2, &o_table, &start,
                           &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach,
-                          &o_rows, &o_resume))
+                          &o_rows, &o_x, &o_y))
         return NULL;
+    if (resumable) { /* (rows, resume[, memo]) */
+        o_resume = o_x;
+        if (o_y != NULL)
+            o_memo = o_y;
+    } else { /* ([rows[, memo]]) */
+        if (o_y != NULL) {
+            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify takes at most 19 arguments");
+            return NULL;
+        }
+        if (o_x != NULL)
+            o_memo = o_x;
+    }
     if (o_resume != NULL && o_rows == Py_None) {
         PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a resumable walk needs rows");
         return NULL;
@@ -912,6 +1085,62 @@ trie_classify(PyObject *self, PyObject *args)
             goto done;
         }
     }
+    if (o_memo != Py_None) {
+        /* the subtree memo of the walked trie (TokenTrie._subtree_memo): pos, byte, depth,
+         * size, own, str, sel, sets */
+        static const int msize[8] = {4, 1, 2, 4, 1, 4, 4, 8};
+        static const char *mwhat[8] = {"memo pos (int32)", "memo byte (uint8)",
+                                       "memo depth (uint16)", "memo size (int32)",
+                                       "memo own (uint8)", "memo str (int32)",
+                                       "memo sel (int32)", "memo sets (uint64)"};
+        PyObject *mo[8];
+        const int64_t nn = b_first.len / 4;
+        long long max_depth, min_reach;
+        int j;
+        if (!PyTuple_Check(o_memo) ||
+            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL", &mo[0], &mo[1], &mo[2], &mo[3], &mo[4],
+                              &mo[5], &mo[6], &mo[7], &max_depth, &min_reach)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
+            goto done;
+        }
+        for (j = 0; j < 8; j++) {
+            if (get_buffer(mo[j], &mv[j], msize[j], 0, mwhat[j]) < 0)
+                goto done;
+            held[n_held++] = &mv[j];
+        }
+        if (mv[0].len / 4 != nn || mv[1].len != nn || mv[2].len / 2 != nn ||
+            mv[3].len / 4 != nn || mv[4].len != nn || mv[5].len / 4 != nn + 1 ||
+            mv[6].len / 4 != nn || mv[7].len % 32 != 0 || max_depth < 1 ||
+            max_depth > 65535) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
+            goto done;
+        }
+        memo = (SubtreeMemo *)malloc(sizeof(SubtreeMemo));
+        if (memo == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memo->pos = (const int32_t *)mv[0].buf;
+        memo->byte = (const uint8_t *)mv[1].buf;
+        memo->depth = (const uint16_t *)mv[2].buf;
+        memo->size = (const int32_t *)mv[3].buf;
+        memo->own = (const uint8_t *)mv[4].buf;
+        memo->str = (const int32_t *)mv[5].buf;
+        memo->sel = (const int32_t *)mv[6].buf;
+        memo->sets = (const uint64_t *)mv[7].buf;
+        memo->n_nodes = nn;
+        memo->n_sel = mv[7].len / 32;
+        memo->n_strings = b_snode.len / 8;
+        memo->max_depth = max_depth; /* (a deeper node is refused by memo_walk) */
+        memo->min_reach = min_reach;
+        memo->st = (int32_t *)calloc((size_t)memo->max_depth + 1, sizeof(int32_t));
+        if (memo->st == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memset(memo->key, 0xff, sizeof(memo->key));
+    }
     if (o_rows != Py_None) {
         /* the walked table and pending flags are these tables' (one of lex and cut) */
         if (rows_take(o_rows, &w, rv, held, &n_held, sink) < 0)
@@ -925,6 +1154,7 @@ trie_classify(PyObject *self, PyObject *args)
     cw.o = &o;
     cw.w = o_rows != Py_None ? &w : NULL;
     cw.stops = o_resume != NULL ? &stops : NULL;
+    cw.pos = NULL;
     {
         const int32_t *parent = (const int32_t *)b_parent.buf;
         const uint8_t *byte = (const uint8_t *)b_byte.buf;
@@ -997,6 +1227,17 @@ trie_classify(PyObject *self, PyObject *args)
                     if ((bad = rr) != 0)
                         break;
                 }
+                if (memo != NULL) { /* (stops of a memo walk: preorder nodes) */
+                    if (memo->own[c] && (bad = classify_one(&o, memo->str[c], s)) != 0)
+                        break;
+                    if (memo->size[c] < 1 || memo->size[c] > n_nodes - c) {
+                        bad = 3;
+                        break;
+                    }
+                    bad = memo_walk(&a, memo, c + 1, c + memo->size[c], s, classify_arrive,
+                                    classify_string, classify_range, &cw);
+                    continue;
+                }
                 if (a.end[c] >= 0 && (bad = classify_one(&o, a.end[c], s)) != 0)
                     break;
                 if (a.count[c] > 0) {
@@ -1038,7 +1279,8 @@ trie_classify(PyObject *self, PyObject *args)
                 n_live++;
             }
         }
-        if (reach >= 0 && reach >= max_reach) {
+        if (reach >= 0 && (reach >= max_reach || (memo != NULL && reach >= memo->min_reach))) {
+            /* (refined where it decides between the pass and a walk, or the memo's walk) */
             int64_t reach2 = n_live;
             for (r = 0; r < n_root && !bad; r++) {
                 const int32_t s = table[start * 256 + byte[r]];
@@ -1080,8 +1322,14 @@ trie_classify(PyObject *self, PyObject *args)
                         (bad = write_met(cw.w, s)) != 0)
                         break;
                     if (s != 0 && cw.stops != NULL && cw.w->pending[s]) {
-                        /* a stop: kept, the node and its subtree dead here */
-                        if (i64_push(&stops, i) < 0 || i64_push(&stops, s) < 0) {
+                        /* a stop: kept, the node and its subtree dead here (numbered in
+                         * preorder where the memo is given: a resume walks its nodes) */
+                        const int64_t at = memo != NULL ? memo->pos[i] : i;
+                        if (at < 0 || at >= n_nodes) {
+                            bad = 3;
+                            break;
+                        }
+                        if (i64_push(&stops, at) < 0 || i64_push(&stops, s) < 0) {
                             bad = 5;
                             break;
                         }
@@ -1103,8 +1351,15 @@ trie_classify(PyObject *self, PyObject *args)
             }
         } else {
             /* restrictive: depth-first over the live nodes (walk), strings in trie order */
-            bad = dfs_walk(&a, 0, n_root, (int32_t)start, cw.w != NULL ? classify_arrive : NULL,
-                           classify_string, &cw);
+            if (memo != NULL && reach >= memo->min_reach)
+                bad = memo_walk(&a, memo, 0, n_nodes, (int32_t)start,
+                                cw.w != NULL ? classify_arrive : NULL, classify_string,
+                                classify_range, &cw);
+            else {
+                cw.pos = memo != NULL ? memo->pos : NULL; /* (stops numbered in preorder) */
+                bad = dfs_walk(&a, 0, n_root, (int32_t)start,
+                               cw.w != NULL ? classify_arrive : NULL, classify_string, &cw);
+            }
         }
         Py_END_ALLOW_THREADS
         if (bad == 1)
@@ -1135,6 +1390,9 @@ trie_classify(PyObject *self, PyObject *args)
         }
     }
 done:
+    if (memo != NULL)
+        free(memo->st);
+    free(memo);
     free(node_state);
     free(o.seen);
     free(o.cands.v);
@@ -1145,15 +1403,183 @@ done:
     return result;
 }
 
-/* classify with its trailing rows and resume given (both required) */
+static PyObject *
+trie_classify(PyObject *self, PyObject *args)
+{
+    return classify_impl(args, 0);
+}
+
+/* subtree_memo(first, count, byte, end, parent, min_below, pos, pbyte, depth, size, own, str,
+ * sel, sets) -> count of sets: TokenTrie._subtree_memo's arrays (the SubtreeMemo above) from
+ * the trie's level-order nodes (those of walk_all and classify: parent[i] < i), in three
+ * passes over the nodes: bottom-up (each node's subtree size and byte set into its parent),
+ * top-down (preorder numbers: a parent's plus one plus its earlier children's sizes; depths),
+ * then in preorder (the string counts, and a set for each node with at least min_below nodes
+ * below it, numbered in preorder).  Outputs (written): pos int32[n], pbyte uint8[n], depth
+ * uint16[n], size int32[n], own uint8[n], str int32[n + 1], sel int32[n], sets uint64[n, 4]
+ * (the first `count` rows are the memo's; the rest untouched).  O(nodes), no Python object
+ * touched; every index checked (ValueError). */
+static PyObject *
+trie_subtree_memo(PyObject *self, PyObject *args)
+{
+    PyObject *o[13];
+    long long min_below;
+    Py_buffer b[13];
+    HELD_BUFFERS(13);
+    static const int isize[13] = {4, 4, 1, 4, 4, 4, 1, 2, 4, 1, 4, 4, 8};
+    static const char *what[13] = {"first (int32)", "count (int32)", "byte (uint8)",
+                                   "end (int32)", "parent (int32)", "pos (int32)",
+                                   "pbyte (uint8)", "depth (uint16)", "size (int32)",
+                                   "own (uint8)", "str (int32)", "sel (int32)",
+                                   "sets (uint64)"};
+    PyObject *result = NULL;
+    int j, bad = 0;
+    int64_t k = 0;
+
+    if (!PyArg_ParseTuple(args, "OOOOOLOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4],
+                          &min_below, &o[5], &o[6], &o[7], &o[8], &o[9], &o[10], &o[11],
+                          &o[12]))
+        return NULL;
+    for (j = 0; j < 13; j++)
+        GET(o[j], b[j], isize[j], j >= 5, what[j]);
+    {
+        const int32_t *first = (const int32_t *)b[0].buf, *count = (const int32_t *)b[1].buf;
+        const uint8_t *byte = (const uint8_t *)b[2].buf;
+        const int32_t *end = (const int32_t *)b[3].buf, *parent = (const int32_t *)b[4].buf;
+        int32_t *pos = (int32_t *)b[5].buf;
+        uint8_t *pbyte = (uint8_t *)b[6].buf;
+        uint16_t *depth = (uint16_t *)b[7].buf;
+        int32_t *size = (int32_t *)b[8].buf;
+        uint8_t *own = (uint8_t *)b[9].buf;
+        int32_t *str = (int32_t *)b[10].buf, *sel = (int32_t *)b[11].buf;
+        uint64_t *sets = (uint64_t *)b[12].buf;
+        const int64_t n = b[0].len / 4;
+        /* scratch, per level-order node: subtree size, set, next child's preorder number,
+         * depth; per preorder number, its node (int32: fewer pages to fault in, the cost of
+         * this one-time build) */
+        int32_t *nsize = NULL, *next = NULL, *order = NULL;
+        uint64_t *tmp = NULL;
+        uint16_t *dep = NULL;
+        int64_t i, root_next = 0, total = 0;
+        (void)first;
+        if (b[1].len / 4 != n || b[2].len != n || b[3].len / 4 != n || b[4].len / 4 != n ||
+            b[5].len / 4 != n || b[6].len != n || b[7].len / 2 != n || b[8].len / 4 != n ||
+            b[9].len != n || b[10].len / 4 != n + 1 || b[11].len / 4 != n ||
+            b[12].len / 32 != n || min_below < 0) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: subtree_memo: array lengths disagree");
+            goto done;
+        }
+        if (n >= INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: subtree_memo: too many nodes");
+            goto done;
+        }
+        nsize = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
+        next = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
+        order = (int32_t *)malloc(sizeof(int32_t) * (n ? n : 1));
+        tmp = (uint64_t *)calloc((size_t)(n ? n : 1) * 4, sizeof(uint64_t));
+        dep = (uint16_t *)malloc(sizeof(uint16_t) * (n ? n : 1));
+        if (nsize == NULL || next == NULL || order == NULL || tmp == NULL || dep == NULL) {
+            free(nsize);
+            free(next);
+            free(order);
+            free(tmp);
+            free(dep);
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n; i++) {
+            nsize[i] = 1;
+            order[i] = -1;
+        }
+        for (i = n - 1; i >= 0 && !bad; i--) { /* bottom-up */
+            const int64_t p = parent[i];
+            if (p >= i || count[i] < 0) {
+                bad = 1;
+                break;
+            }
+            if (p >= 0) {
+                uint64_t *ps = tmp + 4 * p;
+                const uint64_t *cs = tmp + 4 * i;
+                nsize[p] += nsize[i];
+                ps[0] |= cs[0];
+                ps[1] |= cs[1];
+                ps[2] |= cs[2];
+                ps[3] |= cs[3];
+                ps[byte[i] >> 6] |= (uint64_t)1 << (byte[i] & 63);
+            }
+        }
+        for (i = 0; i < n && !bad; i++) { /* top-down, in level order: siblings in order */
+            const int64_t p = parent[i];
+            int64_t at;
+            if (p < 0) {
+                at = root_next;
+                root_next += nsize[i];
+                dep[i] = 1;
+            } else {
+                at = next[p];
+                next[p] += nsize[i]; /* (sizes sum to at most n: no overflow) */
+                if (dep[p] >= 65535) {
+                    bad = 2;
+                    break;
+                }
+                dep[i] = (uint16_t)(dep[p] + 1);
+            }
+            if (at < 0 || at >= n) {
+                bad = 1;
+                break;
+            }
+            next[i] = (int32_t)(at + 1);
+            pos[i] = (int32_t)at;
+            order[at] = (int32_t)i;
+        }
+        for (i = 0; i < n && !bad; i++) { /* in preorder */
+            const int64_t v = order[i];
+            if (v < 0) { /* (a number given twice: a parent after its child) */
+                bad = 1;
+                break;
+            }
+            pbyte[i] = byte[v];
+            depth[i] = dep[v];
+            size[i] = (int32_t)nsize[v];
+            own[i] = end[v] >= 0;
+            str[i] = (int32_t)total;
+            total += own[i];
+            if (nsize[v] - 1 >= min_below) {
+                memcpy(sets + 4 * k, tmp + 4 * v, 4 * sizeof(uint64_t));
+                sel[i] = (int32_t)k++;
+            } else
+                sel[i] = -1;
+        }
+        if (!bad)
+            str[n] = (int32_t)total;
+        Py_END_ALLOW_THREADS
+        free(nsize);
+        free(next);
+        free(order);
+        free(tmp);
+        free(dep);
+        if (bad == 2)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: subtree_memo: a trie too deep");
+        else if (bad)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: subtree_memo: nodes out of order");
+        else
+            result = PyLong_FromLongLong((long long)k);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
+/* classify with its trailing rows and resume given (both required), and the memo optional */
 static PyObject *
 trie_classify_from(PyObject *self, PyObject *args)
 {
-    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != 19) {
-        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 arguments");
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 19 || PyTuple_GET_SIZE(args) > 20) {
+        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 or 20 arguments");
         return NULL;
     }
-    return trie_classify(self, args);
+    return classify_impl(args, 1);
 }
 
 static PyMethodDef methods[] = {
@@ -1175,6 +1601,10 @@ static PyMethodDef methods[] = {
      "write_state(rows, state, sink) -> (ids given, written): the walk rows of one built "
      "lexer state written as classify writes those it meets (not written: not built, or no "
      "room; ids may have been given all the same; see the source)."},
+    {"subtree_memo", trie_subtree_memo, METH_VARARGS,
+     "subtree_memo(first, count, byte, end, parent, min_below, pos, pbyte, depth, size, own, "
+     "str, sel, sets) -> count of sets: the subtree memo of classify's walks (see the "
+     "source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "

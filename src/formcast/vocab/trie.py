@@ -90,6 +90,8 @@ class TokenTrie:
         self._one_each: bool | None = None
         # the nodes flattened for the compiled walk (see _flat_nodes)
         self._flat: _FlatNodes | None = None
+        # the subtree memo of the compiled walks (see _subtree_memo)
+        self._memo: _SubtreeMemo | None = None
         # class tries by class map (LRU; see _classes_of)
         self._class_tries: LruCache[bytes, _ClassTrie] = LruCache(_CLASS_TRIES_KEPT)
         if tokens is None:  # a trie of plain strings: see _of_strings
@@ -457,8 +459,28 @@ class TokenTrie:
                 + [self.level_parent[d] + off[d - 1] for d in range(2, last + 1)]
             ).astype(np.int32)
             n_root = int(self.level_bytes[1].size) if last >= 1 else 0
-            self._flat = (first, count, byte, end, parent, n_root)
+            flat = (first, count, byte, end, parent, n_root)
+            # (built here, not on a grammar's first wide walk; published first: a thread that
+            # sees the nodes sees the memo)
+            self._memo = _build_subtree_memo(self, flat)
+            self._flat = flat
         return self._flat
+
+    def _subtree_memo(self) -> _SubtreeMemo | None:
+        """The subtree memo of the compiled classifications (``_trie_walk.c``'s
+        ``SubtreeMemo``; None in the pure package): the nodes in preorder (a depth-first walk
+        reads them in address order and skips a subtree by its size), and for each node with
+        at least :data:`_MEMO_MIN_BELOW` nodes below it the 256-bit set of the bytes below it
+        (byte ``b`` at bit ``b % 64`` of word ``b // 64``).  A walk arriving at such a node in
+        a state whose row leads every byte of the set back to itself knows every string below
+        ends there (the strings below a node are contiguous in sorted order): it takes them as
+        one range without walking the subtree (an identifier, a number's digits: O(nodes
+        outside such subtrees) instead of O(live nodes)).  Built with the flattened nodes
+        (:meth:`_flat_nodes`, on a process's first compiled walk) in C, O(nodes), ~2-4 ms on
+        Llama-3; kept (~16 bytes a node, 32 more a node with a set: ~7 MB on Llama-3)."""
+        if self._flat is None:
+            self._flat_nodes()
+        return self._memo
 
     def _classes_of(self, table: np.ndarray) -> tuple[_TableClasses, _ClassTrie] | None:
         """``table``'s column classes (:data:`_TABLE_CLASSES`: computed once per table, O(rows x
@@ -588,6 +610,14 @@ class TokenTrie:
 #: :meth:`TokenTrie.token_words` sets the bits of at most this many strings one by one (past
 #: it, a boolean vector and one packing pass over the vocabulary are cheaper)
 _SPARSE_WORDS_MAX = 512
+#: the subtree memo (:meth:`TokenTrie._subtree_memo`) covers the nodes with at least this
+#: many nodes below them (a smaller subtree is walked about as fast as its set is checked)
+_MEMO_MIN_BELOW = 4
+#: with the subtree memo, compiled classifications whose reach is at least 1/this of the
+#: trie's nodes pass over every node (below it they walk depth-first on the memo: on
+#: grammar_bench's c1_arith, reaches of 40-55k Llama-3 nodes 2-2.5x faster, of 114k even, and
+#: JSON strings' 268k 1.8x slower than the pass)
+_MEMO_WALK_MAX_SHARE = 2
 #: in the compiled build, walks whose live first bytes reach fewer trie nodes than this run
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
@@ -726,6 +756,22 @@ def classify_walk(
     if got is None:
         return None
     return got[0], got[1]
+
+
+class _SubtreeMemo(NamedTuple):
+    """:meth:`TokenTrie._subtree_memo`: the trie's nodes in preorder (see ``_trie_walk.c``'s
+    ``SubtreeMemo``).  Immutable, per trie."""
+
+    pos: np.ndarray  # int32, per level-order node (of _flat_nodes): its preorder number
+    byte: np.ndarray  # uint8, per preorder node
+    depth: np.ndarray  # uint16: the root's children 1
+    size: np.ndarray  # int32: the nodes of its subtree, itself included
+    own: np.ndarray  # uint8: a string ends there
+    str: np.ndarray  # int32 [n + 1]: the strings before it in preorder (= its string's index)
+    sel: np.ndarray  # int32: its set's index, or -1 (small subtrees)
+    sets: np.ndarray  # uint64 [k, 4]: the bytes below each selected node, 256 bits
+    max_depth: int
+    min_reach: int  # fresh walks reaching fewer nodes run depth-first without the memo
 
 
 class WalkRows(NamedTuple):
@@ -877,6 +923,16 @@ def _classify_call(
     if resumable:
         extra = (rows, resume)
         call = _KERNEL.classify_from
+    # with the subtree memo (stops then numbered in its preorder: every call on this trie
+    # passes it), walks reaching fewer than half the nodes run depth-first on it (an
+    # identifier's or a number's walk skips the subtrees its state loops through), wider
+    # ones (a JSON string's body: most subtrees hold a byte that leaves it) pass over every
+    # node as before
+    memo = trie._subtree_memo()
+    max_reach = _NATIVE_WALK_MAX_REACH
+    if memo is not None:
+        extra = (*extra, memo)
+        max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
     got = call(
         first,
         count,
@@ -894,7 +950,7 @@ def _classify_call(
         string_map,
         drop,
         words,
-        _NATIVE_WALK_MAX_REACH,
+        max_reach,
         *extra,
     )
     cands = np.frombuffer(got[0], dtype=np.int64)
@@ -994,3 +1050,49 @@ class _ClassTrie:
             states = flat.take(idx)
             buf[off[d] : off[d] + states.size] = states
         return buf.take(self.string_node)
+
+
+def _build_subtree_memo(trie: TokenTrie, flat: _FlatNodes) -> _SubtreeMemo | None:
+    """:meth:`TokenTrie._subtree_memo` by the kernel's ``subtree_memo`` (O(nodes) in C, ~2-4
+    ms on Llama-3); None without it.  tests/vocab/test_trie_subtree_memo.py checks it
+    against a numpy reference."""
+    if _KERNEL is None or not hasattr(_KERNEL, "subtree_memo") or trie.num_levels == 0:
+        return None
+    first, count, byte, end, parent, _ = flat
+    n = int(first.size)
+    pos = np.empty(n, dtype=np.int32)
+    pbyte = np.empty(n, dtype=np.uint8)
+    depth = np.empty(n, dtype=np.uint16)
+    size = np.empty(n, dtype=np.int32)
+    own = np.empty(n, dtype=np.uint8)
+    strs = np.empty(n + 1, dtype=np.int32)
+    sel = np.empty(n, dtype=np.int32)
+    sets = np.empty((n, 4), dtype=np.uint64)
+    k = _KERNEL.subtree_memo(
+        first,
+        count,
+        byte,
+        end,
+        parent,
+        _MEMO_MIN_BELOW,
+        pos,
+        pbyte,
+        depth,
+        size,
+        own,
+        strs,
+        sel,
+        sets,
+    )
+    return _SubtreeMemo(
+        pos,
+        pbyte,
+        depth,
+        size,
+        own,
+        strs,
+        sel,
+        sets[:k],  # (a view: the rows past k are never written, their pages never touched)
+        int(trie.num_levels),
+        _NATIVE_WALK_MAX_REACH,
+    )
