@@ -1391,7 +1391,7 @@ subset_rule_flags(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "_subset: rule_flags' array lengths disagree");
             goto done;
         }
-        if (table_out_of_range(table, m * 256, m) || (refs && table_out_of_range(refs, m * nr, m))) {
+        if (refs && table_out_of_range(refs, m * nr, m)) {
             PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
             goto done;
         }
@@ -1401,11 +1401,28 @@ subset_rule_flags(PyObject *self, PyObject *args)
         empty = PyTuple_New(0);
         if (!bnd || !tail || !per || !empty)
             goto fail;
+        {
+            /* one pass over the table (the largest input: 1 KiB a state) for both the range
+             * check and each row's "has a byte move", kept in tail until the loop below
+             * (two passes, the check then the flags, read it twice) */
+            unsigned char *has_out = (unsigned char *)PyByteArray_AS_STRING(tail);
+            int bad = 0;
+            for (s = 0; s < m; s++) {
+                const int32_t *row = table + s * 256;
+                int out = 0, b;
+                for (b = 0; b < 256; b++) {
+                    out |= row[b] != 0;
+                    bad |= (uint32_t)row[b] >= (uint32_t)m;
+                }
+                has_out[s] = (unsigned char)out;
+            }
+            if (bad) {
+                PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+                goto fail;
+            }
+        }
         for (s = 0; s < m; s++) {
-            const int32_t *row = table + s * 256;
-            int out = 0, calls = 0, b;
-            for (b = 0; b < 256; b++)
-                out |= row[b] != 0;
+            int out = PyByteArray_AS_STRING(tail)[s] != 0, calls = 0;
             n_calls = 0;
             if (refs && s != 0) {
                 for (j = 0; j < nr; j++)
