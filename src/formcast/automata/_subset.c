@@ -1238,11 +1238,27 @@ subset_widen(PyObject *self, PyObject *args)
         if (wide && refs) {
             int32_t *w = (int32_t *)PyByteArray_AS_STRING(wide);
             int32_t *r = (int32_t *)PyByteArray_AS_STRING(refs);
+            /* the bytes as maximal runs of one class (a few dozen for a JSON rule's classes):
+             * each row then reads one entry per run and fills the run, where a gather per byte
+             * read 256 (the same table) */
+            int32_t run_lo[257], run_cls[256];
+            int64_t n_runs = 0, q, b;
+            for (j = 0; j < 256; j++) {
+                if (j == 0 || cls[j] != cls[j - 1]) {
+                    run_lo[n_runs] = (int32_t)j;
+                    run_cls[n_runs] = cls[j];
+                    n_runs++;
+                }
+            }
+            run_lo[n_runs] = 256;
             for (i = 0; i < m; i++) {
                 const int32_t *row = table + i * k;
                 int32_t *out = w + i * 256;
-                for (j = 0; j < 256; j++)
-                    out[j] = row[cls[j]];
+                for (q = 0; q < n_runs; q++) {
+                    const int32_t v = row[run_cls[q]];
+                    for (b = run_lo[q]; b < run_lo[q + 1]; b++)
+                        out[b] = v;
+                }
                 for (j = 0; j < nr; j++)
                     r[i * nr + j] = row[nc + j];
             }

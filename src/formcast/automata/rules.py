@@ -648,9 +648,15 @@ def _check_left_recursion(auto: GrammarAutomaton) -> None:
     n_rules = len(auto.dfas)
     # nullable rules: accept reachable from start through calls to nullable rules only
     nullable = nullable_rules(auto)
+    # each rule's calls before consuming, once (the closures below visit a rule's calls from
+    # every rule that reaches it: they were recomputed per visit)
+    reach: list[set[int]] = []
     for r in range(n_rules):
         check_deadline()
-        calls, _ = epsilon_reach(auto, r, nullable)
+        reach.append(epsilon_reach(auto, r, nullable)[0])
+    for r in range(n_rules):
+        check_deadline()
+        calls = reach[r]
         # transitive closure of "calls before consuming"
         seen = set(calls)
         todo = list(calls)
@@ -664,7 +670,7 @@ def _check_left_recursion(auto: GrammarAutomaton) -> None:
                     "recursion elimination (please report this grammar); rewrite it as a "
                     'repetition, e.g. expr ::= term ("+" term)*',
                 )
-            for c2 in epsilon_reach(auto, c, nullable)[0]:
+            for c2 in reach[c]:
                 if c2 not in seen:
                     seen.add(c2)
                     todo.append(c2)
