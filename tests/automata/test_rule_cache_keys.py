@@ -59,9 +59,13 @@ def test_canonical_bodies_made_twice_are_equal() -> None:
     seconds = [rules_mod._canonical_body(body) for body in bodies]
     assert any(isinstance(c, rules_mod._Canonical) for c, _ in firsts)
     for (c1, n1), (c2, n2) in zip(firsts, seconds, strict=True):
-        assert c1 == c2 and hash(c1) == hash(c2) and n1 == n2
+        assert c1 == c2
+        assert hash(c1) == hash(c2)
+        assert n1 == n2
         if isinstance(c1, rules_mod._Canonical):
-            assert c1 is not c2 and c1.key == c2.key and hash(c1) == hash(c1.key)
+            assert c1 is not c2
+            assert c1.key == c2.key
+            assert hash(c1) == hash(c1.key)
     for (a, _), (b, _) in itertools.product(firsts, seconds):
         if isinstance(a, rules_mod._Canonical) and isinstance(b, rules_mod._Canonical):
             assert (a == b) == (a.key == b.key)
@@ -73,8 +77,10 @@ def test_compiles_hit_across_equal_limits_only() -> None:
     compile_grammar_automaton(grammar, CompileLimits(), expand_calls=False)
     misses, hits = RULE_DFA_CACHE.misses, RULE_DFA_CACHE.hits
     compile_grammar_automaton(parse_gbnf(_GRAMMAR), CompileLimits(), expand_calls=False)
-    assert RULE_DFA_CACHE.misses == misses and RULE_DFA_CACHE.hits > hits
+    assert RULE_DFA_CACHE.misses == misses
+    assert RULE_DFA_CACHE.hits > hits
     for limits, minimize in ((CompileLimits(max_nfa_states=99_999), True), (None, False)):
         misses, hits = RULE_DFA_CACHE.misses, RULE_DFA_CACHE.hits
         compile_grammar_automaton(grammar, limits, expand_calls=False, minimize=minimize)
-        assert RULE_DFA_CACHE.misses > misses and RULE_DFA_CACHE.hits == hits
+        assert RULE_DFA_CACHE.misses > misses
+        assert RULE_DFA_CACHE.hits == hits
