@@ -1238,11 +1238,27 @@ subset_widen(PyObject *self, PyObject *args)
         if (wide && refs) {
             int32_t *w = (int32_t *)PyByteArray_AS_STRING(wide);
             int32_t *r = (int32_t *)PyByteArray_AS_STRING(refs);
+            /* the bytes as maximal runs of one class (a few dozen for a JSON rule's classes):
+             * each row then reads one entry per run and fills the run, where a gather per byte
+             * read 256 (the same table) */
+            int32_t run_lo[257], run_cls[256];
+            int64_t n_runs = 0, q, b;
+            for (j = 0; j < 256; j++) {
+                if (j == 0 || cls[j] != cls[j - 1]) {
+                    run_lo[n_runs] = (int32_t)j;
+                    run_cls[n_runs] = cls[j];
+                    n_runs++;
+                }
+            }
+            run_lo[n_runs] = 256;
             for (i = 0; i < m; i++) {
                 const int32_t *row = table + i * k;
                 int32_t *out = w + i * 256;
-                for (j = 0; j < 256; j++)
-                    out[j] = row[cls[j]];
+                for (q = 0; q < n_runs; q++) {
+                    const int32_t v = row[run_cls[q]];
+                    for (b = run_lo[q]; b < run_lo[q + 1]; b++)
+                        out[b] = v;
+                }
                 for (j = 0; j < nr; j++)
                     r[i * nr + j] = row[nc + j];
             }
@@ -1391,7 +1407,7 @@ subset_rule_flags(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "_subset: rule_flags' array lengths disagree");
             goto done;
         }
-        if (table_out_of_range(table, m * 256, m) || (refs && table_out_of_range(refs, m * nr, m))) {
+        if (refs && table_out_of_range(refs, m * nr, m)) {
             PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
             goto done;
         }
@@ -1401,11 +1417,28 @@ subset_rule_flags(PyObject *self, PyObject *args)
         empty = PyTuple_New(0);
         if (!bnd || !tail || !per || !empty)
             goto fail;
+        {
+            /* one pass over the table (the largest input: 1 KiB a state) for both the range
+             * check and each row's "has a byte move", kept in tail until the loop below
+             * (two passes, the check then the flags, read it twice) */
+            unsigned char *has_out = (unsigned char *)PyByteArray_AS_STRING(tail);
+            int bad = 0;
+            for (s = 0; s < m; s++) {
+                const int32_t *row = table + s * 256;
+                int out = 0, b;
+                for (b = 0; b < 256; b++) {
+                    out |= row[b] != 0;
+                    bad |= (uint32_t)row[b] >= (uint32_t)m;
+                }
+                has_out[s] = (unsigned char)out;
+            }
+            if (bad) {
+                PyErr_SetString(PyExc_ValueError, "_subset: a transition is not a state");
+                goto fail;
+            }
+        }
         for (s = 0; s < m; s++) {
-            const int32_t *row = table + s * 256;
-            int out = 0, calls = 0, b;
-            for (b = 0; b < 256; b++)
-                out |= row[b] != 0;
+            int out = PyByteArray_AS_STRING(tail)[s] != 0, calls = 0;
             n_calls = 0;
             if (refs && s != 0) {
                 for (j = 0; j < nr; j++)

@@ -396,43 +396,82 @@ class _Thompson:
         shared = self.shared
         while work:
             n, frm, to, own = work.pop()
-            if isinstance(n, (Concat, Alt, Repeat)) and n.size >= _SHARE_MIN_NODES:
+            tp = type(n)
+            # (the composite kinds by exact type, the common leaves ruled out the same way,
+            # isinstance only for anything else: a subclass would share as before)
+            composite: Any = (
+                n
+                if tp is Concat
+                or tp is Alt
+                or tp is Repeat
+                or (
+                    tp is not Literal and tp is not CharSet and isinstance(n, (Concat, Alt, Repeat))
+                )
+                else None
+            )
+            if composite is not None and composite.size >= _SHARE_MIN_NODES:
                 key = (n, to)
-                entry = shared.get(key)
-                if entry is not None:
-                    nfa.eps_edge(frm, entry)
-                    continue
-                if not own:
-                    entry = nfa.new_state()
-                    nfa.eps_edge(frm, entry)
-                    frm = entry
-                shared[key] = frm
+                if own:
+                    entry = shared.get(key)
+                    if entry is not None:
+                        nfa.eps_edge(frm, entry)
+                        continue
+                    shared[key] = frm
+                else:
+                    # one hash of the key, not two: the next state's id stands for "not
+                    # there" (no entry holds it, every entry is a state already made), and
+                    # becomes the fresh entry state at once (new_state returns it)
+                    fresh = nfa.n
+                    entry = shared.setdefault(key, fresh)
+                    if entry != fresh:
+                        nfa.eps_edge(frm, entry)
+                        continue
+                    nfa.new_state()
+                    nfa.eps_edge(frm, fresh)
+                    frm = fresh
             # the handler of the node's kind, called directly (the compiled build then calls
-            # the native method, not a Python-level callable through a table); the kinds are
-            # disjoint (slotted dataclasses), so the order only puts the common ones first
-            if isinstance(n, Concat):
-                self._concat(n, frm, to, own)
-            elif isinstance(n, Literal):
-                self._literal(n, frm, to, own)
-            elif isinstance(n, Alt):
-                self._alt(n, frm, to, own)
-            elif isinstance(n, CharSet):
-                self._char_set(n, frm, to, own)
-            elif isinstance(n, Repeat):
-                self._repeat(n, frm, to, own)
-            elif isinstance(n, ByteSet):
-                self._byte_set(n, frm, to, own)
-            elif isinstance(n, RuleRef):
-                self._rule_ref(n, frm, to, own)
-            elif isinstance(n, Empty):
-                self._empty(n, frm, to, own)
-            elif isinstance(n, _Embedded):
-                self._embedded(n, frm, to, own)
-            elif isinstance(n, SepLoop):
-                self._sep_loop(n, frm, to, own)
-            elif not isinstance(n, Nothing):  # (Nothing: no edge)
-                raise TypeError(f"not an IR node: {n!r}")
+            # the native method, not a Python-level callable through a table), by exact type
+            # first (one pointer comparison each; the IR's kinds are final classes), then by
+            # isinstance for anything else (a subclass); the order puts the common ones first
+            if tp is Concat:
+                self._concat(n, frm, to, own)  # type: ignore[arg-type]
+            elif tp is Literal:
+                self._literal(n, frm, to, own)  # type: ignore[arg-type]
+            elif tp is Alt:
+                self._alt(n, frm, to, own)  # type: ignore[arg-type]
+            elif tp is CharSet:
+                self._char_set(n, frm, to, own)  # type: ignore[arg-type]
+            elif tp is Repeat:
+                self._repeat(n, frm, to, own)  # type: ignore[arg-type]
+            else:
+                self._dispatch(n, frm, to, own)
         return nfa
+
+    def _dispatch(self, n: Node, frm: int, to: int, own: bool) -> None:
+        """The handler of ``n``'s kind, by ``isinstance`` (the kinds :meth:`run` does not
+        match by exact type, and subclasses of any)."""
+        if isinstance(n, Concat):
+            self._concat(n, frm, to, own)
+        elif isinstance(n, Literal):
+            self._literal(n, frm, to, own)
+        elif isinstance(n, Alt):
+            self._alt(n, frm, to, own)
+        elif isinstance(n, CharSet):
+            self._char_set(n, frm, to, own)
+        elif isinstance(n, Repeat):
+            self._repeat(n, frm, to, own)
+        elif isinstance(n, ByteSet):
+            self._byte_set(n, frm, to, own)
+        elif isinstance(n, RuleRef):
+            self._rule_ref(n, frm, to, own)
+        elif isinstance(n, Empty):
+            self._empty(n, frm, to, own)
+        elif isinstance(n, _Embedded):
+            self._embedded(n, frm, to, own)
+        elif isinstance(n, SepLoop):
+            self._sep_loop(n, frm, to, own)
+        elif not isinstance(n, Nothing):  # (Nothing: no edge)
+            raise TypeError(f"not an IR node: {n!r}")
 
     def _empty(self, n: Empty, frm: int, to: int, own: bool) -> None:
         self.nfa.eps_edge(frm, to)
@@ -454,13 +493,14 @@ class _Thompson:
             return
         byte_chain = self.byte_chain
         nxt = to
-        for b in reversed(data[1:]):
-            byte_link = nxt << 8 | b
-            entry = byte_chain.get(byte_link)
-            if entry is None:
-                entry = nfa.new_state()
-                nfa.byte_edge(entry, b, b, nxt)
-                byte_chain[byte_link] = entry
+        # (one dict operation per byte: ``setdefault`` with the next state's id, as _concat's)
+        for k in range(len(data) - 1, 0, -1):
+            b = data[k]
+            fresh = nfa.n
+            entry = byte_chain.setdefault(nxt << 8 | b, fresh)
+            if entry == fresh:
+                nfa.new_state()
+                nfa.byte_edge(fresh, b, b, nxt)
             nxt = entry
         nfa.byte_edge(frm, data[0], data[0], nxt)
 
@@ -501,27 +541,33 @@ class _Thompson:
             ):
                 items = fold_loops(items)
                 break
+        # (each link hashed once: ``setdefault`` with the next state's id, which no entry
+        # holds, and which ``new_state`` then returns; the item's hash is a Python-level call)
         nxt = to
-        for item in reversed(items[1:]):
-            link = (item, nxt)
-            entry = chained.get(link)
-            if entry is None:
-                entry = nfa.new_state()
-                chained[link] = entry
-                work.append((item, entry, nxt, True))
+        for k in range(len(items) - 1, 0, -1):
+            item = items[k]
+            fresh = nfa.n
+            entry = chained.setdefault((item, nxt), fresh)
+            if entry == fresh:
+                nfa.new_state()
+                work.append((item, fresh, nxt, True))
             nxt = entry
-        link = (items[0], nxt)
-        entry = chained.get(link)
-        if entry is not None:
-            nfa.eps_edge(frm, entry)
-        elif own:
-            chained[link] = frm
-            work.append((items[0], frm, nxt, True))
+        first = items[0]
+        link = (first, nxt)
+        if own:
+            found = chained.get(link)
+            if found is not None:
+                nfa.eps_edge(frm, found)
+            else:
+                chained[link] = frm
+                work.append((first, frm, nxt, True))
         else:  # a fresh entry, so that the next occurrence (another alternative) links here
-            entry = nfa.new_state()
+            fresh = nfa.n
+            entry = chained.setdefault(link, fresh)
+            if entry == fresh:
+                nfa.new_state()
+                work.append((first, fresh, nxt, True))
             nfa.eps_edge(frm, entry)
-            chained[link] = entry
-            work.append((items[0], entry, nxt, True))
 
     def _alt(self, n: Alt, frm: int, to: int, own: bool) -> None:
         work = self.work

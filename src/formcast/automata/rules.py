@@ -221,6 +221,7 @@ def compile_grammar_automaton(
     )
     # productivity fixpoint: drop references to rules that can never finish
     sub_dfas: SubDfaMemo = {}  # shared by every rule's NFA
+    limits_hash = hash(limits)  # (an interpreted dataclass hash: once, not per rule)
     while True:
         ids = {n: i for i, n in enumerate(names)}
         dfas = []
@@ -230,7 +231,9 @@ def compile_grammar_automaton(
             if dead:
                 body = substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
-            dfas.append(_rule_dfa(body, ids, names, limits, budget, sub_dfas, minimize))
+            dfas.append(
+                _rule_dfa(body, ids, names, limits, budget, sub_dfas, minimize, limits_hash)
+            )
         new_productive = {names[r] for r in _productive_rules(dfas)}
         if grammar.start not in new_productive:
             raise UnsatisfiableGrammarError(
@@ -326,6 +329,47 @@ def _rule_flags_numpy(
     return bnd, tail, tuple(per_state)
 
 
+class _RuleKey:
+    """A key of :data:`RULE_DFA_CACHE`: a rule body's canonical form (:func:`_canonical_body`),
+    the compile limits and whether the automaton is minimized, with its hash computed once.
+
+    Equal exactly when the tuple ``(body, limits, minimize)`` would be (component by component,
+    identity first), and hashed as a function of the components' hashes, so the cache hits and
+    misses as it did with that tuple.  The point is the hash: the tuple's was recomputed on
+    every dict operation (a lookup, then on a miss the live-entry lookup, ``put``'s membership
+    test and insertion, the live-entry insertion), and a canonical body of nested tuples hashes
+    every IR node in it through a Python-level ``__hash__``, a CompileLimits through its
+    interpreted dataclass ``__hash__`` (several microseconds a key).  Immutable; O(1) hash and,
+    when interned parts are shared, O(1) equality."""
+
+    __slots__ = ("body", "hash", "limits", "minimize")
+
+    def __init__(self, body: Hashable, limits: CompileLimits, minimize: bool, h: int) -> None:
+        self.body = body
+        self.limits = limits
+        self.minimize = minimize
+        self.hash = h
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, _RuleKey) or self.hash != other.hash:
+            return False
+        # (compared as ``object``: typed as they are, the compiled build's ``==`` said False
+        # for equal bodies; cf. nfa._may_fold)
+        a: object = self.body
+        b: object = other.body
+        la: object = self.limits
+        lb: object = other.limits
+        return self.minimize == other.minimize and (la is lb or la == lb) and (a is b or a == b)
+
+    def __repr__(self) -> str:
+        return f"_RuleKey({self.body!r}, {self.limits!r}, {self.minimize!r})"
+
+
 #: Rule automata shared by every compile in the process: keyed by the rule body with its callees
 #: as positions by first occurrence (:func:`_canonical_body`; IR nodes compare structurally
 #: and cache their hash), the compile limits and whether it is minimized; values are
@@ -335,14 +379,14 @@ def _rule_flags_numpy(
 #: another that numbers (or names) its rules differently, and rules equal up to their callees'
 #: names share an entry.  What repeats across compiles is the boilerplate: JSON Schema's "any
 #: value" rules, shared definitions, common string formats.
-RULE_DFA_CACHE: LruCache[
-    tuple[Hashable, CompileLimits, bool], CachedWork[tuple[ByteDFA, tuple[int | str, ...]]]
-] = LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
-    512,
-    max_weight=CacheLimits().shared_cache_bytes,
-    weight=lambda entry: (
-        1024 * (entry.value[0].num_states + embedded_states(entry.children)) + CACHE_ENTRY_BYTES
-    ),
+RULE_DFA_CACHE: LruCache[_RuleKey, CachedWork[tuple[ByteDFA, tuple[int | str, ...]]]] = (
+    LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
+        512,
+        max_weight=CacheLimits().shared_cache_bytes,
+        weight=lambda entry: (
+            1024 * (entry.value[0].num_states + embedded_states(entry.children)) + CACHE_ENTRY_BYTES
+        ),
+    )
 )
 
 
@@ -354,8 +398,10 @@ def _rule_dfa(
     budget: WorkBudget,
     sub_dfas: SubDfaMemo,
     minimize: bool = True,
+    limits_hash: int | None = None,
 ) -> ByteDFA:
     """One rule's DFA, from :data:`RULE_DFA_CACHE` when an equal body was compiled before.
+    ``limits_hash``: ``hash(limits)``, computed once per compile by the caller (None: here).
 
     A hit is charged what building it would cost in this compile (its own work, plus the
     sub-automata it embeds that this compile has not built yet, which then become this
@@ -364,6 +410,8 @@ def _rule_dfa(
 
     canon, callee_names = _canonical_body(body)
     slot = {name: i for i, name in enumerate(callee_names or ())}
+    if limits_hash is None:
+        limits_hash = hash(limits)
 
     def build() -> tuple[ByteDFA, tuple[int | str, ...]]:
         nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
@@ -372,7 +420,7 @@ def _rule_dfa(
             return dfa, tuple(names[i] for i in dfa.ref_rules)
         return dfa, tuple(slot[names[i]] for i in dfa.ref_rules)
 
-    key = (canon, limits, minimize)
+    key = _RuleKey(canon, limits, minimize, hash((hash(canon), limits_hash, minimize)))
     dfa, callees = cached_work(
         RULE_DFA_CACHE,
         key,
@@ -393,6 +441,35 @@ def _rule_dfa(
     return ByteDFA(dfa.table, dfa.accepting, dfa.start, refs, dfa.ref_table)
 
 
+class _Canonical:
+    """The canonical form of a rule body with references (:func:`_canonical_body`'s nested
+    tuples) with its hash computed once: that tuple's hash walks every node in it (each IR
+    node's ``__hash__`` a Python-level call), and a key of :data:`RULE_DFA_CACHE` is hashed
+    again for every lookup.  Equal exactly when the tuples are.  Immutable (made once per body
+    by :func:`_canonical_body`, kept by :data:`_CANONICAL_KEYS` and the rule cache's keys)."""
+
+    __slots__ = ("hash", "key")
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+        self.hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, _Canonical) or self.hash != other.hash:
+            return False
+        a: object = self.key  # (as ``object``: see _RuleKey.__eq__)
+        b: object = other.key
+        return a == b
+
+    def __repr__(self) -> str:
+        return f"_Canonical({self.key!r})"
+
+
 #: :func:`_canonical_body` by body (an equal body is usually the same interned object: a hit
 #: is a lookup by identity, and the key it returns is the object the rule cache holds)
 _CANONICAL_KEYS: LruCache[Node, tuple[Hashable, tuple[str, ...] | None]] = LruCache(4096)
@@ -405,7 +482,8 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
     several properties: ``strdfa_5_17`` and ``strdfa_10_17``) share one key; the automaton
     depends on the callees only through their call symbols, which the lookup maps back.
 
-    The key is the body itself when it has no references, else nested tuples: ``(0, *items)``
+    The key is the body itself when it has no references, else nested tuples (in a
+    :class:`_Canonical`, which hashes them once): ``(0, *items)``
     for a concatenation, ``(1, *items)`` an alternation, ``(2, item, min, max)`` a repeat, an
     ``int`` a reference, the IR node itself a subtree without references (its hash cached,
     compared by identity when interned).  No IR node is built (a composite node's summary of
@@ -447,7 +525,9 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
         memo[k] = out
         return out
 
-    out = (go(body), tuple(order))
+    top = go(body)
+    # (a body with references below it is a composite: its form is a tuple, hashed once here)
+    out = (_Canonical(top) if isinstance(top, tuple) else top, tuple(order))
     _CANONICAL_KEYS.put(body, out)
     return out
 
@@ -568,9 +648,15 @@ def _check_left_recursion(auto: GrammarAutomaton) -> None:
     n_rules = len(auto.dfas)
     # nullable rules: accept reachable from start through calls to nullable rules only
     nullable = nullable_rules(auto)
+    # each rule's calls before consuming, once (the closures below visit a rule's calls from
+    # every rule that reaches it: they were recomputed per visit)
+    reach: list[set[int]] = []
     for r in range(n_rules):
         check_deadline()
-        calls, _ = epsilon_reach(auto, r, nullable)
+        reach.append(epsilon_reach(auto, r, nullable)[0])
+    for r in range(n_rules):
+        check_deadline()
+        calls = reach[r]
         # transitive closure of "calls before consuming"
         seen = set(calls)
         todo = list(calls)
@@ -584,7 +670,7 @@ def _check_left_recursion(auto: GrammarAutomaton) -> None:
                     "recursion elimination (please report this grammar); rewrite it as a "
                     'repetition, e.g. expr ::= term ("+" term)*',
                 )
-            for c2 in epsilon_reach(auto, c, nullable)[0]:
+            for c2 in reach[c]:
                 if c2 not in seen:
                     seen.add(c2)
                     todo.append(c2)
