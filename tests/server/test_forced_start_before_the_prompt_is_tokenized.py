@@ -45,7 +45,7 @@ def _text(rec: Recorder) -> str:
                    for e in _events(b"".join(rec.bodies())) if e["choices"])
 
 
-def _app(bounded: bool) -> tuple[Any, GatedFunction, list[tuple[str, str, Any]]]:
+def _app(bounded: bool, **config: Any) -> tuple[Any, GatedFunction, list[tuple[str, str, Any]]]:
     """The app on the gated toy model; ``bounded``: the model has ``prompt_token_bound``
     (its tokenizer's tokens each cover at least one byte).  Every tokenize is logged."""
     fn = GatedFunction()
@@ -60,7 +60,7 @@ def _app(bounded: bool) -> tuple[Any, GatedFunction, list[tuple[str, str, Any]]]
     model.tokenize = logged  # type: ignore[method-assign]
     if bounded:
         model.prompt_token_bound = lambda text: len(text.encode("utf-8")) + 2  # type: ignore[attr-defined]
-    return create_app(model, ServerConfig(model_name="toy", n_threads=1)), fn, log
+    return create_app(model, ServerConfig(model_name="toy", n_threads=1, **config)), fn, log
 
 
 def _serve(bounded: bool, bodies: list[bytes]) -> tuple[list[tuple[str, str, Any]], list[Recorder]]:
@@ -230,3 +230,67 @@ def test_a_lead_that_differs_from_what_was_streamed_is_an_internal_error() -> No
     with pytest.raises(FormcastError, match="differs"):
         _after_lead(Req((), []), ahead, Job(False))  # type: ignore[arg-type]
     assert _after_lead(Req((), []), ahead, Job(True)) == []  # type: ignore[arg-type]
+
+
+def test_a_burst_split_over_two_loop_turns_joins_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """uvicorn reads a burst's first request in one loop turn and the rest in the next: the
+    first request's tokenize and submit wait until the others have written their heads, and
+    the idle batcher is woken once the last of them is submitted, so all of them join its
+    first step (one prefill round) instead of the first request's prompt going alone."""
+    # the bound on the wait is a fallback (a loop preempted on a loaded machine): not tested
+    monkeypatch.setattr("formcast.server.engine._WAKE_BOUND_S", 30.0)
+    # share_prefix off: joiners sharing a start with one another would wait a step to copy it
+    app, fn, _ = _app(True, share_prefix=None)
+    engine = app.state.engine
+    timer = threading.Timer(60, fn.gate.set)  # never hang the suite
+    timer.start()
+
+    async def go() -> tuple[list[int], list[int]]:
+        fn.gate.set()
+        warm = Recorder("w", [], _body(0))
+        await app(_scope(ROUTE, warm.body, 1), warm.receive, warm.send)
+        batcher = engine.batcher
+        decoder = batcher.decoder
+        for _ in range(200):  # the worker idle (its last step over), asleep until woken
+            if batcher.running == batcher.queued == 0:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        fn.gate.clear()
+        wake = batcher.wake
+        seen: list[int] = []  # requests queued at each wake of the (idle) worker
+
+        def logged_wake() -> None:
+            seen.append(batcher.queued)
+            wake()
+
+        batcher.wake = logged_wake
+        calls0 = len(decoder.batch_sizes)
+        recs = [Recorder(str(i), [], _body(7 + i)) for i in range(3)]
+        tasks: list[asyncio.Task[None]] = []
+
+        def spawn(rs: list[Recorder]) -> None:
+            tasks.extend(asyncio.create_task(app(_scope(ROUTE, r.body, 3 + int(r.name)),
+                                                 r.receive, r.send)) for r in rs)
+
+        spawn(recs[:1])  # turn 1: the first request; turn 2: it runs, the others are read
+        asyncio.get_running_loop().call_soon(spawn, recs[1:])
+        for _ in range(2000):
+            if all(r.bodies() for r in recs) and seen:
+                break
+            await asyncio.sleep(0.005)
+        fn.gate.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 60)
+        for r in recs:
+            json.loads(_text(r))
+        return seen, decoder.batch_sizes[calls0:]
+
+    engine.start()
+    try:
+        seen, sizes = asyncio.run(go())
+    finally:
+        fn.gate.set()
+        timer.cancel()
+        engine.close()
+    assert seen[0] == 3  # the idle worker first woken with the whole burst queued
+    assert sizes[0] == 3  # ... and its first model call has the three rows

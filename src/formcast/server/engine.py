@@ -85,6 +85,10 @@ passed) and ``cancelled`` (the client went away; never sent to anyone)."""
 
 _perf = time.perf_counter
 
+_WAKE_BOUND_S = 0.005
+"""The longest a submitted request leaves an idle batcher asleep while a burst's other
+requests are still to be submitted (:meth:`Engine._wake_soon`)."""
+
 _LeadKey = tuple[int, tuple[str, ...], bool]
 """What a request's lead depends on besides its grammar: ``(max_tokens, stop, fast_forward)``
 (the batcher's lead is deterministic given these: forced tokens need no logits)."""
@@ -191,6 +195,7 @@ class Engine:
         # options stream the same pieces before their prompt is tokenized (_lead_ahead)
         self._led: weakref.WeakKeyDictionary[CompiledGrammar, tuple[_LeadKey, tuple[str, ...]]]
         self._led = weakref.WeakKeyDictionary()
+        self._ahead = 0  # requests whose forced start went out ahead, not yet submitted (loop)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._closed = False
@@ -421,12 +426,25 @@ class Engine:
         ``cancelled`` finishes counted) -- the pumps run until then."""
         t0 = _perf()
         ahead = self._lead_ahead(job)
+        counted = [False]
+
+        def uncount() -> None:  # this request no longer holds the idle worker asleep
+            if counted[0]:
+                counted[0] = False
+                self._ahead -= 1
+
         if ahead is not None:  # the forced start before the prompt is tokenized and submitted
+            self._ahead += 1
+            counted[0] = True
             try:
                 for spec in job.specs:
                     for piece in ahead:
                         yield Piece(spec.index, piece)
+                # the rest after the requests already read (a burst split over loop turns, as
+                # uvicorn reads it): their heads first, then the tokenizes and submits
+                await asyncio.sleep(0)
             except BaseException:  # the client left (or the task was cancelled) meanwhile
+                uncount()
                 job.cancel.set()
                 if job.on_done is not None:
                     job.on_done()
@@ -474,7 +492,8 @@ class Engine:
                     try:
                         submit_all(False)
                     finally:
-                        asyncio.get_running_loop().call_soon(batcher.wake)
+                        uncount()
+                        self._wake_soon(batcher)
                 else:  # a grammar's first lead computes masks: off the event loop
                     await asyncio.to_thread(submit_all, True)
                 if compiled is not None and submitted:
@@ -487,6 +506,7 @@ class Engine:
                     for spec, _, req in submitted
                 ]
             except BaseException:  # also a cancelled await: the thread may still submit
+                uncount()
                 job.cancel.set()  # what it submits ends at the batcher's next step
                 for _, _, req in submitted:
                     req.cancel()
@@ -526,6 +546,17 @@ class Engine:
                 yield event
         finally:
             job.cancel.set()  # a no-op once every choice has finished; stops them otherwise
+
+    def _wake_soon(self, batcher: ContinuousBatcher) -> None:
+        """Wake an idle worker after ``submit(wake=False)``: at the next loop turn (after the
+        requests already read have written their first chunks), or -- while requests whose
+        forced start went out ahead are still to be submitted (a burst) -- when the last of
+        them is, so that the burst joins one step; :data:`_WAKE_BOUND_S` at the latest."""
+        loop = asyncio.get_running_loop()
+        if self._ahead == 0:
+            loop.call_soon(batcher.wake)
+        else:
+            loop.call_later(_WAKE_BOUND_S, batcher.wake)
 
     def _lead_key(self, job: Job, max_tokens: int) -> _LeadKey:
         return (max_tokens, job.stop, self._fast_forward(job))
