@@ -344,16 +344,35 @@ async def streamed(client: Any, body: dict[str, Any], forced: str = "") -> dict[
 
 
 async def lone_and_concurrent(
-    url: str, bodies: list[dict[str, Any]], together: bool, forced: list[str] | None = None
+    url: str,
+    bodies: list[dict[str, Any]],
+    together: bool,
+    forced: list[str] | None = None,
+    warm: bool = False,
 ) -> list[dict[str, Any]]:
+    """The requests one after another (``together=False``) or all at once, with a new
+    ``AsyncOpenAI`` client.  ``warm``: its connection pool is filled first, as an application
+    that keeps its client has it -- one open connection before each lone request (``GET
+    /v1/models`` on it), as many as requests before the burst (that many of those at once) --
+    so that neither side's time holds a TCP connect.  Without it (``--fresh-connections``)
+    the lone requests after the first ride the connection kept alive from the one before,
+    while each of the concurrent ones opens its own: connects that only the concurrent side
+    pays (client and server, on the same cores)."""
     client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=600)
     starts = forced if forced is not None else [""] * len(bodies)
     try:
         if together:
+            if warm:
+                await asyncio.gather(*(client.models.list() for _ in bodies))
             return list(
                 await asyncio.gather(*(streamed(client, b, f) for b, f in zip(bodies, starts)))
             )
-        return [await streamed(client, b, f) for b, f in zip(bodies, starts)]
+        out = []
+        for b, f in zip(bodies, starts):
+            if warm:
+                await client.models.list()
+            out.append(await streamed(client, b, f))
+        return out
     finally:
         await client.close()
 
@@ -526,6 +545,36 @@ def call_floor(decoder: Any, n_rows: int, filler: list[int], reps: int = 9) -> d
             "ratio": together / lone}  # fmt: skip
 
 
+def prefill_floor(
+    decoder: Any, n_rows: int, n_tokens: int, filler: list[int], reps: int = 5
+) -> dict[str, float]:
+    """Thread time of the model's own prefill of ``n_rows`` prompts of ``n_tokens`` tokens in
+    one call against one such prompt (empty caches), median of ``reps``: what the first
+    *model* tokens of that many requests arriving together cost at least when nothing of
+    their prompts is cached (the first content chunk, the forced start, needs no model call
+    at all)."""
+    prompt = (filler * (n_tokens // len(filler) + 1))[:n_tokens]
+
+    def one_call(rows: int) -> float:
+        times = []
+        for _ in range(reps):
+            decoder.reset()
+            t0 = time.thread_time()
+            decoder.decode([(s, prompt) for s in range(rows)])
+            times.append(time.thread_time() - t0)
+        return statistics.median(times)
+
+    lone, together = one_call(1), one_call(n_rows)
+    print(
+        f"model prefill floor: {n_rows} prompts x {n_tokens} tokens in one call "
+        f"{together * 1e3:.1f} ms, 1 prompt {lone * 1e3:.1f} ms (x{together / lone:.2f}, "
+        "thread time)",
+        flush=True,
+    )
+    return {"rows_prefill_ms": together * 1e3, "one_row_prefill_ms": lone * 1e3,
+            "ratio": together / lone, "tokens": n_tokens}  # fmt: skip
+
+
 def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str, Any]:
     from formcast.generation.inputs import _prompt_ids
     from formcast.model.llama_cpp_batched import LlamaCppBatchedDecoder
@@ -539,7 +588,8 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
     forced = [forced_start(model, schema_for(i, args.kinds)) for i in range(args.batch)]
     rounds = []
     try:
-        floor = call_floor(decoder, args.batch, filler)
+        floor: dict[str, Any] = dict(call_floor(decoder, args.batch, filler))
+        floor["prefill"] = prefill_floor(decoder, args.batch, len(filler), filler)
         for k in range(args.rounds):
             lone_bodies = conc_bodies = bodies
             if args.fresh_prompts:  # prompts no request sent before: no whole-prompt cache hit
@@ -570,12 +620,24 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
             st3 = server_ttft(url)
             conc_calls = (scrape(url, "formcast_batch_rows") - rows1) / len(conc)
             raw: dict[str, Any] = {}
+            if args.warm_pool:  # the same, every request on a connection opened before
+                warm_lone = asyncio.run(lone_and_concurrent(url, lone_bodies, False, forced, True))
+                warm_conc = asyncio.run(lone_and_concurrent(url, conc_bodies, True, forced, True))
+                wl = statistics.median(r["ttft"] for r in warm_lone)
+                wc = statistics.median(r["ttft"] for r in warm_conc)
+                raw.update(
+                    warm_lone_ttft_p50_s=wl,
+                    warm_concurrent_ttft_p50_s=wc,
+                    warm_ttft_ratio=wc / wl,
+                    warm_concurrent_send_spread_s=max(r["t0"] for r in warm_conc)
+                    - min(r["t0"] for r in warm_conc),
+                )
             if args.raw_client:  # the same requests, timed from the bytes' send
                 raw_lone = asyncio.run(raw_lone_and_concurrent(url, lone_bodies, False, forced))
                 raw_conc = asyncio.run(raw_lone_and_concurrent(url, conc_bodies, True, forced))
                 rl = statistics.median(r["ttft"] for r in raw_lone)
                 rc = statistics.median(r["ttft"] for r in raw_conc)
-                raw = {
+                raw |= {
                     "raw_lone_ttft_p50_s": rl,
                     "raw_concurrent_ttft_p50_s": rc,
                     "raw_ttft_ratio": rc / rl,
@@ -652,7 +714,16 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                 f"chunk {r['first_chunk']!r}; load average {r['load_average']:.1f}",
                 flush=True,
             )
-            if raw:
+            if args.warm_pool:
+                print(
+                    f"  openai client, warm pool (every request on a connection opened before; "
+                    f"the 8 sent within {raw['warm_concurrent_send_spread_s'] * 1e3:.0f} ms): "
+                    f"ttft p50 lone {raw['warm_lone_ttft_p50_s'] * 1e3:.0f} ms, 8 concurrent "
+                    f"{raw['warm_concurrent_ttft_p50_s'] * 1e3:.0f} ms "
+                    f"(x{raw['warm_ttft_ratio']:.2f})",
+                    flush=True,
+                )
+            if args.raw_client:
                 print(
                     f"  raw client (connections opened and bytes made before t0; the 8 "
                     f"written within {raw['raw_concurrent_send_spread_s'] * 1e3:.1f} ms, the "
@@ -671,6 +742,13 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
         "first_chosen_ratio_median": statistics.median(r["first_chosen_ratio"] for r in rounds),
         "throughput_ratio_median": statistics.median(r["throughput_ratio"] for r in rounds),
     }
+    if args.warm_pool:
+        out["warm_ttft_ratio_median"] = statistics.median(r["warm_ttft_ratio"] for r in rounds)
+        print(
+            f"openai client, warm pool ({args.rounds} rounds, median): ttft ratio "
+            f"{out['warm_ttft_ratio_median']:.2f}",
+            flush=True,
+        )
     if args.raw_client:
         out["raw_ttft_ratio_median"] = statistics.median(r["raw_ttft_ratio"] for r in rounds)
         print(
@@ -720,6 +798,14 @@ def main() -> int:
         help="batching part: each round also sends the same requests, alone and together, "
         "over connections opened beforehand with bytes made beforehand (h11): time to first "
         "content from the bytes' send (the server's share, without the client's own work)",
+    )
+    p.add_argument(
+        "--warm-pool",
+        action="store_true",
+        help="batching part: each round also sends the same requests, alone and together, "
+        "with the openai client's pool holding an open connection for each first (no TCP "
+        "connect on either side; by default the concurrent requests open theirs, the lone "
+        "ones after the first reuse one)",
     )
     p.add_argument("--json", default=None, help="write the figures to this file")
     args = p.parse_args()

@@ -288,6 +288,10 @@ class LlamaCppModel(ModelBase):
         self._bos = int(llm.token_bos())
         vocab_ptr = self._lc.llama_model_get_vocab(llm.model)
         self._adds_bos = bool(self._lc.llama_vocab_get_add_bos(vocab_ptr))
+        # byte-level BPE (GPT-2 style): every token of a text covers at least one of its bytes
+        self._byte_level = int(self._lc.llama_vocab_type(vocab_ptr)) == int(
+            self._lc.LLAMA_VOCAB_TYPE_BPE
+        )
         if chat_template == "auto":
             self._chat: ChatTemplate | None = llama_chat_template(llm, name=self._name)
         else:
@@ -315,6 +319,19 @@ class LlamaCppModel(ModelBase):
         if self._adds_bos and len(ids) >= 2 and ids[0] == ids[1] == self._bos:
             del ids[0]
         return ids
+
+    def prompt_token_bound(self, text: str) -> int | None:
+        """At most how many ids :meth:`tokenize` gives for ``text``, without tokenizing it
+        (``None``: no bound known for this vocabulary).  Byte-level BPE (llama.cpp's
+        ``LLAMA_VOCAB_TYPE_BPE``): each token llama.cpp makes from a text -- a special
+        marker parsed in it, or a merge of its byte symbols -- covers at least one byte of
+        the UTF-8 text, and the only others are the BOS / EOS the vocabulary adds: so
+        ``len(text.encode()) + 2``.  Other vocabularies (SentencePiece's escaped spaces and
+        space prefix, UGM's normalization) can give more ids than bytes: ``None``.  O(len):
+        a server checks a prompt against the context with it before tokenizing."""
+        if not self._byte_level:
+            return None
+        return len(text.encode("utf-8")) + 2
 
     def encode_bytes(self, data: bytes) -> list[int] | None:
         """Raw token ids of ``data``: no BOS, special markers not parsed (``None`` when ``data``

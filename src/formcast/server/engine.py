@@ -85,6 +85,14 @@ passed) and ``cancelled`` (the client went away; never sent to anyone)."""
 
 _perf = time.perf_counter
 
+_WAKE_BOUND_S = 0.005
+"""The longest a submitted request leaves an idle batcher asleep while a burst's other
+requests are still to be submitted (:meth:`Engine._wake_soon`)."""
+
+_LeadKey = tuple[int, tuple[str, ...], bool]
+"""What a request's lead depends on besides its grammar: ``(max_tokens, stop, fast_forward)``
+(the batcher's lead is deterministic given these: forced tokens need no logits)."""
+
 
 @dataclass(frozen=True)
 class GenerationSpec:
@@ -181,9 +189,13 @@ class Engine:
             cache_dir=config.cache_dir,
         )
         self._jobs: queue.Queue[Job | None] = queue.Queue()
-        # grammars whose lead a request took already: the next ones are submitted on the event
-        # loop (their lead's masks are memoized: ~0.5 ms, less than a hop to a thread)
-        self._led: weakref.WeakSet[CompiledGrammar] = weakref.WeakSet()
+        # grammars whose lead a request took already, with the options that shape a lead and
+        # the pieces it pushed: the next ones are submitted on the event loop (their lead's
+        # masks are memoized: ~0.5 ms, less than a hop to a thread), and those with the same
+        # options stream the same pieces before their prompt is tokenized (_lead_ahead)
+        self._led: weakref.WeakKeyDictionary[CompiledGrammar, tuple[_LeadKey, tuple[str, ...]]]
+        self._led = weakref.WeakKeyDictionary()
+        self._ahead = 0  # requests whose forced start went out ahead, not yet submitted (loop)
         self._lock = threading.Lock()
         self._in_flight = 0
         self._closed = False
@@ -413,6 +425,30 @@ class Engine:
         the batcher ends the choices at its next step (their slots are freed and the
         ``cancelled`` finishes counted) -- the pumps run until then."""
         t0 = _perf()
+        ahead = self._lead_ahead(job)
+        counted = [False]
+
+        def uncount() -> None:  # this request no longer holds the idle worker asleep
+            if counted[0]:
+                counted[0] = False
+                self._ahead -= 1
+
+        if ahead is not None:  # the forced start before the prompt is tokenized and submitted
+            self._ahead += 1
+            counted[0] = True
+            try:
+                for spec in job.specs:
+                    for piece in ahead:
+                        yield Piece(spec.index, piece)
+                # the rest after the requests already read (a burst split over loop turns, as
+                # uvicorn reads it): their heads first, then the tokenizes and submits
+                await asyncio.sleep(0)
+            except BaseException:  # the client left (or the task was cancelled) meanwhile
+                uncount()
+                job.cancel.set()
+                if job.on_done is not None:
+                    job.on_done()
+                raise
         try:
             prepared = []
             for spec in job.specs:  # every prompt checked before anything is submitted
@@ -456,11 +492,21 @@ class Engine:
                     try:
                         submit_all(False)
                     finally:
-                        asyncio.get_running_loop().call_soon(batcher.wake)
+                        uncount()
+                        self._wake_soon(batcher)
                 else:  # a grammar's first lead computes masks: off the event loop
                     await asyncio.to_thread(submit_all, True)
-                    self._led.add(compiled)
+                if compiled is not None and submitted:
+                    self._remember_lead(job, compiled, prepared[0][2], submitted[0][2])
+                # the pieces submit pushed already (the forced start): yielded before the
+                # pumps start, without the two event-loop turns the pump and the job's queue
+                # would take (less the lead, when it was streamed ahead)
+                early = [
+                    (spec.index, _after_lead(req, ahead, job) if ahead else req.take_ready())
+                    for spec, _, req in submitted
+                ]
             except BaseException:  # also a cancelled await: the thread may still submit
+                uncount()
                 job.cancel.set()  # what it submits ends at the batcher's next step
                 for _, _, req in submitted:
                     req.cancel()
@@ -473,9 +519,6 @@ class Engine:
             if job.on_done is not None:
                 job.on_done()
             raise
-        # the pieces submit pushed already (the forced start): yielded before the pumps start,
-        # without the two event-loop turns the pump and the job's queue would take
-        early = [(spec.index, req.take_ready()) for spec, _, req in submitted]
         left = [len(submitted)]
 
         def one_done() -> None:
@@ -503,6 +546,61 @@ class Engine:
                 yield event
         finally:
             job.cancel.set()  # a no-op once every choice has finished; stops them otherwise
+
+    def _wake_soon(self, batcher: ContinuousBatcher) -> None:
+        """Wake an idle worker after ``submit(wake=False)``: at the next loop turn (after the
+        requests already read have written their first chunks), or -- while requests whose
+        forced start went out ahead are still to be submitted (a burst) -- when the last of
+        them is, so that the burst joins one step; :data:`_WAKE_BOUND_S` at the latest."""
+        loop = asyncio.get_running_loop()
+        if self._ahead == 0:
+            loop.call_soon(batcher.wake)
+        else:
+            loop.call_later(_WAKE_BOUND_S, batcher.wake)
+
+    def _lead_key(self, job: Job, max_tokens: int) -> _LeadKey:
+        return (max_tokens, job.stop, self._fast_forward(job))
+
+    def _remember_lead(
+        self, job: Job, compiled: CompiledGrammar, max_tokens: int, req: BatchedRequest
+    ) -> None:
+        """Keep what ``req``'s lead pushed for the next requests on ``compiled`` (when the
+        lead left the output to the model: a request finished in its lead is not kept)."""
+        if req.lead and not req.done:
+            self._led[compiled] = (self._lead_key(job, max_tokens), req.lead)
+        elif compiled not in self._led:
+            self._led[compiled] = ((-1, (), False), ())  # led: masks memoized, nothing ahead
+
+    def _lead_ahead(self, job: Job) -> tuple[str, ...] | None:
+        """The pieces ``job``'s lead will push, known before its prompt is tokenized: those
+        of the last request on the same grammar whose lead had the same options
+        (:data:`_LeadKey`), when no error can come after them -- every prompt's tokens are
+        bounded (the model's ``prompt_token_bound``) so that it fits the context with
+        ``max_tokens`` (given, or the default, which ``min(default, room)`` then leaves
+        as is).  ``None``: tokenize and submit first, as for a first request.  O(prompt
+        bytes), on the event loop."""
+        compiled = job.compiled
+        if compiled is None or self._batcher is None:
+            return None
+        led = self._led.get(compiled)
+        if led is None or not led[1]:
+            return None
+        bound = getattr(self.model, "prompt_token_bound", None)
+        context = self._batcher.decoder.max_context
+        if bound is None or context is None:
+            return None
+        max_tokens = self.config.default_max_tokens if job.max_tokens is None else job.max_tokens
+        if led[0] != self._lead_key(job, max_tokens):
+            return None
+        for spec in job.specs:
+            prompt = spec.prompt
+            try:
+                n = bound(prompt) if isinstance(prompt, str) else len(prompt)
+            except Exception:  # e.g. text that is not UTF-8: tokenize says why, first
+                return None
+            if not isinstance(n, int) or not prompt or n + max_tokens > context or max_tokens < 1:
+                return None
+        return led[1]
 
     async def _pump(
         self,
@@ -659,6 +757,23 @@ class Engine:
         if result is None:  # pragma: no cover - a stream always ends with its result
             raise FormcastError("internal error: the stream ended without a result")
         return self._finished(job, spec, ids, result)
+
+
+def _after_lead(req: BatchedRequest, ahead: tuple[str, ...], job: Job) -> list[str]:
+    """``req``'s buffered pieces less its lead, which was streamed ahead as ``ahead``
+    (:meth:`Engine._lead_ahead`).  A lead that differs is an internal error -- unless the
+    job was stopped before its lead was taken (cancelled, or its deadline passed: no lead at
+    all), which then ends with what was streamed (as text pushed ahead of a request cancelled
+    later does)."""
+    pieces = req.take_ready()
+    lead = req.lead
+    stopped = job.cancel.is_set() or (job.deadline is not None and time.monotonic() >= job.deadline)
+    if lead != ahead and not (not lead and stopped):
+        raise FormcastError(
+            f"internal error: the lead {lead!r} differs from the forced start {ahead!r} "
+            "streamed before it"
+        )
+    return pieces[len(lead) :]
 
 
 def _api_error(exc: BaseException) -> BaseException:
