@@ -65,6 +65,7 @@ from .. import cfg_program
 from ..context import context_for
 from .container import DTYPES, FORMAT_VERSION, ArrayReader, open_container, write_container
 from .registry import (
+    CODEC_LAZY,
     FIELD_SETS,
     FIELDS,
     FUNCTION_NAMES,
@@ -80,6 +81,9 @@ from .tuples import SCALARS, sparse_tuple, tuple_depth, tuple_sparse
 __all__ = ["dump_grammar", "load_grammar", "materialize"]
 
 _LOCK = type(threading.Lock())
+#: a lazy section being written: (field name -> value, path, the facts each field answers
+#: unloaded, the tree's ``["z", index, field]`` nodes that refer to it)
+_Deferred = tuple[dict[str, Any], str, dict[str, tuple[str, ...]], list[list[Any]]]
 _RLOCK = type(threading.RLock())
 _NO_LAZY: dict[str, tuple[str, ...]] = {}
 #: class -> (its instances keep every attribute in their __dict__, it is mypyc-compiled)
@@ -98,8 +102,11 @@ class _Encoder:
         self.frame_ids: dict[int, int] = {}
         self.keep: list[object] = []  # keeps encoded objects alive: ids stay unique
         self.pdas = 0
-        # lazy sections: (field name -> value, path, facts per field), encoded last
-        self.sections: list[tuple[dict[str, Any], str, dict[str, tuple[str, ...]]]] = []
+        # lazy sections: (field name -> value, path, facts per field, the ``["z", index,
+        # field]`` nodes that refer to it), encoded last: those the classes declare, then
+        # the format's own (CODEC_LAZY), which are numbered once all are known
+        self.sections: list[_Deferred] = []
+        self.late_sections: list[_Deferred] = []
         self.in_section = False
 
     def fail(self, path: str, what: str) -> SerializationError:
@@ -202,6 +209,7 @@ class _Encoder:
         lazy = LAZY_FIELDS.get(name, _NO_LAZY)
         attrs: dict[str, Any] = {}
         deferred: dict[str, Any] = {}
+        refs: list[list[Any]] = []
         for k in FIELDS[name]:
             if k not in held:  # a slot never set
                 continue
@@ -212,11 +220,13 @@ class _Encoder:
                 attrs[k] = None
             elif k in lazy and x is not None and not self.in_section:
                 deferred[k] = x  # written in a section of its own, after the main tree
-                attrs[k] = ["z", len(self.sections), k]
+                attrs[k] = ["z", -1, k]  # (its section's index: set by dump_grammar)
+                refs.append(attrs[k])
             else:
                 attrs[k] = self.enc(x, f"{path}.{k}")
         if deferred:
-            self.sections.append((deferred, path, lazy))
+            late = deferred.keys() <= CODEC_LAZY.get(name, {}).keys()
+            (self.late_sections if late else self.sections).append((deferred, path, lazy, refs))
         return ["o", name, n, attrs]
 
     def array(self, a: np.ndarray, path: str) -> int:
@@ -328,7 +338,11 @@ def dump_grammar(fields: dict[str, Any], program: Any, vocab: Vocabulary, layout
     bounds = [len(enc.arrays)]
     trees: list[list[Any]] = []
     enc.in_section = True
-    for deferred, path, lazy in enc.sections:
+    sections = enc.sections + enc.late_sections
+    for index, (_, _, _, refs) in enumerate(sections):
+        for ref in refs:
+            ref[1] = index
+    for deferred, path, lazy, _ in sections:
         tree = {k: enc.enc(x, f"{path}.{k}") for k, x in deferred.items()}
         trees.append([tree, {k: _facts(x, lazy[k]) for k, x in deferred.items()}])
         bounds.append(len(enc.arrays))
@@ -349,30 +363,44 @@ def _corrupt(e: Exception) -> SerializationError:
 
 class _Section:
     """A lazy section of a loaded grammar: fields of one object (``owner``) whose tree and
-    arrays are checked (CRC-32) and decoded on first use, then set on ``owner``."""
+    arrays are checked (CRC-32) and decoded on first use, then set on ``owner``.
 
-    __slots__ = ("_dec", "_index", "_lock", "_on_corrupt", "_values", "owner")
+    Sections are written in order, each after the main tree and the sections before it: a
+    section may refer to their objects and arrays (the program's lexer to its rule
+    automaton's analysis), so loading one loads those before it first (``others``: every
+    section of the file by index; locks taken from the higher index down, never up)."""
+
+    __slots__ = ("_dec", "_index", "_lock", "_on_corrupt", "_values", "others", "owner")
 
     def __init__(self, dec: _Decoder, index: int, owner: object) -> None:
         self._dec: _Decoder | None = dec
         self._index = index
         self.owner = owner
+        self.others = dec.sections
         self._lock = threading.Lock()
         self._values: dict[str, Any] | None = None
         self._on_corrupt = dec.on_corrupt
 
     def value(self, name: str) -> Any:
+        return self.load()[name]
+
+    def load(self) -> dict[str, Any]:
+        """The section's fields by name, loaded (and set on the owner) on the first call."""
         values = self._values
         if values is None:
             with self._lock:
                 if self._values is None:
                     self._values = self._load()
                 values = self._values
-        return values[name]
+        return values
 
     def _load(self) -> dict[str, Any]:
         dec = self._dec
         assert dec is not None
+        for j in range(self._index):  # what this section may refer to, loaded first
+            earlier = self.others.get(j)
+            if earlier is not None:
+                earlier.load()
         try:
             with gc_paused(True):
                 values = dec.section(self._index)
@@ -425,11 +453,19 @@ class _LazyAttr:
 
 
 def materialize(obj: object) -> None:
-    """Load now every lazy section of ``obj`` (a loaded program): checked and decoded, its
-    fields set.  Raises SerializationError when a section is corrupt."""
+    """Load now every lazy section of ``obj`` (a loaded program) and of the file it was loaded
+    from (its rule automaton's too): checked and decoded, their fields set.  Raises
+    SerializationError when a section is corrupt."""
+    found: list[_LazyAttr] = []
     for v in list(instance_attrs(obj).values()):
         if type(v) is _LazyAttr:
-            v._value()
+            found.append(v)
+        elif PLAIN_CLASSES.get(type(v).__name__) is type(v):  # (a field's object: one level)
+            found += [x for x in instance_attrs(v).values() if type(x) is _LazyAttr]
+    for v in found:
+        for section in sorted(v._section.others.items()):
+            section[1].load()
+        v._value()
 
 
 class _Decoder:

@@ -7,7 +7,8 @@ Format (little-endian)::
             | u32 reserved (0)
     meta    UTF-8 JSON written by :mod:`.codec` (the object tree), plus what this module adds:
             ``arrays`` (the array directory: ``[dtype, shape, offset, writeable, packing,
-            region, k?]`` per array) and ``sections`` (per lazy section ``[start, length,
+            region, k?]`` per array stored whole, ``[dtype, pool, first row, end row]`` per
+            array of a pool) and ``sections`` (per lazy section ``[start, length,
             CRC-32, tree, facts]``, the tree as a JSON *string*: a load scans it as one string
             and parses it when the section is first used)
     blob    every numpy array's bytes, each at a 64-byte aligned offset in its region: the
@@ -15,7 +16,11 @@ Format (little-endian)::
             the section is first used).  Arrays are read-only views into the data (copies
             where writable); large boolean arrays are stored as bits, large tables of small
             non-negative ints as uint8 / uint16, and a section's 2-D tables as their
-            distinct columns and a column map, restored on load.
+            distinct columns and a column map, restored on load.  The other arrays of a
+            region that share a dtype, a row shape (``shape[1:]``), writability and packing
+            are *pooled*: stored as one array of their rows, each read back as a slice (a
+            view) of it: a load builds (and widens, and copies when writable) one array per
+            pool instead of one per array -- a grammar's per-rule vectors and tables.
 
 :data:`FORMAT_VERSION` is bumped whenever this layout or the codec's encoding changes; a file
 of another version is refused by :func:`read_header` (``reason="version"``) before anything
@@ -55,7 +60,9 @@ __all__ = [
 #: Bumped whenever the encoding itself changes (the layout digest covers changes of classes).
 #: 4: objects carry only the fields their class declares (``_persist_fields``, else its
 #: dataclass fields / ``__slots__``); a file with another field is refused.
-FORMAT_VERSION = 4
+#: 5: arrays of a region with one dtype, row shape, writability and packing are stored as one
+#: pool, each a ``[dtype, pool, first row, end row]`` entry read back as a slice of it.
+FORMAT_VERSION = 5
 
 MAGIC = b"FCGRAMMR"
 HEAD = struct.Struct("<8sIIQQQII")
@@ -64,8 +71,38 @@ ALIGN = 64
 DTYPES = frozenset("?bBhHiIlLqQefd")
 _DTYPE_OF: dict[str, np.dtype[Any]] = {}  # dtype strings already checked
 _U1, _U2 = np.dtype("u1"), np.dtype("<u2")
+_NARROW = {"u1": _U1, "u2": _U2}
 #: arrays at least this large are stored narrower when they can be (see :func:`_pack`)
 _PACK_MIN = 4096
+
+
+def _narrow(c: np.ndarray) -> str:
+    """The packing :func:`_pack` gives ``c`` when it does not store it by columns: ``"bits"``,
+    ``"u1"``, ``"u2"`` or ``""``.  O(c.size) (its min and max)."""
+    if c.size < _PACK_MIN:
+        return ""
+    if c.dtype == np.bool_:
+        return "bits"
+    if c.dtype.kind in "iu" and c.dtype.itemsize > 1 and int(c.min()) >= 0:
+        top = int(c.max())
+        if top < 256:
+            return "u1"
+        if top < 65536 and c.dtype.itemsize > 2:
+            return "u2"
+    return ""
+
+
+def _pool_key(c: np.ndarray, writeable: bool) -> tuple[Any, ...] | None:
+    """The pool an array of a region joins (:func:`write_container`): arrays of one dtype,
+    row shape, writability and packing (none, ``"u1"`` or ``"u2"``) are stored as one array
+    (their rows concatenated), each read back as a slice of it; None for arrays stored
+    alone (0-d, bit- or column-packed)."""
+    if c.ndim == 0:
+        return None
+    packing = _narrow(c)
+    if packing == "bits":
+        return None
+    return (c.dtype.str, c.shape[1:], writeable, packing)
 
 
 def _pack(c: np.ndarray, by_columns: bool) -> tuple[np.ndarray, str, int]:
@@ -134,29 +171,65 @@ def write_container(
     ``arrays`` (region ``r`` holds ``arrays[bounds[r-1]:bounds[r]]``, region 0 from 0: the
     main region, then one per lazy section) and ``sections`` (per lazy section ``[tree,
     facts]``, the tree written as a JSON string).  ``meta`` is updated in place."""
-    directory: list[list[Any]] = []
+    directory: list[list[Any]] = [[] for _ in arrays]
     chunks: list[bytes | memoryview] = []
     starts: list[int] = []  # of the regions in the blob: main, then sections (contiguous)
     offset = 0
+
+    def put(c: np.ndarray, entry: list[Any], region: int, writeable: bool, how: str | None) -> None:
+        """Write ``c`` at the next aligned offset of the region, stored narrower as
+        :func:`_pack` says (``how`` None; by columns in a lazy section) or as ``how`` says
+        (a pool: its members' packing); completes ``entry`` (``[dtype, shape]``)."""
+        nonlocal offset
+        pad = -(offset - starts[region]) % ALIGN
+        if pad:
+            chunks.append(b"\0" * pad)
+            offset += pad
+        entry += [offset - starts[region], writeable]
+        # stored narrower (the reader restores ``entry[0]``)
+        if how is None:
+            c, packing, k = _pack(c, region > 0)
+        else:
+            c, packing, k = (c.astype(_NARROW[how]) if how else c), how, 0
+        entry += [packing, region, *([k] if k else [])]
+        chunks.append(c.reshape(-1).view(np.uint8).data if c.size else b"")
+        offset += c.nbytes
+
     for region in range(len(bounds)):
         pad = -offset % ALIGN
         if pad:  # the previous region's padding: covered by its checksum
             chunks.append(b"\0" * pad)
             offset += pad
-        starts.append(start := offset)
-        for a in arrays[bounds[region - 1] if region else 0 : bounds[region]]:
+        starts.append(offset)
+        lo = bounds[region - 1] if region else 0
+        pools: dict[tuple[Any, ...], list[tuple[int, np.ndarray]]] = {}
+        for i in range(lo, bounds[region]):
+            a = arrays[i]
             c = np.ascontiguousarray(a)
-            pad = -(offset - start) % ALIGN
-            if pad:
-                chunks.append(b"\0" * pad)
-                offset += pad
-            entry: list[Any] = [c.dtype.str, list(c.shape), offset - start, bool(a.flags.writeable)]
-            # stored narrower (the reader restores ``entry[0]``)
-            c, packing, k = _pack(c, region > 0)
-            entry += [packing, region, *([k] if k else [])]
-            directory.append(entry)
-            chunks.append(c.reshape(-1).view(np.uint8).data if c.size else b"")
-            offset += c.nbytes
+            writeable = bool(a.flags.writeable)
+            key = _pool_key(c, writeable)
+            if key is not None and region > 0 and _pack(c, True)[1] in ("c", "c2"):
+                key = None  # a section's table stored by its distinct columns
+            if key is None:
+                directory[i] = [c.dtype.str, list(c.shape)]
+                put(c, directory[i], region, writeable, None)
+            else:
+                pools.setdefault(key, []).append((i, c))
+        for (_, row_shape, writeable, packing), members in pools.items():
+            if len(members) == 1:  # alone: as any other array
+                i, c = members[0]
+                directory[i] = [c.dtype.str, list(c.shape)]
+                put(c, directory[i], region, writeable, packing)
+                continue
+            # one array of their rows, each member ``[dtype, pool, first row, end row]``
+            pool = len(directory)
+            rows = 0
+            for i, c in members:
+                directory[i] = [c.dtype.str, pool, rows, rows + c.shape[0]]
+                rows += c.shape[0]
+            joined = np.concatenate([c for _, c in members])
+            directory.append([joined.dtype.str, [rows, *row_shape]])
+            put(joined, directory[pool], region, writeable, packing)
     regions = [(lo, hi - lo) for lo, hi in zip(starts, [*starts[1:], offset])]
     meta["arrays"] = directory
     blob = b"".join(chunks)
@@ -285,6 +358,8 @@ class ArrayReader:
         if type(entry) is not list or not 4 <= len(entry) <= 7:
             raise _bad(f"array entry {i}")
         dtype_str, shape, offset, writeable = entry[:4]
+        if type(shape) is int:  # a pool's member: ``[dtype, pool, first row, end row]``
+            return self._member(i, entry)
         packing = entry[4] if len(entry) > 4 else ""
         region = entry[5] if len(entry) > 5 else 0
         blob = self.regions.get(region)
@@ -335,6 +410,26 @@ class ArrayReader:
             if not writeable:
                 raw.flags.writeable = False
             a = raw if len(shape) == 1 else raw.reshape(shape)
+        self.arrays[i] = a
+        return a
+
+    def _member(self, i: int, entry: list[Any]) -> np.ndarray:
+        """Array ``i``, rows ``[first, end)`` of the pool (an array stored whole) that its
+        entry names: a view of the pool (read-only, or of its writable copy)."""
+        if len(entry) != 4:  # (a member has no packing of its own)
+            raise _bad(f"array packing {entry[4:]!r}")
+        dtype_str, pool, first, end = entry
+        pool_entry = self.directory[pool] if 0 <= pool < len(self.directory) else None
+        if pool == i or type(pool_entry) is not list or len(pool_entry) < 2:
+            raise _bad(f"array {i}'s pool")
+        if type(pool_entry[1]) is not list or not pool_entry[1]:
+            raise _bad(f"array {i}'s pool")  # (a pool is stored whole, never a member)
+        if dtype_str != pool_entry[0]:
+            raise _bad(f"array dtype {dtype_str!r} in a pool of {pool_entry[0]!r}")
+        base = self.array(pool)
+        if type(first) is not int or type(end) is not int or not 0 <= first <= end <= len(base):
+            raise _bad(f"array {i} lies outside the data")
+        a = base[first:end]
         self.arrays[i] = a
         return a
 
