@@ -43,8 +43,8 @@ from ..regex_program import RegexProgram
 from .container import FORMAT_VERSION
 
 __all__ = [
-    "FUNCTIONS",
     "CODEC_LAZY",
+    "FUNCTIONS",
     "FUNCTION_NAMES",
     "LAZY_FIELDS",
     "NAMED_TUPLES",
