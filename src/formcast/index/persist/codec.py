@@ -7,7 +7,8 @@ that graph, *including the lazily filled caches* (masks per state, position clas
 token steps, the parser states they are keyed by), so that a grammar warmed by one process
 loads warm in another.
 
-The tree: ``["t", ...]`` a tuple, ``["a", i]`` array i, ``["o", "ByteDFA", n, {field:
+The tree: ``["t", ...]`` a tuple, ``["a", i]`` array i, ``["av", i, first, end]`` rows of
+array i (a pool of arrays stored as one, :mod:`.container`), ``["o", "ByteDFA", n, {field:
 value}]`` an object of an allow-listed class with the fields its class declares
 (:mod:`.registry`), ``["z", s, field]`` a field written in lazy section s, ``["tz", d, x]``
 nested tuples d deep (:mod:`.tuples`), ``["pda", n, auto, limits, far_count, initial state]``
@@ -97,6 +98,7 @@ class _Encoder:
         self.vocab = vocab
         self.arrays: list[np.ndarray] = []
         self.array_ids: dict[int, int] = {}
+        self.array_nodes: list[list[list[Any]]] = []  # per array, the tree's nodes of it
         self.memo: dict[int, int] = {}
         self.frames: list[list[Any]] = []
         self.frame_ids: dict[int, int] = {}
@@ -149,7 +151,9 @@ class _Encoder:
         if t is bytes:
             return ["b", base64.b64encode(v).decode("ascii")]
         if t is np.ndarray:
-            return ["a", self.array(v, path)]
+            node = ["a", self.array(v, path)]
+            self.array_nodes[node[1]].append(node)  # (where it is stored: write_container)
+            return node
         if isinstance(v, np.generic):
             if v.dtype.char not in DTYPES:
                 raise self.fail(path, f"a numpy scalar of dtype {v.dtype}")
@@ -237,6 +241,7 @@ class _Encoder:
             raise self.fail(path, f"a numpy array of dtype {a.dtype}")
         self.array_ids[id(a)] = len(self.arrays)
         self.arrays.append(a)
+        self.array_nodes.append([])
         self.keep.append(a)
         return len(self.arrays) - 1
 
@@ -347,7 +352,7 @@ def dump_grammar(fields: dict[str, Any], program: Any, vocab: Vocabulary, layout
         trees.append([tree, {k: _facts(x, lazy[k]) for k, x in deferred.items()}])
         bounds.append(len(enc.arrays))
     meta["frames"] = enc.frames
-    return write_container(meta, enc.arrays, bounds, trees)
+    return write_container(meta, enc.arrays, bounds, trees, enc.array_nodes)
 
 
 #: what decoding malformed data raises (SerializationError is a ValueError too: callers re-raise
@@ -507,6 +512,10 @@ class _Decoder:
             return tuple(v[1:])
         if tag == "a":
             return self.reader.array(v[1])
+        if tag == "av":
+            if len(v) != 4 or type(v[1]) is not int:
+                raise self.bad("rows of a pooled array")
+            return self.reader.view(v[1], v[2], v[3])
         if tag == "t":
             dec = self.dec
             return tuple([dec(x) for x in v[1:]])

@@ -7,8 +7,7 @@ Format (little-endian)::
             | u32 reserved (0)
     meta    UTF-8 JSON written by :mod:`.codec` (the object tree), plus what this module adds:
             ``arrays`` (the array directory: ``[dtype, shape, offset, writeable, packing,
-            region, k?]`` per array stored whole, ``[dtype, pool, first row, end row]`` per
-            array of a pool) and ``sections`` (per lazy section ``[start, length,
+            region, k?]`` per array stored) and ``sections`` (per lazy section ``[start, length,
             CRC-32, tree, facts]``, the tree as a JSON *string*: a load scans it as one string
             and parses it when the section is first used)
     blob    every numpy array's bytes, each at a 64-byte aligned offset in its region: the
@@ -19,8 +18,9 @@ Format (little-endian)::
             distinct columns and a column map, restored on load.  The other arrays of a
             region that share a dtype, a row shape (``shape[1:]``), writability and packing
             are *pooled*: stored as one array of their rows, each read back as a slice (a
-            view) of it: a load builds (and widens, and copies when writable) one array per
-            pool instead of one per array -- a grammar's per-rule vectors and tables.
+            view) of it (the tree's ``["av", pool, first row, end row]``): a load builds (and
+            widens, and copies when writable) one array per pool instead of one per array,
+            and the directory lists the pools, not their members.
 
 :data:`FORMAT_VERSION` is bumped whenever this layout or the codec's encoding changes; a file
 of another version is refused by :func:`read_header` (``reason="version"``) before anything
@@ -61,7 +61,7 @@ __all__ = [
 #: 4: objects carry only the fields their class declares (``_persist_fields``, else its
 #: dataclass fields / ``__slots__``); a file with another field is refused.
 #: 5: arrays of a region with one dtype, row shape, writability and packing are stored as one
-#: pool, each a ``[dtype, pool, first row, end row]`` entry read back as a slice of it.
+#: pool, each ``["av", pool, first row, end row]`` in the tree, read back as a slice of it.
 FORMAT_VERSION = 5
 
 MAGIC = b"FCGRAMMR"
@@ -166,26 +166,30 @@ def write_container(
     arrays: list[np.ndarray],
     bounds: list[int],
     sections: list[list[Any]],
+    nodes: list[list[list[Any]]],
 ) -> bytes:
     """The file of ``meta`` (the codec's JSON tree; this adds ``arrays`` and ``sections``),
     ``arrays`` (region ``r`` holds ``arrays[bounds[r-1]:bounds[r]]``, region 0 from 0: the
     main region, then one per lazy section) and ``sections`` (per lazy section ``[tree,
-    facts]``, the tree written as a JSON string).  ``meta`` is updated in place."""
-    directory: list[list[Any]] = [[] for _ in arrays]
+    facts]``, the tree written as a JSON string).  ``nodes[i]``: the tree's ``["a", i]``
+    nodes of array ``i``, rewritten here to where it is stored: ``["a", d]`` (entry ``d``
+    of the directory) or ``["av", d, first, end]`` (rows of pool ``d``).  ``meta`` and the
+    trees are updated in place."""
+    directory: list[list[Any]] = []
     chunks: list[bytes | memoryview] = []
     starts: list[int] = []  # of the regions in the blob: main, then sections (contiguous)
     offset = 0
 
-    def put(c: np.ndarray, entry: list[Any], region: int, writeable: bool, how: str | None) -> None:
+    def put(c: np.ndarray, region: int, writeable: bool, how: str | None) -> int:
         """Write ``c`` at the next aligned offset of the region, stored narrower as
         :func:`_pack` says (``how`` None; by columns in a lazy section) or as ``how`` says
-        (a pool: its members' packing); completes ``entry`` (``[dtype, shape]``)."""
+        (a pool: its members' packing); its directory entry's index."""
         nonlocal offset
         pad = -(offset - starts[region]) % ALIGN
         if pad:
             chunks.append(b"\0" * pad)
             offset += pad
-        entry += [offset - starts[region], writeable]
+        entry: list[Any] = [c.dtype.str, list(c.shape), offset - starts[region], writeable]
         # stored narrower (the reader restores ``entry[0]``)
         if how is None:
             c, packing, k = _pack(c, region > 0)
@@ -194,6 +198,8 @@ def write_container(
         entry += [packing, region, *([k] if k else [])]
         chunks.append(c.reshape(-1).view(np.uint8).data if c.size else b"")
         offset += c.nbytes
+        directory.append(entry)
+        return len(directory) - 1
 
     for region in range(len(bounds)):
         pad = -offset % ALIGN
@@ -201,9 +207,8 @@ def write_container(
             chunks.append(b"\0" * pad)
             offset += pad
         starts.append(offset)
-        lo = bounds[region - 1] if region else 0
         pools: dict[tuple[Any, ...], list[tuple[int, np.ndarray]]] = {}
-        for i in range(lo, bounds[region]):
+        for i in range(bounds[region - 1] if region else 0, bounds[region]):
             a = arrays[i]
             c = np.ascontiguousarray(a)
             writeable = bool(a.flags.writeable)
@@ -211,25 +216,25 @@ def write_container(
             if key is not None and region > 0 and _pack(c, True)[1] in ("c", "c2"):
                 key = None  # a section's table stored by its distinct columns
             if key is None:
-                directory[i] = [c.dtype.str, list(c.shape)]
-                put(c, directory[i], region, writeable, None)
+                d = put(c, region, writeable, None)
+                for node in nodes[i]:
+                    node[1] = d
             else:
                 pools.setdefault(key, []).append((i, c))
-        for (_, row_shape, writeable, packing), members in pools.items():
+        for (_, _, writeable, packing), members in pools.items():
             if len(members) == 1:  # alone: as any other array
                 i, c = members[0]
-                directory[i] = [c.dtype.str, list(c.shape)]
-                put(c, directory[i], region, writeable, packing)
+                d = put(c, region, writeable, packing)
+                for node in nodes[i]:
+                    node[1] = d
                 continue
-            # one array of their rows, each member ``[dtype, pool, first row, end row]``
-            pool = len(directory)
+            # one array of their rows; each member's nodes ``["av", pool, first row, end]``
+            d = put(np.concatenate([c for _, c in members]), region, writeable, packing)
             rows = 0
             for i, c in members:
-                directory[i] = [c.dtype.str, pool, rows, rows + c.shape[0]]
+                for node in nodes[i]:
+                    node[:] = ["av", d, rows, rows + c.shape[0]]
                 rows += c.shape[0]
-            joined = np.concatenate([c for _, c in members])
-            directory.append([joined.dtype.str, [rows, *row_shape]])
-            put(joined, directory[pool], region, writeable, packing)
     regions = [(lo, hi - lo) for lo, hi in zip(starts, [*starts[1:], offset])]
     meta["arrays"] = directory
     blob = b"".join(chunks)
@@ -332,7 +337,7 @@ class ArrayReader:
     array of a region not checked yet is refused.  Not thread-safe by itself (the codec
     decodes under its section locks)."""
 
-    __slots__ = ("arrays", "directory", "regions")
+    __slots__ = ("arrays", "directory", "regions", "views")
 
     def __init__(self, directory: Any, main: memoryview) -> None:
         if type(directory) is not list:
@@ -342,6 +347,7 @@ class ArrayReader:
         self.directory: list[Any] = directory
         self.regions: dict[int, memoryview] = {0: main}
         self.arrays: dict[int, np.ndarray] = {}
+        self.views: dict[tuple[int, int, int], np.ndarray] = {}
 
     def array(self, i: int) -> np.ndarray:
         """Array ``i`` (a read-only view into the data unless written as writeable).
@@ -358,8 +364,6 @@ class ArrayReader:
         if type(entry) is not list or not 4 <= len(entry) <= 7:
             raise _bad(f"array entry {i}")
         dtype_str, shape, offset, writeable = entry[:4]
-        if type(shape) is int:  # a pool's member: ``[dtype, pool, first row, end row]``
-            return self._member(i, entry)
         packing = entry[4] if len(entry) > 4 else ""
         region = entry[5] if len(entry) > 5 else 0
         blob = self.regions.get(region)
@@ -413,24 +417,17 @@ class ArrayReader:
         self.arrays[i] = a
         return a
 
-    def _member(self, i: int, entry: list[Any]) -> np.ndarray:
-        """Array ``i``, rows ``[first, end)`` of the pool (an array stored whole) that its
-        entry names: a view of the pool (read-only, or of its writable copy)."""
-        if len(entry) != 4:  # (a member has no packing of its own)
-            raise _bad(f"array packing {entry[4:]!r}")
-        dtype_str, pool, first, end = entry
-        pool_entry = self.directory[pool] if 0 <= pool < len(self.directory) else None
-        if pool == i or type(pool_entry) is not list or len(pool_entry) < 2:
-            raise _bad(f"array {i}'s pool")
-        if type(pool_entry[1]) is not list or not pool_entry[1]:
-            raise _bad(f"array {i}'s pool")  # (a pool is stored whole, never a member)
-        if dtype_str != pool_entry[0]:
-            raise _bad(f"array dtype {dtype_str!r} in a pool of {pool_entry[0]!r}")
+    def view(self, pool: int, first: int, end: int) -> np.ndarray:
+        """Rows ``[first, end)`` of array ``pool`` (a pool of arrays stored as one): a view
+        of it (read-only, or of its writable copy), the same object for the same rows."""
+        key = (pool, first, end)
+        hit = self.views.get(key)
+        if hit is not None:
+            return hit
         base = self.array(pool)
         if type(first) is not int or type(end) is not int or not 0 <= first <= end <= len(base):
-            raise _bad(f"array {i} lies outside the data")
-        a = base[first:end]
-        self.arrays[i] = a
+            raise _bad(f"rows {first!r}:{end!r} of array {pool} lie outside the data")
+        a = self.views[key] = base[first:end]
         return a
 
     def _columns(
