@@ -8,7 +8,8 @@ token steps, the parser states they are keyed by), so that a grammar warmed by o
 loads warm in another.
 
 The tree: ``["t", ...]`` a tuple, ``["a", i]`` array i, ``["av", i, first, end]`` rows of
-array i (a pool of arrays stored as one, :mod:`.container`), ``["o", "ByteDFA", n, {field:
+array i (a pool of arrays stored as one, :mod:`.container`; ``["tav", i, first, n0, n1,
+...]`` a tuple of consecutive rows of it), ``["o", "ByteDFA", n, {field:
 value}]`` an object of an allow-listed class with the fields its class declares
 (:mod:`.registry`), ``["z", s, field]`` a field written in lazy section s, ``["tz", d, x]``
 nested tuples d deep (:mod:`.tuples`), ``["pda", n, auto, limits, far_count, initial state]``
@@ -99,6 +100,7 @@ class _Encoder:
         self.arrays: list[np.ndarray] = []
         self.array_ids: dict[int, int] = {}
         self.array_nodes: list[list[list[Any]]] = []  # per array, the tree's nodes of it
+        self.array_tuples: list[list[Any]] = []  # the tree's tuples of arrays
         self.memo: dict[int, int] = {}
         self.frames: list[list[Any]] = []
         self.frame_ids: dict[int, int] = {}
@@ -137,7 +139,10 @@ class _Encoder:
             if nested is not None and nested[0] <= 8:  # nested tuples (a grammar's call edges)
                 # sparse: mostly empty (a rule's states without calls), only the others written
                 return ["tz", nested[0], tuple_sparse(v)]
-            return ["t", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
+            node = ["t", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
+            if all(type(x) is np.ndarray for x in v):  # (rows of one pool: see write_container)
+                self.array_tuples.append(node)
+            return node
         if t is list:
             return ["l", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
         if t is dict or t is OrderedDict:
@@ -352,7 +357,7 @@ def dump_grammar(fields: dict[str, Any], program: Any, vocab: Vocabulary, layout
         trees.append([tree, {k: _facts(x, lazy[k]) for k, x in deferred.items()}])
         bounds.append(len(enc.arrays))
     meta["frames"] = enc.frames
-    return write_container(meta, enc.arrays, bounds, trees, enc.array_nodes)
+    return write_container(meta, enc.arrays, bounds, trees, enc.array_nodes, enc.array_tuples)
 
 
 #: what decoding malformed data raises (SerializationError is a ValueError too: callers re-raise
@@ -516,6 +521,18 @@ class _Decoder:
             if len(v) != 4 or type(v[1]) is not int:
                 raise self.bad("rows of a pooled array")
             return self.reader.view(v[1], v[2], v[3])
+        if tag == "tav":  # a tuple of consecutive rows of one pool
+            pool, first = v[1], v[2]
+            if type(pool) is not int or type(first) is not int:
+                raise self.bad("rows of a pooled array")
+            view = self.reader.view
+            out = []
+            for n in v[3:]:
+                if type(n) is not int:
+                    raise self.bad("rows of a pooled array")
+                out.append(view(pool, first, first + n))
+                first += n
+            return tuple(out)
         if tag == "t":
             dec = self.dec
             return tuple([dec(x) for x in v[1:]])

@@ -18,7 +18,8 @@ Format (little-endian)::
             distinct columns and a column map, restored on load.  The other arrays of a
             region that share a dtype, a row shape (``shape[1:]``), writability and packing
             are *pooled*: stored as one array of their rows, each read back as a slice (a
-            view) of it (the tree's ``["av", pool, first row, end row]``): a load builds (and
+            view) of it (the tree's ``["av", pool, first row, end row]``, and ``["tav", pool,
+            first row, rows of each...]`` for a tuple of consecutive ones): a load builds (and
             widens, and copies when writable) one array per pool instead of one per array,
             and the directory lists the pools, not their members.
 
@@ -167,14 +168,17 @@ def write_container(
     bounds: list[int],
     sections: list[list[Any]],
     nodes: list[list[list[Any]]],
+    tuples: list[list[Any]],
 ) -> bytes:
     """The file of ``meta`` (the codec's JSON tree; this adds ``arrays`` and ``sections``),
     ``arrays`` (region ``r`` holds ``arrays[bounds[r-1]:bounds[r]]``, region 0 from 0: the
     main region, then one per lazy section) and ``sections`` (per lazy section ``[tree,
     facts]``, the tree written as a JSON string).  ``nodes[i]``: the tree's ``["a", i]``
     nodes of array ``i``, rewritten here to where it is stored: ``["a", d]`` (entry ``d``
-    of the directory) or ``["av", d, first, end]`` (rows of pool ``d``).  ``meta`` and the
-    trees are updated in place."""
+    of the directory) or ``["av", d, first, end]`` (rows of pool ``d``); ``tuples``: the
+    tree's tuples of arrays (``["t", ["a", i], ...]``), each rewritten ``["tav", d, first,
+    rows...]`` when its arrays are consecutive rows of one pool.  ``meta`` and the trees are
+    updated in place."""
     directory: list[list[Any]] = []
     chunks: list[bytes | memoryview] = []
     starts: list[int] = []  # of the regions in the blob: main, then sections (contiguous)
@@ -235,6 +239,8 @@ def write_container(
                 for node in nodes[i]:
                     node[:] = ["av", d, rows, rows + c.shape[0]]
                 rows += c.shape[0]
+    for node in tuples:
+        _join_rows(node)
     regions = [(lo, hi - lo) for lo, hi in zip(starts, [*starts[1:], offset])]
     meta["arrays"] = directory
     blob = b"".join(chunks)
@@ -248,6 +254,23 @@ def write_container(
     crc = zlib.crc32(view[:main], zlib.crc32(meta_bytes))
     head = HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(meta_bytes), len(blob), main, crc, 0)
     return b"".join((head, meta_bytes, blob))
+
+
+def _join_rows(node: list[Any]) -> None:
+    """Rewrite in place a tuple node whose items are consecutive rows of one pool (``["t",
+    ["av", p, a, b], ["av", p, b, c], ...]``: a rule automaton's per-rule vectors) as
+    ``["tav", p, a, b - a, c - b, ...]``: one JSON list of small ints instead of a list and
+    two ints per item.  Other nodes are left as they are."""
+    if len(node) < 3 or node[0] != "t" or type(node[1]) is not list or node[1][:1] != ["av"]:
+        return
+    pool, end = node[1][1], node[1][2]
+    sizes: list[int] = []
+    for item in node[1:]:
+        if type(item) is not list or len(item) != 4 or item[:3] != ["av", pool, end]:
+            return
+        sizes.append(item[3] - end)
+        end = item[3]
+    node[:] = ["tav", pool, node[1][2], *sizes]
 
 
 def _compact(tree: Any) -> str:
