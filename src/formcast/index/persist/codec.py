@@ -522,17 +522,9 @@ class _Decoder:
                 raise self.bad("rows of a pooled array")
             return self.reader.view(v[1], v[2], v[3])
         if tag == "tav":  # a tuple of consecutive rows of one pool
-            pool, first = v[1], v[2]
-            if type(pool) is not int or type(first) is not int:
+            if type(v[1]) is not int:
                 raise self.bad("rows of a pooled array")
-            view = self.reader.view
-            out = []
-            for n in v[3:]:
-                if type(n) is not int:
-                    raise self.bad("rows of a pooled array")
-                out.append(view(pool, first, first + n))
-                first += n
-            return tuple(out)
+            return self.reader.rows(v[1], v[2], v[3:])
         if tag == "t":
             dec = self.dec
             return tuple([dec(x) for x in v[1:]])

@@ -445,13 +445,38 @@ class ArrayReader:
         of it (read-only, or of its writable copy), the same object for the same rows."""
         key = (pool, first, end)
         hit = self.views.get(key)
-        if hit is not None:
-            return hit
-        base = self.array(pool)
-        if type(first) is not int or type(end) is not int or not 0 <= first <= end <= len(base):
+        if hit is None:
+            base = self.arrays.get(pool)
+            if base is None:
+                base = self.array(pool)
+            if type(first) is not int or type(end) is not int or not 0 <= first <= end <= len(base):
+                raise _bad(f"rows {first!r}:{end!r} of array {pool} lie outside the data")
+            hit = self.views[key] = base[first:end]
+        return hit
+
+    def rows(self, pool: int, first: int, sizes: list[Any]) -> tuple[np.ndarray, ...]:
+        """Consecutive rows of array ``pool``, ``sizes[0]`` from ``first``, then
+        ``sizes[1]``...: views of it, as :meth:`view` makes them (one bounds check)."""
+        base = self.arrays.get(pool)
+        if base is None:
+            base = self.array(pool)
+        end = first
+        for n in sizes:
+            if type(n) is not int or n < 0:
+                raise _bad(f"rows of array {pool}")
+            end += n
+        if type(first) is not int or not 0 <= first <= end <= len(base):
             raise _bad(f"rows {first!r}:{end!r} of array {pool} lie outside the data")
-        a = self.views[key] = base[first:end]
-        return a
+        views = self.views
+        out: list[np.ndarray] = []
+        for n in sizes:
+            key = (pool, first, first + n)
+            hit = views.get(key)
+            if hit is None:
+                hit = views[key] = base[first : first + n]
+            out.append(hit)
+            first += n
+        return tuple(out)
 
     def _columns(
         self, i: int, entry: list[Any], dt: np.dtype[Any], shape: list[int], offset: Any, blob: Any
