@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import struct
 import zlib
@@ -22,8 +23,8 @@ import numpy as np
 import pytest
 
 from formcast import CompiledGrammar, GrammarCompiler, GrammarMatcher, Vocabulary
-from formcast.bitmask import allocate_token_bitmask
 from formcast.automata.analysis import GrammarAnalysis
+from formcast.bitmask import allocate_token_bitmask
 from formcast.errors import SerializationError
 from formcast.index.persist import FORMAT_VERSION
 from formcast.index.persist.codec import _LazyAttr
@@ -102,7 +103,7 @@ def test_pooled_arrays_round_trip(vocab: Vocabulary, name: str) -> None:
                 first += rows
     for spans in ranges.values():  # the rows of a pool: no two arrays share one
         ordered = sorted(spans)
-        for (_, end), (start, _) in zip(ordered, ordered[1:]):
+        for (_, end), (start, _) in itertools.pairwise(ordered):
             assert end <= start, "overlapping pooled rows"
     distinct = len(whole) + sum(len(v) for v in ranges.values())
     assert len(meta["arrays"]) == len(whole | set(ranges))  # what is stored, listed once
@@ -118,7 +119,8 @@ def test_writable_pooled_rows_are_private_and_disjoint(
     data = grammar.serialize()
     loaded = CompiledGrammar.deserialize(data, vocab)
     tail = loaded.program.auto.tail
-    assert len(tail) >= 2 and all(t.flags.writeable for t in tail)  # written writable
+    assert len(tail) >= 2
+    assert all(t.flags.writeable for t in tail)  # written writable
     before = [t.copy() for t in tail]
     tail[0][...] = ~tail[0]
     for t, b in zip(tail[1:], before[1:]):
