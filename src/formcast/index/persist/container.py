@@ -72,7 +72,7 @@ ALIGN = 64
 DTYPES = frozenset("?bBhHiIlLqQefd")
 _DTYPE_OF: dict[str, np.dtype[Any]] = {}  # dtype strings already checked
 _U1, _U2 = np.dtype("u1"), np.dtype("<u2")
-_NARROW = {"u1": _U1, "u2": _U2}
+_NARROW: dict[str, np.dtype[Any]] = {"u1": _U1, "u2": _U2}
 #: arrays at least this large are stored narrower when they can be (see :func:`_pack`)
 _PACK_MIN = 4096
 
