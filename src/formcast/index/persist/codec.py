@@ -7,7 +7,9 @@ that graph, *including the lazily filled caches* (masks per state, position clas
 token steps, the parser states they are keyed by), so that a grammar warmed by one process
 loads warm in another.
 
-The tree: ``["t", ...]`` a tuple, ``["a", i]`` array i, ``["o", "ByteDFA", n, {field:
+The tree: ``["t", ...]`` a tuple, ``["a", i]`` array i, ``["av", i, first, end]`` rows of
+array i (a pool of arrays stored as one, :mod:`.container`; ``["tav", i, first, n0, n1,
+...]`` a tuple of consecutive rows of it), ``["o", "ByteDFA", n, {field:
 value}]`` an object of an allow-listed class with the fields its class declares
 (:mod:`.registry`), ``["z", s, field]`` a field written in lazy section s, ``["tz", d, x]``
 nested tuples d deep (:mod:`.tuples`), ``["pda", n, auto, limits, far_count, initial state]``
@@ -65,6 +67,7 @@ from .. import cfg_program
 from ..context import context_for
 from .container import DTYPES, FORMAT_VERSION, ArrayReader, open_container, write_container
 from .registry import (
+    CODEC_LAZY,
     FIELD_SETS,
     FIELDS,
     FUNCTION_NAMES,
@@ -80,6 +83,9 @@ from .tuples import SCALARS, sparse_tuple, tuple_depth, tuple_sparse
 __all__ = ["dump_grammar", "load_grammar", "materialize"]
 
 _LOCK = type(threading.Lock())
+#: a lazy section being written: (field name -> value, path, the facts each field answers
+#: unloaded, the tree's ``["z", index, field]`` nodes that refer to it)
+_Deferred = tuple[dict[str, Any], str, dict[str, tuple[str, ...]], list[list[Any]]]
 _RLOCK = type(threading.RLock())
 _NO_LAZY: dict[str, tuple[str, ...]] = {}
 #: class -> (its instances keep every attribute in their __dict__, it is mypyc-compiled)
@@ -93,13 +99,18 @@ class _Encoder:
         self.vocab = vocab
         self.arrays: list[np.ndarray] = []
         self.array_ids: dict[int, int] = {}
+        self.array_nodes: list[list[list[Any]]] = []  # per array, the tree's nodes of it
+        self.array_tuples: list[list[Any]] = []  # the tree's tuples of arrays
         self.memo: dict[int, int] = {}
         self.frames: list[list[Any]] = []
         self.frame_ids: dict[int, int] = {}
         self.keep: list[object] = []  # keeps encoded objects alive: ids stay unique
         self.pdas = 0
-        # lazy sections: (field name -> value, path, facts per field), encoded last
-        self.sections: list[tuple[dict[str, Any], str, dict[str, tuple[str, ...]]]] = []
+        # lazy sections: (field name -> value, path, facts per field, the ``["z", index,
+        # field]`` nodes that refer to it), encoded last: those the classes declare, then
+        # the format's own (CODEC_LAZY), which are numbered once all are known
+        self.sections: list[_Deferred] = []
+        self.late_sections: list[_Deferred] = []
         self.in_section = False
 
     def fail(self, path: str, what: str) -> SerializationError:
@@ -128,7 +139,10 @@ class _Encoder:
             if nested is not None and nested[0] <= 8:  # nested tuples (a grammar's call edges)
                 # sparse: mostly empty (a rule's states without calls), only the others written
                 return ["tz", nested[0], tuple_sparse(v)]
-            return ["t", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
+            node = ["t", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
+            if all(type(x) is np.ndarray for x in v):  # (rows of one pool: see write_container)
+                self.array_tuples.append(node)
+            return node
         if t is list:
             return ["l", *(self.enc(x, f"{path}[{i}]") for i, x in enumerate(v))]
         if t is dict or t is OrderedDict:
@@ -142,7 +156,9 @@ class _Encoder:
         if t is bytes:
             return ["b", base64.b64encode(v).decode("ascii")]
         if t is np.ndarray:
-            return ["a", self.array(v, path)]
+            node = ["a", self.array(v, path)]
+            self.array_nodes[node[1]].append(node)  # (where it is stored: write_container)
+            return node
         if isinstance(v, np.generic):
             if v.dtype.char not in DTYPES:
                 raise self.fail(path, f"a numpy scalar of dtype {v.dtype}")
@@ -202,6 +218,7 @@ class _Encoder:
         lazy = LAZY_FIELDS.get(name, _NO_LAZY)
         attrs: dict[str, Any] = {}
         deferred: dict[str, Any] = {}
+        refs: list[list[Any]] = []
         for k in FIELDS[name]:
             if k not in held:  # a slot never set
                 continue
@@ -212,11 +229,13 @@ class _Encoder:
                 attrs[k] = None
             elif k in lazy and x is not None and not self.in_section:
                 deferred[k] = x  # written in a section of its own, after the main tree
-                attrs[k] = ["z", len(self.sections), k]
+                attrs[k] = ["z", -1, k]  # (its section's index: set by dump_grammar)
+                refs.append(attrs[k])
             else:
                 attrs[k] = self.enc(x, f"{path}.{k}")
         if deferred:
-            self.sections.append((deferred, path, lazy))
+            late = deferred.keys() <= CODEC_LAZY.get(name, {}).keys()
+            (self.late_sections if late else self.sections).append((deferred, path, lazy, refs))
         return ["o", name, n, attrs]
 
     def array(self, a: np.ndarray, path: str) -> int:
@@ -227,6 +246,7 @@ class _Encoder:
             raise self.fail(path, f"a numpy array of dtype {a.dtype}")
         self.array_ids[id(a)] = len(self.arrays)
         self.arrays.append(a)
+        self.array_nodes.append([])
         self.keep.append(a)
         return len(self.arrays) - 1
 
@@ -328,12 +348,16 @@ def dump_grammar(fields: dict[str, Any], program: Any, vocab: Vocabulary, layout
     bounds = [len(enc.arrays)]
     trees: list[list[Any]] = []
     enc.in_section = True
-    for deferred, path, lazy in enc.sections:
+    sections = enc.sections + enc.late_sections
+    for index, (_, _, _, refs) in enumerate(sections):
+        for ref in refs:
+            ref[1] = index
+    for deferred, path, lazy, _ in sections:
         tree = {k: enc.enc(x, f"{path}.{k}") for k, x in deferred.items()}
         trees.append([tree, {k: _facts(x, lazy[k]) for k, x in deferred.items()}])
         bounds.append(len(enc.arrays))
     meta["frames"] = enc.frames
-    return write_container(meta, enc.arrays, bounds, trees)
+    return write_container(meta, enc.arrays, bounds, trees, enc.array_nodes, enc.array_tuples)
 
 
 #: what decoding malformed data raises (SerializationError is a ValueError too: callers re-raise
@@ -349,30 +373,44 @@ def _corrupt(e: Exception) -> SerializationError:
 
 class _Section:
     """A lazy section of a loaded grammar: fields of one object (``owner``) whose tree and
-    arrays are checked (CRC-32) and decoded on first use, then set on ``owner``."""
+    arrays are checked (CRC-32) and decoded on first use, then set on ``owner``.
 
-    __slots__ = ("_dec", "_index", "_lock", "_on_corrupt", "_values", "owner")
+    Sections are written in order, each after the main tree and the sections before it: a
+    section may refer to their objects and arrays (the program's lexer to its rule
+    automaton's analysis), so loading one loads those before it first (``others``: every
+    section of the file by index; locks taken from the higher index down, never up)."""
+
+    __slots__ = ("_dec", "_index", "_lock", "_on_corrupt", "_values", "others", "owner")
 
     def __init__(self, dec: _Decoder, index: int, owner: object) -> None:
         self._dec: _Decoder | None = dec
         self._index = index
         self.owner = owner
+        self.others = dec.sections
         self._lock = threading.Lock()
         self._values: dict[str, Any] | None = None
         self._on_corrupt = dec.on_corrupt
 
     def value(self, name: str) -> Any:
+        return self.load()[name]
+
+    def load(self) -> dict[str, Any]:
+        """The section's fields by name, loaded (and set on the owner) on the first call."""
         values = self._values
         if values is None:
             with self._lock:
                 if self._values is None:
                     self._values = self._load()
                 values = self._values
-        return values[name]
+        return values
 
     def _load(self) -> dict[str, Any]:
         dec = self._dec
         assert dec is not None
+        for j in range(self._index):  # what this section may refer to, loaded first
+            earlier = self.others.get(j)
+            if earlier is not None:
+                earlier.load()
         try:
             with gc_paused(True):
                 values = dec.section(self._index)
@@ -425,11 +463,19 @@ class _LazyAttr:
 
 
 def materialize(obj: object) -> None:
-    """Load now every lazy section of ``obj`` (a loaded program): checked and decoded, its
-    fields set.  Raises SerializationError when a section is corrupt."""
+    """Load now every lazy section of ``obj`` (a loaded program) and of the file it was loaded
+    from (its rule automaton's too): checked and decoded, their fields set.  Raises
+    SerializationError when a section is corrupt."""
+    found: list[_LazyAttr] = []
     for v in list(instance_attrs(obj).values()):
         if type(v) is _LazyAttr:
-            v._value()
+            found.append(v)
+        elif PLAIN_CLASSES.get(type(v).__name__) is type(v):  # (a field's object: one level)
+            found += [x for x in instance_attrs(v).values() if type(x) is _LazyAttr]
+    for v in found:
+        for section in sorted(v._section.others.items()):
+            section[1].load()
+        v._value()
 
 
 class _Decoder:
@@ -471,6 +517,14 @@ class _Decoder:
             return tuple(v[1:])
         if tag == "a":
             return self.reader.array(v[1])
+        if tag == "av":
+            if len(v) != 4 or type(v[1]) is not int:
+                raise self.bad("rows of a pooled array")
+            return self.reader.view(v[1], v[2], v[3])
+        if tag == "tav":  # a tuple of consecutive rows of one pool
+            if type(v[1]) is not int:
+                raise self.bad("rows of a pooled array")
+            return self.reader.rows(v[1], v[2], v[3:])
         if tag == "t":
             dec = self.dec
             return tuple([dec(x) for x in v[1:]])

@@ -7,7 +7,7 @@ Format (little-endian)::
             | u32 reserved (0)
     meta    UTF-8 JSON written by :mod:`.codec` (the object tree), plus what this module adds:
             ``arrays`` (the array directory: ``[dtype, shape, offset, writeable, packing,
-            region, k?]`` per array) and ``sections`` (per lazy section ``[start, length,
+            region, k?]`` per array stored) and ``sections`` (per lazy section ``[start, length,
             CRC-32, tree, facts]``, the tree as a JSON *string*: a load scans it as one string
             and parses it when the section is first used)
     blob    every numpy array's bytes, each at a 64-byte aligned offset in its region: the
@@ -15,7 +15,13 @@ Format (little-endian)::
             the section is first used).  Arrays are read-only views into the data (copies
             where writable); large boolean arrays are stored as bits, large tables of small
             non-negative ints as uint8 / uint16, and a section's 2-D tables as their
-            distinct columns and a column map, restored on load.
+            distinct columns and a column map, restored on load.  The other arrays of a
+            region that share a dtype, a row shape (``shape[1:]``), writability and packing
+            are *pooled*: stored as one array of their rows, each read back as a slice (a
+            view) of it (the tree's ``["av", pool, first row, end row]``, and ``["tav", pool,
+            first row, rows of each...]`` for a tuple of consecutive ones): a load builds (and
+            widens, and copies when writable) one array per pool instead of one per array,
+            and the directory lists the pools, not their members.
 
 :data:`FORMAT_VERSION` is bumped whenever this layout or the codec's encoding changes; a file
 of another version is refused by :func:`read_header` (``reason="version"``) before anything
@@ -55,7 +61,9 @@ __all__ = [
 #: Bumped whenever the encoding itself changes (the layout digest covers changes of classes).
 #: 4: objects carry only the fields their class declares (``_persist_fields``, else its
 #: dataclass fields / ``__slots__``); a file with another field is refused.
-FORMAT_VERSION = 4
+#: 5: arrays of a region with one dtype, row shape, writability and packing are stored as one
+#: pool, each ``["av", pool, first row, end row]`` in the tree, read back as a slice of it.
+FORMAT_VERSION = 5
 
 MAGIC = b"FCGRAMMR"
 HEAD = struct.Struct("<8sIIQQQII")
@@ -64,8 +72,38 @@ ALIGN = 64
 DTYPES = frozenset("?bBhHiIlLqQefd")
 _DTYPE_OF: dict[str, np.dtype[Any]] = {}  # dtype strings already checked
 _U1, _U2 = np.dtype("u1"), np.dtype("<u2")
+_NARROW: dict[str, np.dtype[Any]] = {"u1": _U1, "u2": _U2}
 #: arrays at least this large are stored narrower when they can be (see :func:`_pack`)
 _PACK_MIN = 4096
+
+
+def _narrow(c: np.ndarray) -> str:
+    """The packing :func:`_pack` gives ``c`` when it does not store it by columns: ``"bits"``,
+    ``"u1"``, ``"u2"`` or ``""``.  O(c.size) (its min and max)."""
+    if c.size < _PACK_MIN:
+        return ""
+    if c.dtype == np.bool_:
+        return "bits"
+    if c.dtype.kind in "iu" and c.dtype.itemsize > 1 and int(c.min()) >= 0:
+        top = int(c.max())
+        if top < 256:
+            return "u1"
+        if top < 65536 and c.dtype.itemsize > 2:
+            return "u2"
+    return ""
+
+
+def _pool_key(c: np.ndarray, writeable: bool) -> tuple[Any, ...] | None:
+    """The pool an array of a region joins (:func:`write_container`): arrays of one dtype,
+    row shape, writability and packing (none, ``"u1"`` or ``"u2"``) are stored as one array
+    (their rows concatenated), each read back as a slice of it; None for arrays stored
+    alone (0-d, bit- or column-packed)."""
+    if c.ndim == 0:
+        return None
+    packing = _narrow(c)
+    if packing == "bits":
+        return None
+    return (c.dtype.str, c.shape[1:], writeable, packing)
 
 
 def _pack(c: np.ndarray, by_columns: bool) -> tuple[np.ndarray, str, int]:
@@ -129,34 +167,80 @@ def write_container(
     arrays: list[np.ndarray],
     bounds: list[int],
     sections: list[list[Any]],
+    nodes: list[list[list[Any]]],
+    tuples: list[list[Any]],
 ) -> bytes:
     """The file of ``meta`` (the codec's JSON tree; this adds ``arrays`` and ``sections``),
     ``arrays`` (region ``r`` holds ``arrays[bounds[r-1]:bounds[r]]``, region 0 from 0: the
     main region, then one per lazy section) and ``sections`` (per lazy section ``[tree,
-    facts]``, the tree written as a JSON string).  ``meta`` is updated in place."""
+    facts]``, the tree written as a JSON string).  ``nodes[i]``: the tree's ``["a", i]``
+    nodes of array ``i``, rewritten here to where it is stored: ``["a", d]`` (entry ``d``
+    of the directory) or ``["av", d, first, end]`` (rows of pool ``d``); ``tuples``: the
+    tree's tuples of arrays (``["t", ["a", i], ...]``), each rewritten ``["tav", d, first,
+    rows...]`` when its arrays are consecutive rows of one pool.  ``meta`` and the trees are
+    updated in place."""
     directory: list[list[Any]] = []
     chunks: list[bytes | memoryview] = []
     starts: list[int] = []  # of the regions in the blob: main, then sections (contiguous)
     offset = 0
+
+    def put(c: np.ndarray, region: int, writeable: bool, how: str | None) -> int:
+        """Write ``c`` at the next aligned offset of the region, stored narrower as
+        :func:`_pack` says (``how`` None; by columns in a lazy section) or as ``how`` says
+        (a pool: its members' packing); its directory entry's index."""
+        nonlocal offset
+        pad = -(offset - starts[region]) % ALIGN
+        if pad:
+            chunks.append(b"\0" * pad)
+            offset += pad
+        entry: list[Any] = [c.dtype.str, list(c.shape), offset - starts[region], writeable]
+        # stored narrower (the reader restores ``entry[0]``)
+        if how is None:
+            c, packing, k = _pack(c, region > 0)
+        else:
+            c, packing, k = (c.astype(_NARROW[how]) if how else c), how, 0
+        entry += [packing, region, *([k] if k else [])]
+        chunks.append(c.reshape(-1).view(np.uint8).data if c.size else b"")
+        offset += c.nbytes
+        directory.append(entry)
+        return len(directory) - 1
+
     for region in range(len(bounds)):
         pad = -offset % ALIGN
         if pad:  # the previous region's padding: covered by its checksum
             chunks.append(b"\0" * pad)
             offset += pad
-        starts.append(start := offset)
-        for a in arrays[bounds[region - 1] if region else 0 : bounds[region]]:
+        starts.append(offset)
+        pools: dict[tuple[Any, ...], list[tuple[int, np.ndarray]]] = {}
+        for i in range(bounds[region - 1] if region else 0, bounds[region]):
+            a = arrays[i]
             c = np.ascontiguousarray(a)
-            pad = -(offset - start) % ALIGN
-            if pad:
-                chunks.append(b"\0" * pad)
-                offset += pad
-            entry: list[Any] = [c.dtype.str, list(c.shape), offset - start, bool(a.flags.writeable)]
-            # stored narrower (the reader restores ``entry[0]``)
-            c, packing, k = _pack(c, region > 0)
-            entry += [packing, region, *([k] if k else [])]
-            directory.append(entry)
-            chunks.append(c.reshape(-1).view(np.uint8).data if c.size else b"")
-            offset += c.nbytes
+            writeable = bool(a.flags.writeable)
+            key = _pool_key(c, writeable)
+            if key is not None and region > 0 and _pack(c, True)[1] in ("c", "c2"):
+                key = None  # a section's table stored by its distinct columns
+            if key is None:
+                d = put(c, region, writeable, None)
+                for node in nodes[i]:
+                    node[1] = d
+            else:
+                pools.setdefault(key, []).append((i, c))
+        for (_, _, writeable, packing), members in pools.items():
+            if len(members) == 1:  # alone: as any other array
+                i, c = members[0]
+                d = put(c, region, writeable, packing)
+                for node in nodes[i]:
+                    node[1] = d
+                continue
+            # one array of their rows; each member's nodes ``["av", pool, first row, end]``
+            d = put(np.concatenate([c for _, c in members]), region, writeable, packing)
+            rows = 0
+            for i, c in members:
+                for node in nodes[i]:
+                    node[:] = ["av", d, rows, rows + c.shape[0]]
+                rows += c.shape[0]
+    for node in tuples:
+        _join_rows(node)
     regions = [(lo, hi - lo) for lo, hi in zip(starts, [*starts[1:], offset])]
     meta["arrays"] = directory
     blob = b"".join(chunks)
@@ -170,6 +254,23 @@ def write_container(
     crc = zlib.crc32(view[:main], zlib.crc32(meta_bytes))
     head = HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(meta_bytes), len(blob), main, crc, 0)
     return b"".join((head, meta_bytes, blob))
+
+
+def _join_rows(node: list[Any]) -> None:
+    """Rewrite in place a tuple node whose items are consecutive rows of one pool (``["t",
+    ["av", p, a, b], ["av", p, b, c], ...]``: a rule automaton's per-rule vectors) as
+    ``["tav", p, a, b - a, c - b, ...]``: one JSON list of small ints instead of a list and
+    two ints per item.  Other nodes are left as they are."""
+    if len(node) < 3 or node[0] != "t" or type(node[1]) is not list or node[1][:1] != ["av"]:
+        return
+    pool, end = node[1][1], node[1][2]
+    sizes: list[int] = []
+    for item in node[1:]:
+        if type(item) is not list or len(item) != 4 or item[:3] != ["av", pool, end]:
+            return
+        sizes.append(item[3] - end)
+        end = item[3]
+    node[:] = ["tav", pool, node[1][2], *sizes]
 
 
 def _compact(tree: Any) -> str:
@@ -259,7 +360,7 @@ class ArrayReader:
     array of a region not checked yet is refused.  Not thread-safe by itself (the codec
     decodes under its section locks)."""
 
-    __slots__ = ("arrays", "directory", "regions")
+    __slots__ = ("arrays", "directory", "regions", "views")
 
     def __init__(self, directory: Any, main: memoryview) -> None:
         if type(directory) is not list:
@@ -269,6 +370,7 @@ class ArrayReader:
         self.directory: list[Any] = directory
         self.regions: dict[int, memoryview] = {0: main}
         self.arrays: dict[int, np.ndarray] = {}
+        self.views: dict[tuple[int, int, int], np.ndarray] = {}
 
     def array(self, i: int) -> np.ndarray:
         """Array ``i`` (a read-only view into the data unless written as writeable).
@@ -337,6 +439,44 @@ class ArrayReader:
             a = raw if len(shape) == 1 else raw.reshape(shape)
         self.arrays[i] = a
         return a
+
+    def view(self, pool: int, first: int, end: int) -> np.ndarray:
+        """Rows ``[first, end)`` of array ``pool`` (a pool of arrays stored as one): a view
+        of it (read-only, or of its writable copy), the same object for the same rows."""
+        key = (pool, first, end)
+        hit = self.views.get(key)
+        if hit is None:
+            base = self.arrays.get(pool)
+            if base is None:
+                base = self.array(pool)
+            if type(first) is not int or type(end) is not int or not 0 <= first <= end <= len(base):
+                raise _bad(f"rows {first!r}:{end!r} of array {pool} lie outside the data")
+            hit = self.views[key] = base[first:end]
+        return hit
+
+    def rows(self, pool: int, first: int, sizes: list[Any]) -> tuple[np.ndarray, ...]:
+        """Consecutive rows of array ``pool``, ``sizes[0]`` from ``first``, then
+        ``sizes[1]``...: views of it, as :meth:`view` makes them (one bounds check)."""
+        base = self.arrays.get(pool)
+        if base is None:
+            base = self.array(pool)
+        end = first
+        for n in sizes:
+            if type(n) is not int or n < 0:
+                raise _bad(f"rows of array {pool}")
+            end += n
+        if type(first) is not int or not 0 <= first <= end <= len(base):
+            raise _bad(f"rows {first!r}:{end!r} of array {pool} lie outside the data")
+        views = self.views
+        out: list[np.ndarray] = []
+        for n in sizes:
+            key = (pool, first, first + n)
+            hit = views.get(key)
+            if hit is None:
+                hit = views[key] = base[first : first + n]
+            out.append(hit)
+            first += n
+        return tuple(out)
 
     def _columns(
         self, i: int, entry: list[Any], dt: np.dtype[Any], shape: list[int], offset: Any, blob: Any

@@ -43,6 +43,7 @@ from ..regex_program import RegexProgram
 from .container import FORMAT_VERSION
 
 __all__ = [
+    "CODEC_LAZY",
     "FUNCTIONS",
     "FUNCTION_NAMES",
     "LAZY_FIELDS",
@@ -116,9 +117,17 @@ FIELD_SETS: dict[str, frozenset[str]] = {n: frozenset(f) for n, f in FIELDS.item
 OMIT: dict[str, frozenset[str]] = {
     n: frozenset(getattr(c, "_serialize_omit", ())) for n, c in PLAIN_CLASSES.items()
 }
+#: fields the format itself writes in a lazy section (beside the classes' own
+#: ``_persist_lazy``): a rule automaton's FIRST / FOLLOW analysis, which only the
+#: call-expanded lexer reads (building it or its rows: never a mask the file carries, nor a
+#: parser step), so a load builds none of its ~3 arrays per rule.  Its section is written
+#: before the program's lexer section, which refers to it (see the codec's ``_Section``).
+CODEC_LAZY: dict[str, dict[str, tuple[str, ...]]] = {"GrammarAutomaton": {"_analysis": ()}}
 #: class name -> field -> the methods answered unloaded (fields written in a lazy section)
 LAZY_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
-    n: dict(lazy) for n, c in PLAIN_CLASSES.items() if (lazy := getattr(c, "_persist_lazy", None))
+    n: {**CODEC_LAZY.get(n, {}), **(getattr(c, "_persist_lazy", None) or {})}
+    for n, c in PLAIN_CLASSES.items()
+    if getattr(c, "_persist_lazy", None) or n in CODEC_LAZY
 }
 for _name, _cls in PLAIN_CLASSES.items():  # a declaration naming no field is a typo
     _extra = (OMIT[_name] | set(LAZY_FIELDS.get(_name, ()))) - FIELD_SETS[_name]

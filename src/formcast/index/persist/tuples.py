@@ -76,7 +76,13 @@ def sparse_tuple(x: Any, depth: int) -> tuple[Any, ...]:
         i = x[k]
         if type(i) is not int or not last < i < n:
             raise ValueError("sparse nested tuples' index")
-        child = sparse_tuple(x[k + 1], d)
+        c = x[k + 1]
+        if d == 1:  # (the leaves, inline: most of the calls a grammar's call edges make)
+            if type(c) is not list or list in map(type, c):
+                raise TypeError("a list among the scalars of nested tuples")
+            child = tuple(c)
+        else:
+            child = sparse_tuple(c, d)
         if not child:
             raise ValueError("an empty child written in sparse nested tuples")
         out[i] = child
