@@ -502,7 +502,9 @@ class _LazyExitSplitClassifier:
         Cost: O(rows written x 256) plus O(lexer capacity) bytes, never a pass over the
         tables."""
         ready = self._tables().ready
-        states = np.unique(np.asarray(states, dtype=np.int64))
+        states = np.asarray(states, dtype=np.int64)
+        if states.size > 1:
+            states = np.unique(states)
         states = states[~ready[states]]
         if not states.size:
             return
@@ -681,13 +683,32 @@ class _LazyExitSplitClassifier:
             # and the walk goes on from its stops (rows never move: a stop's row stays);
             # stops without a node (-1: met on the first bytes, nothing walked): walked
             # again from the start
-            self._ensure(np.unique(tables.states[stops[1::2] // 3]), 0)
+            self._build_stops(tables, tables.states[stops[1::2] // 3])
             resume = None if stops[0] < 0 else stops
         if not parts:
             return words, np.zeros(0, dtype=np.int64)
         if len(parts) == 1:
             return words, parts[0]
         return words, np.sort(np.concatenate(parts))
+
+    def _build_stops(self, tables: _LazyWalkTables, states: np.ndarray) -> None:
+        """Before a resumed walk (:meth:`_walk_resumed`): build the lexer rows of the stops'
+        ``states`` (not ready), and no walk rows where ``tables`` have room for every id
+        those rows may give: the resumed walk writes a stop's rows itself on arriving at it
+        (:func:`~formcast.vocab.trie.classify_walk_resume`), so writing them here first was
+        a second pass over each row (~30 us a call of :meth:`_LazyWalkTables.write`, one
+        per resume).  Else :meth:`_ensure` writes them (the tables grown): a stop the
+        kernel met again unwritten had no room then (the count was past ``size - 256``),
+        so the next call writes it and no walk stops twice on one row for want of room.
+        Raises :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap.
+        Caller holds the lock.  Cost: the lexer rows built."""
+        if tables.count + 257 * int(states.size) > tables.states.size:
+            self._ensure(states, 0)
+            return
+        try:
+            self.lexer.ensure(states)
+        finally:  # (the lexer's arrays may have been replaced: the tables follow its size)
+            self._tables()
 
     def _walk_rows(self, tables: _LazyWalkTables) -> WalkRows:
         """What the compiled walks need to write walk rows themselves (views of the lexer's
