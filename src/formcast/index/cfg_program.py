@@ -400,7 +400,7 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived", "_noted", "_region_of", "_succ"})
+    _serialize_omit = frozenset({"_derived", "_noted", "_region_of", "_succ", "_too_wide"})
 
     __slots__ = (
         "_by_class",
@@ -415,6 +415,7 @@ class _LazyExitSplitClassifier:
         "_region_of",
         "_regions",
         "_succ",
+        "_too_wide",
         "_vocab",
         "exit_byte",
         "lexer",
@@ -458,6 +459,10 @@ class _LazyExitSplitClassifier:
         #: order (what :func:`_reachable_classes` meets, kept: a later digest walks the
         #: classes an earlier one met without numpy); a function of ``_regions``
         self._succ: dict[int, dict[int, list[int]]] | None = None
+        #: the starts whose regions :meth:`_new_region` found past
+        #: :data:`_LOCAL_DIGEST_STATES` states (a start reaching one is past it too: its
+        #: region holds that one's); a memo of the lexer's (None after a load: empty again)
+        self._too_wide: set[int] | None = set()
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -834,7 +839,11 @@ class _LazyExitSplitClassifier:
         split flags on local ids, a member of each digest class)``; returns ``(region,
         1)`` (``start``'s local index), or None past :data:`_LOCAL_DIGEST_STATES` states or
         :data:`_REGION_ROW_BUDGET` rows to build (nothing kept: ``start`` is walked on its
-        own, building only the rows its walk meets).  Caller holds the lock.
+        own, building only the rows its walk meets).  A start past the states' bound is
+        noted (``_too_wide``), and a later search that meets it stops there: its region
+        would hold that start's, so it is past the bound too (repeated searches of ~1k
+        states each, 1.4 ms compiled, were a MaskBench schema's slow masks).  Caller holds
+        the lock.
 
         A region is closed (a state's successors are in it), and a state's classes (to any
         depth) depend only on the states it reaches: the partition of a region is the
@@ -847,6 +856,11 @@ class _LazyExitSplitClassifier:
         the region itself.  Raises :class:`~formcast.automata.lexer.LexerStateCapError`
         past the lexer's cap (the caller's fallback).  Cost: O(reached states x 256) and a
         refinement of them, once per region."""
+        too_wide = self._too_wide
+        if too_wide is None:
+            too_wide = self._too_wide = set()
+        if start in too_wide:
+            return None
         lexer = self.lexer
         cols, col_of_byte = self._cut_columns()
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
@@ -857,20 +871,29 @@ class _LazyExitSplitClassifier:
         while frontier:  # breadth first, building the rows met (the lexer may grow)
             unbuilt = [q for q in frontier if not lexer.built[q]]
             if unbuilt:
-                budget -= len(unbuilt)
-                if budget < 0:  # a region this costly is not made: ``start`` walks alone
-                    return None
+                if budget < len(unbuilt):  # a region this costly is not made: ``start``
+                    return None  # walks alone
+                # every row the call builds counts, those it builds ahead of the asked
+                # ones too (one ``ensure`` builds up to ~50 more, and a rule's rows when a
+                # row first meets it: counting the asked ones only, o55827's failed search
+                # built ~1,000 rows, 12 calls, 10-20 ms inside one mask, for a 256 budget)
+                before = int(np.count_nonzero(lexer.built))
                 lexer.ensure(unbuilt)
+                budget -= int(np.count_nonzero(lexer.built)) - before
             rows = lexer.table[np.asarray(frontier, dtype=np.int64)][:, cols]
             if xc >= 0:
                 rows[:, xc] = DEAD
             nxt: list[int] = []
             for q in np.unique(rows).tolist():
                 if q not in index:
+                    if q in too_wide:  # its region is in this one: past the bound too
+                        too_wide.add(start)
+                        return None
                     index[q] = len(states)
                     states.append(q)
                     nxt.append(q)
             if len(states) > _LOCAL_DIGEST_STATES:
+                too_wide.add(start)
                 return None
             frontier = nxt
         idx = np.asarray(states, dtype=np.int64)
