@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from unittest import mock
 
 import numpy as np
@@ -181,35 +181,3 @@ def test_row_budget_counts_the_rows_built_ahead(vocab: Vocabulary, budget: int) 
         for asked, built in calls:
             assert spent + asked <= budget, calls
             spent += built
-
-
-@pytest.mark.parametrize("how", ["schema", "builtin"])
-def test_a_region_of_half_the_lexer_takes_its_closed_rest(vocab: Vocabulary, how: str) -> None:
-    """A region holding half of the lexer's states takes every other built state whose
-    successors (cut lexer) stay among built states: the regions stay closed and built, one
-    of builtin JSON's takes more than its start reaches, and the masks are the eager
-    build's."""
-    with mock.patch.object(cfg_program, "LAZY_INDEX", False):
-        eager = _compile(vocab, how)
-        walks = random_walks(eager, walks=4, steps=30, seed=9)
-        expected = replay_masks(eager, walks)
-    with mock.patch.object(cfg_program, "LAZY_INDEX", True):
-        lazy = _compile(vocab, how)
-        got = replay_masks(lazy, walks)
-    assert (got == expected).all()
-    clf: Any = cast(Any, lazy.program)._positions
-    assert clf._regions
-    wider = 0
-    for start, states, *_ in clf._regions:
-        assert states[0] == DEAD
-        assert states[1] == start
-        assert clf.lexer.built[states[1:]].all()
-        inside = np.zeros(clf.lexer.size, dtype=bool)
-        inside[states] = True
-        succ = clf.lexer.table[states].copy()
-        if clf.exit_byte is not None:
-            succ[:, clf.exit_byte] = DEAD
-        assert inside[succ].all(), "a region is not closed"
-        wider += int(_region_size(clf, int(start)) < states.size)
-    if how == "builtin":  # (the schema's regions hold less than half its lexer)
-        assert wider, "no region took more than its start reaches"

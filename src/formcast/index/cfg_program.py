@@ -896,59 +896,7 @@ class _LazyExitSplitClassifier:
                 too_wide.add(start)
                 return None
             frontier = nxt
-        got = None
-        if 2 * len(states) >= lexer.size:
-            # a region holding half of the lexer's states takes every other state that
-            # reaches built states only (the largest closed set of built states: still a
-            # region), so one refinement serves the later starts (c1_arith: three regions
-            # of 32-40 of its 59 states, 0.3-0.55 ms each), where it converges (else
-            # ``start``'s own region: its digests stay the eager build's where they were)
-            rest = self._closed_rest(np.asarray(states, dtype=np.int64), cols, xc)
-            if rest.size:
-                got = self._refined(np.concatenate((np.asarray(states), rest)), cols, xc)
-                if not got[-1]:
-                    got = None
-        if got is None:
-            got = self._refined(np.asarray(states, dtype=np.int64), cols, xc)
-        idx, part, dpart, sub, cut_split, rep, _ = got
-        states = idx.tolist()
-        rid = len(self._regions)
-        self._regions.append((start, idx, part, dpart, sub, cut_split, rep))
-        where = self._region_of
-        if where is not None:
-            for i, q in enumerate(states):
-                where.setdefault(q, (rid, i))
-        return rid, 1
-
-    def _closed_rest(self, states: np.ndarray, cols: np.ndarray, xc: int) -> np.ndarray:
-        """The lexer states not in the closed set ``states`` (``DEAD`` first) whose rows are
-        built and lead, in the cut lexer, to such states or into ``states`` only (to any
-        depth): ascending.  Every state starts in, the unbuilt and those with a successor
-        out are dropped until none is.  O(lexer states x columns) a round, a few rounds."""
-        lexer = self.lexer
-        size = lexer.size
-        inside = np.zeros(size, dtype=bool)
-        inside[states] = True
-        rest = np.flatnonzero(~inside[:size] & lexer.built[:size])
-        reads = cols if xc < 0 else np.delete(cols, xc)
-        while rest.size:
-            inside[rest] = True
-            ok = inside[lexer.table[rest[:, None], reads]].all(axis=1)
-            if ok.all():
-                return rest
-            inside[rest[~ok]] = False
-            rest = rest[ok]
-        return rest
-
-    def _refined(
-        self, idx: np.ndarray, cols: np.ndarray, xc: int
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
-        """:meth:`_new_region`'s refinement of the closed set of built states ``idx``
-        (``DEAD`` first): ``(idx, class per state, digest classes, cut rows on local ids,
-        their split flags, a member of each digest class, converged)``, on the columns
-        ``cols`` (the exit byte's ``xc``, -1: none, cut).  O(states x columns x rounds)."""
-        lexer = self.lexer
-        idx = np.asarray(idx, dtype=np.int64)
+        idx = np.asarray(states, dtype=np.int64)
         cut = lexer.table[idx][:, cols]
         cut_split = lexer.split[idx][:, cols]
         if xc >= 0:
@@ -965,7 +913,13 @@ class _LazyExitSplitClassifier:
         dpart = part if stable else np.arange(idx.size, dtype=np.int64)
         rep = np.zeros(int(dpart.max()) + 1, dtype=np.int64)  # a member of each class
         rep[dpart[::-1]] = np.arange(dpart.size - 1, -1, -1)
-        return idx, part, dpart, sub, cut_split, rep, bool(stable)
+        rid = len(self._regions)
+        self._regions.append((start, idx, part, dpart, sub, cut_split, rep))
+        where = self._region_of
+        if where is not None:
+            for i, q in enumerate(states):
+                where.setdefault(q, (rid, i))
+        return rid, 1
 
     def _cut_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """``(a byte per class of the cut lexer, in byte order; the column of each byte)``
