@@ -400,7 +400,7 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived", "_noted", "_region_of", "_succ"})
+    _serialize_omit = frozenset({"_derived", "_noted", "_region_of", "_succ", "_too_wide"})
 
     __slots__ = (
         "_by_class",
@@ -415,6 +415,7 @@ class _LazyExitSplitClassifier:
         "_region_of",
         "_regions",
         "_succ",
+        "_too_wide",
         "_vocab",
         "exit_byte",
         "lexer",
@@ -458,6 +459,10 @@ class _LazyExitSplitClassifier:
         #: order (what :func:`_reachable_classes` meets, kept: a later digest walks the
         #: classes an earlier one met without numpy); a function of ``_regions``
         self._succ: dict[int, dict[int, list[int]]] | None = None
+        #: the starts whose regions :meth:`_new_region` found past
+        #: :data:`_LOCAL_DIGEST_STATES` states (a start reaching one is past it too: its
+        #: region holds that one's); a memo of the lexer's (None after a load: empty again)
+        self._too_wide: set[int] | None = set()
         self._lock = threading.RLock()
 
     # -- tables ---------------------------------------------------------------------------------
@@ -502,7 +507,9 @@ class _LazyExitSplitClassifier:
         Cost: O(rows written x 256) plus O(lexer capacity) bytes, never a pass over the
         tables."""
         ready = self._tables().ready
-        states = np.unique(np.asarray(states, dtype=np.int64))
+        states = np.asarray(states, dtype=np.int64)
+        if states.size > 1:
+            states = np.unique(states)
         states = states[~ready[states]]
         if not states.size:
             return
@@ -681,13 +688,32 @@ class _LazyExitSplitClassifier:
             # and the walk goes on from its stops (rows never move: a stop's row stays);
             # stops without a node (-1: met on the first bytes, nothing walked): walked
             # again from the start
-            self._ensure(np.unique(tables.states[stops[1::2] // 3]), 0)
+            self._build_stops(tables, tables.states[stops[1::2] // 3])
             resume = None if stops[0] < 0 else stops
         if not parts:
             return words, np.zeros(0, dtype=np.int64)
         if len(parts) == 1:
             return words, parts[0]
         return words, np.sort(np.concatenate(parts))
+
+    def _build_stops(self, tables: _LazyWalkTables, states: np.ndarray) -> None:
+        """Before a resumed walk (:meth:`_walk_resumed`): build the lexer rows of the stops'
+        ``states`` (not ready), and no walk rows where ``tables`` have room for every id
+        those rows may give: the resumed walk writes a stop's rows itself on arriving at it
+        (:func:`~formcast.vocab.trie.classify_walk_resume`), so writing them here first was
+        a second pass over each row (~30 us a call of :meth:`_LazyWalkTables.write`, one
+        per resume).  Else :meth:`_ensure` writes them (the tables grown): a stop the
+        kernel met again unwritten had no room then (the count was past ``size - 256``),
+        so the next call writes it and no walk stops twice on one row for want of room.
+        Raises :class:`~formcast.automata.lexer.LexerStateCapError` past the lexer's cap.
+        Caller holds the lock.  Cost: the lexer rows built."""
+        if tables.count + 257 * int(states.size) > tables.states.size:
+            self._ensure(states, 0)
+            return
+        try:
+            self.lexer.ensure(states)
+        finally:  # (the lexer's arrays may have been replaced: the tables follow its size)
+            self._tables()
 
     def _walk_rows(self, tables: _LazyWalkTables) -> WalkRows:
         """What the compiled walks need to write walk rows themselves (views of the lexer's
@@ -813,7 +839,11 @@ class _LazyExitSplitClassifier:
         split flags on local ids, a member of each digest class)``; returns ``(region,
         1)`` (``start``'s local index), or None past :data:`_LOCAL_DIGEST_STATES` states or
         :data:`_REGION_ROW_BUDGET` rows to build (nothing kept: ``start`` is walked on its
-        own, building only the rows its walk meets).  Caller holds the lock.
+        own, building only the rows its walk meets).  A start past the states' bound is
+        noted (``_too_wide``), and a later search that meets it stops there: its region
+        would hold that start's, so it is past the bound too (repeated searches of ~1k
+        states each, 1.4 ms compiled, were a MaskBench schema's slow masks).  Caller holds
+        the lock.
 
         A region is closed (a state's successors are in it), and a state's classes (to any
         depth) depend only on the states it reaches: the partition of a region is the
@@ -826,6 +856,11 @@ class _LazyExitSplitClassifier:
         the region itself.  Raises :class:`~formcast.automata.lexer.LexerStateCapError`
         past the lexer's cap (the caller's fallback).  Cost: O(reached states x 256) and a
         refinement of them, once per region."""
+        too_wide = self._too_wide
+        if too_wide is None:
+            too_wide = self._too_wide = set()
+        if start in too_wide:
+            return None
         lexer = self.lexer
         cols, col_of_byte = self._cut_columns()
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
@@ -836,20 +871,29 @@ class _LazyExitSplitClassifier:
         while frontier:  # breadth first, building the rows met (the lexer may grow)
             unbuilt = [q for q in frontier if not lexer.built[q]]
             if unbuilt:
-                budget -= len(unbuilt)
-                if budget < 0:  # a region this costly is not made: ``start`` walks alone
-                    return None
+                if budget < len(unbuilt):  # a region this costly is not made: ``start``
+                    return None  # walks alone
+                # every row the call builds counts, those it builds ahead of the asked
+                # ones too (one ``ensure`` builds up to ~50 more, and a rule's rows when a
+                # row first meets it: counting the asked ones only, o55827's failed search
+                # built ~1,000 rows, 12 calls, 10-20 ms inside one mask, for a 256 budget)
+                before = int(np.count_nonzero(lexer.built))
                 lexer.ensure(unbuilt)
+                budget -= int(np.count_nonzero(lexer.built)) - before
             rows = lexer.table[np.asarray(frontier, dtype=np.int64)][:, cols]
             if xc >= 0:
                 rows[:, xc] = DEAD
             nxt: list[int] = []
             for q in np.unique(rows).tolist():
                 if q not in index:
+                    if q in too_wide:  # its region is in this one: past the bound too
+                        too_wide.add(start)
+                        return None
                     index[q] = len(states)
                     states.append(q)
                     nxt.append(q)
             if len(states) > _LOCAL_DIGEST_STATES:
+                too_wide.add(start)
                 return None
             frontier = nxt
         idx = np.asarray(states, dtype=np.int64)
