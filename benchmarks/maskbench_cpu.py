@@ -36,11 +36,11 @@ def _walk(ad: Any, compiled: Any, ids: list[int], times: list[float] | None) -> 
         if times is not None:
             times.append(dt / 1e3)
         if step == len(ids):
-            if mb._allowed(view, mb.EOS_ID):
+            if mb.allowed(view, mb.EOS_ID):
                 return {"ok": True}
             return {"ok": False, "reason": "stop not allowed", "step": step}
         t = ids[step]
-        if not mb._allowed(view, t):
+        if not mb.allowed(view, t):
             reason = "token not allowed" if view.any() else "dead end (empty mask)"
             return {"ok": False, "reason": reason, "step": step}
         if not ad.accept(m, t):

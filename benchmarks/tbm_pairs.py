@@ -2,12 +2,12 @@
 """Paired TBM comparison of two builds from interleaved runs (tops35, #31).
 
 Reads per-schema mask times of several runs per build: ``maskbench_cpu.py --json`` reports
-(``rows[i].engines.formcast.mask_us``) or ``tops35_tbm.py --json`` files (``{schema: [us]}``).
+(``rows[i].engines.formcast.mask_us``) or ``tbm_parts.py --json`` files (``{schema: [us]}``).
 Prints, over the schemas every run of both builds has: per run pair (base run i, mine run i)
 the TBM mean and p99 of each and their ratio, the median of those ratios, and the median of
 the per-schema ratios of the TBM mean and p99 (each schema's minimum over a build's runs)::
 
-    python benchmarks/tops35_pairs.py --base b1.json b2.json b3.json --mine m1.json ...
+    python benchmarks/tbm_pairs.py --base b1.json b2.json b3.json --mine m1.json ...
 """
 
 from __future__ import annotations

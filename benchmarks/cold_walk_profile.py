@@ -2,7 +2,7 @@
 inside it (``classify_walk_resume``/``classify_walk_rows``, with their calls and stops), and of
 the lexer's ``ensure`` rounds (lexer35, session 21).
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/lexer35_walk_profile.py json_gbnf [top]
+    PYTHONPATH=/tmp/fc-main python benchmarks/cold_walk_profile.py json_gbnf [top]
 """
 
 from __future__ import annotations

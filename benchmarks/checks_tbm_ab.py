@@ -16,7 +16,7 @@ per-mask minimum over the rounds (the masks are the same sequence in both), the 
 median per-schema ratio new/base.  A mask that differs between the variants is an error.
 Usage::
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/verify35_tbm_ab.py --sample 100 --seed 3
+    PYTHONPATH=/tmp/fc-main python benchmarks/checks_tbm_ab.py --sample 100 --seed 3
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ every instance with a fresh matcher, each mask timed in thread CPU), in ONE proc
 caches warm as in a worker).  ``--parts``: wraps the classifier's methods and the kernels
 ``cfg_program`` calls (inclusive thread CPU per name, split by the mask's bin: <100 us,
 100 us-1 ms, >1 ms).  ``--profile``: cProfile (thread CPU) over the timed masks only.
-``--json OUT``: ``{schema: [mask us, ...]}`` for paired comparisons (``tops35_pairs.py``).
+``--json OUT``: ``{schema: [mask us, ...]}`` for paired comparisons (``tbm_pairs.py``).
 
-    PYTHONPATH=/tmp/fc-tops35 python benchmarks/tops35_tbm.py --sample 100 --seed 3 --parts
+    PYTHONPATH=/tmp/fc-tops35 python benchmarks/tbm_parts.py --sample 100 --seed 3 --parts
 """
 
 from __future__ import annotations
