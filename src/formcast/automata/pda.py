@@ -497,33 +497,21 @@ class PushdownAutomaton:
         digit run's next iteration is a new DFA state whose closure is its frame alone).  The
         stepped frame has ``fr``'s counters and parent, so it is not far either; it, its
         closure and its state are interned as :meth:`frame`, :meth:`_closure` and
-        :meth:`_state` intern them (:meth:`_near_closure` and the closure memo's read written
-        out here: a new step's time is mostly calls).  Call under the lock; O(1) plus a
-        :meth:`_closure` where the stepped frame's is not memoized."""
+        :meth:`_state` intern them.  Call under the lock; O(1) plus a :meth:`_closure` where
+        the stepped frame's is not memoized."""
         if row is None:
             row = self._row(fr)
         q2 = row[byte]
         if q2 == DEAD:
             return self._dead
-        parent = fr.parent
-        key = (fr.rule, q2, fr.need, fr.left, id(parent))
-        frames = self._frames
-        f2 = frames.get(key)
-        memo = None
-        if f2 is None:
-            f2 = frames[key] = Frame(fr.rule, q2, parent, fr.need, fr.left)
-        else:
-            memo = self._closures.get(f2)
-        if memo is not None:
-            tops, acc = memo
-        else:
-            tops, acc, err = self._closure(f2)
-            if err:
-                return self.dead(err)
+        tops, acc, err = self._near_closure(fr, q2)
+        if err:
+            return self.dead(err)
         if not tops and not acc:
             return self._dead
-        if len(tops) > self.limits.max_stacks:
-            return self.dead(f"parser limit max_stacks={self.limits.max_stacks} exceeded")
+        max_stacks = self.limits.max_stacks
+        if len(tops) > max_stacks:
+            return self.dead(f"parser limit max_stacks={max_stacks} exceeded")
         s = self._states.get((tops, acc))
         return s if s is not None else self._state(tops, acc)
 
@@ -587,14 +575,11 @@ class PushdownAutomaton:
                 return self.dead(err)
         else:
             # (a stepped frame has its top's counters and parent, so it is far where its top
-            # is: :meth:`_near_closure`, written out with the closure memo's read, for the
-            # tops that are not); the closures' union, or the one closure where one is not
-            # empty (no copy)
+            # is: :meth:`_near_closure` for the tops that are not); the closures' union, or the
+            # one closure where only one is not empty (no copy)
             parts: list[frozenset[Frame]] = []
             acc = False
             rows = self._rows
-            interned = self._frames
-            closures = self._closures
             for fr in frames:
                 row = rows[fr.rule][fr.state]
                 if row is None:
@@ -609,20 +594,9 @@ class PushdownAutomaton:
                     if err:
                         return self.dead(err)
                 else:
-                    parent = fr.parent
-                    key = (fr.rule, q2, fr.need, fr.left, id(parent))
-                    f2 = interned.get(key)
-                    memo = None
-                    if f2 is None:
-                        f2 = interned[key] = Frame(fr.rule, q2, parent, fr.need, fr.left)
-                    else:
-                        memo = closures.get(f2)
-                    if memo is not None:
-                        got, a = memo
-                    else:
-                        got, a, err = self._closure(f2)
-                        if err:
-                            return self.dead(err)
+                    got, a, err = self._near_closure(fr, q2)
+                    if err:
+                        return self.dead(err)
                 if got:
                     parts.append(got)
                 if a:
