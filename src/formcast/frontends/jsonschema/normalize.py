@@ -114,6 +114,9 @@ class Normalizer(Algebra):
         self.implicit_rules: set[int] = set()
         self.root_ctx = root
         self.root_schema = schema
+        #: :func:`.keywords.suggest` of each unknown keyword met (a schema repeats its own
+        #: vendor keywords at many places); lives with the normalizer
+        self._suggested: dict[str, str | None] = {}
 
     # -- entry --------------------------------------------------------------------------------
     def run(self) -> S:
@@ -259,7 +262,10 @@ class Normalizer(Algebra):
             if info is None and is_annotation(key):
                 continue
             if info is None:
-                guess = suggest(key)
+                if key in self._suggested:
+                    guess = self._suggested[key]
+                else:
+                    guess = self._suggested[key] = suggest(key)
                 if guess:
                     hint = (
                         f"unknown keyword; did you mean {guess!r}? (validators would silently "
