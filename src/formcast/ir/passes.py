@@ -304,14 +304,19 @@ def _derives_lazy(
     leaf = _leaf(n, rules, empty_only)
     if leaf is not None:
         return leaf
+    # (``all``/``any`` written out as loops that stop where they would: no generator)
     if isinstance(n, Concat):
-        out = all(
-            _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1) for k in n.items
-        )
+        out = True
+        for k in n.items:
+            if not _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1):
+                out = False
+                break
     elif isinstance(n, Alt):
-        out = any(
-            _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1) for k in n.items
-        )
+        out = False
+        for k in n.items:
+            if _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1):
+                out = True
+                break
     else:
         assert isinstance(n, Repeat)
         out = n.min == 0 or _derives_lazy(
