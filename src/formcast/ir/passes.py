@@ -37,7 +37,6 @@ from .nodes import (
     Repeat,
     Rule,
     RuleRef,
-    iter_refs,
     node_copies,
     node_depth,
     node_refs,
@@ -147,8 +146,34 @@ def reachable_rules(
 
 
 def rule_refs(by_name: Mapping[str, Rule]) -> dict[str, list[str]]:
-    """Per rule, the names it references, once per occurrence.  O(IR size)."""
-    return {n: list(iter_refs(r.body)) for n, r in by_name.items()}
+    """Per rule, the names it references, once per occurrence (in :func:`iter_refs`' order).
+    O(the part of the IR that leads to references)."""
+    return {n: _ref_list(r.body) for n, r in by_name.items()}
+
+
+def _ref_list(node: Node) -> list[str]:
+    """``list(iter_refs(node))`` (the same names in the same order: a stack, each composite's
+    children that hold a reference pushed in order) as a plain loop: no generator, and a
+    child's references read from its cached ``refs`` (no ``frozenset`` made per
+    :class:`RuleRef` child, as :func:`~.nodes.is_regular` makes).  Reads only.  O(the part of
+    the tree that leads to references)."""
+    out: list[str] = []
+    stack: list[Node] = [node]
+    while stack:
+        n = stack.pop()
+        tp = type(n)
+        if tp is RuleRef:
+            out.append(n.name)  # type: ignore[attr-defined]
+        elif tp is Concat or tp is Alt:
+            for it in n.items:  # type: ignore[attr-defined]
+                ti = type(it)
+                if ti is RuleRef or ((ti is Concat or ti is Alt or ti is Repeat) and it.refs):
+                    stack.append(it)
+        elif tp is Repeat:
+            it = n.item  # type: ignore[attr-defined]
+            if node_refs(it):
+                stack.append(it)
+    return out
 
 
 def _users(refs: Mapping[str, list[str]]) -> dict[str, set[str]]:
@@ -279,14 +304,19 @@ def _derives_lazy(
     leaf = _leaf(n, rules, empty_only)
     if leaf is not None:
         return leaf
+    # (``all``/``any`` written out as loops that stop where they would: no generator)
     if isinstance(n, Concat):
-        out = all(
-            _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1) for k in n.items
-        )
+        out = True
+        for k in n.items:
+            if not _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1):
+                out = False
+                break
     elif isinstance(n, Alt):
-        out = any(
-            _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1) for k in n.items
-        )
+        out = False
+        for k in n.items:
+            if _derives_lazy(k, rules, empty_only, memo, scratch, settled, depth + 1):
+                out = True
+                break
     else:
         assert isinstance(n, Repeat)
         out = n.min == 0 or _derives_lazy(
@@ -430,7 +460,7 @@ def drop_unproductive(
         if t in by_name:
             r = by_name[t]
             by_name[t] = Rule(r.name, substitute(r.body, dead), r.terminal, r.lazy)
-            refs[t] = list(iter_refs(by_name[t].body))
+            refs[t] = _ref_list(by_name[t].body)
 
 
 def inline_single_use(

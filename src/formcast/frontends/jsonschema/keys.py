@@ -10,8 +10,6 @@ the total length of the declared keys.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...automata import charfa
 from ...ir.nodes import (
     ANY_CHAR,
@@ -46,21 +44,16 @@ def not_in_set(words: list[str]) -> Node:
 @metered_cache(1024)
 def _not_in_sorted(words: tuple[str, ...]) -> Node:
     """:func:`not_in_set` of distinct, sorted ``words`` (the trie's children are visited in
-    sorted order, so the node does not depend on the order the words came in)."""
-    # a trie node: [children by character, a word ends here]; the words come sorted, so
-    # every node's children are inserted in sorted order (those below a prefix are
-    # contiguous, shortest first) and a node's dict order is the sorted order
-    root: list[Any] = [{}, False]
-    for w in words:
-        t = root
-        for ch in w:
-            kids = t[0]
-            nxt = kids.get(ch)
-            if nxt is None:
-                nxt = kids[ch] = [{}, False]
-            t = nxt
-        t[1] = True
+    sorted order, so the node does not depend on the order the words came in).
 
+    The trie is read off the sorted words without building it: the words below a trie node
+    are a run ``words[lo:hi]`` sharing its prefix of length ``d`` (the shortest first, so a
+    word ends at the node exactly when ``words[lo]`` has length ``d``), and its children are
+    the runs of equal ``words[i][d]``, in sorted order.  A node with one word below it is a
+    path, the word's suffix: built from its end in one loop (:func:`_tail` below), without
+    a frame per character.  Every trie node is built and charged as before, children first
+    (the fuel is the recursive build's, whatever the order: each node charges its own size
+    and each repeated tuple of children one memo hit)."""
     # the branches of _diverge by children, within this build: a repeat is what a repeated
     # call would be, a hit in the compile's memo (MEMO_HIT_UNITS of fuel), and costs the
     # build's replay what it did (a repeated child entry replays as a memo hit too)
@@ -72,17 +65,8 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
     # trie nodes; a literal is a value, so sharing one is the same IR)
     lits: dict[str, Node] = {}
 
-    def build(t: list[Any]) -> Node:
-        children: dict[str, Any] = t[0]
-        ends = t[1]
-        charge(2 + len(children) + ends)  # the compile's fuel (and deadline)
-        kids = tuple(children)
-        branches: list[Node] = [] if ends else [EMPTY]
-        for k in kids:
-            lit = lits.get(k)
-            if lit is None:
-                lit = lits[k] = literal(encode_text(k))
-            branches.append(concat2(lit, build(children[k])))
+    def branches_past(kids: tuple[str, ...]) -> tuple[Node, ...]:
+        """The branches of a node with children ``kids`` that leave the trie (memoized)."""
         div = diverged.get(kids)
         if div is None:
             plain = _plain_rest(kids)
@@ -95,11 +79,52 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
             diverged[kids] = div
         else:
             charge(MEMO_HIT_UNITS)
-        branches.extend(div)
+        return div
+
+    def lit_of(k: str) -> Node:
+        lit = lits.get(k)
+        if lit is None:
+            lit = lits[k] = literal(encode_text(k))
+        return lit
+
+    def tail(suffix: str) -> Node:
+        """The trie node whose one word below it has ``suffix`` left: ``len(suffix)`` nodes
+        with one child each, then the node where the word ends (no children)."""
+        charge(3)  # (2 + no children + ends)
+        div = branches_past(())
+        node = div[0] if len(div) == 1 else new_alt(div)
+        for k in reversed(suffix):
+            charge(3)  # (2 + one child, no end)
+            child = concat2(lit_of(k), node)
+            node = new_alt((EMPTY, child, *branches_past((k,))))
+        return node
+
+    def build(lo: int, hi: int, d: int) -> Node:
+        if hi - lo == 1:
+            return tail(words[lo][d:])
+        ends = len(words[lo]) == d
+        # the children: runs of words[lo:hi] (past the one that ends here) by character d
+        runs: list[tuple[str, int, int]] = []
+        i = lo + 1 if ends else lo
+        while i < hi:
+            k = words[i][d]
+            j = i + 1
+            while j < hi and words[j][d] == k:
+                j += 1
+            runs.append((k, i, j))
+            i = j
+        charge(2 + len(runs) + ends)  # the compile's fuel (and deadline)
+        branches: list[Node] = [] if ends else [EMPTY]
+        for k, i, j in runs:
+            branches.append(concat2(lit_of(k), build(i, j, d + 1)))
+        branches.extend(branches_past(tuple(k for k, _, _ in runs)))
         # (the branches are distinct and flat: ``Alt`` as given, not ``alt``)
         return branches[0] if len(branches) == 1 else new_alt(tuple(branches))
 
-    return build(root)
+    if not words:  # the root alone: no children, no word ends
+        charge(2)
+        return new_alt((EMPTY, *branches_past(())))
+    return build(0, len(words), 0)
 
 
 @metered_cache(1)

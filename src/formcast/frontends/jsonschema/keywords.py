@@ -20,6 +20,7 @@ Statuses:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -421,15 +422,50 @@ def is_annotation(name: str) -> bool:
     return name.startswith(EXTENSION_PREFIXES) or name.lower() in _ANNOTATIONS_LOWER
 
 
+#: the constraining registry keywords (what :func:`suggest` may name), in registry order,
+#: each with its length and its characters' counts
+_CONSTRAINING = tuple(
+    (k.name, len(k.name), tuple(Counter(k.name).items()))
+    for k in KEYWORDS
+    if k.status in ("exact", "partial")
+)
+#: each of them by its lower-case spelling (a later keyword wins, as a dict built in order)
+_CONSTRAINING_LOWER = {n.lower(): n for n, _, _ in _CONSTRAINING}
+#: the score :func:`suggest` asks of a close match (``difflib``'s ratio)
+_SUGGEST_CUTOFF = 0.85
+
+
 def suggest(name: str) -> str | None:
-    """The constraining registry keyword ``name`` is probably a misspelling of, if any."""
+    """The constraining registry keyword ``name`` is probably a misspelling of, if any: its
+    case variant, else ``difflib.get_close_matches(name, <the constraining keywords>, n=1,
+    cutoff=0.85)``.
+
+    The keywords that ``difflib``'s two upper bounds of the score rule out (``real_quick_ratio``
+    from the lengths, ``quick_ratio`` from the characters' counts, the same float expressions
+    below the cutoff) are dropped before ``difflib`` is asked (it drops them too, with a
+    ``SequenceMatcher`` step each), and ``difflib`` is not asked when none is left: the same
+    answer.  Pure; O(total length of the keywords) plus ``difflib`` on the few left."""
+    lowered = _CONSTRAINING_LOWER.get(name.lower())
+    if lowered is not None:
+        return lowered
+    lb = len(name)
+    have = Counter(name)
+    near: list[str] = []
+    for n, la, counts in _CONSTRAINING:
+        total = la + lb  # (never 0: keywords are not empty)
+        if 2.0 * min(la, lb) / total < _SUGGEST_CUTOFF:
+            continue
+        matches = 0
+        for ch, k in counts:
+            h = have.get(ch, 0)
+            matches += k if k < h else h
+        if 2.0 * matches / total >= _SUGGEST_CUTOFF:
+            near.append(n)
+    if not near:
+        return None
     import difflib
 
-    names = [k.name for k in KEYWORDS if k.status in ("exact", "partial")]
-    lowered = {n.lower(): n for n in names}
-    if name.lower() in lowered:
-        return lowered[name.lower()]
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.85)
+    close = difflib.get_close_matches(name, near, n=1, cutoff=_SUGGEST_CUTOFF)
     return close[0] if close else None
 
 

@@ -114,6 +114,9 @@ class Normalizer(Algebra):
         self.implicit_rules: set[int] = set()
         self.root_ctx = root
         self.root_schema = schema
+        #: :func:`.keywords.suggest` of each unknown keyword met (a schema repeats its own
+        #: vendor keywords at many places); lives with the normalizer
+        self._suggested: dict[str, str | None] = {}
 
     # -- entry --------------------------------------------------------------------------------
     def run(self) -> S:
@@ -259,7 +262,10 @@ class Normalizer(Algebra):
             if info is None and is_annotation(key):
                 continue
             if info is None:
-                guess = suggest(key)
+                if key in self._suggested:
+                    guess = self._suggested[key]
+                else:
+                    guess = self._suggested[key] = suggest(key)
                 if guess:
                     hint = (
                         f"unknown keyword; did you mean {guess!r}? (validators would silently "
@@ -355,11 +361,13 @@ class Normalizer(Algebra):
         return node
 
     def _string(self, schema: dict[str, Any], ctx: Ctx) -> S:
-        node = SStr()
+        # the node's fields as the keywords are read, then one node (what a chain of
+        # ``dataclasses.replace`` from ``SStr()`` would make, without the copies)
+        kw: dict[str, Any] = {}
         if "minLength" in schema:
-            node = replace(node, min_len=_nonneg_int(schema["minLength"], ctx.pointer, "minLength"))
+            kw["min_len"] = _nonneg_int(schema["minLength"], ctx.pointer, "minLength")
         if "maxLength" in schema:
-            node = replace(node, max_len=_nonneg_int(schema["maxLength"], ctx.pointer, "maxLength"))
+            kw["max_len"] = _nonneg_int(schema["maxLength"], ctx.pointer, "maxLength")
         if "pattern" in schema:
             p = schema["pattern"]
             if not isinstance(p, str):
@@ -372,9 +380,10 @@ class Normalizer(Algebra):
                 ok = all(self._pattern_ok(x, ctx.child("pattern")) for x in (*pos, *neg))
                 if ok:
                     pos = [x for x in pos if not _universal_pattern(x)]
-                    node = replace(node, patterns=tuple(pos), neg_patterns=tuple(neg))
+                    kw["patterns"] = tuple(pos)
+                    kw["neg_patterns"] = tuple(neg)
             elif self._pattern_ok(p, ctx.child("pattern")) and not _universal_pattern(p):
-                node = replace(node, patterns=(p,))
+                kw["patterns"] = (p,)
         if "format" in schema and self.options.format_assertion:
             f = schema["format"]
             if not isinstance(f, str):
@@ -383,10 +392,10 @@ class Normalizer(Algebra):
                 )
             if json_formats.format_node(f) is not None:
                 if f not in json_formats.ANNOTATION_FORMATS:
-                    node = replace(node, formats=(f,))
+                    kw["formats"] = (f,)
             elif f not in json_formats.NUMBER_FORMATS:
                 self.unsupported("format", ctx.child("format").pointer, f"unknown format {f!r}")
-        return node
+        return SStr(**kw)
 
     def _pattern_ok(self, p: str, ctx: Ctx) -> bool:
         try:
@@ -399,7 +408,8 @@ class Normalizer(Algebra):
         return True
 
     def _array(self, schema: dict[str, Any], ctx: Ctx) -> S:
-        node = SArr(where=ctx.pointer)
+        # the node's fields as the keywords are read, then one node (as in :meth:`_string`)
+        kw: dict[str, Any] = {"where": ctx.pointer}
         items = schema.get("items")
         prefix_src: list[Any] | None = None
         rest_src: Any = None
@@ -424,15 +434,17 @@ class Normalizer(Algebra):
             prefix = tuple(
                 self.normalize(s, ctx.child(prefix_key, i)) for i, s in enumerate(prefix_src)
             )
-            node = replace(node, prefix=prefix, eval_prefix=len(prefix))
+            kw["prefix"] = prefix
+            kw["eval_prefix"] = len(prefix)
         if rest_key:
-            node = replace(node, items=self.normalize(rest_src, ctx.child(rest_key)), eval_all=True)
+            kw["items"] = self.normalize(rest_src, ctx.child(rest_key))
+            kw["eval_all"] = True
         if "minItems" in schema:
-            node = replace(node, min_items=_nonneg_int(schema["minItems"], ctx.pointer, "minItems"))
+            kw["min_items"] = _nonneg_int(schema["minItems"], ctx.pointer, "minItems")
         if "maxItems" in schema:
-            node = replace(node, max_items=_nonneg_int(schema["maxItems"], ctx.pointer, "maxItems"))
+            kw["max_items"] = _nonneg_int(schema["maxItems"], ctx.pointer, "maxItems")
         if schema.get("uniqueItems") is True:
-            node = replace(node, unique=True)
+            kw["unique"] = True
         if "contains" in schema:
             c = self.normalize(schema["contains"], ctx.child("contains"))
             lo, hi = 1, None
@@ -442,8 +454,8 @@ class Normalizer(Algebra):
                 if "maxContains" in schema:
                     hi = _nonneg_int(schema["maxContains"], ctx.pointer, "maxContains")
             if lo > 0 or hi is not None:
-                node = replace(node, contains=((c, lo, hi),))
-        return node
+                kw["contains"] = ((c, lo, hi),)
+        return SArr(**kw)
 
     def _object(self, schema: dict[str, Any], ctx: Ctx) -> S:
         props_src = schema.get("properties", {})
@@ -474,15 +486,17 @@ class Normalizer(Algebra):
         names: tuple[S, ...] = ()
         if "propertyNames" in schema:
             names = (self.normalize(schema["propertyNames"], ctx.child("propertyNames")),)
-        obj = SObj(
-            rules=(rule,),
-            names=names,
-            eval_keys=frozenset(props_src),
-            eval_patterns=tuple(p for p, _ in patterns),
-            eval_all="additionalProperties" in schema,
-            where=ctx.pointer,
-            declared=tuple(props_src),
-        )
+        # the node's fields but its members (the node without them is what a required key
+        # that is not declared gets, :meth:`_key_effect`)
+        kw: dict[str, Any] = {
+            "rules": (rule,),
+            "names": names,
+            "eval_keys": frozenset(props_src),
+            "eval_patterns": tuple(p for p, _ in patterns),
+            "eval_all": "additionalProperties" in schema,
+            "where": ctx.pointer,
+            "declared": tuple(props_src),
+        }
         if implicit:
             self.implicit_rules.add(id(rule))
         for k in props_src:
@@ -501,19 +515,19 @@ class Normalizer(Algebra):
                 f"invalid schema at {ctx.pointer}: required must be a list of strings"
             )
         check_utf8_value(req_src, ctx.child("required").pointer, "required")
+        bare: SObj | None = None
         for k in req_src:
             if k not in props:
-                props[k] = self.conj(self._key_effect(obj, k, ctx), ANY, ctx)
-        obj = replace(obj, props=props, required=frozenset(req_src))
+                if bare is None:
+                    bare = SObj(**kw)
+                props[k] = self.conj(self._key_effect(bare, k, ctx), ANY, ctx)
+        kw["props"] = props
+        kw["required"] = frozenset(req_src)
         if "minProperties" in schema:
-            obj = replace(
-                obj, min_props=_nonneg_int(schema["minProperties"], ctx.pointer, "minProperties")
-            )
+            kw["min_props"] = _nonneg_int(schema["minProperties"], ctx.pointer, "minProperties")
         if "maxProperties" in schema:
-            obj = replace(
-                obj, max_props=_nonneg_int(schema["maxProperties"], ctx.pointer, "maxProperties")
-            )
-        return obj
+            kw["max_props"] = _nonneg_int(schema["maxProperties"], ctx.pointer, "maxProperties")
+        return SObj(**kw)
 
     # -- dependencies, conditionals, unevaluated ----------------------------------------------
     def _dependencies(self, schema: dict[str, Any], ctx: Ctx) -> list[tuple[str, S]]:

@@ -15,6 +15,8 @@ __all__ = ["JsonSchemaOptions"]
 _DIGIT_BOUNDS = ("max_integer_digits", "max_fraction_digits", "max_exponent_digits")
 #: limits that may be 0
 _ZERO_OK = ("max_whitespace", "max_fraction_digits", "max_exponent_digits")
+#: :meth:`JsonSchemaOptions.cache_key` not computed yet (its value may be None)
+_UNSET: Any = object()
 
 
 @dataclass(frozen=True)
@@ -141,17 +143,28 @@ class JsonSchemaOptions:
         (``repr``), with the registry replaced by a digest of its resources (URI,
         specification, contents in their order).  ``None`` when the registry cannot be
         digested (it can retrieve resources on demand, or its contents are not JSON): such a
-        compile is not cached."""
+        compile is not cached.
+
+        Computed on the first call and kept on the object (the options are frozen, and so is
+        a ``referencing.Registry``): later calls are an attribute read."""
+        got = self.__dict__.get("_cache_key", _UNSET)
+        if got is _UNSET:
+            got = self._cache_key_uncached()
+            object.__setattr__(self, "_cache_key", got)
+        return got  # type: ignore[no-any-return]
+
+    def _cache_key_uncached(self) -> str | None:
+        """:meth:`cache_key`, computed."""
         parts: list[str] = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "registry" and value is not None:
+        for name in _FIELD_NAMES:
+            value = getattr(self, name)
+            if name == "registry" and value is not None:
                 digest = _registry_digest(value)
                 if digest is None:
                     return None
                 parts.append(f"registry=sha256:{digest}")
             else:
-                parts.append(f"{f.name}={value!r}")
+                parts.append(f"{name}={value!r}")
         return "JsonSchemaOptions(" + ", ".join(parts) + ")"
 
     def __post_init__(self) -> None:
@@ -198,17 +211,18 @@ class JsonSchemaOptions:
                 f"JsonSchemaOptions.max_compile_seconds must be None or a positive number, "
                 f"got {secs!r}"
             )
-        for f in fields(self):
-            if f.name.startswith("max_") and f.name != "max_compile_seconds":
-                v = getattr(self, f.name)
-                if v is None and f.name in _DIGIT_BOUNDS:
-                    continue
-                lowest = 0 if f.name in _ZERO_OK else 1
-                if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
-                    none = " or None" if f.name in _DIGIT_BOUNDS else ""
-                    raise ConfigurationError(
-                        f"JsonSchemaOptions.{f.name} must be an int >= {lowest}{none}, got {v!r}"
-                    )
+        for name in _LIMIT_NAMES:
+            v = getattr(self, name)
+            if type(v) is int and v >= 1:  # (the usual value: valid for every limit)
+                continue
+            if v is None and name in _DIGIT_BOUNDS:
+                continue
+            lowest = 0 if name in _ZERO_OK else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < lowest:
+                none = " or None" if name in _DIGIT_BOUNDS else ""
+                raise ConfigurationError(
+                    f"JsonSchemaOptions.{name} must be an int >= {lowest}{none}, got {v!r}"
+                )
         root = self.local_ref_root
         if root is not None and not isinstance(root, str):
             if isinstance(root, os.PathLike):
@@ -240,3 +254,11 @@ def _registry_digest(registry: Any) -> str | None:
     except (ImportError, AttributeError):
         return None
     return registry_digest(registry)
+
+
+#: the field names of :class:`JsonSchemaOptions`, in order (``dataclasses.fields``, read once)
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(JsonSchemaOptions))
+#: the integer limits that ``__post_init__`` checks (every ``max_`` field but the seconds)
+_LIMIT_NAMES: tuple[str, ...] = tuple(
+    n for n in _FIELD_NAMES if n.startswith("max_") and n != "max_compile_seconds"
+)
