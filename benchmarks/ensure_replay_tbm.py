@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Every ``LazyExpandedLexer.ensure`` call of MaskBench's masks, replayed on fresh lexers (ensure36, #31).
+"""MaskBench's ``LazyExpandedLexer.ensure`` calls, replayed on fresh lexers (ensure36, #31).
 
 Per schema of ``maskbench.select_files`` (``--sample N --seed S``): compile (fresh
 ``GrammarCompiler(cache_size=0)``), fill the first mask and every instance's masks (as

@@ -398,12 +398,15 @@ class LazyExpandedLexer:
         last: list[int] = todo  # the rows built at the last level
         # the successors on one column per byte class (columns of a class are equal in
         # every row, built or not): the same states as on 256 columns, fewer to sort
-        reps = self.classes[1][None, :]
+        reps = self.classes[1]
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 return True
             # (a set, sorted: np.unique's order, without its fixed cost on a few rows)
-            succ_ids: list[int] = self.table[frontier[:, None], reps].ravel().tolist()
+            # (rows, then columns, by ``take``: cheaper than one broadcast fancy index)
+            succ_ids: list[int] = (
+                self.table.take(frontier, axis=0).take(reps, axis=1).ravel().tolist()
+            )
             met = [s for s in sorted(set(succ_ids)) if s not in seen]
             if not met:
                 return True
@@ -574,7 +577,7 @@ class LazyExpandedLexer:
         self, h: _LexerHelpers, batch: list[list[int]]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows (per byte class) of the lexer states with these sorted members, and their
-        split flags (``int64[len(batch), classes]``, ``bool[len(batch), classes]``, fresh
+        split flags (``int32[len(batch), classes]``, ``bool[len(batch), classes]``, fresh
         arrays): as :func:`build_expanded_lexer`'s batches (successors where one member
         lives on are that member, the rest determinized class by class)."""
         lens = [len(m) for m in batch]
@@ -613,12 +616,13 @@ class LazyExpandedLexer:
         self, h: _LexerHelpers, batch: list[list[int]]
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`), one array each
-        (``int64[classes]``, ``bool[classes]``; a one-member row's are views of
-        ``h.g_succ`` and ``h.g_split``, to be read before those change): the same rows, and the same new states numbered in the same order (row by row, classes
-        ascending), by loops over the members' per-class rows (as lists) instead of a dozen
-        numpy calls on tiny arrays, whose fixed cost was most of a one-state :meth:`ensure`
-        (a few members' rows are read one by one: a fancy index costs ~3 us, a row ~0.1).
-        O(members x byte classes) Python steps per row."""
+        (``int[classes]``, ``bool[classes]``; a one-member row's are views of ``h.g_succ``
+        and ``h.g_split``, to be read before those change): the same rows, and the same new
+        states numbered in the same order (row by row, classes ascending), by loops over the
+        members' per-class rows (as lists) instead of a dozen numpy calls on tiny arrays,
+        whose fixed cost was most of a one-state :meth:`ensure` (a few members' rows are read
+        one by one: a fancy index costs ~3 us, a row ~0.1).  O(members x byte classes)
+        Python steps per row."""
         if h.unfilled:
             for r in h.rows_of(batch):
                 self._plain_rows(h, r)  # (a no-op for a rule built already)
@@ -858,7 +862,8 @@ class _LexerHelpers:
         self.reps = np.asarray(self.first, dtype=np.int64)
         # the global rows on one column per byte class, a rule's written when a member of it
         # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
-        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
+        # (int32 as the lexer table: half the pages a rule's first meeting touches)
+        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int32)
         self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
         self.filled = np.zeros(n_rules, dtype=bool)
         #: the rules whose rows :meth:`rows` has not written yet (0 once all are: no look-up)
@@ -886,7 +891,7 @@ class _LexerHelpers:
         """Write every rule's :attr:`g_succ` and :attr:`g_split` rows from the global table
         and split flags of :func:`_global_rows` (one gather each: no Python work per rule).
         O(global states x byte classes)."""
-        self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
+        self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int32, copy=False)
         self.g_split = np.take(g_split, self.reps, axis=1)
         self.filled[:] = True
         self.unfilled = 0
@@ -908,7 +913,7 @@ class _LexerHelpers:
         for r in need.tolist():
             dfa = auto.dfas[r]
             off = self.offs[r]
-            t = np.take(dfa.table, reps, axis=1).astype(np.int64)
+            t = np.take(dfa.table, reps, axis=1).astype(np.int32, copy=False)
             dest = self.g_succ[off : off + t.shape[0]]
             np.add(t, off, out=dest)
             dest[t == DEAD] = 0
