@@ -398,19 +398,23 @@ class LazyExpandedLexer:
         last: list[int] = todo  # the rows built at the last level
         # the successors on one column per byte class (columns of a class are equal in
         # every row, built or not): the same states as on 256 columns, fewer to sort
-        reps = self.classes[1][None, :]
+        reps = self.classes[1]
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 return True
             # (a set, sorted: np.unique's order, without its fixed cost on a few rows)
-            succ_ids: list[int] = self.table[frontier[:, None], reps].ravel().tolist()
+            # (rows, then columns, by ``take``: cheaper than one broadcast fancy index)
+            succ_ids: list[int] = (
+                self.table.take(frontier, axis=0).take(reps, axis=1).ravel().tolist()
+            )
             met = [s for s in sorted(set(succ_ids)) if s not in seen]
             if not met:
                 return True
             seen.update(met)
             frontier = np.asarray(met, dtype=np.int64)  # built or not: walks go through both
-            build = frontier[~self.built[frontier]][:budget]
-            last = build.tolist()
+            # (a loop over the few states met: no mask, index and slice on tiny arrays)
+            built = self.built
+            last = [q for q in met if not built[q]][:budget]
             if last:
                 try:
                     self._build(last)
@@ -467,8 +471,8 @@ class LazyExpandedLexer:
             split = self.split
             built = self.built
             for s, row, sp in zip(todo, rows, splits, strict=True):
-                table[s] = np.array(row, dtype=np.int64).take(cmap)
-                split[s] = np.array(sp, dtype=np.bool_).take(cmap)
+                table[s] = row.take(cmap)
+                split[s] = sp.take(cmap)
                 built[s] = True
             return
         block, split_block = self._union_rows(h, batch)
@@ -502,7 +506,7 @@ class LazyExpandedLexer:
         zero_start = count is not None and count[0] == 0
         built = self.built[off : off + n]
         plain = h.plain_mask(r)
-        if plain is None and not built[1:].any():  # the whole rule, unbuilt: slices
+        if not built[1:].any():  # the whole rule, unbuilt: slices
             dest = self.table[off : off + n]
             np.take(shift, dfa.table, out=dest, mode="clip")
             dest[DEAD] = 0
@@ -510,7 +514,16 @@ class LazyExpandedLexer:
             sp[acc] = vec
             if zero_start:  # zero iterations: the call may return at once
                 sp[dfa.start] |= analysis.follow[r]
-            built[:] = True
+            if plain is None:
+                built[:] = True
+                return
+            # the states with calls stay unbuilt: their rows back to zeros (as they were:
+            # a global state's unbuilt row is never written), the same rows as by the
+            # gather below, without its temporaries (most of a rule's first meeting)
+            calls = ~plain
+            dest[calls] = 0
+            sp[calls] = False
+            built[:] = plain
             return
         todo = ~built if plain is None else plain & ~built
         qs = np.flatnonzero(todo)
@@ -564,7 +577,7 @@ class LazyExpandedLexer:
         self, h: _LexerHelpers, batch: list[list[int]]
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows (per byte class) of the lexer states with these sorted members, and their
-        split flags (``int64[len(batch), classes]``, ``bool[len(batch), classes]``, fresh
+        split flags (``int32[len(batch), classes]``, ``bool[len(batch), classes]``, fresh
         arrays): as :func:`build_expanded_lexer`'s batches (successors where one member
         lives on are that member, the rest determinized class by class)."""
         lens = [len(m) for m in batch]
@@ -601,25 +614,26 @@ class LazyExpandedLexer:
 
     def _union_rows_small(
         self, h: _LexerHelpers, batch: list[list[int]]
-    ) -> tuple[list[list[int]], list[list[bool]]]:
-        """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`), as lists: the
-        same rows, and the same new states numbered in the same order (row by row, classes
-        ascending), by loops over the members' per-class rows (as lists) instead of a dozen
-        numpy calls on tiny arrays, whose fixed cost was most of a one-state :meth:`ensure`
-        (a few members' rows are read one by one: a fancy index costs ~3 us, a row ~0.1).
-        O(members x byte classes) Python steps per row."""
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`), one array each
+        (``int[classes]``, ``bool[classes]``; a one-member row's are views of ``h.g_succ``
+        and ``h.g_split``, to be read before those change): the same rows, and the same new
+        states numbered in the same order (row by row, classes ascending), by loops over the
+        members' per-class rows (as lists) instead of a dozen numpy calls on tiny arrays,
+        whose fixed cost was most of a one-state :meth:`ensure` (a few members' rows are read
+        one by one: a fancy index costs ~3 us, a row ~0.1).  O(members x byte classes)
+        Python steps per row."""
         if h.unfilled:
-            flat = np.fromiter(chain.from_iterable(batch), dtype=np.int64)
-            for r in h.rows(flat):
+            for r in h.rows_of(batch):
                 self._plain_rows(h, r)  # (a no-op for a rule built already)
         g_succ = h.g_succ
         g_split = h.g_split
-        rows: list[list[int]] = []
-        splits: list[list[bool]] = []
+        rows: list[np.ndarray] = []
+        splits: list[np.ndarray] = []
         for members in batch:
-            if len(members) == 1:
-                rows.append(g_succ[members[0]].tolist())
-                splits.append(g_split[members[0]].tolist())
+            if len(members) == 1:  # (its rule's row as it is: no round trip through a list)
+                rows.append(g_succ[members[0]])
+                splits.append(g_split[members[0]])
                 continue
             succ: list[list[int]]
             if len(members) <= _SCALAR_ROWS:
@@ -648,8 +662,8 @@ class LazyExpandedLexer:
                         flag = True
                         break
                 sp.append(flag)
-            rows.append(row)
-            splits.append(sp)
+            rows.append(np.array(row, dtype=np.int64))
+            splits.append(np.array(sp, dtype=np.bool_))
         return rows, splits
 
     def nbytes(self) -> int:
@@ -848,7 +862,8 @@ class _LexerHelpers:
         self.reps = np.asarray(self.first, dtype=np.int64)
         # the global rows on one column per byte class, a rule's written when a member of it
         # is first determinized (:meth:`rows`; zeros, untouched pages, until then)
-        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int64)
+        # (int32 as the lexer table: half the pages a rule's first meeting touches)
+        self.g_succ = np.zeros((n_global, self.reps.size), dtype=np.int32)
         self.g_split = np.zeros((n_global, self.reps.size), dtype=bool)
         self.filled = np.zeros(n_rules, dtype=bool)
         #: the rules whose rows :meth:`rows` has not written yet (0 once all are: no look-up)
@@ -876,7 +891,7 @@ class _LexerHelpers:
         """Write every rule's :attr:`g_succ` and :attr:`g_split` rows from the global table
         and split flags of :func:`_global_rows` (one gather each: no Python work per rule).
         O(global states x byte classes)."""
-        self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int64)
+        self.g_succ = np.take(g_table, self.reps, axis=1).astype(np.int32, copy=False)
         self.g_split = np.take(g_split, self.reps, axis=1)
         self.filled[:] = True
         self.unfilled = 0
@@ -898,7 +913,7 @@ class _LexerHelpers:
         for r in need.tolist():
             dfa = auto.dfas[r]
             off = self.offs[r]
-            t = np.take(dfa.table, reps, axis=1).astype(np.int64)
+            t = np.take(dfa.table, reps, axis=1).astype(np.int32, copy=False)
             dest = self.g_succ[off : off + t.shape[0]]
             np.add(t, off, out=dest)
             dest[t == DEAD] = 0
@@ -914,6 +929,27 @@ class _LexerHelpers:
         done: list[int] = need.tolist()
         self.unfilled -= len(done)
         return done
+
+    def rows_of(self, batch: list[list[int]]) -> list[int]:
+        """:meth:`rows` for the members of a few rows (lists of global states): the same
+        rules written and returned (ascending), found by bisection on :attr:`offs` and
+        looked up in :attr:`filled` one by one instead of numpy calls on a tiny array (whose
+        fixed cost was a good part of a one-row :meth:`LazyExpandedLexer.ensure`).  O(members
+        x log rules) plus :meth:`rows`' writes for the rules found."""
+        if not self.unfilled:
+            return []
+        offs = self.offs
+        filled = self.filled
+        need: set[int] = set()
+        for members in batch:
+            for g in members:
+                r = bisect_right(offs, g) - 1
+                if not filled[r]:
+                    need.add(r)
+        if not need:
+            return []
+        # (each rule by its dead state's global id: :meth:`rows` maps it back to the rule)
+        return self.rows(np.asarray([offs[r] for r in sorted(need)], dtype=np.int64))
 
     def plain_mask(self, r: int) -> np.ndarray | None:
         """Per state of rule ``r``: it has no calls (its own closure; the dead state
