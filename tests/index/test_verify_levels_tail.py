@@ -3,14 +3,14 @@
 ``cfg_program._verify_by_levels`` orders the candidates longest first (those with a byte at
 position ``k`` are a prefix of that order; a rejected one keeps the id -1, which indexes the
 last, all-dead row of a level's tables), reads their bytes from the trie's strings laid end to
-end (``_trie_bytes``) or from a join of its own, and finishes the last ``_LEVEL_TAIL``
-candidates byte by byte (reading the step memo first).  Its verdicts must be those of
-``_verify_in_order`` (token by token, itself checked against ``step_bytes``) and of stepping
-each candidate's bytes, with every tail size (0: numpy to the end; a huge one: all in Python),
-with and without the trie bytes and the memo, on large candidate sets (real candidates plus
-random strings of the Llama-3 vocabulary: long ones, dead ones, shared prefixes) of states
-along documents of the builtin JSON grammar and of a counted schema (capped states, checked
-with ``step_capped`` as the masks check them).
+end (``TokenTrie.strings_end_to_end``) or from a join of its own, and finishes the last
+``_LEVEL_TAIL`` candidates byte by byte (reading the step memo first). Its verdicts must be
+those of ``_verify_in_order`` (token by token, itself checked against ``step_bytes``) and of
+stepping each candidate's bytes, with every tail size (0: numpy to the end; a huge one: all in
+Python), with and without the trie bytes and the memo, on large candidate sets (real candidates
+plus random strings of the Llama-3 vocabulary: long ones, dead ones, shared prefixes) of states
+along documents of the builtin JSON grammar and of a counted schema (capped states, checked with
+``step_capped`` as the masks check them).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def _check(program: Any, state: Any, rng: random.Random, oracle: bool) -> int:
         assert want.tolist() == [
             i for i in cands.tolist() if not pda.step_bytes(state, trie.strings[i]).is_dead
         ]
-    flat = cfg_program._trie_bytes(program.context, trie)
+    flat = trie.strings_end_to_end()
     shuffled = cands.copy()
     np.random.default_rng(rng.randrange(1 << 30)).shuffle(shuffled)
     for tail in (0, 1, 24, 10**9):
@@ -86,14 +86,15 @@ def _check(program: Any, state: Any, rng: random.Random, oracle: bool) -> int:
 
 def test_trie_bytes_are_the_strings(vocab: Vocabulary) -> None:
     program: Any = GrammarCompiler(vocab, cache_size=0).compile_builtin_json_grammar().program
-    buf, offsets = cfg_program._trie_bytes(program.context, vocab.trie)
+    assert program is not None
+    buf, offsets = vocab.trie.strings_end_to_end()
     strings = vocab.trie.strings
     assert offsets.size == len(strings) + 1
     assert int(offsets[-1]) == buf.size
     for i in [*random.Random(0).sample(range(len(strings)), 3000), 0, len(strings) - 1]:
         assert buf[offsets[i] : offsets[i + 1]].tobytes() == strings[i]
-    again = cfg_program._trie_bytes(program.context, vocab.trie)
-    assert again[0] is buf  # kept in the context
+    again = vocab.trie.strings_end_to_end()
+    assert again[0] is buf  # kept by the trie
 
 
 def test_levels_match_in_order_on_json(vocab: Vocabulary) -> None:
@@ -129,14 +130,21 @@ def test_levels_match_in_order_on_counted_states(vocab: Vocabulary) -> None:
     assert matcher.accept_bytes(text)
 
 
-def test_no_trie_bytes_where_the_context_cannot_keep_them(vocab: Vocabulary) -> None:
-    from formcast.index.context import TokenIndexContext
+def test_trie_bytes_survive_a_full_shared_cache(vocab: Vocabulary) -> None:
+    """The strings end to end belong to the trie (per vocabulary), not to an evictable slot
+    of the context: a grammar compiled after the context's shared caches filled and evicted
+    finds the same arrays (when they were a context slot, an eviction made the next compile
+    or large check rebuild them, ~5 ms inside a TTFM or a mask)."""
     from formcast.limits import CacheLimits
 
-    small = TokenIndexContext(vocab.fingerprint, CacheLimits(shared_cache_bytes=1 << 20))
-    assert cfg_program._trie_bytes(small, vocab.trie) is None
-    assert not small.cache(cfg_program.TRIE_BYTES).items()
-    roomy = TokenIndexContext(vocab.fingerprint, CacheLimits())
-    got = cfg_program._trie_bytes(roomy, vocab.trie)
-    assert got is not None
-    assert cfg_program._trie_bytes(roomy, vocab.trie) is got
+    first = vocab.trie.strings_end_to_end()
+    tiny = CacheLimits(shared_cache_bytes=1 << 16)
+    compiler = GrammarCompiler(vocab, cache_size=0, cache_limits=tiny)
+    for n in range(3):
+        g = compiler.compile_json_schema(
+            {"type": "array", "items": {"type": "string"}, "maxItems": n + 2}
+        )
+        GrammarMatcher(g).allowed_token_ids()
+    again = vocab.trie.strings_end_to_end()
+    assert again[0] is first[0]
+    assert again[1] is first[1]

@@ -1737,9 +1737,9 @@ class CfgProgram:
         # token + 1; stack tops of counted rules are classified on window automata
         self._counted = _CountedClassifier(auto, vocab, self._cap, context)
         # the trie's strings end to end (the large candidate checks' bytes): per vocabulary,
-        # made by its first grammar (~5 ms, as the trie's other per-vocabulary tables) rather
-        # than inside some mask; a look-up after that
-        _trie_bytes(context, vocab.trie)
+        # kept by the trie, made by its first grammar (~5 ms, as the trie's other
+        # per-vocabulary tables) rather than inside some mask; an attribute read after that
+        vocab.trie.strings_end_to_end()
         self._masks: LruCache[ParserState, np.ndarray] = LruCache(
             mask_cache_size,
             max_weight=cache_limits.mask_cache_bytes,
@@ -1926,8 +1926,9 @@ class CfgProgram:
             if groups is not None:
                 ok, err = _verify_looped(step, state, groups, pda.step_memo)
             elif cands.size >= _LEVEL_VERIFY_MIN:
-                flat = _trie_bytes(self.context, trie)
-                ok, err = _verify_by_levels(step, state, trie, cands, flat, pda.step_memo)
+                ok, err = _verify_by_levels(
+                    step, state, trie, cands, trie.strings_end_to_end(), pda.step_memo
+                )
             else:  # the parser's step memo read first (see the function)
                 ok, err = _verify_in_order(step, state, trie, cands, pda.step_memo)
             if err is not None:
@@ -2209,43 +2210,9 @@ def _prefix_end(prefix: bytes) -> bytes:
 
 
 #: a vocabulary trie's distinct strings laid end to end: the bytes (``uint8``) and each
-#: string's offset in them (``int64``, one more than the strings: the end of the last)
+#: string's offset in them (``int64``, one more than the strings: the end of the last), as
+#: :meth:`~formcast.vocab.trie.TokenTrie.strings_end_to_end` gives them
 _TrieBytes = tuple[np.ndarray, np.ndarray]
-#: the trie strings of a vocabulary laid end to end (:func:`_trie_bytes`; one entry per
-#: vocabulary context, put by its first user, not rebuilt for a loaded grammar: a manifest
-#: does not name it)
-TRIE_BYTES: ContextSlot[None, _TrieBytes] = ContextSlot(
-    "cfg_trie_bytes",
-    max_entries=1,
-    weight=lambda t: t[0].nbytes + t[1].nbytes + CACHE_ENTRY_BYTES,
-)
-
-
-def _trie_bytes(context: TokenIndexContext, trie: TokenTrie) -> _TrieBytes | None:
-    """``trie``'s strings (in string order) end to end, and their offsets: what
-    :func:`_verify_by_levels` reads a candidate's byte at a position from (a gather, where a
-    join of the candidates' strings cost ~0.15 us each: 5 ms for 35,000 candidates).  Made
-    by the first grammar of a vocabulary context (or on first use: a loaded grammar's);
-    O(total bytes): ~0.8 MB and 1 MB of offsets for 128,000 strings, ~5 ms.  Kept in its
-    :data:`TRIE_BYTES` slot, read only.  None where the context's ``shared_cache_bytes`` may
-    be too small to keep it (a bound on its weight, not its weight: nothing is made for it),
-    so that no compile and no check makes it again and again."""
-    cache = context.cache(TRIE_BYTES)
-    _, got = cache.get(None)
-    if got is not None:
-        return got
-    n = len(trie.strings)
-    if trie.max_len * n + 8 * (n + 1) + CACHE_ENTRY_BYTES > context.limits.shared_cache_bytes:
-        return None
-    buf = np.frombuffer(b"".join(trie.strings), dtype=np.uint8)
-    offsets = np.zeros(len(trie.strings) + 1, dtype=np.int64)
-    np.cumsum(trie.lengths, out=offsets[1:])
-    offsets.setflags(write=False)
-    made = (buf, offsets)
-    cache.put(None, made)
-    return made
-
-
 #: :func:`_verify_by_levels` finishes in Python (each candidate alive stepped byte by byte,
 #: the steps read from the memo) once at most this many candidates are left: below it a
 #: level's ~10 numpy calls cost more than the candidates' remaining bytes
@@ -2272,11 +2239,11 @@ def _verify_by_levels(
     The candidates are ordered longest first, so those with a byte at position ``k`` are a
     prefix of that order (no compaction per level; a dead candidate keeps the id -1, which
     indexes the last, all-dead row of a level's tables, and no pair of it is stepped).
-    ``flat``: :func:`_trie_bytes` of the trie (None: the candidates' strings are joined
-    here).  Once at most :data:`_LEVEL_TAIL` candidates are left, the live ones finish byte
-    by byte (``memo``: the step's memo, read first, as in :func:`_verify_strings`).  Cost:
-    a few numpy passes over the candidates with a byte at each position plus one step per
-    distinct pair; nothing kept.
+    ``flat``: the trie's :meth:`~formcast.vocab.trie.TokenTrie.strings_end_to_end` (None:
+    the candidates' strings are joined here).  Once at most :data:`_LEVEL_TAIL` candidates
+    are left, the live ones finish byte by byte (``memo``: the step's memo, read first, as
+    in :func:`_verify_strings`).  Cost: a few numpy passes over the candidates with a byte
+    at each position plus one step per distinct pair; nothing kept.
     """
     n = int(cands.size)
     lengths = trie.lengths[cands]

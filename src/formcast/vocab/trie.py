@@ -92,6 +92,8 @@ class TokenTrie:
         self._flat: _FlatNodes | None = None
         # the subtree memo of the compiled walks (see _subtree_memo)
         self._memo: _SubtreeMemo | None = None
+        # the strings laid end to end (see strings_end_to_end)
+        self._joined: tuple[np.ndarray, np.ndarray] | None = None
         # class tries by class map (LRU; see _classes_of)
         self._class_tries: LruCache[bytes, _ClassTrie] = LruCache(_CLASS_TRIES_KEPT)
         if tokens is None:  # a trie of plain strings: see _of_strings
@@ -125,7 +127,24 @@ class TokenTrie:
         lengths = np.fromiter(map(len, strings), dtype=np.int32, count=len(strings))
         self.lengths = lengths
         self.max_len = int(lengths.max()) if strings else 0
+        self._joined = None
         self._build_levels(strings, lengths)
+
+    def strings_end_to_end(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`strings` laid end to end, and where each starts: the bytes (``uint8``) and
+        ``num_strings + 1`` offsets (``int64``; the last is the end of the last string), both
+        read only -- what a check of many candidates at once reads a candidate's byte at a
+        position from (one gather, where joining 35,000 candidates' strings costs ~5 ms).
+        Per vocabulary (the trie's lifetime): made on first use, O(total bytes) (~5 ms and
+        ~1.8 MB on Llama-3), then kept with the trie; a race makes it twice, equal."""
+        got = self._joined
+        if got is None:
+            buf = np.frombuffer(b"".join(self.strings), dtype=np.uint8)
+            offsets = np.zeros(self.num_strings + 1, dtype=np.int64)
+            np.cumsum(self.lengths, out=offsets[1:])
+            offsets.setflags(write=False)
+            got = self._joined = (buf, offsets)
+        return got
 
     @classmethod
     def _of_strings(cls, strings: list[bytes]) -> TokenTrie:
