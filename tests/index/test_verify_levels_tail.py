@@ -3,11 +3,11 @@
 ``cfg_program._verify_by_levels`` orders the candidates longest first (those with a byte at
 position ``k`` are a prefix of that order; a rejected one keeps the id -1, which indexes the
 last, all-dead row of a level's tables), reads their bytes from the trie's strings laid end to
-end (``TokenTrie.strings_end_to_end``) or from a join of its own, and finishes the last
+end (``TokenTrie.strings_end_to_end``), and finishes the last
 ``_LEVEL_TAIL`` candidates byte by byte (reading the step memo first). Its verdicts must be
 those of ``_verify_in_order`` (token by token, itself checked against ``step_bytes``) and of
 stepping each candidate's bytes, with every tail size (0: numpy to the end; a huge one: all in
-Python), with and without the trie bytes and the memo, on large candidate sets (real candidates
+Python), with and without the memo, on large candidate sets (real candidates
 plus random strings of the Llama-3 vocabulary: long ones, dead ones, shared prefixes) of states
 along documents of the builtin JSON grammar and of a counted schema (capped states, checked with
 ``step_capped`` as the masks check them).
@@ -77,9 +77,9 @@ def _check(program: Any, state: Any, rng: random.Random, oracle: bool) -> int:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(cfg_program, "_LEVEL_TAIL", tail)
             for given in (cands, shuffled):
-                for f, memo in ((flat, pda.step_memo), (None, None), (flat, None)):
-                    got, err = cfg_program._verify_by_levels(step, state, trie, given, f, memo)
-                    assert sorted(got.tolist()) == want.tolist(), (tail, f is None, memo)
+                for memo in (pda.step_memo, None):
+                    got, err = cfg_program._verify_by_levels(step, state, trie, given, flat, memo)
+                    assert sorted(got.tolist()) == want.tolist(), (tail, memo)
                     assert err == err0
     return int(want.size)
 

@@ -2224,7 +2224,7 @@ def _verify_by_levels(
     state: ParserState,
     trie: TokenTrie,
     cands: np.ndarray,
-    flat: _TrieBytes | None = None,
+    flat: _TrieBytes,
     memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
 ) -> tuple[np.ndarray, str | None]:
     """:func:`_verify_in_order`'s answer, stepping the candidates one byte position at a time
@@ -2239,26 +2239,19 @@ def _verify_by_levels(
     The candidates are ordered longest first, so those with a byte at position ``k`` are a
     prefix of that order (no compaction per level; a dead candidate keeps the id -1, which
     indexes the last, all-dead row of a level's tables, and no pair of it is stepped).
-    ``flat``: the trie's :meth:`~formcast.vocab.trie.TokenTrie.strings_end_to_end` (None:
-    the candidates' strings are joined here).  Once at most :data:`_LEVEL_TAIL` candidates
-    are left, the live ones finish byte by byte (``memo``: the step's memo, read first, as
-    in :func:`_verify_strings`).  Cost: a few numpy passes over the candidates with a byte
-    at each position plus one step per distinct pair; nothing kept.
+    ``flat``: the trie's :meth:`~formcast.vocab.trie.TokenTrie.strings_end_to_end`.  Once
+    at most :data:`_LEVEL_TAIL` candidates are left, the live ones finish byte by byte
+    (``memo``: the step's memo, read first, as in :func:`_verify_strings`).  Cost: a few
+    numpy passes over the candidates with a byte at each position plus one step per
+    distinct pair; nothing kept.
     """
     n = int(cands.size)
     lengths = trie.lengths[cands]
     # longest first (a stable radix sort of the byte lengths: tokens are short)
     order = np.argsort(np.uint8(255) - np.minimum(lengths, 255).astype(np.uint8), kind="stable")
     lengths = lengths[order].astype(np.int64)
-    if flat is None:
-        strings = trie.strings
-        joined = b"".join([strings[i] for i in cands[order].tolist()])
-        buf = np.frombuffer(joined, dtype=np.uint8)
-        pos = np.zeros(n, dtype=np.int64)
-        np.cumsum(lengths[:-1], out=pos[1:])
-    else:
-        buf, offsets = flat
-        pos = offsets[cands[order]]
+    buf, offsets = flat
+    pos = offsets[cands[order]]
     # per candidate: its state's number among this position's states (-1: rejected)
     sid = np.zeros(n, dtype=np.int64)
     states: list[ParserState] = [state]
