@@ -1672,11 +1672,11 @@ class CfgProgram:
     _persist_fields: ClassVar[tuple[str, ...]] = (
         "auto", "vocab", "cache_limits", "_cap", "pda", "lexer", "_positions", "_counted",
         "_masks", "_steps", "_stop_words", "_limit_errors", "candidates_checked",
-        "mask_computations", "_context", "_loops",
+        "mask_computations", "_context", "_loops", "_orders",
     )  # fmt: skip
     #: the context is the process's (found again through the registry after a load); the
     #: looped candidate groups are remade by the masks that need them
-    _serialize_omit = frozenset({"_context", "_loops"})
+    _serialize_omit = frozenset({"_context", "_loops", "_orders"})
     _persist_lazy: ClassVar[dict[str, tuple[str, ...]]] = {
         "lexer": (),
         "_positions": ("__len__", "cache_bytes", "table_bytes"),
@@ -1755,6 +1755,19 @@ class CfgProgram:
         # per single stack top: its candidates grouped by their bytes after the top's DFA
         # self-loop (see _looped_groups); None after a load (remade on use)
         self._loops: dict[tuple[int, int], _LoopGroups | int] | None = {}
+        # per candidate set checked token by token: its sorted order and the prefixes its
+        # strings share (see _verify_in_order); None after a load (remade on use)
+        self._orders: LruCache[bytes, _CheckOrder] | None = self._order_cache()
+
+    def _order_cache(self) -> LruCache[bytes, _CheckOrder]:
+        """The candidate sets' kept orders of :func:`_verify_in_order` (empty): at most
+        :data:`_ORDER_SETS` sets and ``1 / _ORDER_SHARE`` of the mask cache's bytes, each
+        weighed by :func:`_check_order_bytes`."""
+        return LruCache(
+            _ORDER_SETS,
+            max_weight=self.cache_limits.mask_cache_bytes // _ORDER_SHARE,
+            weight=_check_order_bytes,
+        )
 
     @property
     def context(self) -> TokenIndexContext:
@@ -1870,8 +1883,10 @@ class CfgProgram:
         """Bytes held by this grammar's run-time caches (masks, position classifications,
         token steps, parser caches), by formcast's accounting (see
         :class:`~formcast.limits.CacheLimits`)."""
+        orders = self._orders
         return (
             self._masks.total_weight
+            + (0 if orders is None else orders.total_weight)
             + self._positions.cache_bytes()
             + len(self._steps) * CACHE_ENTRY_BYTES
             + self.pda.cache_entries() * _PARSER_ENTRY_BYTES
@@ -1930,7 +1945,12 @@ class CfgProgram:
                     step, state, trie, cands, trie.strings_end_to_end(), pda.step_memo
                 )
             else:  # the parser's step memo read first (see the function)
-                ok, err = _verify_in_order(step, state, trie, cands, pda.step_memo)
+                kept = self._orders
+                if kept is None and _KEEP_ORDERS:
+                    kept = self._orders = self._order_cache()
+                ok, err = _verify_in_order(
+                    step, state, trie, cands, pda.step_memo, kept if _KEEP_ORDERS else None
+                )
             if err is not None:
                 self._limit_errors[state] = err
             trie.set_string_bits(words, ok)
@@ -1990,7 +2010,7 @@ class CfgProgram:
             loops[top] = 0
             return None
         keys = sorted(by)
-        groups = loops[top] = (keys, [by[k] for k in keys], cands.tobytes())
+        groups = loops[top] = (keys, [by[k] for k in keys], cands.tobytes(), _Prefixes(len(keys)))
         return groups
 
 
@@ -2093,10 +2113,48 @@ def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
     return None
 
 
+class _Prefixes:
+    """What the checks of one list of sorted distinct strings (a candidate set's, a stack
+    top's loop groups') keep between calls of :func:`_verify_strings`: per string, the
+    length of the prefix it shares with the string before it (-1 until measured) and, once
+    every one is measured (from the set's second check on), the strings past those
+    prefixes.  Mutated by the checks in place: concurrent writes store equal values."""
+
+    __slots__ = ("checks", "shared", "suffixes")
+
+    def __init__(self, count: int) -> None:
+        self.shared: list[int] = [-1] * count
+        self.suffixes: list[bytes] | None = None
+        self.checks = 0
+
+
 #: a single top's candidates grouped by their bytes after the top's self-loop: the distinct
 #: byte strings (sorted), the candidates (string indices) of each, and the candidates they
-#: were made from (their array's bytes; see :meth:`CfgProgram._looped_groups`)
-_LoopGroups = tuple[list[bytes], list[list[int]], bytes]
+#: were made from (their array's bytes; see :meth:`CfgProgram._looped_groups`), and what
+#: the checks of the strings keep (:class:`_Prefixes`)
+_LoopGroups = tuple[list[bytes], list[list[int]], bytes, _Prefixes]
+
+
+#: a candidate set checked token by token, kept by its array's bytes (see
+#: :func:`_verify_in_order`): the candidates in string order, their strings, and what its
+#: checks keep (:class:`_Prefixes`)
+_CheckOrder = tuple[list[int], list[bytes], _Prefixes]
+#: an internal switch: the checks keep what they measured of a candidate set (its order, its
+#: strings' shared prefixes and suffixes: :class:`_Prefixes`) for its next check; off, every
+#: check measures them again (the build before; the differential test compares both)
+_KEEP_ORDERS = True
+#: candidate sets whose orders a program keeps, at most, and the share of its mask cache's
+#: bytes they may take (1/16: 8 MiB by default, ~100k candidates)
+_ORDER_SETS = 4_096
+_ORDER_SHARE = 16
+
+
+def _check_order_bytes(order: _CheckOrder) -> int:
+    """The weight of a kept candidate order: its lists (~64 bytes a candidate with their int
+    objects, ~64 more with its suffix; the strings are the trie's) and an entry."""
+    return 128 * len(order[0]) + CACHE_ENTRY_BYTES
+
+
 #: tops whose groups are kept, at most (a few per grammar: the string tops)
 _LOOP_GROUPS_MAX = 256
 
@@ -2109,8 +2167,8 @@ def _verify_looped(
 ) -> tuple[np.ndarray, str | None]:
     """:func:`_verify_in_order`'s answer from the groups of :meth:`CfgProgram._looped_groups`:
     each distinct byte string checked once, its group accepted with it."""
-    keys, members, _ = groups
-    oks, err = _verify_strings(step, state, keys, memo)
+    keys, members, _, prefixes = groups
+    oks, err = _verify_strings(step, state, keys, memo, prefixes if _KEEP_ORDERS else None)
     ok = [i for k in oks for i in members[k]]
     return np.asarray(ok, dtype=np.int64), err
 
@@ -2121,6 +2179,7 @@ def _verify_in_order(
     trie: TokenTrie,
     cands: np.ndarray,
     memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
+    kept: LruCache[bytes, _CheckOrder] | None = None,
 ) -> tuple[np.ndarray, str | None]:
     """The candidates (string indices) whose bytes the parser accepts from ``state``, and the
     error of a parser limit some step hit (else None).
@@ -2134,13 +2193,24 @@ def _verify_in_order(
     ``memo``: the parser's step memo (``(state, byte) -> state``, what ``step`` returns for
     a key it holds), read first: most steps of a warm mask are memoized, and a dictionary
     look-up is a third of a ``step`` call (asked for again after each ``step``, which may
-    replace it).  Nothing kept.
+    replace it).  ``kept``: the orders of candidate sets met before (a program's, by the
+    array's bytes): a set checked again (a stack top's candidates on another stack, the
+    most frequent warm check) reuses its order, strings and the shared prefixes the checks
+    before measured (:func:`_verify_strings`), so it costs its steps' look-ups; a new set's
+    order is put there.  Nothing else kept.
     """
-    strings = trie.strings
-    # in string order (a classification's candidates with its exit-split ones appended are
-    # not): what the prefix sharing and the skip need (timsort: O(n) on sorted input)
-    order = sorted(cands.tolist())
-    oks, err = _verify_strings(step, state, [strings[i] for i in order], memo)
+    key = cands.tobytes() if kept is not None else b""
+    got = None if kept is None else kept.get(key)[1]
+    if got is None:
+        strings = trie.strings
+        # in string order (a classification's candidates with its exit-split ones appended
+        # are not): what the prefix sharing and the skip need (timsort: O(n) on sorted input)
+        order = sorted(cands.tolist())
+        got = (order, [strings[i] for i in order], _Prefixes(len(order)))
+        if kept is not None:
+            kept.put(key, got)
+    order, data_of, prefixes = got
+    oks, err = _verify_strings(step, state, data_of, memo, prefixes if kept is not None else None)
     return np.asarray([order[k] for k in oks], dtype=np.int64), err
 
 
@@ -2149,34 +2219,59 @@ def _verify_strings(
     state: ParserState,
     data_of: list[bytes],
     memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
+    kept: _Prefixes | None = None,
 ) -> tuple[list[int], str | None]:
-    """The positions in ``data_of`` (byte strings in sorted order) of the strings the parser
-    accepts from ``state``, and the error of a parser limit (see :func:`_verify_in_order`)."""
+    """The positions in ``data_of`` (distinct byte strings in sorted order) of the strings
+    the parser accepts from ``state``, and the error of a parser limit (see
+    :func:`_verify_in_order`).
+
+    Each string resumes from the state after the prefix it shares with the string walked
+    before it, as far as that walk went.  ``kept`` (:class:`_Prefixes`, kept with
+    ``data_of`` by the caller, filled in place): per string, the length of the prefix it
+    shares with the string just before it in ``data_of``, -1 where no check measured it
+    yet (a check measures those of the strings it walks, a byte compare each; the set's
+    second check measures the rest and cuts the strings past them, so from its third a
+    check costs its steps' look-ups: :func:`_verify_suffixes`).  With them a string whose
+    shared prefix is at least the path's length shares the prefix that killed the last
+    walk (the strings between share it too: each of them was skipped so): rejected, as
+    the skip by binary search (the strings after a death that start with its dead
+    prefix, where their shares are not known) rejects it.  Either way the steps taken,
+    and so the verdicts and the error, are the same."""
+    shared: list[int] | None = None
+    if kept is not None:
+        if kept.suffixes is not None:
+            return _verify_suffixes(step, state, kept.shared, kept.suffixes, memo)
+        shared = kept.shared
+        kept.checks += 1
     ok: list[int] = []
     err: str | None = None
-    prev = b""
-    path = [state]  # path[i]: the state after prev[:i] (alive)
+    path = [state]  # path[i]: the state after i bytes of the last string walked (alive)
     get = _no_memo if memo is None else memo().get
     n = len(data_of)
     i = 0
     while i < n:
         data = data_of[i]
+        k = -1 if shared is None else shared[i]
+        if k < 0:  # the prefix shared with the string before (measured, kept)
+            k = 0
+            if i:
+                prev = data_of[i - 1]
+                limit = len(data)
+                if limit > len(prev):
+                    limit = len(prev)
+                while k < limit and data[k] == prev[k]:
+                    k += 1
+            if shared is not None:
+                shared[i] = k
         i += 1
-        # resume after the prefix shared with the previous string, as far as its walk went
-        # (the walk's start where it went nowhere; the path cut only where it went further)
-        m = len(path) - 1
-        k = 0
-        if m:
-            limit = len(data)
-            if limit > m:
-                limit = m
-            while k < limit and data[k] == prev[k]:
-                k += 1
-            if k < m:
-                del path[k + 1 :]
-            st = path[k]
-        else:
-            st = state
+        # resume after the prefix shared with the last string walked, as far as its walk
+        # went: a string sharing more than the path (its dead prefix) is rejected
+        m = len(path)
+        if k >= m:
+            continue
+        if k + 1 < m:
+            del path[k + 1 :]
+        st = path[k]
         for b in data[k:] if k else data:
             nxt = get((st, b))
             if nxt is None:
@@ -2187,15 +2282,69 @@ def _verify_strings(
             if st.dead:
                 if st.error:
                     err = st.error
-                # the run of candidates after it that start with the dead prefix
-                dead = data[: len(path)]
-                if i < n and data_of[i].startswith(dead):
-                    i = bisect_left(data_of, _prefix_end(dead), i, n)
+                # the run of candidates after it that start with the dead prefix (where
+                # their shared prefixes are known, each is rejected by them instead)
+                if i < n and (shared is None or shared[i] < 0):
+                    dead = data[: len(path)]
+                    if data_of[i].startswith(dead):
+                        i = bisect_left(data_of, _prefix_end(dead), i, n)
                 break
             path.append(st)
         else:
             ok.append(i - 1)
-        prev = data
+    if kept is not None and shared is not None and kept.checks > 1:
+        # the set's second check: the shares not measured yet, and the suffixes
+        for j in range(1, n):
+            if shared[j] < 0:
+                data, prev = data_of[j], data_of[j - 1]
+                limit = min(len(data), len(prev))
+                k = 0
+                while k < limit and data[k] == prev[k]:
+                    k += 1
+                shared[j] = k
+        shared[0] = 0
+        kept.suffixes = [d[k:] if k else d for d, k in zip(data_of, shared)]
+    return ok, err
+
+
+def _verify_suffixes(
+    step: Callable[[ParserState, int], ParserState],
+    state: ParserState,
+    shared: list[int],
+    suffixes: list[bytes],
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None,
+) -> tuple[list[int], str | None]:
+    """:func:`_verify_strings` where every string's shared prefix is known (``shared``) and
+    its bytes past it are ``suffixes``: the same steps, without the byte compares, slices
+    and binary searches (a string sharing the dead prefix of the last walk is rejected
+    by its shared length alone).  Nothing kept."""
+    ok: list[int] = []
+    err: str | None = None
+    path = [state]  # path[i]: the state after i bytes of the last string walked (alive)
+    get = _no_memo if memo is None else memo().get
+    i = -1
+    for k, data in zip(shared, suffixes):
+        i += 1
+        m = len(path)
+        if k >= m:
+            continue
+        if k + 1 < m:
+            del path[k + 1 :]
+        st = path[k]
+        for b in data:
+            nxt = get((st, b))
+            if nxt is None:
+                nxt = step(st, b)
+                if memo is not None:
+                    get = memo().get
+            if nxt.dead:
+                if nxt.error:
+                    err = nxt.error
+                break
+            path.append(nxt)
+            st = nxt
+        else:
+            ok.append(i)
     return ok, err
 
 
