@@ -22,7 +22,7 @@ per-mask minimum over the rounds (the masks are the same sequence in both), the 
 median per-schema ratio new/base.  A mask that differs between the variants is an error.
 Usage::
 
-    PYTHONPATH=/tmp/fc-verdict36 python benchmarks/verdict36_checks_ab.py --sample 100 --seed 3
+    PYTHONPATH=/tmp/fc-verdict36 python benchmarks/kept_orders_ab.py --sample 100 --seed 3
 """
 
 from __future__ import annotations

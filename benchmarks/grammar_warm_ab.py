@@ -9,7 +9,7 @@ grammar_bench's warm run.  Reported per setting: the warm p99 / max / sum of the
 minimum over the rounds (the same masks in the same order), and the per-round p99s; masks
 that differ between the settings are an error.  Usage::
 
-    PYTHONPATH=/tmp/fc-verdict36 python benchmarks/verdict36_warm_ab.py --rounds 4 json json_gbnf
+    PYTHONPATH=/tmp/fc-verdict36 python benchmarks/grammar_warm_ab.py --rounds 4 json json_gbnf
 """
 
 from __future__ import annotations
