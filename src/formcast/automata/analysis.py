@@ -146,8 +146,10 @@ class GrammarAnalysis:
         dfas = auto.dfas
         refs = auto.refs
         # the bytes each rule's start (resp. each call site's return state) moves on
+        # (``np.array`` of the rows: one C call, where ``np.stack``'s Python-level checks cost
+        # ~10 us; the same int[rules, 256] table)
         first_moves = _row_bits(
-            np.stack([d.table[d.start] for d in dfas]) if n_rules else np.zeros((0, 256))
+            np.array([d.table[d.start] for d in dfas]) if n_rules else np.zeros((0, 256))
         )
         first = [0] * n_rules
         changed = True
