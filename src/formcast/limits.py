@@ -26,6 +26,7 @@ __all__ = [
     "CacheLimits",
     "CachedWork",
     "CompileLimits",
+    "HashedKey",
     "ParserLimits",
     "WorkBudget",
     "cached_work",
@@ -380,6 +381,48 @@ class CachedWork(Generic[_T]):
     value: _T
     own: int
     children: tuple[CachedWork[Any], ...]
+
+
+class HashedKey:
+    """A cache key that hashes once: a tuple of ``parts`` and its hash ``h`` (by default
+    ``hash(parts)``; a caller may pass any function of the parts' hashes, e.g. one that reuses
+    a :class:`CompileLimits`' hash computed once per compile).
+
+    Equal exactly when the ``parts`` tuples are (component by component, identity first, as
+    tuples compare) and never equal to anything else, so a store keyed by it hits and misses
+    as one keyed by the tuple would.  The point is the hash: a tuple's is recomputed on every
+    dict operation of a :func:`cached_work` lookup (the store's lookup, and on a miss the
+    live-entry lookup, ``put``'s membership test and insertion, the live-entry insertion),
+    which walks every part: the IR nodes' ``__hash__`` and a CompileLimits' interpreted
+    dataclass ``__hash__`` (about 0.4 us).  Immutable; O(1) hash, and O(1) equality where
+    the parts are shared objects.  The keys of the rule and sub-automaton caches
+    (formcast.automata.rules and .regular) and a rule body's canonical form."""
+
+    __slots__ = ("hash", "parts")
+
+    def __init__(self, parts: tuple[Any, ...], h: int | None = None) -> None:
+        self.parts = parts
+        self.hash = hash(parts) if h is None else h
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, HashedKey) or self.hash != other.hash:
+            return False
+        # (compared as ``object``: typed, the compiled build's ``==`` of two equal parts said
+        # False; thompson35's gotcha, cf. nfa._may_fold)
+        a: object = self.parts
+        b: object = other.parts
+        return a == b
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __repr__(self) -> str:
+        return f"HashedKey({self.parts!r})"
 
 
 class _Frame:

@@ -37,7 +37,7 @@ from formcast.ir.nodes import (
     repeat,
     rule_ref,
 )
-from formcast.limits import WorkBudget, compile_scope
+from formcast.limits import HashedKey, WorkBudget, compile_scope
 
 _LEAVES: list[Node] = [
     Literal("a"),
@@ -149,9 +149,9 @@ def test_concat2_is_concat_of_two(a: Node, b: Node) -> None:
 def test_the_interning_references_are_keyed_refs() -> None:
     node = concat([literal("emit33-keyed"), RuleRef("emit33_keyed")])
     key = (Concat, node.items)  # type: ignore[attr-defined]
-    ref = nodes._INTERNED[key]
+    ref = nodes._INTERNED[HashedKey(key)]
     assert type(ref) is KeyedRef
-    assert ref.key == key
+    assert ref.key == HashedKey(key)
     assert ref() is node
     assert ref.__callback__ is nodes._forget
 

@@ -8,6 +8,7 @@ import gc
 
 from formcast.ir import nodes
 from formcast.ir.nodes import CharSet, Literal, RuleRef, alt, concat, repeat
+from formcast.limits import HashedKey
 
 
 def _fresh_items() -> tuple[object, ...]:
@@ -36,14 +37,14 @@ def test_the_table_holds_nothing_alive_and_forgets_dead_nodes() -> None:
     del a
     gc.collect()
     assert nodes._interned(key) is None
-    assert key not in nodes._INTERNED
+    assert HashedKey(key) not in nodes._INTERNED
     assert len(nodes._INTERNED) == before
 
 
 def test_a_dead_reference_does_not_remove_a_newer_entry() -> None:
     a = concat(_fresh_items())
     key = (type(a), a.items)  # type: ignore[attr-defined]
-    old_ref = nodes._INTERNED[key]
+    old_ref = nodes._INTERNED[HashedKey(key)]
     # a newer node under the same key (a lost race between threads does this)
     newer = type(a)(a.items)  # type: ignore[call-arg,attr-defined]
     nodes._intern(key, newer)
@@ -53,3 +54,18 @@ def test_a_dead_reference_does_not_remove_a_newer_entry() -> None:
     gc.collect()
     assert nodes._interned(key) is newer
     assert concat(_fresh_items()) is newer
+
+
+def test_keys_are_hashed_once_and_equal_to_the_fields_tuple_keys() -> None:
+    """The table's keys are the :class:`HashedKey` of the fields tuple, hashing as it does;
+    the node's own hash is that hash (as the dataclass ``__post_init__`` computes it)."""
+    a = concat(_fresh_items())
+    r = repeat(a, 3, 9)
+    for node, fields in ((a, (type(a), a.items)), (r, (type(r), a, 3, 9))):  # type: ignore[attr-defined]
+        ref = nodes._INTERNED[HashedKey(fields)]
+        assert ref() is node
+        assert type(ref.key) is HashedKey
+        assert ref.key.parts == fields
+        assert hash(ref.key) == hash(fields) == hash(node)
+        assert node == type(node)(*fields[1:])  # (the dataclass's own constructor)
+        assert hash(node) == hash(type(node)(*fields[1:]))

@@ -146,8 +146,10 @@ class GrammarAnalysis:
         dfas = auto.dfas
         refs = auto.refs
         # the bytes each rule's start (resp. each call site's return state) moves on
+        # (``np.array`` of the rows: one C call, where ``np.stack``'s Python-level checks cost
+        # ~10 us; the same int[rules, 256] table)
         first_moves = _row_bits(
-            np.stack([d.table[d.start] for d in dfas]) if n_rules else np.zeros((0, 256))
+            np.array([d.table[d.start] for d in dfas]) if n_rules else np.zeros((0, 256))
         )
         first = [0] * n_rules
         changed = True
@@ -172,7 +174,7 @@ class GrammarAnalysis:
         follow = [0] * n_rules
         flows_from: list[set[int]] = [set() for _ in range(n_rules)]
         check_deadline()
-        callers, callees, rets, moves, accepting = _all_call_sites(dfas)
+        callers, callees, rets, moves, accepting = _all_call_sites(dfas, refs)
         for i, caller in enumerate(callers):
             callee, ret = callees[i], rets[i]
             after = moves[i]
@@ -204,17 +206,27 @@ class GrammarAnalysis:
 _ALL_BYTES = (1 << 256) - 1
 
 
+#: grammars of at most this many rule states have their call sites read from ``refs`` (a
+#: Python pass over the states that call, no fixed cost), larger ones from the ``ref_table``
+#: arrays (a dozen numpy passes, ~30 us fixed, less work per state): the same lists either way
+_REFS_SITES_MAX_STATES = 2_048
+
+
 def _all_call_sites(
     dfas: tuple[ByteDFA, ...],
+    refs: tuple[tuple[tuple[tuple[int, int], ...], ...], ...] | None = None,
 ) -> tuple[list[int], list[int], list[int], list[int], list[bool]]:
     """The distinct ``(caller, callee, return state)`` triples of every rule DFA's calls,
     sorted, as parallel lists with, per triple, the bytes the return state moves on (a
     256-bit int, :func:`_row_bits`) and whether it accepts: what ``refs`` lists state by state
     (:func:`~formcast.automata.rules.compile_grammar_automaton` derives them from
-    ``ref_table``, the dead state's row left out), read from the rules' ``ref_table``
-    arrays in a few numpy passes over all rules at once (a pass per rule was most of the
-    analysis of a large grammar) plus one row gather per calling rule.  O(states x callees)
-    in numpy, O(sites) in Python."""
+    ``ref_table``, the dead state's row left out).  Read from ``refs`` itself when given and
+    the grammar is small (:data:`_REFS_SITES_MAX_STATES`; :func:`_call_sites_from_refs`),
+    else from the rules' ``ref_table`` arrays in a few numpy passes over all rules at once (a
+    pass per rule was most of the analysis of a large grammar); then one row gather per
+    calling rule.  O(states x callees) in numpy, O(sites) in Python."""
+    if refs is not None and sum(d.table.shape[0] for d in dfas) <= _REFS_SITES_MAX_STATES:
+        return _call_sites_from_refs(dfas, refs)
     flat: list[np.ndarray] = []
     who: list[int] = []
     width: list[int] = []
@@ -260,6 +272,52 @@ def _all_call_sites(
     moves = _row_bits(np.concatenate(gathered) if len(gathered) > 1 else gathered[0])
     accepting: list[bool] = (np.concatenate(acc) if len(acc) > 1 else acc[0]).tolist()
     return caller.tolist(), callee.tolist(), ret.tolist(), moves, accepting
+
+
+def _call_sites_from_refs(
+    dfas: tuple[ByteDFA, ...], refs: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]
+) -> tuple[list[int], list[int], list[int], list[int], list[bool]]:
+    """:func:`_all_call_sites` read from ``refs`` (per rule, per state, its ``(callee, return
+    state)`` calls; the dead state has none): each site as one int ``(caller * rules +
+    callee) * width + return state`` (``width`` above every state number), so that a set
+    keeps the distinct ones and sorting the ints sorts the triples, then one row gather per
+    calling rule.  For small grammars (the numpy reader's dozen passes cost more than this
+    Python pass there).  O(states + sites log sites)."""
+    n_rules = len(dfas)
+    width = max((d.table.shape[0] for d in dfas), default=1)
+    keys: set[int] = set()
+    for r, per_state in enumerate(refs):
+        base = r * n_rules
+        # (``filter`` skips the states without calls, most of them, in C)
+        for calls in filter(None, per_state):
+            for callee, ret in calls:
+                keys.add((base + callee) * width + ret)
+    if not keys:
+        return [], [], [], [], []
+    callers: list[int] = []
+    callees: list[int] = []
+    rets: list[int] = []
+    for k in sorted(keys):
+        pair, ret = divmod(k, width)
+        caller, callee = divmod(pair, n_rules)
+        callers.append(caller)
+        callees.append(callee)
+        rets.append(ret)
+    gathered: list[np.ndarray] = []
+    accepting: list[bool] = []
+    lo, n = 0, len(rets)
+    while lo < n:
+        caller = callers[lo]
+        hi = lo + 1
+        while hi < n and callers[hi] == caller:
+            hi += 1
+        d = dfas[caller]
+        part = rets[lo:hi]
+        gathered.append(d.table[part])
+        accepting.extend(np.asarray(d.accepting, dtype=bool)[part].tolist())
+        lo = hi
+    moves = _row_bits(np.concatenate(gathered) if len(gathered) > 1 else gathered[0])
+    return callers, callees, rets, moves, accepting
 
 
 def _row_bits(table_rows: np.ndarray) -> list[int]:

@@ -28,6 +28,7 @@ from ..limits import (
     CachedWork,
     CacheLimits,
     CompileLimits,
+    HashedKey,
     WorkBudget,
     cached_work,
 )
@@ -71,6 +72,7 @@ def build_nfa(
     rule_ids: Mapping[str, int] | None = None,
     budget: WorkBudget | None = None,
     sub_dfas: SubDfaMemo | None = None,
+    limits_hash: int | None = None,
 ) -> FlatNFA:
     """Build the NFA of an IR tree (:func:`~.nfa.thompson_nfa`), its sub-automata compiled
     here.
@@ -81,24 +83,27 @@ def build_nfa(
     of a context-free grammar).  ``inline`` is a node that must be expanded in place rather
     than embedded as a sub-DFA (used when that sub-DFA is itself being built).  ``sub_dfas``:
     a cache of the sub-DFAs compiled for large character sets and repeated items, shared by
-    the calls of one compile (e.g. every rule of a grammar).
+    the calls of one compile (e.g. every rule of a grammar).  ``limits_hash``:
+    ``hash(limits)`` when the caller has it (an interpreted dataclass hash; None: here, once).
     """
     limits = limits or CompileLimits()
     budget = budget or limits.budget()
     cache: SubDfaMemo = {} if sub_dfas is None else sub_dfas
+    lh = hash(limits) if limits_hash is None else limits_hash
 
     def sub_automaton(item: Node) -> SubAutomaton:
-        return _sub_dfa(item, limits, budget, cache)
+        return _sub_dfa(item, limits, budget, cache, lh)
 
     return thompson_nfa(node, limits, budget, sub_automaton, inline=inline, rule_ids=rule_ids)
 
 
-#: Sub-automata shared by every compile in the process, keyed by the IR node and the limits;
+#: Sub-automata shared by every compile in the process, keyed by the IR node and the limits (a
+#: :class:`~formcast.limits.HashedKey` of ``(node, limits)``, hashed once per lookup);
 #: values are :class:`~formcast.limits.CachedWork` (the automaton, the fuel of its own work and
 #: the sub-automata its build embedded).  What repeats: a JSON string's characters, large
 #: character classes, format pieces.  Bounded in bytes (``CacheLimits().shared_cache_bytes``;
 #: a state's transition row is 256 int32, 1 KiB).
-SUB_DFA_CACHE: LruCache[tuple[Node, CompileLimits], CachedWork[SubAutomaton]] = LruCache(
+SUB_DFA_CACHE: LruCache[HashedKey, CachedWork[SubAutomaton]] = LruCache(
     1024,
     max_weight=CacheLimits().shared_cache_bytes,
     weight=lambda entry: 1024 * embedded_states((entry,)) + CACHE_ENTRY_BYTES,
@@ -122,22 +127,25 @@ def embedded_states(entries: Iterable[CachedWork[SubAutomaton]]) -> int:
 
 
 def _sub_dfa(
-    node: Node, limits: CompileLimits, budget: WorkBudget, cache: SubDfaMemo
+    node: Node, limits: CompileLimits, budget: WorkBudget, cache: SubDfaMemo, limits_hash: int
 ) -> SubAutomaton:
     """The minimal DFA of ``node`` ready to embed: from the compile's ``cache`` (free), else
     from :data:`SUB_DFA_CACHE` (charged what building it would cost in this compile: its own
     work plus the sub-automata it embeds that this compile has not built yet, which become
     this compile's; :func:`~formcast.limits.cached_work`), else built.  So whether a compile
-    fits its limits does not depend on what the process compiled before."""
+    fits its limits does not depend on what the process compiled before.  ``limits_hash``:
+    ``hash(limits)``."""
 
     def build() -> SubAutomaton:
-        nfa = build_nfa(node, limits, inline=node, budget=budget, sub_dfas=cache)
+        nfa = build_nfa(
+            node, limits, inline=node, budget=budget, sub_dfas=cache, limits_hash=limits_hash
+        )
         dfa = nfa_to_dfa(nfa, limits, budget=budget)
         return SubAutomaton.of(dfa.table, dfa.accepting, dfa.start)
 
     return cached_work(
         SUB_DFA_CACHE,
-        (node, limits),
+        HashedKey((node, limits), hash((hash(node), limits_hash))),
         node,
         build,
         cache,

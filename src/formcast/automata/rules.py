@@ -57,6 +57,7 @@ from ..limits import (
     CachedWork,
     CacheLimits,
     CompileLimits,
+    HashedKey,
     WorkBudget,
     cached_work,
     check_deadline,
@@ -329,47 +330,6 @@ def _rule_flags_numpy(
     return bnd, tail, tuple(per_state)
 
 
-class _RuleKey:
-    """A key of :data:`RULE_DFA_CACHE`: a rule body's canonical form (:func:`_canonical_body`),
-    the compile limits and whether the automaton is minimized, with its hash computed once.
-
-    Equal exactly when the tuple ``(body, limits, minimize)`` would be (component by component,
-    identity first), and hashed as a function of the components' hashes, so the cache hits and
-    misses as it did with that tuple.  The point is the hash: the tuple's was recomputed on
-    every dict operation (a lookup, then on a miss the live-entry lookup, ``put``'s membership
-    test and insertion, the live-entry insertion), and a canonical body of nested tuples hashes
-    every IR node in it through a Python-level ``__hash__``, a CompileLimits through its
-    interpreted dataclass ``__hash__`` (several microseconds a key).  Immutable; O(1) hash and,
-    when interned parts are shared, O(1) equality."""
-
-    __slots__ = ("body", "hash", "limits", "minimize")
-
-    def __init__(self, body: Hashable, limits: CompileLimits, minimize: bool, h: int) -> None:
-        self.body = body
-        self.limits = limits
-        self.minimize = minimize
-        self.hash = h
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if not isinstance(other, _RuleKey) or self.hash != other.hash:
-            return False
-        # (compared as ``object``: typed as they are, the compiled build's ``==`` said False
-        # for equal bodies; cf. nfa._may_fold)
-        a: object = self.body
-        b: object = other.body
-        la: object = self.limits
-        lb: object = other.limits
-        return self.minimize == other.minimize and (la is lb or la == lb) and (a is b or a == b)
-
-    def __repr__(self) -> str:
-        return f"_RuleKey({self.body!r}, {self.limits!r}, {self.minimize!r})"
-
-
 #: Rule automata shared by every compile in the process: keyed by the rule body with its callees
 #: as positions by first occurrence (:func:`_canonical_body`; IR nodes compare structurally
 #: and cache their hash), the compile limits and whether it is minimized; values are
@@ -378,8 +338,9 @@ class _RuleKey:
 #: build's own work and the sub-automata it embedded, so a rule compiled in one grammar serves
 #: another that numbers (or names) its rules differently, and rules equal up to their callees'
 #: names share an entry.  What repeats across compiles is the boilerplate: JSON Schema's "any
-#: value" rules, shared definitions, common string formats.
-RULE_DFA_CACHE: LruCache[_RuleKey, CachedWork[tuple[ByteDFA, tuple[int | str, ...]]]] = (
+#: value" rules, shared definitions, common string formats.  A key is the
+#: :class:`~formcast.limits.HashedKey` of ``(canonical body, limits, minimize)``.
+RULE_DFA_CACHE: LruCache[HashedKey, CachedWork[tuple[ByteDFA, tuple[int | str, ...]]]] = (
     LruCache(  # bounded in bytes: a state's transition row is 256 int32 (1 KiB)
         512,
         max_weight=CacheLimits().shared_cache_bytes,
@@ -414,13 +375,17 @@ def _rule_dfa(
         limits_hash = hash(limits)
 
     def build() -> tuple[ByteDFA, tuple[int | str, ...]]:
-        nfa = build_nfa(body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas)
+        nfa = build_nfa(
+            body, limits, rule_ids=ids, budget=budget, sub_dfas=sub_dfas, limits_hash=limits_hash
+        )
         dfa = nfa_to_dfa(nfa, limits, minimize=minimize, budget=budget)
         if callee_names is None:
             return dfa, tuple(names[i] for i in dfa.ref_rules)
         return dfa, tuple(slot[names[i]] for i in dfa.ref_rules)
 
-    key = _RuleKey(canon, limits, minimize, hash((hash(canon), limits_hash, minimize)))
+    # (hashed once: ``(canon, limits, minimize)``'s hash walks the canonical body and the
+    # limits' interpreted dataclass hash on every dict operation of the lookup)
+    key = HashedKey((canon, limits, minimize), hash((hash(canon), limits_hash, minimize)))
     dfa, callees = cached_work(
         RULE_DFA_CACHE,
         key,
@@ -441,35 +406,6 @@ def _rule_dfa(
     return ByteDFA(dfa.table, dfa.accepting, dfa.start, refs, dfa.ref_table)
 
 
-class _Canonical:
-    """The canonical form of a rule body with references (:func:`_canonical_body`'s nested
-    tuples) with its hash computed once: that tuple's hash walks every node in it (each IR
-    node's ``__hash__`` a Python-level call), and a key of :data:`RULE_DFA_CACHE` is hashed
-    again for every lookup.  Equal exactly when the tuples are.  Immutable (made once per body
-    by :func:`_canonical_body`, kept by :data:`_CANONICAL_KEYS` and the rule cache's keys)."""
-
-    __slots__ = ("hash", "key")
-
-    def __init__(self, key: tuple[Any, ...]) -> None:
-        self.key = key
-        self.hash = hash(key)
-
-    def __hash__(self) -> int:
-        return self.hash
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if not isinstance(other, _Canonical) or self.hash != other.hash:
-            return False
-        a: object = self.key  # (as ``object``: see _RuleKey.__eq__)
-        b: object = other.key
-        return a == b
-
-    def __repr__(self) -> str:
-        return f"_Canonical({self.key!r})"
-
-
 #: :func:`_canonical_body` by body (an equal body is usually the same interned object: a hit
 #: is a lookup by identity, and the key it returns is the object the rule cache holds)
 _CANONICAL_KEYS: LruCache[Node, tuple[Hashable, tuple[str, ...] | None]] = LruCache(4096)
@@ -483,7 +419,7 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
     depends on the callees only through their call symbols, which the lookup maps back.
 
     The key is the body itself when it has no references, else nested tuples (in a
-    :class:`_Canonical`, which hashes them once): ``(0, *items)``
+    :class:`~formcast.limits.HashedKey`, which hashes them once): ``(0, *items)``
     for a concatenation, ``(1, *items)`` an alternation, ``(2, item, min, max)`` a repeat, an
     ``int`` a reference, the IR node itself a subtree without references (its hash cached,
     compared by identity when interned).  No IR node is built (a composite node's summary of
@@ -527,7 +463,7 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
 
     top = go(body)
     # (a body with references below it is a composite: its form is a tuple, hashed once here)
-    out = (_Canonical(top) if isinstance(top, tuple) else top, tuple(order))
+    out = (HashedKey(top) if isinstance(top, tuple) else top, tuple(order))
     _CANONICAL_KEYS.put(body, out)
     return out
 

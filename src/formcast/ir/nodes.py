@@ -19,7 +19,7 @@ from typing import Any
 from weakref import KeyedRef, ref
 
 from .._native import interpreted_class
-from ..limits import charge
+from ..limits import HashedKey, charge
 from .marks import UniqueItemsMark
 
 __all__ = [
@@ -455,16 +455,19 @@ class Grammar:
 EMPTY = Empty()
 NOTHING = Nothing()
 
-#: the live composite nodes made by the builders, by (class, fields): weak references that
-#: remove their own entry when their node goes, so this holds no IR alive and its size is that
-#: of the live IR.  (A plain dict of :class:`weakref.KeyedRef` rather than a
-#: ``WeakValueDictionary``, whose Python-level ``get``/``__setitem__`` cost about a tenth of a
-#: small JSON Schema's lowering.)  Thread safety: a lost race makes two equal nodes, which is
-#: still correct (equality is structural); an entry is removed only while its reference is dead.
-_INTERNED: dict[tuple[Any, ...], KeyedRef[tuple[Any, ...], Node]] = {}
+#: the live composite nodes made by the builders, by (class, fields) (as a
+#: :class:`~formcast.limits.HashedKey`: the tuple's hash, which calls every child's
+#: ``__hash__``, is computed once per build, where a tuple key was hashed again by the node's
+#: own hash and by the insertion): weak references that remove their own entry when their node
+#: goes, so this holds no IR alive and its size is that of the live IR.  (A plain dict of
+#: :class:`weakref.KeyedRef` rather than a ``WeakValueDictionary``, whose Python-level
+#: ``get``/``__setitem__`` cost about a tenth of a small JSON Schema's lowering.)  Thread
+#: safety: a lost race makes two equal nodes, which is still correct (equality is
+#: structural); an entry is removed only while its reference is dead.
+_INTERNED: dict[HashedKey, KeyedRef[HashedKey, Node]] = {}
 
 
-def _forget(ref: KeyedRef[tuple[Any, ...], Node]) -> None:
+def _forget(ref: KeyedRef[HashedKey, Node]) -> None:
     """The callback of an interned node's reference: drop its entry if it is still this dead
     one (a newer node interned under the key stays)."""
     key = ref.key
@@ -480,21 +483,24 @@ _REF_NEW: Any = ref.__new__
 _SET_REF_KEY: Any = KeyedRef.__dict__["key"].__set__
 
 
-def _keyed_ref(node: Node, key: tuple[Any, ...]) -> KeyedRef[tuple[Any, ...], Node]:
+def _keyed_ref(node: Node, key: HashedKey) -> KeyedRef[HashedKey, Node]:
     """``KeyedRef(node, _forget, key)``: the same object (type, referent, callback, key)."""
-    r: KeyedRef[tuple[Any, ...], Node] = _REF_NEW(KeyedRef, node, _forget)
+    r: KeyedRef[HashedKey, Node] = _REF_NEW(KeyedRef, node, _forget)
     _SET_REF_KEY(r, key)
     return r
 
 
-def _interned(key: tuple[Any, ...]) -> Node | None:
-    """The live node interned under ``key``, or None."""
-    ref = _INTERNED.get(key)
+def _interned(key: tuple[Any, ...] | HashedKey) -> Node | None:
+    """The live node interned under ``key`` (the fields tuple, or its :class:`HashedKey`),
+    or None."""
+    ref = _INTERNED.get(key if isinstance(key, HashedKey) else HashedKey(key))
     return None if ref is None else ref()
 
 
-def _intern(key: tuple[Any, ...], node: Node) -> None:
-    _INTERNED[key] = _keyed_ref(node, key)
+def _intern(key: tuple[Any, ...] | HashedKey, node: Node) -> None:
+    """Intern ``node`` under ``key`` (the fields tuple, or its :class:`HashedKey`)."""
+    hk = key if isinstance(key, HashedKey) else HashedKey(key)
+    _INTERNED[hk] = _keyed_ref(node, hk)
 
 
 #: the slot setters of :class:`_Items` (shared by :class:`Concat` and :class:`Alt`) and of
@@ -591,12 +597,14 @@ def make_rule(name: str, body: Node, terminal: bool = False, lazy: bool = False)
 
 
 def _make_items(cls: type[_Items], items: tuple[Node, ...]) -> Node:
-    """The interned ``cls(items)``."""
-    key = (cls, items)
-    got = _interned(key)
+    """The interned ``cls(items)``: ``hash((cls, items))`` computed once, for the look-up,
+    the node's own hash and the insertion."""
+    key = HashedKey((cls, items))
+    ref = _INTERNED.get(key)
+    got = None if ref is None else ref()
     if got is None:
-        got = _new_items(cls, items, hash(key))
-        _intern(key, got)
+        got = _new_items(cls, items, key.hash)
+        _INTERNED[key] = _keyed_ref(got, key)
     return got
 
 
@@ -721,11 +729,12 @@ def repeat(item: Node, lo: int, hi: int | None) -> Node:
         return EMPTY if lo == 0 else NOTHING
     if lo == 1 and hi == 1:
         return item
-    key = (Repeat, item, lo, hi)
-    got = _interned(key)
+    key = HashedKey((Repeat, item, lo, hi))  # (hashed once, as _make_items' key)
+    ref = _INTERNED.get(key)
+    got = None if ref is None else ref()
     if got is None:
-        got = _new_repeat(item, lo, hi, hash(key))
-        _intern(key, got)
+        got = _new_repeat(item, lo, hi, key.hash)
+        _INTERNED[key] = _keyed_ref(got, key)
     return got
 
 
