@@ -7,7 +7,7 @@ the loop).  Prints TTFM p50, p50 of TTFM minus its collections, the collections'
 how many schemas saw one.  Where they run: right after ``compiler.compile``'s ``gc_paused``
 exits (the young generation then holds everything the compile kept)::
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/ttfm36_gc.py on --sample 200 --seed 3
+    PYTHONPATH=/tmp/fc-main python benchmarks/ttfm_gc.py on --sample 200 --seed 3
 """
 
 from __future__ import annotations
