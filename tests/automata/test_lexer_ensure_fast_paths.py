@@ -1,5 +1,6 @@
-"""``LazyExpandedLexer.ensure``'s levels read each built row's successors once per lexer
-(exit36, #31), and its large tables are private maps.
+"""``LazyExpandedLexer.ensure``'s fast paths (exit36, #31): its levels read each built row's
+successors once per lexer, two-member rows are built by numpy calls on the two rows, and its
+large tables are private maps.
 
 The ahead levels and the chain levels of ``ensure`` take the distinct states a row leads to
 from a memo (``_LexerHelpers.succ``) filled as rows are read: a built row never changes, so
@@ -11,6 +12,11 @@ states unbuilt; later calls build them and go through them): both lexers must bu
 rows with the same numbering after every call, and every memo entry must be a built row's
 successors on all 256 columns.  A memo read on too few columns, or under the wrong state,
 breaks both (mutations checked).
+
+Two-member rows (a state and one callee's start): the unions where both live on must be
+numbered in class order, as the reference's numpy ``_union_rows`` numbers them; a grammar
+whose rows make two unions each (a recursive rule whose call site and start both go on by
+``a`` and by ``b``) is built one state with calls at a time by both and compared.
 
 ``_fresh``: a table of at least ``_FRESH_MAP_BYTES`` is a *private* anonymous map on Linux
 (``mmap.mmap(-1, n)`` alone is shared: shmem pages, whose first writes cost ~1.4x); checked in
@@ -27,11 +33,13 @@ from unittest import mock
 import numpy as np
 import pytest
 from test_expanded_lexer_lazy_rows import _automaton
-from test_expanded_lexer_matches_simulation import _GBNF, _SCHEMAS
+from test_expanded_lexer_matches_simulation import _GBNF, _SCHEMAS, _VOCAB
 from test_lexer_ensure_matches_reference import _reference_ensure, _same
 
 import formcast.automata.lexer as lexer_module
+from formcast import GrammarCompiler
 from formcast.automata.lexer import LazyExpandedLexer
+from formcast.index.cfg_program import CfgProgram
 
 
 def _memo_is_exact(lex: LazyExpandedLexer) -> int:
@@ -89,6 +97,32 @@ def test_chain_levels_read_the_memo_right() -> None:
             assert real.ensure(states) == ref.ensure(states)
             _same(real, ref)
             _memo_is_exact(real)
+
+
+_TWO_UNIONS = r"""
+root ::= r
+r ::= "a" r "x" | "b" r "w" | "a" "a" "y" | "a" "b" "z" | "c"
+"""
+
+
+@pytest.mark.parametrize("lazy_from", [0, 1 << 30])
+def test_two_member_rows_number_their_unions_in_class_order(lazy_from: int) -> None:
+    program = GrammarCompiler(_VOCAB, cache_size=0).compile_grammar(_TWO_UNIONS).program
+    assert isinstance(program, CfgProgram)
+    auto = program.auto
+    with mock.patch.object(lexer_module, "_LAZY_ROWS_FROM", lazy_from):
+        real = LazyExpandedLexer(auto)
+        ref = LazyExpandedLexer(auto)
+        h = real._build_helpers()
+        most = 0
+        for s in range(1, int(real.offsets[-1])):
+            if len(h.closure(s)) != 2 or real.built[s]:
+                continue
+            before = real.size
+            assert real.ensure([s]) == _reference_ensure(ref, [s])
+            _same(real, ref)
+            most = max(most, real.size - before)
+    assert most >= 2  # (some two-member row made two unions or more)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
