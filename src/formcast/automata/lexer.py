@@ -234,6 +234,8 @@ _LAZY_ROWS_FROM = 1_024
 
 #: arrays from this size on are private anonymous maps (see :func:`_fresh`)
 _FRESH_MAP_BYTES = 1 << 20
+#: whether ``mmap`` takes ``MAP_PRIVATE`` (Unix): elsewhere :func:`_fresh` maps the default way
+_PRIVATE_MAPS = hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS")
 
 
 def _fresh(rows: int, dtype: type[np.generic] | np.dtype[np.generic]) -> np.ndarray:
@@ -245,7 +247,14 @@ def _fresh(rows: int, dtype: type[np.generic] | np.dtype[np.generic]) -> np.ndar
     size = rows * 256 * dt.itemsize
     if size < _FRESH_MAP_BYTES:
         return np.zeros((rows, 256), dtype=dt)
-    return np.frombuffer(mmap.mmap(-1, size), dtype=dt).reshape(rows, 256)
+    # (``mmap.mmap(-1, size)`` alone is a *shared* anonymous map: shmem pages, whose first
+    # write costs ~1.4x a private page's fault, measured ~2.7 against ~1.9 us per 4 KiB page;
+    # the rows a rule's first meeting writes are most of those faults)
+    if _PRIVATE_MAPS:
+        mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    else:
+        mm = mmap.mmap(-1, size)
+    return np.frombuffer(mm, dtype=dt).reshape(rows, 256)
 
 
 class LexerStateCapError(Exception):
@@ -389,29 +398,27 @@ class LazyExpandedLexer:
         if not todo:
             return False
         todo = sorted(set(todo))
-        ends = self._build_helpers().chain_ends
+        h = self._build_helpers()
+        ends = h.chain_ends
         down = not ends.isdisjoint(todo)  # a walk went past the rows built ahead
         self._build(todo)
-        frontier = np.asarray(todo, dtype=np.int64)
+        frontier: list[int] = todo
         seen = set(todo)
         budget = _AHEAD_ROWS
         last: list[int] = todo  # the rows built at the last level
-        # the successors on one column per byte class (columns of a class are equal in
-        # every row, built or not): the same states as on 256 columns, fewer to sort
-        reps = self.classes[1]
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
                 return True
-            # (a set, sorted: np.unique's order, without its fixed cost on a few rows)
-            # (rows, then columns, by ``take``: cheaper than one broadcast fancy index)
-            succ_ids: list[int] = (
-                self.table.take(frontier, axis=0).take(reps, axis=1).ravel().tolist()
-            )
-            met = [s for s in sorted(set(succ_ids)) if s not in seen]
+            # (a set, sorted: np.unique's order; each row's successors read once per lexer:
+            # the levels of most calls go through rows built long before)
+            met_all: set[int] = set()
+            for q in frontier:
+                met_all.update(self._successors(h, q))
+            met = [s for s in sorted(met_all) if s not in seen]
             if not met:
                 return True
             seen.update(met)
-            frontier = np.asarray(met, dtype=np.int64)  # built or not: walks go through both
+            frontier = met  # built or not: walks go through both
             # (a loop over the few states met: no mask, index and slice on tiny arrays)
             built = self.built
             last = [q for q in met if not built[q]][:budget]
@@ -424,6 +431,22 @@ class LazyExpandedLexer:
         self._chain(last, seen, budget, down, ends)
         return True
 
+    def _successors(self, h: _LexerHelpers, q: int) -> list[int]:
+        """The distinct states row ``q`` leads to (read on one column per byte class:
+        columns of a class are equal in every row, built or not), for :meth:`ensure`'s
+        levels and :meth:`_chain`.  A built row never changes, so its list is kept in
+        ``h.succ`` (read-only for callers); an unbuilt row's (zeros or a sentinel: it
+        changes when built) would be read afresh (the levels read built rows only: a level
+        stops where its budget left a state unbuilt).  O(byte classes) the first time, O(1)
+        after."""
+        hit = h.succ.get(q)
+        if hit is not None:
+            return hit
+        out = list(set(self.table[q].take(self.classes[1]).tolist()))  # (basic index: no fancy)
+        if self.built[q]:
+            h.succ[q] = out
+        return out
+
     def _chain(
         self, last: list[int], seen: set[int], budget: int, down: bool, ends: set[int]
     ) -> None:
@@ -432,13 +455,12 @@ class LazyExpandedLexer:
         those where ``down`` (and the budget and the margin below ``max_states`` allow);
         where the chain goes on unbuilt, its next states are added to ``ends``.  ``seen``
         grows by every successor read.  O(rows x byte classes) per level, plus builds."""
-        cls_rows = self.classes[1]
+        h = self._build_helpers()
         built = self.built
         while 0 < len(last) <= _CHAIN_ROWS:
-            table = self.table  # (replaced when a build grows it)
             met: set[int] = set()
             for q in last:
-                met.update(table[q].take(cls_rows).tolist())  # (basic index: no fancy one)
+                met.update(self._successors(h, q))
             met.difference_update(seen)
             seen.update(met)
             nxt = [q for q in sorted(met) if not built[q]]
@@ -465,14 +487,15 @@ class LazyExpandedLexer:
         cmap = h.cls_of_byte
         if len(todo) <= _SCALAR_ROWS:
             rows, splits = self._union_rows_small(h, batch)
-            # row by row, by basic indexing and ``take``: a fancy-indexed write of one row
-            # costs ~3 us, these ~0.5 us each (the tables may have grown: read them after)
+            # row by row, by basic indexing and ``take`` straight into the row (no temporary,
+            # no cast: the rows are int32 as the table): a fancy-indexed write of one row
+            # costs ~3 us (the tables may have grown: read them after)
             table = self.table
             split = self.split
             built = self.built
             for s, row, sp in zip(todo, rows, splits, strict=True):
-                table[s] = row.take(cmap)
-                split[s] = sp.take(cmap)
+                np.take(row, cmap, out=table[s], mode="clip")  # (classes of ``row``: in range)
+                np.take(sp, cmap, out=split[s], mode="clip")
                 built[s] = True
             return
         block, split_block = self._union_rows(h, batch)
@@ -616,13 +639,15 @@ class LazyExpandedLexer:
         self, h: _LexerHelpers, batch: list[list[int]]
     ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`), one array each
-        (``int[classes]``, ``bool[classes]``; a one-member row's are views of ``h.g_succ``
+        (``int32[classes]``, ``bool[classes]``; a one-member row's are views of ``h.g_succ``
         and ``h.g_split``, to be read before those change): the same rows, and the same new
         states numbered in the same order (row by row, classes ascending), by loops over the
         members' per-class rows (as lists) instead of a dozen numpy calls on tiny arrays,
         whose fixed cost was most of a one-state :meth:`ensure` (a few members' rows are read
-        one by one: a fancy index costs ~3 us, a row ~0.1).  O(members x byte classes)
-        Python steps per row."""
+        one by one: a fancy index costs ~3 us, a row ~0.1); a two-member row (most rows: a
+        state and one callee's start) by three numpy calls on the two rows, which cost less
+        than its loop (~6 us, with the lists and the arrays made of them), and a loop over
+        the classes where both live on.  O(members x byte classes) steps per row."""
         if h.unfilled:
             for r in h.rows_of(batch):
                 self._plain_rows(h, r)  # (a no-op for a rule built already)
@@ -634,6 +659,16 @@ class LazyExpandedLexer:
             if len(members) == 1:  # (its rule's row as it is: no round trip through a list)
                 rows.append(g_succ[members[0]])
                 splits.append(g_split[members[0]])
+                continue
+            if len(members) == 2:  # (most rows: a state and one callee's start)
+                a = g_succ[members[0]]
+                b = g_succ[members[1]]
+                pair = np.maximum(a, b)  # (where one lives on: that one's successor)
+                # classes where both live on, ascending: their unions made in this order
+                for c in np.flatnonzero(np.logical_and(a, b)).tolist():
+                    pair[c] = self._union_state(h, (int(a[c]), int(b[c])))
+                rows.append(pair)
+                splits.append(np.logical_or(g_split[members[0]], g_split[members[1]]))
                 continue
             succ: list[list[int]]
             if len(members) <= _SCALAR_ROWS:
@@ -662,7 +697,7 @@ class LazyExpandedLexer:
                         flag = True
                         break
                 sp.append(flag)
-            rows.append(np.array(row, dtype=np.int64))
+            rows.append(np.array(row, dtype=np.int32))  # (state numbers: below max_states)
             splits.append(np.array(sp, dtype=np.bool_))
         return rows, splits
 
@@ -821,6 +856,7 @@ class _LexerHelpers:
         "rule_calls",
         "rule_of",
         "starts",
+        "succ",
         "unfilled",
     )
 
@@ -853,6 +889,10 @@ class _LexerHelpers:
         self.starts = set(self.entries)
         self.closure_cache: dict[int, frozenset[int]] = {}
         self.multi: dict[tuple[int, ...], int] = {}
+        #: per built lexer state met by :meth:`LazyExpandedLexer.ensure`'s levels, the
+        #: distinct states its row leads to (``LazyExpandedLexer._successors``: a memo of
+        #: the lexer's built rows, which never change; grows by one list per row read)
+        self.succ: dict[int, list[int]] = {}
         #: the unbuilt states where a chain went on past the rows :meth:`LazyExpandedLexer.
         #: ensure` built ahead (see there): a walk asking for one goes down the chain
         self.chain_ends: set[int] = set()
