@@ -1,6 +1,6 @@
 """TTFM p50 with the cyclic GC's collections counted out (thread CPU), for issue #31.
 
-In one process (caches warm from the schemas before, as a server compiles):
+As ``benchmarks/ttfm_perf_profile.py`` runs it (one process, caches warm from the schemas before):
 per schema TTFM, and the thread CPU of the garbage collector's collections inside it (via
 ``gc.callbacks``).  ``mode``: ``on`` (the default collector), ``off`` (``gc.disable()`` for
 the loop).  Prints TTFM p50, p50 of TTFM minus its collections, the collections' total and

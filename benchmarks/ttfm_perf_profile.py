@@ -9,7 +9,7 @@ the TTFM loop only (not imports or the vocabulary)::
 
     mkfifo /tmp/ctl; PYTHONPATH=/tmp/fc-x perf record -g --call-graph dwarf -F 2000 \
         --control fifo:/tmp/ctl -D -1 -o /tmp/p.data -- \
-        python benchmarks/ttfm36_profile.py --sample 300 --seed 3 --perf-ctl /tmp/ctl
+        python benchmarks/ttfm_perf_profile.py --sample 300 --seed 3 --perf-ctl /tmp/ctl
 
 ``--cprofile OUT``: cProfile the loop instead (interpreted code, and the mypyc functions it
 calls as built-ins).  ``--times OUT``: each schema's TTFM (thread CPU, ms) as JSON;

@@ -1,13 +1,13 @@
 """TTFM of a MaskBench sample split by phase, per-phase medians over the p50 band (thread CPU).
 
-As ``benchmarks/ttfm36_profile.py`` runs it (one process, caches warm from the schemas before):
+As ``benchmarks/ttfm_perf_profile.py`` runs it (one process, caches warm from the schemas before):
 per schema TTFM and inside it the JSON Schema lowering (``front``: ``schema_to_grammar``), the
 rule phase (``rules``: ``compile_grammar_automaton``), the FIRST/FOLLOW analysis
 (``analysis``: ``GrammarAnalysis.of``) and the program set-up (``setup``:
 ``CfgProgram.__init__``, which includes the analysis).  Prints, over the schemas whose TTFM
 lies between the ``--lo`` and ``--hi`` quantiles, the median and the sum of each::
 
-    PYTHONPATH=DIR python benchmarks/ttfm36_phases.py --sample 300 --seed 3
+    PYTHONPATH=DIR python benchmarks/ttfm_phase_split.py --sample 300 --seed 3
 """
 
 from __future__ import annotations
