@@ -864,12 +864,19 @@ class _LazyExitSplitClassifier:
         lexer = self.lexer
         cols, col_of_byte = self._cut_columns()
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
+        # the columns the search follows (the exit byte's leads to DEAD on the cut lexer)
+        step = cols if xc < 0 else np.delete(cols, xc)
         index: dict[int, int] = {DEAD: 0, start: 1}
         states = [DEAD, start]
         frontier = [start]
         budget = _REGION_ROW_BUDGET
-        while frontier:  # breadth first, building the rows met (the lexer may grow)
-            unbuilt = [q for q in frontier if not lexer.built[q]]
+        # breadth first, building the rows met (the lexer may grow), the new states of a
+        # level numbered in ascending order; per level one gather of the frontier's rows on
+        # ``step`` and set operations on them as a list (a handful of states a level: no
+        # ``np.unique``, whose fixed cost was most of a level in a grammar's first mask)
+        while frontier:
+            built = lexer.built
+            unbuilt = [q for q in frontier if not built[q]]
             if unbuilt:
                 if budget < len(unbuilt):  # a region this costly is not made: ``start``
                     return None  # walks alone
@@ -880,25 +887,23 @@ class _LazyExitSplitClassifier:
                 before = int(np.count_nonzero(lexer.built))
                 lexer.ensure(unbuilt)
                 budget -= int(np.count_nonzero(lexer.built)) - before
-            rows = lexer.table[np.asarray(frontier, dtype=np.int64)][:, cols]
-            if xc >= 0:
-                rows[:, xc] = DEAD
-            nxt: list[int] = []
-            for q in np.unique(rows).tolist():
-                if q not in index:
-                    if q in too_wide:  # its region is in this one: past the bound too
-                        too_wide.add(start)
-                        return None
-                    index[q] = len(states)
-                    states.append(q)
-                    nxt.append(q)
+            met = set(lexer.table.take(frontier, axis=0).take(step, axis=1).ravel().tolist())
+            met.difference_update(index)
+            if not met:
+                break
+            if not too_wide.isdisjoint(met):  # its region is in this one: past the bound
+                too_wide.add(start)
+                return None
+            frontier = sorted(met)
+            for q in frontier:
+                index[q] = len(states)
+                states.append(q)
             if len(states) > _LOCAL_DIGEST_STATES:
                 too_wide.add(start)
                 return None
-            frontier = nxt
         idx = np.asarray(states, dtype=np.int64)
-        cut = lexer.table[idx][:, cols]
-        cut_split = lexer.split[idx][:, cols]
+        cut = lexer.table.take(idx, axis=0).take(cols, axis=1)
+        cut_split = lexer.split.take(idx, axis=0).take(cols, axis=1)
         if xc >= 0:
             cut[:, xc] = DEAD
             cut_split[:, xc] = False
@@ -906,8 +911,7 @@ class _LazyExitSplitClassifier:
         local[idx] = np.arange(idx.size, dtype=np.int32)
         sub = local[cut]
         cut_split[DEAD] = False
-        labels = _row_classes(np.packbits(cut_split, axis=1)) + 1
-        labels[DEAD] = 0
+        labels = _split_labels(cut_split)
         depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
         part, stable = equivalence_classes(sub, labels, depth)
         dpart = part if stable else np.arange(idx.size, dtype=np.int64)
@@ -1023,6 +1027,27 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
     return cls
 
 
+def _split_labels(split: np.ndarray) -> np.ndarray:
+    """The labels a region's refinement starts from (:meth:`_LazyExitSplitClassifier.
+    _new_region`): 0 for the dead state (row 0), else 1 + the class of the state's split
+    flags (``bool[n, w]``, ``w >= 1``) among the distinct rows, numbered in the rows' value
+    order: ``_row_classes(np.packbits(split, axis=1)) + 1`` exactly (packed MSB first, the
+    bytes of equal-length rows compare as the flags do, lexicographically).  Up to
+    :data:`_SMALL_LABEL_ROWS` rows by a sort of the rows as Python bytes (a region of a few
+    dozen states: no numpy call per 8 bytes of row, whose fixed cost was most of the labels
+    in a grammar's first mask), else by :func:`_row_classes`.  O(n log n x w)."""
+    n, w = split.shape
+    if n > _SMALL_LABEL_ROWS or w == 0:
+        labels = _row_classes(np.packbits(split, axis=1)) + 1
+    else:
+        data = np.ascontiguousarray(split).view(np.uint8).tobytes()
+        keys = [data[i : i + w] for i in range(0, n * w, w)]
+        rank = {k: r for r, k in enumerate(sorted(set(keys)), 1)}
+        labels = np.array([rank[k] for k in keys], dtype=np.int64)
+    labels[DEAD] = 0
+    return labels
+
+
 def _reachable_classes(
     part: np.ndarray,
     cut: np.ndarray,
@@ -1051,7 +1076,13 @@ def _reachable_classes(
         missing = [c for c in frontier if c not in succ]
         if missing:
             width = cut.shape[1]
-            flat = part[cut[rep[missing]]].reshape(-1).tolist()
+            if not succ and rep.size <= _FILL_CLASSES:
+                # a first digest of the region: every class's successors in one gather
+                # (not one a level: a region's first digest meets most of its classes)
+                missing = list(range(rep.size))
+                flat = part[cut[rep]].reshape(-1).tolist()
+            else:
+                flat = part[cut[rep[missing]]].reshape(-1).tolist()
             for i, c in enumerate(missing):
                 succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
         level = []
@@ -1071,7 +1102,7 @@ def _renumbered_bytes(rows: np.ndarray, col_of_byte: np.ndarray | None = None) -
     """The bytes a cut signature hashes for the renumbered rows of its reachable classes
     (``rows``: class numbers below :data:`_SHARED_WALK_STATES`, -1 for the dead class), on
     256 columns (``col_of_byte``: ``rows`` hold one column per byte class), as int8."""
-    small = rows.astype(np.int8)
+    small = rows.astype(np.int8, copy=False)
     if col_of_byte is not None:
         small = small[:, col_of_byte]
     return np.ascontiguousarray(small).tobytes()
@@ -1100,15 +1131,16 @@ def _quotient_digest(
     states = _reachable_classes(part, cut, rep, start, succ)
     if states is None:
         return None
-    renumber = np.full(rep.size, -1, dtype=np.int64)
-    renumber[states] = np.arange(states.size)
+    sel = rep[states]  # a member of each reachable class, in the digest's order
+    renumber = np.full(rep.size, -1, dtype=np.int8)  # (below _SHARED_WALK_STATES: int8)
+    renumber[states] = np.arange(states.size, dtype=np.int8)
     h = hashlib.blake2b(digest_size=16)
     h.update(vocab.fingerprint.encode())
     h.update(b"" if exit_byte is None else bytes([exit_byte]))
     # renumbered on the table's own columns, then spread to 256 (as int8: a few times less
     # to hash than the int64 rows, which were most of a wide digest's time)
-    rows = _renumbered_bytes(renumber[part[cut[rep[states]]]], col_of_byte)
-    split_rows = cut_split[rep[states]][:, col_of_byte]
+    rows = _renumbered_bytes(renumber[part[cut[sel]]], col_of_byte)
+    split_rows = cut_split[sel][:, col_of_byte]
     h.update(rows)
     h.update(np.packbits(split_rows).tobytes())
     return h.digest()
@@ -2046,6 +2078,11 @@ def _shared_walks(vocab: Vocabulary) -> LruCache[bytes, Classification]:
 
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
+# a region's split labels are sorted as Python bytes up to this many states (_split_labels),
+# and a first digest of a region of at most this many classes reads every class's successors
+# in one gather (_reachable_classes): most wide starts' regions have a few dozen states
+_SMALL_LABEL_ROWS = 256
+_FILL_CLASSES = 256
 # a lazy lexer is refined by regions: the states a wide start reaches, at most this many
 # (_LazyExitSplitClassifier._new_region; past it: no class, no digest, the start walked on its
 # own)
