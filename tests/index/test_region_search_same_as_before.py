@@ -6,7 +6,8 @@ c1_arith's step 0 spent ~0.8 ms of ~2 ms there), give exactly what session 21's 
   0, on both of its paths (Python bytes up to ``_SMALL_LABEL_ROWS`` rows, numpy past it);
 * ``_reachable_classes`` filling every class's successors at a region's first digest (up to
   ``_FILL_CLASSES`` classes) numbers the classes as the level-by-level gathers do;
-* on grammars and schemas whose masks make regions, every region (its states in the same
+* on grammars and schemas whose masks make regions (the search on lists of rows, on one
+  gather of a small lexer, or with ``np.unique`` per level), every region (its states in the same
   order, classes with the same numbers, rows, split flags, members) and every digest of its
   states is the one of the previous code, kept here as the oracle (a level-by-level search
   with ``np.unique``, labels by ``_row_classes`` of the packed flags, the int64 renumbering).
@@ -124,12 +125,20 @@ def _old_digest(clf: Any, dpart: np.ndarray, sub: np.ndarray, split: np.ndarray,
     return h.digest()
 
 
+@pytest.mark.parametrize("cells", [0, 8, 1 << 30])
 @pytest.mark.parametrize("source", range(len(SOURCES)))
-def test_regions_and_digests_are_the_previous_codes(vocab: Vocabulary, source: int) -> None:
+def test_regions_and_digests_are_the_previous_codes(
+    vocab: Vocabulary, source: int, cells: int
+) -> None:
+    """``cells``: ``_REGION_SNAPSHOT_CELLS`` (0: every level gathered, its distinct states
+    by ``np.unique``; 8: gathered as lists; large: one gather of the lexer per ``ensure``)."""
     context_for(vocab).cache(cp.SHARED_WALKS).clear()
     compiler = GrammarCompiler(vocab, cache_size=0)
     src = SOURCES[source]
-    with mock.patch.object(cp, "LAZY_INDEX", True):
+    with (
+        mock.patch.object(cp, "LAZY_INDEX", True),
+        mock.patch.object(cp, "_REGION_SNAPSHOT_CELLS", cells),
+    ):
         if src == "builtin_json":
             grammar = compiler.compile_builtin_json_grammar()
         elif isinstance(src, str):

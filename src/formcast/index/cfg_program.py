@@ -871,9 +871,14 @@ class _LazyExitSplitClassifier:
         frontier = [start]
         budget = _REGION_ROW_BUDGET
         # breadth first, building the rows met (the lexer may grow), the new states of a
-        # level numbered in ascending order; per level one gather of the frontier's rows on
-        # ``step`` and set operations on them as a list (a handful of states a level: no
-        # ``np.unique``, whose fixed cost was most of a level in a grammar's first mask)
+        # level numbered in ascending order, by set operations on rows as lists (a handful
+        # of states a level: no ``np.unique``, whose fixed cost was most of a level in a
+        # grammar's first mask); on a small lexer (at most :data:`_REGION_SNAPSHOT_CELLS`
+        # cells on ``cols``) from one gather of all its rows per ``ensure`` (``snap``: the
+        # rows change only there), else one gather of the frontier's rows a level (distinct
+        # by ``np.unique`` past that many cells)
+        snap: np.ndarray | None = None
+        rows: list[list[int]] = []
         while frontier:
             built = lexer.built
             unbuilt = [q for q in frontier if not built[q]]
@@ -887,7 +892,22 @@ class _LazyExitSplitClassifier:
                 before = int(np.count_nonzero(lexer.built))
                 lexer.ensure(unbuilt)
                 budget -= int(np.count_nonzero(lexer.built)) - before
-            met = set(lexer.table.take(frontier, axis=0).take(step, axis=1).ravel().tolist())
+                snap = None
+            if lexer.size * cols.size <= _REGION_SNAPSHOT_CELLS:
+                if snap is None:
+                    snap = lexer.table[: lexer.size].take(cols, axis=1)
+                    if xc >= 0:
+                        snap[:, xc] = DEAD
+                    rows = snap.tolist()
+                met: set[int] = set()
+                for q in frontier:
+                    met.update(rows[q])
+            else:
+                snap = None
+                block = lexer.table.take(frontier, axis=0).take(step, axis=1)
+                # (a wide level: its distinct states by a sort, not as Python ints)
+                flat = np.unique(block) if block.size > _REGION_SNAPSHOT_CELLS else block.ravel()
+                met = set(flat.tolist())
             met.difference_update(index)
             if not met:
                 break
@@ -902,8 +922,9 @@ class _LazyExitSplitClassifier:
                 too_wide.add(start)
                 return None
         idx = np.asarray(states, dtype=np.int64)
-        cut = lexer.table.take(idx, axis=0).take(cols, axis=1)
         cut_split = lexer.split.take(idx, axis=0).take(cols, axis=1)
+        # (``snap``: taken after the last ``ensure``, still the lexer's rows)
+        cut = lexer.table.take(idx, axis=0).take(cols, axis=1) if snap is None else snap[idx]
         if xc >= 0:
             cut[:, xc] = DEAD
             cut_split[:, xc] = False
@@ -2082,6 +2103,9 @@ _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
 # and a first digest of a region of at most this many classes reads every class's successors
 # in one gather (_reachable_classes): most wide starts' regions have a few dozen states
 _SMALL_LABEL_ROWS = 256
+# ... and a region's search reads every row of a lexer of at most this many cells (states x
+# cut byte classes) at once, not the rows of each level (grammar_bench's c1_arith: 59 x 11)
+_REGION_SNAPSHOT_CELLS = 4_096
 _FILL_CLASSES = 256
 # a lazy lexer is refined by regions: the states a wide start reaches, at most this many
 # (_LazyExitSplitClassifier._new_region; past it: no class, no digest, the start walked on its
