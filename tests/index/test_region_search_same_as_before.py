@@ -149,16 +149,6 @@ def test_regions_and_digests_are_the_previous_codes(
         replay_masks(grammar, random_walks(grammar, walks=4, steps=30, seed=source))
     clf: Any = grammar.program._positions
     assert isinstance(clf, cp._LazyExitSplitClassifier)
-    # the columns: one byte per cut class in byte order, and each byte's column (the numpy
-    # formula the list version replaced)
-    cmap, first = clf._cut_classes
-    order = np.argsort(first, kind="stable")
-    col_of_class = np.empty(order.size, dtype=np.int64)
-    col_of_class[order] = np.arange(order.size)
-    cols, col_of_byte = clf._cut_columns()
-    assert cols.dtype == col_of_byte.dtype == np.int64
-    assert cols.tolist() == np.asarray(first, dtype=np.int64)[order].tolist()
-    assert col_of_byte.tolist() == col_of_class[cmap].tolist()
     assert clf._regions, "no region made"
     digests = counted = 0
     for rid, (start, idx, part, dpart, sub, cut_split, rep) in enumerate(clf._regions):

@@ -951,16 +951,13 @@ class _LazyExitSplitClassifier:
 
     def _cut_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """``(a byte per class of the cut lexer, in byte order; the column of each byte)``
-        (O(256): the classes' first bytes, distinct, sorted as a list; two numpy calls,
-        not six: this runs in each region search and digest)."""
+        (O(256))."""
         cmap, first = self._cut_classes
-        fl = first.tolist()
-        order = sorted(range(len(fl)), key=fl.__getitem__)
-        col_of_class = [0] * len(fl)
-        for j, c in enumerate(order):
-            col_of_class[c] = j
-        cols = np.array([fl[c] for c in order], dtype=np.int64)
-        return cols, np.array(col_of_class, dtype=np.int64).take(cmap)
+        order = np.argsort(first, kind="stable")
+        cols = np.asarray(first, dtype=np.int64)[order]
+        col_of_class = np.empty(order.size, dtype=np.int64)
+        col_of_class[order] = np.arange(order.size)
+        return cols, col_of_class[cmap]
 
     def _region_key(self, at: tuple[int, int]) -> bytes:
         """The walk key of the state at ``at`` (:meth:`_region_at`): its region's start and
