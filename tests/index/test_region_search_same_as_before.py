@@ -208,6 +208,11 @@ def test_reachable_classes_fill_all_or_by_levels(fill: int) -> None:
         succ: dict[int, list[int]] = {}
         with mock.patch.object(cp, "_FILL_CLASSES", fill):
             got = [cp._reachable_classes(part, cut, rep, s, succ) for s in starts]
+        width = cut.shape[1]
+        for row in succ.values():  # distinct once walked (a filled row: whole until then)
+            assert len(set(row)) == len(row) or len(row) == width
+        walked = {c for b in got if b is not None for c in b.tolist()}
+        assert all(len(set(succ[c])) == len(succ[c]) for c in walked if c in succ)
         for a, b in zip(want, got, strict=True):
             assert (a is None) == (b is None)
             if a is not None and b is not None:

@@ -1089,11 +1089,12 @@ def _reachable_classes(
     """The classes of ``part`` reachable in ``cut`` from ``start``'s class (the dead class
     left out), numbered breadth-first one level at a time in byte order (``rep[c]``: a
     member state of class ``c``); None past :data:`_SHARED_WALK_STATES` classes.
-    ``succ``: per class, the classes its row leads to in column order (distinct, or the
-    whole row where a first call on a region of at most :data:`_FILL_CLASSES` classes
-    filled every class at once: the first occurrences are the same), filled here for the
-    classes met (or all) and read for those met before (the same ``part``, ``cut`` and
-    ``rep`` on every call).  O(reachable classes x 256), or O(classes x columns) once."""
+    ``succ``: per class, the classes its row leads to (distinct, in column order), filled
+    here for the classes met and read for those met before (the same ``part``, ``cut`` and
+    ``rep`` on every call); a first call on a region of at most :data:`_FILL_CLASSES`
+    classes fills every class with its whole row in one gather (``width`` entries, made
+    distinct when a call first walks the class).  O(reachable classes x 256), or
+    O(classes x columns) once."""
     dead = int(part[DEAD])
     first_cls = int(part[start])
     seen = {dead, first_cls}
@@ -1105,23 +1106,24 @@ def _reachable_classes(
     # count is a chain of one-class levels: numpy cost ~10 us a level)
     if succ is None:
         succ = {}
+    width = cut.shape[1]
     while frontier:
         missing = [c for c in frontier if c not in succ]
         if missing:
             if not succ and rep.size <= _FILL_CLASSES:
                 # a first digest of the region: every class's row in one gather (not one a
-                # level: a region's first digest meets most of its classes), kept as it is
-                # (repeats too: the loop below skips them; no per-class dedup, which was
-                # half of this call in a grammar's first mask)
+                # level: a region's first digest meets most of its classes)
                 succ.update(enumerate(part.take(cut.take(rep, axis=0)).tolist()))
             else:
-                width = cut.shape[1]
                 flat = part.take(cut.take(rep.take(missing), axis=0)).reshape(-1).tolist()
                 for i, c in enumerate(missing):
                     succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
         level = []
         for c in frontier:
-            for t in succ[c]:
+            row = succ[c]
+            if len(row) == width:  # (a whole row as filled, or one of distinct classes)
+                row = succ[c] = list(dict.fromkeys(row))
+            for t in row:
                 if t not in seen:
                     seen.add(t)
                     level.append(t)
