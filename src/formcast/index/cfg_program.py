@@ -864,12 +864,25 @@ class _LazyExitSplitClassifier:
         lexer = self.lexer
         cols, col_of_byte = self._cut_columns()
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
+        # the columns a search level by level follows (the exit byte's leads to DEAD on the
+        # cut lexer), made when first needed (not on a small lexer)
+        step: np.ndarray | None = None
         index: dict[int, int] = {DEAD: 0, start: 1}
         states = [DEAD, start]
         frontier = [start]
         budget = _REGION_ROW_BUDGET
-        while frontier:  # breadth first, building the rows met (the lexer may grow)
-            unbuilt = [q for q in frontier if not lexer.built[q]]
+        # breadth first, building the rows met (the lexer may grow), the new states of a
+        # level numbered in ascending order, by set operations on rows as lists (a handful
+        # of states a level: no ``np.unique``, whose fixed cost was most of a level in a
+        # grammar's first mask); on a small lexer (at most :data:`_REGION_SNAPSHOT_CELLS`
+        # cells on ``cols``) from one gather of all its rows per ``ensure`` (``snap``: the
+        # rows change only there), else one gather of the frontier's rows a level (distinct
+        # by ``np.unique`` past that many cells)
+        snap: np.ndarray | None = None
+        rows: list[list[int]] = []
+        while frontier:
+            built = lexer.built
+            unbuilt = [q for q in frontier if not built[q]]
             if unbuilt:
                 if budget < len(unbuilt):  # a region this costly is not made: ``start``
                     return None  # walks alone
@@ -880,34 +893,49 @@ class _LazyExitSplitClassifier:
                 before = int(np.count_nonzero(lexer.built))
                 lexer.ensure(unbuilt)
                 budget -= int(np.count_nonzero(lexer.built)) - before
-            rows = lexer.table[np.asarray(frontier, dtype=np.int64)][:, cols]
-            if xc >= 0:
-                rows[:, xc] = DEAD
-            nxt: list[int] = []
-            for q in np.unique(rows).tolist():
-                if q not in index:
-                    if q in too_wide:  # its region is in this one: past the bound too
-                        too_wide.add(start)
-                        return None
-                    index[q] = len(states)
-                    states.append(q)
-                    nxt.append(q)
+                snap = None
+            if lexer.size * cols.size <= _REGION_SNAPSHOT_CELLS:
+                if snap is None:
+                    snap = lexer.table[: lexer.size].take(cols, axis=1)
+                    if xc >= 0:
+                        snap[:, xc] = DEAD
+                    rows = snap.tolist()
+                met: set[int] = set()
+                for q in frontier:
+                    met.update(rows[q])
+            else:
+                snap = None
+                if step is None:
+                    step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
+                block = lexer.table.take(frontier, axis=0).take(step, axis=1)
+                # (a wide level: its distinct states by a sort, not as Python ints)
+                flat = np.unique(block) if block.size > _REGION_SNAPSHOT_CELLS else block.ravel()
+                met = set(flat.tolist())
+            met.difference_update(index)
+            if not met:
+                break
+            if not too_wide.isdisjoint(met):  # its region is in this one: past the bound
+                too_wide.add(start)
+                return None
+            frontier = sorted(met)
+            for q in frontier:
+                index[q] = len(states)
+                states.append(q)
             if len(states) > _LOCAL_DIGEST_STATES:
                 too_wide.add(start)
                 return None
-            frontier = nxt
         idx = np.asarray(states, dtype=np.int64)
-        cut = lexer.table[idx][:, cols]
-        cut_split = lexer.split[idx][:, cols]
+        cut_split = lexer.split.take(idx, axis=0).take(cols, axis=1)
+        # (``snap``: taken after the last ``ensure``, still the lexer's rows)
+        cut = lexer.table.take(idx, axis=0).take(cols, axis=1) if snap is None else snap[idx]
         if xc >= 0:
             cut[:, xc] = DEAD
             cut_split[:, xc] = False
         local = np.zeros(max(int(idx.max()) + 1, 1), dtype=np.int32)
         local[idx] = np.arange(idx.size, dtype=np.int32)
-        sub = local[cut]
+        sub = local.take(cut)
         cut_split[DEAD] = False
-        labels = _row_classes(np.packbits(cut_split, axis=1)) + 1
-        labels[DEAD] = 0
+        labels = _split_labels(cut_split)
         depth = max(self._vocab.trie.max_len, _STABLE_ROUNDS)
         part, stable = equivalence_classes(sub, labels, depth)
         dpart = part if stable else np.arange(idx.size, dtype=np.int64)
@@ -939,9 +967,16 @@ class _LazyExitSplitClassifier:
 
     def _region_digest(self, at: tuple[int, int]) -> bytes | None:
         """:meth:`cut_signature` of the state at ``at`` (:meth:`_region_at`), on its
-        region's classes; None past :data:`_SHARED_WALK_STATES` reachable classes."""
+        region's classes; None past :data:`_SHARED_WALK_STATES` reachable classes (for a
+        state of the start's class: counted, O(1))."""
         rid, q = at
         _, _, _, dpart, sub, cut_split, rep = self._regions[rid]
+        if dpart[q] == dpart[1] and rep.size - 1 > _SHARED_WALK_STATES:
+            # the class of the region's start reaches every class but the dead one's (every
+            # state was met from the start; the dead state's label is its own): past the
+            # bound, known without the breadth-first walk of the classes (~100 us on a
+            # JSON value's region of 140 classes, in a grammar's first mask)
+            return None
         succ = self._succ
         if succ is None:
             succ = self._succ = {}
@@ -1023,6 +1058,27 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
     return cls
 
 
+def _split_labels(split: np.ndarray) -> np.ndarray:
+    """The labels a region's refinement starts from (:meth:`_LazyExitSplitClassifier.
+    _new_region`): 0 for the dead state (row 0), else 1 + the class of the state's split
+    flags (``bool[n, w]``, ``w >= 1``) among the distinct rows, numbered in the rows' value
+    order: ``_row_classes(np.packbits(split, axis=1)) + 1`` exactly (packed MSB first, the
+    bytes of equal-length rows compare as the flags do, lexicographically).  Up to
+    :data:`_SMALL_LABEL_ROWS` rows by a sort of the rows as Python bytes (a region of a few
+    dozen states: no numpy call per 8 bytes of row, whose fixed cost was most of the labels
+    in a grammar's first mask), else by :func:`_row_classes`.  O(n log n x w)."""
+    n, w = split.shape
+    if n > _SMALL_LABEL_ROWS or w == 0:
+        labels = _row_classes(np.packbits(split, axis=1)) + 1
+    else:
+        data = np.ascontiguousarray(split).view(np.uint8).tobytes()
+        keys = [data[i : i + w] for i in range(0, n * w, w)]
+        rank = {k: r for r, k in enumerate(sorted(set(keys)), 1)}
+        labels = np.array([rank[k] for k in keys], dtype=np.int64)
+    labels[DEAD] = 0
+    return labels
+
+
 def _reachable_classes(
     part: np.ndarray,
     cut: np.ndarray,
@@ -1035,7 +1091,10 @@ def _reachable_classes(
     member state of class ``c``); None past :data:`_SHARED_WALK_STATES` classes.
     ``succ``: per class, the classes its row leads to (distinct, in column order), filled
     here for the classes met and read for those met before (the same ``part``, ``cut`` and
-    ``rep`` on every call).  O(reachable classes x 256)."""
+    ``rep`` on every call); a first call on a region of at most :data:`_FILL_CLASSES`
+    classes fills every class with its whole row in one gather (``width`` entries, made
+    distinct when a call first walks the class).  O(reachable classes x 256), or
+    O(classes x columns) once."""
     dead = int(part[DEAD])
     first_cls = int(part[start])
     seen = {dead, first_cls}
@@ -1047,16 +1106,24 @@ def _reachable_classes(
     # count is a chain of one-class levels: numpy cost ~10 us a level)
     if succ is None:
         succ = {}
+    width = cut.shape[1]
     while frontier:
         missing = [c for c in frontier if c not in succ]
         if missing:
-            width = cut.shape[1]
-            flat = part[cut[rep[missing]]].reshape(-1).tolist()
-            for i, c in enumerate(missing):
-                succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
+            if not succ and rep.size <= _FILL_CLASSES:
+                # a first digest of the region: every class's row in one gather (not one a
+                # level: a region's first digest meets most of its classes)
+                succ.update(enumerate(part.take(cut.take(rep, axis=0)).tolist()))
+            else:
+                flat = part.take(cut.take(rep.take(missing), axis=0)).reshape(-1).tolist()
+                for i, c in enumerate(missing):
+                    succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
         level = []
         for c in frontier:
-            for t in succ[c]:
+            row = succ[c]
+            if len(row) == width:  # (a whole row as filled, or one of distinct classes)
+                row = succ[c] = list(dict.fromkeys(row))
+            for t in row:
                 if t not in seen:
                     seen.add(t)
                     level.append(t)
@@ -1071,9 +1138,9 @@ def _renumbered_bytes(rows: np.ndarray, col_of_byte: np.ndarray | None = None) -
     """The bytes a cut signature hashes for the renumbered rows of its reachable classes
     (``rows``: class numbers below :data:`_SHARED_WALK_STATES`, -1 for the dead class), on
     256 columns (``col_of_byte``: ``rows`` hold one column per byte class), as int8."""
-    small = rows.astype(np.int8)
+    small = rows.astype(np.int8, copy=False)
     if col_of_byte is not None:
-        small = small[:, col_of_byte]
+        small = small.take(col_of_byte, axis=1)
     return np.ascontiguousarray(small).tobytes()
 
 
@@ -1100,15 +1167,17 @@ def _quotient_digest(
     states = _reachable_classes(part, cut, rep, start, succ)
     if states is None:
         return None
-    renumber = np.full(rep.size, -1, dtype=np.int64)
-    renumber[states] = np.arange(states.size)
+    sel = rep.take(states)  # a member of each reachable class, in the digest's order
+    renumber = np.full(rep.size, -1, dtype=np.int8)  # (below _SHARED_WALK_STATES: int8)
+    renumber[states] = np.arange(states.size, dtype=np.int8)
     h = hashlib.blake2b(digest_size=16)
     h.update(vocab.fingerprint.encode())
     h.update(b"" if exit_byte is None else bytes([exit_byte]))
     # renumbered on the table's own columns, then spread to 256 (as int8: a few times less
     # to hash than the int64 rows, which were most of a wide digest's time)
-    rows = _renumbered_bytes(renumber[part[cut[rep[states]]]], col_of_byte)
-    split_rows = cut_split[rep[states]][:, col_of_byte]
+    # (``take``, not fancy indexing: ~40% less on these small rows)
+    rows = _renumbered_bytes(renumber.take(part.take(cut.take(sel, axis=0))), col_of_byte)
+    split_rows = cut_split.take(sel, axis=0).take(col_of_byte, axis=1)
     h.update(rows)
     h.update(np.packbits(split_rows).tobytes())
     return h.digest()
@@ -2066,6 +2135,14 @@ def _shared_walks(vocab: Vocabulary) -> LruCache[bytes, Classification]:
 
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
+# a region's split labels are sorted as Python bytes up to this many states (_split_labels),
+# and a first digest of a region of at most this many classes reads every class's successors
+# in one gather (_reachable_classes): most wide starts' regions have a few dozen states
+_SMALL_LABEL_ROWS = 256
+# ... and a region's search reads every row of a lexer of at most this many cells (states x
+# cut byte classes) at once, not the rows of each level (grammar_bench's c1_arith: 59 x 11)
+_REGION_SNAPSHOT_CELLS = 4_096
+_FILL_CLASSES = 256
 # a lazy lexer is refined by regions: the states a wide start reaches, at most this many
 # (_LazyExitSplitClassifier._new_region; past it: no class, no digest, the start walked on its
 # own)
