@@ -52,6 +52,11 @@ def hash_weights(size: int, seed: int) -> np.ndarray:
     return have[:size]
 
 
+# made at import, as the row weights of formcast.automata.equivalence: the first random
+# generator of a process (numpy.random's set-up, up to ~30 ms) is not paid inside a mask
+hash_weights(1024, _SEED)
+
+
 @overload
 def column_classes(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 @overload

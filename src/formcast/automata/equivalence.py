@@ -271,5 +271,9 @@ def _refine_blocks(
 _DEADLINE_RESERVE = 0.15
 # the seed of the row hashes of a refinement round
 _ROW_SEED = 0xB10C
+# made at import (a 1,024-weight table; more are drawn on demand): a process's first random
+# generator costs 0.1-30 ms (numpy.random's set-up), which otherwise lands in the first
+# region search of the first grammar's masks
+hash_weights(1024, _ROW_SEED)
 # bounds of the integers handed to the compiled refinement (int64 there)
 _CLAMP = 1 << 62
