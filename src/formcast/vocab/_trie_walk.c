@@ -134,7 +134,133 @@ typedef struct SubtreeMemo {
     int64_t min_reach; /* a fresh walk reaching fewer nodes runs dfs_walk (its stops renumbered) */
     int32_t key[MEMO_SLOTS];     /* the state of each slot's loop set (-1: none) */
     uint64_t loop[MEMO_SLOTS][4]; /* the bytes a state's row leads back to it */
+    /* the text memo (NULL tflag: none; see text_memo below): per preorder node its flags
+     * (TEXT_BOUNDARY), per node the index in tbrk of the first break at or after it (n + 1
+     * entries), the breaks in preorder, their partial characters (TEXT_PRE), the text bytes */
+    const uint8_t *tflag;
+    const int32_t *tnext, *tbrk;
+    const uint32_t *tpre;
+    int64_t n_brk;
+    uint64_t kset[4];
+    int32_t key2[MEMO_SLOTS];      /* the state of each slot's lead set (-1: none) */
+    uint64_t leads[MEMO_SLOTS][4]; /* the lead bytes whose characters lead a state back */
+    struct TextFrame *fr;          /* memo_walk's region stack (2 * max_depth + 4 frames) */
+    int64_t fr_cap;
 } SubtreeMemo;
+
+/* The text memo (text_memo below builds it, per trie, with the subtree memo): the walks of
+ * a text-like state (a string body: it leads every "text" byte, printable ASCII but the
+ * quote and the backslash, and every well-formed UTF-8 character back to itself) reach most
+ * of the trie, but few subtrees hold only bytes that loop (UTF-8 characters pass through
+ * other states, and quotes, backslashes, control bytes leave).  So each preorder node gets
+ * the state of a UTF-8 decoder run along its string (resynchronized after an ill-formed
+ * byte): TEXT_BOUNDARY where a character ends there (an ASCII byte or a character's last
+ * byte), and a node is a *break* where its byte is neither a text byte at a boundary, a
+ * lead byte at a boundary, nor an allowed continuation inside a character (the
+ * well-formed ranges: E0 A0-BF, ED 80-9F, F0 90-BF, F4 80-8F), or where a string ends
+ * there inside a character.  A walk arriving at a boundary node w in a state s whose row
+ * leads each text byte below w back to s, and each well-formed character whose lead byte
+ * lies below w back to s through live states (text_uniform), knows that every node below
+ * w not under a break ends its character in s, and every string there ends in s: it takes
+ * those strings as ranges, and walks only the breaks below w that lie under no other
+ * (their parent's state: s walked over the break's partial character, TEXT_PRE), each as a
+ * subtree of its own.  The same words, candidates and stops as walking every node. */
+#define TEXT_BOUNDARY 1
+typedef struct TextFrame {
+    int64_t end;  /* the frame's subtree ends before this preorder node */
+    int32_t s;    /* a region's state */
+    int32_t kind; /* 1: a region (its gaps taken as ranges), 0: a break's subtree */
+} TextFrame;
+
+/* per lead byte: the allowed range of the next byte and the continuation bytes in all */
+static inline int
+utf8_lead(int b, int *lo, int *hi)
+{
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF)
+        return 1;
+    if (b >= 0xE0 && b <= 0xEF) {
+        if (b == 0xE0)
+            *lo = 0xA0;
+        else if (b == 0xED)
+            *hi = 0x9F;
+        return 2;
+    }
+    if (b >= 0xF0 && b <= 0xF4) {
+        if (b == 0xF0)
+            *lo = 0x90;
+        else if (b == 0xF4)
+            *hi = 0x8F;
+        return 3;
+    }
+    return 0;
+}
+
+/* text_leads' memo of the states inside a character: (state, bytes left) -> ok */
+typedef struct {
+    int32_t st[32];
+    int8_t k[32], ok[32];
+    int n;
+} ChainMemo;
+
+/* whether every byte c in lo .. hi leads t on to a state that, after k - 1 more
+ * continuation bytes (any in 80-BF), is s, through live states; a state met with too many
+ * others (the memo full) counts as not (a conservative answer) */
+static int
+text_chain(const int32_t *table, int64_t n_states, int32_t t, int lo, int hi, int k, int32_t s,
+           ChainMemo *cm)
+{
+    int c;
+    for (c = lo; c <= hi; c++) {
+        const int32_t u = table[(int64_t)t * 256 + c];
+        if (k == 1) {
+            if (u != s)
+                return 0;
+        } else {
+            int j, ok = -1;
+            if (u <= 0 || u >= n_states)
+                return 0;
+            for (j = 0; j < cm->n; j++)
+                if (cm->st[j] == u && cm->k[j] == k - 1) {
+                    ok = cm->ok[j];
+                    break;
+                }
+            if (ok < 0) {
+                if (cm->n >= 32)
+                    return 0;
+                ok = text_chain(table, n_states, u, 0x80, 0xBF, k - 1, s, cm);
+                cm->st[cm->n] = u;
+                cm->k[cm->n] = (int8_t)(k - 1);
+                cm->ok[cm->n] = (int8_t)ok;
+                cm->n++;
+            }
+            if (!ok)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* the lead bytes L of state s (a row of table) whose every well-formed character L ...
+ * leads s back to s through live states */
+static void
+text_leads(const int32_t *table, int64_t n_states, int32_t s, uint64_t out[4])
+{
+    ChainMemo cm;
+    int b;
+    cm.n = 0;
+    out[0] = out[1] = out[2] = out[3] = 0;
+    for (b = 0xC2; b <= 0xF4; b++) {
+        int lo, hi;
+        const int k = utf8_lead(b, &lo, &hi);
+        const int32_t t = table[(int64_t)s * 256 + b];
+        if (t <= 0 || t >= n_states)
+            continue;
+        if (text_chain(table, n_states, t, lo, hi, k, s, &cm))
+            out[b >> 6] |= (uint64_t)1 << (b & 63);
+    }
+}
 
 /* whether state s (a row of table) leads every byte of subtree set k back to itself */
 static inline int
@@ -155,6 +281,32 @@ memo_uniform(SubtreeMemo *m, const int32_t *table, int32_t s, int64_t k)
             (set[3] & ~loop[3])) == 0;
 }
 
+/* whether a walk arriving at a boundary node in state s may take the node's subtree as a
+ * text region (the text memo above): s leads every text byte of subtree set k back to
+ * itself, and each well-formed character whose lead byte is in the set back to s (lead
+ * sets cached per state as the loop sets; a row never changes once the walk reads it: a
+ * sentinel's row leads every byte to itself) */
+static inline int
+text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states, int32_t s, int64_t k)
+{
+    const int slot = (int)((uint32_t)s % MEMO_SLOTS);
+    const uint64_t *set = m->sets + 4 * k, *loop = m->loop[slot];
+    uint64_t *leads = m->leads[slot];
+    int j;
+    /* (memo_uniform ran first for s: its loop set is in the slot) */
+    for (j = 0; j < 4; j++)
+        if (set[j] & m->kset[j] & ~loop[j])
+            return 0;
+    if ((set[2] | set[3]) == 0)
+        return 1; /* no byte past 0x7F below */
+    if (m->key2[slot] != s) {
+        text_leads(table, n_states, s, leads);
+        m->key2[slot] = s;
+    }
+    /* lead bytes C2-F4 are in words 3 (C0-FF) only */
+    return (set[3] & ~leads[3] & 0x001FFFFFFFFFFFFCull) == 0;
+}
+
 /* dfs_walk on the memo's preorder nodes lo .. hi - 1 (whole subtrees, the shallowest ones'
  * parent in state s0), with the memo's skips: arrive and on_string as dfs_walk's (node
  * numbers preorder ones), on_range(ctx, lo, hi, s) for the strings lo .. hi - 1 of a skipped
@@ -168,7 +320,8 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
 {
     const int32_t *table = a->table;
     int32_t *st = m->st;
-    int64_t i = lo, d0;
+    TextFrame *fr = m->fr;
+    int64_t i = lo, d0, nf = 0;
     if (lo >= hi)
         return 0;
     if (lo < 0 || hi > m->n_nodes)
@@ -178,8 +331,60 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
         return 3;
     st[d0 - 1] = s0;
     while (i < hi) {
-        const int64_t d = m->depth[i], size = m->size[i];
+        int64_t d, size;
         int32_t s;
+        while (nf > 0 && i >= fr[nf - 1].end)
+            nf--;
+        if (nf > 0 && fr[nf - 1].kind) {
+            /* a text region's gap (text_uniform): its strings, up to the next break or the
+             * region's end, end in the region's state; the break's subtree is walked from
+             * its parent's state (the region's, over the break's partial character) */
+            const TextFrame *f = &fr[nf - 1];
+            const int64_t j = m->tnext[i];
+            int64_t u = f->end, du;
+            int32_t p = f->s;
+            uint32_t pre;
+            int c, np;
+            if (j < 0 || j > m->n_brk)
+                return 3;
+            if (j < m->n_brk && m->tbrk[j] < f->end)
+                u = m->tbrk[j];
+            if (u < i)
+                return 3;
+            if (m->str[u] > m->str[i]) {
+                const int r = on_range(ctx, m->str[i], m->str[u], f->s);
+                if (r != 0)
+                    return r;
+            }
+            if (u == f->end) {
+                i = u;
+                nf--;
+                continue;
+            }
+            pre = m->tpre[j];
+            np = (int)(pre >> 24);
+            du = m->depth[u];
+            if (np > 3 || du <= d0 || du > m->max_depth || m->size[u] < 1 ||
+                m->size[u] > hi - u || nf >= m->fr_cap)
+                return 3;
+            for (c = 0; c < np && p != 0; c++) {
+                p = table[(int64_t)p * 256 + ((pre >> (8 * c)) & 0xFF)];
+                if (p < 0 || p >= a->n_states)
+                    return 1;
+            }
+            if (p == 0) { /* (not with the rows text_uniform checked: exact all the same) */
+                i = u + m->size[u];
+                continue;
+            }
+            st[du - 1] = p;
+            fr[nf].end = u + m->size[u];
+            fr[nf].s = 0;
+            fr[nf].kind = 0;
+            nf++;
+            i = u;
+        }
+        d = m->depth[i];
+        size = m->size[i];
         if (d < d0 || d > m->max_depth || size < 1 || size > hi - i)
             return 3;
         s = table[(int64_t)st[d - 1] * 256 + m->byte[i]];
@@ -212,6 +417,17 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
                 if (r != 0)
                     return r;
                 i += size;
+                continue;
+            }
+            if (k >= 0 && m->tflag != NULL && (m->tflag[i] & TEXT_BOUNDARY) &&
+                text_uniform(m, table, a->n_states, s, k)) {
+                if (nf >= m->fr_cap)
+                    return 3;
+                fr[nf].end = i + size;
+                fr[nf].s = s;
+                fr[nf].kind = 1;
+                nf++;
+                i++;
                 continue;
             }
             st[d] = s;
@@ -1027,8 +1243,8 @@ classify_impl(PyObject *args, int resumable)
     long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
-    Py_buffer rv[9], b_resume, mv[8];
-    HELD_BUFFERS(32);
+    Py_buffer rv[9], b_resume, mv[13];
+    HELD_BUFFERS(40);
     int bad = 0;
     PyObject *result = NULL;
     ClassifyOut o;
@@ -1097,9 +1313,11 @@ classify_impl(PyObject *args, int resumable)
         const int64_t nn = b_first.len / 4;
         long long max_depth, min_reach;
         int j;
+        PyObject *to[5] = {NULL, NULL, NULL, NULL, NULL};
         if (!PyTuple_Check(o_memo) ||
-            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL", &mo[0], &mo[1], &mo[2], &mo[3], &mo[4],
-                              &mo[5], &mo[6], &mo[7], &max_depth, &min_reach)) {
+            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOO", &mo[0], &mo[1], &mo[2], &mo[3],
+                              &mo[4], &mo[5], &mo[6], &mo[7], &max_depth, &min_reach, &to[0],
+                              &to[1], &to[2], &to[3], &to[4])) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
             goto done;
@@ -1134,12 +1352,43 @@ classify_impl(PyObject *args, int resumable)
         memo->n_strings = b_snode.len / 8;
         memo->max_depth = max_depth; /* (a deeper node is refused by memo_walk) */
         memo->min_reach = min_reach;
+        memo->tflag = NULL;
+        memo->fr_cap = 2 * max_depth + 4;
         memo->st = (int32_t *)calloc((size_t)memo->max_depth + 1, sizeof(int32_t));
-        if (memo->st == NULL) {
+        memo->fr = (TextFrame *)malloc(sizeof(TextFrame) * (size_t)memo->fr_cap);
+        if (memo->st == NULL || memo->fr == NULL) {
             PyErr_NoMemory();
             goto done;
         }
         memset(memo->key, 0xff, sizeof(memo->key));
+        memset(memo->key2, 0xff, sizeof(memo->key2));
+        if (to[0] != NULL && to[0] != Py_None) {
+            /* the text memo (text_memo): flag, next, breaks, pre, text bytes */
+            static const int tsize[5] = {1, 4, 4, 4, 8};
+            static const char *twhat[5] = {"memo text flag (uint8)", "memo text next (int32)",
+                                           "memo text breaks (int32)", "memo text pre (uint32)",
+                                           "memo text bytes (uint64)"};
+            for (j = 0; j < 5; j++) {
+                if (to[j] == NULL) {
+                    PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: a text memo lacks parts");
+                    goto done;
+                }
+                if (get_buffer(to[j], &mv[8 + j], tsize[j], 0, twhat[j]) < 0)
+                    goto done;
+                held[n_held++] = &mv[8 + j];
+            }
+            if (mv[8].len != nn || mv[9].len / 4 != nn + 1 || mv[10].len != mv[11].len ||
+                mv[12].len != 32) {
+                PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
+                goto done;
+            }
+            memo->tflag = (const uint8_t *)mv[8].buf;
+            memo->tnext = (const int32_t *)mv[9].buf;
+            memo->tbrk = (const int32_t *)mv[10].buf;
+            memo->tpre = (const uint32_t *)mv[11].buf;
+            memo->n_brk = mv[10].len / 4;
+            memcpy(memo->kset, mv[12].buf, sizeof(memo->kset));
+        }
     }
     if (o_rows != Py_None) {
         /* the walked table and pending flags are these tables' (one of lex and cut) */
@@ -1390,8 +1639,10 @@ classify_impl(PyObject *args, int resumable)
         }
     }
 done:
-    if (memo != NULL)
+    if (memo != NULL) {
         free(memo->st);
+        free(memo->fr);
+    }
     free(memo);
     free(node_state);
     free(o.seen);
@@ -1571,6 +1822,127 @@ done:
     return result;
 }
 
+/* text_memo(pbyte, depth, own, kset, flag, next, breaks, pre) -> count of breaks: the text
+ * memo of a subtree memo (SubtreeMemo's text part: see TEXT_BOUNDARY above) from its
+ * preorder bytes, depths and own flags, and the text bytes kset (uint64[4], a 256-bit set):
+ * one pass in preorder with a UTF-8 decoder's state per depth.  Outputs (written): flag
+ * uint8[n] (TEXT_BOUNDARY where a character ends at the node), next int32[n + 1] (per node
+ * the number of breaks before it: the index of the first break at or after it), breaks
+ * int32[n] and pre uint32[n] (the first `count` entries: the breaks in preorder, and each
+ * one's partial character before it: up to three bytes, the first in the low byte, their
+ * count in the top byte).  O(nodes), no Python object touched; every index checked
+ * (ValueError). */
+static PyObject *
+trie_text_memo(PyObject *self, PyObject *args)
+{
+    PyObject *o[8];
+    Py_buffer b[8];
+    HELD_BUFFERS(8);
+    static const int isize[8] = {1, 2, 1, 8, 1, 4, 4, 4};
+    static const char *what[8] = {"pbyte (uint8)", "depth (uint16)", "own (uint8)",
+                                  "kset (uint64)", "flag (uint8)", "next (int32)",
+                                  "breaks (int32)", "pre (uint32)"};
+    PyObject *result = NULL;
+    int j, bad = 0;
+    int64_t m = 0;
+
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7]))
+        return NULL;
+    for (j = 0; j < 8; j++)
+        GET(o[j], b[j], isize[j], j >= 4, what[j]);
+    {
+        const uint8_t *pbyte = (const uint8_t *)b[0].buf, *own = (const uint8_t *)b[2].buf;
+        const uint16_t *depth = (const uint16_t *)b[1].buf;
+        const uint64_t *kset = (const uint64_t *)b[3].buf;
+        uint8_t *flag = (uint8_t *)b[4].buf;
+        int32_t *next = (int32_t *)b[5].buf, *brk = (int32_t *)b[6].buf;
+        uint32_t *pre = (uint32_t *)b[7].buf;
+        const int64_t n = b[0].len;
+        int64_t i, maxd = 0;
+        /* per depth (0: the root), the decoder after that node: continuation bytes still
+         * needed, the allowed range of the next one, the partial character (TEXT_PRE) */
+        uint8_t *need = NULL, *lo = NULL, *hi = NULL;
+        uint32_t *part = NULL;
+        if (b[1].len / 2 != n || b[2].len != n || b[3].len != 32 || b[4].len != n ||
+            b[5].len / 4 != n + 1 || b[6].len / 4 != n || b[7].len / 4 != n ||
+            n >= INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: text_memo: array lengths disagree");
+            goto done;
+        }
+        for (i = 0; i < n; i++)
+            if (depth[i] > maxd)
+                maxd = depth[i];
+        need = (uint8_t *)calloc((size_t)maxd + 1, 1);
+        lo = (uint8_t *)calloc((size_t)maxd + 1, 1);
+        hi = (uint8_t *)calloc((size_t)maxd + 1, 1);
+        part = (uint32_t *)calloc((size_t)maxd + 1, sizeof(uint32_t));
+        if (need == NULL || lo == NULL || hi == NULL || part == NULL) {
+            free(need);
+            free(lo);
+            free(hi);
+            free(part);
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n; i++) {
+            const int64_t d = depth[i];
+            const int by = pbyte[i];
+            int ok, nn = 0, nlo = 0x80, nhi = 0xBF, l, h;
+            uint32_t np = 0, pp;
+            if (d < 1 || (i == 0 && d != 1) || (i > 0 && d > depth[i - 1] + 1)) {
+                bad = 1; /* (preorder: a node's depth at most its predecessor's plus one) */
+                break;
+            }
+            pp = need[d - 1] ? part[d - 1] : 0;
+            if (need[d - 1] && by >= lo[d - 1] && by <= hi[d - 1]) {
+                const uint32_t cnt = pp >> 24;
+                ok = 1;
+                nn = need[d - 1] - 1;
+                if (nn)
+                    np = ((cnt + 1) << 24) | (pp & 0xFFFFFF) | ((uint32_t)by << (8 * cnt));
+            } else {
+                /* at a boundary: a text byte, or a lead byte starting a character; inside
+                 * one, an ill-formed byte: a break, the decoder resynchronized on it */
+                const int k = utf8_lead(by, &l, &h);
+                ok = !need[d - 1] && (k || ((kset[by >> 6] >> (by & 63)) & 1));
+                if (k) {
+                    nn = k;
+                    nlo = l;
+                    nhi = h;
+                    np = ((uint32_t)1 << 24) | (uint32_t)by;
+                }
+            }
+            need[d] = (uint8_t)nn;
+            lo[d] = (uint8_t)nlo;
+            hi[d] = (uint8_t)nhi;
+            part[d] = np;
+            flag[i] = nn == 0 ? TEXT_BOUNDARY : 0;
+            next[i] = (int32_t)m;
+            if (!ok || (own[i] && nn)) {
+                brk[m] = (int32_t)i;
+                pre[m] = pp;
+                m++;
+            }
+        }
+        if (!bad)
+            next[n] = (int32_t)m;
+        Py_END_ALLOW_THREADS
+        free(need);
+        free(lo);
+        free(hi);
+        free(part);
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: text_memo: depths out of order");
+        else
+            result = PyLong_FromLongLong((long long)m);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
 /* classify with its trailing rows and resume given (both required), and the memo optional */
 static PyObject *
 trie_classify_from(PyObject *self, PyObject *args)
@@ -1605,6 +1977,9 @@ static PyMethodDef methods[] = {
      "subtree_memo(first, count, byte, end, parent, min_below, pos, pbyte, depth, size, own, "
      "str, sel, sets) -> count of sets: the subtree memo of classify's walks (see the "
      "source)."},
+    {"text_memo", trie_text_memo, METH_VARARGS,
+     "text_memo(pbyte, depth, own, kset, flag, next, breaks, pre) -> count of breaks: the "
+     "text memo of a subtree memo (see the source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "

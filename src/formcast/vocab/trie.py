@@ -637,6 +637,14 @@ _MEMO_MIN_BELOW = 4
 #: grammar_bench's c1_arith, reaches of 40-55k Llama-3 nodes 2-2.5x faster, of 114k even, and
 #: JSON strings' 268k 1.8x slower than the pass)
 _MEMO_WALK_MAX_SHARE = 2
+#: the text bytes of the text memo (``_trie_walk.c``'s ``text_memo``): printable ASCII but the
+#: quote and the backslash, the bytes a string body's state (JSON's, a C string's) leads back
+#: to itself; a walk in a state looping on them and on every well-formed UTF-8 character
+#: takes the strings below a node as ranges, walking only the nodes under other bytes
+_TEXT_BYTES = frozenset(range(0x20, 0x7F)) - {0x22, 0x5C}
+#: with the text memo, :data:`_MEMO_WALK_MAX_SHARE`'s share: the preorder walk at every reach
+#: (a string body's walk, 268k of Llama-3's 275k nodes, takes its text as ranges)
+_TEXT_WALK_MAX_SHARE = 1
 #: in the compiled build, walks whose live first bytes reach fewer trie nodes than this run
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
@@ -791,6 +799,15 @@ class _SubtreeMemo(NamedTuple):
     sets: np.ndarray  # uint64 [k, 4]: the bytes below each selected node, 256 bits
     max_depth: int
     min_reach: int  # fresh walks reaching fewer nodes run depth-first without the memo
+    # the text memo (``_trie_walk.c``'s ``text_memo``; None: none): per preorder node its
+    # flags (1: a UTF-8 character ends there), per node the index of the first break at or
+    # after it (n + 1 entries), the breaks in preorder, their partial characters, and the
+    # text bytes (:data:`_TEXT_BYTES` as a 256-bit set)
+    text_flag: np.ndarray | None = None  # uint8
+    text_next: np.ndarray | None = None  # int32 [n + 1]
+    text_breaks: np.ndarray | None = None  # int32
+    text_pre: np.ndarray | None = None  # uint32
+    text_bytes: np.ndarray | None = None  # uint64 [4]
 
 
 class WalkRows(NamedTuple):
@@ -951,7 +968,8 @@ def _classify_call(
     max_reach = _NATIVE_WALK_MAX_REACH
     if memo is not None:
         extra = (*extra, memo)
-        max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
+        share = _MEMO_WALK_MAX_SHARE if memo.text_flag is None else _TEXT_WALK_MAX_SHARE
+        max_reach = max(max_reach, trie.total_nodes // share + (share == 1))
     got = call(
         first,
         count,
@@ -1103,6 +1121,17 @@ def _build_subtree_memo(trie: TokenTrie, flat: _FlatNodes) -> _SubtreeMemo | Non
         sel,
         sets,
     )
+    text: tuple[np.ndarray | None, ...] = (None, None, None, None, None)
+    if hasattr(_KERNEL, "text_memo"):
+        kset = np.zeros(256, dtype=bool)
+        kset[list(_TEXT_BYTES)] = True
+        bits = np.packbits(kset, bitorder="little").view(np.uint64).copy()
+        flag = np.empty(n, dtype=np.uint8)
+        nxt = np.empty(n + 1, dtype=np.int32)
+        brk = np.empty(n, dtype=np.int32)
+        pre = np.empty(n, dtype=np.uint32)
+        m = _KERNEL.text_memo(pbyte, depth, own, bits, flag, nxt, brk, pre)
+        text = (flag, nxt, brk[:m].copy(), pre[:m].copy(), bits)
     return _SubtreeMemo(
         pos,
         pbyte,
@@ -1114,4 +1143,5 @@ def _build_subtree_memo(trie: TokenTrie, flat: _FlatNodes) -> _SubtreeMemo | Non
         sets[:k],  # (a view: the rows past k are never written, their pages never touched)
         int(trie.num_levels),
         _NATIVE_WALK_MAX_REACH,
+        *text,
     )
