@@ -143,6 +143,9 @@ typedef struct SubtreeMemo {
     int64_t n_brk;
     uint64_t kset[4];
     int32_t key2[MEMO_SLOTS];      /* the state of each slot's lead set (-1: none) */
+    int64_t ver2[MEMO_SLOTS];      /* *version when it was computed */
+    const int64_t *version; /* rows written so far in the walk (NULL: none are): a lead set
+                             * missing a byte is computed again once rows were written */
     uint64_t leads[MEMO_SLOTS][4]; /* the lead bytes whose characters lead a state back */
     struct TextFrame *fr;          /* memo_walk's region stack (2 * max_depth + 4 frames) */
     int64_t fr_cap;
@@ -299,11 +302,14 @@ text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states, int32_t s, 
             return 0;
     if ((set[2] | set[3]) == 0)
         return 1; /* no byte past 0x7F below */
-    if (m->key2[slot] != s) {
-        text_leads(table, n_states, s, leads);
-        m->key2[slot] = s;
-    }
-    /* lead bytes C2-F4 are in words 3 (C0-FF) only */
+    /* (lead bytes C2-F4 are in word 3, C0-FF, only) */
+    if (m->key2[slot] == s && ((set[3] & ~leads[3] & 0x001FFFFFFFFFFFFCull) == 0 ||
+                               m->version == NULL || m->ver2[slot] == *m->version))
+        return (set[3] & ~leads[3] & 0x001FFFFFFFFFFFFCull) == 0;
+    /* (computed, or again: a character's state that was a sentinel may have its row now) */
+    text_leads(table, n_states, s, leads);
+    m->key2[slot] = s;
+    m->ver2[slot] = m->version != NULL ? *m->version : 0;
     return (set[3] & ~leads[3] & 0x001FFFFFFFFFFFFCull) == 0;
 }
 
@@ -927,6 +933,12 @@ typedef struct {
     uint8_t *seen; /* per state: already in stopped (allocated on the first one) */
     int64_t n_states;
     I64List cands, stopped;
+    /* the bits of every string of the walked trie (the memo's all words; NULL: none, or a
+     * string map): word ranges are then kept in `deferred` (lo, hi pairs, `n_deferred`
+     * strings in all) and set at the end (finish_deferred) */
+    const uint32_t *all;
+    I64List deferred;
+    int64_t n_deferred;
 } ClassifyOut;
 
 /* 0, or the error code of classify (5: out of memory, 6: an index out of range) */
@@ -1217,6 +1229,12 @@ classify_range(void *ctx, int64_t lo, int64_t hi, int32_t s)
         }
         return 0;
     }
+    if (o->all != NULL && o->map == NULL) { /* (words: set by finish_deferred) */
+        if (i64_push(&o->deferred, lo) < 0 || i64_push(&o->deferred, hi) < 0)
+            return 5;
+        o->n_deferred += hi - lo;
+        return 0;
+    }
     for (i = lo; i < hi; i++) {
         int64_t g = i, t;
         if (o->map != NULL) {
@@ -1234,6 +1252,67 @@ classify_range(void *ctx, int64_t lo, int64_t hi, int32_t s)
     return 0;
 }
 
+static int
+cmp_pair(const void *x, const void *y)
+{
+    const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The words of the deferred ranges (classify_range: strings of the walked trie, each once,
+ * no string map) of a walk over n_str strings: where they are most of the strings, the
+ * memo's all words less the bits of the strings outside them (first_token is one-to-one:
+ * each string its own token id), OR-ed into the words; else range by range.  0, or 5 (out
+ * of memory) or 6 (a string or id out of range). */
+static int
+finish_deferred(ClassifyOut *o, int64_t n_str)
+{
+    int64_t *v = o->deferred.v, np = o->deferred.n / 2, p, g;
+    const int64_t n_words = o->n_bits / 32;
+    if (np == 0)
+        return 0;
+    for (p = 1; p < np && v[2 * p] >= v[2 * p - 2]; p++)
+        ;
+    if (p < np)
+        qsort(v, (size_t)np, 2 * sizeof(int64_t), cmp_pair); /* (resumes: several walks) */
+    for (p = 0; p < np; p++)
+        if (v[2 * p] < (p ? v[2 * p - 1] : 0) || v[2 * p + 1] < v[2 * p] || v[2 * p + 1] > n_str ||
+            v[2 * p + 1] > o->n_first)
+            return 6; /* (ranges overlap or pass the strings: not a walk's) */
+    if (o->n_deferred > n_str - o->n_deferred + n_words) {
+        uint32_t *tmp = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)(n_words ? n_words : 1));
+        int64_t cur = 0, w;
+        if (tmp == NULL)
+            return 5;
+        memcpy(tmp, o->all, sizeof(uint32_t) * (size_t)n_words);
+        for (p = 0; p <= np; p++) {
+            const int64_t end = p < np ? v[2 * p] : n_str;
+            for (g = cur; g < end; g++) {
+                const int64_t t = g < o->n_first ? o->first_token[g] : -1;
+                if (t < 0 || t >= o->n_bits) {
+                    free(tmp);
+                    return 6;
+                }
+                tmp[t >> 5] &= ~((uint32_t)1 << (t & 31));
+            }
+            if (p < np)
+                cur = v[2 * p + 1];
+        }
+        for (w = 0; w < n_words; w++)
+            o->words[w] |= tmp[w];
+        free(tmp);
+        return 0;
+    }
+    for (p = 0; p < np; p++)
+        for (g = v[2 * p]; g < v[2 * p + 1]; g++) {
+            const int64_t t = o->first_token[g];
+            if (t < 0 || t >= o->n_bits)
+                return 6;
+            o->words[t >> 5] |= (uint32_t)1 << (t & 31);
+        }
+    return 0;
+}
+
 static PyObject *
 classify_impl(PyObject *args, int resumable)
 {
@@ -1243,7 +1322,7 @@ classify_impl(PyObject *args, int resumable)
     long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
-    Py_buffer rv[9], b_resume, mv[13];
+    Py_buffer rv[9], b_resume, mv[14];
     HELD_BUFFERS(40);
     int bad = 0;
     PyObject *result = NULL;
@@ -1313,11 +1392,11 @@ classify_impl(PyObject *args, int resumable)
         const int64_t nn = b_first.len / 4;
         long long max_depth, min_reach;
         int j;
-        PyObject *to[5] = {NULL, NULL, NULL, NULL, NULL};
+        PyObject *to[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
         if (!PyTuple_Check(o_memo) ||
-            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOO", &mo[0], &mo[1], &mo[2], &mo[3],
+            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOOO", &mo[0], &mo[1], &mo[2], &mo[3],
                               &mo[4], &mo[5], &mo[6], &mo[7], &max_depth, &min_reach, &to[0],
-                              &to[1], &to[2], &to[3], &to[4])) {
+                              &to[1], &to[2], &to[3], &to[4], &to[5])) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
             goto done;
@@ -1353,6 +1432,7 @@ classify_impl(PyObject *args, int resumable)
         memo->max_depth = max_depth; /* (a deeper node is refused by memo_walk) */
         memo->min_reach = min_reach;
         memo->tflag = NULL;
+        memo->version = NULL;
         memo->fr_cap = 2 * max_depth + 4;
         memo->st = (int32_t *)calloc((size_t)memo->max_depth + 1, sizeof(int32_t));
         memo->fr = (TextFrame *)malloc(sizeof(TextFrame) * (size_t)memo->fr_cap);
@@ -1389,6 +1469,17 @@ classify_impl(PyObject *args, int resumable)
             memo->n_brk = mv[10].len / 4;
             memcpy(memo->kset, mv[12].buf, sizeof(memo->kset));
         }
+        if (to[5] != NULL && to[5] != Py_None) {
+            /* the bits of every string of the trie (TokenTrie._memo_words) */
+            if (get_buffer(to[5], &mv[13], 4, 0, "memo all words (int32)") < 0)
+                goto done;
+            held[n_held++] = &mv[13];
+            if (mv[13].len != b_words.len) {
+                PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
+                goto done;
+            }
+            o.all = (const uint32_t *)mv[13].buf;
+        }
     }
     if (o_rows != Py_None) {
         /* the walked table and pending flags are these tables' (one of lex and cut) */
@@ -1402,6 +1493,8 @@ classify_impl(PyObject *args, int resumable)
     }
     cw.o = &o;
     cw.w = o_rows != Py_None ? &w : NULL;
+    if (memo != NULL && cw.w != NULL)
+        memo->version = &w.written.n; /* (rows written in the walk: lead sets go stale) */
     cw.stops = o_resume != NULL ? &stops : NULL;
     cw.pos = NULL;
     {
@@ -1610,6 +1703,8 @@ classify_impl(PyObject *args, int resumable)
                                cw.w != NULL ? classify_arrive : NULL, classify_string, &cw);
             }
         }
+        if (!bad)
+            bad = finish_deferred(&o, n_strings);
         Py_END_ALLOW_THREADS
         if (bad == 1)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
@@ -1648,6 +1743,7 @@ done:
     free(o.seen);
     free(o.cands.v);
     free(o.stopped.v);
+    free(o.deferred.v);
     free(w.written.v);
     free(stops.v);
     RELEASE_HELD();

@@ -90,8 +90,10 @@ class TokenTrie:
         self._one_each: bool | None = None
         # the nodes flattened for the compiled walk (see _flat_nodes)
         self._flat: _FlatNodes | None = None
-        # the subtree memo of the compiled walks (see _subtree_memo)
+        # the subtree memo of the compiled walks (see _subtree_memo), and that memo with the
+        # bits of every string for bitmasks of some width (see _memo_words)
         self._memo: _SubtreeMemo | None = None
+        self._memo_all: tuple[_SubtreeMemo, int, _SubtreeMemo] | None = None
         # the strings laid end to end (see strings_end_to_end)
         self._joined: tuple[np.ndarray, np.ndarray] | None = None
         # class tries by class map (LRU; see _classes_of)
@@ -501,6 +503,27 @@ class TokenTrie:
             self._flat_nodes()
         return self._memo
 
+    def _memo_words(self, memo: _SubtreeMemo, n_words: int) -> _SubtreeMemo:
+        """``memo`` (this trie's :meth:`_subtree_memo`) with ``all_words``: the bitmask words
+        (``n_words`` of them) of every string's :attr:`first_token`, for the walks of this
+        trie's own strings (no string map) in a vocabulary of one token id each: a text walk
+        whose ranges cover most strings ORs these words less the strings outside them (the
+        kernel's ``finish_deferred``: O(strings outside) instead of O(strings in ranges)).
+        ``memo`` itself where an id does not fit.  Built on the first call (one scatter and
+        packing pass over the strings, ~0.3 ms on Llama-3), kept for that memo and width."""
+        got = self._memo_all
+        if got is not None and got[0] is memo and got[1] == n_words:
+            return got[2]
+        first = self.first_token
+        if first.size and (int(first.min()) < 0 or int(first.max()) >= n_words * 32):
+            return memo
+        padded = np.zeros(n_words * 32, dtype=bool)
+        padded[first] = True
+        bits = np.packbits(padded, bitorder="little").view("<i4").astype(np.int32)
+        out = memo._replace(all_words=bits)
+        self._memo_all = (memo, n_words, out)
+        return out
+
     def _classes_of(self, table: np.ndarray) -> tuple[_TableClasses, _ClassTrie] | None:
         """``table``'s column classes (:data:`_TABLE_CLASSES`: computed once per table, O(rows x
         256), kept while the table lives) and this trie's class trie for them (built on the
@@ -808,6 +831,8 @@ class _SubtreeMemo(NamedTuple):
     text_breaks: np.ndarray | None = None  # int32
     text_pre: np.ndarray | None = None  # uint32
     text_bytes: np.ndarray | None = None  # uint64 [4]
+    # the bitmask words of every string's token (TokenTrie._memo_words; None: not given)
+    all_words: np.ndarray | None = None  # int32
 
 
 class WalkRows(NamedTuple):
@@ -967,6 +992,8 @@ def _classify_call(
     memo = trie._subtree_memo()
     max_reach = _NATIVE_WALK_MAX_REACH
     if memo is not None:
+        if memo.text_flag is not None and string_map is None and trie is vocab_trie:
+            memo = trie._memo_words(memo, int(words.size))
         extra = (*extra, memo)
         share = _MEMO_WALK_MAX_SHARE if memo.text_flag is None else _TEXT_WALK_MAX_SHARE
         max_reach = max(max_reach, trie.total_nodes // share + (share == 1))
