@@ -169,10 +169,14 @@ typedef struct SubtreeMemo {
  * (their parent's state: s walked over the break's partial character, TEXT_PRE), each as a
  * subtree of its own.  The same words, candidates and stops as walking every node. */
 #define TEXT_BOUNDARY 1
+#define TEXT_SOFT 0x80000000u /* in a break's TEXT_PRE: a well-formed byte whose string ends
+                               * inside a character (only that string is walked) */
 typedef struct TextFrame {
-    int64_t end;  /* the frame's subtree ends before this preorder node */
-    int32_t s;    /* a region's state */
-    int32_t kind; /* 1: a region (its gaps taken as ranges), 0: a break's subtree */
+    int64_t end;   /* the frame's subtree ends before this preorder node */
+    int64_t depth; /* a region's root's depth (0: the trie's root) */
+    int32_t s;     /* a region's state */
+    int32_t s0;    /* its root's state (the parent state of the breaks just below it) */
+    int32_t kind;  /* 1: a region (its gaps taken as ranges), 0: a break's subtree */
 } TextFrame;
 
 /* per lead byte: the allowed range of the next byte and the continuation bytes in all */
@@ -284,19 +288,58 @@ memo_uniform(SubtreeMemo *m, const int32_t *table, int32_t s, int64_t k)
             (set[3] & ~loop[3])) == 0;
 }
 
+static inline int text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states,
+                               int32_t s, const uint64_t *set);
+
+/* The text region of a whole fresh walk (memo_walk from the trie's root in state s0): the
+ * state s1 every text byte of the trie leads s0 to, where s1 is not a sentinel, its row
+ * leads each text byte back to itself and each lead byte of the trie as s0's row does, and
+ * its characters back to s1 (text_uniform); 0 where there is none.  set: the trie's bytes. */
+static int32_t
+text_entry(SubtreeMemo *m, const int32_t *table, int64_t n_states, const uint8_t *pending,
+           int32_t s0, const uint64_t set[4])
+{
+    const int32_t *row = table + (int64_t)s0 * 256;
+    int32_t s1 = 0;
+    int b;
+    for (b = 0; b < 256; b++) {
+        if (!((set[b >> 6] & m->kset[b >> 6]) >> (b & 63) & 1))
+            continue;
+        if (s1 == 0)
+            s1 = row[b];
+        if (row[b] != s1 || s1 <= 0)
+            return 0;
+    }
+    if (s1 <= 0 || s1 >= n_states || (pending != NULL && pending[s1]))
+        return 0;
+    for (b = 0xC2; b <= 0xF4; b++)
+        if ((set[3] >> (b & 63) & 1) && row[b] != table[(int64_t)s1 * 256 + b])
+            return 0;
+    return text_uniform(m, table, n_states, s1, set) ? s1 : 0;
+}
+
 /* whether a walk arriving at a boundary node in state s may take the node's subtree as a
  * text region (the text memo above): s leads every text byte of subtree set k back to
  * itself, and each well-formed character whose lead byte is in the set back to s (lead
  * sets cached per state as the loop sets; a row never changes once the walk reads it: a
  * sentinel's row leads every byte to itself) */
 static inline int
-text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states, int32_t s, int64_t k)
+text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states, int32_t s,
+             const uint64_t *set)
 {
     const int slot = (int)((uint32_t)s % MEMO_SLOTS);
-    const uint64_t *set = m->sets + 4 * k, *loop = m->loop[slot];
+    const uint64_t *loop = m->loop[slot];
     uint64_t *leads = m->leads[slot];
     int j;
-    /* (memo_uniform ran first for s: its loop set is in the slot) */
+    if (m->key[slot] != s) { /* (after memo_uniform for s, its loop set is in the slot) */
+        const int32_t *row = table + (int64_t)s * 256;
+        uint64_t *lw = m->loop[slot];
+        int b;
+        lw[0] = lw[1] = lw[2] = lw[3] = 0;
+        for (b = 0; b < 256; b++)
+            lw[b >> 6] |= (uint64_t)(row[b] == s) << (b & 63);
+        m->key[slot] = s;
+    }
     for (j = 0; j < 4; j++)
         if (set[j] & m->kset[j] & ~loop[j])
             return 0;
@@ -336,6 +379,36 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
     if (d0 < 1 || d0 > m->max_depth)
         return 3;
     st[d0 - 1] = s0;
+    if (m->tflag != NULL && lo == 0 && hi == m->n_nodes) {
+        /* a fresh walk: the whole trie one text region where the start allows (the root's
+         * set: its children's bytes and sets, every byte below a child without a set) */
+        uint64_t set[4] = {0, 0, 0, 0};
+        int32_t s1;
+        int64_t c = 0;
+        while (c < hi) {
+            const int64_t k = m->sel[c], z = m->size[c];
+            if (z < 1 || z > hi - c || k >= m->n_sel || m->depth[c] != 1)
+                return 3;
+            set[m->byte[c] >> 6] |= (uint64_t)1 << (m->byte[c] & 63);
+            if (k >= 0) {
+                set[0] |= m->sets[4 * k];
+                set[1] |= m->sets[4 * k + 1];
+                set[2] |= m->sets[4 * k + 2];
+                set[3] |= m->sets[4 * k + 3];
+            } else if (z > 1)
+                set[0] = set[1] = set[2] = set[3] = ~(uint64_t)0;
+            c += z;
+        }
+        s1 = text_entry(m, table, a->n_states, a->pending, s0, set);
+        if (s1 > 0) {
+            fr[0].end = hi;
+            fr[0].depth = 0;
+            fr[0].s = s1;
+            fr[0].s0 = s0;
+            fr[0].kind = 1;
+            nf = 1;
+        }
+    }
     while (i < hi) {
         int64_t d, size;
         int32_t s;
@@ -368,15 +441,33 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
                 continue;
             }
             pre = m->tpre[j];
-            np = (int)(pre >> 24);
+            np = (int)((pre >> 24) & 0x7F);
             du = m->depth[u];
-            if (np > 3 || du <= d0 || du > m->max_depth || m->size[u] < 1 ||
-                m->size[u] > hi - u || nf >= m->fr_cap)
+            if (np > 3 || du <= f->depth || du - 1 - np < f->depth || du > m->max_depth ||
+                m->size[u] < 1 || m->size[u] > hi - u || nf >= m->fr_cap)
                 return 3;
+            if (du - 1 - np == f->depth)
+                p = f->s0; /* (the character starts just below the region's root) */
             for (c = 0; c < np && p != 0; c++) {
                 p = table[(int64_t)p * 256 + ((pre >> (8 * c)) & 0xFF)];
                 if (p < 0 || p >= a->n_states)
                     return 1;
+            }
+            if (p != 0 && (pre & TEXT_SOFT)) {
+                /* a string ending inside a character: that string, its subtree stays in
+                 * the region (its characters' states are live and not sentinels) */
+                p = table[(int64_t)p * 256 + m->byte[u]];
+                if (p < 0 || p >= a->n_states)
+                    return 1;
+                if (p != 0) {
+                    if (m->own[u]) {
+                        const int r = on_string(ctx, m->str[u], p);
+                        if (r != 0)
+                            return r;
+                    }
+                    i = u + 1;
+                    continue;
+                }
             }
             if (p == 0) { /* (not with the rows text_uniform checked: exact all the same) */
                 i = u + m->size[u];
@@ -384,7 +475,8 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
             }
             st[du - 1] = p;
             fr[nf].end = u + m->size[u];
-            fr[nf].s = 0;
+            fr[nf].depth = du;
+            fr[nf].s = fr[nf].s0 = 0;
             fr[nf].kind = 0;
             nf++;
             i = u;
@@ -426,11 +518,12 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
                 continue;
             }
             if (k >= 0 && m->tflag != NULL && (m->tflag[i] & TEXT_BOUNDARY) &&
-                text_uniform(m, table, a->n_states, s, k)) {
+                text_uniform(m, table, a->n_states, s, m->sets + 4 * k)) {
                 if (nf >= m->fr_cap)
                     return 3;
                 fr[nf].end = i + size;
-                fr[nf].s = s;
+                fr[nf].depth = d;
+                fr[nf].s = fr[nf].s0 = s;
                 fr[nf].kind = 1;
                 nf++;
                 i++;
@@ -2018,7 +2111,7 @@ trie_text_memo(PyObject *self, PyObject *args)
             next[i] = (int32_t)m;
             if (!ok || (own[i] && nn)) {
                 brk[m] = (int32_t)i;
-                pre[m] = pp;
+                pre[m] = pp | (ok ? TEXT_SOFT : 0);
                 m++;
             }
         }
