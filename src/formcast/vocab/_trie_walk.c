@@ -87,6 +87,13 @@
  * pairs, and their resumes must pass the same memo (the rows written may come in another
  * order: rows are functions of the lexer's).
  *
+ * The memo may carry a text memo (text_memo below; TokenTrie._subtree_memo's text_* fields):
+ * a walk then takes a string body's text below a character boundary as string ranges where
+ * its state loops on the text bytes and the well-formed UTF-8 characters there, walking only
+ * the breaks (see TEXT_BOUNDARY), and a fresh walk from such a start takes the whole trie so;
+ * with the memo's all_words (the bits of every string, for a walk of the trie's own strings)
+ * the ranges' words are set at the end as those bits less the strings outside the ranges.
+ *
  * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
  * tests/vocab/test_native_trie_walk.py compares them.
  */

@@ -17,6 +17,13 @@ built on the first permissive walk of a table (O(trie nodes), a few dense walks'
 numpy, no sort) and kept per class map (:data:`_CLASS_TRIES_KEPT`, the most recent), so every
 table of a grammar, and every grammar with the same byte classes, shares one.
 
+The compiled build walks on the trie's subtree memo (:meth:`TokenTrie._subtree_memo`: nodes in
+preorder, each larger subtree's byte set) and its text memo (a UTF-8 decoder's character
+boundaries and *breaks* per node): a string body's walk (JSON's: 268k of Llama-3's 275k nodes)
+takes the strings below a character boundary as ranges where its state loops on the text
+bytes and well-formed characters there, and walks only the nodes under quotes, backslashes,
+control or ill-formed bytes (~5-10k), exactly (tests/vocab/test_trie_text_memo.py).
+
 Lifetime: per vocabulary (built once, lazily, by :attr:`Vocabulary.trie`, from its token
 tuple: this module never imports the Vocabulary); immutable but for its caches of class tries
 and per-table class maps (filled lazily, safe to share between threads: each entry is built
@@ -498,7 +505,10 @@ class TokenTrie:
         one range without walking the subtree (an identifier, a number's digits: O(nodes
         outside such subtrees) instead of O(live nodes)).  Built with the flattened nodes
         (:meth:`_flat_nodes`, on a process's first compiled walk) in C, O(nodes), ~2-4 ms on
-        Llama-3; kept (~16 bytes a node, 32 more a node with a set: ~7 MB on Llama-3)."""
+        Llama-3; kept (~16 bytes a node, 32 more a node with a set: ~7 MB on Llama-3).  With
+        its text memo (``text_*``, the kernel's ``text_memo``: one more pass, ~5 bytes a node
+        and 8 a break, ~1.4 MB on Llama-3), a walk in a string body's state takes the strings
+        below a character boundary as ranges, walking only the nodes under breaks."""
         if self._flat is None:
             self._flat_nodes()
         return self._memo
