@@ -149,6 +149,7 @@ typedef struct SubtreeMemo {
     const uint32_t *tpre;
     int64_t n_brk;
     uint64_t kset[4];
+    uint8_t textish[MEMO_SLOTS];   /* its loop set holds TEXT_MIN_LOOP text bytes at least */
     int32_t key2[MEMO_SLOTS];      /* the state of each slot's lead set (-1: none) */
     int64_t ver2[MEMO_SLOTS];      /* *version when it was computed */
     const int64_t *version; /* rows written so far in the walk (NULL: none are): a lead set
@@ -276,6 +277,33 @@ text_leads(const int32_t *table, int64_t n_states, int32_t s, uint64_t out[4])
     }
 }
 
+/* the text bytes a state's row must lead back to it for memo_walk to try text regions in
+ * it (a gate, not a condition: text_uniform decides; an identifier's or a number's state,
+ * looping on 63 or fewer of the 94, whose subtrees the plain memo takes, tries none) */
+#define TEXT_MIN_LOOP 72
+
+static inline int
+popcount64(uint64_t x)
+{
+    return __builtin_popcountll(x);
+}
+
+/* the loop set of state s into its slot (the bytes its row leads back to s) */
+static inline void
+memo_loop(SubtreeMemo *m, const int32_t *table, int32_t s, int slot)
+{
+    const int32_t *row = table + (int64_t)s * 256;
+    uint64_t *loop = m->loop[slot];
+    int b;
+    loop[0] = loop[1] = loop[2] = loop[3] = 0;
+    for (b = 0; b < 256; b++)
+        loop[b >> 6] |= (uint64_t)(row[b] == s) << (b & 63);
+    m->key[slot] = s;
+    m->textish[slot] = popcount64(loop[0] & m->kset[0]) + popcount64(loop[1] & m->kset[1]) +
+                           popcount64(loop[2] & m->kset[2]) + popcount64(loop[3] & m->kset[3]) >=
+                       TEXT_MIN_LOOP;
+}
+
 /* whether state s (a row of table) leads every byte of subtree set k back to itself */
 static inline int
 memo_uniform(SubtreeMemo *m, const int32_t *table, int32_t s, int64_t k)
@@ -283,14 +311,8 @@ memo_uniform(SubtreeMemo *m, const int32_t *table, int32_t s, int64_t k)
     const int slot = (int)((uint32_t)s % MEMO_SLOTS);
     const uint64_t *set = m->sets + 4 * k;
     uint64_t *loop = m->loop[slot];
-    if (m->key[slot] != s) {
-        const int32_t *row = table + (int64_t)s * 256;
-        int b;
-        loop[0] = loop[1] = loop[2] = loop[3] = 0;
-        for (b = 0; b < 256; b++)
-            loop[b >> 6] |= (uint64_t)(row[b] == s) << (b & 63);
-        m->key[slot] = s;
-    }
+    if (m->key[slot] != s)
+        memo_loop(m, table, s, slot);
     return ((set[0] & ~loop[0]) | (set[1] & ~loop[1]) | (set[2] & ~loop[2]) |
             (set[3] & ~loop[3])) == 0;
 }
@@ -299,18 +321,24 @@ static inline int text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_s
                                int32_t s, const uint64_t *set);
 
 /* The text region of a whole fresh walk (memo_walk from the trie's root in state s0): the
- * state s1 every text byte of the trie leads s0 to, where s1 is not a sentinel, its row
- * leads each text byte back to itself and each lead byte of the trie as s0's row does, and
- * its characters back to s1 (text_uniform); 0 where there is none.  set: the trie's bytes. */
+ * state s1 every text byte leads s0 to, where s1 is not a sentinel, its row leads each text
+ * byte of the trie back to itself and each lead byte of the trie as s0's row does, and its
+ * characters back to s1 (text_uniform); 0 where there is none, -3 where the memo's root
+ * children disagree with it.  The row is read first (one row: a start whose text bytes part
+ * ways costs no more), then the trie's bytes (its children's, and their sets). */
 static int32_t
 text_entry(SubtreeMemo *m, const int32_t *table, int64_t n_states, const uint8_t *pending,
-           int32_t s0, const uint64_t set[4])
+           int32_t s0)
 {
     const int32_t *row = table + (int64_t)s0 * 256;
+    uint64_t set[4] = {0, 0, 0, 0};
     int32_t s1 = 0;
+    int64_t c = 0;
     int b;
+    if (m->tflag == NULL)
+        return 0;
     for (b = 0; b < 256; b++) {
-        if (!((set[b >> 6] & m->kset[b >> 6]) >> (b & 63) & 1))
+        if (!(m->kset[b >> 6] >> (b & 63) & 1))
             continue;
         if (s1 == 0)
             s1 = row[b];
@@ -319,6 +347,20 @@ text_entry(SubtreeMemo *m, const int32_t *table, int64_t n_states, const uint8_t
     }
     if (s1 <= 0 || s1 >= n_states || (pending != NULL && pending[s1]))
         return 0;
+    while (c < m->n_nodes) { /* the root's set: its children's bytes and sets */
+        const int64_t k = m->sel[c], z = m->size[c];
+        if (z < 1 || z > m->n_nodes - c || k >= m->n_sel || m->depth[c] != 1)
+            return -3;
+        set[m->byte[c] >> 6] |= (uint64_t)1 << (m->byte[c] & 63);
+        if (k >= 0) {
+            set[0] |= m->sets[4 * k];
+            set[1] |= m->sets[4 * k + 1];
+            set[2] |= m->sets[4 * k + 2];
+            set[3] |= m->sets[4 * k + 3];
+        } else if (z > 1)
+            set[0] = set[1] = set[2] = set[3] = ~(uint64_t)0; /* (every byte: safe) */
+        c += z;
+    }
     for (b = 0xC2; b <= 0xF4; b++)
         if ((set[3] >> (b & 63) & 1) && row[b] != table[(int64_t)s1 * 256 + b])
             return 0;
@@ -338,15 +380,8 @@ text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states, int32_t s,
     const uint64_t *loop = m->loop[slot];
     uint64_t *leads = m->leads[slot];
     int j;
-    if (m->key[slot] != s) { /* (after memo_uniform for s, its loop set is in the slot) */
-        const int32_t *row = table + (int64_t)s * 256;
-        uint64_t *lw = m->loop[slot];
-        int b;
-        lw[0] = lw[1] = lw[2] = lw[3] = 0;
-        for (b = 0; b < 256; b++)
-            lw[b >> 6] |= (uint64_t)(row[b] == s) << (b & 63);
-        m->key[slot] = s;
-    }
+    if (m->key[slot] != s) /* (after memo_uniform for s, its loop set is in the slot) */
+        memo_loop(m, table, s, slot);
     for (j = 0; j < 4; j++)
         if (set[j] & m->kset[j] & ~loop[j])
             return 0;
@@ -369,10 +404,11 @@ text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states, int32_t s,
  * subtree.  The same codes as dfs_walk; every index checked (a corrupt memo reads nothing
  * out of bounds: states come from the zeroed per-depth stack or the table).  Static inline,
  * as dfs_walk: each caller's callbacks known. */
-static inline int
-memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
-          int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
-          int (*on_range)(void *, int64_t, int64_t, int32_t), void *ctx)
+static inline __attribute__((always_inline)) int
+memo_walk_as(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
+             int32_t entry, const int text, int (*arrive)(void *, int32_t, int64_t),
+             int (*on_string)(void *, int64_t, int32_t),
+             int (*on_range)(void *, int64_t, int64_t, int32_t), void *ctx)
 {
     const int32_t *table = a->table;
     int32_t *st = m->st;
@@ -386,42 +422,20 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
     if (d0 < 1 || d0 > m->max_depth)
         return 3;
     st[d0 - 1] = s0;
-    if (m->tflag != NULL && lo == 0 && hi == m->n_nodes) {
-        /* a fresh walk: the whole trie one text region where the start allows (the root's
-         * set: its children's bytes and sets, every byte below a child without a set) */
-        uint64_t set[4] = {0, 0, 0, 0};
-        int32_t s1;
-        int64_t c = 0;
-        while (c < hi) {
-            const int64_t k = m->sel[c], z = m->size[c];
-            if (z < 1 || z > hi - c || k >= m->n_sel || m->depth[c] != 1)
-                return 3;
-            set[m->byte[c] >> 6] |= (uint64_t)1 << (m->byte[c] & 63);
-            if (k >= 0) {
-                set[0] |= m->sets[4 * k];
-                set[1] |= m->sets[4 * k + 1];
-                set[2] |= m->sets[4 * k + 2];
-                set[3] |= m->sets[4 * k + 3];
-            } else if (z > 1)
-                set[0] = set[1] = set[2] = set[3] = ~(uint64_t)0;
-            c += z;
-        }
-        s1 = text_entry(m, table, a->n_states, a->pending, s0, set);
-        if (s1 > 0) {
-            fr[0].end = hi;
-            fr[0].depth = 0;
-            fr[0].s = s1;
-            fr[0].s0 = s0;
-            fr[0].kind = 1;
-            nf = 1;
-        }
+    if (text && entry > 0) { /* (a fresh walk whose start text_entry found a text region) */
+        fr[0].end = hi;
+        fr[0].depth = d0 - 1;
+        fr[0].s = entry;
+        fr[0].s0 = s0;
+        fr[0].kind = 1;
+        nf = 1;
     }
     while (i < hi) {
         int64_t d, size;
         int32_t s;
-        while (nf > 0 && i >= fr[nf - 1].end)
+        while (text && nf > 0 && i >= fr[nf - 1].end)
             nf--;
-        if (nf > 0 && fr[nf - 1].kind) {
+        if (text && nf > 0 && fr[nf - 1].kind) {
             /* a text region's gap (text_uniform): its strings, up to the next break or the
              * region's end, end in the region's state; the break's subtree is walked from
              * its parent's state (the region's, over the break's partial character) */
@@ -461,8 +475,8 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
                     return 1;
             }
             if (p != 0 && (pre & TEXT_SOFT)) {
-                /* a string ending inside a character: that string, its subtree stays in
-                 * the region (its characters' states are live and not sentinels) */
+                /* a string ending inside a character: that string; its subtree stays in
+                 * the region (its characters' states are live, no sentinels: text_uniform) */
                 p = table[(int64_t)p * 256 + m->byte[u]];
                 if (p < 0 || p >= a->n_states)
                     return 1;
@@ -524,7 +538,8 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
                 i += size;
                 continue;
             }
-            if (k >= 0 && m->tflag != NULL && (m->tflag[i] & TEXT_BOUNDARY) &&
+            if (text && k >= 0 && m->tflag != NULL && m->textish[(uint32_t)s % MEMO_SLOTS] &&
+                (m->tflag[i] & TEXT_BOUNDARY) &&
                 text_uniform(m, table, a->n_states, s, m->sets + 4 * k)) {
                 if (nf >= m->fr_cap)
                     return 3;
@@ -541,6 +556,24 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
         i++;
     }
     return 0;
+}
+
+/* memo_walk_as with text regions where the walk may meet one: a text memo and a start
+ * whose row loops on most text bytes (textish) or a text_entry region; else without them
+ * (their checks cost an identifier's or a number's walk ~10%).  Static inline, as dfs_walk. */
+static inline int
+memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0, int32_t entry,
+          int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+          int (*on_range)(void *, int64_t, int64_t, int32_t), void *ctx)
+{
+    if (m->tflag != NULL && s0 > 0 && s0 < a->n_states) {
+        const int slot = (int)((uint32_t)s0 % MEMO_SLOTS);
+        if (m->key[slot] != s0)
+            memo_loop(m, a->table, s0, slot);
+        if (entry > 0 || m->textish[slot])
+            return memo_walk_as(a, m, lo, hi, s0, entry, 1, arrive, on_string, on_range, ctx);
+    }
+    return memo_walk_as(a, m, lo, hi, s0, 0, 0, arrive, on_string, on_range, ctx);
 }
 
 /* The depth-first walk of walk and classify: from `start`, the children root_first ..
@@ -1532,6 +1565,7 @@ classify_impl(PyObject *args, int resumable)
         memo->max_depth = max_depth; /* (a deeper node is refused by memo_walk) */
         memo->min_reach = min_reach;
         memo->tflag = NULL;
+        memset(memo->kset, 0, sizeof(memo->kset));
         memo->version = NULL;
         memo->fr_cap = 2 * max_depth + 4;
         memo->st = (int32_t *)calloc((size_t)memo->max_depth + 1, sizeof(int32_t));
@@ -1609,6 +1643,7 @@ classify_impl(PyObject *args, int resumable)
         const int64_t n_root = b_below1.len / 8;
         const int64_t n_strings = b_snode.len / 8;
         int64_t reach = 0, n_live = 0, r, i;
+        int32_t entry = 0; /* text_entry's state of a fresh walk (0: none) */
         DfsArgs a;
         o.pending = (const uint8_t *)b_pending.buf;
         o.sink = (int32_t)sink;
@@ -1676,7 +1711,7 @@ classify_impl(PyObject *args, int resumable)
                         bad = 3;
                         break;
                     }
-                    bad = memo_walk(&a, memo, c + 1, c + memo->size[c], s, classify_arrive,
+                    bad = memo_walk(&a, memo, c + 1, c + memo->size[c], s, 0, classify_arrive,
                                     classify_string, classify_range, &cw);
                     continue;
                 }
@@ -1741,8 +1776,11 @@ classify_impl(PyObject *args, int resumable)
             }
             reach = reach2;
         }
+        if (!bad && reach >= 0 && memo != NULL && reach >= memo->min_reach &&
+            (entry = text_entry(memo, table, n_states, a.pending, (int32_t)start)) < 0)
+            bad = -entry;
         if (bad || reach < 0) {
-        } else if (reach >= max_reach) {
+        } else if (reach >= max_reach && entry <= 0) {
             /* wide: every node's state in one pass (walk_all), then the strings in order */
             node_state = (int32_t *)malloc(sizeof(int32_t) * (n_nodes ? n_nodes : 1));
             if (node_state == NULL)
@@ -1794,7 +1832,7 @@ classify_impl(PyObject *args, int resumable)
         } else {
             /* restrictive: depth-first over the live nodes (walk), strings in trie order */
             if (memo != NULL && reach >= memo->min_reach)
-                bad = memo_walk(&a, memo, 0, n_nodes, (int32_t)start,
+                bad = memo_walk(&a, memo, 0, n_nodes, (int32_t)start, entry,
                                 cw.w != NULL ? classify_arrive : NULL, classify_string,
                                 classify_range, &cw);
             else {

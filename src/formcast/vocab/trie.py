@@ -666,7 +666,8 @@ _SPARSE_WORDS_MAX = 512
 #: many nodes below them (a smaller subtree is walked about as fast as its set is checked)
 _MEMO_MIN_BELOW = 4
 #: with the subtree memo, compiled classifications whose reach is at least 1/this of the
-#: trie's nodes pass over every node (below it they walk depth-first on the memo: on
+#: trie's nodes pass over every node unless their start is a text state's (the kernel's
+#: ``text_entry``: the trie then one text region; below it they walk depth-first on the memo: on
 #: grammar_bench's c1_arith, reaches of 40-55k Llama-3 nodes 2-2.5x faster, of 114k even, and
 #: JSON strings' 268k 1.8x slower than the pass)
 _MEMO_WALK_MAX_SHARE = 2
@@ -675,9 +676,6 @@ _MEMO_WALK_MAX_SHARE = 2
 #: to itself; a walk in a state looping on them and on every well-formed UTF-8 character
 #: takes the strings below a node as ranges, walking only the nodes under other bytes
 _TEXT_BYTES = frozenset(range(0x20, 0x7F)) - {0x22, 0x5C}
-#: with the text memo, :data:`_MEMO_WALK_MAX_SHARE`'s share: the preorder walk at every reach
-#: (a string body's walk, 268k of Llama-3's 275k nodes, takes its text as ranges)
-_TEXT_WALK_MAX_SHARE = 1
 #: in the compiled build, walks whose live first bytes reach fewer trie nodes than this run
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
@@ -1005,8 +1003,7 @@ def _classify_call(
         if memo.text_flag is not None and string_map is None and trie is vocab_trie:
             memo = trie._memo_words(memo, int(words.size))
         extra = (*extra, memo)
-        share = _MEMO_WALK_MAX_SHARE if memo.text_flag is None else _TEXT_WALK_MAX_SHARE
-        max_reach = max(max_reach, trie.total_nodes // share + (share == 1))
+        max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
     got = call(
         first,
         count,
