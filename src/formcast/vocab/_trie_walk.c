@@ -87,6 +87,13 @@
  * pairs, and their resumes must pass the same memo (the rows written may come in another
  * order: rows are functions of the lexer's).
  *
+ * The memo may carry a text memo (text_memo below; TokenTrie._subtree_memo's text_* fields):
+ * a walk then takes a string body's text below a character boundary as string ranges where
+ * its state loops on the text bytes and the well-formed UTF-8 characters there, walking only
+ * the breaks (see TEXT_BOUNDARY), and a fresh walk from such a start takes the whole trie so;
+ * with the memo's all_words (the bits of every string, for a walk of the trie's own strings)
+ * the ranges' words are set at the end as those bits less the strings outside the ranges.
+ *
  * The pure-Python package does the same walks with numpy (TokenTrie.walk_pairs and walk);
  * tests/vocab/test_native_trie_walk.py compares them.
  */
@@ -134,7 +141,168 @@ typedef struct SubtreeMemo {
     int64_t min_reach; /* a fresh walk reaching fewer nodes runs dfs_walk (its stops renumbered) */
     int32_t key[MEMO_SLOTS];     /* the state of each slot's loop set (-1: none) */
     uint64_t loop[MEMO_SLOTS][4]; /* the bytes a state's row leads back to it */
+    /* the text memo (NULL tflag: none; see text_memo below): per preorder node its flags
+     * (TEXT_BOUNDARY), per node the index in tbrk of the first break at or after it (n + 1
+     * entries), the breaks in preorder, their partial characters (TEXT_PRE), the text bytes */
+    const uint8_t *tflag;
+    const int32_t *tnext, *tbrk;
+    const uint32_t *tpre;
+    int64_t n_brk;
+    uint64_t kset[4];
+    uint8_t textish[MEMO_SLOTS];   /* its loop set holds TEXT_MIN_LOOP text bytes at least */
+    int32_t key2[MEMO_SLOTS];      /* the state of each slot's lead set (-1: none) */
+    int64_t ver2[MEMO_SLOTS];      /* *version when it was computed */
+    const int64_t *version; /* rows written so far in the walk (NULL: none are): a lead set
+                             * missing a byte is computed again once rows were written */
+    uint64_t leads[MEMO_SLOTS][4]; /* the lead bytes whose characters lead a state back */
+    struct TextFrame *fr;          /* memo_walk's region stack (2 * max_depth + 4 frames) */
+    int64_t fr_cap;
 } SubtreeMemo;
+
+/* The text memo (text_memo below builds it, per trie, with the subtree memo): the walks of
+ * a text-like state (a string body: it leads every "text" byte, printable ASCII but the
+ * quote and the backslash, and every well-formed UTF-8 character back to itself) reach most
+ * of the trie, but few subtrees hold only bytes that loop (UTF-8 characters pass through
+ * other states, and quotes, backslashes, control bytes leave).  So each preorder node gets
+ * the state of a UTF-8 decoder run along its string (resynchronized after an ill-formed
+ * byte): TEXT_BOUNDARY where a character ends there (an ASCII byte or a character's last
+ * byte), and a node is a *break* where its byte is neither a text byte at a boundary, a
+ * lead byte at a boundary, nor an allowed continuation inside a character (the
+ * well-formed ranges: E0 A0-BF, ED 80-9F, F0 90-BF, F4 80-8F), or where a string ends
+ * there inside a character.  A walk arriving at a boundary node w in a state s whose row
+ * leads each text byte below w back to s, and each well-formed character whose lead byte
+ * lies below w back to s through live states (text_uniform), knows that every node below
+ * w not under a break ends its character in s, and every string there ends in s: it takes
+ * those strings as ranges, and walks only the breaks below w that lie under no other
+ * (their parent's state: s walked over the break's partial character, TEXT_PRE), each as a
+ * subtree of its own.  The same words, candidates and stops as walking every node. */
+#define TEXT_BOUNDARY 1
+#define TEXT_SOFT 0x80000000u /* in a break's TEXT_PRE: a well-formed byte whose string ends
+                               * inside a character (only that string is walked) */
+typedef struct TextFrame {
+    int64_t end;   /* the frame's subtree ends before this preorder node */
+    int64_t depth; /* a region's root's depth (0: the trie's root) */
+    int32_t s;     /* a region's state */
+    int32_t s0;    /* its root's state (the parent state of the breaks just below it) */
+    int32_t kind;  /* 1: a region (its gaps taken as ranges), 0: a break's subtree */
+} TextFrame;
+
+/* per lead byte: the allowed range of the next byte and the continuation bytes in all */
+static inline int
+utf8_lead(int b, int *lo, int *hi)
+{
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF)
+        return 1;
+    if (b >= 0xE0 && b <= 0xEF) {
+        if (b == 0xE0)
+            *lo = 0xA0;
+        else if (b == 0xED)
+            *hi = 0x9F;
+        return 2;
+    }
+    if (b >= 0xF0 && b <= 0xF4) {
+        if (b == 0xF0)
+            *lo = 0x90;
+        else if (b == 0xF4)
+            *hi = 0x8F;
+        return 3;
+    }
+    return 0;
+}
+
+/* text_leads' memo of the states inside a character: (state, bytes left) -> ok */
+typedef struct {
+    int32_t st[32];
+    int8_t k[32], ok[32];
+    int n;
+} ChainMemo;
+
+/* whether every byte c in lo .. hi leads t on to a state that, after k - 1 more
+ * continuation bytes (any in 80-BF), is s, through live states; a state met with too many
+ * others (the memo full) counts as not (a conservative answer) */
+static int
+text_chain(const int32_t *table, int64_t n_states, int32_t t, int lo, int hi, int k, int32_t s,
+           ChainMemo *cm)
+{
+    int c;
+    for (c = lo; c <= hi; c++) {
+        const int32_t u = table[(int64_t)t * 256 + c];
+        if (k == 1) {
+            if (u != s)
+                return 0;
+        } else {
+            int j, ok = -1;
+            if (u <= 0 || u >= n_states)
+                return 0;
+            for (j = 0; j < cm->n; j++)
+                if (cm->st[j] == u && cm->k[j] == k - 1) {
+                    ok = cm->ok[j];
+                    break;
+                }
+            if (ok < 0) {
+                if (cm->n >= 32)
+                    return 0;
+                ok = text_chain(table, n_states, u, 0x80, 0xBF, k - 1, s, cm);
+                cm->st[cm->n] = u;
+                cm->k[cm->n] = (int8_t)(k - 1);
+                cm->ok[cm->n] = (int8_t)ok;
+                cm->n++;
+            }
+            if (!ok)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* the lead bytes L of state s (a row of table) whose every well-formed character L ...
+ * leads s back to s through live states */
+static void
+text_leads(const int32_t *table, int64_t n_states, int32_t s, uint64_t out[4])
+{
+    ChainMemo cm;
+    int b;
+    cm.n = 0;
+    out[0] = out[1] = out[2] = out[3] = 0;
+    for (b = 0xC2; b <= 0xF4; b++) {
+        int lo, hi;
+        const int k = utf8_lead(b, &lo, &hi);
+        const int32_t t = table[(int64_t)s * 256 + b];
+        if (t <= 0 || t >= n_states)
+            continue;
+        if (text_chain(table, n_states, t, lo, hi, k, s, &cm))
+            out[b >> 6] |= (uint64_t)1 << (b & 63);
+    }
+}
+
+/* the text bytes a state's row must lead back to it for memo_walk to try text regions in
+ * it (a gate, not a condition: text_uniform decides; an identifier's or a number's state,
+ * looping on 63 or fewer of the 94, whose subtrees the plain memo takes, tries none) */
+#define TEXT_MIN_LOOP 72
+
+static inline int
+popcount64(uint64_t x)
+{
+    return __builtin_popcountll(x);
+}
+
+/* the loop set of state s into its slot (the bytes its row leads back to s) */
+static inline void
+memo_loop(SubtreeMemo *m, const int32_t *table, int32_t s, int slot)
+{
+    const int32_t *row = table + (int64_t)s * 256;
+    uint64_t *loop = m->loop[slot];
+    int b;
+    loop[0] = loop[1] = loop[2] = loop[3] = 0;
+    for (b = 0; b < 256; b++)
+        loop[b >> 6] |= (uint64_t)(row[b] == s) << (b & 63);
+    m->key[slot] = s;
+    m->textish[slot] = popcount64(loop[0] & m->kset[0]) + popcount64(loop[1] & m->kset[1]) +
+                           popcount64(loop[2] & m->kset[2]) + popcount64(loop[3] & m->kset[3]) >=
+                       TEXT_MIN_LOOP;
+}
 
 /* whether state s (a row of table) leads every byte of subtree set k back to itself */
 static inline int
@@ -143,16 +311,91 @@ memo_uniform(SubtreeMemo *m, const int32_t *table, int32_t s, int64_t k)
     const int slot = (int)((uint32_t)s % MEMO_SLOTS);
     const uint64_t *set = m->sets + 4 * k;
     uint64_t *loop = m->loop[slot];
-    if (m->key[slot] != s) {
-        const int32_t *row = table + (int64_t)s * 256;
-        int b;
-        loop[0] = loop[1] = loop[2] = loop[3] = 0;
-        for (b = 0; b < 256; b++)
-            loop[b >> 6] |= (uint64_t)(row[b] == s) << (b & 63);
-        m->key[slot] = s;
-    }
+    if (m->key[slot] != s)
+        memo_loop(m, table, s, slot);
     return ((set[0] & ~loop[0]) | (set[1] & ~loop[1]) | (set[2] & ~loop[2]) |
             (set[3] & ~loop[3])) == 0;
+}
+
+static inline int text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states,
+                               int32_t s, const uint64_t *set);
+
+/* The text region of a whole fresh walk (memo_walk from the trie's root in state s0): the
+ * state s1 every text byte leads s0 to, where s1 is not a sentinel, its row leads each text
+ * byte of the trie back to itself and each lead byte of the trie as s0's row does, and its
+ * characters back to s1 (text_uniform); 0 where there is none, -3 where the memo's root
+ * children disagree with it.  The row is read first (one row: a start whose text bytes part
+ * ways costs no more), then the trie's bytes (its children's, and their sets). */
+static int32_t
+text_entry(SubtreeMemo *m, const int32_t *table, int64_t n_states, const uint8_t *pending,
+           int32_t s0)
+{
+    const int32_t *row = table + (int64_t)s0 * 256;
+    uint64_t set[4] = {0, 0, 0, 0};
+    int32_t s1 = 0;
+    int64_t c = 0;
+    int b;
+    if (m->tflag == NULL)
+        return 0;
+    for (b = 0; b < 256; b++) {
+        if (!(m->kset[b >> 6] >> (b & 63) & 1))
+            continue;
+        if (s1 == 0)
+            s1 = row[b];
+        if (row[b] != s1 || s1 <= 0)
+            return 0;
+    }
+    if (s1 <= 0 || s1 >= n_states || (pending != NULL && pending[s1]))
+        return 0;
+    while (c < m->n_nodes) { /* the root's set: its children's bytes and sets */
+        const int64_t k = m->sel[c], z = m->size[c];
+        if (z < 1 || z > m->n_nodes - c || k >= m->n_sel || m->depth[c] != 1)
+            return -3;
+        set[m->byte[c] >> 6] |= (uint64_t)1 << (m->byte[c] & 63);
+        if (k >= 0) {
+            set[0] |= m->sets[4 * k];
+            set[1] |= m->sets[4 * k + 1];
+            set[2] |= m->sets[4 * k + 2];
+            set[3] |= m->sets[4 * k + 3];
+        } else if (z > 1)
+            set[0] = set[1] = set[2] = set[3] = ~(uint64_t)0; /* (every byte: safe) */
+        c += z;
+    }
+    for (b = 0xC2; b <= 0xF4; b++)
+        if ((set[3] >> (b & 63) & 1) && row[b] != table[(int64_t)s1 * 256 + b])
+            return 0;
+    return text_uniform(m, table, n_states, s1, set) ? s1 : 0;
+}
+
+/* whether a walk arriving at a boundary node in state s may take the node's subtree as a
+ * text region (the text memo above): s leads every text byte of subtree set k back to
+ * itself, and each well-formed character whose lead byte is in the set back to s (lead
+ * sets cached per state as the loop sets; a row never changes once the walk reads it: a
+ * sentinel's row leads every byte to itself) */
+static inline int
+text_uniform(SubtreeMemo *m, const int32_t *table, int64_t n_states, int32_t s,
+             const uint64_t *set)
+{
+    const int slot = (int)((uint32_t)s % MEMO_SLOTS);
+    const uint64_t *loop = m->loop[slot];
+    uint64_t *leads = m->leads[slot];
+    int j;
+    if (m->key[slot] != s) /* (after memo_uniform for s, its loop set is in the slot) */
+        memo_loop(m, table, s, slot);
+    for (j = 0; j < 4; j++)
+        if (set[j] & m->kset[j] & ~loop[j])
+            return 0;
+    if ((set[2] | set[3]) == 0)
+        return 1; /* no byte past 0x7F below */
+    /* (lead bytes C2-F4 are in word 3, C0-FF, only) */
+    if (m->key2[slot] == s && ((set[3] & ~leads[3] & 0x001FFFFFFFFFFFFCull) == 0 ||
+                               m->version == NULL || m->ver2[slot] == *m->version))
+        return (set[3] & ~leads[3] & 0x001FFFFFFFFFFFFCull) == 0;
+    /* (computed, or again: a character's state that was a sentinel may have its row now) */
+    text_leads(table, n_states, s, leads);
+    m->key2[slot] = s;
+    m->ver2[slot] = m->version != NULL ? *m->version : 0;
+    return (set[3] & ~leads[3] & 0x001FFFFFFFFFFFFCull) == 0;
 }
 
 /* dfs_walk on the memo's preorder nodes lo .. hi - 1 (whole subtrees, the shallowest ones'
@@ -161,14 +404,16 @@ memo_uniform(SubtreeMemo *m, const int32_t *table, int32_t s, int64_t k)
  * subtree.  The same codes as dfs_walk; every index checked (a corrupt memo reads nothing
  * out of bounds: states come from the zeroed per-depth stack or the table).  Static inline,
  * as dfs_walk: each caller's callbacks known. */
-static inline int
-memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
-          int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
-          int (*on_range)(void *, int64_t, int64_t, int32_t), void *ctx)
+static inline __attribute__((always_inline)) int
+memo_walk_as(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
+             int32_t entry, const int text, int (*arrive)(void *, int32_t, int64_t),
+             int (*on_string)(void *, int64_t, int32_t),
+             int (*on_range)(void *, int64_t, int64_t, int32_t), void *ctx)
 {
     const int32_t *table = a->table;
     int32_t *st = m->st;
-    int64_t i = lo, d0;
+    TextFrame *fr = m->fr;
+    int64_t i = lo, d0, nf = 0;
     if (lo >= hi)
         return 0;
     if (lo < 0 || hi > m->n_nodes)
@@ -177,9 +422,88 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
     if (d0 < 1 || d0 > m->max_depth)
         return 3;
     st[d0 - 1] = s0;
+    if (text && entry > 0) { /* (a fresh walk whose start text_entry found a text region) */
+        fr[0].end = hi;
+        fr[0].depth = d0 - 1;
+        fr[0].s = entry;
+        fr[0].s0 = s0;
+        fr[0].kind = 1;
+        nf = 1;
+    }
     while (i < hi) {
-        const int64_t d = m->depth[i], size = m->size[i];
+        int64_t d, size;
         int32_t s;
+        while (text && nf > 0 && i >= fr[nf - 1].end)
+            nf--;
+        if (text && nf > 0 && fr[nf - 1].kind) {
+            /* a text region's gap (text_uniform): its strings, up to the next break or the
+             * region's end, end in the region's state; the break's subtree is walked from
+             * its parent's state (the region's, over the break's partial character) */
+            const TextFrame *f = &fr[nf - 1];
+            const int64_t j = m->tnext[i];
+            int64_t u = f->end, du;
+            int32_t p = f->s;
+            uint32_t pre;
+            int c, np;
+            if (j < 0 || j > m->n_brk)
+                return 3;
+            if (j < m->n_brk && m->tbrk[j] < f->end)
+                u = m->tbrk[j];
+            if (u < i)
+                return 3;
+            if (m->str[u] > m->str[i]) {
+                const int r = on_range(ctx, m->str[i], m->str[u], f->s);
+                if (r != 0)
+                    return r;
+            }
+            if (u == f->end) {
+                i = u;
+                nf--;
+                continue;
+            }
+            pre = m->tpre[j];
+            np = (int)((pre >> 24) & 0x7F);
+            du = m->depth[u];
+            if (np > 3 || du <= f->depth || du - 1 - np < f->depth || du > m->max_depth ||
+                m->size[u] < 1 || m->size[u] > hi - u || nf >= m->fr_cap)
+                return 3;
+            if (du - 1 - np == f->depth)
+                p = f->s0; /* (the character starts just below the region's root) */
+            for (c = 0; c < np && p != 0; c++) {
+                p = table[(int64_t)p * 256 + ((pre >> (8 * c)) & 0xFF)];
+                if (p < 0 || p >= a->n_states)
+                    return 1;
+            }
+            if (p != 0 && (pre & TEXT_SOFT)) {
+                /* a string ending inside a character: that string; its subtree stays in
+                 * the region (its characters' states are live, no sentinels: text_uniform) */
+                p = table[(int64_t)p * 256 + m->byte[u]];
+                if (p < 0 || p >= a->n_states)
+                    return 1;
+                if (p != 0) {
+                    if (m->own[u]) {
+                        const int r = on_string(ctx, m->str[u], p);
+                        if (r != 0)
+                            return r;
+                    }
+                    i = u + 1;
+                    continue;
+                }
+            }
+            if (p == 0) { /* (not with the rows text_uniform checked: exact all the same) */
+                i = u + m->size[u];
+                continue;
+            }
+            st[du - 1] = p;
+            fr[nf].end = u + m->size[u];
+            fr[nf].depth = du;
+            fr[nf].s = fr[nf].s0 = 0;
+            fr[nf].kind = 0;
+            nf++;
+            i = u;
+        }
+        d = m->depth[i];
+        size = m->size[i];
         if (d < d0 || d > m->max_depth || size < 1 || size > hi - i)
             return 3;
         s = table[(int64_t)st[d - 1] * 256 + m->byte[i]];
@@ -214,11 +538,42 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0,
                 i += size;
                 continue;
             }
+            if (text && k >= 0 && m->tflag != NULL && m->textish[(uint32_t)s % MEMO_SLOTS] &&
+                (m->tflag[i] & TEXT_BOUNDARY) &&
+                text_uniform(m, table, a->n_states, s, m->sets + 4 * k)) {
+                if (nf >= m->fr_cap)
+                    return 3;
+                fr[nf].end = i + size;
+                fr[nf].depth = d;
+                fr[nf].s = fr[nf].s0 = s;
+                fr[nf].kind = 1;
+                nf++;
+                i++;
+                continue;
+            }
             st[d] = s;
         }
         i++;
     }
     return 0;
+}
+
+/* memo_walk_as with text regions where the walk may meet one: a text memo and a start
+ * whose row loops on most text bytes (textish) or a text_entry region; else without them
+ * (their checks cost an identifier's or a number's walk ~10%).  Static inline, as dfs_walk. */
+static inline int
+memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0, int32_t entry,
+          int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+          int (*on_range)(void *, int64_t, int64_t, int32_t), void *ctx)
+{
+    if (m->tflag != NULL && s0 > 0 && s0 < a->n_states) {
+        const int slot = (int)((uint32_t)s0 % MEMO_SLOTS);
+        if (m->key[slot] != s0)
+            memo_loop(m, a->table, s0, slot);
+        if (entry > 0 || m->textish[slot])
+            return memo_walk_as(a, m, lo, hi, s0, entry, 1, arrive, on_string, on_range, ctx);
+    }
+    return memo_walk_as(a, m, lo, hi, s0, 0, 0, arrive, on_string, on_range, ctx);
 }
 
 /* The depth-first walk of walk and classify: from `start`, the children root_first ..
@@ -711,6 +1066,12 @@ typedef struct {
     uint8_t *seen; /* per state: already in stopped (allocated on the first one) */
     int64_t n_states;
     I64List cands, stopped;
+    /* the bits of every string of the walked trie (the memo's all words; NULL: none, or a
+     * string map): word ranges are then kept in `deferred` (lo, hi pairs, `n_deferred`
+     * strings in all) and set at the end (finish_deferred) */
+    const uint32_t *all;
+    I64List deferred;
+    int64_t n_deferred;
 } ClassifyOut;
 
 /* 0, or the error code of classify (5: out of memory, 6: an index out of range) */
@@ -1001,6 +1362,12 @@ classify_range(void *ctx, int64_t lo, int64_t hi, int32_t s)
         }
         return 0;
     }
+    if (o->all != NULL && o->map == NULL) { /* (words: set by finish_deferred) */
+        if (i64_push(&o->deferred, lo) < 0 || i64_push(&o->deferred, hi) < 0)
+            return 5;
+        o->n_deferred += hi - lo;
+        return 0;
+    }
     for (i = lo; i < hi; i++) {
         int64_t g = i, t;
         if (o->map != NULL) {
@@ -1018,6 +1385,67 @@ classify_range(void *ctx, int64_t lo, int64_t hi, int32_t s)
     return 0;
 }
 
+static int
+cmp_pair(const void *x, const void *y)
+{
+    const int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* The words of the deferred ranges (classify_range: strings of the walked trie, each once,
+ * no string map) of a walk over n_str strings: where they are most of the strings, the
+ * memo's all words less the bits of the strings outside them (first_token is one-to-one:
+ * each string its own token id), OR-ed into the words; else range by range.  0, or 5 (out
+ * of memory) or 6 (a string or id out of range). */
+static int
+finish_deferred(ClassifyOut *o, int64_t n_str)
+{
+    int64_t *v = o->deferred.v, np = o->deferred.n / 2, p, g;
+    const int64_t n_words = o->n_bits / 32;
+    if (np == 0)
+        return 0;
+    for (p = 1; p < np && v[2 * p] >= v[2 * p - 2]; p++)
+        ;
+    if (p < np)
+        qsort(v, (size_t)np, 2 * sizeof(int64_t), cmp_pair); /* (resumes: several walks) */
+    for (p = 0; p < np; p++)
+        if (v[2 * p] < (p ? v[2 * p - 1] : 0) || v[2 * p + 1] < v[2 * p] || v[2 * p + 1] > n_str ||
+            v[2 * p + 1] > o->n_first)
+            return 6; /* (ranges overlap or pass the strings: not a walk's) */
+    if (o->n_deferred > n_str - o->n_deferred + n_words) {
+        uint32_t *tmp = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)(n_words ? n_words : 1));
+        int64_t cur = 0, w;
+        if (tmp == NULL)
+            return 5;
+        memcpy(tmp, o->all, sizeof(uint32_t) * (size_t)n_words);
+        for (p = 0; p <= np; p++) {
+            const int64_t end = p < np ? v[2 * p] : n_str;
+            for (g = cur; g < end; g++) {
+                const int64_t t = g < o->n_first ? o->first_token[g] : -1;
+                if (t < 0 || t >= o->n_bits) {
+                    free(tmp);
+                    return 6;
+                }
+                tmp[t >> 5] &= ~((uint32_t)1 << (t & 31));
+            }
+            if (p < np)
+                cur = v[2 * p + 1];
+        }
+        for (w = 0; w < n_words; w++)
+            o->words[w] |= tmp[w];
+        free(tmp);
+        return 0;
+    }
+    for (p = 0; p < np; p++)
+        for (g = v[2 * p]; g < v[2 * p + 1]; g++) {
+            const int64_t t = o->first_token[g];
+            if (t < 0 || t >= o->n_bits)
+                return 6;
+            o->words[t >> 5] |= (uint32_t)1 << (t & 31);
+        }
+    return 0;
+}
+
 static PyObject *
 classify_impl(PyObject *args, int resumable)
 {
@@ -1027,8 +1455,8 @@ classify_impl(PyObject *args, int resumable)
     long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
-    Py_buffer rv[9], b_resume, mv[8];
-    HELD_BUFFERS(32);
+    Py_buffer rv[9], b_resume, mv[14];
+    HELD_BUFFERS(40);
     int bad = 0;
     PyObject *result = NULL;
     ClassifyOut o;
@@ -1097,9 +1525,11 @@ classify_impl(PyObject *args, int resumable)
         const int64_t nn = b_first.len / 4;
         long long max_depth, min_reach;
         int j;
+        PyObject *to[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
         if (!PyTuple_Check(o_memo) ||
-            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL", &mo[0], &mo[1], &mo[2], &mo[3], &mo[4],
-                              &mo[5], &mo[6], &mo[7], &max_depth, &min_reach)) {
+            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOOO", &mo[0], &mo[1], &mo[2], &mo[3],
+                              &mo[4], &mo[5], &mo[6], &mo[7], &max_depth, &min_reach, &to[0],
+                              &to[1], &to[2], &to[3], &to[4], &to[5])) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
             goto done;
@@ -1134,12 +1564,56 @@ classify_impl(PyObject *args, int resumable)
         memo->n_strings = b_snode.len / 8;
         memo->max_depth = max_depth; /* (a deeper node is refused by memo_walk) */
         memo->min_reach = min_reach;
+        memo->tflag = NULL;
+        memset(memo->kset, 0, sizeof(memo->kset));
+        memo->version = NULL;
+        memo->fr_cap = 2 * max_depth + 4;
         memo->st = (int32_t *)calloc((size_t)memo->max_depth + 1, sizeof(int32_t));
-        if (memo->st == NULL) {
+        memo->fr = (TextFrame *)malloc(sizeof(TextFrame) * (size_t)memo->fr_cap);
+        if (memo->st == NULL || memo->fr == NULL) {
             PyErr_NoMemory();
             goto done;
         }
         memset(memo->key, 0xff, sizeof(memo->key));
+        memset(memo->key2, 0xff, sizeof(memo->key2));
+        if (to[0] != NULL && to[0] != Py_None) {
+            /* the text memo (text_memo): flag, next, breaks, pre, text bytes */
+            static const int tsize[5] = {1, 4, 4, 4, 8};
+            static const char *twhat[5] = {"memo text flag (uint8)", "memo text next (int32)",
+                                           "memo text breaks (int32)", "memo text pre (uint32)",
+                                           "memo text bytes (uint64)"};
+            for (j = 0; j < 5; j++) {
+                if (to[j] == NULL) {
+                    PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: a text memo lacks parts");
+                    goto done;
+                }
+                if (get_buffer(to[j], &mv[8 + j], tsize[j], 0, twhat[j]) < 0)
+                    goto done;
+                held[n_held++] = &mv[8 + j];
+            }
+            if (mv[8].len != nn || mv[9].len / 4 != nn + 1 || mv[10].len != mv[11].len ||
+                mv[12].len != 32) {
+                PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
+                goto done;
+            }
+            memo->tflag = (const uint8_t *)mv[8].buf;
+            memo->tnext = (const int32_t *)mv[9].buf;
+            memo->tbrk = (const int32_t *)mv[10].buf;
+            memo->tpre = (const uint32_t *)mv[11].buf;
+            memo->n_brk = mv[10].len / 4;
+            memcpy(memo->kset, mv[12].buf, sizeof(memo->kset));
+        }
+        if (to[5] != NULL && to[5] != Py_None) {
+            /* the bits of every string of the trie (TokenTrie._memo_words) */
+            if (get_buffer(to[5], &mv[13], 4, 0, "memo all words (int32)") < 0)
+                goto done;
+            held[n_held++] = &mv[13];
+            if (mv[13].len != b_words.len) {
+                PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
+                goto done;
+            }
+            o.all = (const uint32_t *)mv[13].buf;
+        }
     }
     if (o_rows != Py_None) {
         /* the walked table and pending flags are these tables' (one of lex and cut) */
@@ -1153,6 +1627,8 @@ classify_impl(PyObject *args, int resumable)
     }
     cw.o = &o;
     cw.w = o_rows != Py_None ? &w : NULL;
+    if (memo != NULL && cw.w != NULL)
+        memo->version = &w.written.n; /* (rows written in the walk: lead sets go stale) */
     cw.stops = o_resume != NULL ? &stops : NULL;
     cw.pos = NULL;
     {
@@ -1167,6 +1643,7 @@ classify_impl(PyObject *args, int resumable)
         const int64_t n_root = b_below1.len / 8;
         const int64_t n_strings = b_snode.len / 8;
         int64_t reach = 0, n_live = 0, r, i;
+        int32_t entry = 0; /* text_entry's state of a fresh walk (0: none) */
         DfsArgs a;
         o.pending = (const uint8_t *)b_pending.buf;
         o.sink = (int32_t)sink;
@@ -1234,7 +1711,7 @@ classify_impl(PyObject *args, int resumable)
                         bad = 3;
                         break;
                     }
-                    bad = memo_walk(&a, memo, c + 1, c + memo->size[c], s, classify_arrive,
+                    bad = memo_walk(&a, memo, c + 1, c + memo->size[c], s, 0, classify_arrive,
                                     classify_string, classify_range, &cw);
                     continue;
                 }
@@ -1299,8 +1776,11 @@ classify_impl(PyObject *args, int resumable)
             }
             reach = reach2;
         }
+        if (!bad && reach >= 0 && memo != NULL && reach >= memo->min_reach &&
+            (entry = text_entry(memo, table, n_states, a.pending, (int32_t)start)) < 0)
+            bad = -entry;
         if (bad || reach < 0) {
-        } else if (reach >= max_reach) {
+        } else if (reach >= max_reach && entry <= 0) {
             /* wide: every node's state in one pass (walk_all), then the strings in order */
             node_state = (int32_t *)malloc(sizeof(int32_t) * (n_nodes ? n_nodes : 1));
             if (node_state == NULL)
@@ -1352,7 +1832,7 @@ classify_impl(PyObject *args, int resumable)
         } else {
             /* restrictive: depth-first over the live nodes (walk), strings in trie order */
             if (memo != NULL && reach >= memo->min_reach)
-                bad = memo_walk(&a, memo, 0, n_nodes, (int32_t)start,
+                bad = memo_walk(&a, memo, 0, n_nodes, (int32_t)start, entry,
                                 cw.w != NULL ? classify_arrive : NULL, classify_string,
                                 classify_range, &cw);
             else {
@@ -1361,6 +1841,8 @@ classify_impl(PyObject *args, int resumable)
                                cw.w != NULL ? classify_arrive : NULL, classify_string, &cw);
             }
         }
+        if (!bad)
+            bad = finish_deferred(&o, n_strings);
         Py_END_ALLOW_THREADS
         if (bad == 1)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
@@ -1390,13 +1872,16 @@ classify_impl(PyObject *args, int resumable)
         }
     }
 done:
-    if (memo != NULL)
+    if (memo != NULL) {
         free(memo->st);
+        free(memo->fr);
+    }
     free(memo);
     free(node_state);
     free(o.seen);
     free(o.cands.v);
     free(o.stopped.v);
+    free(o.deferred.v);
     free(w.written.v);
     free(stops.v);
     RELEASE_HELD();
@@ -1571,6 +2056,127 @@ done:
     return result;
 }
 
+/* text_memo(pbyte, depth, own, kset, flag, next, breaks, pre) -> count of breaks: the text
+ * memo of a subtree memo (SubtreeMemo's text part: see TEXT_BOUNDARY above) from its
+ * preorder bytes, depths and own flags, and the text bytes kset (uint64[4], a 256-bit set):
+ * one pass in preorder with a UTF-8 decoder's state per depth.  Outputs (written): flag
+ * uint8[n] (TEXT_BOUNDARY where a character ends at the node), next int32[n + 1] (per node
+ * the number of breaks before it: the index of the first break at or after it), breaks
+ * int32[n] and pre uint32[n] (the first `count` entries: the breaks in preorder, and each
+ * one's partial character before it: up to three bytes, the first in the low byte, their
+ * count in the top byte).  O(nodes), no Python object touched; every index checked
+ * (ValueError). */
+static PyObject *
+trie_text_memo(PyObject *self, PyObject *args)
+{
+    PyObject *o[8];
+    Py_buffer b[8];
+    HELD_BUFFERS(8);
+    static const int isize[8] = {1, 2, 1, 8, 1, 4, 4, 4};
+    static const char *what[8] = {"pbyte (uint8)", "depth (uint16)", "own (uint8)",
+                                  "kset (uint64)", "flag (uint8)", "next (int32)",
+                                  "breaks (int32)", "pre (uint32)"};
+    PyObject *result = NULL;
+    int j, bad = 0;
+    int64_t m = 0;
+
+    if (!PyArg_ParseTuple(args, "OOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7]))
+        return NULL;
+    for (j = 0; j < 8; j++)
+        GET(o[j], b[j], isize[j], j >= 4, what[j]);
+    {
+        const uint8_t *pbyte = (const uint8_t *)b[0].buf, *own = (const uint8_t *)b[2].buf;
+        const uint16_t *depth = (const uint16_t *)b[1].buf;
+        const uint64_t *kset = (const uint64_t *)b[3].buf;
+        uint8_t *flag = (uint8_t *)b[4].buf;
+        int32_t *next = (int32_t *)b[5].buf, *brk = (int32_t *)b[6].buf;
+        uint32_t *pre = (uint32_t *)b[7].buf;
+        const int64_t n = b[0].len;
+        int64_t i, maxd = 0;
+        /* per depth (0: the root), the decoder after that node: continuation bytes still
+         * needed, the allowed range of the next one, the partial character (TEXT_PRE) */
+        uint8_t *need = NULL, *lo = NULL, *hi = NULL;
+        uint32_t *part = NULL;
+        if (b[1].len / 2 != n || b[2].len != n || b[3].len != 32 || b[4].len != n ||
+            b[5].len / 4 != n + 1 || b[6].len / 4 != n || b[7].len / 4 != n ||
+            n >= INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: text_memo: array lengths disagree");
+            goto done;
+        }
+        for (i = 0; i < n; i++)
+            if (depth[i] > maxd)
+                maxd = depth[i];
+        need = (uint8_t *)calloc((size_t)maxd + 1, 1);
+        lo = (uint8_t *)calloc((size_t)maxd + 1, 1);
+        hi = (uint8_t *)calloc((size_t)maxd + 1, 1);
+        part = (uint32_t *)calloc((size_t)maxd + 1, sizeof(uint32_t));
+        if (need == NULL || lo == NULL || hi == NULL || part == NULL) {
+            free(need);
+            free(lo);
+            free(hi);
+            free(part);
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (i = 0; i < n; i++) {
+            const int64_t d = depth[i];
+            const int by = pbyte[i];
+            int ok, nn = 0, nlo = 0x80, nhi = 0xBF, l, h;
+            uint32_t np = 0, pp;
+            if (d < 1 || (i == 0 && d != 1) || (i > 0 && d > depth[i - 1] + 1)) {
+                bad = 1; /* (preorder: a node's depth at most its predecessor's plus one) */
+                break;
+            }
+            pp = need[d - 1] ? part[d - 1] : 0;
+            if (need[d - 1] && by >= lo[d - 1] && by <= hi[d - 1]) {
+                const uint32_t cnt = pp >> 24;
+                ok = 1;
+                nn = need[d - 1] - 1;
+                if (nn)
+                    np = ((cnt + 1) << 24) | (pp & 0xFFFFFF) | ((uint32_t)by << (8 * cnt));
+            } else {
+                /* at a boundary: a text byte, or a lead byte starting a character; inside
+                 * one, an ill-formed byte: a break, the decoder resynchronized on it */
+                const int k = utf8_lead(by, &l, &h);
+                ok = !need[d - 1] && (k || ((kset[by >> 6] >> (by & 63)) & 1));
+                if (k) {
+                    nn = k;
+                    nlo = l;
+                    nhi = h;
+                    np = ((uint32_t)1 << 24) | (uint32_t)by;
+                }
+            }
+            need[d] = (uint8_t)nn;
+            lo[d] = (uint8_t)nlo;
+            hi[d] = (uint8_t)nhi;
+            part[d] = np;
+            flag[i] = nn == 0 ? TEXT_BOUNDARY : 0;
+            next[i] = (int32_t)m;
+            if (!ok || (own[i] && nn)) {
+                brk[m] = (int32_t)i;
+                pre[m] = pp | (ok ? TEXT_SOFT : 0);
+                m++;
+            }
+        }
+        if (!bad)
+            next[n] = (int32_t)m;
+        Py_END_ALLOW_THREADS
+        free(need);
+        free(lo);
+        free(hi);
+        free(part);
+        if (bad)
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: text_memo: depths out of order");
+        else
+            result = PyLong_FromLongLong((long long)m);
+    }
+done:
+    RELEASE_HELD();
+    return result;
+}
+
 /* classify with its trailing rows and resume given (both required), and the memo optional */
 static PyObject *
 trie_classify_from(PyObject *self, PyObject *args)
@@ -1605,6 +2211,9 @@ static PyMethodDef methods[] = {
      "subtree_memo(first, count, byte, end, parent, min_below, pos, pbyte, depth, size, own, "
      "str, sel, sets) -> count of sets: the subtree memo of classify's walks (see the "
      "source)."},
+    {"text_memo", trie_text_memo, METH_VARARGS,
+     "text_memo(pbyte, depth, own, kset, flag, next, breaks, pre) -> count of breaks: the "
+     "text memo of a subtree memo (see the source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "

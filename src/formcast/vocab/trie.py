@@ -17,6 +17,13 @@ built on the first permissive walk of a table (O(trie nodes), a few dense walks'
 numpy, no sort) and kept per class map (:data:`_CLASS_TRIES_KEPT`, the most recent), so every
 table of a grammar, and every grammar with the same byte classes, shares one.
 
+The compiled build walks on the trie's subtree memo (:meth:`TokenTrie._subtree_memo`: nodes in
+preorder, each larger subtree's byte set) and its text memo (a UTF-8 decoder's character
+boundaries and *breaks* per node): a string body's walk (JSON's: 268k of Llama-3's 275k nodes)
+takes the strings below a character boundary as ranges where its state loops on the text
+bytes and well-formed characters there, and walks only the nodes under quotes, backslashes,
+control or ill-formed bytes (~5-10k), exactly (tests/vocab/test_trie_text_memo.py).
+
 Lifetime: per vocabulary (built once, lazily, by :attr:`Vocabulary.trie`, from its token
 tuple: this module never imports the Vocabulary); immutable but for its caches of class tries
 and per-table class maps (filled lazily, safe to share between threads: each entry is built
@@ -90,8 +97,10 @@ class TokenTrie:
         self._one_each: bool | None = None
         # the nodes flattened for the compiled walk (see _flat_nodes)
         self._flat: _FlatNodes | None = None
-        # the subtree memo of the compiled walks (see _subtree_memo)
+        # the subtree memo of the compiled walks (see _subtree_memo), and that memo with the
+        # bits of every string for bitmasks of some width (see _memo_words)
         self._memo: _SubtreeMemo | None = None
+        self._memo_all: tuple[_SubtreeMemo, int, _SubtreeMemo] | None = None
         # the strings laid end to end (see strings_end_to_end)
         self._joined: tuple[np.ndarray, np.ndarray] | None = None
         # class tries by class map (LRU; see _classes_of)
@@ -496,10 +505,34 @@ class TokenTrie:
         one range without walking the subtree (an identifier, a number's digits: O(nodes
         outside such subtrees) instead of O(live nodes)).  Built with the flattened nodes
         (:meth:`_flat_nodes`, on a process's first compiled walk) in C, O(nodes), ~2-4 ms on
-        Llama-3; kept (~16 bytes a node, 32 more a node with a set: ~7 MB on Llama-3)."""
+        Llama-3; kept (~16 bytes a node, 32 more a node with a set: ~7 MB on Llama-3).  With
+        its text memo (``text_*``, the kernel's ``text_memo``: one more pass, ~5 bytes a node
+        and 8 a break, ~1.4 MB on Llama-3), a walk in a string body's state takes the strings
+        below a character boundary as ranges, walking only the nodes under breaks."""
         if self._flat is None:
             self._flat_nodes()
         return self._memo
+
+    def _memo_words(self, memo: _SubtreeMemo, n_words: int) -> _SubtreeMemo:
+        """``memo`` (this trie's :meth:`_subtree_memo`) with ``all_words``: the bitmask words
+        (``n_words`` of them) of every string's :attr:`first_token`, for the walks of this
+        trie's own strings (no string map) in a vocabulary of one token id each: a text walk
+        whose ranges cover most strings ORs these words less the strings outside them (the
+        kernel's ``finish_deferred``: O(strings outside) instead of O(strings in ranges)).
+        ``memo`` itself where an id does not fit.  Built on the first call (one scatter and
+        packing pass over the strings, ~0.3 ms on Llama-3), kept for that memo and width."""
+        got = self._memo_all
+        if got is not None and got[0] is memo and got[1] == n_words:
+            return got[2]
+        first = self.first_token
+        if first.size and (int(first.min()) < 0 or int(first.max()) >= n_words * 32):
+            return memo
+        padded = np.zeros(n_words * 32, dtype=bool)
+        padded[first] = True
+        bits = np.packbits(padded, bitorder="little").view("<i4").astype(np.int32)
+        out = memo._replace(all_words=bits)
+        self._memo_all = (memo, n_words, out)
+        return out
 
     def _classes_of(self, table: np.ndarray) -> tuple[_TableClasses, _ClassTrie] | None:
         """``table``'s column classes (:data:`_TABLE_CLASSES`: computed once per table, O(rows x
@@ -633,10 +666,16 @@ _SPARSE_WORDS_MAX = 512
 #: many nodes below them (a smaller subtree is walked about as fast as its set is checked)
 _MEMO_MIN_BELOW = 4
 #: with the subtree memo, compiled classifications whose reach is at least 1/this of the
-#: trie's nodes pass over every node (below it they walk depth-first on the memo: on
+#: trie's nodes pass over every node unless their start is a text state's (the kernel's
+#: ``text_entry``: the trie then one text region; below it they walk depth-first on the memo: on
 #: grammar_bench's c1_arith, reaches of 40-55k Llama-3 nodes 2-2.5x faster, of 114k even, and
 #: JSON strings' 268k 1.8x slower than the pass)
 _MEMO_WALK_MAX_SHARE = 2
+#: the text bytes of the text memo (``_trie_walk.c``'s ``text_memo``): printable ASCII but the
+#: quote and the backslash, the bytes a string body's state (JSON's, a C string's) leads back
+#: to itself; a walk in a state looping on them and on every well-formed UTF-8 character
+#: takes the strings below a node as ranges, walking only the nodes under other bytes
+_TEXT_BYTES = frozenset(range(0x20, 0x7F)) - {0x22, 0x5C}
 #: in the compiled build, walks whose live first bytes reach fewer trie nodes than this run
 #: depth-first, wider ones in one pass over every node (depth-first on Llama-3: 5-10 µs below
 #: 40k nodes, 0.7 ms at 40-80k, 3.1 ms past 160k, where the pass takes 0.6 ms)
@@ -791,6 +830,17 @@ class _SubtreeMemo(NamedTuple):
     sets: np.ndarray  # uint64 [k, 4]: the bytes below each selected node, 256 bits
     max_depth: int
     min_reach: int  # fresh walks reaching fewer nodes run depth-first without the memo
+    # the text memo (``_trie_walk.c``'s ``text_memo``; None: none): per preorder node its
+    # flags (1: a UTF-8 character ends there), per node the index of the first break at or
+    # after it (n + 1 entries), the breaks in preorder, their partial characters, and the
+    # text bytes (:data:`_TEXT_BYTES` as a 256-bit set)
+    text_flag: np.ndarray | None = None  # uint8
+    text_next: np.ndarray | None = None  # int32 [n + 1]
+    text_breaks: np.ndarray | None = None  # int32
+    text_pre: np.ndarray | None = None  # uint32
+    text_bytes: np.ndarray | None = None  # uint64 [4]
+    # the bitmask words of every string's token (TokenTrie._memo_words; None: not given)
+    all_words: np.ndarray | None = None  # int32
 
 
 class WalkRows(NamedTuple):
@@ -950,6 +1000,8 @@ def _classify_call(
     memo = trie._subtree_memo()
     max_reach = _NATIVE_WALK_MAX_REACH
     if memo is not None:
+        if memo.text_flag is not None and string_map is None and trie is vocab_trie:
+            memo = trie._memo_words(memo, int(words.size))
         extra = (*extra, memo)
         max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
     got = call(
@@ -1103,6 +1155,17 @@ def _build_subtree_memo(trie: TokenTrie, flat: _FlatNodes) -> _SubtreeMemo | Non
         sel,
         sets,
     )
+    text: tuple[np.ndarray | None, ...] = (None, None, None, None, None)
+    if hasattr(_KERNEL, "text_memo"):
+        kset = np.zeros(256, dtype=bool)
+        kset[list(_TEXT_BYTES)] = True
+        bits = np.packbits(kset, bitorder="little").view(np.uint64).copy()
+        flag = np.empty(n, dtype=np.uint8)
+        nxt = np.empty(n + 1, dtype=np.int32)
+        brk = np.empty(n, dtype=np.int32)
+        pre = np.empty(n, dtype=np.uint32)
+        m = _KERNEL.text_memo(pbyte, depth, own, bits, flag, nxt, brk, pre)
+        text = (flag, nxt, brk[:m].copy(), pre[:m].copy(), bits)
     return _SubtreeMemo(
         pos,
         pbyte,
@@ -1114,4 +1177,5 @@ def _build_subtree_memo(trie: TokenTrie, flat: _FlatNodes) -> _SubtreeMemo | Non
         sets[:k],  # (a view: the rows past k are never written, their pages never touched)
         int(trie.num_levels),
         _NATIVE_WALK_MAX_REACH,
+        *text,
     )
