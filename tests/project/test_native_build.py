@@ -61,6 +61,7 @@ SUBSET = (
     "tests/index/test_counted_countdown_matches_old_windows.py",
     # session 21: the trie walk's subtree memo (C only; skipped in the pure package)
     "tests/vocab/test_trie_subtree_memo.py",
+    "tests/vocab/test_trie_text_memo.py",
 )
 
 

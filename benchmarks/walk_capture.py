@@ -2,7 +2,7 @@
 document (walk36, session 22), pickled with copies of every argument taken before the call
 (rows are mutated by it), for replays against a locally built kernel.
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/walk36_capture.py json /tmp/w36/json.pkl [top]
+    PYTHONPATH=/tmp/fc-main python benchmarks/walk_capture.py json /tmp/w36/json.pkl [top]
 """
 
 from __future__ import annotations
