@@ -61,7 +61,9 @@ SUBSET = (
     "tests/index/test_counted_countdown_matches_old_windows.py",
     # session 21: the trie walk's subtree memo (C only; skipped in the pure package)
     "tests/vocab/test_trie_subtree_memo.py",
+    # session 22: the text memo of the trie walk (C only), the region search on compiled lexers
     "tests/vocab/test_trie_text_memo.py",
+    "tests/index/test_region_search_same_as_before.py",
 )
 
 
