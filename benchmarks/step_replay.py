@@ -3,11 +3,12 @@ against the one in a ``pda.py`` file (``--src``, default: this tree's), on the s
 MaskBench walks make.
 
 Per schema of ``maskbench.py``'s sample, one compile is walked (every mask, every accepted
-token) with ``PushdownAutomaton.step`` / ``step_capped`` recorded (calls on states that a
-recorded step or the initial state made); then each class replays the calls on a fresh
-automaton of the same grammar, interleaved, ``--reps`` times; the per-schema minimum of
-thread CPU is summed.  The states both replays reach are compared by value (stacks,
-accepting, error, far).  Usage::
+token) with ``PushdownAutomaton.step`` / ``step_capped`` / ``step_bytes`` recorded (outermost
+calls on states that a recorded step or the initial state made: ``step_bytes`` as one call,
+since a compiled ``pda.py``'s own calls of ``step`` bypass the recorder); then each class
+replays the calls on a fresh automaton of the same grammar, interleaved, ``--reps`` times;
+the per-schema minimum of thread CPU is summed.  The states both replays reach are compared
+by value (stacks, accepting, error, far).  Usage::
 
     PYTHONPATH=/tmp/fc-main python benchmarks/step_replay.py --sample 100 --seed 3
 """
@@ -40,12 +41,12 @@ def _recorder(
     pda: Any,
     idx: dict[int, int],
     keep: list[Any],
-    log: list[tuple[int, int, int, int]],
+    log: list[tuple[int, int, Any, int]],
     depth: list[int],
 ) -> Callable[..., Any]:
     """``orig`` (a step method) recording its outermost calls on ``pda``'s known states."""
 
-    def f(self: Any, st: Any, byte: int) -> Any:
+    def f(self: Any, st: Any, byte: Any) -> Any:
         depth[0] += 1
         try:
             r = orig(self, st, byte)
@@ -96,6 +97,7 @@ def main() -> None:
     vocab = load_vocabulary("llama3")
     mask = allocate_token_bitmask(1, maskbench.VOCAB_SIZE)
     o_step, o_capped = PushdownAutomaton.step, PushdownAutomaton.step_capped
+    o_bytes = PushdownAutomaton.step_bytes
     tot = {"base": 0, "new": 0}
     nsteps = mism = 0
     for path in files:
@@ -105,13 +107,14 @@ def main() -> None:
         except FormcastError:
             continue
         pda = grammar.program.pda
-        log: list[tuple[int, int, int, int]] = []
+        log: list[tuple[int, int, Any, int]] = []
         idx = {id(pda.initial): 0}
         keep = [pda.initial]
         depth = [0]
 
         PushdownAutomaton.step = _recorder(0, o_step, pda, idx, keep, log, depth)  # type: ignore[method-assign]
         PushdownAutomaton.step_capped = _recorder(1, o_capped, pda, idx, keep, log, depth)  # type: ignore[method-assign]
+        PushdownAutomaton.step_bytes = _recorder(2, o_bytes, pda, idx, keep, log, depth)  # type: ignore[method-assign]
         try:
             for inst in task["instances"]:
                 m = GrammarMatcher(grammar)
@@ -122,6 +125,7 @@ def main() -> None:
         finally:
             PushdownAutomaton.step = o_step  # type: ignore[method-assign]
             PushdownAutomaton.step_capped = o_capped  # type: ignore[method-assign]
+            PushdownAutomaton.step_bytes = o_bytes  # type: ignore[method-assign]
         nsteps += len(log)
         best: dict[str, int] = {}
         fps: dict[str, list[Any]] = {}
@@ -129,7 +133,7 @@ def main() -> None:
             for which in ("base", "new") if rep % 2 else ("new", "base"):
                 p2 = classes[which](pda.auto, pda.limits, far_count=pda.far_count)
                 sts: list[Any] = [p2.initial] + [None] * (len(keep) - 1)
-                fns = (p2.step, p2.step_capped)
+                fns = (p2.step, p2.step_capped, p2.step_bytes)
                 gc.collect()
                 gc.disable()
                 t0 = time.thread_time_ns()

@@ -49,6 +49,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "formcast.ir.passes",
     "formcast.limits",
     "formcast.automata.rules",
+    "formcast.automata.pda",
 )
 
 #: the C kernels of the compiled build (``<name>.c`` beside the module that imports it, which

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from .._native import interpreted_class
 from ..limits import ParserLimits
 from .dfa import DEAD
 from .rules import GrammarAutomaton
@@ -45,6 +46,9 @@ __all__ = ["Frame", "ParserState", "PushdownAutomaton"]
 _ROW_ENTRIES = 8
 
 
+# (Frame and ParserState stay interpreted classes where this module is compiled with mypyc:
+# far frames and states are interned weakly, and mypyc's native classes take no weak reference)
+@interpreted_class
 class Frame:
     """An interned stack frame: rule id, DFA state, parent (return) frame, depth.
 
@@ -79,6 +83,7 @@ class Frame:
         return f"Frame(rule={self.rule}, state={self.state}{count}, depth={self.depth})"
 
 
+@interpreted_class
 class ParserState:
     """An interned parser configuration (immutable; compare and hash by identity).
 
@@ -117,6 +122,7 @@ class ParserState:
         return f"ParserState(#{self.uid}, tops={tops}, accepting={self.accepting}{extra})"
 
 
+@interpreted_class  # (a ``dict`` subclass with ``__missing__``: an ordinary class under mypyc)
 class _PerRule(dict[int, list[bool]]):
     """``rule -> list``, each list made by ``make(rule)`` on its first lookup (a plain dict
     lookup after that).  Two threads may both make a missing entry: equal lists, either kept."""
@@ -127,7 +133,9 @@ class _PerRule(dict[int, list[bool]]):
         super().__init__()
         self._make, self._rules = make, rules
 
-    def __missing__(self, rule: int) -> list[bool]:
+    def __missing__(self, rule: object) -> list[bool]:
+        # (``object``: a compiled method checks an ``int`` argument's type itself, raising
+        # TypeError where the interpreted one raises IndexError)
         if type(rule) is not int or not 0 <= rule < self._rules:
             raise IndexError(f"rule {rule!r} out of range")
         v = self[rule] = self._make(rule)
@@ -167,6 +175,7 @@ class PushdownAutomaton:
         self.has_counts = any(c is not None for c in self._counts)
         self._lock = threading.RLock()
         self._initial_state: ParserState | None = None
+        self.cache_resets = -1  # (counts the resets: _reset_caches makes it 0)
         self._reset_caches()
         if initial_closure:
             self._initial_state = self._initial()
@@ -228,7 +237,7 @@ class PushdownAutomaton:
         self._far_peak = 0
         self._far_made = False  # a far frame was made since: see _maybe_reset
         self._dead = ParserState(frozenset(), False, -1)
-        self.cache_resets = getattr(self, "cache_resets", -1) + 1
+        self.cache_resets += 1
 
     def _compact_far(self) -> None:
         """Dicts never shrink: once the far entries of finished requests are gone (fewer than
