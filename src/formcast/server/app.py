@@ -119,12 +119,11 @@ def create_app(
     # the three generation routes read their bodies without FastAPI's per-request machinery
     # (dependency solving, its body parsing) when the body is plain JSON valid for its model;
     # anything else goes through FastAPI as declared above (same errors)
-    for route_path, request_model, handler in (
-        ("/v1/chat/completions", ChatCompletionRequest, chat_completion),
-        ("/v1/completions", CompletionRequest, text_completion),
-        ("/v1/responses", ResponsesRequest, create_response),
-    ):
-        _read_body_first(_post_route(app, route_path), request_model, ctx, handler)
+    _read_body_first(_post_route(app, "/v1/chat/completions"), ChatCompletionRequest, ctx,
+                     chat_completion)
+    _read_body_first(_post_route(app, "/v1/completions"), CompletionRequest, ctx,
+                     text_completion)
+    _read_body_first(_post_route(app, "/v1/responses"), ResponsesRequest, ctx, create_response)
 
     # -- the rest -----------------------------------------------------------------------------
     def model_card() -> dict[str, Any]:
@@ -163,7 +162,7 @@ def create_app(
 def _post_route(app: FastAPI, path: str) -> APIRoute:
     """The app's ``POST path`` route."""
     for route in app.router.routes:
-        if isinstance(route, APIRoute) and route.path == path and "POST" in route.methods:
+        if isinstance(route, APIRoute) and route.path == path and "POST" in (route.methods or ()):
             return route
     raise LookupError(path)  # pragma: no cover - the routes are declared above
 
@@ -172,7 +171,8 @@ def _json_media_type(scope: Scope) -> bool:
     """Whether the request says its body is exactly ``application/json`` (parameters such as
     ``charset`` aside, any case): the one content type the short path takes (FastAPI reads
     ``+json`` types and the rest its own way, through the declared route)."""
-    for name, value in scope["headers"]:
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    for name, value in headers:
         if name == b"content-type":
             return value.split(b";", 1)[0].strip().lower() == b"application/json"
     return False
