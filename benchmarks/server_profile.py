@@ -137,6 +137,11 @@ def install() -> None:
                 _RECORDS.clear()
             return out
 
+        @app.get("/_impl")
+        async def impl() -> Any:  # what uvicorn picked: its loop and HTTP protocol
+            loop = type(asyncio.get_running_loop())
+            return {"loop": f"{loop.__module__}.{loop.__name__}", "http": sorted(_PROTOCOLS)}
+
         @app.get("/_steps")
         async def steps() -> Any:
             with _LOCK:
@@ -228,6 +233,7 @@ def install() -> None:
 
 _FIRST_BYTES: dict[int, tuple[float, float]] = {}
 _STEPS: list[dict[str, float]] = []
+_PROTOCOLS: set[str] = set()
 _CPROFILE: list[Any] = []
 _CPROFILE_LEFT = [0]
 
@@ -237,17 +243,29 @@ def _hook_first_bytes() -> None:
     thread's CPU time then), keyed by the client's port."""
     from uvicorn.protocols.http import h11_impl
 
-    cls = h11_impl.H11Protocol
+    classes: list[Any] = [h11_impl.H11Protocol]
+    try:  # uvicorn's http="auto" takes httptools when it is installed
+        from uvicorn.protocols.http import httptools_impl
+    except ImportError:
+        pass
+    else:
+        classes.append(httptools_impl.HttpToolsProtocol)
+    for cls in classes:
+        _hook_received(cls)
+
+
+def _hook_received(cls: Any) -> None:
     received = cls.data_received
 
     def data_received(self: Any, data: bytes) -> None:
         client = getattr(self, "client", None)
         if client and not getattr(self, "_fc_seen", False):
             self._fc_seen = True
+            _PROTOCOLS.add(type(self).__name__)
             _FIRST_BYTES[client[1]] = (_perf(), _cpu())
         received(self, data)
 
-    cls.data_received = data_received  # type: ignore[method-assign]
+    cls.data_received = data_received
 
 
 def _hook_steps(batching: Any) -> None:
@@ -329,9 +347,28 @@ def serve(argv: list[str]) -> int:
     if switch:  # an experiment: the interpreter's GIL switch interval in the server
         sys.setswitchinterval(float(switch))
     install()
+    _uvicorn_options()
     from formcast.cli.main import main
 
     return main(["serve", *argv])
+
+
+def _uvicorn_options() -> None:
+    """``FORMCAST_PROFILE_UVICORN="http=h11,loop=asyncio"``: options added to the server's
+    ``uvicorn.run`` (an experiment: by default uvicorn picks httptools and uvloop, "auto",
+    when they are installed)."""
+    extra = os.environ.get("FORMCAST_PROFILE_UVICORN")
+    if not extra:
+        return
+    import uvicorn
+
+    options = dict(kv.split("=", 1) for kv in extra.split(","))
+    run = uvicorn.run
+
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        return run(*args, **{**kwargs, **options})
+
+    uvicorn.run = patched
 
 
 def client(args: argparse.Namespace) -> int:
@@ -397,7 +434,7 @@ def client(args: argparse.Namespace) -> int:
                         if key.endswith(("_wall", "_cpu", "_at")):
                             row.setdefault(key, []).append(value)
                     del k
-        print(f"load average {os.getloadavg()[0]:.1f}")
+        print(f"load average {os.getloadavg()[0]:.1f}; server: {fetch(url, '_impl')}")
         keys = sorted(set(table["lone"]) | set(table["together"]),
                       key=lambda k: statistics.median(table["together"].get(k, [0])))
         print(f"{'stage':34s} {'lone p50':>9s} {'together p50':>13s} {'together max':>13s}  (ms)")

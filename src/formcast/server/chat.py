@@ -68,7 +68,7 @@ async def chat_completion(
     else:
         tools = [t.model_dump(exclude_none=True) for t in body.tools] if body.tools else None
         tool_choice, parallel = body.tool_choice, body.parallel_tool_calls
-    rf_plan = response_format_plan(body.response_format, cfg)
+    rf_plan = response_format_plan(body.response_format, cfg, ctx.plans)
     content = rf_plan.content if rf_plan is not None else (None, None)
     tool_plan = plan_tools(ctx.model, tools, tool_choice, parallel,
                            content_schema=content[0], content_options=content[1],

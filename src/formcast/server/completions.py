@@ -44,7 +44,7 @@ async def text_completion(
     if body.n * len(prompts) > cfg.max_n:
         raise APIError(400, f"{len(prompts)} prompts x n={body.n} choices is more than "
                        f"this server's max_n={cfg.max_n}", param="n", code="invalid_request")
-    plan = response_format_plan(body.response_format, cfg)
+    plan = response_format_plan(body.response_format, cfg, ctx.plans)
     release = ctx.engine.admit()
     streaming = False
     try:

@@ -24,17 +24,20 @@ Lifetime: :class:`ConstraintPlan` is an immutable value for one request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..frontends.jsonschema.options import JsonSchemaOptions
-from ..index.spec import CombinatorSpec, ConstraintSpec, JsonSchemaSpec
+from ..index.spec import CombinatorSpec, ConstraintSpec, JsonSchemaSpec, KeyedSpec
 from .api_errors import APIError
 from .strict import check_strict_schema, open_free_form_objects
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..constraints.core import Constraint
     from ..index.compiled import CompiledGrammar
+    from ..index.compiler import GrammarCompiler
     from .config import ServerConfig
     from .engine import Engine
     from .requests import ResponseFormat
@@ -42,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "ConstraintPlan",
+    "PlanMemo",
     "compile_plan",
     "json_schema_plan",
     "response_format_plan",
@@ -63,6 +67,8 @@ class ConstraintPlan:
     options: JsonSchemaOptions | None = None
     constraint: Constraint | None = None
     json_output: bool = False
+    # the spec keyed by the last compiler that asked (:meth:`keyed`): at most one, written once
+    _keyed: list[KeyedSpec] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def content(self) -> tuple[Any, JsonSchemaOptions | None]:
@@ -74,6 +80,72 @@ class ConstraintPlan:
         if self.constraint is not None:
             return CombinatorSpec(self.constraint)
         return JsonSchemaSpec.of(self.schema, self.options)
+
+    def keyed(self, compiler: GrammarCompiler) -> KeyedSpec:
+        """``compiler.keyed(self.spec())``, made once per plan and vocabulary: a plan that
+        :class:`PlanMemo` hands to the next request with the same schema is neither read
+        nor keyed again.  Raises what :meth:`spec` raises (then nothing is kept)."""
+        held = self._keyed
+        if held and held[0].fingerprint == compiler.vocab.fingerprint:
+            return held[0]
+        keyed = compiler.keyed(self.spec())
+        held[:] = [keyed]
+        return keyed
+
+
+_PlanKey = tuple[str, str, bool | None, float, bool, str]
+
+
+class PlanMemo:
+    """The plans of the response formats an app was sent before: a request whose format
+    repeats one -- the same kind, parameter, ``strict`` and server options, and a schema with
+    the same JSON text (``json.dumps``: key order, ``1`` vs ``1.0`` and ``true`` vs ``1``
+    all count) -- gets the same :class:`ConstraintPlan`, with its spec read and keyed
+    already (:meth:`ConstraintPlan.keyed`): no strict-mode walk, no options object, no
+    schema reading and hashing again on the event loop.  Only plans made without an error
+    are kept (a schema that fails strict mode is checked, and answered 400, every time).
+
+    Exact: a plan is a function of what its key holds (a schema given as a value reads no
+    file, so its grammar depends on the value alone).  Bounded: at most ``max_entries``
+    plans whose schema texts total at most ``max_chars`` characters, the least recently used
+    dropped first.  Cost per look-up: the schema's ``json.dumps`` (C, ~5 us for a small
+    schema) and a dict look-up.  Lifetime: one per app (``ServerContext.plans``), used on
+    its event loop only (not thread-safe)."""
+
+    def __init__(self, max_entries: int = 256, max_chars: int = 4 << 20) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self._plans: OrderedDict[_PlanKey, ConstraintPlan] = OrderedDict()
+        self._chars = 0
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def get(self, key: _PlanKey) -> ConstraintPlan | None:
+        """The plan kept under ``key`` (now the most recently used), else None."""
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+        return plan
+
+    def put(self, key: _PlanKey, plan: ConstraintPlan) -> None:
+        """Keep ``plan`` under ``key`` (a text over ``max_chars`` is not kept)."""
+        size = len(key[-1])
+        if size > self.max_chars or key in self._plans:
+            return
+        self._plans[key] = plan
+        self._chars += size
+        while len(self._plans) > self.max_entries or self._chars > self.max_chars:
+            old, _ = self._plans.popitem(last=False)
+            self._chars -= len(old[-1])
+
+
+def _schema_text(schema: Any) -> str | None:
+    """``schema``'s JSON text (None: not JSON-serializable, then nothing is memoized)."""
+    try:
+        return json.dumps(schema)
+    except (TypeError, ValueError):
+        return None
 
 
 def schema_options(
@@ -96,12 +168,39 @@ def json_schema_plan(
     param: str,
     compile_timeout_s: float,
     allow_extra_properties: bool,
+    memo: PlanMemo | None = None,
 ) -> ConstraintPlan | None:
     """The plan of a response format: ``kind`` ``"text"`` (``None``: free text),
     ``"json_object"`` (a JSON object) or ``"json_schema"`` (``schema``, checked for strict
-    mode when ``strict``; ``param`` names where it came from)."""
+    mode when ``strict``; ``param`` names where it came from).  With ``memo``, a format seen
+    before gets its plan from there (see :class:`PlanMemo`)."""
     if kind == "text":
         return None
+    text = None if memo is None else _schema_text(schema)
+    if memo is None or text is None:
+        return _json_schema_plan(kind, schema, strict, param=param,
+                                 compile_timeout_s=compile_timeout_s,
+                                 allow_extra_properties=allow_extra_properties)
+    key = (kind, param, strict, compile_timeout_s, allow_extra_properties, text)
+    plan = memo.get(key)
+    if plan is None:
+        plan = _json_schema_plan(kind, schema, strict, param=param,
+                                 compile_timeout_s=compile_timeout_s,
+                                 allow_extra_properties=allow_extra_properties)
+        memo.put(key, plan)
+    return plan
+
+
+def _json_schema_plan(
+    kind: str,
+    schema: Any,
+    strict: bool | None,
+    *,
+    param: str,
+    compile_timeout_s: float,
+    allow_extra_properties: bool,
+) -> ConstraintPlan:
+    """:func:`json_schema_plan` of a ``kind`` other than ``"text"``, made afresh."""
     if kind == "json_object":
         options = JsonSchemaOptions(max_compile_seconds=compile_timeout_s)
         return ConstraintPlan(param, {"type": "object"}, options, json_output=True)
@@ -122,9 +221,12 @@ def json_schema_plan(
     return ConstraintPlan(param, schema, options, json_output=True)
 
 
-def response_format_plan(fmt: ResponseFormat | None, config: ServerConfig) -> ConstraintPlan | None:
+def response_format_plan(
+    fmt: ResponseFormat | None, config: ServerConfig, memo: PlanMemo | None = None
+) -> ConstraintPlan | None:
     """The plan of a chat or completions request's ``response_format`` (``None``: free
-    text), under the server's compile timeout and extra-properties switch."""
+    text), under the server's compile timeout and extra-properties switch (``memo``: see
+    :func:`json_schema_plan`)."""
     if fmt is None:
         return None
     spec = fmt.json_schema
@@ -136,6 +238,7 @@ def response_format_plan(fmt: ResponseFormat | None, config: ServerConfig) -> Co
         else "response_format",
         compile_timeout_s=config.compile_timeout_s,
         allow_extra_properties=config.allow_extra_properties,
+        memo=memo,
     )
 
 
@@ -145,8 +248,10 @@ def tools_plan(tool_plan: ToolPlan) -> ConstraintPlan:
 
 
 async def compile_plan(engine: Engine, plan: ConstraintPlan | None) -> CompiledGrammar | None:
-    """Compile ``plan`` off the event loop (``None``: no constraint).  Raises the 400
-    :class:`APIError` of a compile error (see :meth:`Engine.compile`)."""
+    """Compile ``plan`` off the event loop (``None``: no constraint; its spec keyed once per
+    plan: :meth:`ConstraintPlan.keyed`).  Raises the 400 :class:`APIError` of a compile
+    error (see :meth:`Engine.compile`)."""
     if plan is None:
         return None
-    return await engine.compile(plan.spec, param=plan.param)
+    compiler = engine.compiler
+    return await engine.compile(lambda: plan.keyed(compiler), param=plan.param)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from .api_errors import APIError
 from .config import ServerConfig
+from .constraints import PlanMemo
 from .engine import Engine, Finished, GenerationSpec, Job, Piece
 from .metrics import ServerMetrics
 
@@ -119,7 +120,8 @@ async def _head(body: AsyncIterator[str]) -> list[str]:
 
 @dataclass
 class ServerContext:
-    """The app's shared state: read by every route, never changed after the app starts."""
+    """The app's shared state: read by every route, never changed after the app starts
+    (but for ``plans``, the response formats' plans memoized on the event loop)."""
 
     model: LanguageModel
     config: ServerConfig
@@ -127,6 +129,7 @@ class ServerContext:
     metrics: ServerMetrics
     fingerprint: str
     started: int
+    plans: PlanMemo = field(default_factory=PlanMemo)
 
     def check_model(self, name: str) -> None:
         """A 404 ``model_not_found`` unless ``name`` is the served model's id."""

@@ -69,7 +69,7 @@ from ..generation.options import GenerationOptions
 from ..generation.results import GenerationResult, TokenLogprob
 from ..index.compiled import CompiledGrammar
 from ..index.compiler import GrammarCompiler
-from ..index.spec import ConstraintSpec
+from ..index.spec import ConstraintSpec, KeyedSpec
 from ..model.batched import BatchedDecoder
 from ..model.batched_select import batched_decoder_for
 from ..model.protocol import LanguageModel
@@ -350,7 +350,10 @@ class Engine:
 
     # -- compiling ------------------------------------------------------------------------------
     async def compile(
-        self, spec: ConstraintSpec | Callable[[], ConstraintSpec], *, param: str | None
+        self,
+        spec: ConstraintSpec | Callable[[], ConstraintSpec | KeyedSpec],
+        *,
+        param: str | None,
     ) -> CompiledGrammar:
         """``await`` one compile of ``spec`` (or of what ``spec()`` makes, reading a schema
         inside this method's error handling) off the event loop

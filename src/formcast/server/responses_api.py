@@ -174,7 +174,8 @@ async def create_response(ctx: ServerContext, body: ResponsesRequest, request: R
         rf_plan = json_schema_plan(fmt.type, fmt.schema_, fmt.strict, param="text.format.schema"
                                    if fmt.type == "json_schema" else "text.format",
                                    compile_timeout_s=cfg.compile_timeout_s,
-                                   allow_extra_properties=cfg.allow_extra_properties)
+                                   allow_extra_properties=cfg.allow_extra_properties,
+                                   memo=ctx.plans)
     content = rf_plan.content if rf_plan is not None else (None, None)
     tool_plan = plan_tools(ctx.model, tools, _tool_choice(body.tool_choice),
                            body.parallel_tool_calls, content_schema=content[0],

@@ -1,0 +1,31 @@
+"""``run_server`` (what ``formcast serve`` calls) runs uvicorn on asyncio's event loop, not on
+uvicorn's "auto" choice (uvloop when installed): under uvloop a burst of requests already
+received is read one connection per loop turn, interleaved with the handlers before it
+(docs/benchmarks_server.md, session 22).  The HTTP parser stays uvicorn's choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from server_harness import ToyModel
+
+from formcast.server import ServerConfig
+from formcast.server.app import run_server
+
+
+def test_run_server_asks_uvicorn_for_asyncio(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+
+    seen: dict[str, Any] = {}
+
+    def fake_run(app: Any, **kwargs: Any) -> None:
+        seen.update(kwargs)
+
+    monkeypatch.setattr(uvicorn, "run", fake_run)
+    run_server(ToyModel(), ServerConfig(model_name="toy", compile_workers=0), port=1)
+    assert seen["loop"] == "asyncio"
+    assert "http" not in seen  # httptools when installed, else h11: uvicorn's "auto"
+    run_server(ToyModel(), ServerConfig(model_name="toy", compile_workers=0), port=1,
+               loop="uvloop")
+    assert seen["loop"] == "uvloop"
