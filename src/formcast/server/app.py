@@ -250,8 +250,16 @@ def run_server(
     the 8th request read 8-19 ms after the first under uvloop, within 0.4 ms under asyncio;
     the burst's median loop CPU to its first chunk 3.9-4.9 against 2.1-2.8 ms.  The HTTP
     parser stays uvicorn's choice (httptools when installed, else h11)."""
+    import gc
+
     import uvicorn
 
     app = create_app(model, config)
+    # what start-up made (the model, its vocabulary and tokenizer, the app: ~150k objects on
+    # SmolLM2) lives as long as the process: moved out of the collector's passes, so that a
+    # full collection while serving scans what requests made, not all of it (one such pass
+    # over the start-up objects: ~90 ms on the event loop; docs/notes/server36.md)
+    gc.collect()
+    gc.freeze()
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
                 loop=loop)
