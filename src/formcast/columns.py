@@ -19,6 +19,10 @@ from typing import Any, cast, overload
 
 import numpy as np
 
+# numpy.ma at import: numpy 2.x's ``np.unique`` asks ``np.ma.is_masked`` on its first call, a
+# lazy import of ~10 ms that otherwise lands inside a process's first mask that calls it
+import numpy.ma
+
 __all__ = ["column_classes", "hash_weights"]
 
 # the compiled build's column classes (docs/native.md); absent from the pure-Python package,
