@@ -176,17 +176,19 @@ def json_schema_plan(
     before gets its plan from there (see :class:`PlanMemo`)."""
     if kind == "text":
         return None
-    text = None if memo is None else _schema_text(schema)
-    if memo is None or text is None:
+
+    def made() -> ConstraintPlan:
         return _json_schema_plan(kind, schema, strict, param=param,
                                  compile_timeout_s=compile_timeout_s,
                                  allow_extra_properties=allow_extra_properties)
+
+    text = None if memo is None else _schema_text(schema)
+    if memo is None or text is None:
+        return made()
     key = (kind, param, strict, compile_timeout_s, allow_extra_properties, text)
     plan = memo.get(key)
     if plan is None:
-        plan = _json_schema_plan(kind, schema, strict, param=param,
-                                 compile_timeout_s=compile_timeout_s,
-                                 allow_extra_properties=allow_extra_properties)
+        plan = made()
         memo.put(key, plan)
     return plan
 
