@@ -93,6 +93,21 @@ def test_kept_prefixes_take_the_uncached_steps(seed: int) -> None:
     ]
 
 
+@pytest.mark.parametrize("strings", [[], [b"a"], [b"", b"a"]])
+def test_small_sets_checked_again_and_again(strings: list[bytes]) -> None:
+    """An empty candidate set (a grammar's dead end) and one-string sets, checked more than
+    twice with kept prefixes: the same verdicts as unkept, and no error (a session-22 merge
+    raised IndexError on the empty set's second check)."""
+    kept = cfg_program._Prefixes(len(strings))
+    toy = _Toy({b"a"}, set())
+    for _ in range(4):
+        want = cfg_program._verify_strings(toy.step, _St(b"", False, None), strings)
+        got = cfg_program._verify_strings(toy.step, _St(b"", False, None), strings, None, kept)
+        assert got == want
+    assert kept.suffixes is not None
+    assert len(kept.suffixes) == len(strings)
+
+
 def _random_json(rng: random.Random, depth: int) -> Any:
     if depth <= 0 or rng.random() < 0.15:
         return rng.choice(

@@ -2379,7 +2379,8 @@ def _verify_strings(
                 while k < limit and data[k] == prev[k]:
                     k += 1
                 shared[j] = k
-        shared[0] = 0
+        if n:  # (an empty set, checked again, keeps empty lists)
+            shared[0] = 0
         kept.suffixes = [d[k:] if k else d for d, k in zip(data_of, shared)]
     return ok, err
 
