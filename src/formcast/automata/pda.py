@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -665,6 +666,123 @@ class PushdownAutomaton:
                 return state
         return state
 
+    # -- candidate checks (index/cfg_program.py's _verify_strings and _verify_suffixes) -------
+    def check_strings(
+        self,
+        state: ParserState,
+        data_of: list[bytes],
+        shared: list[int] | None,
+        capped: bool,
+    ) -> tuple[list[int], str | None]:
+        """The positions in ``data_of`` (distinct byte strings, sorted) of the strings this
+        automaton accepts from ``state`` stepping with :meth:`step` (:meth:`step_capped` where
+        ``capped``), and the error of a limit some step hit (else None): the loop of
+        ``cfg_program._verify_strings`` with the step memo read first, here so that the
+        compiled build runs it as C (a candidate check's look-ups and byte compares are most of
+        a warm mask's check).  The same steps in the same order, so the same verdicts and
+        error.  ``shared`` (or None): per string, the length of the prefix it shares with the
+        string before it, -1 where not measured yet; the ones this check measures are written
+        into it (a string walked: its share; where a dead prefix skips a run by binary search,
+        only where the shares are not known).  O(bytes outside shared prefixes) steps; nothing
+        kept but ``shared``'s entries and the step memo's."""
+        ok: list[int] = []
+        err: str | None = None
+        path: list[ParserState] = [state]  # path[i]: the state after i bytes (alive)
+        steps = self._steps
+        n = len(data_of)
+        i = 0
+        while i < n:
+            data = data_of[i]
+            k = -1 if shared is None else shared[i]
+            if k < 0:  # the prefix shared with the string before (measured, kept)
+                k = 0
+                if i:
+                    prev = data_of[i - 1]
+                    limit = len(data)
+                    if limit > len(prev):
+                        limit = len(prev)
+                    while k < limit and data[k] == prev[k]:
+                        k += 1
+                if shared is not None:
+                    shared[i] = k
+            i += 1
+            # resume after the prefix shared with the last string walked, as far as its walk
+            # went: a string sharing more than the path (its dead prefix) is rejected
+            m = len(path)
+            if k >= m:
+                continue
+            if k + 1 < m:
+                del path[k + 1 :]
+            st = path[k]
+            j = k
+            end = len(data)
+            alive = True
+            while j < end:
+                b = data[j]
+                j += 1
+                nxt = steps.get((st, b))
+                if nxt is None:
+                    nxt = self.step_capped(st, b) if capped else self.step(st, b)
+                    steps = self._steps
+                st = nxt
+                if st.dead:
+                    if st.error:
+                        err = st.error
+                    # the run of candidates after it that start with the dead prefix (where
+                    # their shared prefixes are known, each is rejected by them instead)
+                    if i < n and (shared is None or shared[i] < 0):
+                        dead = data[: len(path)]
+                        if data_of[i].startswith(dead):
+                            i = bisect_left(data_of, prefix_end(dead), i, n)
+                    alive = False
+                    break
+                path.append(st)
+            if alive:
+                ok.append(i - 1)
+        return ok, err
+
+    def check_suffixes(
+        self,
+        state: ParserState,
+        shared: list[int],
+        suffixes: list[bytes],
+        capped: bool,
+    ) -> tuple[list[int], str | None]:
+        """:meth:`check_strings` where every string's shared prefix is known (``shared``) and
+        its bytes past it are ``suffixes`` (``cfg_program._verify_suffixes``' loop): the same
+        steps, without byte compares, slices or binary searches (a string sharing the dead
+        prefix of the last walk is rejected by its shared length alone).  Nothing kept but
+        the step memo's entries."""
+        ok: list[int] = []
+        err: str | None = None
+        path: list[ParserState] = [state]
+        steps = self._steps
+        i = -1
+        for k, data in zip(shared, suffixes):
+            i += 1
+            m = len(path)
+            if k >= m:
+                continue
+            if k + 1 < m:
+                del path[k + 1 :]
+            st = path[k]
+            alive = True
+            for b in data:
+                nxt = steps.get((st, b))
+                if nxt is None:
+                    nxt = self.step_capped(st, b) if capped else self.step(st, b)
+                    steps = self._steps
+                if nxt.dead:
+                    if nxt.error:
+                        err = nxt.error
+                    alive = False
+                    break
+                path.append(nxt)
+                st = nxt
+            if alive:
+                ok.append(i)
+        return ok, err
+
     def next_bytes(self, state: ParserState) -> np.ndarray:
         """Byte values that some stack top can consume."""
         allowed = np.zeros(256, dtype=bool)
@@ -683,3 +801,13 @@ class PushdownAutomaton:
             "far_states": len(self._far_states),
             "cache_resets": self.cache_resets,
         }
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The least byte string above every string that starts with ``prefix`` (for
+    ``bisect_left``); ``prefix`` ends in a byte below 255 or is all 255s (then: past every
+    string of its length and more, as far as a token goes)."""
+    end = prefix.rstrip(b"\xff")
+    if not end:
+        return b"\xff" * 1024
+    return end[:-1] + bytes((end[-1] + 1,))

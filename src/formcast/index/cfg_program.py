@@ -2320,6 +2320,60 @@ def _verify_strings(
             return _verify_suffixes(step, state, kept.shared, kept.suffixes, memo)
         shared = kept.shared
         kept.checks += 1
+    native = _native_checks(step, memo)
+    if native is not None:  # the same loop, compiled (PushdownAutomaton.check_strings)
+        ok, err = native[0].check_strings(state, data_of, shared, native[1])
+    else:
+        ok, err = _check_strings(step, state, data_of, memo, shared)
+    if kept is not None and shared is not None and kept.checks > 1:
+        # the set's second check: the shares not measured yet, and the suffixes
+        for j in range(1, len(data_of)):
+            if shared[j] < 0:
+                data, prev = data_of[j], data_of[j - 1]
+                limit = min(len(data), len(prev))
+                k = 0
+                while k < limit and data[k] == prev[k]:
+                    k += 1
+                shared[j] = k
+        if data_of:  # (an empty set, checked again, keeps empty lists)
+            shared[0] = 0
+        kept.suffixes = [d[k:] if k else d for d, k in zip(data_of, shared)]
+    return ok, err
+
+
+def _native_checks(
+    step: Callable[[ParserState, int], ParserState],
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None,
+) -> tuple[PushdownAutomaton, bool] | None:
+    """Where ``step`` is a :class:`PushdownAutomaton`'s :meth:`~PushdownAutomaton.step`
+    (or ``step_capped``: then True) and ``memo`` its step memo, that automaton: its
+    ``check_strings`` / ``check_suffixes`` run the loops of :func:`_check_strings` /
+    :func:`_verify_suffixes` with the same steps in the same order (compiled in the
+    compiled build: the look-ups and byte compares of a check cost a third as much); else
+    None (another step function, or no memo: the Python loops, which the tests hold the
+    compiled ones to).  O(1)."""
+    if memo is None:
+        return None
+    pda = getattr(step, "__self__", None)
+    if type(pda) is not PushdownAutomaton or memo != pda.step_memo:
+        return None
+    if step == pda.step:
+        return pda, False
+    if step == pda.step_capped:
+        return pda, True
+    return None
+
+
+def _check_strings(
+    step: Callable[[ParserState, int], ParserState],
+    state: ParserState,
+    data_of: list[bytes],
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None,
+    shared: list[int] | None,
+) -> tuple[list[int], str | None]:
+    """:func:`_verify_strings`' loop (``shared``: :class:`_Prefixes`' list, written where
+    measured, or None): the Python original of
+    :meth:`~formcast.automata.pda.PushdownAutomaton.check_strings`, for any ``step``."""
     ok: list[int] = []
     err: str | None = None
     path = [state]  # path[i]: the state after i bytes of the last string walked (alive)
@@ -2369,19 +2423,6 @@ def _verify_strings(
             path.append(st)
         else:
             ok.append(i - 1)
-    if kept is not None and shared is not None and kept.checks > 1:
-        # the set's second check: the shares not measured yet, and the suffixes
-        for j in range(1, n):
-            if shared[j] < 0:
-                data, prev = data_of[j], data_of[j - 1]
-                limit = min(len(data), len(prev))
-                k = 0
-                while k < limit and data[k] == prev[k]:
-                    k += 1
-                shared[j] = k
-        if n:  # (an empty set, checked again, keeps empty lists)
-            shared[0] = 0
-        kept.suffixes = [d[k:] if k else d for d, k in zip(data_of, shared)]
     return ok, err
 
 
@@ -2396,6 +2437,9 @@ def _verify_suffixes(
     its bytes past it are ``suffixes``: the same steps, without the byte compares, slices
     and binary searches (a string sharing the dead prefix of the last walk is rejected
     by its shared length alone).  Nothing kept."""
+    native = _native_checks(step, memo)
+    if native is not None:  # the same loop, compiled
+        return native[0].check_suffixes(state, shared, suffixes, native[1])
     ok: list[int] = []
     err: str | None = None
     path = [state]  # path[i]: the state after i bytes of the last string walked (alive)
