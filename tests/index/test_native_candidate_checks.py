@@ -73,16 +73,16 @@ def _states(pda: PushdownAutomaton, data: bytes, every: int = 1) -> list[ParserS
     return out
 
 
-def _sample(rng: random.Random, pda: PushdownAutomaton, st: ParserState, strings: Any) -> list[bytes]:
+def _sample(
+    rng: random.Random, pda: PushdownAutomaton, st: ParserState, strings: Any
+) -> list[bytes]:
     allowed = set(pda.next_bytes(st).tolist())
     live = [s for s in strings if s and s[0] in allowed]
     picked = rng.sample(live, min(len(live), 250)) + rng.sample(strings, 60)
     return sorted(set(picked))
 
 
-def _compare(
-    pda: PushdownAutomaton, st: ParserState, data_of: list[bytes], capped: bool
-) -> None:
+def _compare(pda: PushdownAutomaton, st: ParserState, data_of: list[bytes], capped: bool) -> None:
     step = pda.step_capped if capped else pda.step
     # fresh: no shares known
     want = cfg_program._check_strings(step, st, data_of, None, None)
