@@ -177,3 +177,16 @@ def test_native_checks_dispatch(vocab: Vocabulary) -> None:
     assert pda.check_strings(pda.initial, [], [], False) == ([], None)
     assert pda.check_suffixes(pda.initial, [], [], False) == ([], None)
     assert np.asarray([], dtype=np.int64).size == 0
+
+
+def test_sorted_union_is_numpy_unique() -> None:
+    rng = np.random.default_rng(5)
+    for trial in range(300):
+        parts = [
+            rng.integers(0, 1 + trial * 50, size=int(rng.integers(0, 40)), dtype=np.int64)
+            for _ in range(int(rng.integers(1, 5)))
+        ]
+        got = cfg_program._sorted_union(parts)
+        want = np.unique(np.concatenate(parts))
+        assert got.dtype == want.dtype
+        assert got.tolist() == want.tolist()

@@ -1993,7 +1993,7 @@ class CfgProgram:
         if words is None:
             words = np.zeros_like(self._stop_words)
         if cand_parts:
-            cands = np.unique(np.concatenate(cand_parts)) if len(cand_parts) > 1 else cand_parts[0]
+            cands = _sorted_union(cand_parts) if len(cand_parts) > 1 else cand_parts[0]
             # a candidate some stack top already allows needs no check
             cands = cands[bitmask_has_many(words, trie.first_token[cands]) == 0]
             self.candidates_checked += int(cands.size)
@@ -2184,6 +2184,19 @@ _SHARED_WALK_MIN_BYTES = 16
 #: (measured on the grammar workloads' sets of 64-300 candidates: token by token is as fast or
 #: up to 35% faster; the level walk pays off on thousands of counted-rule candidates)
 _LEVEL_VERIFY_MIN = 256
+
+
+def _sorted_union(parts: list[np.ndarray]) -> np.ndarray:
+    """The distinct values of the arrays ``parts``, sorted: ``np.unique(np.concatenate(parts))``
+    (same values, same dtype) in a quarter of its time on the few hundred candidates of a
+    mask's stack tops (~2.5 us against ~10: numpy 2's ``unique`` pays a fixed cost).  A new
+    array; O(n log n)."""
+    merged = np.concatenate(parts)
+    merged.sort()
+    keep = np.empty(merged.size, dtype=bool)
+    keep[:1] = True
+    np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+    return merged[keep]
 
 
 def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
