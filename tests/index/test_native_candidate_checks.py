@@ -190,3 +190,44 @@ def test_sorted_union_is_numpy_unique() -> None:
         want = np.unique(np.concatenate(parts))
         assert got.dtype == want.dtype
         assert got.tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("which", ["builtin", "gbnf"])
+def test_masks_with_and_without_parser_checks(
+    vocab: Vocabulary, which: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from formcast import GrammarMatcher
+
+    rng = random.Random(11)
+    texts = [_text(rng) for _ in range(8)]
+    trie = vocab.trie
+    by_string = {s: int(trie.first_token[i]) for i, s in enumerate(trie.strings) if len(s) <= 6}
+    docs = []
+    for data in texts:  # greedy longest match over short strings (any split is valid)
+        ids, at = [], 0
+        while at < len(data):
+            n = next(
+                n for n in range(min(6, len(data) - at), 0, -1) if data[at : at + n] in by_string
+            )
+            ids.append(by_string[data[at : at + n]])
+            at += n
+        docs.append(ids)
+    masks: dict[bool, list[bytes]] = {}
+    for on in (True, False):
+        monkeypatch.setattr(cfg_program, "_NATIVE_CHECKS", on)
+        compiler = GrammarCompiler(vocab, cache_size=0)
+        grammar = (
+            compiler.compile_builtin_json_grammar()
+            if which == "builtin"
+            else compiler.compile_grammar(JSON_GBNF)
+        )
+        masks[on] = []
+        for ids in docs:
+            m = GrammarMatcher(grammar)
+            for tok in [*ids, None]:
+                masks[on].append(m.next_token_words().tobytes())
+                if tok is None:
+                    break
+                assert m.accept_token(tok)
+    assert masks[True] == masks[False]
+    assert len(masks[True]) > 150

@@ -2354,6 +2354,12 @@ def _verify_strings(
     return ok, err
 
 
+#: an internal switch: candidate checks on a :class:`PushdownAutomaton` run its loops
+#: (``check_strings`` / ``check_suffixes``: compiled with it); off, the Python loops here (the
+#: build before; the A/B benchmark and the differential test compare both)
+_NATIVE_CHECKS = True
+
+
 def _native_checks(
     step: Callable[[ParserState, int], ParserState],
     memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None,
@@ -2365,7 +2371,7 @@ def _native_checks(
     compiled build: the look-ups and byte compares of a check cost a third as much); else
     None (another step function, or no memo: the Python loops, which the tests hold the
     compiled ones to).  O(1)."""
-    if memo is None:
+    if memo is None or not _NATIVE_CHECKS:
         return None
     pda = getattr(step, "__self__", None)
     if type(pda) is not PushdownAutomaton or memo != pda.step_memo:
