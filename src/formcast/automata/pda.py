@@ -13,6 +13,10 @@ grammar without left recursion, ambiguous ones included.
 * Closures are memoized per frame and byte steps per (state, byte); states are interned, so
   they are cheap dictionary keys for every cache above this layer.
 * Nothing recurses in Python: 100,000 levels of nesting are 100,000 frames, not a crash.
+* The token index's candidate checks (sorted byte strings walked from one state, each
+  resuming after the prefix it shares with the one before) run here:
+  :meth:`PushdownAutomaton.check_strings` and :meth:`~PushdownAutomaton.check_suffixes`
+  (compiled with this module, a check's memo look-ups and byte compares cost half as much).
 
 Lifetime: one per compiled grammar, shared by its requests.  Caches are bounded by
 :class:`ParserLimits.max_cache_entries`; when full they are cleared (correctness never depends on

@@ -2326,7 +2326,10 @@ def _verify_strings(
     walk (the strings between share it too: each of them was skipped so): rejected, as
     the skip by binary search (the strings after a death that start with its dead
     prefix, where their shares are not known) rejects it.  Either way the steps taken,
-    and so the verdicts and the error, are the same."""
+    and so the verdicts and the error, are the same.  The loop itself runs in the parser
+    (:meth:`~formcast.automata.pda.PushdownAutomaton.check_strings`, compiled with it) where
+    ``step`` is a parser's step and ``memo`` its memo (:func:`_native_checks`), else here
+    (:func:`_check_strings`)."""
     shared: list[int] | None = None
     if kept is not None:
         if kept.suffixes is not None:
