@@ -67,6 +67,8 @@ SUBSET = (
     # session 22: the compiled parser (automata.pda) through its private caches and capped steps
     "tests/index/test_disk_load_does_no_parser_work_before_the_first_step.py",
     "tests/index/test_cfg_capped_verify_steps.py",
+    # session 23: candidate checks run inside the compiled parser (pda.check_strings/_suffixes)
+    "tests/index/test_native_candidate_checks.py",
 )
 
 
