@@ -148,7 +148,8 @@ def test_grown_classes_are_a_refinements() -> None:
         assert new_rep == sorted(new_rep)
         matched += sum(c < n_cls for c in new_part)
         fresh += len(seen)
-    assert matched > 100 and fresh > 100
+    assert matched > 100
+    assert fresh > 100
 
 
 def test_grown_classes_greatest_relation_on_a_cycle() -> None:
