@@ -3,11 +3,11 @@ whose reach is new states plus states of one stable region grows that region ins
 searching and refining its own (grammar_bench's c1_arith: its 2nd region is the 1st + 2 states,
 ~0.2 ms of its first mask).  Checked:
 
-* ``_grown_classes`` against an independent refinement (``equivalence_classes`` on the region's
-  quotient plus the new states, from the split labels): the same partition, the region's
-  classes keeping their numbers, the new classes numbered in the order of their first state;
-  random automata with chains and cycles among the new states, and new states alike to old
-  classes through cycles (the greatest relation, not the least);
+* ``equivalence.grown_classes`` against an independent refinement (``equivalence_classes`` on
+  the region's quotient plus the new states, from the split labels): the same partition, the
+  region's classes keeping their numbers, the new classes numbered in the order of their first
+  state; random automata with chains and cycles among the new states, and new states alike to
+  old classes through cycles (the greatest relation, not the least);
 * on grammars and schemas that grow regions: every region is closed and its partition the
   whole region's Moore refinement (the oracle of test_region_classes), stable; every state's
   walk key and digest equal those of the same walks with growing switched off where that
@@ -27,7 +27,7 @@ from test_region_classes import _moore, _same_partition
 import formcast.index.cfg_program as cp
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
 from formcast.automata.dfa import DEAD
-from formcast.automata.equivalence import equivalence_classes
+from formcast.automata.equivalence import equivalence_classes, grown_classes
 from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import random_walks, replay_masks
@@ -127,7 +127,7 @@ def test_grown_classes_are_a_refinements() -> None:
         want, stable = _oracle(class_rows, class_flags, codes, flags)
         assert stable
         assert np.unique(want[:n_cls]).size == n_cls  # the classes stay apart
-        got = cp._grown_classes(
+        got = grown_classes(
             n_cls,
             class_rows.tolist(),
             [r.tobytes() for r in class_flags],
@@ -162,20 +162,27 @@ def test_grown_classes_greatest_relation_on_a_cycle() -> None:
     # 2 -> 3 -> 2 with class 2's flags (alike to class 2); new 3 alike too
     codes = [[3, 0], [3, 0], [6, 6], [5, 5]]
     flags = [b"\x00\x00", b"\x00\x00", b"\x01\x00", b"\x01\x00"]
-    assert cp._grown_classes(3, class_rows, class_flags, codes, flags) == ([1, 1, 2, 2], [])
+    assert grown_classes(3, class_rows, class_flags, codes, flags) == ([1, 1, 2, 2], [])
     # apart from every class: two new states alike to each other only
     codes = [[4, 3], [3, 4]]
     flags = [b"\x00\x01", b"\x00\x01"]
-    assert cp._grown_classes(3, class_rows, class_flags, codes, flags) == ([3, 3], [0])
+    assert grown_classes(3, class_rows, class_flags, codes, flags) == ([3, 3], [0])
+    # apart from every class and told apart two moves on: a -> b -> x, c -> d -> y (x and y
+    # differ by their flags; a refinement of one round would keep a and c together)
+    codes = [[4, 0], [7, 0], [6, 0], [8, 0], [0, 0], [0, 0]]
+    flags = [b"\x00\x00"] * 4 + [b"\x01\x01", b"\x00\x01"]
+    got = grown_classes(3, class_rows, class_flags, codes, flags)
+    assert got == ([3, 4, 5, 6, 7, 8], [0, 1, 2, 3, 4, 5])
 
 
 # -- grown regions on grammars -----------------------------------------------------------------
-def _run(vocab: Vocabulary, source: Any, grow: bool) -> CompiledGrammar:
+def _run(vocab: Vocabulary, source: Any, grow: bool, bound: int) -> CompiledGrammar:
     context_for(vocab).cache(cp.SHARED_WALKS).clear()
     compiler = GrammarCompiler(vocab, cache_size=0)
     with (
         mock.patch.object(cp, "LAZY_INDEX", True),
         mock.patch.object(cp, "_GROW_REGIONS", grow),
+        mock.patch.object(cp, "_SHARED_WALK_STATES", bound),
     ):
         if source == "builtin_json":
             grammar = compiler.compile_builtin_json_grammar()
@@ -188,17 +195,23 @@ def _run(vocab: Vocabulary, source: Any, grow: bool) -> CompiledGrammar:
     return grammar, masks  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize("source", range(len(SOURCES)))
-def test_grown_regions_keys_digests_masks(vocab: Vocabulary, source: int) -> None:
+@pytest.mark.parametrize(
+    ("source", "bound"),
+    [(s, cp._SHARED_WALK_STATES) for s in range(len(SOURCES))] + [(0, 33), (1, 34)],
+)
+def test_grown_regions_keys_digests_masks(vocab: Vocabulary, source: int, bound: int) -> None:
+    """``bound``: ``_SHARED_WALK_STATES``; 33 and 34 on c1/c2_arith, whose 1st region has 33
+    and 34 classes: growing it past the bound would make its start's digest None by counting
+    where the start reaches fewer (so it is not grown there)."""
     src = SOURCES[source]
-    grown, g_masks = _run(vocab, src, True)  # type: ignore[misc]
-    plain, p_masks = _run(vocab, src, False)  # type: ignore[misc]
+    grown, g_masks = _run(vocab, src, True, bound)  # type: ignore[misc]
+    plain, p_masks = _run(vocab, src, False, bound)  # type: ignore[misc]
     for a, b in zip(g_masks, p_masks, strict=True):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     g: Any = grown.program._positions
     p: Any = plain.program._positions
     assert isinstance(g, cp._LazyExitSplitClassifier)
-    if source < 2:
+    if source < 2 and bound == cp._SHARED_WALK_STATES:
         assert len(g._regions) < len(p._regions), "no region grown"
     depth = max(vocab.trie.max_len, cp._STABLE_ROUNDS)
     _, col_of_byte = g._cut_columns()
@@ -235,7 +248,8 @@ def test_grown_regions_keys_digests_masks(vocab: Vocabulary, source: int) -> Non
         if pstable:
             assert keys.setdefault(gk, pk) == pk or _same_digest(g, p, ga, pa), q
             assert back.setdefault(pk, gk) == gk or _same_digest(g, p, ga, pa), q
-            assert g._region_digest(ga) == p._region_digest(pa), q
+            with mock.patch.object(cp, "_SHARED_WALK_STATES", bound):
+                assert g._region_digest(ga) == p._region_digest(pa), q
             compared += 1
     assert compared
 
@@ -243,4 +257,4 @@ def test_grown_regions_keys_digests_masks(vocab: Vocabulary, source: int) -> Non
 def _same_digest(g: Any, p: Any, ga: tuple[int, int], pa: tuple[int, int]) -> bool:
     """Two keys for one future (plain regions of two starts may class one state twice)."""
     d = g._region_digest(ga)
-    return d is not None and d == p._region_digest(pa)
+    return d is not None and d == p._region_digest(pa)  # (at the default bound)

@@ -34,7 +34,6 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from dataclasses import replace
-from operator import itemgetter
 from typing import ClassVar, NamedTuple, TypeVar
 
 import numpy as np
@@ -48,7 +47,7 @@ from ..automata.counted import (
     window_table,
 )
 from ..automata.dfa import DEAD, describe_bytes
-from ..automata.equivalence import equivalence_classes
+from ..automata.equivalence import class_level, equivalence_classes, grown_classes
 from ..automata.lexer import (
     ExpandedLexer,
     LazyExpandedLexer,
@@ -856,16 +855,30 @@ class _LazyExitSplitClassifier:
         otherwise the classes are depth-bounded (still equal walks) and the digests are of
         the region itself.  Raises :class:`~formcast.automata.lexer.LexerStateCapError`
         past the lexer's cap (the caller's fallback).  Cost: O(reached states x 256) and a
-        refinement of them, once per region."""
+        refinement of them, once per region.
+
+        With :data:`_GROW_REGIONS`, the search does not go on through states of earlier
+        regions; where it met some, the region it reaches is grown instead
+        (:meth:`_grown_region`), else (the search then done again, on through them) made as
+        before."""
+        return self._search_region(start, _GROW_REGIONS)
+
+    def _search_region(self, start: int, grow: bool) -> tuple[int, int] | None:
+        """:meth:`_new_region`; ``grow``: the states of earlier regions met, not searched
+        (the region grown, or the search done again without ``grow``)."""
         too_wide = self._too_wide
         if too_wide is None:
             too_wide = self._too_wide = set()
         if start in too_wide:
             return None
-        if _GROW_REGIONS and self._regions:
-            grown = self._grown_region(start, too_wide)
-            if grown is not None:
-                return None if grown[0] < 0 else grown
+        # (``grow``: states of earlier regions are met, not searched: :meth:`_grown_region`)
+        where = None
+        if grow and self._regions:
+            where = self._region_of
+            if where is None:
+                self._region_at(start)  # (rebuilds the map)
+                where = self._region_of
+        inside: set[int] = set()
         lexer = self.lexer
         cols, col_of_byte = self._cut_columns()
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
@@ -917,6 +930,11 @@ class _LazyExitSplitClassifier:
                 flat = np.unique(block) if block.size > _REGION_SNAPSHOT_CELLS else block.ravel()
                 met = set(flat.tolist())
             met.difference_update(index)
+            if where is not None:
+                met_in = where.keys() & met
+                if met_in:
+                    inside |= met_in
+                    met -= met_in
             if not met:
                 break
             if not too_wide.isdisjoint(met):  # its region is in this one: past the bound
@@ -929,6 +947,9 @@ class _LazyExitSplitClassifier:
             if len(states) > _LOCAL_DIGEST_STATES:
                 too_wide.add(start)
                 return None
+        if inside:  # (the states met in regions were not searched)
+            grown = self._grown_region(states, inside)
+            return self._search_region(start, False) if grown is None else grown
         idx = np.asarray(states, dtype=np.int64)
         cut_split = lexer.split.take(idx, axis=0).take(cols, axis=1)
         # (``snap``: taken after the last ``ensure``, still the lexer's rows)
@@ -954,88 +975,49 @@ class _LazyExitSplitClassifier:
                 where.setdefault(q, (rid, i))
         return rid, 1
 
-    def _grown_region(self, start: int, too_wide: set[int]) -> tuple[int, int] | None:
-        """``start``'s region made by growing a region it reaches (:meth:`_new_region`'s
-        result, ``(-1, 0)`` for its None, or None where this does not apply: the caller
-        searches as before).
+    def _grown_region(self, states: list[int], inside: set[int]) -> tuple[int, int] | None:
+        """The region of ``states[1]`` (:meth:`_new_region`'s result) made by growing a
+        region it reaches, or None where this does not apply (the caller then searches as
+        before).  ``states``: the dead state, then the states ``states[1]`` reaches in no
+        region, as the search numbers them; ``inside``: the states it meets in regions.
 
-        Where every state ``start`` reaches is new (in no region) or in one region ``R``
-        whose partition is stable (converged: the classes are the states' futures, no two
-        classes alike, their quotient closed), the new states are appended to ``R``
-        (states, cut rows, split flags) and classed against it (:func:`_grown_classes`:
-        ``R``'s classes keep their numbers, a new state alike to a class of ``R`` takes
-        that class, the others new numbers in the order of their first new state, that
-        state their member).  ``R`` is then a closed set holding ``start``'s region, its
-        partition the whole lexer's on it (a state's future depends only on the states it
-        reaches) and stable, so the keys and digests are those a search of ``start``'s own
-        region gives where its refinement converges (grammar_bench's c1_arith: its 2nd
-        region is the 1st + 2 states, which a search re-reads and refines whole).  Not
-        applied (None) where the reached states lie in two regions or an unstable one,
-        where ``start`` reaches no region, past :data:`_GROW_STATES` new states or
+        Where ``inside`` lies in one region ``R`` whose partition is stable (converged: the
+        classes are the states' futures, no two classes alike, their quotient closed), the
+        new states are appended to ``R`` (states, cut rows, split flags) and classed against
+        it (:func:`~formcast.automata.equivalence.grown_classes`: ``R``'s classes keep their
+        numbers, a new state alike to a class of ``R`` takes that class, the others new
+        numbers in the order of their first new state, that state their member).  ``R`` is
+        then a closed set holding ``start``'s region, its partition the whole lexer's on it
+        (a state's future depends only on the states it reaches) and stable, so the keys and
+        digests are those a search of ``start``'s own region gives where its refinement
+        converges (grammar_bench's c1_arith: its 2nd region is the 1st + 2 states, which a
+        search re-reads and refines whole).  Not applied (None) where ``inside`` lies in two
+        regions or an unstable one, past :data:`_GROW_STATES` new states or
         :data:`_GROW_CELLS` (new states x ``R``'s classes), where ``R`` would pass
         :data:`_LOCAL_DIGEST_STATES` states, or pass :data:`_SHARED_WALK_STATES` classes
         from at most that many (``R``'s start's digest is then counted as None: it must
-        reach them).  Rows met are built as the search builds them, within
-        :data:`_REGION_ROW_BUDGET` (past it, or meeting a start noted too wide: ``(-1,
-        0)``, as the search).  Replaces ``R``'s entry of ``_regions`` (``_succ`` stays
-        valid: the old classes' rows are the same).  Caller holds the lock.  Cost: O(new
-        states x 256 + new states x R's classes), once."""
+        reach them).  Replaces ``R``'s entry of ``_regions`` (``_succ`` stays valid: the old
+        classes' rows are the same).  Caller holds the lock.  Cost: O(new states x 256 + new
+        states x R's classes), once."""
         where = self._region_of
-        if where is None:
-            self._region_at(start)  # (rebuilds the map)
-            where = self._region_of
-            assert where is not None
+        assert where is not None
+        rids = {where[q][0] for q in inside}
+        new = states[1:]
+        if len(rids) != 1 or len(new) > _GROW_STATES:
+            return None
+        rid = rids.pop()
         lexer = self.lexer
         cols, col_of_byte = self._cut_columns()
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
-        new_of: dict[int, int] = {start: 0}
-        new = [start]
-        rows: list[list[int]] = []  # the new states' cut rows (lexer states), in ``new`` order
-        frontier = [start]
-        rid = -1
-        budget = _REGION_ROW_BUDGET
-        while frontier:
-            built = lexer.built
-            unbuilt = [q for q in frontier if not built[q]]
-            if unbuilt:
-                if budget < len(unbuilt):
-                    return -1, 0  # (as the search: no region)
-                before = int(np.count_nonzero(lexer.built))
-                lexer.ensure(unbuilt)
-                budget -= int(np.count_nonzero(lexer.built)) - before
-            block = lexer.table.take(frontier, axis=0).take(cols, axis=1)
-            if xc >= 0:
-                block[:, xc] = DEAD
-            level_rows = block.tolist()
-            rows.extend(level_rows)
-            met: set[int] = set()
-            for row in level_rows:
-                met.update(row)
-            met.discard(DEAD)
-            met.difference_update(new_of)
-            level = []
-            for q in sorted(met):
-                at = where.get(q)
-                if at is None:
-                    if q in too_wide:  # (as the search: its region is in this one)
-                        too_wide.add(start)
-                        return -1, 0
-                    new_of[q] = len(new)
-                    new.append(q)
-                    level.append(q)
-                elif at[0] != rid:
-                    if rid >= 0:
-                        return None  # two regions
-                    rid = at[0]
-            if len(new) > _GROW_STATES:
-                return None
-            frontier = level
-        if rid < 0:
-            return None
         r_start, idx, part, dpart, sub, cut_split, rep = self._regions[rid]
         n_old, n_cls, k = idx.size, rep.size, len(new)
         if dpart is not part or n_old + k > _LOCAL_DIGEST_STATES or k * n_cls > _GROW_CELLS:
             return None
+        new_of = {q: i for i, q in enumerate(new)}
+        block = lexer.table.take(new, axis=0).take(cols, axis=1)
+        if xc >= 0:
+            block[:, xc] = DEAD
+        rows = block.tolist()
         # the new states' rows on the grown region's local ids (old: their ids in R)
         part_of = part.tolist()
         local: list[list[int]] = []
@@ -1067,7 +1049,7 @@ class _LazyExitSplitClassifier:
         flags = np.ascontiguousarray(new_split).view(np.uint8).tobytes()
         old_flags = np.ascontiguousarray(cut_split.take(rep, axis=0)).view(np.uint8).tobytes()
         class_rows = part.take(sub.take(rep, axis=0)).tolist()
-        grown = _grown_classes(
+        grown = grown_classes(
             n_cls,
             class_rows,
             [old_flags[c * width : (c + 1) * width] for c in range(n_cls)],
@@ -1263,16 +1245,7 @@ def _reachable_classes(
                 flat = part.take(cut.take(rep.take(missing), axis=0)).reshape(-1).tolist()
                 for i, c in enumerate(missing):
                     succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
-        level = []
-        for c in frontier:
-            row = succ[c]
-            if len(row) == width:  # (a whole row as filled, or one of distinct classes)
-                row = succ[c] = list(dict.fromkeys(row))
-            for t in row:
-                if t not in seen:
-                    seen.add(t)
-                    level.append(t)
-        frontier = level
+        frontier = class_level(succ, frontier, seen, width)
         order.extend(frontier)
         if len(order) > _SHARED_WALK_STATES:
             return None
@@ -1326,98 +1299,6 @@ def _quotient_digest(
     h.update(rows)
     h.update(np.packbits(split_rows).tobytes())
     return h.digest()
-
-
-def _grown_classes(
-    n_cls: int,
-    class_rows: list[list[int]],
-    class_flags: list[bytes],
-    codes: list[list[int]],
-    flags: list[bytes],
-) -> tuple[list[int], list[int]] | None:
-    """The classes of new states added to a region of stable classes
-    (:meth:`_LazyExitSplitClassifier._grown_region`): ``(class per new state, the first new
-    state of each new class)``, new classes numbered from ``n_cls`` in the order of their
-    first state; None where the region's classes are not pairwise distinct (not
-    converged).  ``class_rows[c]``: class ``c``'s successor classes (one per column; class
-    0: the dead state's, alone in its class, its label its own), ``class_flags[c]``: its
-    split flags (bytes, one per column); ``codes[i]``: new state ``i``'s successors, a class
-    below ``n_cls`` or ``n_cls + j`` for new state ``j``; ``flags[i]``: its split flags.
-
-    Exact: the coarsest partition of the classes and the new states that the labels (split
-    flags; the dead state apart) and the moves respect, as a refinement of the whole
-    region from the split labels converges to.  The classes stay apart (stable and
-    converged: no two alike), so a new state is alike to at most one class: the pairs
-    (new state, class) with equal flags and equal moves into the classes where the state
-    moves into one, less, until none changes, the pairs a move of the state into a new
-    state breaks (the greatest such relation, i.e. bisimilarity between the new states
-    and the classes); the new states alike to no class are split among themselves by a
-    Moore refinement on those moves (their moves into classes, and into new states with a
-    class, fixed).  O(new states x classes x columns) at worst (one ``itemgetter`` per pair
-    first, the flags and a class's row compared in C)."""
-    k = len(codes)
-    by_flags: dict[bytes, list[int]] = {}
-    for c in range(1, n_cls):  # (class 0: the dead state, alike to nothing else)
-        by_flags.setdefault(class_flags[c], []).append(c)
-    cand: list[list[int]] = []
-    for i in range(k):
-        code = codes[i]
-        old_cols = [j for j, t in enumerate(code) if t < n_cls]
-        pool = by_flags.get(flags[i], [])
-        if not old_cols:
-            cand.append(list(pool))
-            continue
-        get = itemgetter(*old_cols)
-        want = get(code)
-        cand.append([c for c in pool if get(class_rows[c]) == want])
-    # the greatest relation: drop (i, c) where i moves into new state m and c into a class
-    # m is not (still) alike to
-    new_cols = [[(j, t - n_cls) for j, t in enumerate(code) if t >= n_cls] for code in codes]
-    changed = True
-    while changed:
-        changed = False
-        for i in range(k):
-            keep = [c for c in cand[i] if all(class_rows[c][j] in cand[m] for j, m in new_cols[i])]
-            if len(keep) != len(cand[i]):
-                cand[i] = keep
-                changed = True
-    if any(len(c) > 1 for c in cand):
-        return None
-    match = [c[0] if c else -1 for c in cand]
-    # the others: a Moore refinement among themselves (moves into matched states fixed)
-    alone = [i for i in range(k) if match[i] < 0]
-    # a move into a class, or a new state alike to one: that class; else -1 (then refined)
-    moved = [t if t < n_cls else match[t - n_cls] for code in codes for t in code]
-    width = len(codes[0]) if codes else 0
-    # the moves of each unmatched state into unmatched ones, in column order
-    inner = {i: [t - n_cls for t in codes[i] if t >= n_cls and match[t - n_cls] < 0] for i in alone}
-    first: dict[object, int] = {}
-    block = {
-        i: first.setdefault((flags[i], tuple(moved[i * width : (i + 1) * width])), len(first))
-        for i in alone
-    }
-    count = len(first)
-    while True:
-        first = {}
-        block = {
-            i: first.setdefault((block[i], tuple([block[m] for m in inner[i]])), len(first))
-            for i in alone
-        }
-        if len(first) == count:
-            break
-        count = len(first)
-    new_part: list[int] = []
-    new_rep: list[int] = []
-    number: dict[int, int] = {}
-    for i in range(k):
-        c = match[i]
-        if c < 0:
-            c = number.get(block[i], -1)
-            if c < 0:
-                c = number[block[i]] = n_cls + len(new_rep)
-                new_rep.append(i)
-        new_part.append(c)
-    return new_part, new_rep
 
 
 class _RowPool:
@@ -2384,7 +2265,7 @@ _FILL_CLASSES = 256
 # (_LazyExitSplitClassifier._grown_region) rather than searching and refining its own
 _GROW_REGIONS = True
 # ... with at most this many new states, and this many (new states x the region's classes)
-# pairs (the classes of the new states are found in Python: _grown_classes)
+# pairs (the classes of the new states are found on lists: equivalence.grown_classes)
 _GROW_STATES = 32
 _GROW_CELLS = 4_096
 # a lazy lexer is refined by regions: the states a wide start reaches, at most this many
