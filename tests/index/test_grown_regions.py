@@ -252,6 +252,16 @@ def test_grown_regions_keys_digests_masks(vocab: Vocabulary, source: int, bound:
                 assert g._region_digest(ga) == p._region_digest(pa), q
             compared += 1
     assert compared
+    # a load keeps the grown regions (stable: one array for both partitions) and the keys
+    loaded: Any = type(grown).deserialize(grown.serialize(), vocab).program._positions
+    assert len(loaded._regions) == len(g._regions)
+    for a, b in zip(loaded._regions, g._regions, strict=True):
+        assert (a[3] is a[2]) == (b[3] is b[2])
+        assert all(np.array_equal(x, y) for x, y in zip(a[1:], b[1:], strict=True))
+    for q in range(1, g.lexer.size):
+        at = g._region_at(q)
+        if at is not None:
+            assert loaded._region_key(loaded._region_at(q)) == g._region_key(at), q
 
 
 def _same_digest(g: Any, p: Any, ga: tuple[int, int], pa: tuple[int, int]) -> bool:
