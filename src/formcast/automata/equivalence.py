@@ -26,7 +26,7 @@ import numpy as np
 from ..columns import column_classes, hash_weights
 from ..limits import WorkBudget
 
-__all__ = ["bounded_equivalence", "equivalence_classes"]
+__all__ = ["bounded_equivalence", "class_level", "equivalence_classes", "grown_classes"]
 
 # the compiled build's refinement (docs/native.md); absent from the pure-Python package, where
 # the numpy code below runs (tests set this to None for the reference)
@@ -120,6 +120,122 @@ def equivalence_classes(
         touched[part[affected]] = True
         touched = touched[part]
     return part, False
+
+
+def grown_classes(
+    n_cls: int,
+    class_rows: list[list[int]],
+    class_flags: list[bytes],
+    codes: list[list[int]],
+    flags: list[bytes],
+) -> tuple[list[int], list[int]] | None:
+    """The classes of new states added to a region of stable classes (the token index's
+    ``_LazyExitSplitClassifier._grown_region``): ``(class per new state, the first new state
+    of each new class)``, new classes numbered from ``n_cls`` in the order of their
+    first state; None where the region's classes are not pairwise distinct (not
+    converged).  ``class_rows[c]``: class ``c``'s successor classes (one per column; class
+    0: the dead state's, alone in its class, its label its own), ``class_flags[c]``: its
+    split flags (bytes, one per column); ``codes[i]``: new state ``i``'s successors, a class
+    below ``n_cls`` or ``n_cls + j`` for new state ``j``; ``flags[i]``: its split flags.
+
+    Exact: the coarsest partition of the classes and the new states that the labels (split
+    flags; the dead state apart) and the moves respect, as a refinement of the whole
+    region from the split labels converges to.  The classes stay apart (stable and
+    converged: no two alike), so a new state is alike to at most one class: the pairs
+    (new state, class) with equal flags and equal moves into the classes where the state
+    moves into one, less, until none changes, the pairs a move of the state into a new
+    state breaks (the greatest such relation, i.e. bisimilarity between the new states
+    and the classes); the new states alike to no class are split among themselves by a
+    Moore refinement on those moves (their moves into classes, and into new states with a
+    class, fixed).  Compiled in the native build (plain loops over lists).  O(new states x
+    classes x columns) at worst."""
+    k = len(codes)
+    by_flags: dict[bytes, list[int]] = {}
+    for c in range(1, n_cls):  # (class 0: the dead state, alike to nothing else)
+        by_flags.setdefault(class_flags[c], []).append(c)
+    cand: list[list[int]] = []
+    for i in range(k):
+        code = codes[i]
+        old_cols = [j for j, t in enumerate(code) if t < n_cls]
+        alike: list[int] = []
+        for c in by_flags.get(flags[i], []):
+            row = class_rows[c]
+            for j in old_cols:
+                if row[j] != code[j]:
+                    break
+            else:
+                alike.append(c)
+        cand.append(alike)
+    # the greatest relation: drop (i, c) where i moves into new state m and c into a class
+    # m is not (still) alike to
+    new_cols = [[(j, t - n_cls) for j, t in enumerate(code) if t >= n_cls] for code in codes]
+    changed = True
+    while changed:
+        changed = False
+        for i in range(k):
+            keep = [c for c in cand[i] if all(class_rows[c][j] in cand[m] for j, m in new_cols[i])]
+            if len(keep) != len(cand[i]):
+                cand[i] = keep
+                changed = True
+    if any(len(c) > 1 for c in cand):
+        return None
+    match = [c[0] if c else -1 for c in cand]
+    # the others: a Moore refinement among themselves (moves into matched states fixed)
+    alone = [i for i in range(k) if match[i] < 0]
+    # a move into a class, or a new state alike to one: that class; else -1 (then refined)
+    moved = [t if t < n_cls else match[t - n_cls] for code in codes for t in code]
+    width = len(codes[0]) if codes else 0
+    # the moves of each unmatched state into unmatched ones, in column order
+    inner = {i: [t - n_cls for t in codes[i] if t >= n_cls and match[t - n_cls] < 0] for i in alone}
+    first: dict[object, int] = {}
+    block = {
+        i: first.setdefault((flags[i], tuple(moved[i * width : (i + 1) * width])), len(first))
+        for i in alone
+    }
+    count = len(first)
+    while True:
+        first = {}
+        block = {
+            i: first.setdefault((block[i], tuple([block[m] for m in inner[i]])), len(first))
+            for i in alone
+        }
+        if len(first) == count:
+            break
+        count = len(first)
+    new_part: list[int] = []
+    new_rep: list[int] = []
+    number: dict[int, int] = {}
+    for i in range(k):
+        c = match[i]
+        if c < 0:
+            c = number.get(block[i], -1)
+            if c < 0:
+                c = number[block[i]] = n_cls + len(new_rep)
+                new_rep.append(i)
+        new_part.append(c)
+    return new_part, new_rep
+
+
+def class_level(
+    succ: dict[int, list[int]], frontier: list[int], seen: set[int], width: int
+) -> list[int]:
+    """One level of the breadth-first numbering of a region's classes (the token index's
+    ``_reachable_classes``): the classes ``frontier``'s successors meet first, not in
+    ``seen`` (added to it), in the order met (frontier order, then column order).
+    ``succ[c]``: class ``c``'s successors, all ``width`` of them (replaced here by its distinct
+    ones, in the same order) or already distinct.  Compiled in the native build (a plain loop
+    over lists).  O(the frontier's successors)."""
+    level: list[int] = []
+    for c in frontier:
+        row = succ[c]
+        if len(row) == width:  # (a whole row as filled, or one of distinct classes)
+            row = list(dict.fromkeys(row))
+            succ[c] = row
+        for t in row:
+            if t not in seen:
+                seen.add(t)
+                level.append(t)
+    return level
 
 
 def _native_takes(table: np.ndarray, labels: np.ndarray) -> bool:

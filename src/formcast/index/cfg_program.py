@@ -47,7 +47,7 @@ from ..automata.counted import (
     window_table,
 )
 from ..automata.dfa import DEAD, describe_bytes
-from ..automata.equivalence import equivalence_classes
+from ..automata.equivalence import class_level, equivalence_classes, grown_classes
 from ..automata.lexer import (
     ExpandedLexer,
     LazyExpandedLexer,
@@ -855,12 +855,30 @@ class _LazyExitSplitClassifier:
         otherwise the classes are depth-bounded (still equal walks) and the digests are of
         the region itself.  Raises :class:`~formcast.automata.lexer.LexerStateCapError`
         past the lexer's cap (the caller's fallback).  Cost: O(reached states x 256) and a
-        refinement of them, once per region."""
+        refinement of them, once per region.
+
+        With :data:`_GROW_REGIONS`, the search does not go on through states of earlier
+        regions; where it met some, the region it reaches is grown instead
+        (:meth:`_grown_region`), else (the search then done again, on through them) made as
+        before."""
+        return self._search_region(start, _GROW_REGIONS)
+
+    def _search_region(self, start: int, grow: bool) -> tuple[int, int] | None:
+        """:meth:`_new_region`; ``grow``: the states of earlier regions met, not searched
+        (the region grown, or the search done again without ``grow``)."""
         too_wide = self._too_wide
         if too_wide is None:
             too_wide = self._too_wide = set()
         if start in too_wide:
             return None
+        # (``grow``: states of earlier regions are met, not searched: :meth:`_grown_region`)
+        where = None
+        if grow and self._regions:
+            where = self._region_of
+            if where is None:
+                self._region_at(start)  # (rebuilds the map)
+                where = self._region_of
+        inside: set[int] = set()
         lexer = self.lexer
         cols, col_of_byte = self._cut_columns()
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
@@ -912,6 +930,11 @@ class _LazyExitSplitClassifier:
                 flat = np.unique(block) if block.size > _REGION_SNAPSHOT_CELLS else block.ravel()
                 met = set(flat.tolist())
             met.difference_update(index)
+            if where is not None:
+                met_in = where.keys() & met
+                if met_in:
+                    inside |= met_in
+                    met -= met_in
             if not met:
                 break
             if not too_wide.isdisjoint(met):  # its region is in this one: past the bound
@@ -924,6 +947,9 @@ class _LazyExitSplitClassifier:
             if len(states) > _LOCAL_DIGEST_STATES:
                 too_wide.add(start)
                 return None
+        if inside:  # (the states met in regions were not searched)
+            grown = self._grown_region(states, inside)
+            return self._search_region(start, False) if grown is None else grown
         idx = np.asarray(states, dtype=np.int64)
         cut_split = lexer.split.take(idx, axis=0).take(cols, axis=1)
         # (``snap``: taken after the last ``ensure``, still the lexer's rows)
@@ -948,6 +974,107 @@ class _LazyExitSplitClassifier:
             for i, q in enumerate(states):
                 where.setdefault(q, (rid, i))
         return rid, 1
+
+    def _grown_region(self, states: list[int], inside: set[int]) -> tuple[int, int] | None:
+        """The region of ``states[1]`` (:meth:`_new_region`'s result) made by growing a
+        region it reaches, or None where this does not apply (the caller then searches as
+        before).  ``states``: the dead state, then the states ``states[1]`` reaches in no
+        region, as the search numbers them; ``inside``: the states it meets in regions.
+
+        Where ``inside`` lies in one region ``R`` whose partition is stable (converged: the
+        classes are the states' futures, no two classes alike, their quotient closed), the
+        new states are appended to ``R`` (states, cut rows, split flags) and classed against
+        it (:func:`~formcast.automata.equivalence.grown_classes`: ``R``'s classes keep their
+        numbers, a new state alike to a class of ``R`` takes that class, the others new
+        numbers in the order of their first new state, that state their member).  ``R`` is
+        then a closed set holding ``start``'s region, its partition the whole lexer's on it
+        (a state's future depends only on the states it reaches) and stable, so the keys and
+        digests are those a search of ``start``'s own region gives where its refinement
+        converges (grammar_bench's c1_arith: its 2nd region is the 1st + 2 states, which a
+        search re-reads and refines whole).  Not applied (None) where ``inside`` lies in two
+        regions or an unstable one, past :data:`_GROW_STATES` new states or
+        :data:`_GROW_CELLS` (new states x ``R``'s classes), where ``R`` would pass
+        :data:`_LOCAL_DIGEST_STATES` states, or pass :data:`_SHARED_WALK_STATES` classes
+        from at most that many (``R``'s start's digest is then counted as None: it must
+        reach them).  Replaces ``R``'s entry of ``_regions`` (``_succ`` stays valid: the old
+        classes' rows are the same).  Caller holds the lock.  Cost: O(new states x 256 + new
+        states x R's classes), once."""
+        where = self._region_of
+        assert where is not None
+        rids = {where[q][0] for q in inside}
+        new = states[1:]
+        if len(rids) != 1 or len(new) > _GROW_STATES:
+            return None
+        rid = rids.pop()
+        lexer = self.lexer
+        cols, col_of_byte = self._cut_columns()
+        xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
+        r_start, idx, part, dpart, sub, cut_split, rep = self._regions[rid]
+        n_old, n_cls, k = idx.size, rep.size, len(new)
+        if dpart is not part or n_old + k > _LOCAL_DIGEST_STATES or k * n_cls > _GROW_CELLS:
+            return None
+        new_of = {q: i for i, q in enumerate(new)}
+        block = lexer.table.take(new, axis=0).take(cols, axis=1)
+        if xc >= 0:
+            block[:, xc] = DEAD
+        rows = block.tolist()
+        # the new states' rows on the grown region's local ids (old: their ids in R)
+        part_of = part.tolist()
+        local: list[list[int]] = []
+        codes: list[list[int]] = []  # per new state: R's class of each target, or n_cls + i
+        for row in rows:
+            ids = []
+            code = []
+            for t in row:
+                i = new_of.get(t)
+                if i is not None:
+                    ids.append(n_old + i)
+                    code.append(n_cls + i)
+                elif t == DEAD:
+                    ids.append(0)
+                    code.append(part_of[0])
+                else:
+                    at = where[t]
+                    if at[0] != rid:
+                        return None
+                    ids.append(at[1])
+                    code.append(part_of[at[1]])
+            local.append(ids)
+            codes.append(code)
+        new_idx = np.asarray(new, dtype=np.int64)
+        new_split = lexer.split.take(new_idx, axis=0).take(cols, axis=1)
+        if xc >= 0:
+            new_split[:, xc] = False
+        width = cols.size
+        flags = np.ascontiguousarray(new_split).view(np.uint8).tobytes()
+        old_flags = np.ascontiguousarray(cut_split.take(rep, axis=0)).view(np.uint8).tobytes()
+        class_rows = part.take(sub.take(rep, axis=0)).tolist()
+        grown = grown_classes(
+            n_cls,
+            class_rows,
+            [old_flags[c * width : (c + 1) * width] for c in range(n_cls)],
+            codes,
+            [flags[i * width : (i + 1) * width] for i in range(k)],
+        )
+        if grown is None:
+            return None
+        new_part, new_rep = grown
+        total = n_cls + len(new_rep)
+        if n_cls - 1 <= _SHARED_WALK_STATES < total - 1:
+            return None  # (the start's digest would be counted as None wrongly)
+        grown_part = np.concatenate((part, np.asarray(new_part, dtype=part.dtype)))
+        self._regions[rid] = (
+            r_start,
+            np.concatenate((idx, new_idx)),
+            grown_part,
+            grown_part,
+            np.concatenate((sub, np.asarray(local, dtype=sub.dtype).reshape(k, width))),
+            np.concatenate((cut_split, new_split)),
+            np.concatenate((rep, np.asarray([n_old + i for i in new_rep], dtype=rep.dtype))),
+        )
+        for q, i in new_of.items():
+            where.setdefault(q, (rid, n_old + i))
+        return rid, n_old
 
     def _cut_columns(self) -> tuple[np.ndarray, np.ndarray]:
         """``(a byte per class of the cut lexer, in byte order; the column of each byte)``
@@ -1118,16 +1245,7 @@ def _reachable_classes(
                 flat = part.take(cut.take(rep.take(missing), axis=0)).reshape(-1).tolist()
                 for i, c in enumerate(missing):
                     succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
-        level = []
-        for c in frontier:
-            row = succ[c]
-            if len(row) == width:  # (a whole row as filled, or one of distinct classes)
-                row = succ[c] = list(dict.fromkeys(row))
-            for t in row:
-                if t not in seen:
-                    seen.add(t)
-                    level.append(t)
-        frontier = level
+        frontier = class_level(succ, frontier, seen, width)
         order.extend(frontier)
         if len(order) > _SHARED_WALK_STATES:
             return None
@@ -2143,6 +2261,13 @@ _SMALL_LABEL_ROWS = 256
 # cut byte classes) at once, not the rows of each level (grammar_bench's c1_arith: 59 x 11)
 _REGION_SNAPSHOT_CELLS = 4_096
 _FILL_CLASSES = 256
+# a wide start reaching states of one stable region and new ones grows that region
+# (_LazyExitSplitClassifier._grown_region) rather than searching and refining its own
+_GROW_REGIONS = True
+# ... with at most this many new states, and this many (new states x the region's classes)
+# pairs (the classes of the new states are found on lists: equivalence.grown_classes)
+_GROW_STATES = 32
+_GROW_CELLS = 4_096
 # a lazy lexer is refined by regions: the states a wide start reaches, at most this many
 # (_LazyExitSplitClassifier._new_region; past it: no class, no digest, the start walked on its
 # own)
