@@ -69,6 +69,8 @@ SUBSET = (
     "tests/index/test_cfg_capped_verify_steps.py",
     # session 23: candidate checks run inside the compiled parser (pda.check_strings/_suffixes)
     "tests/index/test_native_candidate_checks.py",
+    # session 23: regions grown by new states (equivalence.grown_classes, class_level compiled)
+    "tests/index/test_grown_regions.py",
 )
 
 
