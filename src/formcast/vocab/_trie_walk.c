@@ -20,6 +20,12 @@
  * 0 where the walk died on the way): O(nodes) with no branching on liveness, for the permissive
  * walks that reach most of the trie.
  *
+ * walk and walk_all take an optional trailing (cmap, width): the table is then *narrow*, one
+ * column per byte class (int32[n, width]), and byte b reads column cmap[b] (uint8[256], each
+ * class below width, checked).  A counted rule's window (formcast.index.cfg_program.
+ * _CountedClassifier) is walked so: built on its item's ~3-25 byte classes, it is 10-80x
+ * smaller than the 256-column table it stands for, and never materialized at full width.
+ *
  * write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the rows of the
  * lazy walk tables (formcast.index.cfg_program._LazyWalkTables.write) of n lexer states in one
  * pass: targets (int32[n, 256]) and split (bool[n, 256]) are the states' lexer rows and split
@@ -584,11 +590,14 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0, 
  * node's string and subtree are skipped (a resumable classify's stop); for each node
  * ending a string, on_string(ctx, string, s), in the trie's order.  Returns 0, a callback's nonzero
  * code, or 1 (a state out of range), 3 (a child range out of bounds), 5 (out of memory).
- * Static inline: each caller gets its own copy, its callbacks known (no GIL needed). */
-static inline int
-dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
-         int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
-         void *ctx)
+ * Static inline: each caller gets its own copy, its callbacks known (no GIL needed).
+ * dfs_walk_as reads column cmap[byte] of rows `width` wide (a table with one column per byte
+ * class: walk's narrow tables); dfs_walk (cmap NULL, width 256: folded where it inlines)
+ * reads column byte of 256-wide rows. */
+static inline __attribute__((always_inline)) int
+dfs_walk_as(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
+            int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+            void *ctx, const uint8_t *cmap, int64_t width)
 {
     /* explicit stack: per depth, the next child to try, the end of the range, the state */
     int64_t cap = 64, depth = 0;
@@ -612,7 +621,7 @@ dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start
             continue;
         }
         c = lo[depth]++;
-        s = table[(int64_t)st[depth] * 256 + a->byte[c]];
+        s = table[(int64_t)st[depth] * width + (cmap != NULL ? cmap[a->byte[c]] : a->byte[c])];
         if (s == 0)
             continue;
         if (s < 0 || s >= a->n_states) {
@@ -660,6 +669,39 @@ dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start
     return bad;
 }
 
+static inline int
+dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
+         int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+         void *ctx)
+{
+    return dfs_walk_as(a, root_first, root_count, start, arrive, on_string, ctx, NULL, 256);
+}
+
+/* The optional trailing (cmap, width) of walk and walk_all: a narrow table's byte classes
+ * (uint8[256], each below width) and its row width (1 .. 256).  Sets *cmap (NULL: none
+ * given, width 256) and returns 0, or raises ValueError and returns -1. */
+static int
+narrow_columns(const Py_buffer *b_cmap, long long width, const uint8_t **cmap, int64_t *w)
+{
+    int i;
+    *cmap = NULL;
+    *w = 256;
+    if (b_cmap == NULL)
+        return 0;
+    if (b_cmap->len != 256 || width < 1 || width > 256) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: cmap must be 256 classes below width");
+        return -1;
+    }
+    for (i = 0; i < 256; i++)
+        if (((const uint8_t *)b_cmap->buf)[i] >= width) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: a byte's class is past the width");
+            return -1;
+        }
+    *cmap = (const uint8_t *)b_cmap->buf;
+    *w = (int64_t)width;
+    return 0;
+}
+
 /* walk's output: the live strings and their end states */
 typedef struct {
     int32_t *idx, *state;
@@ -682,13 +724,16 @@ static PyObject *
 trie_walk(PyObject *self, PyObject *args)
 {
     PyObject *o_first, *o_count, *o_byte, *o_end, *o_table, *o_idx, *o_state;
-    long long start, root_first, root_count;
-    Py_buffer b_first, b_count, b_byte, b_end, b_table, b_idx, b_state;
-    HELD_BUFFERS(7);
+    PyObject *o_cmap = Py_None;
+    long long start, root_first, root_count, width = 256;
+    Py_buffer b_first, b_count, b_byte, b_end, b_table, b_idx, b_state, b_cmap;
+    HELD_BUFFERS(8);
     PyObject *result = NULL;
+    const uint8_t *cmap = NULL;
+    int64_t w = 256;
 
-    if (!PyArg_ParseTuple(args, "OOOOOLOOLL", &o_first, &o_count, &o_byte, &o_end, &o_table,
-                          &start, &o_idx, &o_state, &root_first, &root_count))
+    if (!PyArg_ParseTuple(args, "OOOOOLOOLL|OL", &o_first, &o_count, &o_byte, &o_end, &o_table,
+                          &start, &o_idx, &o_state, &root_first, &root_count, &o_cmap, &width))
         return NULL;
     GET(o_first, b_first, 4, 0, "first (int32)");
     GET(o_count, b_count, 4, 0, "count (int32)");
@@ -697,14 +742,18 @@ trie_walk(PyObject *self, PyObject *args)
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_idx, b_idx, 4, 1, "out_idx (int32)");
     GET(o_state, b_state, 4, 1, "out_state (int32)");
+    if (o_cmap != Py_None)
+        GET(o_cmap, b_cmap, 1, 0, "cmap (uint8)");
+    if (narrow_columns(o_cmap != Py_None ? &b_cmap : NULL, width, &cmap, &w) < 0)
+        goto done;
     {
         DfsArgs a;
         WalkOut o;
         const int64_t n_nodes = b_first.len / 4;
-        const int64_t n_states = b_table.len / (4 * 256);
+        const int64_t n_states = b_table.len / (4 * w);
         int bad = 0;
         if (b_count.len / 4 != n_nodes || b_byte.len != n_nodes || b_end.len / 4 != n_nodes ||
-            b_state.len != b_idx.len || b_table.len % (4 * 256) != 0) {
+            b_state.len != b_idx.len || b_table.len % (4 * w) != 0) {
             PyErr_SetString(PyExc_ValueError, "_trie_walk: array lengths disagree");
             goto done;
         }
@@ -726,7 +775,11 @@ trie_walk(PyObject *self, PyObject *args)
         o.found = 0;
         o.n_out = b_idx.len / 4;
         Py_BEGIN_ALLOW_THREADS
-        bad = dfs_walk(&a, root_first, root_count, (int32_t)start, NULL, walk_out, &o);
+        if (cmap != NULL)
+            bad = dfs_walk_as(&a, root_first, root_count, (int32_t)start, NULL, walk_out, &o,
+                              cmap, w);
+        else
+            bad = dfs_walk(&a, root_first, root_count, (int32_t)start, NULL, walk_out, &o);
         Py_END_ALLOW_THREADS
         if (bad == 1)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
@@ -744,31 +797,62 @@ done:
     return result;
 }
 
+/* walk_all's pass: out[i] = the state of node i (0: died on the way), reading column
+ * cmap[byte] of rows `width` wide (cmap NULL: column byte, width 256; folded, the function
+ * inlined at each call).  0, 1 (a state out of range) or 3 (a parent not first).  No GIL. */
+static inline __attribute__((always_inline)) int
+walk_all_as(const int32_t *parent, const uint8_t *byte, const int32_t *table, int64_t n_nodes,
+            int64_t n_states, int32_t start, int32_t *out, const uint8_t *cmap, int64_t width)
+{
+    int64_t i;
+    for (i = 0; i < n_nodes; i++) {
+        int32_t p = parent[i], s;
+        if (p >= i)
+            return 3;
+        s = p < 0 ? start : out[p];
+        if (s == 0) {
+            out[i] = 0;
+            continue;
+        }
+        s = table[(int64_t)s * width + (cmap != NULL ? cmap[byte[i]] : byte[i])];
+        if (s < 0 || s >= n_states)
+            return 1;
+        out[i] = s;
+    }
+    return 0;
+}
+
 static PyObject *
 trie_walk_all(PyObject *self, PyObject *args)
 {
-    PyObject *o_parent, *o_byte, *o_table, *o_out;
-    long long start;
-    Py_buffer b_parent, b_byte, b_table, b_out;
-    HELD_BUFFERS(4);
+    PyObject *o_parent, *o_byte, *o_table, *o_out, *o_cmap = Py_None;
+    long long start, width = 256;
+    Py_buffer b_parent, b_byte, b_table, b_out, b_cmap;
+    HELD_BUFFERS(5);
     int bad = 0;
     PyObject *result = NULL;
+    const uint8_t *cmap = NULL;
+    int64_t w = 256;
 
-    if (!PyArg_ParseTuple(args, "OOOLO", &o_parent, &o_byte, &o_table, &start, &o_out))
+    if (!PyArg_ParseTuple(args, "OOOLO|OL", &o_parent, &o_byte, &o_table, &start, &o_out,
+                          &o_cmap, &width))
         return NULL;
     GET(o_parent, b_parent, 4, 0, "parent (int32)");
     GET(o_byte, b_byte, 1, 0, "byte (uint8)");
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_out, b_out, 4, 1, "out (int32)");
+    if (o_cmap != Py_None)
+        GET(o_cmap, b_cmap, 1, 0, "cmap (uint8)");
+    if (narrow_columns(o_cmap != Py_None ? &b_cmap : NULL, width, &cmap, &w) < 0)
+        goto done;
     {
         const int32_t *parent = (const int32_t *)b_parent.buf;
         const uint8_t *byte = (const uint8_t *)b_byte.buf;
         const int32_t *table = (const int32_t *)b_table.buf;
         int32_t *out = (int32_t *)b_out.buf;
         const int64_t n_nodes = b_parent.len / 4;
-        const int64_t n_states = b_table.len / (4 * 256);
-        int64_t i;
-        if (b_byte.len != n_nodes || b_out.len / 4 != n_nodes || b_table.len % (4 * 256) != 0) {
+        const int64_t n_states = b_table.len / (4 * w);
+        if (b_byte.len != n_nodes || b_out.len / 4 != n_nodes || b_table.len % (4 * w) != 0) {
             PyErr_SetString(PyExc_ValueError, "_trie_walk: array lengths disagree");
             goto done;
         }
@@ -777,24 +861,12 @@ trie_walk_all(PyObject *self, PyObject *args)
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS
-        for (i = 0; i < n_nodes; i++) {
-            int32_t p = parent[i], s;
-            if (p >= i) {
-                bad = 3;
-                break;
-            }
-            s = p < 0 ? (int32_t)start : out[p];
-            if (s == 0) {
-                out[i] = 0;
-                continue;
-            }
-            s = table[(int64_t)s * 256 + byte[i]];
-            if (s < 0 || s >= n_states) {
-                bad = 1;
-                break;
-            }
-            out[i] = s;
-        }
+        if (cmap == NULL)
+            bad = walk_all_as(parent, byte, table, n_nodes, n_states, (int32_t)start, out, NULL,
+                              256);
+        else
+            bad = walk_all_as(parent, byte, table, n_nodes, n_states, (int32_t)start, out, cmap,
+                              w);
         Py_END_ALLOW_THREADS
         if (bad == 1)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
@@ -2191,9 +2263,11 @@ trie_classify_from(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"walk", trie_walk, METH_VARARGS,
      "walk(first, count, byte, end, table, start, out_idx, out_state, root_first, "
-     "root_count) -> number of live strings written (see the module's source)."},
+     "root_count[, cmap, width]) -> number of live strings written (see the module's "
+     "source)."},
     {"walk_all", trie_walk_all, METH_VARARGS,
-     "walk_all(parent, byte, table, start, out) -> None: every node's state (see the source)."},
+     "walk_all(parent, byte, table, start, out[, cmap, width]) -> None: every node's state "
+     "(see the source)."},
     {"set_bits", trie_set_bits, METH_VARARGS,
      "set_bits(words, first_token, strings, n_bits) -> None: OR the bits of the strings' "
      "token ids into words (see the source)."},

@@ -277,11 +277,20 @@ class TokenTrie:
             return np.zeros(self.num_strings, dtype=np.int32)
         if self._native_takes(table, start):  # the compiled build
             return self._native_levels(table, start)
-        flat = table.reshape(-1)
+        return self._numpy_levels(table.reshape(-1), start)
+
+    def _numpy_levels(
+        self, flat: np.ndarray, start: int, cmap: np.ndarray | None = None, width: int = 256
+    ) -> np.ndarray:
+        """:meth:`walk` with numpy on the flattened ``flat`` (narrow with ``cmap``: rows
+        ``width`` wide, byte ``b`` in column ``cmap[b]``; see :meth:`walk_pairs`)."""
         buf = np.zeros(self.total_nodes, dtype=np.int32)
         off = self.level_offset
         # dense mode: states for every node of the level (0 = dead)
-        idx = self.level_bytes[1] + start * 256
+        if cmap is None:
+            idx = self.level_bytes[1] + start * 256
+        else:
+            idx = np.take(cmap, self.level_bytes[1]).astype(np.int64) + start * width
         states = np.take(flat, idx)
         buf[off[1] : off[1] + states.size] = states
         d = 1
@@ -297,8 +306,11 @@ class TokenTrie:
                     break  # switch to sparse mode
             d += 1
             idx = np.take(states, self.level_parent[d])
-            np.left_shift(idx, 8, out=idx)
-            np.add(idx, self.level_bytes[d], out=idx)
+            if cmap is None:
+                np.left_shift(idx, 8, out=idx)
+                np.add(idx, self.level_bytes[d], out=idx)
+            else:
+                idx = idx.astype(np.int64) * width + np.take(cmap, self.level_bytes[d])
             states = np.take(flat, idx)
             buf[off[d] : off[d] + states.size] = states
         else:
@@ -307,7 +319,7 @@ class TokenTrie:
         nodes = np.flatnonzero(states)
         states = states[nodes]
         while d < self.num_levels:
-            nodes, states = self._sparse_step(flat, d, nodes, states)
+            nodes, states = self._sparse_step(flat, d, nodes, states, cmap, width)
             d += 1
             if nodes.size == 0:
                 break
@@ -315,10 +327,17 @@ class TokenTrie:
         return np.take(buf, self.string_node)
 
     def _sparse_step(
-        self, flat: np.ndarray, d: int, nodes: np.ndarray, states: np.ndarray
+        self,
+        flat: np.ndarray,
+        d: int,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        cmap: np.ndarray | None = None,
+        width: int = 256,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Children (at level ``d + 1``) of live ``nodes`` at level ``d`` that stay alive, with
-        their states.  O(children)."""
+        their states.  ``cmap``: ``flat`` is a narrow table (see :meth:`walk_pairs`) with rows
+        ``width`` wide.  O(children)."""
         counts = np.take(self.level_child_count[d], nodes)
         total = int(counts.sum())
         if total == 0:
@@ -327,19 +346,35 @@ class TokenTrie:
         offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
         children = offsets + np.arange(total, dtype=np.int64)
         parent_states = np.repeat(states, counts)
-        np.left_shift(parent_states, 8, out=parent_states)
-        np.add(parent_states, np.take(self.level_bytes[d + 1], children), out=parent_states)
+        child_bytes = np.take(self.level_bytes[d + 1], children)
+        if cmap is None:
+            np.left_shift(parent_states, 8, out=parent_states)
+        else:
+            parent_states = parent_states.astype(np.int64) * width
+            child_bytes = np.take(cmap, child_bytes)
+        np.add(parent_states, child_bytes, out=parent_states)
         child_states = np.take(flat, parent_states)
         live = child_states != 0
         if not live.all():
             return children[live], child_states[live]
         return children, child_states
 
-    def walk_pairs(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    def walk_pairs(
+        self,
+        table: np.ndarray,
+        start: int,
+        classes: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The distinct strings that stay alive from ``start`` and their end states.
 
         ``table`` must not change after it was walked: a permissive walk keeps its column
         classes while it lives (see :meth:`_classes_of`).
+
+        ``classes``: None (``table`` has a column per byte), or ``(cmap, reps)``: ``table`` is
+        *narrow*, ``int32[n, k]`` with one column per byte class: byte ``b`` reads column
+        ``cmap[b]`` (``uint8[256]``, each below ``k``) and ``reps[c]`` is a byte of class ``c``
+        (see :meth:`_walk_narrow`): the same strings and states as the 256-column table
+        ``table[:, cmap]``, which is never built in the compiled build.
 
         Returns ``(string indices, end states)`` (states non-zero).  When few first bytes
         survive, the walk never materializes per-node or per-string arrays, so its cost is
@@ -351,6 +386,8 @@ class TokenTrie:
         strings come in level order or in index order, depending on the path: callers must
         not rely on either.
         """
+        if classes is not None:
+            return self._walk_narrow(table, start, classes)
         if self.num_levels == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         if self._native_takes(table, start):  # the compiled build
@@ -375,7 +412,19 @@ class TokenTrie:
             full = self.walk(table, start)
             idx = np.flatnonzero(full != 0)
             return idx, full[idx]
-        states = states[nodes]
+        return self._sparse_pairs(flat, nodes, states[nodes])
+
+    def _sparse_pairs(
+        self,
+        flat: np.ndarray,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        cmap: np.ndarray | None = None,
+        width: int = 256,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`walk_pairs`' strings below the live first-level ``nodes`` (in ``states``)
+        on the flattened ``flat`` (narrow with ``cmap``, rows ``width`` wide), level by level
+        over the live nodes (:meth:`_sparse_step`).  O(live nodes)."""
         out_idx: list[np.ndarray] = []
         out_states: list[np.ndarray] = []
         d = 1
@@ -387,7 +436,7 @@ class TokenTrie:
                 out_states.append(states[has_end])
             if d >= self.num_levels:
                 break
-            nodes, states = self._sparse_step(flat, d, nodes, states)
+            nodes, states = self._sparse_step(flat, d, nodes, states, cmap, width)
             d += 1
             if nodes.size == 0:
                 break
@@ -395,18 +444,83 @@ class TokenTrie:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(out_idx), np.concatenate(out_states)
 
-    def _reach(self, table: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> int:
+    def _walk_narrow(
+        self, table: np.ndarray, start: int, classes: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`walk_pairs` on a narrow table (``classes = (cmap, reps)``, see there).  The
+        compiled build walks it as it is (the kernel's ``walk``/``walk_all`` read column
+        ``cmap[b]``: a counted window of a 24-state string item and 128 levels is 0.8 MB at
+        22 classes instead of 9.4 MB, issue #31's TBM max).  The pure package walks it on
+        the class trie of ``cmap`` where the walk is permissive (as :meth:`walk_pairs` does
+        a 256-column table's classes), level by level over the live nodes otherwise; a
+        table the kernel does not take (not int32, C-contiguous, ``cmap`` not ``uint8[256]``)
+        is widened (``table[:, cmap]``, its classes noted: :func:`note_column_classes`).
+        Each path gives the strings in the order :meth:`walk_pairs` gives on the 256-column
+        table (callers do not rely on it; a classification's candidates keep it)."""
+        cmap, reps = classes
+        if self.num_levels == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        width = table.shape[1] if table.ndim == 2 else 0
+        if (
+            table.dtype != np.int32
+            or not table.flags.c_contiguous
+            or not 0 < width <= 256
+            or not 0 < start < table.shape[0]
+            or cmap.dtype != np.uint8
+            or cmap.shape != (256,)
+            or not cmap.flags.c_contiguous
+            or int(cmap.max()) >= width
+        ):
+            full = np.ascontiguousarray(np.asarray(table)[:, cmap])
+            note_column_classes(full, (cmap, reps))
+            return self.walk_pairs(full, start)
+        states = table[start].take(cmap.take(self.level_bytes[1]))
+        if _KERNEL is None:  # the pure package
+            nodes = np.flatnonzero(states)
+            reach = self._reach(table, nodes, states, cmap)
+            if (
+                reach * _CLASS_WALK_SHARE >= self.total_nodes
+                and width <= _CLASS_TRIE_MAX_CLASSES
+                and width == int(cmap.max()) + 1  # (a class trie's classes are all used)
+            ):
+                ctrie = self._class_trie(cmap, width)
+                if ctrie.total_nodes < reach:
+                    full = ctrie.walk(table.astype(np.int64).reshape(-1) * width, start)
+                    idx = np.flatnonzero(full != 0)
+                    return idx, (full[idx] // width).astype(np.int32)
+            flat = table.reshape(-1)
+            if nodes.size * 8 >= states.size:  # (the paths of walk_pairs: the same order)
+                full = self._numpy_levels(flat, start, cmap, width)
+                idx = np.flatnonzero(full != 0)
+                return idx, full[idx]
+            return self._sparse_pairs(flat, nodes, states[nodes], cmap, width)
+        nodes = states.nonzero()[0]
+        reach = int(self._below_first[nodes].sum())
+        if reach >= _NATIVE_WALK_MAX_REACH:  # depth-first only if the second level says so
+            reach = self._reach(table, nodes, states, cmap)
+        return self._native_walk_checked(table, start, reach, min(reach, self.num_strings), cmap)
+
+    def _reach(
+        self,
+        table: np.ndarray,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        cmap: np.ndarray | None = None,
+    ) -> int:
         """At most how many trie nodes a walk whose live first-level nodes are ``nodes`` (in
         states ``states[nodes]`` of ``table``) may touch: the nodes below those first bytes,
         and where that is many (a state that allows a space, which starts half of a
         vocabulary's tokens), the nodes below the second-level children the first states
         keep alive (a JSON whitespace gap keeps a few of the space's children: a few hundred
         nodes, not 130k).  O(live first bytes) numpy, plus O(live first bytes x 256) for the
-        second level where the first is wide."""
+        second level where the first is wide.  ``cmap``: ``table`` is narrow (see
+        :meth:`walk_pairs`)."""
         reach = int(self._below_first[nodes].sum())
         if reach < _REACH_SECOND_LEVEL or not nodes.size:
             return reach
         live2 = np.take(table, states[nodes], axis=0) != 0
+        if cmap is not None:
+            live2 = live2[:, cmap]
         return int(nodes.size) + int(self._below_second[nodes][live2].sum())
 
     @staticmethod
@@ -435,31 +549,48 @@ class TokenTrie:
         return self._native_walk_checked(table, start, reach, self.num_strings)
 
     def _native_walk_checked(
-        self, table: np.ndarray, start: int, reach: int, most: int
+        self,
+        table: np.ndarray,
+        start: int,
+        reach: int,
+        most: int,
+        cmap: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_native_walk` once :meth:`_native_takes` holds.  A depth-first walk's
+        """:meth:`_native_walk` once :meth:`_native_takes` holds (or, with ``cmap``, on a
+        narrow table: :meth:`_walk_narrow`).  A depth-first walk's
         output arrays hold ``most`` strings: :meth:`walk_pairs` passes its reach (an upper
         bound of the nodes the walk touches, hence of the strings it finds; the kernel
         refuses to write past the arrays), not the vocabulary's size."""
         if reach >= _NATIVE_WALK_MAX_REACH:
-            full = self._native_levels(table, start)
+            full = self._native_levels(table, start, cmap)
             idx = np.flatnonzero(full != 0)  # (a boolean scan: 4-5x faster than on ints)
             return idx, full[idx]
         first, count, byte, end, _, n_root = self._flat_nodes()
         size = most + 1
         out_idx = np.empty(size, dtype=np.int32)
         out_state = np.empty(size, dtype=np.int32)
-        k = _KERNEL.walk(first, count, byte, end, table, start, out_idx, out_state, 0, n_root)
+        if cmap is None:
+            k = _KERNEL.walk(first, count, byte, end, table, start, out_idx, out_state, 0, n_root)
+        else:
+            k = _KERNEL.walk(
+                first, count, byte, end, table, start, out_idx, out_state, 0, n_root,
+                cmap, table.shape[1],
+            )  # fmt: skip
         return out_idx[:k].astype(np.int64), out_state[:k]
 
-    def _native_levels(self, table: np.ndarray, start: int) -> np.ndarray:
+    def _native_levels(
+        self, table: np.ndarray, start: int, cmap: np.ndarray | None = None
+    ) -> np.ndarray:
         """:meth:`walk` in the compiled build: every node's state in one pass over the nodes
         in level order (no liveness branching: ~2 ns a node, 0.6 ms on Llama-3's 275k
         nodes against 2.5 ms of numpy gathers), then each string's.  ``table`` must pass
-        :meth:`_native_takes`."""
+        :meth:`_native_takes` (or, with ``cmap``, be narrow: :meth:`_walk_narrow`)."""
         _, _, byte, _, parent, _ = self._flat_nodes()
         nodes = np.empty(self.total_nodes, dtype=np.int32)
-        _KERNEL.walk_all(parent, byte, table, start, nodes)
+        if cmap is None:
+            _KERNEL.walk_all(parent, byte, table, start, nodes)
+        else:
+            _KERNEL.walk_all(parent, byte, table, start, nodes, cmap, table.shape[1])
         out: np.ndarray = nodes.take(self.string_node)
         return out
 
@@ -545,12 +676,21 @@ class TokenTrie:
             got = _keep_classes(table, column_classes(table, _CLASS_TRIE_MAX_CLASSES))
         if got.cmap is None:
             return None
-        map_key = got.map_key
+        return got, self._class_trie(got.cmap, got.n_classes, got.map_key)
+
+    def _class_trie(
+        self, cmap: np.ndarray, n_classes: int, map_key: bytes | None = None
+    ) -> _ClassTrie:
+        """This trie's class trie for the class map ``cmap`` (``n_classes`` classes, each
+        used; ``map_key``: ``cmap`` as uint8 bytes, computed when None): built on the first
+        call per map, kept for the :data:`_CLASS_TRIES_KEPT` most recent maps."""
+        if map_key is None:
+            map_key = cmap.astype(np.uint8).tobytes()
         hit, ctrie = self._class_tries.get(map_key)
         if not hit or ctrie is None:
-            ctrie = _ClassTrie(self, got.cmap, got.n_classes)
+            ctrie = _ClassTrie(self, cmap, n_classes)
             self._class_tries.put(map_key, ctrie)
-        return got, ctrie
+        return ctrie
 
     def token_mask_of(self, unique: np.ndarray, vocab_size: int) -> np.ndarray:
         """``bool[vocab_size]``: the token ids whose bytes are one of the ``unique`` strings."""
