@@ -103,6 +103,10 @@ class TokenTrie:
         self._memo_all: tuple[_SubtreeMemo, int, _SubtreeMemo] | None = None
         # the strings laid end to end (see strings_end_to_end)
         self._joined: tuple[np.ndarray, np.ndarray] | None = None
+        # the kernel's classify arguments of this trie (see _classify_head)
+        self._heads: dict[
+            tuple[int, int, bool], tuple[TokenTrie, _SubtreeMemo | None, _ClassifyHead | None]
+        ] = {}
         # class tries by class map (LRU; see _classes_of)
         self._class_tries: LruCache[bytes, _ClassTrie] = LruCache(_CLASS_TRIES_KEPT)
         if tokens is None:  # a trie of plain strings: see _of_strings
@@ -761,6 +765,52 @@ class TokenTrie:
         else:
             bitmask_set_many(words, self.unique_token_ids(unique))
 
+    def _classify_head(
+        self, vocab_trie: TokenTrie, n_words: int, own_strings: bool
+    ) -> _ClassifyHead | None:
+        """The arguments of the kernel's ``classify``/``classify_from`` that depend on this
+        trie alone (:func:`_classify_call`: walks of this trie whose strings are tokens of
+        ``vocab_trie``, their bits in ``n_words`` bitmask words; ``own_strings``: no string
+        map): None where the kernel does not apply (an empty trie, a string of several token
+        ids).  With the subtree memo (stops then numbered in its preorder: every call on this
+        trie passes it), walks reaching fewer than half the nodes run depth-first on it (an
+        identifier's or a number's walk skips the subtrees its state loops through), wider
+        ones (a JSON string's body: most subtrees hold a byte that leaves it) pass over every
+        node as before (:func:`_classify_call`).  Kept per (vocabulary trie, width, own
+        strings), a handful a trie, while the memo is the same object: a walk's glue is then
+        a look-up, not ~1-2 us of checks and attribute reads a call."""
+        if self._flat is None:
+            self._flat_nodes()
+        key = (id(vocab_trie), n_words, own_strings)
+        heads = self._heads
+        got = heads.get(key)
+        if got is not None and got[0] is vocab_trie and got[1] is self._memo:
+            return got[2]
+        memo_src = self._memo
+        head: _ClassifyHead | None = None
+        if self.num_levels and vocab_trie._one_token_each():
+            first, count, byte, end, parent, _ = self._flat_nodes()
+            string_node = self.string_node
+            if string_node.dtype != np.int64 or not string_node.flags.c_contiguous:
+                string_node = self.string_node = np.ascontiguousarray(string_node, np.int64)
+            ftok = vocab_trie.first_token
+            if ftok.dtype != np.int64 or not ftok.flags.c_contiguous:
+                ftok = vocab_trie.first_token = np.ascontiguousarray(ftok, dtype=np.int64)
+            fixed = (first, count, byte, end, parent, string_node)
+            fixed += (self._below_first, self._below_second)
+            memo = memo_src
+            extra: tuple[Any, ...] = ()
+            if memo is not None:
+                if memo.text_flag is not None and own_strings and self is vocab_trie:
+                    memo = self._memo_words(memo, n_words)
+                extra = (memo,)
+            head = (fixed, ftok, extra)
+        with _TABLE_CLASSES_LOCK:  # (a dict write; equal values from two threads)
+            if len(heads) >= 8:
+                heads.clear()
+            heads[key] = (vocab_trie, memo_src, head)
+        return head
+
     def _one_token_each(self) -> bool:
         """Whether every distinct string is exactly one token id (Llama-3's, most
         vocabularies'): then :attr:`first_token` maps strings to ids, one gather.  Computed
@@ -1112,63 +1162,37 @@ def _classify_call(
     resume: np.ndarray | None = None,
     resumable: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-    if (
-        _KERNEL is None
-        or not hasattr(_KERNEL, "classify")
-        or trie.num_levels == 0
-        or not TokenTrie._native_takes(table, start)
-        or not vocab_trie._one_token_each()
-    ):
+    if _KERNEL is None or not TokenTrie._native_takes(table, start):
         return None
-    first, count, byte, end, parent, _ = trie._flat_nodes()
-    string_node = trie.string_node
-    if string_node.dtype != np.int64 or not string_node.flags.c_contiguous:
-        string_node = trie.string_node = np.ascontiguousarray(string_node, dtype=np.int64)
-    ftok = vocab_trie.first_token
-    if ftok.dtype != np.int64 or not ftok.flags.c_contiguous:
-        ftok = vocab_trie.first_token = np.ascontiguousarray(ftok, dtype=np.int64)
-    extra: tuple[Any, ...] = (rows,)
-    call = _KERNEL.classify
-    if resumable:
-        extra = (rows, resume)
-        call = _KERNEL.classify_from
-    # with the subtree memo (stops then numbered in its preorder: every call on this trie
-    # passes it), walks reaching fewer than half the nodes run depth-first on it (an
-    # identifier's or a number's walk skips the subtrees its state loops through), wider
-    # ones (a JSON string's body: most subtrees hold a byte that leaves it) pass over every
-    # node as before
-    memo = trie._subtree_memo()
+    head = trie._classify_head(vocab_trie, int(words.size), string_map is None)
+    if head is None:
+        return None
+    fixed, ftok, memo = head
     max_reach = _NATIVE_WALK_MAX_REACH
-    if memo is not None:
-        if memo.text_flag is not None and string_map is None and trie is vocab_trie:
-            memo = trie._memo_words(memo, int(words.size))
-        extra = (*extra, memo)
+    if memo:
         max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
-    got = call(
-        first,
-        count,
-        byte,
-        end,
-        parent,
-        string_node,
-        trie._below_first,
-        trie._below_second,
-        table,
-        start,
-        pending,
-        sink,
-        ftok,
-        string_map,
-        drop,
-        words,
-        max_reach,
-        *extra,
-    )
+    if resumable:
+        got = _KERNEL.classify_from(
+            *fixed, table, start, pending, sink, ftok, string_map, drop, words, max_reach,
+            rows, resume, *memo,
+        )  # fmt: skip
+    else:
+        got = _KERNEL.classify(
+            *fixed, table, start, pending, sink, ftok, string_map, drop, words, max_reach,
+            rows, *memo,
+        )  # fmt: skip
     cands = np.frombuffer(got[0], dtype=np.int64)
     stopped = np.frombuffer(got[1], dtype=np.int64)
     if rows is None:
         return cands, stopped, _NO_STATES, 0
     return cands, stopped, np.frombuffer(got[2], dtype=np.int64), int(got[3])
+
+
+#: what :meth:`TokenTrie._classify_head` gives: the trie's arrays of the kernel's classify
+#: (first, count, byte, end, parent, string_node, below_first, below_second), the first
+#: token of each of the walked vocabulary trie's strings, and the trailing memo argument
+#: (empty, or the subtree memo)
+_ClassifyHead = tuple[tuple[np.ndarray, ...], np.ndarray, tuple[Any, ...]]
 
 
 _NO_STATES = np.zeros(0, dtype=np.int64)
