@@ -79,6 +79,11 @@
  * sentinel it cannot write walks nothing: its stops are (-1, row) pairs (walk again from
  * start once built).
  *
+ * trie_handle(first, count, byte, end, parent, string_node, below_first, below_second,
+ * first_token[, memo]) -> capsule: those arguments' buffers taken once and held; classify and
+ * classify_from then take (handle, table, start, pending, sink, string_map, drop, words,
+ * max_reach[, rows[, resume]]) (classify_from: rows and resume required), the same walk.
+ *
  * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
  * callbacks.
  *
@@ -1518,6 +1523,129 @@ finish_deferred(ClassifyOut *o, int64_t n_str)
     return 0;
 }
 
+/* Takes the buffers of a subtree memo tuple (TokenTrie._subtree_memo: pos, byte, depth, size,
+ * own, str, sel, sets, max depth, least reach[, the text memo's flag, next, breaks, pre, text
+ * bytes[, all words]]) into mv[0..13] (mv[8..12]: the text memo, mv[13]: all words), each
+ * appended to held; sets *has_text and *has_all.  0, or -1 with an exception set (the
+ * buffers taken so far are in held). */
+static int
+memo_take(PyObject *o_memo, Py_buffer mv[14], Py_buffer **held, int *n_held,
+          long long *max_depth, long long *min_reach, int *has_text, int *has_all)
+{
+    static const int msize[8] = {4, 1, 2, 4, 1, 4, 4, 8};
+    static const char *mwhat[8] = {"memo pos (int32)", "memo byte (uint8)",
+                                   "memo depth (uint16)", "memo size (int32)",
+                                   "memo own (uint8)", "memo str (int32)",
+                                   "memo sel (int32)", "memo sets (uint64)"};
+    static const int tsize[5] = {1, 4, 4, 4, 8};
+    static const char *twhat[5] = {"memo text flag (uint8)", "memo text next (int32)",
+                                   "memo text breaks (int32)", "memo text pre (uint32)",
+                                   "memo text bytes (uint64)"};
+    PyObject *mo[8];
+    PyObject *to[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int j;
+    *has_text = *has_all = 0;
+    if (!PyTuple_Check(o_memo) ||
+        !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOOO", &mo[0], &mo[1], &mo[2], &mo[3], &mo[4],
+                          &mo[5], &mo[6], &mo[7], max_depth, min_reach, &to[0], &to[1],
+                          &to[2], &to[3], &to[4], &to[5])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
+        return -1;
+    }
+    for (j = 0; j < 8; j++) {
+        if (get_buffer(mo[j], &mv[j], msize[j], 0, mwhat[j]) < 0)
+            return -1;
+        held[(*n_held)++] = &mv[j];
+    }
+    if (to[0] != NULL && to[0] != Py_None) {
+        for (j = 0; j < 5; j++) {
+            if (to[j] == NULL) {
+                PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: a text memo lacks parts");
+                return -1;
+            }
+            if (get_buffer(to[j], &mv[8 + j], tsize[j], 0, twhat[j]) < 0)
+                return -1;
+            held[(*n_held)++] = &mv[8 + j];
+        }
+        *has_text = 1;
+    }
+    if (to[5] != NULL && to[5] != Py_None) {
+        if (get_buffer(to[5], &mv[13], 4, 0, "memo all words (int32)") < 0)
+            return -1;
+        held[(*n_held)++] = &mv[13];
+        *has_all = 1;
+    }
+    return 0;
+}
+
+/* trie_handle(first, count, byte, end, parent, string_node, below_first, below_second,
+ * first_token[, memo]) -> a capsule holding the buffers of classify's arguments that depend
+ * on the walked trie alone (and the vocabulary's first tokens, and the memo tuple's arrays):
+ * classify and classify_from take it in their place (formcast.vocab.trie.TokenTrie.
+ * _classify_head keeps one per trie and width), so a call takes 4-6 buffers instead of
+ * 23-27 (~1.3 us a call).  The buffers are held (the arrays cannot be resized) until the
+ * capsule dies; classify checks their lengths on every call as before. */
+#define TRIE_HANDLE "formcast.vocab._trie_walk.TrieHandle"
+typedef struct {
+    Py_buffer v[23]; /* 0-7: the trie's, 8: first_token, 9-22: the memo's (memo_take's mv) */
+    Py_buffer *held[23];
+    int n_held;
+    int has_memo, has_text, has_all;
+    long long max_depth, min_reach;
+} TrieHandle;
+
+static void
+trie_handle_free(PyObject *capsule)
+{
+    TrieHandle *h = (TrieHandle *)PyCapsule_GetPointer(capsule, TRIE_HANDLE);
+    if (h == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    while (h->n_held > 0)
+        PyBuffer_Release(h->held[--h->n_held]);
+    free(h);
+}
+
+static PyObject *
+trie_handle(PyObject *self, PyObject *args)
+{
+    static const int size[9] = {4, 4, 1, 4, 4, 8, 8, 8, 8};
+    static const char *what[9] = {"first (int32)", "count (int32)", "byte (uint8)",
+                                  "end (int32)", "parent (int32)", "string_node (int64)",
+                                  "below_first (int64)", "below_second (int64)",
+                                  "first_token (int64)"};
+    PyObject *o[9], *o_memo = Py_None, *capsule;
+    TrieHandle *h;
+    int j;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o_memo))
+        return NULL;
+    h = (TrieHandle *)calloc(1, sizeof(TrieHandle));
+    if (h == NULL)
+        return PyErr_NoMemory();
+    for (j = 0; j < 9; j++) {
+        if (get_buffer(o[j], &h->v[j], size[j], 0, what[j]) < 0)
+            goto fail;
+        h->held[h->n_held++] = &h->v[j];
+    }
+    if (o_memo != Py_None) {
+        if (memo_take(o_memo, &h->v[9], h->held, &h->n_held, &h->max_depth, &h->min_reach,
+                      &h->has_text, &h->has_all) < 0)
+            goto fail;
+        h->has_memo = 1;
+    }
+    capsule = PyCapsule_New(h, TRIE_HANDLE, trie_handle_free);
+    if (capsule != NULL)
+        return capsule;
+fail:
+    while (h->n_held > 0)
+        PyBuffer_Release(h->held[--h->n_held]);
+    free(h);
+    return NULL;
+}
+
 static PyObject *
 classify_impl(PyObject *args, int resumable)
 {
@@ -1537,42 +1665,88 @@ classify_impl(PyObject *args, int resumable)
     I64List stops;
     int32_t *node_state = NULL;
     SubtreeMemo *memo = NULL;
+    const TrieHandle *h = NULL;
+    long long max_depth = 0, min_reach = 0;
+    int have_memo = 0, have_text = 0, have_all = 0;
 
     memset(&o, 0, sizeof(o));
     memset(&w, 0, sizeof(w));
     memset(&stops, 0, sizeof(stops));
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OOO", &o_first, &o_count, &o_byte, &o_end,
-                          &o_parent, &o_snode, &o_below1, &o_below2, &o_table, &start,
-                          &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach,
-                          &o_rows, &o_x, &o_y))
-        return NULL;
-    if (resumable) { /* (rows, resume[, memo]) */
-        o_resume = o_x;
-        if (o_y != NULL)
-            o_memo = o_y;
-    } else { /* ([rows[, memo]]) */
-        if (o_y != NULL) {
-            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify takes at most 19 arguments");
+    if (PyTuple_GET_SIZE(args) > 0 && PyCapsule_CheckExact(PyTuple_GET_ITEM(args, 0))) {
+        /* (handle, table, start, pending, sink, string_map, drop, words, max_reach[, rows
+         * [, resume]]): the trie's arrays and memo from a trie_handle */
+        PyObject *o_handle;
+        int j;
+        if (!PyArg_ParseTuple(args, "OOLOLOOOL|OO", &o_handle, &o_table, &start, &o_pending,
+                              &sink, &o_map, &o_drop, &o_words, &max_reach, &o_rows, &o_x))
+            return NULL;
+        h = (const TrieHandle *)PyCapsule_GetPointer(o_handle, TRIE_HANDLE);
+        if (h == NULL)
+            return NULL;
+        if (resumable)
+            o_resume = o_x;
+        else if (o_x != NULL) {
+            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify takes at most 10 arguments "
+                                             "with a handle");
             return NULL;
         }
-        if (o_x != NULL)
-            o_memo = o_x;
+        b_first = h->v[0];
+        b_count = h->v[1];
+        b_byte = h->v[2];
+        b_end = h->v[3];
+        b_parent = h->v[4];
+        b_snode = h->v[5];
+        b_below1 = h->v[6];
+        b_below2 = h->v[7];
+        b_ftok = h->v[8];
+        for (j = 0; j < 14; j++)
+            mv[j] = h->v[9 + j];
+        have_memo = h->has_memo;
+        have_text = h->has_text;
+        have_all = h->has_all;
+        max_depth = h->max_depth;
+        min_reach = h->min_reach;
+    } else {
+        if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OOO", &o_first, &o_count, &o_byte,
+                              &o_end, &o_parent, &o_snode, &o_below1, &o_below2, &o_table,
+                              &start, &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words,
+                              &max_reach, &o_rows, &o_x, &o_y))
+            return NULL;
+        if (resumable) { /* (rows, resume[, memo]) */
+            o_resume = o_x;
+            if (o_y != NULL)
+                o_memo = o_y;
+        } else { /* ([rows[, memo]]) */
+            if (o_y != NULL) {
+                PyErr_SetString(PyExc_TypeError,
+                                "_trie_walk: classify takes at most 19 arguments");
+                return NULL;
+            }
+            if (o_x != NULL)
+                o_memo = o_x;
+        }
+        GET(o_first, b_first, 4, 0, "first (int32)");
+        GET(o_count, b_count, 4, 0, "count (int32)");
+        GET(o_byte, b_byte, 1, 0, "byte (uint8)");
+        GET(o_end, b_end, 4, 0, "end (int32)");
+        GET(o_parent, b_parent, 4, 0, "parent (int32)");
+        GET(o_snode, b_snode, 8, 0, "string_node (int64)");
+        GET(o_below1, b_below1, 8, 0, "below_first (int64)");
+        GET(o_below2, b_below2, 8, 0, "below_second (int64)");
+        GET(o_ftok, b_ftok, 8, 0, "first_token (int64)");
+        if (o_memo != Py_None) {
+            if (memo_take(o_memo, mv, held, &n_held, &max_depth, &min_reach, &have_text,
+                          &have_all) < 0)
+                goto done;
+            have_memo = 1;
+        }
     }
     if (o_resume != NULL && o_rows == Py_None) {
         PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a resumable walk needs rows");
-        return NULL;
+        goto done;
     }
-    GET(o_first, b_first, 4, 0, "first (int32)");
-    GET(o_count, b_count, 4, 0, "count (int32)");
-    GET(o_byte, b_byte, 1, 0, "byte (uint8)");
-    GET(o_end, b_end, 4, 0, "end (int32)");
-    GET(o_parent, b_parent, 4, 0, "parent (int32)");
-    GET(o_snode, b_snode, 8, 0, "string_node (int64)");
-    GET(o_below1, b_below1, 8, 0, "below_first (int64)");
-    GET(o_below2, b_below2, 8, 0, "below_second (int64)");
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_pending, b_pending, 1, 0, "pending (bool)");
-    GET(o_ftok, b_ftok, 8, 0, "first_token (int64)");
     if (o_map != Py_None)
         GET(o_map, b_map, 8, 0, "string_map (int64)");
     if (o_drop != Py_None)
@@ -1585,32 +1759,10 @@ classify_impl(PyObject *args, int resumable)
             goto done;
         }
     }
-    if (o_memo != Py_None) {
+    if (have_memo) {
         /* the subtree memo of the walked trie (TokenTrie._subtree_memo): pos, byte, depth,
-         * size, own, str, sel, sets */
-        static const int msize[8] = {4, 1, 2, 4, 1, 4, 4, 8};
-        static const char *mwhat[8] = {"memo pos (int32)", "memo byte (uint8)",
-                                       "memo depth (uint16)", "memo size (int32)",
-                                       "memo own (uint8)", "memo str (int32)",
-                                       "memo sel (int32)", "memo sets (uint64)"};
-        PyObject *mo[8];
+         * size, own, str, sel, sets (mv[0..7]), the text memo (mv[8..12]), all words */
         const int64_t nn = b_first.len / 4;
-        long long max_depth, min_reach;
-        int j;
-        PyObject *to[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-        if (!PyTuple_Check(o_memo) ||
-            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOOO", &mo[0], &mo[1], &mo[2], &mo[3],
-                              &mo[4], &mo[5], &mo[6], &mo[7], &max_depth, &min_reach, &to[0],
-                              &to[1], &to[2], &to[3], &to[4], &to[5])) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
-            goto done;
-        }
-        for (j = 0; j < 8; j++) {
-            if (get_buffer(mo[j], &mv[j], msize[j], 0, mwhat[j]) < 0)
-                goto done;
-            held[n_held++] = &mv[j];
-        }
         if (mv[0].len / 4 != nn || mv[1].len != nn || mv[2].len / 2 != nn ||
             mv[3].len / 4 != nn || mv[4].len != nn || mv[5].len / 4 != nn + 1 ||
             mv[6].len / 4 != nn || mv[7].len % 32 != 0 || max_depth < 1 ||
@@ -1648,21 +1800,8 @@ classify_impl(PyObject *args, int resumable)
         }
         memset(memo->key, 0xff, sizeof(memo->key));
         memset(memo->key2, 0xff, sizeof(memo->key2));
-        if (to[0] != NULL && to[0] != Py_None) {
+        if (have_text) {
             /* the text memo (text_memo): flag, next, breaks, pre, text bytes */
-            static const int tsize[5] = {1, 4, 4, 4, 8};
-            static const char *twhat[5] = {"memo text flag (uint8)", "memo text next (int32)",
-                                           "memo text breaks (int32)", "memo text pre (uint32)",
-                                           "memo text bytes (uint64)"};
-            for (j = 0; j < 5; j++) {
-                if (to[j] == NULL) {
-                    PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: a text memo lacks parts");
-                    goto done;
-                }
-                if (get_buffer(to[j], &mv[8 + j], tsize[j], 0, twhat[j]) < 0)
-                    goto done;
-                held[n_held++] = &mv[8 + j];
-            }
             if (mv[8].len != nn || mv[9].len / 4 != nn + 1 || mv[10].len != mv[11].len ||
                 mv[12].len != 32) {
                 PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
@@ -1675,11 +1814,8 @@ classify_impl(PyObject *args, int resumable)
             memo->n_brk = mv[10].len / 4;
             memcpy(memo->kset, mv[12].buf, sizeof(memo->kset));
         }
-        if (to[5] != NULL && to[5] != Py_None) {
+        if (have_all) {
             /* the bits of every string of the trie (TokenTrie._memo_words) */
-            if (get_buffer(to[5], &mv[13], 4, 0, "memo all words (int32)") < 0)
-                goto done;
-            held[n_held++] = &mv[13];
             if (mv[13].len != b_words.len) {
                 PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
                 goto done;
@@ -2253,8 +2389,13 @@ done:
 static PyObject *
 trie_classify_from(PyObject *self, PyObject *args)
 {
-    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 19 || PyTuple_GET_SIZE(args) > 20) {
-        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 or 20 arguments");
+    const int handle = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0 &&
+                       PyCapsule_CheckExact(PyTuple_GET_ITEM(args, 0));
+    if (!PyTuple_Check(args) ||
+        (handle ? PyTuple_GET_SIZE(args) != 11
+                : PyTuple_GET_SIZE(args) < 19 || PyTuple_GET_SIZE(args) > 20)) {
+        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 or 20 arguments "
+                                         "(11 with a handle)");
         return NULL;
     }
     return classify_impl(args, 1);
@@ -2288,6 +2429,10 @@ static PyMethodDef methods[] = {
     {"text_memo", trie_text_memo, METH_VARARGS,
      "text_memo(pbyte, depth, own, kset, flag, next, breaks, pre) -> count of breaks: the "
      "text memo of a subtree memo (see the source)."},
+    {"trie_handle", trie_handle, METH_VARARGS,
+     "trie_handle(first, count, byte, end, parent, string_node, below_first, below_second, "
+     "first_token[, memo]) -> a capsule: classify's per-trie arguments, taken once (classify "
+     "and classify_from take it in their place; see the source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "
