@@ -13,7 +13,8 @@ TBM max, where numpy's huge-page advice for arrays >= 4 MiB made o50679's 15th m
 
 Usage (A/B: alternate the builds)::
 
-    PYTHONPATH=/tmp/fc-main python benchmarks/walk37_tbm_max.py --files @/tmp/o50679_prefix.txt --neighbour 600
+    PYTHONPATH=/tmp/fc-main python benchmarks/walk37_tbm_max.py \\
+        --files @/tmp/o50679_prefix.txt --neighbour 600
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ build only (skipped in the pure package; tests/project/test_native_build.py runs
 
 from __future__ import annotations
 
+import datetime
 import gc
 
 import numpy as np
@@ -61,7 +62,8 @@ def test_handle_classify_equals_the_argument_form(
             *fixed[:8], table, start, pending, sink, fixed[8], None, None, w1, max_reach, *extra
         )
         b = KERNEL.classify(handle, table, start, pending, sink, None, None, w2, max_reach, None)
-        assert bytes(a[0]) == bytes(b[0]) and bytes(a[1]) == bytes(b[1]), start
+        assert bytes(a[0]) == bytes(b[0]), start
+        assert bytes(a[1]) == bytes(b[1]), start
         assert w1.tolist() == w2.tolist(), start
 
 
@@ -73,15 +75,12 @@ def test_a_handle_keeps_its_arrays_and_checks_its_arguments() -> None:
     table[1, ord("a")], table[2, ord("b")], table[1, ord("b")] = 2, 2, 3
     words = np.zeros(1, dtype=np.int32)
     pending = np.zeros(4, dtype=bool)
-    cands, stopped = KERNEL.classify(handle, table, 1, pending, 3, None, None, words, 0, None)
+    cands, _ = KERNEL.classify(handle, table, 1, pending, 3, None, None, words, 0, None)
     assert np.frombuffer(cands, dtype=np.int64).tolist() == [2]  # "b" ends in the sink
     assert words.tolist() == [0b1]  # "ab" ("abc" dies on its "c")
-    with pytest.raises(ValueError):  # a capsule of another kind
-        import datetime
-
-        KERNEL.classify(
-            datetime.datetime_CAPI, table, 1, pending, 3, None, None, words, 0, None
-        )  # (a capsule, not a handle)
+    other = datetime.datetime_CAPI  # a capsule, not a handle
+    with pytest.raises(ValueError):
+        KERNEL.classify(other, table, 1, pending, 3, None, None, words, 0, None)
     with pytest.raises(TypeError):
         KERNEL.classify(handle, table, 1, pending, 3, None, None, words, 0, None, None)
     with pytest.raises(TypeError):
