@@ -79,7 +79,7 @@ def test_a_handle_keeps_its_arrays_and_checks_its_arguments() -> None:
     assert np.frombuffer(cands, dtype=np.int64).tolist() == [2]  # "b" ends in the sink
     assert words.tolist() == [0b1]  # "ab" ("abc" dies on its "c")
     other = datetime.datetime_CAPI  # a capsule, not a handle
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="incorrect name"):
         KERNEL.classify(other, table, 1, pending, 3, None, None, words, 0, None)
     with pytest.raises(TypeError):
         KERNEL.classify(handle, table, 1, pending, 3, None, None, words, 0, None, None)
