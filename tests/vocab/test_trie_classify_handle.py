@@ -85,3 +85,17 @@ def test_a_handle_keeps_its_arrays_and_checks_its_arguments() -> None:
         KERNEL.classify(handle, table, 1, pending, 3, None, None, words, 0, None, None)
     with pytest.raises(TypeError):
         KERNEL.classify_from(handle, table, 1, pending, 3, None, None, words, 0, None)
+
+
+def test_an_empty_trie_is_left_to_the_caller() -> None:
+    """A walk of a trie without strings (an exit byte no token holds) is not the kernel's:
+    None, the caller walks with numpy (no handle is made: there are no nodes to flatten)."""
+    vocab_trie = TokenTrie([b"ab", b"b"], vocab_size=2)
+    empty = TokenTrie._of_strings([])
+    table = np.zeros((3, 256), dtype=np.int32)
+    table[1, ord("b")] = 2
+    words = np.zeros(1, dtype=np.int32)
+    pending = np.zeros(3, dtype=bool)
+    assert trie_module.classify_walk(empty, table, 1, pending, 2, vocab_trie, words) is None
+    got = trie_module.classify_walk(vocab_trie, table, 1, pending, 2, vocab_trie, words)
+    assert got is not None

@@ -781,6 +781,8 @@ class TokenTrie:
         a look-up, not ~1-2 us of checks and attribute reads, and the kernel takes the
         handle's buffers (held while it lives: the arrays are never resized) instead of ~23
         arrays' (~1.3 us) a call."""
+        if not self.num_levels:  # (an empty trie: nothing to walk, no nodes to flatten)
+            return None
         if self._flat is None:
             self._flat_nodes()
         key = (id(vocab_trie), n_words, own_strings)
@@ -790,7 +792,7 @@ class TokenTrie:
             return got[2]
         memo_src = self._memo
         head: _ClassifyHead | None = None
-        if self.num_levels and vocab_trie._one_token_each():
+        if vocab_trie._one_token_each():
             first, count, byte, end, parent, _ = self._flat_nodes()
             string_node = self.string_node
             if string_node.dtype != np.int64 or not string_node.flags.c_contiguous:
