@@ -20,7 +20,7 @@ import pytest
 import formcast.automata.rules as rules
 from formcast.automata.counted import iterations_overlap
 from formcast.automata.dfa import DEAD
-from formcast.index.cfg_program import CfgProgram, Classification, _CountedClassifier, _walk
+from formcast.index.cfg_program import CfgProgram, Classification, _CountedClassifier
 from formcast.index.compiler import GrammarCompiler
 from formcast.vocab.vocabulary import Vocabulary
 
@@ -47,8 +47,7 @@ def _old(cc: _CountedClassifier, rule: int, state: int, need: int, left: int) ->
     table = cc._window(rule, *window)
     assert table is not None
     n = cc._auto.dfas[rule].table.shape[0]
-    n3 = table.shape[0] - 1
-    return _walk(cc._vocab, table, level * n + state + 2 * (n3 // 3))
+    return cc._walk_narrow(rule, table, level * n + state)  # (windows are narrow)
 
 
 @pytest.mark.parametrize("seed", range(2))

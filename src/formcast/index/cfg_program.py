@@ -40,10 +40,11 @@ import numpy as np
 
 from ..automata.analysis import counted_splits, split_bytes
 from ..automata.counted import (
+    NarrowItem,
     countdown_window,
     iterations_overlap,
+    narrow_item,
     subset_window,
-    window_column_classes,
     window_table,
 )
 from ..automata.dfa import DEAD, describe_bytes
@@ -1611,12 +1612,20 @@ class _CountedClassifier:
     the bytes that may start a callee or follow the rule.  Costs: one window table per new
     (item, bounds) window, one vocabulary walk per new position.  ``context``: the
     vocabulary's shared tables (None, and after a load: the registry's,
-    :func:`~formcast.index.context.context_for`)."""
+    :func:`~formcast.index.context.context_for`).
 
-    #: the context is the process's, not the grammar's: found again after a load
-    _serialize_omit = frozenset({"_context"})
+    Window tables are *narrow*: built on the item's byte classes
+    (:func:`~formcast.automata.counted.narrow_item`, kept per rule in ``_narrow``), one column
+    per class, and walked so (``TokenTrie.walk_pairs``' ``classes``): a JSON string item's
+    128-level window is 0.8 MB instead of 9.4 MB of fresh memory inside one mask (issue #31's
+    TBM max: huge-page faults beside another process).  The masks are those of the
+    256-column windows (tests/index/test_counted_narrow_windows.py)."""
 
-    __slots__ = ("_auto", "_cap", "_context", "_rule_aug", "_sigs", "_vocab", "rules")
+    #: the context is the process's, not the grammar's: found again after a load; the
+    #: narrow items are derived from the automaton (None after a load: remade on first use)
+    _serialize_omit = frozenset({"_context", "_narrow"})
+
+    __slots__ = ("_auto", "_cap", "_context", "_narrow", "_rule_aug", "_sigs", "_vocab", "rules")
 
     def __init__(
         self,
@@ -1632,6 +1641,7 @@ class _CountedClassifier:
         self.rules = counted_splits(auto)
         self._sigs: dict[int, bytes] = {}
         self._rule_aug: dict[int, np.ndarray] = {}
+        self._narrow: dict[int, NarrowItem] | None = {}
 
     def classify(self, rule: int, state: int, need: int, left: int) -> Classification:
         """Where neither bound is within a token's reach (deep inside a long string), one
@@ -1678,10 +1688,38 @@ class _CountedClassifier:
                 dfa = self._auto.dfas[rule]
                 table = _augmented_table(dfa.table, split_bytes(self._auto)[rule])
                 self._rule_aug[rule] = table
-        n3 = table.shape[0] - 1
-        hit = _walk(self._vocab, table, start + 2 * (n3 // 3))
+            hit = _walk(self._vocab, table, start + 2 * ((table.shape[0] - 1) // 3))
+        else:  # a narrow window
+            hit = self._walk_narrow(rule, table, start)
         classes.put(key, hit)
         return hit
+
+    def _walk_narrow(self, rule: int, table: np.ndarray, start: int) -> Classification:
+        """:func:`_walk` on a narrow augmented window of ``rule`` (one column per class of
+        :meth:`_item`) from its state ``start`` of the first block (``start + 2n``: the walk
+        start's block)."""
+        item = self._item(rule)
+        trie = self._vocab.trie
+        n = (table.shape[0] - 1) // 3
+        idx, ends = trie.walk_pairs(table, start + 2 * n, (item.cmap, item.reps))
+        sink = ends == 3 * n
+        words = trie.token_words(idx[~sink], self._vocab.vocab_size)
+        words.setflags(write=False)
+        return Classification(words, idx[sink])
+
+    def _item(self, rule: int) -> NarrowItem:
+        """The item automaton of ``rule`` and its splits with one column per byte class
+        (:func:`~formcast.automata.counted.narrow_item`), the inputs of every window of the
+        rule.  Memoized per rule (remade after a load: O(item states x 256))."""
+        memo = self._narrow
+        if memo is None:
+            memo = self._narrow = {}
+        got = memo.get(rule)
+        if got is None:
+            dfa = self._auto.dfas[rule]
+            calls, follow = self.rules[rule]
+            got = memo[rule] = narrow_item(dfa.table, dfa.start, calls, follow)
+        return got
 
     def _cache(self, slot: ContextSlot[K, V]) -> LruCache[K, V]:
         """``slot``'s cache in the vocabulary's context."""
@@ -1736,13 +1774,13 @@ class _CountedClassifier:
                 entry_levels = range(1)
             live = np.flatnonzero((dfa.table != DEAD).any(axis=1)).tolist()
             entries = [(q, i) for i in entry_levels for q in live]
-            calls, follow = self.rules[rule]
+            item = self._item(rule)
             built = subset_window(
-                dfa.table,
+                item.table,
                 dfa.accepting,
                 dfa.start,
-                calls,
-                follow,
+                item.call_split,
+                item.exit_split,
                 need,
                 levels,
                 entries,
@@ -1752,7 +1790,7 @@ class _CountedClassifier:
             if built is not None:
                 rows = np.zeros(max(entry_levels.stop, 1) * n, dtype=np.int64)
                 rows[[i * n + q for q, i in entries]] = built[2]
-                got = (self._windowed(rule, _augmented_table(built[0], built[1])), rows)
+                got = (_augmented_table(built[0], built[1]), rows)
             subsets.put(key, got)
         if got is None:
             return None, state
@@ -1768,8 +1806,9 @@ class _CountedClassifier:
         need``.  Each shape (item, how it returns) has one table shared by every entry below
         its top, its levels a power of two (at least 8, at most ``cap - 1``: no entry is higher)
         grown on demand, so a table has about the levels the highest entry asked for rather
-        than ``cap`` or ``2 cap`` (the (cap, 2 cap) window of a 24-state string item: 19 MB,
-        first touched inside one mask; issue #31).  Non-overlapping items only (the others:
+        than ``cap`` or ``2 cap`` (the (cap, 2 cap) window of a 24-state string item: 19 MB
+        at 256 columns, first touched inside one mask; issue #31; narrow, as every window
+        here: 1.7 MB).  Non-overlapping items only (the others:
         :meth:`_subset_window`)."""
         # the key's middle field, negative (the unrolled windows' is ``need >= 0``): -2 for
         # the saturating window, -3 where every level returns, -4 - d for levels <= d
@@ -1794,38 +1833,37 @@ class _CountedClassifier:
             probe = min(probe * 2, top)
         if aug is None:
             dfa = self._auto.dfas[rule]
-            calls, follow = self.rules[rule]
+            item = self._item(rule)
             got = countdown_window(
-                dfa.table, dfa.accepting, dfa.start, calls, follow, size, exit_below, saturate
+                item.table,
+                dfa.accepting,
+                dfa.start,
+                item.call_split,
+                item.exit_split,
+                size,
+                exit_below,
+                saturate,
             )
             assert got is not None  # (not overlapping: checked by the caller)
-            aug = self._windowed(rule, _augmented_table(*got))
+            aug = _augmented_table(*got)
             windows.put((sig, code, size), aug)
         return aug, entry * self._auto.dfas[rule].table.shape[0] + state
 
     def _window(self, rule: int, need: int, levels: int) -> np.ndarray | None:
-        """The augmented window table of a counted rule: ``levels`` levels, the return allowed
-        from level ``need - 1`` on (shared, LRU: they are large)."""
+        """The augmented window table of a counted rule, narrow (:meth:`_item`'s columns):
+        ``levels`` levels, the return allowed from level ``need - 1`` on (shared, LRU)."""
         key = (self._signature(rule), need, levels)
         windows = self._cache(COUNTED_WINDOWS)
         found, aug = windows.get(key)
         if found:
             return aug
         dfa = self._auto.dfas[rule]
-        calls, follow = self.rules[rule]
-        got = window_table(dfa.table, dfa.accepting, dfa.start, calls, follow, need, levels)
-        aug = None if got is None else self._windowed(rule, _augmented_table(*got))
+        item = self._item(rule)
+        got = window_table(
+            item.table, dfa.accepting, dfa.start, item.call_split, item.exit_split, need, levels
+        )
+        aug = None if got is None else _augmented_table(*got)
         windows.put(key, aug)
-        return aug
-
-    def _windowed(self, rule: int, aug: np.ndarray) -> np.ndarray:
-        """``aug``, an augmented window table of ``rule``, with its column classes told to
-        the walks (:func:`~formcast.vocab.trie.note_column_classes`): the item's, as
-        :func:`~formcast.automata.counted.window_column_classes` computes them (the
-        augmented table, too, is built byte column by byte column)."""
-        dfa = self._auto.dfas[rule]
-        calls, follow = self.rules[rule]
-        note_column_classes(aug, window_column_classes(dfa.table, dfa.start, calls, follow))
         return aug
 
 
@@ -2762,21 +2800,23 @@ def _result(state: ParserState) -> ParserState | LimitStop | None:
 def _augmented_table(table: np.ndarray, split: np.ndarray) -> np.ndarray:
     """DFA table tracking "a call or return was possible after the first byte".
 
-    ``split[q, b]``: leaving the rule at state ``q`` and continuing with byte ``b`` is plausible.
+    ``split[q, b]``: leaving the rule at state ``q`` and continuing with byte ``b`` is plausible
+    (``b`` a column of ``table``: a byte, or a byte class of a narrow counted window, whose
+    augmented table then has the same columns: each is built from its own column alone).
     States: ``q`` (no split seen), ``q + n`` (a plausible split was seen), ``q + 2n`` (walk
     start: its own calls and returns were already expanded by the parser's closure), ``3n`` =
     died after a plausible split (a candidate, absorbing).  ``0`` stays dead.
 
-    A fresh ``int32[3n + 1, 256]`` array (every cell written, so not zeroed first), made in
-    gathers rather than masked writes (3x faster on the 800-6,000-row counted windows of long
-    strings, built at mask time: the mask-time outliers of issue #31): the plain block
-    copied, the passed block one gather through a lookup of ``n`` entries (``q -> q + n``,
-    dead -> the sink), the first block one gather through both lookups, indexed by
-    ``plain + n * split``.  O(n x 256).
+    A fresh ``int32[3n + 1, k]`` array (``k = table.shape[1]``; every cell written, so not
+    zeroed first), made in gathers rather than masked writes (3x faster on the 800-6,000-row
+    counted windows of long strings, built at mask time: the mask-time outliers of issue
+    #31): the plain block copied, the passed block one gather through a lookup of ``n``
+    entries (``q -> q + n``, dead -> the sink), the first block one gather through both
+    lookups, indexed by ``plain + n * split``.  O(n x k).
     """
     n = table.shape[0]
     sink = 3 * n
-    out = np.empty((3 * n + 1, 256), dtype=np.int32)
+    out = np.empty((3 * n + 1, table.shape[1]), dtype=np.int32)
     if n:
         plain_nxt = out[2 * n : 3 * n]  # (the walk start's block: the plain moves)
         np.copyto(plain_nxt, table, casting="unsafe")

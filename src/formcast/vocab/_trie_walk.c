@@ -20,6 +20,12 @@
  * 0 where the walk died on the way): O(nodes) with no branching on liveness, for the permissive
  * walks that reach most of the trie.
  *
+ * walk and walk_all take an optional trailing (cmap, width): the table is then *narrow*, one
+ * column per byte class (int32[n, width]), and byte b reads column cmap[b] (uint8[256], each
+ * class below width, checked).  A counted rule's window (formcast.index.cfg_program.
+ * _CountedClassifier) is walked so: built on its item's ~3-25 byte classes, it is 10-80x
+ * smaller than the 256-column table it stands for, and never materialized at full width.
+ *
  * write_rows(ids, targets, split, rows, lex, cut, exit_byte, sink) -> None: the rows of the
  * lazy walk tables (formcast.index.cfg_program._LazyWalkTables.write) of n lexer states in one
  * pass: targets (int32[n, 256]) and split (bool[n, 256]) are the states' lexer rows and split
@@ -72,6 +78,11 @@
  * sorts the candidates); no string is walked twice.  A fresh walk whose first bytes meet a
  * sentinel it cannot write walks nothing: its stops are (-1, row) pairs (walk again from
  * start once built).
+ *
+ * trie_handle(first, count, byte, end, parent, string_node, below_first, below_second,
+ * first_token[, memo]) -> capsule: those arguments' buffers taken once and held; classify and
+ * classify_from then take (handle, table, start, pending, sink, string_map, drop, words,
+ * max_reach[, rows[, resume]]) (classify_from: rows and resume required), the same walk.
  *
  * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
  * callbacks.
@@ -584,11 +595,14 @@ memo_walk(const DfsArgs *a, SubtreeMemo *m, int64_t lo, int64_t hi, int32_t s0, 
  * node's string and subtree are skipped (a resumable classify's stop); for each node
  * ending a string, on_string(ctx, string, s), in the trie's order.  Returns 0, a callback's nonzero
  * code, or 1 (a state out of range), 3 (a child range out of bounds), 5 (out of memory).
- * Static inline: each caller gets its own copy, its callbacks known (no GIL needed). */
-static inline int
-dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
-         int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
-         void *ctx)
+ * Static inline: each caller gets its own copy, its callbacks known (no GIL needed).
+ * dfs_walk_as reads column cmap[byte] of rows `width` wide (a table with one column per byte
+ * class: walk's narrow tables); dfs_walk (cmap NULL, width 256: folded where it inlines)
+ * reads column byte of 256-wide rows. */
+static inline __attribute__((always_inline)) int
+dfs_walk_as(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
+            int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+            void *ctx, const uint8_t *cmap, int64_t width)
 {
     /* explicit stack: per depth, the next child to try, the end of the range, the state */
     int64_t cap = 64, depth = 0;
@@ -612,7 +626,7 @@ dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start
             continue;
         }
         c = lo[depth]++;
-        s = table[(int64_t)st[depth] * 256 + a->byte[c]];
+        s = table[(int64_t)st[depth] * width + (cmap != NULL ? cmap[a->byte[c]] : a->byte[c])];
         if (s == 0)
             continue;
         if (s < 0 || s >= a->n_states) {
@@ -660,6 +674,39 @@ dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start
     return bad;
 }
 
+static inline int
+dfs_walk(const DfsArgs *a, int64_t root_first, int64_t root_count, int32_t start,
+         int (*arrive)(void *, int32_t, int64_t), int (*on_string)(void *, int64_t, int32_t),
+         void *ctx)
+{
+    return dfs_walk_as(a, root_first, root_count, start, arrive, on_string, ctx, NULL, 256);
+}
+
+/* The optional trailing (cmap, width) of walk and walk_all: a narrow table's byte classes
+ * (uint8[256], each below width) and its row width (1 .. 256).  Sets *cmap (NULL: none
+ * given, width 256) and returns 0, or raises ValueError and returns -1. */
+static int
+narrow_columns(const Py_buffer *b_cmap, long long width, const uint8_t **cmap, int64_t *w)
+{
+    int i;
+    *cmap = NULL;
+    *w = 256;
+    if (b_cmap == NULL)
+        return 0;
+    if (b_cmap->len != 256 || width < 1 || width > 256) {
+        PyErr_SetString(PyExc_ValueError, "_trie_walk: cmap must be 256 classes below width");
+        return -1;
+    }
+    for (i = 0; i < 256; i++)
+        if (((const uint8_t *)b_cmap->buf)[i] >= width) {
+            PyErr_SetString(PyExc_ValueError, "_trie_walk: a byte's class is past the width");
+            return -1;
+        }
+    *cmap = (const uint8_t *)b_cmap->buf;
+    *w = (int64_t)width;
+    return 0;
+}
+
 /* walk's output: the live strings and their end states */
 typedef struct {
     int32_t *idx, *state;
@@ -682,13 +729,16 @@ static PyObject *
 trie_walk(PyObject *self, PyObject *args)
 {
     PyObject *o_first, *o_count, *o_byte, *o_end, *o_table, *o_idx, *o_state;
-    long long start, root_first, root_count;
-    Py_buffer b_first, b_count, b_byte, b_end, b_table, b_idx, b_state;
-    HELD_BUFFERS(7);
+    PyObject *o_cmap = Py_None;
+    long long start, root_first, root_count, width = 256;
+    Py_buffer b_first, b_count, b_byte, b_end, b_table, b_idx, b_state, b_cmap;
+    HELD_BUFFERS(8);
     PyObject *result = NULL;
+    const uint8_t *cmap = NULL;
+    int64_t w = 256;
 
-    if (!PyArg_ParseTuple(args, "OOOOOLOOLL", &o_first, &o_count, &o_byte, &o_end, &o_table,
-                          &start, &o_idx, &o_state, &root_first, &root_count))
+    if (!PyArg_ParseTuple(args, "OOOOOLOOLL|OL", &o_first, &o_count, &o_byte, &o_end, &o_table,
+                          &start, &o_idx, &o_state, &root_first, &root_count, &o_cmap, &width))
         return NULL;
     GET(o_first, b_first, 4, 0, "first (int32)");
     GET(o_count, b_count, 4, 0, "count (int32)");
@@ -697,14 +747,18 @@ trie_walk(PyObject *self, PyObject *args)
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_idx, b_idx, 4, 1, "out_idx (int32)");
     GET(o_state, b_state, 4, 1, "out_state (int32)");
+    if (o_cmap != Py_None)
+        GET(o_cmap, b_cmap, 1, 0, "cmap (uint8)");
+    if (narrow_columns(o_cmap != Py_None ? &b_cmap : NULL, width, &cmap, &w) < 0)
+        goto done;
     {
         DfsArgs a;
         WalkOut o;
         const int64_t n_nodes = b_first.len / 4;
-        const int64_t n_states = b_table.len / (4 * 256);
+        const int64_t n_states = b_table.len / (4 * w);
         int bad = 0;
         if (b_count.len / 4 != n_nodes || b_byte.len != n_nodes || b_end.len / 4 != n_nodes ||
-            b_state.len != b_idx.len || b_table.len % (4 * 256) != 0) {
+            b_state.len != b_idx.len || b_table.len % (4 * w) != 0) {
             PyErr_SetString(PyExc_ValueError, "_trie_walk: array lengths disagree");
             goto done;
         }
@@ -726,7 +780,11 @@ trie_walk(PyObject *self, PyObject *args)
         o.found = 0;
         o.n_out = b_idx.len / 4;
         Py_BEGIN_ALLOW_THREADS
-        bad = dfs_walk(&a, root_first, root_count, (int32_t)start, NULL, walk_out, &o);
+        if (cmap != NULL)
+            bad = dfs_walk_as(&a, root_first, root_count, (int32_t)start, NULL, walk_out, &o,
+                              cmap, w);
+        else
+            bad = dfs_walk(&a, root_first, root_count, (int32_t)start, NULL, walk_out, &o);
         Py_END_ALLOW_THREADS
         if (bad == 1)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
@@ -744,31 +802,62 @@ done:
     return result;
 }
 
+/* walk_all's pass: out[i] = the state of node i (0: died on the way), reading column
+ * cmap[byte] of rows `width` wide (cmap NULL: column byte, width 256; folded, the function
+ * inlined at each call).  0, 1 (a state out of range) or 3 (a parent not first).  No GIL. */
+static inline __attribute__((always_inline)) int
+walk_all_as(const int32_t *parent, const uint8_t *byte, const int32_t *table, int64_t n_nodes,
+            int64_t n_states, int32_t start, int32_t *out, const uint8_t *cmap, int64_t width)
+{
+    int64_t i;
+    for (i = 0; i < n_nodes; i++) {
+        int32_t p = parent[i], s;
+        if (p >= i)
+            return 3;
+        s = p < 0 ? start : out[p];
+        if (s == 0) {
+            out[i] = 0;
+            continue;
+        }
+        s = table[(int64_t)s * width + (cmap != NULL ? cmap[byte[i]] : byte[i])];
+        if (s < 0 || s >= n_states)
+            return 1;
+        out[i] = s;
+    }
+    return 0;
+}
+
 static PyObject *
 trie_walk_all(PyObject *self, PyObject *args)
 {
-    PyObject *o_parent, *o_byte, *o_table, *o_out;
-    long long start;
-    Py_buffer b_parent, b_byte, b_table, b_out;
-    HELD_BUFFERS(4);
+    PyObject *o_parent, *o_byte, *o_table, *o_out, *o_cmap = Py_None;
+    long long start, width = 256;
+    Py_buffer b_parent, b_byte, b_table, b_out, b_cmap;
+    HELD_BUFFERS(5);
     int bad = 0;
     PyObject *result = NULL;
+    const uint8_t *cmap = NULL;
+    int64_t w = 256;
 
-    if (!PyArg_ParseTuple(args, "OOOLO", &o_parent, &o_byte, &o_table, &start, &o_out))
+    if (!PyArg_ParseTuple(args, "OOOLO|OL", &o_parent, &o_byte, &o_table, &start, &o_out,
+                          &o_cmap, &width))
         return NULL;
     GET(o_parent, b_parent, 4, 0, "parent (int32)");
     GET(o_byte, b_byte, 1, 0, "byte (uint8)");
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_out, b_out, 4, 1, "out (int32)");
+    if (o_cmap != Py_None)
+        GET(o_cmap, b_cmap, 1, 0, "cmap (uint8)");
+    if (narrow_columns(o_cmap != Py_None ? &b_cmap : NULL, width, &cmap, &w) < 0)
+        goto done;
     {
         const int32_t *parent = (const int32_t *)b_parent.buf;
         const uint8_t *byte = (const uint8_t *)b_byte.buf;
         const int32_t *table = (const int32_t *)b_table.buf;
         int32_t *out = (int32_t *)b_out.buf;
         const int64_t n_nodes = b_parent.len / 4;
-        const int64_t n_states = b_table.len / (4 * 256);
-        int64_t i;
-        if (b_byte.len != n_nodes || b_out.len / 4 != n_nodes || b_table.len % (4 * 256) != 0) {
+        const int64_t n_states = b_table.len / (4 * w);
+        if (b_byte.len != n_nodes || b_out.len / 4 != n_nodes || b_table.len % (4 * w) != 0) {
             PyErr_SetString(PyExc_ValueError, "_trie_walk: array lengths disagree");
             goto done;
         }
@@ -777,24 +866,12 @@ trie_walk_all(PyObject *self, PyObject *args)
             goto done;
         }
         Py_BEGIN_ALLOW_THREADS
-        for (i = 0; i < n_nodes; i++) {
-            int32_t p = parent[i], s;
-            if (p >= i) {
-                bad = 3;
-                break;
-            }
-            s = p < 0 ? (int32_t)start : out[p];
-            if (s == 0) {
-                out[i] = 0;
-                continue;
-            }
-            s = table[(int64_t)s * 256 + byte[i]];
-            if (s < 0 || s >= n_states) {
-                bad = 1;
-                break;
-            }
-            out[i] = s;
-        }
+        if (cmap == NULL)
+            bad = walk_all_as(parent, byte, table, n_nodes, n_states, (int32_t)start, out, NULL,
+                              256);
+        else
+            bad = walk_all_as(parent, byte, table, n_nodes, n_states, (int32_t)start, out, cmap,
+                              w);
         Py_END_ALLOW_THREADS
         if (bad == 1)
             PyErr_SetString(PyExc_ValueError, "_trie_walk: the table leads to a state it lacks");
@@ -1446,6 +1523,129 @@ finish_deferred(ClassifyOut *o, int64_t n_str)
     return 0;
 }
 
+/* Takes the buffers of a subtree memo tuple (TokenTrie._subtree_memo: pos, byte, depth, size,
+ * own, str, sel, sets, max depth, least reach[, the text memo's flag, next, breaks, pre, text
+ * bytes[, all words]]) into mv[0..13] (mv[8..12]: the text memo, mv[13]: all words), each
+ * appended to held; sets *has_text and *has_all.  0, or -1 with an exception set (the
+ * buffers taken so far are in held). */
+static int
+memo_take(PyObject *o_memo, Py_buffer mv[14], Py_buffer **held, int *n_held,
+          long long *max_depth, long long *min_reach, int *has_text, int *has_all)
+{
+    static const int msize[8] = {4, 1, 2, 4, 1, 4, 4, 8};
+    static const char *mwhat[8] = {"memo pos (int32)", "memo byte (uint8)",
+                                   "memo depth (uint16)", "memo size (int32)",
+                                   "memo own (uint8)", "memo str (int32)",
+                                   "memo sel (int32)", "memo sets (uint64)"};
+    static const int tsize[5] = {1, 4, 4, 4, 8};
+    static const char *twhat[5] = {"memo text flag (uint8)", "memo text next (int32)",
+                                   "memo text breaks (int32)", "memo text pre (uint32)",
+                                   "memo text bytes (uint64)"};
+    PyObject *mo[8];
+    PyObject *to[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int j;
+    *has_text = *has_all = 0;
+    if (!PyTuple_Check(o_memo) ||
+        !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOOO", &mo[0], &mo[1], &mo[2], &mo[3], &mo[4],
+                          &mo[5], &mo[6], &mo[7], max_depth, min_reach, &to[0], &to[1],
+                          &to[2], &to[3], &to[4], &to[5])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
+        return -1;
+    }
+    for (j = 0; j < 8; j++) {
+        if (get_buffer(mo[j], &mv[j], msize[j], 0, mwhat[j]) < 0)
+            return -1;
+        held[(*n_held)++] = &mv[j];
+    }
+    if (to[0] != NULL && to[0] != Py_None) {
+        for (j = 0; j < 5; j++) {
+            if (to[j] == NULL) {
+                PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: a text memo lacks parts");
+                return -1;
+            }
+            if (get_buffer(to[j], &mv[8 + j], tsize[j], 0, twhat[j]) < 0)
+                return -1;
+            held[(*n_held)++] = &mv[8 + j];
+        }
+        *has_text = 1;
+    }
+    if (to[5] != NULL && to[5] != Py_None) {
+        if (get_buffer(to[5], &mv[13], 4, 0, "memo all words (int32)") < 0)
+            return -1;
+        held[(*n_held)++] = &mv[13];
+        *has_all = 1;
+    }
+    return 0;
+}
+
+/* trie_handle(first, count, byte, end, parent, string_node, below_first, below_second,
+ * first_token[, memo]) -> a capsule holding the buffers of classify's arguments that depend
+ * on the walked trie alone (and the vocabulary's first tokens, and the memo tuple's arrays):
+ * classify and classify_from take it in their place (formcast.vocab.trie.TokenTrie.
+ * _classify_head keeps one per trie and width), so a call takes 4-6 buffers instead of
+ * 23-27 (~1.3 us a call).  The buffers are held (the arrays cannot be resized) until the
+ * capsule dies; classify checks their lengths on every call as before. */
+#define TRIE_HANDLE "formcast.vocab._trie_walk.TrieHandle"
+typedef struct {
+    Py_buffer v[23]; /* 0-7: the trie's, 8: first_token, 9-22: the memo's (memo_take's mv) */
+    Py_buffer *held[23];
+    int n_held;
+    int has_memo, has_text, has_all;
+    long long max_depth, min_reach;
+} TrieHandle;
+
+static void
+trie_handle_free(PyObject *capsule)
+{
+    TrieHandle *h = (TrieHandle *)PyCapsule_GetPointer(capsule, TRIE_HANDLE);
+    if (h == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    while (h->n_held > 0)
+        PyBuffer_Release(h->held[--h->n_held]);
+    free(h);
+}
+
+static PyObject *
+trie_handle(PyObject *self, PyObject *args)
+{
+    static const int size[9] = {4, 4, 1, 4, 4, 8, 8, 8, 8};
+    static const char *what[9] = {"first (int32)", "count (int32)", "byte (uint8)",
+                                  "end (int32)", "parent (int32)", "string_node (int64)",
+                                  "below_first (int64)", "below_second (int64)",
+                                  "first_token (int64)"};
+    PyObject *o[9], *o_memo = Py_None, *capsule;
+    TrieHandle *h;
+    int j;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO|O", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o_memo))
+        return NULL;
+    h = (TrieHandle *)calloc(1, sizeof(TrieHandle));
+    if (h == NULL)
+        return PyErr_NoMemory();
+    for (j = 0; j < 9; j++) {
+        if (get_buffer(o[j], &h->v[j], size[j], 0, what[j]) < 0)
+            goto fail;
+        h->held[h->n_held++] = &h->v[j];
+    }
+    if (o_memo != Py_None) {
+        if (memo_take(o_memo, &h->v[9], h->held, &h->n_held, &h->max_depth, &h->min_reach,
+                      &h->has_text, &h->has_all) < 0)
+            goto fail;
+        h->has_memo = 1;
+    }
+    capsule = PyCapsule_New(h, TRIE_HANDLE, trie_handle_free);
+    if (capsule != NULL)
+        return capsule;
+fail:
+    while (h->n_held > 0)
+        PyBuffer_Release(h->held[--h->n_held]);
+    free(h);
+    return NULL;
+}
+
 static PyObject *
 classify_impl(PyObject *args, int resumable)
 {
@@ -1465,42 +1665,88 @@ classify_impl(PyObject *args, int resumable)
     I64List stops;
     int32_t *node_state = NULL;
     SubtreeMemo *memo = NULL;
+    const TrieHandle *h = NULL;
+    long long max_depth = 0, min_reach = 0;
+    int have_memo = 0, have_text = 0, have_all = 0;
 
     memset(&o, 0, sizeof(o));
     memset(&w, 0, sizeof(w));
     memset(&stops, 0, sizeof(stops));
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OOO", &o_first, &o_count, &o_byte, &o_end,
-                          &o_parent, &o_snode, &o_below1, &o_below2, &o_table, &start,
-                          &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words, &max_reach,
-                          &o_rows, &o_x, &o_y))
-        return NULL;
-    if (resumable) { /* (rows, resume[, memo]) */
-        o_resume = o_x;
-        if (o_y != NULL)
-            o_memo = o_y;
-    } else { /* ([rows[, memo]]) */
-        if (o_y != NULL) {
-            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify takes at most 19 arguments");
+    if (PyTuple_GET_SIZE(args) > 0 && PyCapsule_CheckExact(PyTuple_GET_ITEM(args, 0))) {
+        /* (handle, table, start, pending, sink, string_map, drop, words, max_reach[, rows
+         * [, resume]]): the trie's arrays and memo from a trie_handle */
+        PyObject *o_handle;
+        int j;
+        if (!PyArg_ParseTuple(args, "OOLOLOOOL|OO", &o_handle, &o_table, &start, &o_pending,
+                              &sink, &o_map, &o_drop, &o_words, &max_reach, &o_rows, &o_x))
+            return NULL;
+        h = (const TrieHandle *)PyCapsule_GetPointer(o_handle, TRIE_HANDLE);
+        if (h == NULL)
+            return NULL;
+        if (resumable)
+            o_resume = o_x;
+        else if (o_x != NULL) {
+            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify takes at most 10 arguments "
+                                             "with a handle");
             return NULL;
         }
-        if (o_x != NULL)
-            o_memo = o_x;
+        b_first = h->v[0];
+        b_count = h->v[1];
+        b_byte = h->v[2];
+        b_end = h->v[3];
+        b_parent = h->v[4];
+        b_snode = h->v[5];
+        b_below1 = h->v[6];
+        b_below2 = h->v[7];
+        b_ftok = h->v[8];
+        for (j = 0; j < 14; j++)
+            mv[j] = h->v[9 + j];
+        have_memo = h->has_memo;
+        have_text = h->has_text;
+        have_all = h->has_all;
+        max_depth = h->max_depth;
+        min_reach = h->min_reach;
+    } else {
+        if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OOO", &o_first, &o_count, &o_byte,
+                              &o_end, &o_parent, &o_snode, &o_below1, &o_below2, &o_table,
+                              &start, &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words,
+                              &max_reach, &o_rows, &o_x, &o_y))
+            return NULL;
+        if (resumable) { /* (rows, resume[, memo]) */
+            o_resume = o_x;
+            if (o_y != NULL)
+                o_memo = o_y;
+        } else { /* ([rows[, memo]]) */
+            if (o_y != NULL) {
+                PyErr_SetString(PyExc_TypeError,
+                                "_trie_walk: classify takes at most 19 arguments");
+                return NULL;
+            }
+            if (o_x != NULL)
+                o_memo = o_x;
+        }
+        GET(o_first, b_first, 4, 0, "first (int32)");
+        GET(o_count, b_count, 4, 0, "count (int32)");
+        GET(o_byte, b_byte, 1, 0, "byte (uint8)");
+        GET(o_end, b_end, 4, 0, "end (int32)");
+        GET(o_parent, b_parent, 4, 0, "parent (int32)");
+        GET(o_snode, b_snode, 8, 0, "string_node (int64)");
+        GET(o_below1, b_below1, 8, 0, "below_first (int64)");
+        GET(o_below2, b_below2, 8, 0, "below_second (int64)");
+        GET(o_ftok, b_ftok, 8, 0, "first_token (int64)");
+        if (o_memo != Py_None) {
+            if (memo_take(o_memo, mv, held, &n_held, &max_depth, &min_reach, &have_text,
+                          &have_all) < 0)
+                goto done;
+            have_memo = 1;
+        }
     }
     if (o_resume != NULL && o_rows == Py_None) {
         PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a resumable walk needs rows");
-        return NULL;
+        goto done;
     }
-    GET(o_first, b_first, 4, 0, "first (int32)");
-    GET(o_count, b_count, 4, 0, "count (int32)");
-    GET(o_byte, b_byte, 1, 0, "byte (uint8)");
-    GET(o_end, b_end, 4, 0, "end (int32)");
-    GET(o_parent, b_parent, 4, 0, "parent (int32)");
-    GET(o_snode, b_snode, 8, 0, "string_node (int64)");
-    GET(o_below1, b_below1, 8, 0, "below_first (int64)");
-    GET(o_below2, b_below2, 8, 0, "below_second (int64)");
     GET(o_table, b_table, 4, 0, "table (int32)");
     GET(o_pending, b_pending, 1, 0, "pending (bool)");
-    GET(o_ftok, b_ftok, 8, 0, "first_token (int64)");
     if (o_map != Py_None)
         GET(o_map, b_map, 8, 0, "string_map (int64)");
     if (o_drop != Py_None)
@@ -1513,32 +1759,10 @@ classify_impl(PyObject *args, int resumable)
             goto done;
         }
     }
-    if (o_memo != Py_None) {
+    if (have_memo) {
         /* the subtree memo of the walked trie (TokenTrie._subtree_memo): pos, byte, depth,
-         * size, own, str, sel, sets */
-        static const int msize[8] = {4, 1, 2, 4, 1, 4, 4, 8};
-        static const char *mwhat[8] = {"memo pos (int32)", "memo byte (uint8)",
-                                       "memo depth (uint16)", "memo size (int32)",
-                                       "memo own (uint8)", "memo str (int32)",
-                                       "memo sel (int32)", "memo sets (uint64)"};
-        PyObject *mo[8];
+         * size, own, str, sel, sets (mv[0..7]), the text memo (mv[8..12]), all words */
         const int64_t nn = b_first.len / 4;
-        long long max_depth, min_reach;
-        int j;
-        PyObject *to[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-        if (!PyTuple_Check(o_memo) ||
-            !PyArg_ParseTuple(o_memo, "OOOOOOOOLL|OOOOOO", &mo[0], &mo[1], &mo[2], &mo[3],
-                              &mo[4], &mo[5], &mo[6], &mo[7], &max_depth, &min_reach, &to[0],
-                              &to[1], &to[2], &to[3], &to[4], &to[5])) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: memo is not a tuple");
-            goto done;
-        }
-        for (j = 0; j < 8; j++) {
-            if (get_buffer(mo[j], &mv[j], msize[j], 0, mwhat[j]) < 0)
-                goto done;
-            held[n_held++] = &mv[j];
-        }
         if (mv[0].len / 4 != nn || mv[1].len != nn || mv[2].len / 2 != nn ||
             mv[3].len / 4 != nn || mv[4].len != nn || mv[5].len / 4 != nn + 1 ||
             mv[6].len / 4 != nn || mv[7].len % 32 != 0 || max_depth < 1 ||
@@ -1576,21 +1800,8 @@ classify_impl(PyObject *args, int resumable)
         }
         memset(memo->key, 0xff, sizeof(memo->key));
         memset(memo->key2, 0xff, sizeof(memo->key2));
-        if (to[0] != NULL && to[0] != Py_None) {
+        if (have_text) {
             /* the text memo (text_memo): flag, next, breaks, pre, text bytes */
-            static const int tsize[5] = {1, 4, 4, 4, 8};
-            static const char *twhat[5] = {"memo text flag (uint8)", "memo text next (int32)",
-                                           "memo text breaks (int32)", "memo text pre (uint32)",
-                                           "memo text bytes (uint64)"};
-            for (j = 0; j < 5; j++) {
-                if (to[j] == NULL) {
-                    PyErr_SetString(PyExc_TypeError, "_trie_walk: classify: a text memo lacks parts");
-                    goto done;
-                }
-                if (get_buffer(to[j], &mv[8 + j], tsize[j], 0, twhat[j]) < 0)
-                    goto done;
-                held[n_held++] = &mv[8 + j];
-            }
             if (mv[8].len != nn || mv[9].len / 4 != nn + 1 || mv[10].len != mv[11].len ||
                 mv[12].len != 32) {
                 PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
@@ -1603,11 +1814,8 @@ classify_impl(PyObject *args, int resumable)
             memo->n_brk = mv[10].len / 4;
             memcpy(memo->kset, mv[12].buf, sizeof(memo->kset));
         }
-        if (to[5] != NULL && to[5] != Py_None) {
+        if (have_all) {
             /* the bits of every string of the trie (TokenTrie._memo_words) */
-            if (get_buffer(to[5], &mv[13], 4, 0, "memo all words (int32)") < 0)
-                goto done;
-            held[n_held++] = &mv[13];
             if (mv[13].len != b_words.len) {
                 PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: memo lengths disagree");
                 goto done;
@@ -2181,8 +2389,13 @@ done:
 static PyObject *
 trie_classify_from(PyObject *self, PyObject *args)
 {
-    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) < 19 || PyTuple_GET_SIZE(args) > 20) {
-        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 or 20 arguments");
+    const int handle = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0 &&
+                       PyCapsule_CheckExact(PyTuple_GET_ITEM(args, 0));
+    if (!PyTuple_Check(args) ||
+        (handle ? PyTuple_GET_SIZE(args) != 11
+                : PyTuple_GET_SIZE(args) < 19 || PyTuple_GET_SIZE(args) > 20)) {
+        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 or 20 arguments "
+                                         "(11 with a handle)");
         return NULL;
     }
     return classify_impl(args, 1);
@@ -2191,9 +2404,11 @@ trie_classify_from(PyObject *self, PyObject *args)
 static PyMethodDef methods[] = {
     {"walk", trie_walk, METH_VARARGS,
      "walk(first, count, byte, end, table, start, out_idx, out_state, root_first, "
-     "root_count) -> number of live strings written (see the module's source)."},
+     "root_count[, cmap, width]) -> number of live strings written (see the module's "
+     "source)."},
     {"walk_all", trie_walk_all, METH_VARARGS,
-     "walk_all(parent, byte, table, start, out) -> None: every node's state (see the source)."},
+     "walk_all(parent, byte, table, start, out[, cmap, width]) -> None: every node's state "
+     "(see the source)."},
     {"set_bits", trie_set_bits, METH_VARARGS,
      "set_bits(words, first_token, strings, n_bits) -> None: OR the bits of the strings' "
      "token ids into words (see the source)."},
@@ -2214,6 +2429,10 @@ static PyMethodDef methods[] = {
     {"text_memo", trie_text_memo, METH_VARARGS,
      "text_memo(pbyte, depth, own, kset, flag, next, breaks, pre) -> count of breaks: the "
      "text memo of a subtree memo (see the source)."},
+    {"trie_handle", trie_handle, METH_VARARGS,
+     "trie_handle(first, count, byte, end, parent, string_node, below_first, below_second, "
+     "first_token[, memo]) -> a capsule: classify's per-trie arguments, taken once (classify "
+     "and classify_from take it in their place; see the source)."},
     {"classify", trie_classify, METH_VARARGS,
      "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
      "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "

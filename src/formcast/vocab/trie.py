@@ -103,6 +103,10 @@ class TokenTrie:
         self._memo_all: tuple[_SubtreeMemo, int, _SubtreeMemo] | None = None
         # the strings laid end to end (see strings_end_to_end)
         self._joined: tuple[np.ndarray, np.ndarray] | None = None
+        # the kernel's classify arguments of this trie (see _classify_head)
+        self._heads: dict[
+            tuple[int, int, bool], tuple[TokenTrie, _SubtreeMemo | None, _ClassifyHead | None]
+        ] = {}
         # class tries by class map (LRU; see _classes_of)
         self._class_tries: LruCache[bytes, _ClassTrie] = LruCache(_CLASS_TRIES_KEPT)
         if tokens is None:  # a trie of plain strings: see _of_strings
@@ -277,11 +281,20 @@ class TokenTrie:
             return np.zeros(self.num_strings, dtype=np.int32)
         if self._native_takes(table, start):  # the compiled build
             return self._native_levels(table, start)
-        flat = table.reshape(-1)
+        return self._numpy_levels(table.reshape(-1), start)
+
+    def _numpy_levels(
+        self, flat: np.ndarray, start: int, cmap: np.ndarray | None = None, width: int = 256
+    ) -> np.ndarray:
+        """:meth:`walk` with numpy on the flattened ``flat`` (narrow with ``cmap``: rows
+        ``width`` wide, byte ``b`` in column ``cmap[b]``; see :meth:`walk_pairs`)."""
         buf = np.zeros(self.total_nodes, dtype=np.int32)
         off = self.level_offset
         # dense mode: states for every node of the level (0 = dead)
-        idx = self.level_bytes[1] + start * 256
+        if cmap is None:
+            idx = self.level_bytes[1] + start * 256
+        else:
+            idx = np.take(cmap, self.level_bytes[1]).astype(np.int64) + start * width
         states = np.take(flat, idx)
         buf[off[1] : off[1] + states.size] = states
         d = 1
@@ -297,8 +310,11 @@ class TokenTrie:
                     break  # switch to sparse mode
             d += 1
             idx = np.take(states, self.level_parent[d])
-            np.left_shift(idx, 8, out=idx)
-            np.add(idx, self.level_bytes[d], out=idx)
+            if cmap is None:
+                np.left_shift(idx, 8, out=idx)
+                np.add(idx, self.level_bytes[d], out=idx)
+            else:
+                idx = idx.astype(np.int64) * width + np.take(cmap, self.level_bytes[d])
             states = np.take(flat, idx)
             buf[off[d] : off[d] + states.size] = states
         else:
@@ -307,7 +323,7 @@ class TokenTrie:
         nodes = np.flatnonzero(states)
         states = states[nodes]
         while d < self.num_levels:
-            nodes, states = self._sparse_step(flat, d, nodes, states)
+            nodes, states = self._sparse_step(flat, d, nodes, states, cmap, width)
             d += 1
             if nodes.size == 0:
                 break
@@ -315,10 +331,17 @@ class TokenTrie:
         return np.take(buf, self.string_node)
 
     def _sparse_step(
-        self, flat: np.ndarray, d: int, nodes: np.ndarray, states: np.ndarray
+        self,
+        flat: np.ndarray,
+        d: int,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        cmap: np.ndarray | None = None,
+        width: int = 256,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Children (at level ``d + 1``) of live ``nodes`` at level ``d`` that stay alive, with
-        their states.  O(children)."""
+        their states.  ``cmap``: ``flat`` is a narrow table (see :meth:`walk_pairs`) with rows
+        ``width`` wide.  O(children)."""
         counts = np.take(self.level_child_count[d], nodes)
         total = int(counts.sum())
         if total == 0:
@@ -327,19 +350,35 @@ class TokenTrie:
         offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
         children = offsets + np.arange(total, dtype=np.int64)
         parent_states = np.repeat(states, counts)
-        np.left_shift(parent_states, 8, out=parent_states)
-        np.add(parent_states, np.take(self.level_bytes[d + 1], children), out=parent_states)
+        child_bytes = np.take(self.level_bytes[d + 1], children)
+        if cmap is None:
+            np.left_shift(parent_states, 8, out=parent_states)
+        else:
+            parent_states = parent_states.astype(np.int64) * width
+            child_bytes = np.take(cmap, child_bytes)
+        np.add(parent_states, child_bytes, out=parent_states)
         child_states = np.take(flat, parent_states)
         live = child_states != 0
         if not live.all():
             return children[live], child_states[live]
         return children, child_states
 
-    def walk_pairs(self, table: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    def walk_pairs(
+        self,
+        table: np.ndarray,
+        start: int,
+        classes: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The distinct strings that stay alive from ``start`` and their end states.
 
         ``table`` must not change after it was walked: a permissive walk keeps its column
         classes while it lives (see :meth:`_classes_of`).
+
+        ``classes``: None (``table`` has a column per byte), or ``(cmap, reps)``: ``table`` is
+        *narrow*, ``int32[n, k]`` with one column per byte class: byte ``b`` reads column
+        ``cmap[b]`` (``uint8[256]``, each below ``k``) and ``reps[c]`` is a byte of class ``c``
+        (see :meth:`_walk_narrow`): the same strings and states as the 256-column table
+        ``table[:, cmap]``, which is never built in the compiled build.
 
         Returns ``(string indices, end states)`` (states non-zero).  When few first bytes
         survive, the walk never materializes per-node or per-string arrays, so its cost is
@@ -351,6 +390,8 @@ class TokenTrie:
         strings come in level order or in index order, depending on the path: callers must
         not rely on either.
         """
+        if classes is not None:
+            return self._walk_narrow(table, start, classes)
         if self.num_levels == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         if self._native_takes(table, start):  # the compiled build
@@ -367,15 +408,27 @@ class TokenTrie:
         if reach * _CLASS_WALK_SHARE >= self.total_nodes:  # permissive: on the class trie
             found = self._classes_of(table)
             if found is not None and found[1].total_nodes < reach:
-                classes, ctrie = found
-                full = ctrie.walk(classes.flat, start)
+                kept, ctrie = found
+                full = ctrie.walk(kept.flat, start)
                 idx = np.flatnonzero(full != 0)  # a boolean scan: 4-5x faster than on ints
                 return idx, (full[idx] // ctrie.n_classes).astype(np.int32)
         if nodes.size * 8 >= states.size:
             full = self.walk(table, start)
             idx = np.flatnonzero(full != 0)
             return idx, full[idx]
-        states = states[nodes]
+        return self._sparse_pairs(flat, nodes, states[nodes])
+
+    def _sparse_pairs(
+        self,
+        flat: np.ndarray,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        cmap: np.ndarray | None = None,
+        width: int = 256,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`walk_pairs`' strings below the live first-level ``nodes`` (in ``states``)
+        on the flattened ``flat`` (narrow with ``cmap``, rows ``width`` wide), level by level
+        over the live nodes (:meth:`_sparse_step`).  O(live nodes)."""
         out_idx: list[np.ndarray] = []
         out_states: list[np.ndarray] = []
         d = 1
@@ -387,7 +440,7 @@ class TokenTrie:
                 out_states.append(states[has_end])
             if d >= self.num_levels:
                 break
-            nodes, states = self._sparse_step(flat, d, nodes, states)
+            nodes, states = self._sparse_step(flat, d, nodes, states, cmap, width)
             d += 1
             if nodes.size == 0:
                 break
@@ -395,18 +448,83 @@ class TokenTrie:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
         return np.concatenate(out_idx), np.concatenate(out_states)
 
-    def _reach(self, table: np.ndarray, nodes: np.ndarray, states: np.ndarray) -> int:
+    def _walk_narrow(
+        self, table: np.ndarray, start: int, classes: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`walk_pairs` on a narrow table (``classes = (cmap, reps)``, see there).  The
+        compiled build walks it as it is (the kernel's ``walk``/``walk_all`` read column
+        ``cmap[b]``: a counted window of a 24-state string item and 128 levels is 0.8 MB at
+        22 classes instead of 9.4 MB, issue #31's TBM max).  The pure package walks it on
+        the class trie of ``cmap`` where the walk is permissive (as :meth:`walk_pairs` does
+        a 256-column table's classes), level by level over the live nodes otherwise; a
+        table the kernel does not take (not int32, C-contiguous, ``cmap`` not ``uint8[256]``)
+        is widened (``table[:, cmap]``, its classes noted: :func:`note_column_classes`).
+        Each path gives the strings in the order :meth:`walk_pairs` gives on the 256-column
+        table (callers do not rely on it; a classification's candidates keep it)."""
+        cmap, reps = classes
+        if self.num_levels == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+        width = table.shape[1] if table.ndim == 2 else 0
+        if (
+            table.dtype != np.int32
+            or not table.flags.c_contiguous
+            or not 0 < width <= 256
+            or not 0 < start < table.shape[0]
+            or cmap.dtype != np.uint8
+            or cmap.shape != (256,)
+            or not cmap.flags.c_contiguous
+            or int(cmap.max()) >= width
+        ):
+            full = np.ascontiguousarray(np.asarray(table)[:, cmap])
+            note_column_classes(full, (cmap, reps))
+            return self.walk_pairs(full, start)
+        states = table[start].take(cmap.take(self.level_bytes[1]))
+        if _KERNEL is None:  # the pure package
+            nodes = np.flatnonzero(states)
+            reach = self._reach(table, nodes, states, cmap)
+            if (
+                reach * _CLASS_WALK_SHARE >= self.total_nodes
+                and width <= _CLASS_TRIE_MAX_CLASSES
+                and width == int(cmap.max()) + 1  # (a class trie's classes are all used)
+            ):
+                ctrie = self._class_trie(cmap, width)
+                if ctrie.total_nodes < reach:
+                    full = ctrie.walk(table.astype(np.int64).reshape(-1) * width, start)
+                    idx = np.flatnonzero(full != 0)
+                    return idx, (full[idx] // width).astype(np.int32)
+            flat = table.reshape(-1)
+            if nodes.size * 8 >= states.size:  # (the paths of walk_pairs: the same order)
+                full = self._numpy_levels(flat, start, cmap, width)
+                idx = np.flatnonzero(full != 0)
+                return idx, full[idx]
+            return self._sparse_pairs(flat, nodes, states[nodes], cmap, width)
+        nodes = states.nonzero()[0]
+        reach = int(self._below_first[nodes].sum())
+        if reach >= _NATIVE_WALK_MAX_REACH:  # depth-first only if the second level says so
+            reach = self._reach(table, nodes, states, cmap)
+        return self._native_walk_checked(table, start, reach, min(reach, self.num_strings), cmap)
+
+    def _reach(
+        self,
+        table: np.ndarray,
+        nodes: np.ndarray,
+        states: np.ndarray,
+        cmap: np.ndarray | None = None,
+    ) -> int:
         """At most how many trie nodes a walk whose live first-level nodes are ``nodes`` (in
         states ``states[nodes]`` of ``table``) may touch: the nodes below those first bytes,
         and where that is many (a state that allows a space, which starts half of a
         vocabulary's tokens), the nodes below the second-level children the first states
         keep alive (a JSON whitespace gap keeps a few of the space's children: a few hundred
         nodes, not 130k).  O(live first bytes) numpy, plus O(live first bytes x 256) for the
-        second level where the first is wide."""
+        second level where the first is wide.  ``cmap``: ``table`` is narrow (see
+        :meth:`walk_pairs`)."""
         reach = int(self._below_first[nodes].sum())
         if reach < _REACH_SECOND_LEVEL or not nodes.size:
             return reach
         live2 = np.take(table, states[nodes], axis=0) != 0
+        if cmap is not None:
+            live2 = live2[:, cmap]
         return int(nodes.size) + int(self._below_second[nodes][live2].sum())
 
     @staticmethod
@@ -435,31 +553,48 @@ class TokenTrie:
         return self._native_walk_checked(table, start, reach, self.num_strings)
 
     def _native_walk_checked(
-        self, table: np.ndarray, start: int, reach: int, most: int
+        self,
+        table: np.ndarray,
+        start: int,
+        reach: int,
+        most: int,
+        cmap: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`_native_walk` once :meth:`_native_takes` holds.  A depth-first walk's
+        """:meth:`_native_walk` once :meth:`_native_takes` holds (or, with ``cmap``, on a
+        narrow table: :meth:`_walk_narrow`).  A depth-first walk's
         output arrays hold ``most`` strings: :meth:`walk_pairs` passes its reach (an upper
         bound of the nodes the walk touches, hence of the strings it finds; the kernel
         refuses to write past the arrays), not the vocabulary's size."""
         if reach >= _NATIVE_WALK_MAX_REACH:
-            full = self._native_levels(table, start)
+            full = self._native_levels(table, start, cmap)
             idx = np.flatnonzero(full != 0)  # (a boolean scan: 4-5x faster than on ints)
             return idx, full[idx]
         first, count, byte, end, _, n_root = self._flat_nodes()
         size = most + 1
         out_idx = np.empty(size, dtype=np.int32)
         out_state = np.empty(size, dtype=np.int32)
-        k = _KERNEL.walk(first, count, byte, end, table, start, out_idx, out_state, 0, n_root)
+        if cmap is None:
+            k = _KERNEL.walk(first, count, byte, end, table, start, out_idx, out_state, 0, n_root)
+        else:
+            k = _KERNEL.walk(
+                first, count, byte, end, table, start, out_idx, out_state, 0, n_root,
+                cmap, table.shape[1],
+            )  # fmt: skip
         return out_idx[:k].astype(np.int64), out_state[:k]
 
-    def _native_levels(self, table: np.ndarray, start: int) -> np.ndarray:
+    def _native_levels(
+        self, table: np.ndarray, start: int, cmap: np.ndarray | None = None
+    ) -> np.ndarray:
         """:meth:`walk` in the compiled build: every node's state in one pass over the nodes
         in level order (no liveness branching: ~2 ns a node, 0.6 ms on Llama-3's 275k
         nodes against 2.5 ms of numpy gathers), then each string's.  ``table`` must pass
-        :meth:`_native_takes`."""
+        :meth:`_native_takes` (or, with ``cmap``, be narrow: :meth:`_walk_narrow`)."""
         _, _, byte, _, parent, _ = self._flat_nodes()
         nodes = np.empty(self.total_nodes, dtype=np.int32)
-        _KERNEL.walk_all(parent, byte, table, start, nodes)
+        if cmap is None:
+            _KERNEL.walk_all(parent, byte, table, start, nodes)
+        else:
+            _KERNEL.walk_all(parent, byte, table, start, nodes, cmap, table.shape[1])
         out: np.ndarray = nodes.take(self.string_node)
         return out
 
@@ -545,12 +680,21 @@ class TokenTrie:
             got = _keep_classes(table, column_classes(table, _CLASS_TRIE_MAX_CLASSES))
         if got.cmap is None:
             return None
-        map_key = got.map_key
+        return got, self._class_trie(got.cmap, got.n_classes, got.map_key)
+
+    def _class_trie(
+        self, cmap: np.ndarray, n_classes: int, map_key: bytes | None = None
+    ) -> _ClassTrie:
+        """This trie's class trie for the class map ``cmap`` (``n_classes`` classes, each
+        used; ``map_key``: ``cmap`` as uint8 bytes, computed when None): built on the first
+        call per map, kept for the :data:`_CLASS_TRIES_KEPT` most recent maps."""
+        if map_key is None:
+            map_key = cmap.astype(np.uint8).tobytes()
         hit, ctrie = self._class_tries.get(map_key)
         if not hit or ctrie is None:
-            ctrie = _ClassTrie(self, got.cmap, got.n_classes)
+            ctrie = _ClassTrie(self, cmap, n_classes)
             self._class_tries.put(map_key, ctrie)
-        return got, ctrie
+        return ctrie
 
     def token_mask_of(self, unique: np.ndarray, vocab_size: int) -> np.ndarray:
         """``bool[vocab_size]``: the token ids whose bytes are one of the ``unique`` strings."""
@@ -620,6 +764,55 @@ class TokenTrie:
             )
         else:
             bitmask_set_many(words, self.unique_token_ids(unique))
+
+    def _classify_head(
+        self, vocab_trie: TokenTrie, n_words: int, own_strings: bool
+    ) -> _ClassifyHead | None:
+        """The arguments of the kernel's ``classify``/``classify_from`` that depend on this
+        trie alone (:func:`_classify_call`: walks of this trie whose strings are tokens of
+        ``vocab_trie``, their bits in ``n_words`` bitmask words; ``own_strings``: no string
+        map): None where the kernel does not apply (an empty trie, a string of several token
+        ids).  With the subtree memo (stops then numbered in its preorder: every call on this
+        trie passes it), walks reaching fewer than half the nodes run depth-first on it (an
+        identifier's or a number's walk skips the subtrees its state loops through), wider
+        ones (a JSON string's body: most subtrees hold a byte that leaves it) pass over every
+        node as before (:func:`_classify_call`).  Kept per (vocabulary trie, width, own
+        strings), a handful a trie, while the memo is the same object: a walk's glue is then
+        a look-up, not ~1-2 us of checks and attribute reads, and the kernel takes the
+        handle's buffers (held while it lives: the arrays are never resized) instead of ~23
+        arrays' (~1.3 us) a call."""
+        if not self.num_levels:  # (an empty trie: nothing to walk, no nodes to flatten)
+            return None
+        if self._flat is None:
+            self._flat_nodes()
+        key = (id(vocab_trie), n_words, own_strings)
+        heads = self._heads
+        got = heads.get(key)
+        if got is not None and got[0] is vocab_trie and got[1] is self._memo:
+            return got[2]
+        memo_src = self._memo
+        head: _ClassifyHead | None = None
+        if vocab_trie._one_token_each():
+            first, count, byte, end, parent, _ = self._flat_nodes()
+            string_node = self.string_node
+            if string_node.dtype != np.int64 or not string_node.flags.c_contiguous:
+                string_node = self.string_node = np.ascontiguousarray(string_node, np.int64)
+            ftok = vocab_trie.first_token
+            if ftok.dtype != np.int64 or not ftok.flags.c_contiguous:
+                ftok = vocab_trie.first_token = np.ascontiguousarray(ftok, dtype=np.int64)
+            fixed: tuple[np.ndarray, ...] = (first, count, byte, end, parent, string_node)
+            fixed += (self._below_first, self._below_second, ftok)
+            memo = memo_src
+            own = own_strings and self is vocab_trie  # (a walk of this trie's own strings)
+            if memo is not None and memo.text_flag is not None and own:
+                memo = self._memo_words(memo, n_words)
+            handle = _KERNEL.trie_handle(*fixed, memo)
+            head = (handle, memo is not None)
+        with _TABLE_CLASSES_LOCK:  # (a dict write; equal values from two threads)
+            if len(heads) >= 8:
+                heads.clear()
+            heads[key] = (vocab_trie, memo_src, head)
+        return head
 
     def _one_token_each(self) -> bool:
         """Whether every distinct string is exactly one token id (Llama-3's, most
@@ -972,63 +1165,37 @@ def _classify_call(
     resume: np.ndarray | None = None,
     resumable: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-    if (
-        _KERNEL is None
-        or not hasattr(_KERNEL, "classify")
-        or trie.num_levels == 0
-        or not TokenTrie._native_takes(table, start)
-        or not vocab_trie._one_token_each()
-    ):
+    if _KERNEL is None or not TokenTrie._native_takes(table, start):
         return None
-    first, count, byte, end, parent, _ = trie._flat_nodes()
-    string_node = trie.string_node
-    if string_node.dtype != np.int64 or not string_node.flags.c_contiguous:
-        string_node = trie.string_node = np.ascontiguousarray(string_node, dtype=np.int64)
-    ftok = vocab_trie.first_token
-    if ftok.dtype != np.int64 or not ftok.flags.c_contiguous:
-        ftok = vocab_trie.first_token = np.ascontiguousarray(ftok, dtype=np.int64)
-    extra: tuple[Any, ...] = (rows,)
-    call = _KERNEL.classify
-    if resumable:
-        extra = (rows, resume)
-        call = _KERNEL.classify_from
-    # with the subtree memo (stops then numbered in its preorder: every call on this trie
-    # passes it), walks reaching fewer than half the nodes run depth-first on it (an
-    # identifier's or a number's walk skips the subtrees its state loops through), wider
-    # ones (a JSON string's body: most subtrees hold a byte that leaves it) pass over every
-    # node as before
-    memo = trie._subtree_memo()
+    head = trie._classify_head(vocab_trie, int(words.size), string_map is None)
+    if head is None:
+        return None
+    handle, memo = head
     max_reach = _NATIVE_WALK_MAX_REACH
-    if memo is not None:
-        if memo.text_flag is not None and string_map is None and trie is vocab_trie:
-            memo = trie._memo_words(memo, int(words.size))
-        extra = (*extra, memo)
+    if memo:
         max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
-    got = call(
-        first,
-        count,
-        byte,
-        end,
-        parent,
-        string_node,
-        trie._below_first,
-        trie._below_second,
-        table,
-        start,
-        pending,
-        sink,
-        ftok,
-        string_map,
-        drop,
-        words,
-        max_reach,
-        *extra,
-    )
-    cands = np.frombuffer(got[0], dtype=np.int64)
-    stopped = np.frombuffer(got[1], dtype=np.int64)
+    if resumable:
+        got = _KERNEL.classify_from(
+            handle, table, start, pending, sink, string_map, drop, words, max_reach, rows, resume
+        )
+    else:
+        got = _KERNEL.classify(
+            handle, table, start, pending, sink, string_map, drop, words, max_reach, rows
+        )
+    # (an empty output, most calls' stops: the shared empty array, not a view of b"")
+    cands = np.frombuffer(got[0], dtype=np.int64) if got[0] else _NO_STATES
+    stopped = np.frombuffer(got[1], dtype=np.int64) if got[1] else _NO_STATES
     if rows is None:
         return cands, stopped, _NO_STATES, 0
-    return cands, stopped, np.frombuffer(got[2], dtype=np.int64), int(got[3])
+    written = np.frombuffer(got[2], dtype=np.int64) if got[2] else _NO_STATES
+    return cands, stopped, written, int(got[3])
+
+
+#: what :meth:`TokenTrie._classify_head` gives: the kernel's handle of a trie's classify
+#: arguments (``_trie_walk.trie_handle``: first, count, byte, end, parent, string_node,
+#: below_first, below_second, the first token of each of the walked vocabulary trie's
+#: strings, and the memo), and whether the memo is given
+_ClassifyHead = tuple[Any, bool]
 
 
 _NO_STATES = np.zeros(0, dtype=np.int64)
