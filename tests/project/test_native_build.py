@@ -71,6 +71,10 @@ SUBSET = (
     "tests/index/test_native_candidate_checks.py",
     # session 23: regions grown by new states (equivalence.grown_classes, class_level compiled)
     "tests/index/test_grown_regions.py",
+    # session 23: counted windows narrowed to byte classes, the trie handle of classify calls
+    "tests/vocab/test_trie_narrow_walk.py",
+    "tests/index/test_counted_narrow_windows.py",
+    "tests/vocab/test_trie_classify_handle.py",
 )
 
 
