@@ -109,7 +109,7 @@ async def run(args: argparse.Namespace) -> int:
                 lone.append((await _call(app, b, next_port()))[0])
             firsts = [0]
 
-            def on_first() -> None:  # the profile stops at the burst's last first content
+            def on_first(firsts: list[int] = firsts) -> None:  # stop at the 8th first content
                 firsts[0] += 1
                 if prof is not None and firsts[0] == len(bodies):
                     prof.disable()

@@ -16,9 +16,9 @@ import pytest
 
 pytest.importorskip("jinja2")
 
-from formcast.errors import ChatTemplateError  # noqa: E402
-from formcast.model import chat_jinja  # noqa: E402
-from formcast.model.chat_jinja import JinjaChatTemplate  # noqa: E402
+from formcast.errors import ChatTemplateError
+from formcast.model import chat_jinja
+from formcast.model.chat_jinja import JinjaChatTemplate
 
 # shows every input's value *and* type, so that any conflation in the memo's key shows
 _SHOW = (
@@ -104,7 +104,8 @@ def test_a_repeated_render_does_not_call_jinja(monkeypatch: pytest.MonkeyPatch) 
     assert template.render([dict(m) for m in msgs]) == first
     assert calls == []
     other = template.render([msgs[0], {"role": "user", "content": "Hi (case 4)"}])
-    assert len(calls) == 1 and "case 4" in other
+    assert len(calls) == 1
+    assert "case 4" in other
     template.render(msgs, add_generation_prompt=False)
     assert len(calls) == 2
 
@@ -162,7 +163,8 @@ def test_bounds_least_recently_used_first(monkeypatch: pytest.MonkeyPatch) -> No
     template.render(msgs(2))  # now the most recent
     template.render(msgs(9))  # drops q3, the least recent
     kept = [k for _, k in template._renders._texts]
-    assert not any("q3" in k for k in kept) and any("q2" in k for k in kept)
+    assert not any("q3" in k for k in kept)
+    assert any("q2" in k for k in kept)
     monkeypatch.setattr(chat_jinja._RenderMemo, "MAX_CHARS", 200)
     template.render([{"role": "user", "content": "x" * 500}])  # over the bound: not kept
     assert not any("xxxx" in t for t in template._renders._texts.values())
@@ -172,7 +174,8 @@ def test_pickled_without_its_memo() -> None:
     template = JinjaChatTemplate(_CHATML)
     text = template.render([{"role": "user", "content": "Hi"}])
     copy = pickle.loads(pickle.dumps(template))
-    assert len(copy._renders) == 0 and copy == template
+    assert len(copy._renders) == 0
+    assert copy == template
     assert copy.render([{"role": "user", "content": "Hi"}]) == text
 
 
