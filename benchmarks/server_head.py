@@ -33,7 +33,9 @@ from typing import Any
 _cpu = time.thread_time
 
 
-async def _call(app: Any, body: bytes, port: int) -> tuple[float, float]:
+async def _call(
+    app: Any, body: bytes, port: int, on_first: Any = None
+) -> tuple[float, float]:
     """One request through ``app`` to its end: (loop CPU to the first content, its time)."""
     scope = {
         "type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"},
@@ -61,6 +63,8 @@ async def _call(app: Any, body: bytes, port: int) -> tuple[float, float]:
             data = message.get("body", b"")
             if not first and b'"content": "' in data.replace(b'"content": ""', b""):
                 first.append(_cpu())
+                if on_first is not None:
+                    on_first()
             if not message.get("more_body", False):
                 done.set()
 
@@ -95,17 +99,33 @@ async def run(args: argparse.Namespace) -> int:
         for _ in range(2):  # warm-up: every schema compiled, every lead taken
             for b in bodies:
                 await _call(app, b, next_port())
+        prof = None
+        if args.cprofile:
+            import cProfile
+
+            prof = cProfile.Profile(_cpu)
         for _ in range(args.rounds):
             for b in bodies:
                 lone.append((await _call(app, b, next_port()))[0])
+            firsts = [0]
+
+            def on_first(firsts: list[int] = firsts) -> None:  # stop at the 8th first content
+                firsts[0] += 1
+                if prof is not None and firsts[0] == len(bodies):
+                    prof.disable()
+
+            if prof is not None:
+                prof.enable()
             c0 = _cpu()
-            tasks = [asyncio.ensure_future(_call(app, b, next_port())) for b in bodies]
+            tasks = [asyncio.ensure_future(_call(app, b, next_port(), on_first)) for b in bodies]
             res = await asyncio.gather(*tasks)
             together.extend(at - c0 for _, at in res)
         if args.repeat:
             for _ in range(args.repeat):
                 for b in bodies:
                     repeat.append((await _call(app, b, next_port()))[0])
+    if prof is not None:
+        prof.dump_stats(args.cprofile)
     lo, to = statistics.median(lone) * 1e3, statistics.median(together) * 1e3
     import formcast
 
@@ -138,6 +158,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeat", type=int, default=0)
     p.add_argument("--json", default=None)
+    p.add_argument("--cprofile", default=None,
+                   help="write a pstats file of the loop thread (CPU timer) over each burst, "
+                   "from its start to its 8th first content")
     return asyncio.run(run(p.parse_args()))
 
 

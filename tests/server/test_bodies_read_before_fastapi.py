@@ -121,3 +121,25 @@ def test_valid_json_bodies_skip_fastapi_body_handling(
                            "text/plain")
     assert status == 500
     assert "FastAPI's body handling was used" in answer["error"]["message"]
+
+
+def test_generation_routes_are_matched_first() -> None:
+    """The three generation routes come before FastAPI's own (docs, OpenAPI), which still
+    answer; a wrong method on a generation path is still a 405 through the error handlers."""
+    from fastapi.routing import APIRoute
+    from fastapi.testclient import TestClient
+
+    from formcast.server.app import _GENERATION
+
+    app = app_mod.create_app(ToyModel(), ServerConfig(model_name="toy", compile_workers=0,
+                                                      batching=False))
+    paths = [getattr(r, "path", None) for r in app.router.routes]
+    assert set(paths[:3]) == _GENERATION
+    assert all(isinstance(r, APIRoute) for r in app.router.routes[:3])
+    assert {"/openapi.json", "/docs", "/redoc"} <= set(paths[3:])
+    with TestClient(app) as client:
+        assert client.get("/openapi.json").status_code == 200
+        assert "/v1/chat/completions" in client.get("/openapi.json").json()["paths"]
+        assert client.get("/docs").status_code == 200
+        assert client.get("/v1/chat/completions").status_code == 405
+        assert client.get("/health").status_code == 200

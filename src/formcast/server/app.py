@@ -124,6 +124,7 @@ def create_app(
     _read_body_first(_post_route(app, "/v1/completions"), CompletionRequest, ctx,
                      text_completion)
     _read_body_first(_post_route(app, "/v1/responses"), ResponsesRequest, ctx, create_response)
+    _generation_routes_first(app)
 
     # -- the rest -----------------------------------------------------------------------------
     def model_card() -> dict[str, Any]:
@@ -165,6 +166,21 @@ def _post_route(app: FastAPI, path: str) -> APIRoute:
         if isinstance(route, APIRoute) and route.path == path and "POST" in (route.methods or ()):
             return route
     raise LookupError(path)  # pragma: no cover - the routes are declared above
+
+
+_GENERATION = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/responses"})
+
+
+def _generation_routes_first(app: FastAPI) -> None:
+    """Move the generation routes to the front of ``app``'s routes, before the routes FastAPI
+    declares itself (``/openapi.json``, ``/docs``, ``/docs/oauth2-redirect``, ``/redoc``), so
+    that a generation request is not matched against those first.  No path of one set
+    matches a route of the other, so every request is routed as before (Starlette takes the
+    first full match); only the order of the checks changes.  Called once, by
+    :func:`create_app`, after the routes are declared."""
+    routes = app.router.routes
+    first = [r for r in routes if isinstance(r, APIRoute) and r.path in _GENERATION]
+    routes[:] = first + [r for r in routes if r not in first]
 
 
 def _json_media_type(scope: Scope) -> bool:
