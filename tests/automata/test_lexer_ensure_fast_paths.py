@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -40,6 +41,14 @@ import formcast.automata.lexer as lexer_module
 from formcast import GrammarCompiler
 from formcast.automata.lexer import LazyExpandedLexer
 from formcast.index.cfg_program import CfgProgram
+
+
+@pytest.fixture(autouse=True)
+def _ahead_rows_on() -> Iterator[None]:
+    """The ahead (and chain) levels tested here, with the budget they had by default before
+    exit37 (``_AHEAD_ROWS`` is 0 by default since: tests/automata/test_lexer_ahead_default.py)."""
+    with mock.patch.object(lexer_module, "_AHEAD_ROWS", 48):
+        yield
 
 
 def _memo_is_exact(lex: LazyExpandedLexer) -> int:

@@ -20,6 +20,7 @@ sorted set instead of ``np.unique``.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from unittest import mock
 
 import numpy as np
@@ -29,6 +30,14 @@ from test_expanded_lexer_matches_simulation import _GBNF, _SCHEMAS
 
 import formcast.automata.lexer as lexer_module
 from formcast.automata.lexer import LazyExpandedLexer, LexerStateCapError
+
+
+@pytest.fixture(autouse=True)
+def _ahead_rows_on() -> Iterator[None]:
+    """The ahead (and chain) levels tested here, with the budget they had by default before
+    exit37 (``_AHEAD_ROWS`` is 0 by default since: tests/automata/test_lexer_ahead_default.py)."""
+    with mock.patch.object(lexer_module, "_AHEAD_ROWS", 48):
+        yield
 
 
 def _reference_build(lex: LazyExpandedLexer, todo: list[int]) -> None:

@@ -14,6 +14,7 @@ compares the lazy index with the eager one).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -31,6 +32,14 @@ from serialize_helpers import random_walks, replay_masks
 
 C_GBNF = Path(__file__).resolve().parents[3] / "shared/data/llama.cpp-grammars/grammars/c.gbnf"
 _VOCAB = Vocabulary([bytes([b]) for b in range(256)] + [b""], stop_token_ids=[256])
+
+
+@pytest.fixture(autouse=True)
+def _ahead_rows_on() -> Iterator[None]:
+    """The ahead (and chain) levels tested here, with the budget they had by default before
+    exit37 (``_AHEAD_ROWS`` is 0 by default since: tests/automata/test_lexer_ahead_default.py)."""
+    with mock.patch.object(lexer_module, "_AHEAD_ROWS", 48):
+        yield
 
 
 def _members(lexer: LazyExpandedLexer, s: int) -> frozenset[int]:

@@ -20,6 +20,7 @@ switched off (``_CHAIN_ROWS = 0``) and with the ahead levels off too.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -37,6 +38,16 @@ from serialize_helpers import random_walks, replay_masks
 
 _GRAMMARS = Path(__file__).resolve().parents[3] / "shared/data/llama.cpp-grammars/grammars"
 _VOCAB = Vocabulary([bytes([b]) for b in range(256)] + [b""], stop_token_ids=[256])
+
+
+@pytest.fixture(autouse=True)
+def _ahead_rows_on() -> Iterator[None]:
+    """The ahead (and chain) levels tested here, with the budget they had by default before
+    exit37 (``_AHEAD_ROWS`` is 0 by default since: tests/automata/test_lexer_ahead_default.py)."""
+    with mock.patch.object(lexer_module, "_AHEAD_ROWS", 48):
+        yield
+
+
 _TEST_GBNF = (
     'root ::= "[" ws item ("," ws item)* "]"\nitem ::= [0-9]{1,12} | "x" ws | root\n'
     'ws ::= | " " | "\\n" [ \\t]{0,20}\n',

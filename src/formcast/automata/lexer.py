@@ -204,10 +204,17 @@ def build_expanded_lexer(
 
 
 #: :meth:`LazyExpandedLexer.ensure` builds the unbuilt successors of the rows it was asked
-#: for this many levels ahead, at most this many rows per call, and none within this margin
-#: of the state cap (speculative rows must not bring the per-rule fallback nearer)
+#: for this many levels ahead, at most this many rows per call (0: none, nor chain levels),
+#: and none within this margin of the state cap (speculative rows must not bring the
+#: per-rule fallback nearer).  0 since exit37 (session 23; was 48 since session 17, when a
+#: walk stopped by a sentinel was walked again over the whole vocabulary): a stopped walk now
+#: resumes from its stops (``classify_walk_resume``), and the rows built ahead cost more than
+#: the stops they spare -- MaskBench 100 schemas, compiled, in-process ABBA 4 rounds, per-mask
+#: minimum (benchmarks/exit37_switch_ab.py): TBM sum 0.967 (seed 3) and 0.956 (seed 2) of
+#: 48's, p99 0.98 / 0.90; grammar_bench cold steps json, json_gbnf, c_lang, c1_arith within
+#: noise; compile + first mask sum 0.989, median per schema 1.011
 _AHEAD_LEVELS = 3
-_AHEAD_ROWS = 48
+_AHEAD_ROWS = 0
 _AHEAD_MARGIN = 1_024
 #: batches of at most this many rows are built by loops
 #: (:meth:`LazyExpandedLexer._union_rows_small`), larger ones by numpy calls
@@ -378,11 +385,12 @@ class LazyExpandedLexer:
         arrays are replaced by larger ones when full).  Raises :class:`LexerStateCapError`
         past ``max_states`` (rows built before it stay: the tables remain consistent).
 
-        Then, ahead of the walks, the unbuilt successors of the rows built, level by level
+        Then, where :data:`_AHEAD_ROWS` allows (0 by default: none, nor chains), ahead of
+        the walks, the unbuilt successors of the rows built, level by level
         (:data:`_AHEAD_LEVELS` levels, at most :data:`_AHEAD_ROWS` rows in all, none past
-        ``max_states - _AHEAD_MARGIN`` states): a walk that stops on a sentinel is walked
-        again over the whole vocabulary (0.5-1.5 ms on a permissive state), and a row costs
-        a few microseconds in a batch.  Past those levels, a *chain* goes on (a run of
+        ``max_states - _AHEAD_MARGIN`` states): rows a walk would stop on otherwise (a stop
+        costs an :meth:`ensure` call and a resumed walk; before resumable walks, a walk
+        over the whole vocabulary again).  Past those levels, a *chain* goes on (a run of
         states each met from the one before, as the unrolled bounded repetitions of the
         lexer make, e.g. bounded whitespace or digits): while the rows built at the last level have
         1 to :data:`_CHAIN_ROWS` unbuilt successors not met before, those are built (the
