@@ -607,10 +607,14 @@ def test_check_from_the_mark_agrees_with_the_normalizers_check(
 
     seen: list[tuple[Any, str]] = []
     real = oneof.encode_check
+    # (``resolve`` is the normalizer's: kept, it keeps the normalizer alive after the compile,
+    # which the groups hold only weakly -- their checks are made during the compile)
+    normalizers: list[Any] = []
 
     def spy(groups: Any, resolve: Any, limit: int) -> str:
         text = real(groups, resolve, limit)
         seen.append((groups, text))
+        normalizers.append(resolve)
         return text
 
     monkeypatch.setattr(oneof, "encode_check", spy)

@@ -435,36 +435,41 @@ def _canonical_body(body: Node) -> tuple[Hashable, tuple[str, ...] | None]:
     if found and got is not None:
         return got
     order: dict[str, int] = {}
-    memo: dict[int, Hashable] = {}
-
-    def go(n: Node) -> Hashable:
-        if type(n) is RuleRef:
-            i = order.get(n.name)
-            if i is None:
-                i = order[n.name] = len(order)
-            return i
-        if not node_refs(n):
-            return n
-        k = id(n)
-        got = memo.get(k)
-        if got is not None:
-            return got
-        out: Hashable
-        if isinstance(n, Repeat):
-            out = (2, go(n.item), n.min, n.max)
-        elif isinstance(n, Concat):
-            out = (0, *[go(x) for x in n.items])
-        elif isinstance(n, Alt):
-            out = (1, *[go(x) for x in n.items])
-        else:  # pragma: no cover - every node with references is one of the above
-            raise TypeError(f"unexpected IR node {type(n).__name__}")
-        memo[k] = out
-        return out
-
-    top = go(body)
+    top = _canonical_form(body, order, {})
     # (a body with references below it is a composite: its form is a tuple, hashed once here)
     out = (HashedKey(top) if isinstance(top, tuple) else top, tuple(order))
     _CANONICAL_KEYS.put(body, out)
+    return out
+
+
+def _canonical_form(n: Node, order: dict[str, int], memo: dict[int, Hashable]) -> Hashable:
+    """:func:`_canonical_body`'s form of ``n``: ``order`` maps the callee names met so far to
+    their positions (extended here, in order of first reference), ``memo`` the forms of the
+    composite nodes met so far by ``id`` (both owned by the one call of
+    :func:`_canonical_body`).  A module function, not a closure: a recursive closure is a
+    reference cycle (the function holds its cell, the cell the function), freed only by the
+    cyclic collector, with ``order`` and ``memo`` (docs/notes/ttfm37.md)."""
+    if type(n) is RuleRef:
+        i = order.get(n.name)
+        if i is None:
+            i = order[n.name] = len(order)
+        return i
+    if not node_refs(n):
+        return n
+    k = id(n)
+    got = memo.get(k)
+    if got is not None:
+        return got
+    out: Hashable
+    if isinstance(n, Repeat):
+        out = (2, _canonical_form(n.item, order, memo), n.min, n.max)
+    elif isinstance(n, Concat):
+        out = (0, *[_canonical_form(x, order, memo) for x in n.items])
+    elif isinstance(n, Alt):
+        out = (1, *[_canonical_form(x, order, memo) for x in n.items])
+    else:  # pragma: no cover - every node with references is one of the above
+        raise TypeError(f"unexpected IR node {type(n).__name__}")
+    memo[k] = out
     return out
 
 

@@ -463,6 +463,70 @@ def drop_unproductive(
             refs[t] = _ref_list(by_name[t].body)
 
 
+class _InlineState:
+    """The bookkeeping of one :func:`inline_single_use` call (made and dropped by it; mutates
+    ``by_name``): a class, not closures over the call's locals, because recursive or mutually
+    referring closures are reference cycles (the closures hold their environment, the
+    environment the closures), freed only by the cyclic collector with everything they hold
+    (docs/notes/ttfm37.md)."""
+
+    def __init__(self, by_name: dict[str, Rule], home: dict[str, str]) -> None:
+        self.by_name = by_name
+        self.home = home  # the rule whose own (stored) body holds the reference
+        self.gone: dict[str, Rule] = {}  # rules inlined (out of ``by_name``), bodies as stored
+        self.pending: dict[str, list[str]] = {}  # rule -> children still to substitute
+        self.absorbed: dict[str, str] = {}  # a set-aside rule -> the rule whose body holds it
+        self.bound: dict[str, int] = {}  # an upper bound of a rule's depth (exact when settled)
+
+    def bound_of(self, name: str) -> int:
+        got = self.bound.get(name)
+        if got is None:
+            got = self.bound[name] = ir_depth(self.by_name[name].body)
+        return got
+
+    def stored(self, name: str) -> Rule:
+        rule = self.by_name.get(name)
+        return rule if rule is not None else self.gone[name]
+
+    def build(self, name: str) -> None:
+        """Substitute the pending children (and theirs, bottom-up) into ``name``'s body."""
+        pending = self.pending
+        if name not in pending:
+            return
+        by_name = self.by_name
+        order: list[str] = []
+        stack = [name]
+        while stack:  # pre-order of the pending tree: every rule before its children
+            n = stack.pop()
+            order.append(n)
+            stack.extend(pending.get(n, ()))
+        for n in reversed(order):
+            kids = pending.pop(n, None)
+            if not kids:
+                continue
+            r = self.stored(n)
+            body = substitute(r.body, {k: self.stored(k).body for k in kids})
+            built = Rule(r.name, body, r.terminal, r.lazy)
+            if n in by_name:
+                by_name[n] = built
+            else:
+                self.gone[n] = built
+            self.bound[n] = ir_depth(body)
+            for k in kids:
+                self.absorbed[k] = n
+
+    def exact_depth(self, name: str) -> int:
+        self.build(name)
+        return self.bound_of(name)
+
+    def host(self, child: str) -> str:
+        h = self.home[child]
+        absorbed = self.absorbed
+        while h in absorbed:
+            h = absorbed[h]
+        return h
+
+
 def inline_single_use(
     by_name: dict[str, Rule],
     refs: dict[str, list[str]],
@@ -493,56 +557,10 @@ def inline_single_use(
         for m in rs:
             counts[m] = counts.get(m, 0) + 1
             holder[m] = n
-    home = dict(holder)  # the rule whose own (stored) body holds the reference
-    gone: dict[str, Rule] = {}  # rules inlined (out of ``by_name``), bodies as stored
-    pending: dict[str, list[str]] = {}  # rule -> children still to substitute into its body
-    absorbed: dict[str, str] = {}  # a set-aside rule -> the rule whose built body now holds it
-    bound: dict[str, int] = {}  # an upper bound of a rule's depth (exact when none pending)
-
-    def bound_of(name: str) -> int:
-        got = bound.get(name)
-        if got is None:
-            got = bound[name] = ir_depth(by_name[name].body)
-        return got
-
-    def stored(name: str) -> Rule:
-        rule = by_name.get(name)
-        return rule if rule is not None else gone[name]
-
-    def build(name: str) -> None:
-        """Substitute the pending children (and theirs, bottom-up) into ``name``'s body."""
-        if name not in pending:
-            return
-        order: list[str] = []
-        stack = [name]
-        while stack:  # pre-order of the pending tree: every rule before its children
-            n = stack.pop()
-            order.append(n)
-            stack.extend(pending.get(n, ()))
-        for n in reversed(order):
-            kids = pending.pop(n, None)
-            if not kids:
-                continue
-            r = stored(n)
-            body = substitute(r.body, {k: stored(k).body for k in kids})
-            built = Rule(r.name, body, r.terminal, r.lazy)
-            if n in by_name:
-                by_name[n] = built
-            else:
-                gone[n] = built
-            bound[n] = ir_depth(body)
-            for k in kids:
-                absorbed[k] = n
-
-    def exact_depth(name: str) -> int:
-        build(name)
-        return bound_of(name)
-
-    def host(child: str) -> str:
-        h = home[child]
-        while h in absorbed:
-            h = absorbed[h]
-        return h
+    st = _InlineState(by_name, dict(holder))
+    gone = st.gone
+    pending = st.pending
+    bound = st.bound
 
     # the rules that may be inlined (in the order of their first reference); what rules them
     # out here never changes (a user keeps its kind), the other conditions are asked per pass
@@ -570,18 +588,18 @@ def inline_single_use(
         for user, children in plan.items():
             if user not in by_name or user in inlined:
                 continue
-            room = max_depth - bound_of(user)
-            chosen = [ch for ch in children if bound_of(ch) <= room]
+            room = max_depth - st.bound_of(user)
+            chosen = [ch for ch in children if st.bound_of(ch) <= room]
             if len(chosen) < len(children):  # the bounds do not settle it: exact depths
-                room = max_depth - exact_depth(user)
-                chosen = [ch for ch in children if exact_depth(ch) <= room]
+                room = max_depth - st.exact_depth(user)
+                chosen = [ch for ch in children if st.exact_depth(ch) <= room]
             if not chosen:
                 continue
-            grow = max(bound_of(ch) for ch in chosen) - 1
+            grow = max(st.bound_of(ch) for ch in chosen) - 1
             if grow > 0:
-                bound[user] = bound_of(user) + grow
+                bound[user] = st.bound_of(user) + grow
             for child in chosen:
-                pending.setdefault(host(child), []).append(child)
+                pending.setdefault(st.host(child), []).append(child)
                 gone[child] = by_name.pop(child)
             drop = set(chosen)
             refs[user] = [x for x in refs[user] if x not in drop]
@@ -596,7 +614,7 @@ def inline_single_use(
         cands = [n for n in cands if n in by_name]
     for name in list(pending):
         if name in by_name:
-            build(name)
+            st.build(name)
 
 
 def drop_unreachable(
@@ -711,6 +729,67 @@ def inline_rules(
     return kept, {n: expanded[n] for n in kept}
 
 
+class _Outliner:
+    """The state of one :func:`outline_repeats` call (made and dropped by it; grows ``names``
+    and ``bodies``): a class, not closures over the call's locals (closures that refer to each
+    other are a reference cycle through their environment, freed only by the cyclic
+    collector; docs/notes/ttfm37.md).  :func:`~formcast.ir.nodes.rebuild` gets its bound
+    methods for the one body it rebuilds."""
+
+    def __init__(
+        self,
+        names: list[str],
+        bodies: dict[str, Node],
+        count_min_copies: int,
+        outline_min_nodes: int,
+        outline_min_item: int,
+    ) -> None:
+        self.names = names
+        self.bodies = bodies
+        self.count_min_copies = count_min_copies
+        self.outline_min_nodes = outline_min_nodes
+        self.outline_min_item = outline_min_item
+        self.made: dict[Node, str] = {}
+        self.counted: dict[tuple[Node, int, int | None], str] = {}
+        self.counts: dict[str, tuple[int, int | None]] = {}
+        self.consumes: dict[int, tuple[Node, bool]] = {}
+        self.todo = list(names)
+        self.current = ""  # the rule whose body is being rebuilt
+
+    def new_rule(self, stem: str, body: Node) -> str:
+        rule = f"{self.current}#{stem}{len(self.made) + len(self.counted)}"
+        self.bodies[rule] = body
+        self.names.append(rule)
+        self.todo.append(rule)
+        return rule
+
+    def leaf(self, n: Node) -> Node | None:
+        if not isinstance(n, Repeat):
+            return None
+        copies = max(n.min, n.max or n.min)
+        if copies >= self.count_min_copies and always_consumes(n.item, self.consumes):
+            key = (n.item, n.min, n.max)
+            rule = self.counted.get(key)
+            if rule is None:
+                rule = self.new_rule("count", n.item)
+                self.counted[key] = rule
+                self.counts[rule] = (n.min, n.max)
+            return RuleRef(rule)
+        size = node_size(n.item)
+        if copies > 1 and size >= self.outline_min_item and size * copies > self.outline_min_nodes:
+            rule = self.made.get(n.item)
+            if rule is None:
+                rule = self.new_rule("rep", n.item)
+                self.made[n.item] = rule
+            return repeat(RuleRef(rule), n.min, n.max)
+        return None
+
+    def descend(self, n: Node) -> bool:
+        # only subtrees holding a repeat of two or more copies can change (the count is
+        # cached per node), so strings' character loops and literals are not visited
+        return node_copies(n) >= 2
+
+
 def outline_repeats(
     names: list[str],
     bodies: dict[str, Node],
@@ -731,48 +810,10 @@ def outline_repeats(
     Iterative, shares identical items (and identical counted repeats).  Visits only subtrees
     holding a repeat of two or more copies: O(those subtrees).
     """
-    made: dict[Node, str] = {}
-    counted: dict[tuple[Node, int, int | None], str] = {}
-    counts: dict[str, tuple[int, int | None]] = {}
-    consumes: dict[int, tuple[Node, bool]] = {}
-    todo = list(names)
-
-    def new_rule(stem: str, body: Node) -> str:
-        rule = f"{current[0]}#{stem}{len(made) + len(counted)}"
-        bodies[rule] = body
-        names.append(rule)
-        todo.append(rule)
-        return rule
-
-    def leaf(n: Node) -> Node | None:
-        if not isinstance(n, Repeat):
-            return None
-        copies = max(n.min, n.max or n.min)
-        if copies >= count_min_copies and always_consumes(n.item, consumes):
-            key = (n.item, n.min, n.max)
-            rule = counted.get(key)
-            if rule is None:
-                rule = new_rule("count", n.item)
-                counted[key] = rule
-                counts[rule] = (n.min, n.max)
-            return RuleRef(rule)
-        size = node_size(n.item)
-        if copies > 1 and size >= outline_min_item and size * copies > outline_min_nodes:
-            rule = made.get(n.item)
-            if rule is None:
-                rule = new_rule("rep", n.item)
-                made[n.item] = rule
-            return repeat(RuleRef(rule), n.min, n.max)
-        return None
-
-    def descend(n: Node) -> bool:
-        # only subtrees holding a repeat of two or more copies can change (the count is
-        # cached per node), so strings' character loops and literals are not visited
-        return node_copies(n) >= 2
-
-    current = [""]
+    o = _Outliner(names, bodies, count_min_copies, outline_min_nodes, outline_min_item)
+    todo = o.todo
     while todo:
         name = todo.pop()
-        current[0] = name
-        bodies[name] = rebuild(bodies[name], leaf, descend)
-    return counts
+        o.current = name
+        bodies[name] = rebuild(bodies[name], o.leaf, o.descend)
+    return o.counts

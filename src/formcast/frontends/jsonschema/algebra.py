@@ -238,7 +238,10 @@ class Algebra(InstanceChecks):
             if self.options.oneof_as_anyof:
                 self.ignored.append(f"oneOf at {ctx.pointer} compiled as anyOf")
                 return self.union(branches)
-            err: Exception = e
+            # (the message, not the exception: a local holding an exception whose traceback
+            # holds this frame is a reference cycle, the failed attempt's frames with it,
+            # freed only by the cyclic collector; docs/notes/ttfm37.md)
+            err = str(e)
             saved = self._runtime_values
             self._runtime_values = True
             try:  # objects told apart at run time (oneof.py), the rest exact
@@ -247,7 +250,7 @@ class Algebra(InstanceChecks):
                 raise
             except (UnsupportedFeatureError, Pending, LimitExceededError) as e2:
                 if isinstance(e2, UnsupportedFeatureError) and e2.feature == "oneOf":
-                    err = e2
+                    err = str(e2)
             finally:
                 self._runtime_values = saved
             hint = (

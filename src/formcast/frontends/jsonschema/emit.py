@@ -519,19 +519,7 @@ class Emitter:
             return self._contains_array(s, lo, hi, depth, lay)
         item_nodes = [self.emit(p, depth + 1) for p in s.prefix]
         tail = self.emit(s.items, depth + 1)
-        k = len(s.prefix)
-
-        def from_pos(i: int) -> Node:
-            if i >= k:
-                return counted_run(lay, i, lo, hi, tail, "]")
-            options: list[Node] = []
-            if i >= lo:
-                options.append(lay.close(i, "]"))
-            if hi is None or i < hi:
-                options.append(concat([lay.lead(i), item_nodes[i], from_pos(i + 1)]))
-            return alt(options)
-
-        return concat([literal("["), from_pos(0)])
+        return concat([literal("["), _array_from(0, lo, hi, item_nodes, tail, lay)])
 
     def _unique_mark(self, s: SArr) -> tuple[UniqueItemsMark, int] | None:
         """The run-time ``uniqueItems`` check of ``s`` and how many distinct items exist
@@ -705,28 +693,8 @@ class Emitter:
                 total += perm
             if total > _MAX_UNIQUE_SEQUENCES:
                 return None
-        budget = [_MAX_UNIQUE_SEQUENCES]
-
-        def build(i: int, used: frozenset[str]) -> Node | None:
-            budget[0] -= 1
-            if budget[0] < 0:
-                return None
-            options: list[Node] = []
-            if i >= lo:
-                options.append(lay.close(i, "]"))
-            if i < top:
-                vals = pos_vals[i] if i < k else tail_vals
-                for v in vals:
-                    key = value_key(v)
-                    if key in used:
-                        continue
-                    rest = build(i + 1, used | {key})
-                    if rest is None:
-                        return None
-                    options.append(concat([lay.lead(i), self.const_node(v), rest]))
-            return alt(options)
-
-        body = build(0, frozenset())
+        seqs = _UniqueSequences(self, lo, top, pos_vals, tail_vals, lay)
+        body = seqs.build(0, frozenset())
         return None if body is None else concat([literal("["), body])
 
     def _contains_array(self, s: SArr, lo: int, hi: int | None, depth: int, lay: Layout) -> Node:
@@ -1100,6 +1068,68 @@ class Emitter:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def _array_from(
+    i: int, lo: int, hi: int | None, item_nodes: list[Node], tail: Node, lay: Layout
+) -> Node:
+    """The rest of a plain array (:meth:`Emitter._plain_array`) from its ``i``-th item on:
+    the ``len(item_nodes)`` prefix items, then a counted run of ``tail``.  A module function,
+    not a closure: a recursive closure is a reference cycle (its cell holds it), freed only
+    by the cyclic collector with all it holds (docs/notes/ttfm37.md).  O(prefix) frames."""
+    if i >= len(item_nodes):
+        return counted_run(lay, i, lo, hi, tail, "]")
+    options: list[Node] = []
+    if i >= lo:
+        options.append(lay.close(i, "]"))
+    if hi is None or i < hi:
+        lead = lay.lead(i)  # (before the rest, as the recursive closure did)
+        rest = _array_from(i + 1, lo, hi, item_nodes, tail, lay)
+        options.append(concat([lead, item_nodes[i], rest]))
+    return alt(options)
+
+
+class _UniqueSequences:
+    """The sequences of distinct values of a ``uniqueItems`` array of finitely many values
+    (:meth:`Emitter._unique_array`; made and dropped by it): a class, not a recursive closure
+    (a reference cycle, freed only by the cyclic collector; docs/notes/ttfm37.md)."""
+
+    def __init__(
+        self,
+        emitter: Emitter,
+        lo: int,
+        top: int,
+        pos_vals: list[list[Any]],
+        tail_vals: list[Any],
+        lay: Layout,
+    ) -> None:
+        self.emitter = emitter
+        self.lo, self.top = lo, top
+        self.pos_vals, self.tail_vals = pos_vals, tail_vals
+        self.lay = lay
+        self.budget = _MAX_UNIQUE_SEQUENCES
+
+    def build(self, i: int, used: frozenset[str]) -> Node | None:
+        """The arrays from position ``i`` on, ``used`` the values' keys taken before it; None
+        when more than :data:`_MAX_UNIQUE_SEQUENCES` calls would be needed."""
+        self.budget -= 1
+        if self.budget < 0:
+            return None
+        lay = self.lay
+        options: list[Node] = []
+        if i >= self.lo:
+            options.append(lay.close(i, "]"))
+        if i < self.top:
+            vals = self.pos_vals[i] if i < len(self.pos_vals) else self.tail_vals
+            for v in vals:
+                key = value_key(v)
+                if key in used:
+                    continue
+                rest = self.build(i + 1, used | {key})
+                if rest is None:
+                    return None
+                options.append(concat([lay.lead(i), self.emitter.const_node(v), rest]))
+        return alt(options)
+
+
 def _pure_key_witness(w: Witness) -> bool:
     """``w`` only asks for a member whose key is not in ``w.excluded`` (any value breaks it)."""
     r = w.rule

@@ -10,6 +10,8 @@ the total length of the declared keys.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...automata import charfa
 from ...ir.nodes import (
     ANY_CHAR,
@@ -99,32 +101,46 @@ def _not_in_sorted(words: tuple[str, ...]) -> Node:
             node = new_alt((EMPTY, child, *branches_past((k,))))
         return node
 
-    def build(lo: int, hi: int, d: int) -> Node:
-        if hi - lo == 1:
-            return tail(words[lo][d:])
-        ends = len(words[lo]) == d
-        # the children: runs of words[lo:hi] (past the one that ends here) by character d
-        runs: list[tuple[str, int, int]] = []
-        i = lo + 1 if ends else lo
-        while i < hi:
-            k = words[i][d]
-            j = i + 1
-            while j < hi and words[j][d] == k:
-                j += 1
-            runs.append((k, i, j))
-            i = j
-        charge(2 + len(runs) + ends)  # the compile's fuel (and deadline)
-        branches: list[Node] = [] if ends else [EMPTY]
-        for k, i, j in runs:
-            branches.append(concat2(lit_of(k), build(i, j, d + 1)))
-        branches.extend(branches_past(tuple(k for k, _, _ in runs)))
-        # (the branches are distinct and flat: ``Alt`` as given, not ``alt``)
-        return branches[0] if len(branches) == 1 else new_alt(tuple(branches))
-
     if not words:  # the root alone: no children, no word ends
         charge(2)
         return new_alt((EMPTY, *branches_past(())))
-    return build(0, len(words), 0)
+    return _trie_node(words, 0, len(words), 0, tail, lit_of, branches_past)
+
+
+def _trie_node(
+    words: tuple[str, ...],
+    lo: int,
+    hi: int,
+    d: int,
+    tail: Callable[[str], Node],
+    lit_of: Callable[[str], Node],
+    branches_past: Callable[[tuple[str, ...]], tuple[Node, ...]],
+) -> Node:
+    """:func:`_not_in_sorted`'s trie node of the words ``words[lo:hi]`` (sharing their first
+    ``d`` characters), with that call's helpers.  A module function, not a closure: a
+    recursive closure is a reference cycle (its cell holds it), freed only by the cyclic
+    collector with the nodes it holds (docs/notes/ttfm37.md)."""
+    if hi - lo == 1:
+        return tail(words[lo][d:])
+    ends = len(words[lo]) == d
+    # the children: runs of words[lo:hi] (past the one that ends here) by character d
+    runs: list[tuple[str, int, int]] = []
+    i = lo + 1 if ends else lo
+    while i < hi:
+        k = words[i][d]
+        j = i + 1
+        while j < hi and words[j][d] == k:
+            j += 1
+        runs.append((k, i, j))
+        i = j
+    charge(2 + len(runs) + ends)  # the compile's fuel (and deadline)
+    branches: list[Node] = [] if ends else [EMPTY]
+    for k, i, j in runs:
+        lit = lit_of(k)
+        branches.append(concat2(lit, _trie_node(words, i, j, d + 1, tail, lit_of, branches_past)))
+    branches.extend(branches_past(tuple(k for k, _, _ in runs)))
+    # (the branches are distinct and flat: ``Alt`` as given, not ``alt``)
+    return branches[0] if len(branches) == 1 else new_alt(tuple(branches))
 
 
 @metered_cache(1)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -144,6 +145,24 @@ class _Algebra(Protocol):
     def union(self, items: Any) -> S: ...
 
     def disjoint(self, a: S, b: S, ctx: Any) -> bool: ...
+
+
+def _accepts_of(alg: _Algebra) -> Callable[[S, Any], bool]:
+    """A group's instance check, ``alg.accepts(s, v, None)``, holding ``alg`` weakly: the
+    algebra (the normalizer, with every definition) holds its tagged nodes and so the groups;
+    a strong reference back would make the whole front-end state one reference cycle, left
+    for the cyclic collector after the compile (docs/notes/ttfm37.md).  A group is checked only
+    while its schema is normalized and emitted (the matcher's check is data:
+    :mod:`.oneof_check`), when ``alg`` is alive; ReferenceError after that."""
+    ref = weakref.ref(alg)
+
+    def accepts(s: S, v: Any) -> bool:
+        a = ref()
+        if a is None:
+            raise ReferenceError("a oneOf group checked after its schema's normalizer is gone")
+        return a.accepts(s, v, None)
+
+    return accepts
 
 
 def _tops(alg: _Algebra, s: S, depth: int = 0) -> list[S] | None:
@@ -316,7 +335,7 @@ def runtime_alternatives(
     group = OneOfGroup(
         pointer,
         tuple(branches),
-        lambda s, v: alg.accepts(s, v, None),
+        _accepts_of(alg),
         tuple(dict.fromkeys(names)),
         complement,
     )
@@ -524,7 +543,7 @@ def runtime_array_alternatives(
     exact and unchecked).  Raises UnsupportedFeatureError naming ``oneOf`` where that fails.
     Cost: the proof per alternative."""
     pointer = ctx.pointer
-    group = OneOfGroup(pointer, tuple(branches), lambda s, v: alg.accepts(s, v, None))
+    group = OneOfGroup(pointer, tuple(branches), _accepts_of(alg))
     whole = [whole_arrays(alg, b) for b in branches]
     out: list[S] = []
     for i, alts in enumerate(restricted):

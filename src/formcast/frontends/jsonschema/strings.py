@@ -155,35 +155,37 @@ def _has_special(cs: CharSet) -> bool:
 
 def encode_node(node: Node) -> Node:
     """Map every character of a decoded-string language to its canonical JSON spelling."""
-    memo: dict[int, Node] = {}
+    return _encode_node(node, {})
 
-    def go(n: Node) -> Node:
-        k = id(n)
-        got = memo.get(k)
-        if got is not None:
-            return got
-        if isinstance(n, Literal):
-            text = encode_text(n.text)
-            out: Node = n if text == n.text else literal(text)
-        elif isinstance(n, CharSet):
-            out = _encode_charset(n) if _has_special(n) else n
-            if isinstance(out, CharSet) and not out.ranges:
-                out = NOTHING
-        elif isinstance(n, (Concat, Alt)):
-            items = [go(i) for i in n.items]
-            if all(a is b for a, b in zip(items, n.items)):
-                out = n
-            else:
-                out = concat(items) if isinstance(n, Concat) else alt(items)
-        elif isinstance(n, Repeat):
-            item = go(n.item)
-            out = n if item is n.item else repeat(item, n.min, n.max)
+
+def _encode_node(n: Node, memo: dict[int, Node]) -> Node:
+    """:func:`encode_node` of ``n``, ``memo`` the results of the nodes met so far in the call
+    (by ``id``).  A module function, not a closure: a recursive closure is a reference cycle
+    (its cell holds it), freed only by the cyclic collector (docs/notes/ttfm37.md)."""
+    k = id(n)
+    got = memo.get(k)
+    if got is not None:
+        return got
+    if isinstance(n, Literal):
+        text = encode_text(n.text)
+        out: Node = n if text == n.text else literal(text)
+    elif isinstance(n, CharSet):
+        out = _encode_charset(n) if _has_special(n) else n
+        if isinstance(out, CharSet) and not out.ranges:
+            out = NOTHING
+    elif isinstance(n, (Concat, Alt)):
+        items = [_encode_node(i, memo) for i in n.items]
+        if all(a is b for a, b in zip(items, n.items)):
+            out = n
         else:
-            out = n  # Empty, Nothing, RuleRef (rule bodies are encoded separately)
-        memo[k] = out
-        return out
-
-    return go(node)
+            out = concat(items) if isinstance(n, Concat) else alt(items)
+    elif isinstance(n, Repeat):
+        item = _encode_node(n.item, memo)
+        out = n if item is n.item else repeat(item, n.min, n.max)
+    else:
+        out = n  # Empty, Nothing, RuleRef (rule bodies are encoded separately)
+    memo[k] = out
+    return out
 
 
 _HEX = CharSet.chars("0123456789abcdefABCDEF")
