@@ -222,3 +222,36 @@ def test_reachable_classes_fill_all_or_by_levels(fill: int) -> None:
             assert (a is None) == (b is None)
             if a is not None and b is not None:
                 assert a.tolist() == b.tolist()
+
+
+@pytest.mark.parametrize("runs", [0, 1 << 30])
+@pytest.mark.parametrize("source", range(len(SOURCES)))
+def test_levels_without_runs_of_equal_targets(vocab: Vocabulary, source: int, runs: int) -> None:
+    """interior37: a level gathered as an array (``_REGION_SNAPSHOT_CELLS`` 0) drops the runs
+    of equal targets of its rows before its states are read (past ``_REGION_RUN_CELLS``
+    cells; 0: every level, and then ``np.unique`` on what is left, as past the snapshot
+    bound): every region as session 21's search (states order, classes, rows, flags)."""
+    context_for(vocab).cache(cp.SHARED_WALKS).clear()
+    compiler = GrammarCompiler(vocab, cache_size=0)
+    src = SOURCES[source]
+    with (
+        mock.patch.object(cp, "LAZY_INDEX", True),
+        mock.patch.object(cp, "_REGION_SNAPSHOT_CELLS", 0),
+        mock.patch.object(cp, "_REGION_RUN_CELLS", runs),
+        mock.patch.object(cp, "_GROW_REGIONS", False),
+    ):
+        if src == "builtin_json":
+            grammar = compiler.compile_builtin_json_grammar()
+        elif isinstance(src, str):
+            grammar = compiler.compile_grammar(src)
+        else:
+            grammar = compiler.compile_json_schema(src)
+        replay_masks(grammar, random_walks(grammar, walks=4, steps=30, seed=source))
+    clf: Any = grammar.program._positions
+    assert clf._regions, "no region made"
+    for start, idx, part, dpart, sub, cut_split, _ in clf._regions:
+        o_idx, o_part, o_stable, o_sub, o_split = _old_region(clf, start)
+        assert idx.tolist() == o_idx.tolist()
+        assert part.tolist() == o_part.tolist()
+        assert (dpart is part) == o_stable
+        assert (sub == o_sub).all() and (cut_split == o_split).all()

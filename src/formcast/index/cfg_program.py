@@ -927,8 +927,15 @@ class _LazyExitSplitClassifier:
                 if step is None:
                     step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
                 block = lexer.table.take(frontier, axis=0).take(step, axis=1)
-                # (a wide level: its distinct states by a sort, not as Python ints)
-                flat = np.unique(block) if block.size > _REGION_SNAPSHOT_CELLS else block.ravel()
+                # (past :data:`_REGION_RUN_CELLS` cells, the runs of equal targets in its
+                # rows dropped: a string's body leads most bytes to one state; then past
+                # :data:`_REGION_SNAPSHOT_CELLS` the distinct states by a sort: fewer Python
+                # ints, the same set)
+                flat = block.ravel()
+                if flat.size > _REGION_RUN_CELLS:
+                    flat = flat[np.concatenate(([True], flat[1:] != flat[:-1]))]
+                    if flat.size > _REGION_SNAPSHOT_CELLS:
+                        flat = np.unique(flat)
                 met = set(flat.tolist())
             met.difference_update(index)
             if where is not None:
@@ -2298,6 +2305,9 @@ _SMALL_LABEL_ROWS = 256
 # ... and a region's search reads every row of a lexer of at most this many cells (states x
 # cut byte classes) at once, not the rows of each level (grammar_bench's c1_arith: 59 x 11)
 _REGION_SNAPSHOT_CELLS = 4_096
+# ... and a level of more than this many cells drops the runs of equal targets of its rows
+# before its states are read as Python ints (sorted past _REGION_SNAPSHOT_CELLS left)
+_REGION_RUN_CELLS = 256
 _FILL_CLASSES = 256
 # a wide start reaching states of one stable region and new ones grows that region
 # (_LazyExitSplitClassifier._grown_region) rather than searching and refining its own
