@@ -254,4 +254,5 @@ def test_levels_without_runs_of_equal_targets(vocab: Vocabulary, source: int, ru
         assert idx.tolist() == o_idx.tolist()
         assert part.tolist() == o_part.tolist()
         assert (dpart is part) == o_stable
-        assert (sub == o_sub).all() and (cut_split == o_split).all()
+        assert (sub == o_sub).all()
+        assert (cut_split == o_split).all()
