@@ -256,3 +256,23 @@ def test_levels_without_runs_of_equal_targets(vocab: Vocabulary, source: int, ru
         assert (dpart is part) == o_stable
         assert (sub == o_sub).all()
         assert (cut_split == o_split).all()
+
+
+@pytest.mark.parametrize("runs", [0, 3, 1 << 30])
+@pytest.mark.parametrize("snapshot", [0, 40, 1 << 30])
+def test_level_targets_are_the_rows_values(runs: int, snapshot: int) -> None:
+    """``_level_targets``: every value of the block (each run's first and last cells, rows
+    of one value, a first cell alone), whatever the bounds."""
+    rng = np.random.default_rng(37)
+    with (
+        mock.patch.object(cp, "_REGION_RUN_CELLS", runs),
+        mock.patch.object(cp, "_REGION_SNAPSHOT_CELLS", snapshot),
+    ):
+        for _ in range(300):
+            n, w = int(rng.integers(1, 12)), int(rng.integers(1, 20))
+            block = rng.integers(0, int(rng.integers(1, 9)), size=(n, w)).astype(np.int32)
+            if rng.random() < 0.5:  # long runs, as a string's body's rows
+                block = np.sort(block, axis=1)
+            got = cp._level_targets(block)
+            assert set(got) == set(block.ravel().tolist())
+            assert len(got) <= block.size

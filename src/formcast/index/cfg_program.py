@@ -927,16 +927,8 @@ class _LazyExitSplitClassifier:
                 if step is None:
                     step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
                 block = lexer.table.take(frontier, axis=0).take(step, axis=1)
-                # (past :data:`_REGION_RUN_CELLS` cells, the runs of equal targets in its
-                # rows dropped: a string's body leads most bytes to one state; then past
-                # :data:`_REGION_SNAPSHOT_CELLS` the distinct states by a sort: fewer Python
-                # ints, the same set)
-                flat = block.ravel()
-                if flat.size > _REGION_RUN_CELLS:
-                    flat = flat[np.concatenate(([True], flat[1:] != flat[:-1]))]
-                    if flat.size > _REGION_SNAPSHOT_CELLS:
-                        flat = np.unique(flat)
-                met = set(flat.tolist())
+                # (:func:`_level_targets`: without its rows' runs of equal targets)
+                met = set(_level_targets(block))
             met.difference_update(index)
             if where is not None:
                 met_in = where.keys() & met
@@ -1191,6 +1183,21 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
         _, cls = np.unique(key, return_inverse=True)
         cls = cls.reshape(-1).astype(np.int64)
     return cls
+
+
+def _level_targets(block: np.ndarray) -> list[int]:
+    """The targets of a search level's rows ``block`` (any shape), each distinct value at
+    least once (the caller makes a set): past :data:`_REGION_RUN_CELLS` cells without the
+    runs of equal values (a string's body leads most bytes to one state: fewer Python ints),
+    then past :data:`_REGION_SNAPSHOT_CELLS` left, distinct by a sort (``np.unique``).
+    O(cells), plus O(n log n) past that bound."""
+    flat = block.ravel()
+    if flat.size > _REGION_RUN_CELLS:
+        flat = flat[np.concatenate(([True], flat[1:] != flat[:-1]))]
+        if flat.size > _REGION_SNAPSHOT_CELLS:
+            flat = np.unique(flat)
+    out: list[int] = flat.tolist()
+    return out
 
 
 def _split_labels(split: np.ndarray) -> np.ndarray:
