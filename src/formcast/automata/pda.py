@@ -34,6 +34,7 @@ import threading
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,21 @@ class _PerRule(dict[int, list[bool]]):
         return v
 
 
+# (module functions, bound with functools.partial by PushdownAutomaton: a bound method in its
+# own _PerRule attribute would make the automaton a reference cycle, which keeps a dropped
+# grammar's DFAs, tables and states alive until a full collection)
+def _accepting_of(auto: GrammarAutomaton, rule: int) -> list[bool]:
+    return auto.dfas[rule].accepting.tolist()  # type: ignore[no-any-return]
+
+
+def _has_bytes_of(tables: list[np.ndarray], rule: int) -> list[bool]:
+    return (tables[rule] != DEAD).any(axis=1).tolist()  # type: ignore[no-any-return]
+
+
+def _tail_of(auto: GrammarAutomaton, rule: int) -> list[bool]:
+    return auto.tail[rule].tolist()  # type: ignore[no-any-return]
+
+
 class PushdownAutomaton:
     """Runs a :class:`GrammarAutomaton` byte by byte (see the module docstring)."""
 
@@ -171,9 +187,9 @@ class PushdownAutomaton:
         n = len(self._tables)
         # per-rule Python lists (fast in the closure loop), each made on the rule's first use:
         # a grammar loaded from disk with its masks cached only ever closes over a few rules
-        self._accepting: _PerRule = _PerRule(self._accepting_of, n)
-        self._has_bytes: _PerRule = _PerRule(self._has_bytes_of, n)
-        self._tail: _PerRule = _PerRule(self._tail_of, n)
+        self._accepting: _PerRule = _PerRule(partial(_accepting_of, auto), n)
+        self._has_bytes: _PerRule = _PerRule(partial(_has_bytes_of, self._tables), n)
+        self._tail: _PerRule = _PerRule(partial(_tail_of, auto), n)
         self._starts = [d.start for d in auto.dfas]
         self._views: list[memoryview | None] = [None] * n
         self._counts = [auto.count_of(r) for r in range(len(auto.dfas))]
@@ -199,15 +215,6 @@ class PushdownAutomaton:
     @initial.setter
     def initial(self, state: ParserState) -> None:
         self._initial_state = state
-
-    def _accepting_of(self, rule: int) -> list[bool]:
-        return self.auto.dfas[rule].accepting.tolist()  # type: ignore[no-any-return]
-
-    def _has_bytes_of(self, rule: int) -> list[bool]:
-        return (self._tables[rule] != DEAD).any(axis=1).tolist()  # type: ignore[no-any-return]
-
-    def _tail_of(self, rule: int) -> list[bool]:
-        return self.auto.tail[rule].tolist()  # type: ignore[no-any-return]
 
     def _reset_caches(self) -> None:
         # per rule, per state: the table's row as a memoryview of the rule's table (a slice of
