@@ -55,7 +55,7 @@ from ..automata.lexer import (
     LexerStateCapError,
     build_expanded_lexer,
 )
-from ..automata.pda import ParserState, PushdownAutomaton
+from ..automata.pda import ParserState, PushdownAutomaton, measure_shares
 from ..automata.rules import GrammarAutomaton
 from ..bitmask import bitmask_has_many, bitmask_words, ids_to_bitmask
 from ..cache import LruCache, StepMemo
@@ -2522,18 +2522,9 @@ def _verify_strings(
     else:
         ok, err = _check_strings(step, state, data_of, memo, shared)
     if kept is not None and shared is not None and kept.checks > 1:
-        # the set's second check: the shares not measured yet, and the suffixes
-        for j in range(1, len(data_of)):
-            if shared[j] < 0:
-                data, prev = data_of[j], data_of[j - 1]
-                limit = min(len(data), len(prev))
-                k = 0
-                while k < limit and data[k] == prev[k]:
-                    k += 1
-                shared[j] = k
-        if data_of:  # (an empty set, checked again, keeps empty lists)
-            shared[0] = 0
-        kept.suffixes = [d[k:] if k else d for d, k in zip(data_of, shared)]
+        # the set's second check: the shares not measured yet, and the suffixes (compiled
+        # with the parser: pda.measure_shares)
+        kept.suffixes = measure_shares(data_of, shared)
     return ok, err
 
 
