@@ -3,8 +3,8 @@ parser that is no reference cycle.
 
 * ``pda.measure_shares`` (compiled with the parser in the compiled build) completes a sorted
   string list's shared prefixes and cuts its suffixes as ``cfg_program._verify_strings``'s
-  second check did in Python: held to a plain oracle (``os.path.commonprefix`` of each string
-  and the one before it) on random sorted sets of the vocabulary's strings with some shares
+  second check did in Python: held to a plain oracle (the common prefix of each string and the
+  one before it, byte by byte) on random sorted sets of the vocabulary's strings with some shares
   already measured, and on a set's checks through ``_verify_strings`` (kept prefixes: the
   verdicts of the 1st, 2nd and 3rd checks equal the unkept check's).
 * ``PushdownAutomaton``'s per-rule list makers are ``functools.partial`` of module functions:
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import random
 
 import pytest
@@ -33,9 +32,18 @@ def vocab() -> Vocabulary:
     return load_vocabulary("llama3")
 
 
+def _common(a: bytes, b: bytes) -> int:
+    k = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        k += 1
+    return k
+
+
 def _oracle(data_of: list[bytes]) -> tuple[list[int], list[bytes]]:
     shared = [0] * min(len(data_of), 1) + [
-        len(os.path.commonprefix([data_of[j - 1], data_of[j]])) for j in range(1, len(data_of))
+        _common(data_of[j - 1], data_of[j]) for j in range(1, len(data_of))
     ]
     return shared, [d[k:] for d, k in zip(data_of, shared)]
 
@@ -91,7 +99,10 @@ def test_dropped_parser_is_no_cycle(vocab: Vocabulary) -> None:
         pda = PushdownAutomaton(auto)
         st = pda.step_bytes(pda.initial, b'{"a": [1, 2], "b": {"c": null}}')
         assert st.accepting
-        assert pda._accepting and pda._has_bytes and pda._tail  # the per-rule lists made
+        # the per-rule lists made
+        assert pda._accepting
+        assert pda._has_bytes
+        assert pda._tail
         del pda, st
         assert gc.collect() == 0
     finally:
