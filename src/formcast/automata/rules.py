@@ -236,9 +236,7 @@ def compile_grammar_automaton(
                 body = substitute(body, dict.fromkeys(dead, NOTHING))
                 bodies[n] = body
             dfas.append(
-                _rule_dfa(
-                    body, ids, names, limits, budget, sub_dfas, n in minimized, limits_hash
-                )
+                _rule_dfa(body, ids, names, limits, budget, sub_dfas, n in minimized, limits_hash)
             )
         new_productive = {names[r] for r in _productive_rules(dfas)}
         if grammar.start not in new_productive:
