@@ -193,12 +193,17 @@ def _plain_node(ranges: list[tuple[int, int]]) -> Node:
 def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
     """Branches of an undeclared key at a trie node with children ``kids``: a character that
     is none of them, then anything.  Where the children are plain printable ASCII (the usual
-    case) that is a plain character or "a character that needs escaping, DEL or is not ASCII",
-    one node shared by every such trie node, so the automaton layer builds those escapes and
-    UTF-8 sequences once.  Memoized (IR nodes are immutable): keys are made of few letters."""
+    case, and a node without children: where a declared key ends) that is a plain character
+    or "a character that needs escaping, DEL or is not ASCII", one node shared by every such
+    trie node, so the automaton layer builds those escapes and UTF-8 sequences once.  (A
+    node without children took "any character, then anything" as one concatenation, which
+    the NFA folds into a loop of its own at each such node (``x x*``,
+    :func:`~formcast.ir.loops.fold_loops`): a copy of every escape and UTF-8 state per
+    declared key, ~40% of the key rules' DFA states on MaskBench; the language is the
+    same.)  Memoized (IR nodes are immutable): keys are made of few letters."""
     any_star = _any_star()
     taken = CharSet.of((ord(k), ord(k)) for k in kids)
-    if kids and all(ord(k) in _PLAIN for k in kids):
+    if all(ord(k) in _PLAIN for k in kids):
         rest = CharSet.of(
             (max(lo, a), min(hi, b))
             for lo, hi in taken.negate().ranges
@@ -210,7 +215,7 @@ def _diverge(kids: tuple[str, ...]) -> tuple[Node, ...]:
             out.append(Concat((encode_ranges(rest.ranges), any_star)))
         out.append(_special_tail())
         return tuple(out)
-    others = charfa.scalar_ranges(taken.negate().ranges) if kids else ANY_CHAR.ranges
+    others = charfa.scalar_ranges(taken.negate().ranges)  # (``kids`` is not empty here)
     return (Concat((encode_ranges(others), any_star)),) if others else ()
 
 
