@@ -77,6 +77,8 @@ SUBSET = (
     "tests/vocab/test_trie_classify_handle.py",
     # session 24: share measurement in the compiled parser (pda.measure_shares), no parser cycles
     "tests/index/test_json38_shares_and_cycles.py",
+    # session 24: key rule DFAs minimal under the JSON settings (the C minimization)
+    "tests/frontends/test_key_rule_dfa_size.py",
 )
 
 
