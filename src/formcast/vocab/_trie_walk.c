@@ -1419,10 +1419,21 @@ classify_arrive(void *ctx, int32_t s, int64_t node)
     return -1;
 }
 
-static int
+/* classify_one of a walk's live string: its common case (s neither pending nor the sink, no
+ * stop met, no string map: a bit set) inline in the walks, the rest by classify_one */
+static inline __attribute__((always_inline)) int
 classify_string(void *ctx, int64_t string, int32_t s)
 {
-    return classify_one(((ClassifyWalk *)ctx)->o, string, s);
+    ClassifyOut *o = ((ClassifyWalk *)ctx)->o;
+    if (o->map == NULL && !o->pending[s] && s != o->sink && o->stopped.n == 0 && string >= 0 &&
+        string < o->n_first) {
+        const int64_t t = o->first_token[string];
+        if (t < 0 || t >= o->n_bits)
+            return 6;
+        o->words[t >> 5] |= (uint32_t)1 << (t & 31);
+        return 0;
+    }
+    return classify_one(o, string, s);
 }
 
 /* strings lo .. hi - 1 all ending in s (a subtree of the memo): classify_one of each, the
