@@ -1,10 +1,14 @@
 """The kernel's classify through a trie handle (``_trie_walk.trie_handle``, what
-``TokenTrie._classify_head`` keeps) gives what the 19-argument call gives.
+``TokenTrie._classify_head`` keeps: the only form since walk38, session 24, dropped the one
+that took the trie's 8 arrays, the first tokens and the memo on every call) gives what the
+numpy walk gives.
 
 Random tries and tables, with and without the subtree memo (and its text memo, where the
-strings are text), every start state, bits and candidates compared; a handle's arrays stay
-alive with it; a capsule of another kind, or a wrong argument count, is refused.  Compiled
-build only (skipped in the pure package; tests/project/test_native_build.py runs it there).
+strings are text), every start state, both walks (depth-first and the pass over every node),
+bits and candidates compared with ``TokenTrie.walk_pairs`` in the pure package's numpy; a
+handle's arrays stay alive with it; a capsule of another kind, or a wrong argument count, is
+refused (the 19-argument form among them).  Compiled build only (skipped in the pure
+package; tests/project/test_native_build.py runs it there).
 """
 
 from __future__ import annotations
@@ -31,6 +35,23 @@ def _fixed(trie: TokenTrie) -> tuple[np.ndarray, ...]:
     return (first, count, byte, end, parent, snode, trie._below_first, trie._below_second, ftok)
 
 
+def _numpy_classify(
+    trie: TokenTrie, table: np.ndarray, start: int, sink: int, n_words: int
+) -> tuple[list[int], list[int]]:
+    """(bitmask words, candidates ascending) of a walk by the pure package's numpy walk."""
+    trie_module._KERNEL = None
+    try:
+        idx, ends = trie.walk_pairs(table, start)
+    finally:
+        trie_module._KERNEL = KERNEL
+    order = np.argsort(idx, kind="stable")
+    idx, ends = idx[order], ends[order]
+    bits = np.zeros(n_words * 32, dtype=bool)
+    bits[trie.first_token[idx[ends != sink]]] = True
+    words = np.packbits(bits, bitorder="little").view("<i4")
+    return words.tolist(), idx[ends == sink].tolist()
+
+
 @given(
     st.lists(st.binary(min_size=1, max_size=8), min_size=1, max_size=80, unique=True),
     st.integers(2, 10),
@@ -39,7 +60,7 @@ def _fixed(trie: TokenTrie) -> tuple[np.ndarray, ...]:
     st.sampled_from([0, 1 << 40]),
 )
 @settings(max_examples=60, deadline=None)
-def test_handle_classify_equals_the_argument_form(
+def test_handle_classify_equals_the_numpy_walk(
     strings: list[bytes], n_states: int, seed: int, with_memo: bool, max_reach: int
 ) -> None:
     trie = TokenTrie(strings, vocab_size=len(strings))
@@ -55,16 +76,12 @@ def test_handle_classify_equals_the_argument_form(
     pending = np.zeros(n_states, dtype=bool)
     n_words = (len(strings) + 31) // 32
     for start in range(1, n_states):
-        w1 = np.zeros(n_words, dtype=np.int32)
-        w2 = np.zeros(n_words, dtype=np.int32)
-        extra = () if memo is None else (None, memo)
-        a = KERNEL.classify(
-            *fixed[:8], table, start, pending, sink, fixed[8], None, None, w1, max_reach, *extra
-        )
-        b = KERNEL.classify(handle, table, start, pending, sink, None, None, w2, max_reach, None)
-        assert bytes(a[0]) == bytes(b[0]), start
-        assert bytes(a[1]) == bytes(b[1]), start
-        assert w1.tolist() == w2.tolist(), start
+        want_words, want_cands = _numpy_classify(trie, table, start, sink, n_words)
+        words = np.zeros(n_words, dtype=np.int32)
+        got = KERNEL.classify(handle, table, start, pending, sink, None, None, words, max_reach)
+        assert np.frombuffer(got[0], dtype=np.int64).tolist() == want_cands, start
+        assert bytes(got[1]) == b"", start
+        assert words.tolist() == want_words, start
 
 
 def test_a_handle_keeps_its_arrays_and_checks_its_arguments() -> None:
@@ -85,6 +102,14 @@ def test_a_handle_keeps_its_arrays_and_checks_its_arguments() -> None:
         KERNEL.classify(handle, table, 1, pending, 3, None, None, words, 0, None, None)
     with pytest.raises(TypeError):
         KERNEL.classify_from(handle, table, 1, pending, 3, None, None, words, 0, None)
+    # the trie's arrays in place of the handle (the dropped 17-19-argument form): refused
+    fixed = _fixed(trie)
+    with pytest.raises((TypeError, ValueError)):
+        KERNEL.classify(*fixed[:8], table, 1, pending, 3, fixed[8], None, None, words, 0)
+    with pytest.raises(TypeError):
+        KERNEL.classify_from(
+            *fixed[:8], table, 1, pending, 3, fixed[8], None, None, words, 0, None, None
+        )
 
 
 def test_an_empty_trie_is_left_to_the_caller() -> None:

@@ -107,7 +107,7 @@ def _memo_trie(strings: list[bytes], min_below: int, min_reach: int) -> TokenTri
     with mock.patch.object(trie_module, "_MEMO_MIN_BELOW", min_below):
         trie = TokenTrie(strings, vocab_size=len(strings))
         trie._flat_nodes()
-    memo = trie._subtree_memo()
+        memo = trie._subtree_memo()  # (a small trie's: built here, on request)
     assert memo is not None
     trie._memo = memo._replace(min_reach=min_reach)
     return trie
@@ -226,7 +226,7 @@ def test_memo_walks_match_the_numpy_walk(
     if sub.num_strings:
         with mock.patch.object(trie_module, "_MEMO_MIN_BELOW", min_below):
             sub._flat_nodes()
-        memo = sub._subtree_memo()
+            memo = sub._subtree_memo()
         assert memo is not None
         sub._memo = memo._replace(min_reach=min_reach)
     with _share(share):

@@ -47,13 +47,14 @@
  * read byte by byte (the order the pure build's numpy scatter gives), a level cut to what is
  * left of the budget; written to out (int64[budget]); scratch: int64[n].
  *
- * classify(first, count, byte, end, parent, string_node, below_first, below_second, table,
- * start, pending, sink, first_token, string_map, drop, words, max_reach) -> (candidates,
- * stopped): a classification of formcast.index.cfg_program._LazyExitSplitClassifier in one
- * call: the walk of TokenTrie.walk_pairs (depth-first, or one pass over every node where the
- * reach of TokenTrie._reach is at least max_reach) from `start` through `table`, and for each
- * live string i (g = string_map[i] when string_map is not None, else i; the trie's arrays
- * are those of TokenTrie._flat_nodes, string_node and the reach tables the trie's): ending in
+ * classify(handle, table, start, pending, sink, string_map, drop, words, max_reach) ->
+ * (candidates, stopped), handle a trie_handle (below: the walked trie's arrays, the first
+ * tokens of the vocabulary's strings, the memo): a classification of
+ * formcast.index.cfg_program._LazyExitSplitClassifier in one call: the walk of
+ * TokenTrie.walk_pairs (depth-first, or one pass over every node where the reach of
+ * TokenTrie._reach is at least max_reach) from `start` through `table`, and for each live
+ * string i (g = string_map[i] when string_map is not None, else i; the trie's arrays are
+ * those of TokenTrie._flat_nodes, string_node and the reach tables the trie's): ending in
  * a state flagged in pending (bool, a sentinel's row): the state goes to `stopped` (each
  * once, in the order met; then nothing else is written: the caller builds those rows and
  * walks again); ending in `sink`: g is a candidate unless drop[g] (drop: bool or None);
@@ -67,7 +68,7 @@
  * walk goes on through it; only unbuilt lexer rows (or no room for a new id) stop it.  It
  * returns (candidates, stopped, lexer states written, ids given).
  *
- * classify_from(<classify's arguments>, rows, resume) -> (candidates, stops, written, count):
+ * classify_from(<classify's 9 arguments>, rows, resume) -> (candidates, stops, written, count):
  * classify with rows, resumable (formcast.vocab.trie.classify_walk_resume): a sentinel it
  * cannot write (unbuilt lexer row, or no room) is a stop: (node, row) is kept and the node's
  * string and subtree are left (a sentinel row leads every byte back to itself, so all of it
@@ -80,14 +81,14 @@
  * start once built).
  *
  * trie_handle(first, count, byte, end, parent, string_node, below_first, below_second,
- * first_token[, memo]) -> capsule: those arguments' buffers taken once and held; classify and
- * classify_from then take (handle, table, start, pending, sink, string_map, drop, words,
- * max_reach[, rows[, resume]]) (classify_from: rows and resume required), the same walk.
+ * first_token[, memo]) -> capsule: those arguments' buffers taken once and held, the first
+ * argument of classify and classify_from (the forms that took the 8 trie arrays, the first
+ * tokens and the memo on every call are gone: walk38, session 24).
  *
  * walk and classify's depth-first walk is one static inline walker (dfs_walk) with their
  * callbacks.
  *
- * With a trailing `memo` (classify: after rows; classify_from: after resume), the subtree
+ * With a memo in the handle (trie_handle's trailing argument), the subtree
  * memo of the walked trie (formcast.vocab.trie.TokenTrie._subtree_memo, built by
  * subtree_memo below: the nodes in preorder, each larger subtree's byte set), a walk whose
  * reach is at least the memo's least reach and below max_reach runs on the memo's preorder
@@ -1418,10 +1419,21 @@ classify_arrive(void *ctx, int32_t s, int64_t node)
     return -1;
 }
 
-static int
+/* classify_one of a walk's live string: its common case (s neither pending nor the sink, no
+ * stop met, no string map: a bit set) inline in the walks, the rest by classify_one */
+static inline __attribute__((always_inline)) int
 classify_string(void *ctx, int64_t string, int32_t s)
 {
-    return classify_one(((ClassifyWalk *)ctx)->o, string, s);
+    ClassifyOut *o = ((ClassifyWalk *)ctx)->o;
+    if (o->map == NULL && !o->pending[s] && s != o->sink && o->stopped.n == 0 && string >= 0 &&
+        string < o->n_first) {
+        const int64_t t = o->first_token[string];
+        if (t < 0 || t >= o->n_bits)
+            return 6;
+        o->words[t >> 5] |= (uint32_t)1 << (t & 31);
+        return 0;
+    }
+    return classify_one(o, string, s);
 }
 
 /* strings lo .. hi - 1 all ending in s (a subtree of the memo): classify_one of each, the
@@ -1582,10 +1594,10 @@ memo_take(PyObject *o_memo, Py_buffer mv[14], Py_buffer **held, int *n_held,
 /* trie_handle(first, count, byte, end, parent, string_node, below_first, below_second,
  * first_token[, memo]) -> a capsule holding the buffers of classify's arguments that depend
  * on the walked trie alone (and the vocabulary's first tokens, and the memo tuple's arrays):
- * classify and classify_from take it in their place (formcast.vocab.trie.TokenTrie.
- * _classify_head keeps one per trie and width), so a call takes 4-6 buffers instead of
+ * classify and classify_from take it as their first argument (formcast.vocab.trie.
+ * TokenTrie._classify_head keeps one per trie and width), so a call takes 4-6 buffers, not
  * 23-27 (~1.3 us a call).  The buffers are held (the arrays cannot be resized) until the
- * capsule dies; classify checks their lengths on every call as before. */
+ * capsule dies; classify checks their lengths on every call. */
 #define TRIE_HANDLE "formcast.vocab._trie_walk.TrieHandle"
 typedef struct {
     Py_buffer v[23]; /* 0-7: the trie's, 8: first_token, 9-22: the memo's (memo_take's mv) */
@@ -1649,14 +1661,13 @@ fail:
 static PyObject *
 classify_impl(PyObject *args, int resumable)
 {
-    PyObject *o_first, *o_count, *o_byte, *o_end, *o_parent, *o_snode, *o_below1, *o_below2;
-    PyObject *o_table, *o_pending, *o_ftok, *o_map, *o_drop, *o_words, *o_rows = Py_None;
-    PyObject *o_resume = NULL, *o_memo = Py_None, *o_x = NULL, *o_y = NULL;
+    PyObject *o_handle, *o_table, *o_pending, *o_map, *o_drop, *o_words, *o_rows = Py_None;
+    PyObject *o_resume = NULL, *o_x = NULL;
     long long start, sink, max_reach;
     Py_buffer b_first, b_count, b_byte, b_end, b_parent, b_snode, b_below1, b_below2;
     Py_buffer b_table, b_pending, b_ftok, b_map, b_drop, b_words;
     Py_buffer rv[9], b_resume, mv[14];
-    HELD_BUFFERS(40);
+    HELD_BUFFERS(16);
     int bad = 0;
     PyObject *result = NULL;
     ClassifyOut o;
@@ -1667,80 +1678,41 @@ classify_impl(PyObject *args, int resumable)
     SubtreeMemo *memo = NULL;
     const TrieHandle *h = NULL;
     long long max_depth = 0, min_reach = 0;
-    int have_memo = 0, have_text = 0, have_all = 0;
+    int have_memo = 0, have_text = 0, have_all = 0, j;
 
     memset(&o, 0, sizeof(o));
     memset(&w, 0, sizeof(w));
     memset(&stops, 0, sizeof(stops));
-    if (PyTuple_GET_SIZE(args) > 0 && PyCapsule_CheckExact(PyTuple_GET_ITEM(args, 0))) {
-        /* (handle, table, start, pending, sink, string_map, drop, words, max_reach[, rows
-         * [, resume]]): the trie's arrays and memo from a trie_handle */
-        PyObject *o_handle;
-        int j;
-        if (!PyArg_ParseTuple(args, "OOLOLOOOL|OO", &o_handle, &o_table, &start, &o_pending,
-                              &sink, &o_map, &o_drop, &o_words, &max_reach, &o_rows, &o_x))
-            return NULL;
-        h = (const TrieHandle *)PyCapsule_GetPointer(o_handle, TRIE_HANDLE);
-        if (h == NULL)
-            return NULL;
-        if (resumable)
-            o_resume = o_x;
-        else if (o_x != NULL) {
-            PyErr_SetString(PyExc_TypeError, "_trie_walk: classify takes at most 10 arguments "
-                                             "with a handle");
-            return NULL;
-        }
-        b_first = h->v[0];
-        b_count = h->v[1];
-        b_byte = h->v[2];
-        b_end = h->v[3];
-        b_parent = h->v[4];
-        b_snode = h->v[5];
-        b_below1 = h->v[6];
-        b_below2 = h->v[7];
-        b_ftok = h->v[8];
-        for (j = 0; j < 14; j++)
-            mv[j] = h->v[9 + j];
-        have_memo = h->has_memo;
-        have_text = h->has_text;
-        have_all = h->has_all;
-        max_depth = h->max_depth;
-        min_reach = h->min_reach;
-    } else {
-        if (!PyArg_ParseTuple(args, "OOOOOOOOOLOLOOOOL|OOO", &o_first, &o_count, &o_byte,
-                              &o_end, &o_parent, &o_snode, &o_below1, &o_below2, &o_table,
-                              &start, &o_pending, &sink, &o_ftok, &o_map, &o_drop, &o_words,
-                              &max_reach, &o_rows, &o_x, &o_y))
-            return NULL;
-        if (resumable) { /* (rows, resume[, memo]) */
-            o_resume = o_x;
-            if (o_y != NULL)
-                o_memo = o_y;
-        } else { /* ([rows[, memo]]) */
-            if (o_y != NULL) {
-                PyErr_SetString(PyExc_TypeError,
-                                "_trie_walk: classify takes at most 19 arguments");
-                return NULL;
-            }
-            if (o_x != NULL)
-                o_memo = o_x;
-        }
-        GET(o_first, b_first, 4, 0, "first (int32)");
-        GET(o_count, b_count, 4, 0, "count (int32)");
-        GET(o_byte, b_byte, 1, 0, "byte (uint8)");
-        GET(o_end, b_end, 4, 0, "end (int32)");
-        GET(o_parent, b_parent, 4, 0, "parent (int32)");
-        GET(o_snode, b_snode, 8, 0, "string_node (int64)");
-        GET(o_below1, b_below1, 8, 0, "below_first (int64)");
-        GET(o_below2, b_below2, 8, 0, "below_second (int64)");
-        GET(o_ftok, b_ftok, 8, 0, "first_token (int64)");
-        if (o_memo != Py_None) {
-            if (memo_take(o_memo, mv, held, &n_held, &max_depth, &min_reach, &have_text,
-                          &have_all) < 0)
-                goto done;
-            have_memo = 1;
-        }
+    /* (handle, table, start, pending, sink, string_map, drop, words, max_reach[, rows
+     * [, resume]]): the trie's arrays and memo from a trie_handle */
+    if (!PyArg_ParseTuple(args, "OOLOLOOOL|OO", &o_handle, &o_table, &start, &o_pending, &sink,
+                          &o_map, &o_drop, &o_words, &max_reach, &o_rows, &o_x))
+        return NULL;
+    h = (const TrieHandle *)PyCapsule_GetPointer(o_handle, TRIE_HANDLE);
+    if (h == NULL)
+        return NULL;
+    if (resumable)
+        o_resume = o_x;
+    else if (o_x != NULL) {
+        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify takes at most 10 arguments");
+        return NULL;
     }
+    b_first = h->v[0];
+    b_count = h->v[1];
+    b_byte = h->v[2];
+    b_end = h->v[3];
+    b_parent = h->v[4];
+    b_snode = h->v[5];
+    b_below1 = h->v[6];
+    b_below2 = h->v[7];
+    b_ftok = h->v[8];
+    for (j = 0; j < 14; j++)
+        mv[j] = h->v[9 + j];
+    have_memo = h->has_memo;
+    have_text = h->has_text;
+    have_all = h->has_all;
+    max_depth = h->max_depth;
+    min_reach = h->min_reach;
     if (o_resume != NULL && o_rows == Py_None) {
         PyErr_SetString(PyExc_ValueError, "_trie_walk: classify: a resumable walk needs rows");
         goto done;
@@ -1965,22 +1937,37 @@ classify_impl(PyObject *args, int resumable)
             }
         }
         if (reach >= 0 && (reach >= max_reach || (memo != NULL && reach >= memo->min_reach))) {
-            /* (refined where it decides between the pass and a walk, or the memo's walk) */
-            int64_t reach2 = n_live;
+            /* (refined where it decides between the pass and a walk, or the memo's walk):
+             * the live first bytes' rows written first (the rows of an id are written
+             * together or not at all, so a later write leaves an earlier row as it was),
+             * then the second bytes' nodes summed (branch-free: the loop vectorizes) until
+             * the sum passes every threshold it decides (a string body's: after ~half of
+             * its 256 rows; walk38) */
+            int64_t reach2 = n_live, cap = max_reach;
+            if (memo != NULL && memo->min_reach > cap)
+                cap = memo->min_reach;
             for (r = 0; r < n_root && !bad; r++) {
                 const int32_t s = table[start * 256 + byte[r]];
-                int b;
                 if (s == 0)
                     continue;
                 if (s < 0 || s >= n_states) {
                     bad = 1;
                     break;
                 }
-                if (cw.w != NULL && (bad = write_met(cw.w, s)) != 0)
-                    break;
+                if (cw.w != NULL)
+                    bad = write_met(cw.w, s);
+            }
+            for (r = 0; r < n_root && !bad && reach2 < cap; r++) {
+                const int32_t s = table[start * 256 + byte[r]];
+                const int32_t *row = table + (int64_t)s * 256;
+                const int64_t *below = below2 + r * 256;
+                int64_t sum = 0;
+                int b;
+                if (s == 0)
+                    continue;
                 for (b = 0; b < 256; b++)
-                    if (table[(int64_t)s * 256 + b] != 0)
-                        reach2 += below2[r * 256 + b];
+                    sum += below[b] & -(int64_t)(row[b] != 0);
+                reach2 += sum;
             }
             reach = reach2;
         }
@@ -2385,17 +2372,12 @@ done:
     return result;
 }
 
-/* classify with its trailing rows and resume given (both required), and the memo optional */
+/* classify with its trailing rows and resume given (both required) */
 static PyObject *
 trie_classify_from(PyObject *self, PyObject *args)
 {
-    const int handle = PyTuple_Check(args) && PyTuple_GET_SIZE(args) > 0 &&
-                       PyCapsule_CheckExact(PyTuple_GET_ITEM(args, 0));
-    if (!PyTuple_Check(args) ||
-        (handle ? PyTuple_GET_SIZE(args) != 11
-                : PyTuple_GET_SIZE(args) < 19 || PyTuple_GET_SIZE(args) > 20)) {
-        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 19 or 20 arguments "
-                                         "(11 with a handle)");
+    if (!PyTuple_Check(args) || PyTuple_GET_SIZE(args) != 11) {
+        PyErr_SetString(PyExc_TypeError, "_trie_walk: classify_from takes 11 arguments");
         return NULL;
     }
     return classify_impl(args, 1);
@@ -2434,13 +2416,12 @@ static PyMethodDef methods[] = {
      "first_token[, memo]) -> a capsule: classify's per-trie arguments, taken once (classify "
      "and classify_from take it in their place; see the source)."},
     {"classify", trie_classify, METH_VARARGS,
-     "classify(first, count, byte, end, parent, string_node, below_first, below_second, "
-     "table, start, pending, sink, first_token, string_map, drop, words, max_reach) -> "
+     "classify(handle, table, start, pending, sink, string_map, drop, words, max_reach) -> "
      "(candidates, stopped) as int64 bytearrays: a lazy classifier's walk, bits and "
      "candidates in one call; with a trailing `rows` tuple, the walk tables' rows it meets "
      "are written as it goes: (candidates, stopped, written, count) (see the source)."},
     {"classify_from", trie_classify_from, METH_VARARGS,
-     "classify_from(<classify's 17 arguments>, rows, resume) -> (candidates, stops, written, "
+     "classify_from(<classify's 9 arguments>, rows, resume) -> (candidates, stops, written, "
      "count): classify with rows, resumable: a sentinel it cannot write is a stop, its "
      "node's string and subtree left; stops are (node, row) int64 pairs, and resume (None: "
      "from start) the stops of the walk before, walked on from (see the source)."},

@@ -624,8 +624,9 @@ class TokenTrie:
             n_root = int(self.level_bytes[1].size) if last >= 1 else 0
             flat = (first, count, byte, end, parent, n_root)
             # (built here, not on a grammar's first wide walk; published first: a thread that
-            # sees the nodes sees the memo)
-            self._memo = _build_subtree_memo(self, flat)
+            # sees the nodes sees the memo; none on a trie below :data:`_MEMO_MIN_NODES`)
+            if self.total_nodes >= _MEMO_MIN_NODES:
+                self._memo = _build_subtree_memo(self, flat)
             self._flat = flat
         return self._flat
 
@@ -640,12 +641,17 @@ class TokenTrie:
         one range without walking the subtree (an identifier, a number's digits: O(nodes
         outside such subtrees) instead of O(live nodes)).  Built with the flattened nodes
         (:meth:`_flat_nodes`, on a process's first compiled walk) in C, O(nodes), ~2-4 ms on
-        Llama-3; kept (~16 bytes a node, 32 more a node with a set: ~7 MB on Llama-3).  With
+        Llama-3; kept (~16 bytes a node, 32 more a node with a set: ~7 MB on Llama-3).  A trie
+        of fewer than :data:`_MEMO_MIN_NODES` nodes (a grammar's exit-byte trie) gets none
+        there (its walks never use one); a call here builds it all the same (the tests'
+        memo walks on small tries), and the classifications use it from then on.  With
         its text memo (``text_*``, the kernel's ``text_memo``: one more pass, ~5 bytes a node
         and 8 a break, ~1.4 MB on Llama-3), a walk in a string body's state takes the strings
         below a character boundary as ranges, walking only the nodes under breaks."""
         if self._flat is None:
             self._flat_nodes()
+        if self._memo is None and self._flat is not None:
+            self._memo = _build_subtree_memo(self, self._flat)
         return self._memo
 
     def _memo_words(self, memo: _SubtreeMemo, n_words: int) -> _SubtreeMemo:
@@ -858,6 +864,12 @@ _SPARSE_WORDS_MAX = 512
 #: the subtree memo (:meth:`TokenTrie._subtree_memo`) covers the nodes with at least this
 #: many nodes below them (a smaller subtree is walked about as fast as its set is checked)
 _MEMO_MIN_BELOW = 4
+#: the tries of at least this many nodes get their subtree memo with their flattened nodes
+#: (:meth:`TokenTrie._flat_nodes`); a smaller one (a grammar's exit-byte trie: ~2k nodes on
+#: Llama-3) none: its fresh walks reach fewer nodes than the memo's least reach
+#: (:data:`_NATIVE_WALK_MAX_REACH`), so it would only number a resumable walk's stops
+#: (its ~0.1-0.2 ms build was paid in a grammar's first mask; walk38, session 24)
+_MEMO_MIN_NODES = 32_768
 #: with the subtree memo, compiled classifications whose reach is at least 1/this of the
 #: trie's nodes pass over every node unless their start is a text state's (the kernel's
 #: ``text_entry``: the trie then one text region; below it they walk depth-first on the memo: on
