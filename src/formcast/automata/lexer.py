@@ -649,14 +649,13 @@ class LazyExpandedLexer:
         """:meth:`_union_rows` for a few rows (at most :data:`_SCALAR_ROWS`), one array each
         (``int32[classes]``, ``bool[classes]``; a one-member row's are views of ``h.g_succ``
         and ``h.g_split``, to be read before those change): the same rows, and the same new
-        states numbered in the same order (row by row, classes ascending), without the
-        batch's dozen numpy calls on tiny arrays, whose fixed cost was most of a one-state
-        :meth:`ensure`: a one-member row is its rule's row; a two-member row (most rows: a
-        state and one callee's start) three numpy calls on the two rows; a row of more
-        members (glue38: they were a loop over members x classes, ~30-60 us compiled on
-        MaskBench, ~0.5 of a stop's :meth:`ensure`) the same calls on the members' block;
-        then a loop over the classes where two or more live on.  O(members x byte classes)
-        numpy work per row, Python work per union class only."""
+        states numbered in the same order (row by row, classes ascending), by loops over the
+        members' per-class rows (as lists) instead of a dozen numpy calls on tiny arrays,
+        whose fixed cost was most of a one-state :meth:`ensure` (a few members' rows are read
+        one by one: a fancy index costs ~3 us, a row ~0.1); a two-member row (most rows: a
+        state and one callee's start) by three numpy calls on the two rows, which cost less
+        than its loop (~6 us, with the lists and the arrays made of them), and a loop over
+        the classes where both live on.  O(members x byte classes) steps per row."""
         if h.unfilled:
             for r in h.rows_of(batch):
                 self._plain_rows(h, r)  # (a no-op for a rule built already)
@@ -679,17 +678,35 @@ class LazyExpandedLexer:
                 rows.append(pair)
                 splits.append(np.logical_or(g_split[members[0]], g_split[members[1]]))
                 continue
-            # three members or more (a state calling several rules: a JSON value's
-            # alternatives): the same three numpy calls on the members' rows, then the
-            # classes where two or more live on, ascending (their unions numbered in this
-            # order, each keyed by every member's successor in member order); a loop over
-            # members x classes cost ~30-60 us a row compiled
-            block = g_succ[members]  # (a copy: read before any row changes)
-            best_row = block.max(axis=0)
-            for c in np.flatnonzero(np.count_nonzero(block, axis=0) >= 2).tolist():
-                best_row[c] = self._union_state(h, tuple(block[:, c].tolist()))
-            rows.append(best_row)
-            splits.append(np.logical_or.reduce(g_split[members], axis=0))
+            succ: list[list[int]]
+            if len(members) <= _SCALAR_ROWS:
+                succ = [g_succ[g].tolist() for g in members]
+                m_splits: list[list[bool]] = [g_split[g].tolist() for g in members]
+            else:
+                succ = g_succ[members].tolist()
+                m_splits = g_split[members].tolist()
+            row: list[int] = []
+            sp: list[bool] = []
+            for c in range(len(succ[0])):
+                best = 0
+                live = 0
+                for m_row in succ:
+                    v = m_row[c]
+                    if v:
+                        live += 1
+                        if v > best:
+                            best = v
+                if live >= 2:
+                    best = self._union_state(h, tuple([m_row[c] for m_row in succ]))
+                row.append(best)
+                flag = False
+                for s_row in m_splits:
+                    if s_row[c]:
+                        flag = True
+                        break
+                sp.append(flag)
+            rows.append(np.array(row, dtype=np.int32))  # (state numbers: below max_states)
+            splits.append(np.array(sp, dtype=np.bool_))
         return rows, splits
 
     def nbytes(self) -> int:
