@@ -659,19 +659,23 @@ class _LazyExitSplitClassifier:
             words = base.copy()
         parts: list[np.ndarray] = []
         resume: np.ndarray | None = None
+        vocab_trie = vocab.trie
+        lexer = self.lexer
         while True:
-            tables = self._tables()
-            rows = self._walk_rows(tables)
+            # (:meth:`_tables` and :meth:`_walk_rows` inlined: a walk's glue, ~2 us a call)
+            tables = self._derived
+            if tables is None or tables.ids.size < lexer.capacity:
+                tables = self._tables()
             got = classify_walk_resume(
                 trie,
                 cut,
-                tables.start(start),
+                3 * int(tables.ids[start]) + 2,  # (:meth:`_LazyWalkTables.start`)
                 _LAZY_SINK,
-                vocab.trie,
+                vocab_trie,
                 words,
                 string_map,
                 drop,
-                rows,
+                self._walk_rows(tables),
                 resume,
             )
             if got is None:
@@ -720,18 +724,23 @@ class _LazyExitSplitClassifier:
         """What the compiled walks need to write walk rows themselves (views of the lexer's
         and ``tables``' arrays: for one call, under the lock)."""
         lexer = self.lexer
-        return WalkRows(
-            lexer.table,
-            lexer.split,
-            lexer.built,
-            tables.ids,
-            tables.ready,
-            tables.states,
-            tables.lex,
-            tables.cut,
-            tables.pending,
-            tables.count,
-            -1 if self.exit_byte is None else self.exit_byte,
+        xb = self.exit_byte
+        # (``tuple.__new__``: the named tuple made in C, not by its Python ``__new__``)
+        return tuple.__new__(
+            WalkRows,
+            (
+                lexer.table,
+                lexer.split,
+                lexer.built,
+                tables.ids,
+                tables.ready,
+                tables.states,
+                tables.lex,
+                tables.cut,
+                tables.pending,
+                tables.count,
+                -1 if xb is None else xb,
+            ),
         )
 
     # -- classification -------------------------------------------------------------------------

@@ -1,0 +1,96 @@
+"""The lazy classifier's walk glue (glue38, issue #31): ``_walk_rows`` makes its
+``WalkRows`` with ``tuple.__new__`` (no Python ``__new__``) and ``_walk_resumed`` reads the
+walk tables and the start row inline.  The tuple must still be a ``WalkRows`` holding the
+very arrays of the lexer and the tables (the kernel writes rows into them in place), the ids
+given and the exit byte (-1: none); the inlined start row must be ``_LazyWalkTables.start``'s.
+The masks themselves are pinned by the lazy == eager tests (tests/index/
+test_lazy_index_matches_eager.py, test_lazy_tables_grow_mid_walk.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+from unittest import mock
+
+import pytest
+
+import formcast.index.cfg_program as cfg_program
+from formcast import GrammarCompiler, GrammarMatcher, Vocabulary, allocate_token_bitmask
+from formcast.vocab.loaders import load_vocabulary
+from formcast.vocab.trie import WalkRows
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "size": {"type": "integer"}},
+    "required": ["name"],
+}
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocabulary:
+    return load_vocabulary("llama3")
+
+
+def _classifiers(vocab: Vocabulary) -> list[Any]:
+    seen: list[Any] = []
+    real = cfg_program._LazyExitSplitClassifier._classify
+
+    def spy(self: Any, start: int) -> Any:
+        if not any(s is self for s in seen):
+            seen.append(self)
+        return real(self, start)
+
+    with mock.patch.object(cfg_program._LazyExitSplitClassifier, "_classify", spy):
+        grammar = GrammarCompiler(vocab, cache_size=0).compile_json_schema(SCHEMA)
+        matcher = GrammarMatcher(grammar)
+        mask = allocate_token_bitmask(1, vocab.vocab_size)
+        matcher.fill_next_token_bitmask(mask, 0)  # (the first classifications)
+    return seen
+
+
+def test_walk_rows_is_a_walk_rows_of_the_live_arrays(vocab: Vocabulary) -> None:
+    found = _classifiers(vocab)
+    assert found, "no lazy classification ran"
+    for clf in found:
+        tables = clf._tables()
+        rows = clf._walk_rows(tables)
+        assert type(rows) is WalkRows
+        lexer = clf.lexer
+        expect = (
+            lexer.table,
+            lexer.split,
+            lexer.built,
+            tables.ids,
+            tables.ready,
+            tables.states,
+            tables.lex,
+            tables.cut,
+            tables.pending,
+        )
+        assert len(rows) == 11
+        for got, want in zip(rows[:9], expect, strict=True):
+            assert got is want
+        assert rows.given == tables.count
+        assert rows.exit_byte == (-1 if clf.exit_byte is None else clf.exit_byte)
+        assert rows == WalkRows(*expect, tables.count, rows.exit_byte)
+
+
+def test_inlined_start_row_is_the_tables_start(vocab: Vocabulary) -> None:
+    found = _classifiers(vocab)
+    starts: list[tuple[int, int]] = []
+    real = cfg_program.classify_walk_resume
+
+    def spy(trie: Any, cut: bool, start: int, *rest: Any) -> Any:
+        starts.append((start, rest[-2].given))
+        return real(trie, cut, start, *rest)
+
+    for clf in found:
+        tables = clf._tables()
+        ready = [int(s) for s in tables.states[1 : tables.count] if tables.ready[s]]
+        with mock.patch.object(cfg_program, "classify_walk_resume", spy):
+            for state in ready[:8]:
+                starts.clear()
+                got = clf._walk_resumed(clf._vocab.trie, True, state, None, None, None)
+                if got is None:
+                    pytest.skip("no resumable walks (the pure package)")
+                assert starts
+                assert starts[0][0] == clf._tables().start(state)
