@@ -81,6 +81,8 @@ SUBSET = (
     "tests/frontends/test_key_rule_dfa_size.py",
     # session 24: no subtree memo built for a small (exit-byte) trie
     "tests/vocab/test_small_trie_memo.py",
+    # session 24: a lazy walk's WalkRows and inlined start row
+    "tests/index/test_lazy_walk_rows_tuple.py",
 )
 
 
