@@ -26,7 +26,7 @@ import pytest
 import formcast.index.cfg_program as cp
 from formcast import GrammarCompiler, Vocabulary
 from formcast.automata.dfa import DEAD
-from formcast.automata.equivalence import equivalence_classes, search_levels
+from formcast.automata.equivalence import equivalence_classes
 from formcast.automata.lexer import LazyExpandedLexer
 from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
@@ -318,96 +318,3 @@ def test_kept_row_targets_change_no_ensure(vocab: Vocabulary, source: int) -> No
     assert made[0][1] == made[1][1]
     assert made[0][2] == made[1][2]
     assert made[0][3] == made[1][3]
-
-
-def _levels_reference(
-    table: dict[int, list[int]],
-    frontier: list[int],
-    index: dict[int, int],
-    states: list[int],
-    where: dict[int, tuple[int, int]] | None,
-    inside: set[int],
-    too_wide: set[int],
-    bound: int,
-    targets: dict[int, list[int]],
-) -> int:
-    """The search's levels as written before region38 (sets of whole rows), until done,
-    past the bound, or a frontier state without kept targets."""
-    while True:
-        met: set[int] = set()
-        for q in frontier:
-            met.update(table[q])
-        met.difference_update(index)
-        if where is not None:
-            met_in = where.keys() & met
-            if met_in:
-                inside |= met_in
-                met -= met_in
-        if not met:
-            return 0
-        if not too_wide.isdisjoint(met):
-            return -1
-        frontier[:] = sorted(met)
-        for q in frontier:
-            index[q] = len(states)
-            states.append(q)
-        if len(states) > bound:
-            return -1
-        if any(q not in targets for q in frontier):
-            return 1
-
-
-def test_search_levels_are_the_levels_of_sets() -> None:
-    """``search_levels`` (compiled in the native build) on random automata, some rows kept
-    and some read now: the kept targets are each row's distinct values in the order first
-    met, and the levels (numbering, frontier, states met in earlier regions, the bounds,
-    where it stops for rows) are those of the search on sets of whole rows."""
-    rng = np.random.default_rng(38)
-    for _ in range(400):
-        n, w = int(rng.integers(2, 40)), int(rng.integers(1, 41))
-        rows = rng.integers(0, n, size=(n, w))
-        rows[rng.random((n, w)) < 0.5] = 0  # (the dead state: runs of one target)
-        if rng.random() < 0.5:
-            rows = np.sort(rows, axis=1)
-        table = {q: r for q, r in enumerate(rows.tolist())}
-        start = int(rng.integers(1, n))
-        kept = {q: list(dict.fromkeys(table[q])) for q in range(n) if rng.random() < 0.7}
-        where = None
-        if rng.random() < 0.5:
-            where = {int(q): (0, 0) for q in rng.integers(1, n, size=3) if q != start}
-        too_wide = {int(q) for q in rng.integers(1, n, size=1) if q != start and rng.random() < 0.2}
-        bound = int(rng.integers(2, n + 3))
-        got: list[Any] = []
-        for compiled in (True, False):
-            targets = dict(kept)
-            index, states, frontier = {0: 0, start: 1}, [0, start], [start]
-            inside: set[int] = set()
-            trace = []
-            while True:
-                missing = [q for q in frontier if q not in targets]
-                if compiled:
-                    code = search_levels(
-                        targets,
-                        frontier,
-                        missing,
-                        [table[q] for q in missing],
-                        index,
-                        states,
-                        where,
-                        inside,
-                        too_wide,
-                        bound,
-                    )
-                else:
-                    for q in missing:
-                        targets[q] = list(dict.fromkeys(table[q]))
-                    code = _levels_reference(
-                        table, frontier, index, states, where, inside, too_wide, bound, targets
-                    )
-                trace.append((code, list(frontier)))
-                if code != 1:
-                    break
-            for q, t in targets.items():
-                assert t == list(dict.fromkeys(table[q]))
-            got.append((trace if code != 0 else trace[:-1], states, index, inside))
-        assert got[0] == got[1]

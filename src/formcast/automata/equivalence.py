@@ -26,13 +26,7 @@ import numpy as np
 from ..columns import column_classes, hash_weights
 from ..limits import WorkBudget
 
-__all__ = [
-    "bounded_equivalence",
-    "class_level",
-    "equivalence_classes",
-    "grown_classes",
-    "search_levels",
-]
+__all__ = ["bounded_equivalence", "class_level", "equivalence_classes", "grown_classes"]
 
 # the compiled build's refinement (docs/native.md); absent from the pure-Python package, where
 # the numpy code below runs (tests set this to None for the reference)
@@ -242,70 +236,6 @@ def class_level(
                 seen.add(t)
                 level.append(t)
     return level
-
-
-def search_levels(
-    targets: dict[int, list[int]],
-    frontier: list[int],
-    missing: list[int],
-    rows: list[list[int]],
-    index: dict[int, int],
-    states: list[int],
-    where: dict[int, tuple[int, int]] | None,
-    inside: set[int],
-    too_wide: set[int],
-    bound: int,
-) -> int:
-    """Levels of a region search (the token index's ``_LazyExitSplitClassifier.
-    _search_region``, on a lexer past its snapshot's cells), from ``frontier`` on, for as
-    long as every state of the frontier has kept targets (then its row is built: no
-    ``ensure`` is due).  ``targets[q]``: the distinct targets of built state ``q``'s row on
-    the search's columns (kept across searches); ``missing``: the states of ``frontier``
-    without them, ``rows[i]``: ``missing[i]``'s row (its targets written here first, distinct,
-    in the order first met).  A level: the frontier's targets not in ``index``, less those in
-    ``where`` (earlier regions' states: added to ``inside``); none left: done; one in
-    ``too_wide``: past the bound; else numbered in ascending order (``index``, appended to
-    ``states``) as the next frontier (``frontier`` replaced in place), past the bound where
-    ``states`` passes ``bound``.  Returns 0 (done), 1 (the frontier holds states without
-    targets: the caller builds and reads their rows, then calls again) or -1 (past the
-    bound).  Compiled in the native build (plain loops over lists: no call back to the
-    interpreter for a level whose rows were read before).  O(missing cells + the levels'
-    targets)."""
-    for i in range(len(missing)):
-        out: list[int] = []
-        last = -1
-        for t in rows[i]:
-            if t != last:  # (runs of one target: one look-up)
-                last = t
-                if t not in out:  # (a handful of distinct targets a row)
-                    out.append(t)
-        targets[missing[i]] = out
-    while True:
-        met: set[int] = set()
-        for q in frontier:
-            for t in targets[q]:
-                if t not in index:
-                    met.add(t)
-        if where is not None:
-            met_in = [t for t in met if t in where]
-            for t in met_in:
-                inside.add(t)
-                met.discard(t)
-        if not met:
-            return 0
-        if not too_wide.isdisjoint(met):
-            return -1
-        level = sorted(met)
-        for q in level:
-            index[q] = len(states)
-            states.append(q)
-        frontier.clear()
-        frontier.extend(level)
-        if len(states) > bound:
-            return -1
-        for q in level:
-            if q not in targets:
-                return 1
 
 
 def _native_takes(table: np.ndarray, labels: np.ndarray) -> bool:

@@ -48,12 +48,7 @@ from ..automata.counted import (
     window_table,
 )
 from ..automata.dfa import DEAD, describe_bytes
-from ..automata.equivalence import (
-    class_level,
-    equivalence_classes,
-    grown_classes,
-    search_levels,
-)
+from ..automata.equivalence import class_level, equivalence_classes, grown_classes
 from ..automata.lexer import (
     ExpandedLexer,
     LazyExpandedLexer,
@@ -921,42 +916,27 @@ class _LazyExitSplitClassifier:
                 lexer.ensure(unbuilt)
                 budget -= int(np.count_nonzero(lexer.built)) - before
                 snap = None
-            if lexer.size * cols.size > _REGION_SNAPSHOT_CELLS:
+            if lexer.size * cols.size <= _REGION_SNAPSHOT_CELLS:
+                if snap is None:
+                    snap = lexer.table[: lexer.size].take(cols, axis=1)
+                    if xc >= 0:
+                        snap[:, xc] = DEAD
+                    rows = snap.tolist()
+                met: set[int] = set()
+                for q in frontier:
+                    met.update(rows[q])
+            else:
                 snap = None
                 missing = [q for q in frontier if q not in targets]
-                block_rows: list[list[int]] = []
                 if missing:  # (every state of the frontier is built now)
                     if step is None:
                         step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
-                    block_rows = lexer.table.take(missing, axis=0).take(step, axis=1).tolist()
-                # (compiled: this level and the next ones whose rows were read before, as
-                # the level below does; the frontier replaced in place)
-                got = search_levels(
-                    targets,
-                    frontier,
-                    missing,
-                    block_rows,
-                    index,
-                    states,
-                    where,
-                    inside,
-                    too_wide,
-                    _LOCAL_DIGEST_STATES,
-                )
-                if got < 0:
-                    too_wide.add(start)
-                    return None
-                if got == 0:
-                    break
-                continue
-            if snap is None:
-                snap = lexer.table[: lexer.size].take(cols, axis=1)
-                if xc >= 0:
-                    snap[:, xc] = DEAD
-                rows = snap.tolist()
-            met: set[int] = set()
-            for q in frontier:
-                met.update(rows[q])
+                    block = lexer.table.take(missing, axis=0).take(step, axis=1)
+                    for q, row in zip(missing, block.tolist(), strict=True):
+                        targets[q] = list(set(row))
+                met = set()
+                for q in frontier:
+                    met.update(targets[q])
             met.difference_update(index)
             if where is not None:
                 met_in = where.keys() & met
