@@ -27,7 +27,6 @@ import formcast.index.cfg_program as cp
 from formcast import GrammarCompiler, Vocabulary
 from formcast.automata.dfa import DEAD
 from formcast.automata.equivalence import equivalence_classes
-from formcast.automata.lexer import LazyExpandedLexer
 from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import random_walks, replay_masks
@@ -225,16 +224,21 @@ def test_reachable_classes_fill_all_or_by_levels(fill: int) -> None:
                 assert a.tolist() == b.tolist()
 
 
-def _compiled(vocab: Vocabulary, source: int, grow: bool) -> Any:
-    """SOURCES[source] compiled and masked along random walks with every level of every
-    search read from the kept row targets (``_REGION_SNAPSHOT_CELLS`` 0)."""
+@pytest.mark.parametrize("runs", [0, 1 << 30])
+@pytest.mark.parametrize("source", range(len(SOURCES)))
+def test_levels_without_runs_of_equal_targets(vocab: Vocabulary, source: int, runs: int) -> None:
+    """interior37: a level gathered as an array (``_REGION_SNAPSHOT_CELLS`` 0) drops the runs
+    of equal targets of its rows before its states are read (past ``_REGION_RUN_CELLS``
+    cells; 0: every level, and then ``np.unique`` on what is left, as past the snapshot
+    bound): every region as session 21's search (states order, classes, rows, flags)."""
     context_for(vocab).cache(cp.SHARED_WALKS).clear()
     compiler = GrammarCompiler(vocab, cache_size=0)
     src = SOURCES[source]
     with (
         mock.patch.object(cp, "LAZY_INDEX", True),
         mock.patch.object(cp, "_REGION_SNAPSHOT_CELLS", 0),
-        mock.patch.object(cp, "_GROW_REGIONS", grow),
+        mock.patch.object(cp, "_REGION_RUN_CELLS", runs),
+        mock.patch.object(cp, "_GROW_REGIONS", False),
     ):
         if src == "builtin_json":
             grammar = compiler.compile_builtin_json_grammar()
@@ -243,78 +247,32 @@ def _compiled(vocab: Vocabulary, source: int, grow: bool) -> Any:
         else:
             grammar = compiler.compile_json_schema(src)
         replay_masks(grammar, random_walks(grammar, walks=4, steps=30, seed=source))
-    return grammar
-
-
-@pytest.mark.parametrize("grow", [False, True])
-@pytest.mark.parametrize("source", range(len(SOURCES)))
-def test_kept_row_targets_are_the_rows_targets(vocab: Vocabulary, source: int, grow: bool) -> None:
-    """region38: the searches' kept row targets (``_row_targets``) of every state are its
-    built row's distinct targets on the cut columns, the exit byte's left out (it leads to
-    the dead state on the cut lexer), and every region is session 21's search."""
-    grammar = _compiled(vocab, source, grow)
     clf: Any = grammar.program._positions
     assert clf._regions, "no region made"
-    kept = clf._row_targets()
-    assert kept
-    lexer = clf.lexer
-    cols, col_of_byte = clf._cut_columns()
-    xc = -1 if clf.exit_byte is None else int(col_of_byte[clf.exit_byte])
-    step = [int(c) for i, c in enumerate(cols.tolist()) if i != xc]
-    for q, got in kept.items():
-        assert lexer.built[q]
-        assert sorted(got) == sorted(set(lexer.table[q, step].tolist())), q
     for start, idx, part, dpart, sub, cut_split, _ in clf._regions:
         o_idx, o_part, o_stable, o_sub, o_split = _old_region(clf, start)
-        n = o_idx.size if grow else idx.size
-        assert idx[:n].tolist() == o_idx.tolist()
-        assert part[:n].tolist() == o_part.tolist()
+        assert idx.tolist() == o_idx.tolist()
+        assert part.tolist() == o_part.tolist()
         assert (dpart is part) == o_stable
-        assert (sub[:n] == o_sub).all()
-        assert (cut_split[:n] == o_split).all()
+        assert (sub == o_sub).all()
+        assert (cut_split == o_split).all()
 
 
-@pytest.mark.parametrize("source", range(len(SOURCES)))
-def test_kept_row_targets_change_no_ensure(vocab: Vocabulary, source: int) -> None:
-    """Reading kept row targets (a state met by an earlier search) calls the lexer's
-    ``ensure`` exactly as a search gathering every level does (the same states, in the same
-    calls: the lexer numbers its states and spends the search's row budget as before), so
-    the lexer, the regions and their digests are the ones made with nothing kept."""
-    made = []
-    for keep in (True, False):
-        calls: list[list[int]] = []
-        real_ensure = LazyExpandedLexer.ensure
-
-        def spy(self: Any, states: Any, _real: Any = real_ensure, _calls: Any = calls) -> bool:
-            _calls.append([int(q) for q in np.asarray(states).tolist()])
-            return bool(_real(self, states))
-
-        real_kept = cp._LazyExitSplitClassifier._row_targets
-        with (
-            mock.patch.object(LazyExpandedLexer, "ensure", spy),
-            mock.patch.object(
-                cp._LazyExitSplitClassifier,
-                "_row_targets",
-                real_kept if keep else (lambda self: {}),
-            ),
-        ):
-            grammar = _compiled(vocab, source, True)
-        clf: Any = grammar.program._positions
-        size = clf.lexer.size
-        digests = [
-            clf._region_digest((rid, q))
-            for rid, region in enumerate(clf._regions)
-            for q in range(1, region[1].size)
-        ]
-        made.append(
-            (
-                calls,
-                clf.lexer.table[:size].tobytes(),
-                [(r[0], r[1].tolist(), r[2].tolist()) for r in clf._regions],
-                digests,
-            )
-        )
-    assert made[0][0] == made[1][0]
-    assert made[0][1] == made[1][1]
-    assert made[0][2] == made[1][2]
-    assert made[0][3] == made[1][3]
+@pytest.mark.parametrize("runs", [0, 3, 1 << 30])
+@pytest.mark.parametrize("snapshot", [0, 40, 1 << 30])
+def test_level_targets_are_the_rows_values(runs: int, snapshot: int) -> None:
+    """``_level_targets``: every value of the block (each run's first and last cells, rows
+    of one value, a first cell alone), whatever the bounds."""
+    rng = np.random.default_rng(37)
+    with (
+        mock.patch.object(cp, "_REGION_RUN_CELLS", runs),
+        mock.patch.object(cp, "_REGION_SNAPSHOT_CELLS", snapshot),
+    ):
+        for _ in range(300):
+            n, w = int(rng.integers(1, 12)), int(rng.integers(1, 20))
+            block = rng.integers(0, int(rng.integers(1, 9)), size=(n, w)).astype(np.int32)
+            if rng.random() < 0.5:  # long runs, as a string's body's rows
+                block = np.sort(block, axis=1)
+            got = cp._level_targets(block)
+            assert set(got) == set(block.ravel().tolist())
+            assert len(got) <= block.size

@@ -895,16 +895,13 @@ class _LazyExitSplitClassifier:
         # of states a level: no ``np.unique``, whose fixed cost was most of a level in a
         # grammar's first mask); on a small lexer (at most :data:`_REGION_SNAPSHOT_CELLS`
         # cells on ``cols``) from one gather of all its rows per ``ensure`` (``snap``: the
-        # rows change only there), else from the distinct targets of each state's row on
-        # ``step`` (``targets``, kept across searches: :meth:`_row_targets`; one gather a
-        # level of the frontier's rows not met before)
+        # rows change only there), else one gather of the frontier's rows a level (distinct
+        # by ``np.unique`` past that many cells)
         snap: np.ndarray | None = None
         rows: list[list[int]] = []
-        targets = self._row_targets()
         while frontier:
             built = lexer.built
-            # (a state with kept targets is built: the same ``ensure`` calls as without them)
-            unbuilt = [q for q in frontier if q not in targets and not built[q]]
+            unbuilt = [q for q in frontier if not built[q]]
             if unbuilt:
                 if budget < len(unbuilt):  # a region this costly is not made: ``start``
                     return None  # walks alone
@@ -927,16 +924,11 @@ class _LazyExitSplitClassifier:
                     met.update(rows[q])
             else:
                 snap = None
-                missing = [q for q in frontier if q not in targets]
-                if missing:  # (every state of the frontier is built now)
-                    if step is None:
-                        step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
-                    block = lexer.table.take(missing, axis=0).take(step, axis=1)
-                    for q, row in zip(missing, block.tolist(), strict=True):
-                        targets[q] = list(set(row))
-                met = set()
-                for q in frontier:
-                    met.update(targets[q])
+                if step is None:
+                    step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
+                block = lexer.table.take(frontier, axis=0).take(step, axis=1)
+                # (:func:`_level_targets`: without its rows' runs of equal targets)
+                met = set(_level_targets(block))
             met.difference_update(index)
             if where is not None:
                 met_in = where.keys() & met
@@ -982,23 +974,6 @@ class _LazyExitSplitClassifier:
             for i, q in enumerate(states):
                 where.setdefault(q, (rid, i))
         return rid, 1
-
-    def _row_targets(self) -> dict[int, list[int]]:
-        """Per built lexer state met by a region search past :data:`_REGION_SNAPSHOT_CELLS`,
-        the distinct states its cut row leads to on the search's columns (one per byte class
-        of the cut lexer, the exit byte's left out), in any order: a built row never changes,
-        so a later search (the same states searched again: a grown region's search done
-        again whole, or the next start of one rule's value) reads them without a gather.
-        Kept in ``_succ`` under the key :data:`_ROW_TARGETS` (``_succ``: functions of the
-        lexer's rows, omitted by persist, empty again after a load); grows with the states
-        searched (O(their distinct targets))."""
-        succ = self._succ
-        if succ is None:
-            succ = self._succ = {}
-        kept = succ.get(_ROW_TARGETS)
-        if kept is None:
-            kept = succ[_ROW_TARGETS] = {}
-        return kept
 
     def _grown_region(self, states: list[int], inside: set[int]) -> tuple[int, int] | None:
         """The region of ``states[1]`` (:meth:`_new_region`'s result) made by growing a
@@ -1208,6 +1183,21 @@ def _row_classes(rows: np.ndarray) -> np.ndarray:
         _, cls = np.unique(key, return_inverse=True)
         cls = cls.reshape(-1).astype(np.int64)
     return cls
+
+
+def _level_targets(block: np.ndarray) -> list[int]:
+    """The targets of a search level's rows ``block`` (any shape), each distinct value at
+    least once (the caller makes a set): past :data:`_REGION_RUN_CELLS` cells without the
+    runs of equal values (a string's body leads most bytes to one state: fewer Python ints),
+    then past :data:`_REGION_SNAPSHOT_CELLS` left, distinct by a sort (``np.unique``).
+    O(cells), plus O(n log n) past that bound."""
+    flat = block.ravel()
+    if flat.size > _REGION_RUN_CELLS:
+        flat = flat[np.concatenate(([True], flat[1:] != flat[:-1]))]
+        if flat.size > _REGION_SNAPSHOT_CELLS:
+            flat = np.unique(flat)
+    out: list[int] = flat.tolist()
+    return out
 
 
 def _split_labels(split: np.ndarray) -> np.ndarray:
@@ -2322,9 +2312,9 @@ _SMALL_LABEL_ROWS = 256
 # ... and a region's search reads every row of a lexer of at most this many cells (states x
 # cut byte classes) at once, not the rows of each level (grammar_bench's c1_arith: 59 x 11)
 _REGION_SNAPSHOT_CELLS = 4_096
-# ... past it, a search reads the distinct targets of each state's row, kept per lexer state
-# in ``_succ`` under this key (_LazyExitSplitClassifier._row_targets; region ids are >= 0)
-_ROW_TARGETS = -1
+# ... and a level of more than this many cells drops the runs of equal targets of its rows
+# before its states are read as Python ints (sorted past _REGION_SNAPSHOT_CELLS left)
+_REGION_RUN_CELLS = 256
 _FILL_CLASSES = 256
 # a wide start reaching states of one stable region and new ones grows that region
 # (_LazyExitSplitClassifier._grown_region) rather than searching and refining its own
