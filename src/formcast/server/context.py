@@ -87,6 +87,11 @@ class EventStream(StreamingResponse):
                                     "more_body": True})
                 except OSError:  # as StreamingResponse under ASGI spec 2.4
                     raise ClientDisconnect() from None
+                # the head is out: the rest (the body task and, under ASGI spec < 2.4 as
+                # uvicorn speaks, Starlette's task group and disconnect listener: ~50-100 us)
+                # after the heads of the requests already ready to run (a burst read in one
+                # loop turn), not before them
+                await asyncio.sleep(0)
             except BaseException:
                 await aclose(body)
                 raise
