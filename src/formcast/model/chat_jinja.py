@@ -207,7 +207,9 @@ def _compile(source: str) -> tuple[Any, bool]:
     env.globals["strftime_now"] = _strftime_now
     env.globals["dict"] = _TemplateDict()
     env.globals["namespace"] = namespace
-    return env.from_string(source), _is_pure(env.parse(source))
+    tree = env.parse(source)  # (parsed once: the purity check reads the tree, then it compiles)
+    pure = _is_pure(tree)
+    return env.from_string(tree), pure
 
 
 def _compiled(source: str, name: str) -> tuple[Any, bool]:
