@@ -126,6 +126,20 @@ def _old_digest(clf: Any, dpart: np.ndarray, sub: np.ndarray, split: np.ndarray,
     return h.digest()
 
 
+def _walked(compiler: GrammarCompiler, source: int) -> Any:
+    """``SOURCES[source]`` compiled (under the caller's patches) and its masks replayed on 4
+    random walks of 30 steps (seeded by ``source``): the regions those walks made."""
+    src = SOURCES[source]
+    if src == "builtin_json":
+        grammar = compiler.compile_builtin_json_grammar()
+    elif isinstance(src, str):
+        grammar = compiler.compile_grammar(src)
+    else:
+        grammar = compiler.compile_json_schema(src)
+    replay_masks(grammar, random_walks(grammar, walks=4, steps=30, seed=source))
+    return grammar
+
+
 @pytest.mark.parametrize("grow", [False, True])
 @pytest.mark.parametrize("cells", [0, 8, 1 << 30])
 @pytest.mark.parametrize("source", range(len(SOURCES)))
@@ -138,19 +152,12 @@ def test_regions_and_digests_are_the_previous_codes(
     search's states first, as before, then the new ones: test_grown_regions.py)."""
     context_for(vocab).cache(cp.SHARED_WALKS).clear()
     compiler = GrammarCompiler(vocab, cache_size=0)
-    src = SOURCES[source]
     with (
         mock.patch.object(cp, "LAZY_INDEX", True),
         mock.patch.object(cp, "_REGION_SNAPSHOT_CELLS", cells),
         mock.patch.object(cp, "_GROW_REGIONS", grow),
     ):
-        if src == "builtin_json":
-            grammar = compiler.compile_builtin_json_grammar()
-        elif isinstance(src, str):
-            grammar = compiler.compile_grammar(src)
-        else:
-            grammar = compiler.compile_json_schema(src)
-        replay_masks(grammar, random_walks(grammar, walks=4, steps=30, seed=source))
+        grammar = _walked(compiler, source)
     clf: Any = grammar.program._positions
     assert isinstance(clf, cp._LazyExitSplitClassifier)
     assert clf._regions, "no region made"
@@ -171,7 +178,7 @@ def test_regions_and_digests_are_the_previous_codes(
             assert got == _old_digest(clf, dpart, sub, cut_split, q)
             digests += got is not None
     assert digests
-    if src == "builtin_json":  # a JSON value's region: 140 classes
+    if SOURCES[source] == "builtin_json":  # a JSON value's region: 140 classes
         assert counted
 
 
@@ -233,20 +240,13 @@ def test_levels_without_runs_of_equal_targets(vocab: Vocabulary, source: int, ru
     bound): every region as session 21's search (states order, classes, rows, flags)."""
     context_for(vocab).cache(cp.SHARED_WALKS).clear()
     compiler = GrammarCompiler(vocab, cache_size=0)
-    src = SOURCES[source]
     with (
         mock.patch.object(cp, "LAZY_INDEX", True),
         mock.patch.object(cp, "_REGION_SNAPSHOT_CELLS", 0),
         mock.patch.object(cp, "_REGION_RUN_CELLS", runs),
         mock.patch.object(cp, "_GROW_REGIONS", False),
     ):
-        if src == "builtin_json":
-            grammar = compiler.compile_builtin_json_grammar()
-        elif isinstance(src, str):
-            grammar = compiler.compile_grammar(src)
-        else:
-            grammar = compiler.compile_json_schema(src)
-        replay_masks(grammar, random_walks(grammar, walks=4, steps=30, seed=source))
+        grammar = _walked(compiler, source)
     clf: Any = grammar.program._positions
     assert clf._regions, "no region made"
     for start, idx, part, dpart, sub, cut_split, _ in clf._regions:
