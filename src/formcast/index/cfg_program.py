@@ -671,23 +671,42 @@ class _LazyExitSplitClassifier:
         row = 3 * int(tables.ids[start]) + 2  # (:meth:`_LazyWalkTables.start`)
         if row <= 0:  # (no id: never made ready; the caller walks another way)
             return None
+        xb = -1 if self.exit_byte is None else self.exit_byte
         while True:
+            pending = tables.pending
+            # (:meth:`_walk_rows` inlined: ``tuple.__new__``, the named tuple made in C)
+            rows = tuple.__new__(
+                WalkRows,
+                (
+                    lexer.table,
+                    lexer.split,
+                    lexer.built,
+                    tables.ids,
+                    tables.ready,
+                    tables.states,
+                    tables.lex,
+                    tables.cut,
+                    pending,
+                    tables.count,
+                    xb,
+                ),
+            )
             got = walker.walk(
                 tables.cut if cut else tables.lex,
                 row,
-                tables.pending,
+                pending,
                 _LAZY_SINK,
                 words,
                 string_map,
                 drop,
-                self._walk_rows(tables),
+                rows,
                 resume,
             )
             cands, stops, written, count = got
             if count != tables.count:  # (ids may be given where no row was written: no room)
                 tables.wrote(count)
-            if written.size:
-                self._ready_list.extend(written.tolist())
+            if written:
+                self._ready_list.extend(written)
             if cands.size:
                 parts.append(cands)
             if not stops.size:

@@ -1166,7 +1166,9 @@ def classify_walk_resume(
     walker = trie.classify_walker(vocab_trie, int(words.size), string_map is None)
     if walker is None:
         return None
-    return walker.walk(table, start, rows.pending, sink, words, string_map, drop, rows, resume)
+    got = walker.walk(table, start, rows.pending, sink, words, string_map, drop, rows, resume)
+    written = np.asarray(got[2], dtype=np.int64) if got[2] else _NO_STATES
+    return got[0], got[1], written, got[3]
 
 
 def write_walk_state(rows: WalkRows, state: int, sink: int) -> tuple[int, bool] | None:
@@ -1246,12 +1248,13 @@ class ClassifyWalker:
         drop: np.ndarray | None,
         rows: WalkRows,
         resume: np.ndarray | None,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    ) -> tuple[np.ndarray, np.ndarray, list[int], int]:
         """:func:`classify_walk_resume` on ``table`` (``rows.cut`` or ``rows.lex``) and its
         ``pending`` flags (``rows.pending``), from row ``start`` or the stops ``resume``:
-        ``(candidates, stops, lexer states whose rows were written, ids given now)``;
-        ``words`` (``n_words`` long) and ``rows`` mutated in place.  Raises ``ValueError``
-        where the kernel refuses its arguments."""
+        ``(candidates, stops, lexer states whose rows were written (a new list: what the
+        caller's ready list takes), ids given now)``; ``words`` (``n_words`` long) and
+        ``rows`` mutated in place.  Raises ``ValueError`` where the kernel refuses its
+        arguments."""
         got = self.kernel.classify_from(
             self.handle,
             table,
@@ -1265,12 +1268,13 @@ class ClassifyWalker:
             rows,
             resume,
         )
-        # (an empty output, most calls' stops: the shared empty array, not a view of b"")
+        # (an empty output, most calls' stops: the shared empty array, not a view of b"";
+        # the states written as a list by a memoryview: ~3x cheaper than numpy's view)
         c, s, w = got[0], got[1], got[2]
         return (
             np.frombuffer(c, dtype=np.int64) if c else _NO_STATES,
             np.frombuffer(s, dtype=np.int64) if s else _NO_STATES,
-            np.frombuffer(w, dtype=np.int64) if w else _NO_STATES,
+            memoryview(w).cast("q").tolist() if w else [],
             int(got[3]),
         )
 
