@@ -94,7 +94,33 @@ def main() -> None:
         calls.append((step_now[0], (time.thread_time_ns() - t0) / 1e3, (a[0], *saved)))
         return got
 
+    # (walk39: the lazy classifier's resumable walks go through ClassifyWalker.walk; captured
+    # in _classify_call's argument order: trie, table, start, pending, sink, vocab trie,
+    # words, string map, drop, rows, resume, resumable)
+    trie_of: dict[int, Any] = {}
+    real_walker = tr.TokenTrie.classify_walker
+    real_walk = tr.ClassifyWalker.walk
+
+    def walker(self: Any, vocab_trie: Any, n_words: int, own: bool) -> Any:
+        got = real_walker(self, vocab_trie, n_words, own)
+        if got is not None:
+            trie_of[id(got)] = self
+        return got
+
+    def walk(self: Any, table: Any, start: int, pending: Any, sink: int, *rest: Any) -> Any:
+        words, smap, drop, rows, resume = rest
+        if step_now[0] >= args.steps:
+            return real_walk(self, table, start, pending, sink, *rest)
+        a = (table, start, pending, sink, self.vocab_trie, words, smap, drop, rows, resume, True)
+        saved = _copy_args(a)
+        t0 = time.thread_time_ns()
+        got = real_walk(self, table, start, pending, sink, *rest)
+        calls.append((step_now[0], (time.thread_time_ns() - t0) / 1e3, (trie_of[id(self)], *saved)))
+        return got
+
     tr._classify_call = wrap
+    tr.TokenTrie.classify_walker = walker  # type: ignore[method-assign]
+    tr.ClassifyWalker.walk = walk  # type: ignore[method-assign]
     comp = ad.compile(wl)
     m = ad.matcher(comp)
     mask = ad.alloc()
@@ -104,6 +130,8 @@ def main() -> None:
         ad.accept(m, doc[step])
     step_now[0] = 10**9
     tr._classify_call = real
+    tr.TokenTrie.classify_walker = real_walker  # type: ignore[method-assign]
+    tr.ClassifyWalker.walk = real_walk  # type: ignore[method-assign]
     kerns = [("base", tr._KERNEL)]
     if args.kernel:
         kerns.append(("new", _load_kernel(args.kernel)))

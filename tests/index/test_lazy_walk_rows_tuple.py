@@ -2,7 +2,8 @@
 ``WalkRows`` with ``tuple.__new__`` (no Python ``__new__``) and ``_walk_resumed`` reads the
 walk tables and the start row inline.  The tuple must still be a ``WalkRows`` holding the
 very arrays of the lexer and the tables (the kernel writes rows into them in place), the ids
-given and the exit byte (-1: none); the inlined start row must be ``_LazyWalkTables.start``'s.
+given and the exit byte (-1: none); the inlined start row must be ``_LazyWalkTables.start``'s
+(walk39: the row and the inlined rows handed to the bound walker, ``ClassifyWalker.walk``).
 The masks themselves are pinned by the lazy == eager tests (tests/index/
 test_lazy_index_matches_eager.py, test_lazy_tables_grow_mid_walk.py)."""
 
@@ -16,7 +17,7 @@ import pytest
 import formcast.index.cfg_program as cfg_program
 from formcast import GrammarCompiler, GrammarMatcher, Vocabulary, allocate_token_bitmask
 from formcast.vocab.loaders import load_vocabulary
-from formcast.vocab.trie import WalkRows
+from formcast.vocab.trie import ClassifyWalker, WalkRows
 
 SCHEMA = {
     "type": "object",
@@ -77,16 +78,28 @@ def test_walk_rows_is_a_walk_rows_of_the_live_arrays(vocab: Vocabulary) -> None:
 def test_inlined_start_row_is_the_tables_start(vocab: Vocabulary) -> None:
     found = _classifiers(vocab)
     starts: list[tuple[int, int]] = []
-    real = cfg_program.classify_walk_resume
+    real = ClassifyWalker.walk
+    current: list[Any] = []
 
-    def spy(trie: Any, cut: bool, start: int, *rest: Any) -> Any:
-        starts.append((start, rest[-2].given))
-        return real(trie, cut, start, *rest)
+    def spy(self: ClassifyWalker, table: Any, start: int, *rest: Any) -> Any:
+        rows = rest[-2]
+        starts.append((start, rows.given))
+        # (the rows are made inline too: the very tuple :meth:`_walk_rows` makes)
+        want = current[-1]._walk_rows(current[-1]._tables())
+        assert type(rows) is WalkRows
+        assert len(rows) == len(want)
+        for a, b in zip(rows[:9], want[:9], strict=True):
+            assert a is b
+        assert rows[9:] == want[9:]
+        assert table is (want.cut if current[-1].exit_byte is not None else want.lex)
+        assert rest[0] is want.pending
+        return real(self, table, start, *rest)
 
     for clf in found:
+        current.append(clf)
         tables = clf._tables()
         ready = [int(s) for s in tables.states[1 : tables.count] if tables.ready[s]]
-        with mock.patch.object(cfg_program, "classify_walk_resume", spy):
+        with mock.patch.object(ClassifyWalker, "walk", spy):
             for state in ready[:8]:
                 starts.clear()
                 got = clf._walk_resumed(clf._vocab.trie, True, state, None, None, None)

@@ -72,7 +72,6 @@ from ..vocab.trie import (
     TokenTrie,
     WalkRows,
     ahead_states,
-    classify_walk_resume,
     classify_walk_rows,
     note_column_classes,
     walks_write_rows,
@@ -657,34 +656,57 @@ class _LazyExitSplitClassifier:
             words = np.zeros(bitmask_words(vocab.vocab_size), dtype=np.int32)
         else:
             words = base.copy()
+        # the kernel's walks bound once a walk (:meth:`~formcast.vocab.trie.TokenTrie.
+        # classify_walker`: no per-call look-ups, checks or wrappers: a walk's glue)
+        walker = trie.classify_walker(vocab.trie, int(words.size), string_map is None)
+        if walker is None:
+            return None
         parts: list[np.ndarray] = []
         resume: np.ndarray | None = None
-        vocab_trie = vocab.trie
         lexer = self.lexer
+        # (:meth:`_tables` inlined, and the start row read once: rows never move)
+        tables = self._derived
+        if tables is None or tables.ids.size < lexer.capacity:
+            tables = self._tables()
+        row = 3 * int(tables.ids[start]) + 2  # (:meth:`_LazyWalkTables.start`)
+        if row <= 0:  # (no id: never made ready; the caller walks another way)
+            return None
+        xb = -1 if self.exit_byte is None else self.exit_byte
         while True:
-            # (:meth:`_tables` and :meth:`_walk_rows` inlined: a walk's glue, ~2 us a call)
-            tables = self._derived
-            if tables is None or tables.ids.size < lexer.capacity:
-                tables = self._tables()
-            got = classify_walk_resume(
-                trie,
-                cut,
-                3 * int(tables.ids[start]) + 2,  # (:meth:`_LazyWalkTables.start`)
+            pending = tables.pending
+            # (:meth:`_walk_rows` inlined: ``tuple.__new__``, the named tuple made in C)
+            rows = tuple.__new__(
+                WalkRows,
+                (
+                    lexer.table,
+                    lexer.split,
+                    lexer.built,
+                    tables.ids,
+                    tables.ready,
+                    tables.states,
+                    tables.lex,
+                    tables.cut,
+                    pending,
+                    tables.count,
+                    xb,
+                ),
+            )
+            got = walker.walk(
+                tables.cut if cut else tables.lex,
+                row,
+                pending,
                 _LAZY_SINK,
-                vocab_trie,
                 words,
                 string_map,
                 drop,
-                self._walk_rows(tables),
+                rows,
                 resume,
             )
-            if got is None:
-                return None
             cands, stops, written, count = got
             if count != tables.count:  # (ids may be given where no row was written: no room)
                 tables.wrote(count)
-            if written.size:
-                self._ready_list.extend(written.tolist())
+            if written:
+                self._ready_list.extend(written)
             if cands.size:
                 parts.append(cands)
             if not stops.size:
@@ -695,6 +717,9 @@ class _LazyExitSplitClassifier:
             # again from the start
             self._build_stops(tables, tables.states[stops[1::2] // 3])
             resume = None if stops[0] < 0 else stops
+            tables = self._derived
+            if tables is None or tables.ids.size < lexer.capacity:
+                tables = self._tables()
         if not parts:
             return words, np.zeros(0, dtype=np.int64)
         if len(parts) == 1:

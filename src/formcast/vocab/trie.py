@@ -46,6 +46,7 @@ from ..cache import LruCache
 from ..columns import column_classes
 
 __all__ = [
+    "ClassifyWalker",
     "TokenTrie",
     "WalkRows",
     "ahead_states",
@@ -107,6 +108,9 @@ class TokenTrie:
         self._heads: dict[
             tuple[int, int, bool], tuple[TokenTrie, _SubtreeMemo | None, _ClassifyHead | None]
         ] = {}
+        # the walker :meth:`classify_walker` gave last (one: a trie is walked over one
+        # vocabulary, one width, own strings or not, in practice)
+        self._walker: ClassifyWalker | None = None
         # class tries by class map (LRU; see _classes_of)
         self._class_tries: LruCache[bytes, _ClassTrie] = LruCache(_CLASS_TRIES_KEPT)
         if tokens is None:  # a trie of plain strings: see _of_strings
@@ -771,6 +775,37 @@ class TokenTrie:
         else:
             bitmask_set_many(words, self.unique_token_ids(unique))
 
+    def classify_walker(
+        self, vocab_trie: TokenTrie, n_words: int, own_strings: bool
+    ) -> ClassifyWalker | None:
+        """The kernel's resumable classify walks of this trie's strings as tokens of
+        ``vocab_trie`` (bits in ``n_words`` bitmask words; ``own_strings``: no string map),
+        bound (:class:`ClassifyWalker`); None where they do not apply (the pure package, a
+        kernel without ``classify_from``, an empty trie, a string of several token ids).  The
+        last one given is kept and given again while it fits (the same vocabulary trie,
+        width, memo, kernel and reach thresholds: ~0.2 us a call); else
+        :meth:`_classify_head`'s look-up (or build) and a new walker (~2 us)."""
+        w = self._walker
+        if (
+            w is not None
+            and w.vocab_trie is vocab_trie
+            and w.n_words == n_words
+            and w.own_strings is own_strings
+            and w.memo is self._memo
+            and w.kernel is _KERNEL
+            and w.reach_base is _NATIVE_WALK_MAX_REACH
+            and w.share is _MEMO_WALK_MAX_SHARE
+        ):
+            return w
+        if _KERNEL is None or not hasattr(_KERNEL, "classify_from"):
+            return None
+        head = self._classify_head(vocab_trie, n_words, own_strings)
+        if head is None:
+            return None
+        w = ClassifyWalker(self, vocab_trie, n_words, own_strings, head)
+        self._walker = w
+        return w
+
     def _classify_head(
         self, vocab_trie: TokenTrie, n_words: int, own_strings: bool
     ) -> _ClassifyHead | None:
@@ -1125,23 +1160,15 @@ def classify_walk_resume(
     kernel does not apply, or lacks resumable walks (the caller then uses
     :func:`classify_walk_rows`).  Cost: the live nodes walked this call plus O(256) per row
     written."""
-    if _KERNEL is None or not hasattr(_KERNEL, "classify_from"):
-        return None
     table = rows.cut if cut else rows.lex
-    return _classify_call(
-        trie,
-        table,
-        start,
-        rows.pending,
-        sink,
-        vocab_trie,
-        words,
-        string_map,
-        drop,
-        rows,
-        resume,
-        True,
-    )
+    if not TokenTrie._native_takes(table, start):
+        return None
+    walker = trie.classify_walker(vocab_trie, int(words.size), string_map is None)
+    if walker is None:
+        return None
+    got = walker.walk(table, start, rows.pending, sink, words, string_map, drop, rows, resume)
+    written = np.asarray(got[2], dtype=np.int64) if got[2] else _NO_STATES
+    return got[0], got[1], written, got[3]
 
 
 def write_walk_state(rows: WalkRows, state: int, sink: int) -> tuple[int, bool] | None:
@@ -1163,6 +1190,95 @@ def walks_write_rows() -> bool:
     return _KERNEL is not None and hasattr(_KERNEL, "classify")
 
 
+class ClassifyWalker:
+    """The kernel's resumable classify walks (``_trie_walk.classify_from``, as
+    :func:`classify_walk_resume`) of one trie's strings as tokens of one vocabulary trie,
+    their bits in bitmasks of one width, with or without a string map, bound once
+    (:meth:`TokenTrie.classify_walker`): the kernel's handle of the trie
+    (:meth:`TokenTrie._classify_head`) and the walk's reach threshold are kept, so a call is
+    the kernel's and its outputs' conversion, not ~1-2 us of look-ups and checks.  It does
+    not check the table (the lazy walk tables' are ``int32[n, 256]``, C-contiguous: the
+    kernel refuses another with ``ValueError``) nor the start (the kernel refuses one out of
+    range).  Immutable; holds the handle (the trie's buffers) while it lives.  Valid while
+    the trie's memo, the kernel and the reach thresholds are those it was made with
+    (:meth:`TokenTrie.classify_walker` checks)."""
+
+    __slots__ = (
+        "handle",
+        "kernel",
+        "max_reach",
+        "memo",
+        "n_words",
+        "own_strings",
+        "reach_base",
+        "share",
+        "vocab_trie",
+    )
+
+    def __init__(
+        self,
+        trie: TokenTrie,
+        vocab_trie: TokenTrie,
+        n_words: int,
+        own_strings: bool,
+        head: _ClassifyHead,
+    ) -> None:
+        handle, has_memo = head
+        self.handle = handle
+        self.kernel = _KERNEL
+        self.vocab_trie = vocab_trie
+        self.n_words = n_words
+        self.own_strings = own_strings
+        self.memo = trie._memo
+        self.reach_base = _NATIVE_WALK_MAX_REACH
+        self.share = _MEMO_WALK_MAX_SHARE
+        max_reach = _NATIVE_WALK_MAX_REACH
+        if has_memo:
+            max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
+        self.max_reach = max_reach
+
+    def walk(
+        self,
+        table: np.ndarray,
+        start: int,
+        pending: np.ndarray,
+        sink: int,
+        words: np.ndarray,
+        string_map: np.ndarray | None,
+        drop: np.ndarray | None,
+        rows: WalkRows,
+        resume: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray, list[int], int]:
+        """:func:`classify_walk_resume` on ``table`` (``rows.cut`` or ``rows.lex``) and its
+        ``pending`` flags (``rows.pending``), from row ``start`` or the stops ``resume``:
+        ``(candidates, stops, lexer states whose rows were written (a new list: what the
+        caller's ready list takes), ids given now)``; ``words`` (``n_words`` long) and
+        ``rows`` mutated in place.  Raises ``ValueError`` where the kernel refuses its
+        arguments."""
+        got = self.kernel.classify_from(
+            self.handle,
+            table,
+            start,
+            pending,
+            sink,
+            string_map,
+            drop,
+            words,
+            self.max_reach,
+            rows,
+            resume,
+        )
+        # (an empty output, most calls' stops: the shared empty array, not a view of b"";
+        # the states written as a list by a memoryview: ~3x cheaper than numpy's view)
+        c, s, w = got[0], got[1], got[2]
+        return (
+            np.frombuffer(c, dtype=np.int64) if c else _NO_STATES,
+            np.frombuffer(s, dtype=np.int64) if s else _NO_STATES,
+            memoryview(w).cast("q").tolist() if w else [],
+            int(got[3]),
+        )
+
+
 def _classify_call(
     trie: TokenTrie,
     table: np.ndarray,
@@ -1174,9 +1290,9 @@ def _classify_call(
     string_map: np.ndarray | None,
     drop: np.ndarray | None,
     rows: WalkRows | None,
-    resume: np.ndarray | None = None,
-    resumable: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """:func:`classify_walk` (``rows`` None) and :func:`classify_walk_rows` in the kernel
+    (its ``classify``): None where it does not apply."""
     if _KERNEL is None or not TokenTrie._native_takes(table, start):
         return None
     head = trie._classify_head(vocab_trie, int(words.size), string_map is None)
@@ -1186,14 +1302,9 @@ def _classify_call(
     max_reach = _NATIVE_WALK_MAX_REACH
     if memo:
         max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
-    if resumable:
-        got = _KERNEL.classify_from(
-            handle, table, start, pending, sink, string_map, drop, words, max_reach, rows, resume
-        )
-    else:
-        got = _KERNEL.classify(
-            handle, table, start, pending, sink, string_map, drop, words, max_reach, rows
-        )
+    got = _KERNEL.classify(
+        handle, table, start, pending, sink, string_map, drop, words, max_reach, rows
+    )
     # (an empty output, most calls' stops: the shared empty array, not a view of b"")
     cands = np.frombuffer(got[0], dtype=np.int64) if got[0] else _NO_STATES
     stopped = np.frombuffer(got[1], dtype=np.int64) if got[1] else _NO_STATES
