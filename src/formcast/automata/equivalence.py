@@ -237,8 +237,8 @@ def grown_classes_of(
     first: dict[object, int] = {}
     block = [0] * k
     for i in alone:
-        key = (flags[i], tuple(moved[i * width : (i + 1) * width]))
-        block[i] = first.setdefault(key, len(first))
+        label = (flags[i], tuple(moved[i * width : (i + 1) * width]))
+        block[i] = first.setdefault(label, len(first))
     count = len(first)
     while True:
         seen: dict[tuple[int, ...], int] = {}
