@@ -26,13 +26,7 @@ import numpy as np
 from ..columns import column_classes, hash_weights
 from ..limits import WorkBudget
 
-__all__ = [
-    "bounded_equivalence",
-    "class_level",
-    "equivalence_classes",
-    "grown_classes",
-    "grown_classes_of",
-]
+__all__ = ["bounded_equivalence", "class_level", "equivalence_classes", "grown_classes"]
 
 # the compiled build's refinement (docs/native.md); absent from the pure-Python package, where
 # the numpy code below runs (tests set this to None for the reference)
@@ -154,7 +148,7 @@ def grown_classes(
     and the classes); the new states alike to no class are split among themselves by a
     Moore refinement on those moves (their moves into classes, and into new states with a
     class, fixed).  Compiled in the native build (plain loops over lists).  O(new states x
-    classes x columns) at worst for the candidates (:func:`grown_classes_of` from them)."""
+    classes x columns) at worst."""
     k = len(codes)
     by_flags: dict[bytes, list[int]] = {}
     for c in range(1, n_cls):  # (class 0: the dead state, alike to nothing else)
@@ -172,83 +166,42 @@ def grown_classes(
             else:
                 alike.append(c)
         cand.append(alike)
-    return grown_classes_of(n_cls, class_rows, cand, codes, flags)
-
-
-def grown_classes_of(
-    n_cls: int,
-    class_rows: list[list[int]],
-    cand: list[list[int]],
-    codes: list[list[int]],
-    flags: list[bytes],
-) -> tuple[list[int], list[int]] | None:
-    """:func:`grown_classes` from the candidates: ``cand[i]``, the classes (not the dead
-    state's) with new state ``i``'s split flags and its moves into classes (distinct, any
-    order); ``class_rows[c]`` is read only for those (the others may be empty).  The
-    greatest relation by removals (each pair dropped once; a drop re-examines only the pairs
-    whose new state moves into the dropped pair's on a column where the class moves into the
-    dropped class), then as :func:`grown_classes`.  Compiled in the native build.
-    O(candidate pairs x the new states' moves into new states), plus the refinement of the
-    new states alike to no class."""
-    k = len(codes)
-    # the greatest relation: drop (i, c) where i moves into new state m on column j and c
-    # into a class m is not (still) alike to
+    # the greatest relation: drop (i, c) where i moves into new state m and c into a class
+    # m is not (still) alike to
     new_cols = [[(j, t - n_cls) for j, t in enumerate(code) if t >= n_cls] for code in codes]
-    # pair (i, c) as i * n_cls + c: alive or dropped
-    alive = [False] * (k * n_cls)
-    for i in range(k):
-        for c in cand[i]:
-            alive[i * n_cls + c] = True
-    # (m, class t) -> the pairs (i, c) where i moves into m and c into t on one column: they
-    # rest on (m, t) being alike
-    rests: dict[int, list[int]] = {}
-    dropped: list[int] = []
-    for i in range(k):
-        for c in cand[i]:
-            row = class_rows[c]
-            for j, m in new_cols[i]:
-                key = m * n_cls + row[j]
-                got = rests.get(key)
-                if got is None:
-                    rests[key] = [i * n_cls + c]
-                else:
-                    got.append(i * n_cls + c)
-                if not alive[key] and alive[i * n_cls + c]:
-                    alive[i * n_cls + c] = False
-                    dropped.append(i * n_cls + c)
-    while dropped:
-        for pair in rests.get(dropped.pop(), []):
-            if alive[pair]:
-                alive[pair] = False
-                dropped.append(pair)
-    match: list[int] = []
-    for i in range(k):
-        alike = [c for c in cand[i] if alive[i * n_cls + c]]
-        if len(alike) > 1:
-            return None
-        match.append(alike[0] if alike else -1)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(k):
+            keep = [c for c in cand[i] if all(class_rows[c][j] in cand[m] for j, m in new_cols[i])]
+            if len(keep) != len(cand[i]):
+                cand[i] = keep
+                changed = True
+    if any(len(c) > 1 for c in cand):
+        return None
+    match = [c[0] if c else -1 for c in cand]
     # the others: a Moore refinement among themselves (moves into matched states fixed)
     alone = [i for i in range(k) if match[i] < 0]
     # a move into a class, or a new state alike to one: that class; else -1 (then refined)
     moved = [t if t < n_cls else match[t - n_cls] for code in codes for t in code]
     width = len(codes[0]) if codes else 0
     # the moves of each unmatched state into unmatched ones, in column order
-    inner = [[t - n_cls for t in codes[i] if t >= n_cls and match[t - n_cls] < 0] for i in alone]
+    inner = {i: [t - n_cls for t in codes[i] if t >= n_cls and match[t - n_cls] < 0] for i in alone}
     first: dict[object, int] = {}
-    block = [0] * k
-    for i in alone:
-        label = (flags[i], tuple(moved[i * width : (i + 1) * width]))
-        block[i] = first.setdefault(label, len(first))
+    block = {
+        i: first.setdefault((flags[i], tuple(moved[i * width : (i + 1) * width])), len(first))
+        for i in alone
+    }
     count = len(first)
     while True:
-        seen: dict[tuple[int, ...], int] = {}
-        nxt = [0] * k
-        for a, i in enumerate(alone):
-            nxt[i] = seen.setdefault(tuple([block[i]] + [block[m] for m in inner[a]]), len(seen))
-        block = nxt
-        if len(seen) == count:
+        first = {}
+        block = {
+            i: first.setdefault((block[i], tuple([block[m] for m in inner[i]])), len(first))
+            for i in alone
+        }
+        if len(first) == count:
             break
-        count = len(seen)
+        count = len(first)
     new_part: list[int] = []
     new_rep: list[int] = []
     number: dict[int, int] = {}

@@ -48,7 +48,7 @@ from ..automata.counted import (
     window_table,
 )
 from ..automata.dfa import DEAD, describe_bytes
-from ..automata.equivalence import class_level, equivalence_classes, grown_classes_of
+from ..automata.equivalence import class_level, equivalence_classes, grown_classes
 from ..automata.lexer import (
     ExpandedLexer,
     LazyExpandedLexer,
@@ -1002,14 +1002,12 @@ class _LazyExitSplitClassifier:
         converges (grammar_bench's c1_arith: its 2nd region is the 1st + 2 states, which a
         search re-reads and refines whole).  Not applied (None) where ``inside`` lies in two
         regions or an unstable one, past :data:`_GROW_STATES` new states or
-        :data:`_GROW_CELLS` candidate pairs (a new state, a class of ``R`` with its split
-        flags and its moves into ``R``: :func:`_grow_candidates`), where ``R`` would pass
+        :data:`_GROW_CELLS` (new states x ``R``'s classes), where ``R`` would pass
         :data:`_LOCAL_DIGEST_STATES` states, or pass :data:`_SHARED_WALK_STATES` classes
         from at most that many (``R``'s start's digest is then counted as None: it must
         reach them).  Replaces ``R``'s entry of ``_regions`` (``_succ`` stays valid: the old
         classes' rows are the same).  Caller holds the lock.  Cost: O(new states x 256 + new
-        states x R's classes x its columns) (numpy: one matrix product) + O(candidate pairs x
-        their moves into new states) (lists), once."""
+        states x R's classes), once."""
         where = self._region_of
         assert where is not None
         rids = {where[q][0] for q in inside}
@@ -1022,7 +1020,7 @@ class _LazyExitSplitClassifier:
         xc = -1 if self.exit_byte is None else int(col_of_byte[self.exit_byte])
         r_start, idx, part, dpart, sub, cut_split, rep = self._regions[rid]
         n_old, n_cls, k = idx.size, rep.size, len(new)
-        if dpart is not part or n_old + k > _LOCAL_DIGEST_STATES:
+        if dpart is not part or n_old + k > _LOCAL_DIGEST_STATES or k * n_cls > _GROW_CELLS:
             return None
         new_of = {q: i for i, q in enumerate(new)}
         block = lexer.table.take(new, axis=0).take(cols, axis=1)
@@ -1058,28 +1056,14 @@ class _LazyExitSplitClassifier:
             new_split[:, xc] = False
         width = cols.size
         flags = np.ascontiguousarray(new_split).view(np.uint8).tobytes()
-        # the classes each new state may be alike to (equal split flags, equal moves into
-        # classes), from R's class rows as arrays: only those classes' rows become lists
-        # (json_gbnf: 22 new states of 2-5 candidates each against R's ~290 classes)
-        class_of = part.take(sub.take(rep, axis=0))
-        pairs = _grow_candidates(
-            class_of,
-            cut_split.take(rep, axis=0),
-            np.asarray(codes, dtype=np.int64).reshape(k, width),
-            new_split,
-        )
-        if pairs[0].size > _GROW_CELLS:
-            return None
-        cand: list[list[int]] = [[] for _ in range(k)]
-        for i, c in zip(pairs[0].tolist(), pairs[1].tolist()):
-            cand[i].append(c)
-        empty: list[int] = []
-        class_rows = [empty] * n_cls  # (read only: the candidates' rows)
-        used = np.unique(pairs[1])
-        for c, crow in zip(used.tolist(), class_of.take(used, axis=0).tolist()):
-            class_rows[c] = crow
-        grown = grown_classes_of(
-            n_cls, class_rows, cand, codes, [flags[i * width : (i + 1) * width] for i in range(k)]
+        old_flags = np.ascontiguousarray(cut_split.take(rep, axis=0)).view(np.uint8).tobytes()
+        class_rows = part.take(sub.take(rep, axis=0)).tolist()
+        grown = grown_classes(
+            n_cls,
+            class_rows,
+            [old_flags[c * width : (c + 1) * width] for c in range(n_cls)],
+            codes,
+            [flags[i * width : (i + 1) * width] for i in range(k)],
         )
         if grown is None:
             return None
@@ -1244,33 +1228,6 @@ def _split_labels(split: np.ndarray) -> np.ndarray:
         labels = np.array([rank[k] for k in keys], dtype=np.int64)
     labels[DEAD] = 0
     return labels
-
-
-def _grow_candidates(
-    class_of: np.ndarray, class_split: np.ndarray, codes: np.ndarray, split: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The pairs ``(new state i, class c)`` of :meth:`_LazyExitSplitClassifier._grown_region`
-    where ``c`` (not the dead state's class 0) has ``i``'s split flags and its moves into
-    classes: ``class_of[c]`` / ``class_split[c]``, a class's successor classes and split
-    flags on the region's columns; ``codes[i]`` / ``split[i]``, the new state's, a code
-    ``>= len(class_of)`` being a move into a new state (not compared).  Returned as two
-    arrays, ``i`` ascending then ``c``.  An integer hash of both per pair (weighted sums on
-    the compared columns, exact in float64: class numbers below 2**11, weights below 2**30,
-    at most 256 columns), then each hit checked column by column: exact.  O(new states x
-    classes x columns) in one matrix product, plus O(hits x columns)."""
-    n_cls, width = class_of.shape
-    weights = (np.arange(1, width + 1, dtype=np.int64) * 2654435761 % (1 << 30)).astype(np.float64)
-    old = codes < n_cls
-    moves = np.where(old, weights, 0.0)
-    hit = moves @ class_of.T.astype(np.float64) == (moves * codes).sum(axis=1)[:, None]
-    hit &= split.astype(np.float64) @ weights[:, None] == weights @ class_split.T.astype(
-        np.float64
-    )
-    hit[:, 0] = False  # (the dead state's class: alike to nothing else)
-    ii, cc = np.nonzero(hit)
-    same = (class_of.take(cc, axis=0) == codes.take(ii, axis=0)) | ~old.take(ii, axis=0)
-    ok = same.all(axis=1) & (class_split.take(cc, axis=0) == split.take(ii, axis=0)).all(axis=1)
-    return ii[ok], cc[ok]
 
 
 def _reachable_classes(
@@ -2371,9 +2328,8 @@ _FILL_CLASSES = 256
 # a wide start reaching states of one stable region and new ones grows that region
 # (_LazyExitSplitClassifier._grown_region) rather than searching and refining its own
 _GROW_REGIONS = True
-# ... with at most this many new states, and this many candidate pairs (new state, a class of
-# the region with its split flags and its moves into classes; the classes of the new states are
-# found on lists: equivalence.grown_classes_of)
+# ... with at most this many new states, and this many (new states x the region's classes)
+# pairs (the classes of the new states are found on lists: equivalence.grown_classes)
 _GROW_STATES = 32
 _GROW_CELLS = 4_096
 # a lazy lexer is refined by regions: the states a wide start reaches, at most this many
