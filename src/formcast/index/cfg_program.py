@@ -1318,9 +1318,10 @@ def _distinct_successors(rows: np.ndarray) -> list[list[int]]:
     # one key per (row, value); each key's first cell, by writing the cells in reverse
     # order (the last write of a fancy assignment stays: the first cell), read back only
     # where written
-    keys = (np.arange(n, dtype=np.int64) * span).repeat(w) + flat
-    cells = np.arange(n * w, dtype=np.int64)
-    first_cell = np.empty(n * span, dtype=np.int64)
+    # (int32: at most _DISTINCT_CELLS keys, n x 256 cells; half the scratch of int64)
+    keys = (np.arange(n, dtype=np.int32) * span).repeat(w) + flat.astype(np.int32)
+    cells = np.arange(n * w, dtype=np.int32)
+    first_cell = np.empty(n * span, dtype=np.int32)
     first_cell[keys[::-1]] = cells[::-1]
     first = first_cell.take(keys) == cells
     values: list[int] = flat[first].tolist()
