@@ -83,7 +83,8 @@ def test_reachable_classes_with_past_classes(seed: int) -> None:
         if want[q] is None:
             assert got is None
         else:
-            assert got is not None and got.tolist() == want[q].tolist()
+            assert got is not None
+            assert got.tolist() == want[q].tolist()
 
 
 def test_reachable_classes_stop_at_a_past_class() -> None:
@@ -103,7 +104,8 @@ def test_reachable_classes_stop_at_a_past_class() -> None:
         assert len(levels) == 2  # 11, then 12: past
         levels.clear()
         got = cp._reachable_classes(part, cut, rep, 150, {}, {12: []})  # 12 not met
-        assert got is not None and got.size == 50
+        assert got is not None
+        assert got.size == 50
 
 
 GRAMMARS: list[Any] = [
