@@ -1264,8 +1264,8 @@ def _reachable_classes(
     ``succ``: per class, the classes its row leads to (distinct, in column order), filled
     here for the classes met and read for those met before (the same ``part``, ``cut`` and
     ``rep`` on every call); a first call on a region of at most :data:`_FILL_CLASSES`
-    classes fills every class with its whole row in one gather (``width`` entries, made
-    distinct when a call first walks the class).  ``past``: classes known to reach more than
+    classes fills every class in one gather (its row's distinct classes:
+    :func:`_distinct_successors`).  ``past``: classes known to reach more than
     :data:`_SHARED_WALK_STATES` classes (None as soon as a level meets one: a class reaches
     what its successors reach).  O(reachable classes x 256), or O(classes x columns) once."""
     dead = int(part[DEAD])
