@@ -32,7 +32,7 @@ import sys
 import threading
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Container, Hashable
 from dataclasses import replace
 from typing import ClassVar, NamedTuple, TypeVar
 
@@ -1128,8 +1128,16 @@ class _LazyExitSplitClassifier:
 
     def _region_digest(self, at: tuple[int, int]) -> bytes | None:
         """:meth:`cut_signature` of the state at ``at`` (:meth:`_region_at`), on its
-        region's classes; None past :data:`_SHARED_WALK_STATES` reachable classes (for a
-        state of the start's class: counted, O(1))."""
+        region's classes; None past :data:`_SHARED_WALK_STATES` reachable classes: for a
+        state of the start's class counted, O(1); else found by the breadth-first walk of
+        the classes, which stops at a class known to be past the bound (a class reaches all
+        the classes its successors reach: it is past the bound too).
+
+        Kept per region in ``_succ`` (a function of ``_regions``, never changed: a grown
+        region's old classes keep their rows): under ``rid``, the classes' successors
+        (:func:`_reachable_classes`); under ``-1 - rid``, the classes known past the bound
+        (keys; the start's class, and each class whose digest was None), at most the
+        region's classes.  Caller holds the lock."""
         rid, q = at
         _, _, _, dpart, sub, cut_split, rep = self._regions[rid]
         if dpart[q] == dpart[1] and rep.size - 1 > _SHARED_WALK_STATES:
@@ -1144,7 +1152,15 @@ class _LazyExitSplitClassifier:
         cache = succ.get(rid)
         if cache is None:
             cache = succ[rid] = {}
-        return _quotient_digest(
+        past = succ.get(-1 - rid)
+        if past is None:
+            past = succ[-1 - rid] = {}
+            if rep.size - 1 > _SHARED_WALK_STATES:
+                past[int(dpart[1])] = []
+        cls = int(dpart[q])
+        if cls in past:
+            return None
+        digest = _quotient_digest(
             self._vocab,
             self.exit_byte,
             dpart,
@@ -1154,7 +1170,11 @@ class _LazyExitSplitClassifier:
             self._cut_columns()[1],
             rep,
             cache,
+            past,
         )
+        if digest is None:
+            past[cls] = []
+        return digest
 
     def cut_signature(self, start: int) -> bytes | None:
         """A canonical digest of what the cut lexer can do from ``start`` (equal digests
@@ -1261,6 +1281,7 @@ def _reachable_classes(
     rep: np.ndarray,
     start: int,
     succ: dict[int, list[int]] | None = None,
+    past: Container[int] = (),
 ) -> np.ndarray | None:
     """The classes of ``part`` reachable in ``cut`` from ``start``'s class (the dead class
     left out), numbered breadth-first one level at a time in byte order (``rep[c]``: a
@@ -1268,9 +1289,10 @@ def _reachable_classes(
     ``succ``: per class, the classes its row leads to (distinct, in column order), filled
     here for the classes met and read for those met before (the same ``part``, ``cut`` and
     ``rep`` on every call); a first call on a region of at most :data:`_FILL_CLASSES`
-    classes fills every class with its whole row in one gather (``width`` entries, made
-    distinct when a call first walks the class).  O(reachable classes x 256), or
-    O(classes x columns) once."""
+    classes fills every class in one gather (its row's distinct classes:
+    :func:`_distinct_successors`).  ``past``: classes known to reach more than
+    :data:`_SHARED_WALK_STATES` classes (None as soon as a level meets one: a class reaches
+    what its successors reach).  O(reachable classes x 256), or O(classes x columns) once."""
     dead = int(part[DEAD])
     first_cls = int(part[start])
     seen = {dead, first_cls}
@@ -1289,16 +1311,52 @@ def _reachable_classes(
             if not succ and rep.size <= _FILL_CLASSES:
                 # a first digest of the region: every class's row in one gather (not one a
                 # level: a region's first digest meets most of its classes)
-                succ.update(enumerate(part.take(cut.take(rep, axis=0)).tolist()))
+                succ.update(enumerate(_distinct_successors(part.take(cut.take(rep, axis=0)))))
             else:
-                flat = part.take(cut.take(rep.take(missing), axis=0)).reshape(-1).tolist()
-                for i, c in enumerate(missing):
-                    succ[c] = list(dict.fromkeys(flat[i * width : (i + 1) * width]))
+                rows = part.take(cut.take(rep.take(missing), axis=0))
+                succ.update(zip(missing, _distinct_successors(rows)))
         frontier = class_level(succ, frontier, seen, width)
         order.extend(frontier)
         if len(order) > _SHARED_WALK_STATES:
             return None
+        if past:
+            for c in frontier:
+                if c in past:
+                    return None
     return np.asarray(order, dtype=np.int64)
+
+
+def _distinct_successors(rows: np.ndarray) -> list[list[int]]:
+    """Per row of ``rows`` (``int[n, w]``, values >= 0), its distinct values in the order of
+    their first occurrence (column order): ``list(dict.fromkeys(row))`` of each row, exactly,
+    found in numpy from :data:`_DISTINCT_MIN_CELLS` cells up to :data:`_DISTINCT_CELLS` (rows
+    x values) rather than by a Python pass over every cell (a 134-class region's first
+    digest: 134 x 40 cells, ~150 us in Python, 50-100 here).  No state kept.  O(n w + n x max
+    value) in numpy, then O(distinct values) in Python."""
+    n, w = rows.shape
+    if n == 0 or w == 0:
+        return [[] for _ in range(n)]
+    flat = rows.reshape(-1)
+    span = int(flat.max()) + 1
+    if n * w < _DISTINCT_MIN_CELLS or n * span > _DISTINCT_CELLS:
+        return [list(dict.fromkeys(row)) for row in rows.tolist()]
+    # one key per (row, value); each key's first cell, by writing the cells in reverse
+    # order (the last write of a fancy assignment stays: the first cell), read back only
+    # where written
+    # (int32: at most _DISTINCT_CELLS keys, n x 256 cells; half the scratch of int64)
+    keys = (np.arange(n, dtype=np.int32) * span).repeat(w) + flat.astype(np.int32)
+    cells = np.arange(n * w, dtype=np.int32)
+    first_cell = np.empty(n * span, dtype=np.int32)
+    first_cell[keys[::-1]] = cells[::-1]
+    first = first_cell.take(keys) == cells
+    values: list[int] = flat[first].tolist()
+    ends: list[int] = np.cumsum(first.reshape(n, w).sum(axis=1)).tolist()
+    out: list[list[int]] = []
+    lo = 0
+    for hi in ends:
+        out.append(values[lo:hi])
+        lo = hi
+    return out
 
 
 def _renumbered_bytes(rows: np.ndarray, col_of_byte: np.ndarray | None = None) -> bytes:
@@ -1321,6 +1379,7 @@ def _quotient_digest(
     col_of_byte: np.ndarray,
     rep: np.ndarray,
     succ: dict[int, list[int]],
+    past: Container[int] = (),
 ) -> bytes | None:
     """The digest of :meth:`_ExitSplitClassifier.cut_signature` for the quotient of the
     automaton ``cut`` (state 0 dead, every row built: a region) by the congruence ``part``,
@@ -1329,9 +1388,9 @@ def _quotient_digest(
     :data:`_SHARED_WALK_STATES` classes.  ``cut`` and ``cut_split`` hold one column per byte
     class, in the order of the classes' first bytes (so first met in byte order as on 256
     columns), and byte ``b`` is column ``col_of_byte[b]``: the digest is the one of the
-    256-column tables.  ``rep``: a member of each class; ``succ``: as
+    256-column tables.  ``rep``: a member of each class; ``succ`` and ``past``: as
     :func:`_reachable_classes` (a cache for these ``part``, ``cut`` and ``rep``)."""
-    states = _reachable_classes(part, cut, rep, start, succ)
+    states = _reachable_classes(part, cut, rep, start, succ, past)
     if states is None:
         return None
     sel = rep.take(states)  # a member of each reachable class, in the digest's order
@@ -2339,9 +2398,8 @@ def _shared_walks(vocab: Vocabulary) -> LruCache[bytes, Classification]:
 
 # start states reaching more classes of the cut lexer than this are walked per grammar
 _SHARED_WALK_STATES = 96  # at most 127: the digests hash class numbers as int8
-# a region's split labels are sorted as Python bytes up to this many states (_split_labels),
-# and a first digest of a region of at most this many classes reads every class's successors
-# in one gather (_reachable_classes): most wide starts' regions have a few dozen states
+# a region's split labels are sorted as Python bytes up to this many states (_split_labels):
+# most wide starts' regions have a few dozen states
 _SMALL_LABEL_ROWS = 256
 # ... and a region's search reads every row of a lexer of at most this many cells (states x
 # cut byte classes) at once, not the rows of each level (grammar_bench's c1_arith: 59 x 11)
@@ -2349,7 +2407,14 @@ _REGION_SNAPSHOT_CELLS = 4_096
 # ... and a level of more than this many cells drops the runs of equal targets of its rows
 # before its states are read as Python ints (sorted past _REGION_SNAPSHOT_CELLS left)
 _REGION_RUN_CELLS = 256
-_FILL_CLASSES = 256
+# a first digest of a region of at most this many classes reads every class's successors in
+# one gather (_reachable_classes; a region's first digests meet most of its classes), ...
+_FILL_CLASSES = 512
+# ... their successor lists made distinct in numpy from this many cells (rows x columns), up
+# to this many (rows x class numbers) cells of scratch (_distinct_successors; else in Python:
+# cheaper than numpy's fixed costs on a few rows); _FILL_CLASSES ** 2 fits
+_DISTINCT_MIN_CELLS = 1_024
+_DISTINCT_CELLS = 1 << 18
 # a wide start reaching states of one stable region and new ones grows that region
 # (_LazyExitSplitClassifier._grown_region) rather than searching and refining its own
 _GROW_REGIONS = True
