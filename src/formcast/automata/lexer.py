@@ -664,7 +664,10 @@ class LazyExpandedLexer:
         one by one: a fancy index costs ~3 us, a row ~0.1); a two-member row (most rows: a
         state and one callee's start) by three numpy calls on the two rows, which cost less
         than its loop (~6 us, with the lists and the arrays made of them), and a loop over
-        the classes where both live on.  O(members x byte classes) steps per row."""
+        the classes where both live on; the split flags of 3+ members by ufuncs on their
+        rows (no lists, no ``np.array`` of one: ~3 us), 5+ members' rows gathered by
+        ``take`` (a fancy index by a list costs ~3 us more).  O(members x byte classes)
+        steps per row."""
         if h.unfilled:
             for r in h.rows_of(batch):
                 self._plain_rows(h, r)  # (a no-op for a rule built already)
