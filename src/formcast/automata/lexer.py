@@ -497,13 +497,14 @@ class LazyExpandedLexer:
             rows, splits = self._union_rows_small(h, batch)
             # row by row, by basic indexing and ``take`` straight into the row (no temporary,
             # no cast: the rows are int32 as the table): a fancy-indexed write of one row
-            # costs ~3 us (the tables may have grown: read them after)
+            # costs ~3 us (the tables may have grown: read them after); the ndarray method,
+            # not ``np.take`` (whose dispatching wrapper costs ~2-3 us a call)
             table = self.table
             split = self.split
             built = self.built
             for s, row, sp in zip(todo, rows, splits, strict=True):
-                np.take(row, cmap, out=table[s], mode="clip")  # (classes of ``row``: in range)
-                np.take(sp, cmap, out=split[s], mode="clip")
+                row.take(cmap, out=table[s], mode="clip")  # (classes of ``row``: in range)
+                sp.take(cmap, out=split[s], mode="clip")
                 built[s] = True
             return
         block, split_block = self._union_rows(h, batch)
@@ -516,10 +517,14 @@ class LazyExpandedLexer:
         """Build the rows of rule ``r``'s states without calls (its DFA's rows, shifted),
         when a row first meets the rule: the states a walk from a state of ``r`` reaches
         within ``r`` are built, as the rule positions the token index digests (its walks
-        shared across grammars) need.  O(rule states x 256), once per rule: written from
-        the DFA's table (every column; columns of a byte class are equal there) by one
-        gather through the shift of its states, the split flags as the accepting rows'
-        byte vector, never through the per-class rows of :meth:`_LexerHelpers.rows`."""
+        shared across grammars) need.  O(rule states x 256), once per rule: a rule none of
+        whose rows is built is written whole from its per-class rows (``h.g_succ``, written
+        first by :meth:`_LexerHelpers.rows` or ``rows_of``: one ``take`` through the byte
+        classes, columns of a class being equal in the DFA's table), else from the DFA's
+        table by a gather through the shift of its states; the split flags as the accepting
+        rows' byte vector.  A few numpy calls per rule (ndarray methods and ufuncs: the
+        dispatching wrappers cost ~2-3 us each beyond their work; the page faults of the
+        rows written are most of the rest)."""
         if h.plain_done[r]:
             return
         h.plain_done[r] = True
@@ -527,20 +532,22 @@ class LazyExpandedLexer:
         dfa = auto.dfas[r]
         off = h.offs[r]
         n = int(dfa.table.shape[0])
-        # global id of each rule state (state q -> off + q; the dead state -> 0)
-        shift = np.arange(off, off + n, dtype=np.int32)
-        shift[DEAD] = 0
         analysis = auto.analysis
-        vec = analysis.follow[r] | analysis.restart[r]
+        vec = np.logical_or(analysis.follow[r], analysis.restart[r])
         acc = np.asarray(dfa.accepting, dtype=bool)
         count = auto.count_of(r)
         zero_start = count is not None and count[0] == 0
         built = self.built[off : off + n]
         plain = h.plain_mask(r)
-        if not built[1:].any():  # the whole rule, unbuilt: slices
+        if not np.logical_or.reduce(built[1:]):  # the whole rule, unbuilt: slices
             dest = self.table[off : off + n]
-            np.take(shift, dfa.table, out=dest, mode="clip")
-            dest[DEAD] = 0
+            if h.filled[r]:  # (its per-class rows: shifted, dead 0, the dead row 0)
+                h.g_succ[off : off + n].take(h.cls_of_byte, axis=1, out=dest, mode="clip")
+            else:
+                shift = np.arange(off, off + n, dtype=np.int32)
+                shift[DEAD] = 0
+                shift.take(dfa.table, out=dest, mode="clip")
+                dest[DEAD] = 0
             sp = self.split[off : off + n]
             sp[acc] = vec
             if zero_start:  # zero iterations: the call may return at once
@@ -557,10 +564,12 @@ class LazyExpandedLexer:
             built[:] = plain
             return
         todo = ~built if plain is None else plain & ~built
-        qs = np.flatnonzero(todo)
+        qs = todo.nonzero()[0]
         if not qs.size:
             return
-        rows = np.take(shift, dfa.table[qs], mode="clip")
+        shift = np.arange(off, off + n, dtype=np.int32)
+        shift[DEAD] = 0
+        rows = shift.take(dfa.table[qs], mode="clip")
         rows[qs == DEAD] = 0
         sp_rows = np.zeros((qs.size, 256), dtype=bool)
         sp_rows[acc[qs]] = vec
@@ -655,7 +664,10 @@ class LazyExpandedLexer:
         one by one: a fancy index costs ~3 us, a row ~0.1); a two-member row (most rows: a
         state and one callee's start) by three numpy calls on the two rows, which cost less
         than its loop (~6 us, with the lists and the arrays made of them), and a loop over
-        the classes where both live on.  O(members x byte classes) steps per row."""
+        the classes where both live on; the split flags of 3+ members by ufuncs on their
+        rows (no lists, no ``np.array`` of one: ~3 us), 5+ members' rows gathered by
+        ``take`` (a fancy index by a list costs ~3 us more).  O(members x byte classes)
+        steps per row."""
         if h.unfilled:
             for r in h.rows_of(batch):
                 self._plain_rows(h, r)  # (a no-op for a rule built already)
@@ -673,7 +685,7 @@ class LazyExpandedLexer:
                 b = g_succ[members[1]]
                 pair = np.maximum(a, b)  # (where one lives on: that one's successor)
                 # classes where both live on, ascending: their unions made in this order
-                for c in np.flatnonzero(np.logical_and(a, b)).tolist():
+                for c in np.logical_and(a, b).nonzero()[0].tolist():
                     pair[c] = self._union_state(h, (int(a[c]), int(b[c])))
                 rows.append(pair)
                 splits.append(np.logical_or(g_split[members[0]], g_split[members[1]]))
@@ -681,12 +693,17 @@ class LazyExpandedLexer:
             succ: list[list[int]]
             if len(members) <= _SCALAR_ROWS:
                 succ = [g_succ[g].tolist() for g in members]
-                m_splits: list[list[bool]] = [g_split[g].tolist() for g in members]
+            else:  # (``take``, not a fancy index: ~3 us less)
+                succ = g_succ.take(members, axis=0).tolist()
+            # the split flags: any member's, by ufuncs on the members' rows (no lists)
+            m_split: np.ndarray
+            if len(members) <= _SCALAR_ROWS:
+                m_split = np.logical_or(g_split[members[0]], g_split[members[1]])
+                for g in members[2:]:
+                    np.logical_or(m_split, g_split[g], out=m_split)
             else:
-                succ = g_succ[members].tolist()
-                m_splits = g_split[members].tolist()
+                m_split = np.logical_or.reduce(g_split.take(members, axis=0), axis=0)
             row: list[int] = []
-            sp: list[bool] = []
             for c in range(len(succ[0])):
                 best = 0
                 live = 0
@@ -699,14 +716,8 @@ class LazyExpandedLexer:
                 if live >= 2:
                     best = self._union_state(h, tuple([m_row[c] for m_row in succ]))
                 row.append(best)
-                flag = False
-                for s_row in m_splits:
-                    if s_row[c]:
-                        flag = True
-                        break
-                sp.append(flag)
             rows.append(np.array(row, dtype=np.int32))  # (state numbers: below max_states)
-            splits.append(np.array(sp, dtype=np.bool_))
+            splits.append(m_split)
         return rows, splits
 
     def nbytes(self) -> int:
@@ -955,28 +966,36 @@ class _LexerHelpers:
         need = need[~self.filled[need]]
         if not need.size:
             return []
+        return self._write_rules(need.tolist())
+
+    def _write_rules(self, rules: list[int]) -> list[int]:
+        """Write the :attr:`g_succ` and :attr:`g_split` rows of ``rules`` (ascending, not
+        written yet), mark them filled; returns ``rules``.  Per rule a handful of numpy calls
+        (ndarray methods and ufuncs: the dispatching wrappers ``np.take``, ``np.flatnonzero``,
+        ``ndarray.any`` cost ~2-3 us each beyond their work) over O(rule states x byte
+        classes)."""
         auto = self.auto
         analysis = auto.analysis
         reps = self.reps
-        for r in need.tolist():
+        filled = self.filled
+        for r in rules:
             dfa = auto.dfas[r]
             off = self.offs[r]
-            t = np.take(dfa.table, reps, axis=1).astype(np.int32, copy=False)
-            dest = self.g_succ[off : off + t.shape[0]]
-            np.add(t, off, out=dest)
-            dest[t == DEAD] = 0
+            t = dfa.table.take(reps, axis=1)  # (int32 as ``g_succ``)
+            n = int(t.shape[0])
+            dest = self.g_succ[off : off + n]
+            # (a rule's rows are zeros until written, once: the dead successors stay 0)
+            np.add(t, off, out=dest, where=t != DEAD)
             dest[0] = 0
-            sp = self.g_split[off : off + t.shape[0]]
-            sp[np.asarray(dfa.accepting, dtype=bool)] = (analysis.follow[r] | analysis.restart[r])[
-                reps
-            ]
+            sp = self.g_split[off : off + n]
+            vec = np.logical_or(analysis.follow[r], analysis.restart[r]).take(reps)
+            sp[np.asarray(dfa.accepting, dtype=bool)] = vec
             count = auto.count_of(r)
             if count is not None and count[0] == 0:
-                sp[dfa.start] |= analysis.follow[r][reps]
-        self.filled[need] = True
-        done: list[int] = need.tolist()
-        self.unfilled -= len(done)
-        return done
+                sp[dfa.start] |= analysis.follow[r].take(reps)
+            filled[r] = True
+        self.unfilled -= len(rules)
+        return rules
 
     def rows_of(self, batch: list[list[int]]) -> list[int]:
         """:meth:`rows` for the members of a few rows (lists of global states): the same
@@ -996,8 +1015,7 @@ class _LexerHelpers:
                     need.add(r)
         if not need:
             return []
-        # (each rule by its dead state's global id: :meth:`rows` maps it back to the rule)
-        return self.rows(np.asarray([offs[r] for r in sorted(need)], dtype=np.int64))
+        return self._write_rules(sorted(need))
 
     def plain_mask(self, r: int) -> np.ndarray | None:
         """Per state of rule ``r``: it has no calls (its own closure; the dead state
@@ -1005,9 +1023,9 @@ class _LexerHelpers:
         dfa = self.auto.dfas[r]
         if dfa.ref_table is None:
             return None
-        has = (dfa.ref_table != DEAD).any(axis=1)
+        has = np.logical_or.reduce(dfa.ref_table != DEAD, axis=1)  # (no ``any`` wrapper)
         has[DEAD] = False
-        if not has.any():
+        if not has.nonzero()[0].size:
             return None
         out: np.ndarray = ~has
         return out
@@ -1023,7 +1041,7 @@ class _LexerHelpers:
                 refs = auto.refs[r]
                 calls = self.calls
                 entries = self.entries
-                for q in np.flatnonzero(auto.boundary[r]).tolist():
+                for q in np.asarray(auto.boundary[r]).nonzero()[0].tolist():
                     lst = refs[q]
                     if lst:
                         calls[off + q] = [entries[callee] for callee, _ in lst]
