@@ -210,7 +210,7 @@ def build_expanded_lexer(
 #: walk stopped by a sentinel was walked again over the whole vocabulary): a stopped walk now
 #: resumes from its stops (``classify_walk_resume``), and the rows built ahead cost more than
 #: the stops they spare -- MaskBench 100 schemas, compiled, in-process ABBA 4 rounds, per-mask
-#: minimum (benchmarks/exit37_switch_ab.py): TBM sum 0.967 (seed 3) and 0.956 (seed 2) of
+#: minimum (benchmarks/ab_switch.py maskbench): TBM sum 0.967 (seed 3) and 0.956 (seed 2) of
 #: 48's, p99 0.98 / 0.90; grammar_bench cold steps json, json_gbnf, c_lang, c1_arith within
 #: noise; compile + first mask sum 0.989, median per schema 1.011
 _AHEAD_LEVELS = 3
