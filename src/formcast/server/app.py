@@ -265,10 +265,14 @@ def run_server(
     to back -- measured (benchmarks/server_profile.py --raw, SmolLM2, 8 requests together):
     the 8th request read 8-19 ms after the first under uvloop, within 0.4 ms under asyncio;
     the burst's median loop CPU to its first chunk 3.9-4.9 against 2.1-2.8 ms.  The HTTP
-    parser stays uvicorn's choice (httptools when installed, else h11)."""
+    parser stays uvicorn's choice (httptools when installed, else h11); over httptools, each
+    response's headers go out with its first body chunk in one write and the access log line
+    is written one loop turn later (:mod:`.http_protocol`)."""
     import gc
 
     import uvicorn
+
+    from .http_protocol import http_protocol
 
     app = create_app(model, config)
     # what start-up made (the model, its vocabulary and tokenizer, the app: ~150k objects on
@@ -278,4 +282,4 @@ def run_server(
     gc.collect()
     gc.freeze()
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
-                loop=loop)
+                loop=loop, http=http_protocol())
