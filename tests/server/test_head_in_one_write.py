@@ -174,7 +174,8 @@ def _serve(protocol_class: type[Any], app: Any, close: bool) -> tuple[_Transport
 @pytest.mark.parametrize("app", _APPS, ids=lambda a: a.__name__.strip("_"))
 def test_same_bytes_closes_and_log_lines_as_uvicorns(app: Any, close: bool) -> None:
     ours = http_protocol()
-    assert isinstance(ours, type) and issubclass(ours, HttpToolsProtocol)
+    assert isinstance(ours, type)
+    assert issubclass(ours, HttpToolsProtocol)
     theirs, their_lines = _serve(HttpToolsProtocol, app, close)
     mine, my_lines = _serve(ours, app, close)
     assert b"".join(mine.writes) == b"".join(theirs.writes)

@@ -99,7 +99,7 @@ class _Held:
     else (``close``, ``is_closing``, ...) flushes first, then goes to the transport.
     Lifetime: one response's start; one per response."""
 
-    __slots__ = ("transport", "parts")
+    __slots__ = ("parts", "transport")
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self.transport = transport
