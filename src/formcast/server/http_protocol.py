@@ -40,7 +40,7 @@ import asyncio
 import logging
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 __all__ = ["http_protocol"]
 
@@ -126,7 +126,7 @@ class _Held:
         return getattr(self.transport, name)
 
 
-def _head_in_one_write(cycle: Any, app: ASGIApp, loop: asyncio.AbstractEventLoop) -> ASGIApp:
+def _head_in_one_write(cycle: Any, app: Any, loop: asyncio.AbstractEventLoop) -> Any:
     """``app`` for one request ``cycle`` of uvicorn's httptools protocol, its ``send`` holding
     the response's headers until its first body chunk (module docstring).  Cost: one call
     frame per ``send``; the start and the first body, a few attribute swaps."""
