@@ -258,3 +258,26 @@ def test_access_log_after_the_request_step() -> None:
         access.setLevel(old_level)
     assert order == ["start sent", "head sent", "log"]
     assert lines == ['127.0.0.1:5555 - "POST /v1/chat/completions HTTP/1.1" 200']
+
+
+@pytest.mark.parametrize("app", _APPS, ids=lambda a: a.__name__.strip("_"))
+def test_two_writes_when_asked_exactly_uvicorns(app: Any) -> None:
+    """``head_in_one_write=False`` (``formcast serve --head-writes two``): uvicorn's own
+    writes, one for one; the access log still a loop turn later, the same lines."""
+    ours = http_protocol(head_in_one_write=False)
+    assert isinstance(ours, type)
+    theirs, their_lines = _serve(HttpToolsProtocol, app, False)
+    mine, my_lines = _serve(ours, app, False)
+    assert mine.writes == theirs.writes
+    assert mine.closed == theirs.closed
+    assert my_lines == their_lines
+
+
+def test_serve_head_writes_option() -> None:
+    from formcast.cli.main import _parser
+
+    def head_writes(*extra: str) -> str:
+        return str(_parser().parse_args(["serve", "--model", "smollm2", *extra]).head_writes)
+
+    assert head_writes() == "one"
+    assert head_writes("--head-writes", "two") == "two"

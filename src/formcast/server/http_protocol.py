@@ -45,15 +45,17 @@ from starlette.types import Message, Receive, Scope, Send
 __all__ = ["http_protocol"]
 
 
-def http_protocol() -> type[asyncio.Protocol] | str:
-    """The ``http`` option for ``uvicorn.run``: :class:`HeadInOneWrite` when uvicorn's
-    httptools protocol (and its ``_start_asgi_task`` hook) is there, else ``"auto"``
-    (uvicorn's choice, unchanged)."""
-    cls = _protocol_class()
+def http_protocol(head_in_one_write: bool = True) -> type[asyncio.Protocol] | str:
+    """The ``http`` option for ``uvicorn.run``: uvicorn's httptools protocol with the access
+    log one loop turn later and, when ``head_in_one_write``, each response's headers written
+    with its first body chunk (module docstring) -- when httptools (and uvicorn's
+    ``_start_asgi_task`` hook) is there; else ``"auto"`` (uvicorn's choice, unchanged).  A
+    new class per call (one per server)."""
+    cls = _protocol_class(head_in_one_write)
     return cls if cls is not None else "auto"
 
 
-def _protocol_class() -> type[asyncio.Protocol] | None:
+def _protocol_class(head_in_one_write: bool) -> type[asyncio.Protocol] | None:
     try:
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:  # httptools not installed: h11, as uvicorn picks it
@@ -62,15 +64,17 @@ def _protocol_class() -> type[asyncio.Protocol] | None:
         return None
 
     class HeadInOneWrite(HttpToolsProtocol):
-        """uvicorn's httptools protocol; each request's app gets a ``send`` that writes the
-        response's headers with its first body chunk (module docstring), and its access log
-        call is made one loop turn later.  Lifetime: one connection (uvicorn makes one per
-        accepted socket)."""
+        """uvicorn's httptools protocol; each request's access log call is made one loop
+        turn later and (``head_in_one_write``) its app gets a ``send`` that writes the
+        response's headers with its first body chunk (module docstring).  Lifetime: one
+        connection (uvicorn makes one per accepted socket)."""
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
             if cycle.access_log:
                 cycle.access_logger = _LoggedLater(cycle.access_logger, self.loop)
-            super()._start_asgi_task(cycle, _head_in_one_write(cycle, app, self.loop))
+            if head_in_one_write:
+                app = _head_in_one_write(cycle, app, self.loop)
+            super()._start_asgi_task(cycle, app)
 
     HeadInOneWrite.__qualname__ = HeadInOneWrite.__name__
     return HeadInOneWrite
