@@ -151,7 +151,7 @@ def running_server(model: Any, config: Any = None, **app_kwargs: Any) -> Iterato
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    # uvicorn's HTTP protocol as `formcast serve` runs it (run_server: the head in one write)
+    # uvicorn's HTTP protocol as `formcast serve` runs it (formcast.server.http_protocol)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
                                            http=http_protocol()))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

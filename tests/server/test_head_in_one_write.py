@@ -1,8 +1,9 @@
-"""uvicorn's httptools protocol as `formcast serve` runs it (formcast.server.http_protocol): a
-response's headers and its first body chunk in one transport write, the access log one loop
-turn later -- and otherwise the same bytes, in the same order, the same closes and the same
-log lines as uvicorn's own protocol, for apps that stream, answer at once, suspend between the
-start and the body, fail before or after the start, or misuse ASGI; keep-alive or not."""
+"""uvicorn's httptools protocol as `formcast serve` runs it (formcast.server.http_protocol):
+the access log one loop turn later and, with ``--head-writes one``, a response's headers and
+its first body chunk in one transport write -- and otherwise the same bytes, in the same
+order, the same closes and the same log lines as uvicorn's own protocol, for apps that
+stream, answer at once, suspend between the start and the body, fail before or after the
+start, or misuse ASGI; keep-alive or not."""
 
 from __future__ import annotations
 
@@ -173,7 +174,7 @@ def _serve(protocol_class: type[Any], app: Any, close: bool) -> tuple[_Transport
 @pytest.mark.parametrize("close", [False, True])
 @pytest.mark.parametrize("app", _APPS, ids=lambda a: a.__name__.strip("_"))
 def test_same_bytes_closes_and_log_lines_as_uvicorns(app: Any, close: bool) -> None:
-    ours = http_protocol()
+    ours = http_protocol(head_in_one_write=True)
     assert isinstance(ours, type)
     assert issubclass(ours, HttpToolsProtocol)
     theirs, their_lines = _serve(HttpToolsProtocol, app, close)
@@ -189,7 +190,7 @@ def test_same_bytes_closes_and_log_lines_as_uvicorns(app: Any, close: bool) -> N
 
 @pytest.mark.parametrize("app", [_streams, _at_once, _never_ends, _reads_then_streams])
 def test_headers_and_first_body_chunk_in_one_write(app: Any) -> None:
-    ours = http_protocol()
+    ours = http_protocol(head_in_one_write=True)
     assert isinstance(ours, type)
     theirs, _ = _serve(HttpToolsProtocol, app, False)
     mine, _ = _serve(ours, app, False)
@@ -202,7 +203,7 @@ def test_headers_and_first_body_chunk_in_one_write(app: Any) -> None:
 def test_headers_not_held_past_the_loop_turn() -> None:
     """An app that suspends after the start: its headers are written at the next loop turn,
     alone, before its body (a bounded delay, not until the body)."""
-    ours = http_protocol()
+    ours = http_protocol(head_in_one_write=True)
     assert isinstance(ours, type)
     theirs, _ = _serve(HttpToolsProtocol, _suspends, False)
     mine, _ = _serve(ours, _suspends, False)
@@ -233,7 +234,7 @@ def test_access_log_after_the_request_step() -> None:
     old_level = access.level
     access.setLevel(logging.INFO)
     try:
-        ours = http_protocol()
+        ours = http_protocol(head_in_one_write=True)
         assert isinstance(ours, type)
         loop = asyncio.new_event_loop()
         try:
@@ -262,8 +263,9 @@ def test_access_log_after_the_request_step() -> None:
 
 @pytest.mark.parametrize("app", _APPS, ids=lambda a: a.__name__.strip("_"))
 def test_two_writes_when_asked_exactly_uvicorns(app: Any) -> None:
-    """``head_in_one_write=False`` (``formcast serve --head-writes two``): uvicorn's own
-    writes, one for one; the access log still a loop turn later, the same lines."""
+    """``head_in_one_write=False`` (the default; ``formcast serve --head-writes two``):
+    uvicorn's own writes, one for one; the access log still a loop turn later, the same
+    lines."""
     ours = http_protocol(head_in_one_write=False)
     assert isinstance(ours, type)
     theirs, their_lines = _serve(HttpToolsProtocol, app, False)
@@ -279,5 +281,5 @@ def test_serve_head_writes_option() -> None:
     def head_writes(*extra: str) -> str:
         return str(_parser().parse_args(["serve", "--model", "smollm2", *extra]).head_writes)
 
-    assert head_writes() == "one"
-    assert head_writes("--head-writes", "two") == "two"
+    assert head_writes() == "two"  # uvicorn's writes by default (docs/benchmarks_server.md)
+    assert head_writes("--head-writes", "one") == "one"

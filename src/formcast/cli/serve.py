@@ -145,10 +145,11 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--head-writes",
-        default="one",
+        default="two",
         choices=["one", "two"],
-        help="one: a response's headers and its first body chunk in one socket write; two: "
-        "as uvicorn writes them (default: %(default)s)",
+        help="one: a response's headers and its first body chunk in one socket write (an "
+        "experiment: docs/benchmarks_server.md session 25); two: as uvicorn writes them "
+        "(default: %(default)s)",
     )
 
 

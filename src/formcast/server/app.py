@@ -255,7 +255,7 @@ def run_server(
     port: int = 8000,
     log_level: str = "info",
     loop: str = "asyncio",
-    head_in_one_write: bool = True,
+    head_in_one_write: bool = False,
 ) -> None:
     """Serve ``model`` with uvicorn until interrupted (Ctrl-C / SIGTERM).
 

@@ -29,6 +29,13 @@ time, to a pipe) inside every head of a burst.  Here the same call, with the sam
 is made one loop turn later (``loop.call_soon``): the same line, its timestamp up to one loop
 iteration later, after the heads of the requests already ready to run.
 
+Off by default (``formcast serve --head-writes one`` / ``run_server(head_in_one_write=True)``
+turn it on): in the real server it removed the 0.2-1.2 ms wall gap between the start and the
+first content (7 of 7 pairs) and some loop CPU, but the target's wall-clock benchmark under
+load 7-12 did not show it better (docs/benchmarks_server.md "Session 25"), and with a free
+core the client's handling of the headers can overlap the server's work only when they
+come first: it needs an idle-machine A/B before it is the default.
+
 Only uvicorn's httptools protocol (``http="auto"`` when httptools is installed, as the
 ``server`` extra pins it) is extended, through its ``_start_asgi_task`` hook (uvicorn 0.54);
 :func:`http_protocol` gives uvicorn's own choice (``"auto"``) where either is missing.
@@ -45,7 +52,7 @@ from starlette.types import Message, Receive, Scope, Send
 __all__ = ["http_protocol"]
 
 
-def http_protocol(head_in_one_write: bool = True) -> type[asyncio.Protocol] | str:
+def http_protocol(head_in_one_write: bool = False) -> type[asyncio.Protocol] | str:
     """The ``http`` option for ``uvicorn.run``: uvicorn's httptools protocol with the access
     log one loop turn later and, when ``head_in_one_write``, each response's headers written
     with its first body chunk (module docstring) -- when httptools (and uvicorn's
