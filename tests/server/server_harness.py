@@ -144,13 +144,16 @@ def running_server(model: Any, config: Any = None, **app_kwargs: Any) -> Iterato
     import uvicorn
 
     from formcast.server import ServerConfig, create_app
+    from formcast.server.http_protocol import http_protocol
 
     app = create_app(model, config or ServerConfig(model_name="toy"), **app_kwargs)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    # uvicorn's HTTP protocol as `formcast serve` runs it (formcast.server.http_protocol)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
+                                           http=http_protocol()))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

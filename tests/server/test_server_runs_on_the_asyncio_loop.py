@@ -1,7 +1,8 @@
 """``run_server`` (what ``formcast serve`` calls) runs uvicorn on asyncio's event loop, not on
 uvicorn's "auto" choice (uvloop when installed): under uvloop a burst of requests already
 received is read one connection per loop turn, interleaved with the handlers before it
-(docs/benchmarks_server.md, session 22).  The HTTP parser stays uvicorn's choice.  What
+(docs/benchmarks_server.md, session 22).  The HTTP parser stays uvicorn's choice (over
+httptools, a protocol writing a response's head in one write: session 25).  What
 start-up made is frozen out of the garbage collector's passes before serving."""
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ def test_run_server_asks_uvicorn_for_asyncio(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(uvicorn, "run", fake_run)
     run_server(ToyModel(), ServerConfig(model_name="toy", compile_workers=0), port=1)
     assert seen["loop"] == "asyncio"
-    assert "http" not in seen  # httptools when installed, else h11: uvicorn's "auto"
+    # the parser stays uvicorn's pick: its httptools protocol extended (the head in one
+    # write, formcast.server.http_protocol) when httptools is installed, else "auto" (h11)
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:  # pragma: no cover - the server extra pins httptools
+        assert seen["http"] == "auto"
+    else:
+        assert isinstance(seen["http"], type)
+        assert issubclass(seen["http"], HttpToolsProtocol)
     run_server(ToyModel(), ServerConfig(model_name="toy", compile_workers=0), port=1,
                loop="uvloop")
     assert seen["loop"] == "uvloop"

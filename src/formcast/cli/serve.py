@@ -143,6 +143,14 @@ def add_serve_arguments(p: argparse.ArgumentParser) -> None:
         choices=["critical", "error", "warning", "info", "debug"],
         help="uvicorn's log level (default: %(default)s)",
     )
+    p.add_argument(
+        "--head-writes",
+        default="two",
+        choices=["one", "two"],
+        help="one: a response's headers and its first body chunk in one socket write (an "
+        "experiment: docs/benchmarks_server.md session 25); two: as uvicorn writes them "
+        "(default: %(default)s)",
+    )
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -180,5 +188,6 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     model = load_model_from_args(args)
     progress(f"serving {name!r} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)")
-    run_server(model, config, host=args.host, port=args.port, log_level=args.log_level)
+    run_server(model, config, host=args.host, port=args.port, log_level=args.log_level,
+               head_in_one_write=args.head_writes == "one")
     return 0

@@ -255,6 +255,7 @@ def run_server(
     port: int = 8000,
     log_level: str = "info",
     loop: str = "asyncio",
+    head_in_one_write: bool = False,
 ) -> None:
     """Serve ``model`` with uvicorn until interrupted (Ctrl-C / SIGTERM).
 
@@ -265,10 +266,15 @@ def run_server(
     to back -- measured (benchmarks/server_profile.py --raw, SmolLM2, 8 requests together):
     the 8th request read 8-19 ms after the first under uvloop, within 0.4 ms under asyncio;
     the burst's median loop CPU to its first chunk 3.9-4.9 against 2.1-2.8 ms.  The HTTP
-    parser stays uvicorn's choice (httptools when installed, else h11)."""
+    parser stays uvicorn's choice (httptools when installed, else h11); over httptools, the
+    access log line is written one loop turn later and, with ``head_in_one_write``, each
+    response's headers go out with its first body chunk in one write (:mod:`.http_protocol`;
+    ``False``: uvicorn's two writes)."""
     import gc
 
     import uvicorn
+
+    from .http_protocol import http_protocol
 
     app = create_app(model, config)
     # what start-up made (the model, its vocabulary and tokenizer, the app: ~150k objects on
@@ -278,4 +284,4 @@ def run_server(
     gc.collect()
     gc.freeze()
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5,
-                loop=loop)
+                loop=loop, http=http_protocol(head_in_one_write))
