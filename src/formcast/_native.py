@@ -50,6 +50,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "formcast.limits",
     "formcast.automata.rules",
     "formcast.automata.pda",
+    "formcast.index.cfg_program",
 )
 
 #: the C kernels of the compiled build (``<name>.c`` beside the module that imports it, which

@@ -34,10 +34,11 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import ClassVar, NamedTuple, TypeVar
+from typing import ClassVar, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
+from .._native import interpreted_class
 from ..automata.analysis import counted_splits, split_bytes
 from ..automata.counted import (
     NarrowItem,
@@ -175,7 +176,7 @@ class _ExitSplitClassifier:
     """
 
     #: attributes :mod:`formcast.index.serialize` writes as None (rebuilt on first use)
-    _serialize_omit = frozenset({"_derived"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset({"_derived"})
 
     __slots__ = (
         "_by_class",
@@ -401,7 +402,9 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived", "_noted", "_region_of", "_succ", "_too_wide"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset(
+        {"_derived", "_noted", "_region_of", "_succ", "_too_wide"}
+    )
 
     __slots__ = (
         "_by_class",
@@ -1646,7 +1649,7 @@ class _CountedClassifier:
 
     #: the context is the process's, not the grammar's: found again after a load; the
     #: narrow items are derived from the automaton (None after a load: remade on first use)
-    _serialize_omit = frozenset({"_context", "_narrow"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset({"_context", "_narrow"})
 
     __slots__ = ("_auto", "_cap", "_context", "_narrow", "_rule_aug", "_sigs", "_vocab", "rules")
 
@@ -1890,6 +1893,25 @@ class _CountedClassifier:
         return aug
 
 
+class _Positions(Protocol):
+    """What :class:`CfgProgram` calls on its position classifier (:class:`_RuleClassifier`,
+    :class:`_ExitSplitClassifier` or :class:`_LazyExitSplitClassifier`).  A protocol, so the
+    compiled build (mypyc reads a protocol as a plain object) also takes a loaded grammar's
+    stand-in for it (:mod:`formcast.index.persist`'s lazy section, replaced on first use)
+    where a union of the classes would be checked and refused."""
+
+    def classify(self, rule: int, state: int) -> Classification: ...
+
+    def __len__(self) -> int: ...
+
+    def cache_bytes(self) -> int: ...
+
+    def table_bytes(self) -> int: ...
+
+
+# an ordinary class under mypyc (formcast._native; its methods are compiled): a loaded grammar
+# sets its lazy fields (``_persist_lazy``) to stand-ins of another type
+@interpreted_class
 class CfgProgram:
     """Matcher program of a context-free grammar (see the module docstring).
 
@@ -1924,7 +1946,7 @@ class CfgProgram:
     )  # fmt: skip
     #: the context is the process's (found again through the registry after a load); the
     #: looped candidate groups are remade by the masks that need them
-    _serialize_omit = frozenset({"_context", "_loops", "_orders"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset({"_context", "_loops", "_orders"})
     _persist_lazy: ClassVar[dict[str, tuple[str, ...]]] = {
         "lexer": (),
         "_positions": ("__len__", "cache_bytes", "table_bytes"),
@@ -1960,7 +1982,7 @@ class CfgProgram:
         self.pda = PushdownAutomaton(auto, limits, far_count=self._cap)
         spend = budget.spend if budget is not None else charge
         self.lexer: ExpandedLexer | LazyExpandedLexer | None
-        self._positions: _ExitSplitClassifier | _LazyExitSplitClassifier | _RuleClassifier
+        self._positions: _Positions
         if LAZY_INDEX if lazy is None else lazy:
             # the lexer's rows, and their augmented and cut rows, are made when walks reach
             # them; the compile pays the global tables (measured: ~40 units per rule state)

@@ -57,10 +57,18 @@ __all__ = [
 
 
 def _attr_names(cls: type) -> list[str]:
-    """The dataclass fields and ``__slots__`` of ``cls`` and its bases, sorted."""
+    """The dataclass fields and ``__slots__`` of ``cls`` and its bases, sorted.
+
+    A class compiled with mypyc (:data:`formcast._native.NATIVE_MODULES`) keeps no
+    ``__slots__`` in its ``__dict__``: its ``__mypyc_attrs__`` (the attributes mypyc gave it,
+    the same names as the ``__slots__`` of its source) stand for them, so a class declares
+    the same fields compiled or not (tests/project/test_native_build.py compares the
+    layout digests of both builds)."""
     names: list[str] = []
     for klass in reversed(cls.__mro__):
-        slots = klass.__dict__.get("__slots__", ())
+        slots = klass.__dict__.get("__slots__", None)
+        if slots is None:
+            slots = klass.__dict__.get("__mypyc_attrs__", ())
         for s in (slots,) if isinstance(slots, str) else slots:
             if s not in ("__weakref__", "__dict__"):
                 names.append(s)
