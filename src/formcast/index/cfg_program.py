@@ -38,7 +38,7 @@ from typing import ClassVar, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
-from .._native import interpreted_class
+from .._native import interpreted_class, mypyc_attr
 from ..automata.analysis import counted_splits, split_bytes
 from ..automata.counted import (
     NarrowItem,
@@ -115,6 +115,7 @@ def _class_bytes(c: Classification) -> int:
     return c.words.nbytes + c.candidates.nbytes + CACHE_ENTRY_BYTES
 
 
+@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
 class _RuleClassifier:
     """Classifies stack tops on each rule's own automaton: the plain position classifier,
     used where the expanded lexer is too large to determinize (a call is a candidate there).
@@ -154,6 +155,7 @@ class _RuleClassifier:
         return sum(a.nbytes for a in self._aug)
 
 
+@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
 class _ExitSplitClassifier:
     """Classifies stack tops on the call-expanded lexer, split at the exit byte.
 
@@ -377,6 +379,7 @@ class _ExitSplitClassifier:
         return sum(a.nbytes for a in arrays)
 
 
+@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
 class _LazyExitSplitClassifier:
     """:class:`_ExitSplitClassifier` on a :class:`~formcast.automata.lexer.LazyExpandedLexer`:
     lexer rows, their augmented and cut rows, are made when a walk first reaches them.
@@ -1628,6 +1631,7 @@ class _LazyWalkTables:
         return int(self.ids.nbytes + self.ready.nbytes + 11 * self.count) + rows
 
 
+@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
 class _CountedClassifier:
     """Classifies the stack tops of counted rules (counts already clipped), on window
     automata shared by every grammar with the same item automaton on the same vocabulary
