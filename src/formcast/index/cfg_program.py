@@ -1631,7 +1631,8 @@ class _LazyWalkTables:
         return int(self.ids.nbytes + self.ready.nbytes + 11 * self.count) + rows
 
 
-@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
+# loaded by cls.__new__ (formcast._native); a test's reference subclasses it (256-column windows)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _CountedClassifier:
     """Classifies the stack tops of counted rules (counts already clipped), on window
     automata shared by every grammar with the same item automaton on the same vocabulary
