@@ -20,6 +20,9 @@ def main() -> None:
     from tokenizers import Tokenizer
 
     import formcast.index.cfg_program as cp
+    import patch_guard
+
+    patch_guard.require_patchable("cold_walk_profile.py", "timing _ensure")
     import grammar_bench as gb
 
     wl = gb.make_workloads()[sys.argv[1]]

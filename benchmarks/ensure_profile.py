@@ -51,6 +51,9 @@ if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "--summary":
 
 import maskbench as mb  # noqa: E402
 import maskbench_cpu  # noqa: E402,F401  (installs the thread-CPU _walk)
+import patch_guard  # noqa: E402
+
+patch_guard.require_patchable("ensure_profile.py", "timing _ensure/_LazyWalkTables.write")
 from formcast.index import cfg_program as cp  # noqa: E402
 
 _OUT = os.environ.get("ENSURE_PROFILE_DIR")

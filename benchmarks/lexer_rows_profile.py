@@ -67,7 +67,10 @@ def main() -> None:
         finally:
             acc["init"] += clock() - t0
 
+    import patch_guard
     from formcast.index import cfg_program as cp
+
+    patch_guard.require_patchable("lexer_rows_profile.py", "timing _new_region")
 
     # the classifier's refinements: one per region since refine34 (no whole-lexer pass)
     orig_region = cp._LazyExitSplitClassifier._new_region

@@ -22,6 +22,8 @@ from pathlib import Path
 _WORKER = r"""
 import gc, json, sys, time
 sys.path.insert(0, sys.argv[2])
+import patch_guard
+patch_guard.require_patchable("region38_search_ab.py", "timing _search_region/_region_digest")
 import grammar_bench as gb
 import formcast.index.cfg_program as cp
 from tokenizers import Tokenizer
@@ -79,8 +81,10 @@ def main() -> None:
                 env={"PYTHONPATH": f"/tmp/fc-{b}", "PATH": "/usr/bin:/bin"},
                 capture_output=True,
                 text=True,
-                check=True,
+                check=False,
             )
+            if r.returncode != 0:  # (patch_guard's refusal, or a failure: its stderr)
+                raise SystemExit(f"{b}: {r.stderr.strip()[-2000:]}")
             runs[b].append(json.loads(r.stdout.strip().splitlines()[-1]))
     for b in builds:
         got = runs[b]

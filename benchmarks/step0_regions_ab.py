@@ -25,6 +25,8 @@ from pathlib import Path
 _WORKER = r"""
 import gc, json, sys, time
 sys.path.insert(0, sys.argv[2])
+import patch_guard
+patch_guard.require_patchable("step0_regions_ab.py", "timing _new_region/_region_digest")
 import grammar_bench as gb
 import formcast.index.cfg_program as cp
 spent = [0.0, 0.0]
@@ -74,8 +76,10 @@ def main() -> None:
                 env={"PYTHONPATH": f"/tmp/fc-{b}", "PATH": "/usr/bin:/bin"},
                 capture_output=True,
                 text=True,
-                check=True,
+                check=False,
             )
+            if r.returncode != 0:  # (patch_guard's refusal, or a failure: its stderr)
+                raise SystemExit(f"{b}: {r.stderr.strip()[-2000:]}")
             got[b].append(json.loads(r.stdout.strip().splitlines()[-1]))
     for b in builds:
         runs = got[b]

@@ -163,9 +163,14 @@ def main() -> None:
     maskbench._single_thread_env()
     from tokenizers import Tokenizer
 
+    import patch_guard
     from formcast import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
     from formcast.vocab.loaders import load_vocabulary
 
+    flags = (("--parts", args.parts), ("--profile", args.profile))
+    for flag, on in (*flags, ("--old-methods", args.old_methods)):
+        if on:  # each patches methods of the lazy classifier
+            patch_guard.require_patchable("tbm_parts.py", flag)
     prof = cProfile.Profile() if args.profile else None
     if args.parts:
         _install()

@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 __all__ = [
     "NATIVE_KERNELS",
     "NATIVE_MODULES",
     "compiled_modules",
     "interpreted_class",
+    "mypyc_attr",
     "native_summary",
 ]
 
@@ -50,6 +52,7 @@ NATIVE_MODULES: tuple[str, ...] = (
     "formcast.limits",
     "formcast.automata.rules",
     "formcast.automata.pda",
+    "formcast.index.cfg_program",
 )
 
 #: the C kernels of the compiled build (``<name>.c`` beside the module that imports it, which
@@ -110,3 +113,20 @@ def interpreted_class(cls: _C) -> _C:
     instance ``__dict__``, pickling, ``dataclasses.replace``, subclasses in other modules);
     their methods are compiled all the same."""
     return cls
+
+
+# ``@mypyc_attr(serializable=True)`` (from here) keeps a class native (compiled, attributes in C
+# slots) when its module is compiled with mypyc, and makes its ``cls.__new__(cls)`` allocate
+# only, as for an ordinary class: a native class's ``__new__`` otherwise runs ``__init__``
+# (mypyc's "always defined attributes"), and formcast.index.persist re-creates the classes it
+# loads with ``cls.__new__(cls)``, then sets their declared fields.  Cost: reading an attribute
+# tests that it is set.  mypyc recognizes the decorator by its full name, which is
+# mypy_extensions'; at run time it is an identity decorator (mypy_extensions, a dependency of
+# mypy, is no run-time dependency of formcast).
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr
+else:
+
+    def mypyc_attr(*attrs: str, **kwattrs: object) -> Callable[[_C], _C]:
+        """Identity class decorator at run time (see the comment above)."""
+        return lambda cls: cls

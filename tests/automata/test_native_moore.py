@@ -245,8 +245,13 @@ def test_tables_the_kernel_does_not_take_use_numpy() -> None:
 def test_the_lexers_of_real_schemas(monkeypatch: pytest.MonkeyPatch) -> None:
     """The (cut) lexers of compiled JSON schemas on Llama-3, as the token index refines
     them: recorded from the compile, then refined both ways with ample and scarce fuel."""
+    from formcast._native import compiled_modules
     from formcast.index import cfg_program
 
+    if compiled_modules().get("formcast.index.cfg_program", False):
+        # (compiled, it calls the compiled equivalence_classes directly: a patched module
+        # name is never called; the pure package's run records them)
+        pytest.skip("records cfg_program's calls by patching it (cfg_program compiled)")
     seen: list[tuple[np.ndarray, np.ndarray, int]] = []
     real = cfg_program.equivalence_classes
 

@@ -17,6 +17,7 @@ import pytest
 
 import formcast.index.cfg_program as cfg_program
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
+from formcast._native import compiled_modules
 from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import random_walks, replay_masks
@@ -31,6 +32,11 @@ SCHEMA = {
     },
     "required": ["name", "kind"],
 }
+
+#: the classifier's methods can be spied on (a patched method of a mypyc native class is never
+#: called by compiled code: where formcast.index.cfg_program is compiled, the masks are still
+#: checked, the spies' counts are not)
+SPIED = not compiled_modules().get("formcast.index.cfg_program", False)
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +72,8 @@ def test_first_look_ahead_keeps_the_eager_masks(vocab: Vocabulary, first: int) -
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):
         assert np.array_equal(a, b)
+    if not SPIED:
+        return
     assert aheads
     if cfg_program.walks_write_rows():  # the compiled walks write the rows they meet
         assert set(aheads) == {0}

@@ -43,6 +43,29 @@ def test_every_class_declares_fields_covering_its_slots() -> None:
         assert set(registry.LAZY_FIELDS.get(name, ())) <= fields
 
 
+def test_class_level_declarations_are_class_attributes() -> None:
+    """``_serialize_omit`` / ``_persist_fields`` / ``_persist_lazy`` read on the class are the
+    declarations (in a mypyc-compiled module one without its ``ClassVar`` annotation became an
+    instance attribute: the class then answered a descriptor, and omitted nothing)."""
+    kinds = {"_serialize_omit": frozenset, "_persist_fields": tuple, "_persist_lazy": dict}
+    for name, cls in registry.PLAIN_CLASSES.items():
+        for attr, kind in kinds.items():
+            if attr in vars(cls):
+                assert isinstance(getattr(cls, attr), kind), f"{name}.{attr}"
+    assert registry.OMIT["_LazyExitSplitClassifier"] >= {"_derived", "_region_of"}
+    assert registry.OMIT["CfgProgram"] == {"_context", "_loops", "_orders"}
+
+
+def test_every_class_is_made_without_running_its_init() -> None:
+    """A load makes each object with ``cls.__new__(cls)`` and then sets its fields: no
+    ``__init__`` may run there (a mypyc native class's ``__new__`` runs ``__init__`` unless it is
+    declared ``@mypyc_attr(serializable=True)``, see formcast._native: the compiled token index
+    refused every grammar with "__init__() missing required argument")."""
+    for name, cls in registry.PLAIN_CLASSES.items():
+        obj = cls.__new__(cls)
+        assert type(obj) is cls, name
+
+
 @pytest.mark.parametrize("name", sorted(CONSTRAINTS))
 def test_written_objects_hold_exactly_their_declared_fields(
     compiler: GrammarCompiler, name: str

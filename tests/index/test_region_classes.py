@@ -23,6 +23,7 @@ from test_lazy_index_matches_eager import _compare
 
 import formcast.index.cfg_program as cfg_program
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
+from formcast._native import compiled_modules
 from formcast.automata.dfa import DEAD
 from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
@@ -53,6 +54,11 @@ SCHEMAS: list[Any] = [
     'term ::= ident | num | "(" expr ")"\nident ::= [a-zA-Z_] [a-zA-Z0-9_]*\n'
     'num ::= [0-9]+ ("." [0-9]+)?\n',
 ]
+
+#: the classifier's methods can be spied on (a patched method of a mypyc native class is never
+#: called by compiled code: where formcast.index.cfg_program is compiled, the masks are still
+#: checked, the spy's calls are not)
+SPIED = not compiled_modules().get("formcast.index.cfg_program", False)
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +219,8 @@ def test_a_region_past_its_row_budget_is_not_made(vocab: Vocabulary) -> None:
         lazy = _compile(vocab, True, "compile_json_schema", (schema,), {})
         got = replay_masks(lazy, walks)
     assert (got == expected).all()
+    if not SPIED:
+        return
     assert calls, "no wide start met"
     assert any(none for _, _, none in calls), "the budget never stopped a search"
     assert all(none or after == before for before, after, none in calls)

@@ -23,6 +23,7 @@ import pytest
 
 import formcast.index.cfg_program as cfg_program
 from formcast import CompiledGrammar, GrammarCompiler, Vocabulary
+from formcast._native import compiled_modules
 from formcast.automata.dfa import DEAD
 from formcast.automata.pda import ParserState
 from formcast.index.context import context_for
@@ -45,6 +46,11 @@ SCHEMA = {
     },
     "required": ["name", "kind"],
 }
+
+#: the classifier's methods can be spied on (a patched method of a mypyc native class is never
+#: called by compiled code: where formcast.index.cfg_program is compiled, the masks are still
+#: checked, the spies' answers are not)
+SPIED = not compiled_modules().get("formcast.index.cfg_program", False)
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +111,8 @@ def test_too_wide_regions_are_the_plain_searchs(vocab: Vocabulary, how: str, bou
         got = replay_masks(lazy, walks)
     bad = np.flatnonzero((got != expected).any(axis=1))
     assert bad.size == 0, f"masks differ at steps {bad.tolist()[:10]} of {len(got)}"
+    if not SPIED:
+        return
     assert answers
     assert all(none == past for none, past in answers), answers
     if bound == 6:
@@ -144,6 +152,8 @@ def test_row_budget_counts_the_rows_built_ahead(vocab: Vocabulary, budget: int) 
     asks for, are within the budget (rows built ahead of the asked ones count)."""
     if not MASKBENCH.exists():
         pytest.skip(f"shared data missing: {MASKBENCH}")
+    if not SPIED:
+        pytest.skip("spies on _new_region (cfg_program compiled with mypyc)")
     doc = json.loads(MASKBENCH.read_text("utf-8"))
     schema = doc.get("schema", doc)
     texts = [json.dumps(t["data"], separators=(",", ":")).encode() for t in doc.get("tests", [])]

@@ -83,6 +83,14 @@ SUBSET = (
     "tests/vocab/test_small_trie_memo.py",
     # session 24: a lazy walk's WalkRows and inlined start row
     "tests/index/test_lazy_walk_rows_tuple.py",
+    # session 25: the token index (index.cfg_program) compiled: its persisted classes, the lazy
+    # fields of a loaded program, the lazy classifier's tables and regions
+    "tests/index/test_persisted_classes_declare_their_fields.py",
+    "tests/index/test_lazy_index_matches_eager.py",
+    "tests/index/test_lazy_tables_grow_mid_walk.py",
+    "tests/index/test_region_classes.py",
+    "tests/index/test_exit_byte_split.py",
+    "tests/index/test_rule_classifier_matches_oracle.py",
 )
 
 
@@ -180,6 +188,23 @@ def test_the_listed_modules_are_compiled_in_the_native_copy(native_dir: Path) ->
     pure = _run(["-c", code], SRC, 120)
     assert pure.returncode == 0, pure.stderr
     assert not any(json.loads(pure.stdout)[1].values()), "src/formcast holds compiled modules"
+
+
+def test_both_builds_declare_the_same_serialized_fields(native_dir: Path) -> None:
+    """A compiled class keeps its fields in ``__mypyc_attrs__`` (no ``__slots__``): the
+    registry reads them, so every persisted class declares the same fields (and the class-level
+    declarations stay class attributes) in both builds, and the disk cache's layout digest is
+    the same (a file written by one build is read by the other)."""
+    code = (
+        "import json; from formcast.index.persist import registry as r;"
+        "print(json.dumps([r.layout_digest(), r.FIELDS, {n: sorted(o) for n, o in r.OMIT.items()},"
+        " {n: sorted(f) for n, f in r.LAZY_FIELDS.items()}]))"
+    )
+    native = _run(["-c", code], native_dir, 120)
+    assert native.returncode == 0, native.stderr
+    pure = _run(["-c", code], SRC, 120)
+    assert pure.returncode == 0, pure.stderr
+    assert json.loads(native.stdout) == json.loads(pure.stdout)
 
 
 def test_masks_are_identical_and_serialized_grammars_cross_builds(

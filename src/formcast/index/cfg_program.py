@@ -34,10 +34,11 @@ import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Container, Hashable
 from dataclasses import replace
-from typing import ClassVar, NamedTuple, TypeVar
+from typing import ClassVar, NamedTuple, Protocol, TypeVar
 
 import numpy as np
 
+from .._native import interpreted_class, mypyc_attr
 from ..automata.analysis import counted_splits, split_bytes
 from ..automata.counted import (
     NarrowItem,
@@ -113,6 +114,7 @@ def _class_bytes(c: Classification) -> int:
     return c.words.nbytes + c.candidates.nbytes + CACHE_ENTRY_BYTES
 
 
+@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
 class _RuleClassifier:
     """Classifies stack tops on each rule's own automaton: the plain position classifier,
     used where the expanded lexer is too large to determinize (a call is a candidate there).
@@ -152,6 +154,7 @@ class _RuleClassifier:
         return sum(a.nbytes for a in self._aug)
 
 
+@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
 class _ExitSplitClassifier:
     """Classifies stack tops on the call-expanded lexer, split at the exit byte.
 
@@ -174,7 +177,7 @@ class _ExitSplitClassifier:
     """
 
     #: attributes :mod:`formcast.index.serialize` writes as None (rebuilt on first use)
-    _serialize_omit = frozenset({"_derived"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset({"_derived"})
 
     __slots__ = (
         "_by_class",
@@ -375,6 +378,7 @@ class _ExitSplitClassifier:
         return sum(a.nbytes for a in arrays)
 
 
+@mypyc_attr(serializable=True)  # loaded by cls.__new__ (formcast._native)
 class _LazyExitSplitClassifier:
     """:class:`_ExitSplitClassifier` on a :class:`~formcast.automata.lexer.LazyExpandedLexer`:
     lexer rows, their augmented and cut rows, are made when a walk first reaches them.
@@ -400,7 +404,9 @@ class _LazyExitSplitClassifier:
     classifier around every miss (walks of tables that grow in place).
     """
 
-    _serialize_omit = frozenset({"_derived", "_noted", "_region_of", "_succ", "_too_wide"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset(
+        {"_derived", "_noted", "_region_of", "_succ", "_too_wide"}
+    )
 
     __slots__ = (
         "_by_class",
@@ -1709,6 +1715,8 @@ class _LazyWalkTables:
         return int(self.ids.nbytes + self.ready.nbytes + 11 * self.count) + rows
 
 
+# loaded by cls.__new__ (formcast._native); a test's reference subclasses it (256-column windows)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _CountedClassifier:
     """Classifies the stack tops of counted rules (counts already clipped), on window
     automata shared by every grammar with the same item automaton on the same vocabulary
@@ -1730,7 +1738,7 @@ class _CountedClassifier:
 
     #: the context is the process's, not the grammar's: found again after a load; the
     #: narrow items are derived from the automaton (None after a load: remade on first use)
-    _serialize_omit = frozenset({"_context", "_narrow"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset({"_context", "_narrow"})
 
     __slots__ = ("_auto", "_cap", "_context", "_narrow", "_rule_aug", "_sigs", "_vocab", "rules")
 
@@ -1974,6 +1982,25 @@ class _CountedClassifier:
         return aug
 
 
+class _Positions(Protocol):
+    """What :class:`CfgProgram` calls on its position classifier (:class:`_RuleClassifier`,
+    :class:`_ExitSplitClassifier` or :class:`_LazyExitSplitClassifier`).  A protocol, so the
+    compiled build (mypyc reads a protocol as a plain object) also takes a loaded grammar's
+    stand-in for it (:mod:`formcast.index.persist`'s lazy section, replaced on first use)
+    where a union of the classes would be checked and refused."""
+
+    def classify(self, rule: int, state: int) -> Classification: ...
+
+    def __len__(self) -> int: ...
+
+    def cache_bytes(self) -> int: ...
+
+    def table_bytes(self) -> int: ...
+
+
+# an ordinary class under mypyc (formcast._native; its methods are compiled): a loaded grammar
+# sets its lazy fields (``_persist_lazy``) to stand-ins of another type
+@interpreted_class
 class CfgProgram:
     """Matcher program of a context-free grammar (see the module docstring).
 
@@ -2008,7 +2035,7 @@ class CfgProgram:
     )  # fmt: skip
     #: the context is the process's (found again through the registry after a load); the
     #: looped candidate groups are remade by the masks that need them
-    _serialize_omit = frozenset({"_context", "_loops", "_orders"})
+    _serialize_omit: ClassVar[frozenset[str]] = frozenset({"_context", "_loops", "_orders"})
     _persist_lazy: ClassVar[dict[str, tuple[str, ...]]] = {
         "lexer": (),
         "_positions": ("__len__", "cache_bytes", "table_bytes"),
@@ -2044,7 +2071,7 @@ class CfgProgram:
         self.pda = PushdownAutomaton(auto, limits, far_count=self._cap)
         spend = budget.spend if budget is not None else charge
         self.lexer: ExpandedLexer | LazyExpandedLexer | None
-        self._positions: _ExitSplitClassifier | _LazyExitSplitClassifier | _RuleClassifier
+        self._positions: _Positions
         if LAZY_INDEX if lazy is None else lazy:
             # the lexer's rows, and their augmented and cut rows, are made when walks reach
             # them; the compile pays the global tables (measured: ~40 units per rule state)

@@ -56,11 +56,21 @@ __all__ = [
 ]
 
 
-def _attr_names(cls: type) -> list[str]:
-    """The dataclass fields and ``__slots__`` of ``cls`` and its bases, sorted."""
+def _attr_names(cls: type, native: bool = False) -> list[str]:
+    """The dataclass fields and ``__slots__`` of ``cls`` and its bases, sorted.
+
+    ``native``: a class compiled with mypyc (:data:`formcast._native.NATIVE_MODULES`) keeps no
+    ``__slots__`` in its ``__dict__``: its ``__mypyc_attrs__`` (the attributes mypyc gave it,
+    the same names as the ``__slots__`` of its source) stand for them, so a class with
+    ``__slots__`` declares the same fields compiled or not (tests/project/test_native_build.py
+    compares the layout digests of both builds).  Off for the parser classes of
+    :func:`layout_digest` (a compiled ``PushdownAutomaton`` has attributes where its source
+    declares no slots)."""
     names: list[str] = []
     for klass in reversed(cls.__mro__):
-        slots = klass.__dict__.get("__slots__", ())
+        slots = klass.__dict__.get("__slots__", None)
+        if slots is None:
+            slots = klass.__dict__.get("__mypyc_attrs__", ()) if native else ()
         for s in (slots,) if isinstance(slots, str) else slots:
             if s not in ("__weakref__", "__dict__"):
                 names.append(s)
@@ -78,7 +88,7 @@ def declared_fields(cls: type) -> tuple[str, ...]:
     declared = getattr(cls, "_persist_fields", None)
     if declared is not None:
         return tuple(declared)
-    names = [*_attr_names(cls), *getattr(cls, "_persist_extra", ())]
+    names = [*_attr_names(cls, native=True), *getattr(cls, "_persist_extra", ())]
     if not names:
         raise TypeError(
             f"{cls.__module__}.{cls.__qualname__} declares no serialized fields: give it "
