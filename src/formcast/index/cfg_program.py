@@ -405,7 +405,7 @@ class _LazyExitSplitClassifier:
     """
 
     _serialize_omit: ClassVar[frozenset[str]] = frozenset(
-        {"_derived", "_noted", "_region_of", "_succ", "_too_wide"}
+        {"_derived", "_noted", "_past", "_region_of", "_succ", "_too_wide"}
     )
 
     __slots__ = (
@@ -417,6 +417,7 @@ class _LazyExitSplitClassifier:
         "_fallback",
         "_lock",
         "_noted",
+        "_past",
         "_ready_list",
         "_region_of",
         "_regions",
@@ -465,6 +466,10 @@ class _LazyExitSplitClassifier:
         #: order (what :func:`_reachable_classes` meets, kept: a later digest walks the
         #: classes an earlier one met without numpy); a function of ``_regions``
         self._succ: dict[int, dict[int, list[int]]] | None = None
+        #: per region, the digest classes known to reach past :data:`_SHARED_WALK_STATES`
+        #: classes (the start's class, and each class whose digest was None): at most the
+        #: region's classes; a function of ``_regions`` (None after a load: rebuilt)
+        self._past: dict[int, set[int]] | None = None
         #: the starts whose regions :meth:`_new_region` found past
         #: :data:`_LOCAL_DIGEST_STATES` states (a start reaching one is past it too: its
         #: region holds that one's); a memo of the lexer's (None after a load: empty again)
@@ -1139,11 +1144,10 @@ class _LazyExitSplitClassifier:
         the classes, which stops at a class known to be past the bound (a class reaches all
         the classes its successors reach: it is past the bound too).
 
-        Kept per region in ``_succ`` (a function of ``_regions``, never changed: a grown
-        region's old classes keep their rows): under ``rid``, the classes' successors
-        (:func:`_reachable_classes`); under ``-1 - rid``, the classes known past the bound
-        (keys; the start's class, and each class whose digest was None), at most the
-        region's classes.  Caller holds the lock."""
+        Kept per region (functions of ``_regions``, never changed: a grown region's old
+        classes keep their rows): in ``_succ``, the classes' successors
+        (:func:`_reachable_classes`); in ``_past``, the classes known past the bound (the
+        start's class, and each class whose digest was None).  Caller holds the lock."""
         rid, q = at
         _, _, _, dpart, sub, cut_split, rep = self._regions[rid]
         if dpart[q] == dpart[1] and rep.size - 1 > _SHARED_WALK_STATES:
@@ -1158,11 +1162,14 @@ class _LazyExitSplitClassifier:
         cache = succ.get(rid)
         if cache is None:
             cache = succ[rid] = {}
-        past = succ.get(-1 - rid)
+        pasts = self._past
+        if pasts is None:
+            pasts = self._past = {}
+        past = pasts.get(rid)
         if past is None:
-            past = succ[-1 - rid] = {}
+            past = pasts[rid] = set()
             if rep.size - 1 > _SHARED_WALK_STATES:
-                past[int(dpart[1])] = []
+                past.add(int(dpart[1]))
         cls = int(dpart[q])
         if cls in past:
             return None
@@ -1179,7 +1186,7 @@ class _LazyExitSplitClassifier:
             past,
         )
         if digest is None:
-            past[cls] = []
+            past.add(cls)
         return digest
 
     def cut_signature(self, start: int) -> bytes | None:
