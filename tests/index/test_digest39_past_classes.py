@@ -19,6 +19,7 @@ import pytest
 
 import formcast.index.cfg_program as cp
 from formcast import GrammarCompiler, Vocabulary
+from formcast._native import compiled_modules
 from formcast.index.context import context_for
 from formcast.vocab.loaders import load_vocabulary
 from serialize_helpers import random_walks, replay_masks
@@ -96,14 +97,17 @@ def test_reachable_classes_stop_at_a_past_class() -> None:
         levels.append(1)
         return real(*args)
 
+    # (where cfg_program is compiled its call of class_level is bound at build time: the
+    # levels are not counted there, the outcomes still are)
+    spied = not compiled_modules().get("formcast.index.cfg_program", False)
     with mock.patch.object(cp, "class_level", counted):
         assert cp._reachable_classes(part, cut, rep, 10, {}) is None
-        assert len(levels) > 20  # (a chain: a level per class)
+        assert len(levels) > 20 or not spied  # (a chain: a level per class)
         levels.clear()
-        assert cp._reachable_classes(part, cut, rep, 10, {}, {12: []}) is None
-        assert len(levels) == 2  # 11, then 12: past
+        assert cp._reachable_classes(part, cut, rep, 10, {}, {12}) is None
+        assert len(levels) == 2 or not spied  # 11, then 12: past
         levels.clear()
-        got = cp._reachable_classes(part, cut, rep, 150, {}, {12: []})  # 12 not met
+        got = cp._reachable_classes(part, cut, rep, 150, {}, {12})  # 12 not met
         assert got is not None
         assert got.size == 50
 
