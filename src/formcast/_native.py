@@ -1,7 +1,8 @@
 """The compiled build: which modules it compiles, and which are compiled here.
 
 formcast's source is pure Python; the modules in :data:`NATIVE_MODULES` (the hot per-state loops
-of the automata and IR layers, chosen by measurement: docs/native.md) are also compiled to C
+of the automata and IR layers and the token index's first visits, chosen by measurement:
+docs/native.md) are also compiled to C
 extensions with mypyc from the very same source, and the C kernels of :data:`NATIVE_KERNELS`
 (the vocabulary-trie walk of first visits, the Moore refinement of the token index's state
 equivalence, the column classes, and the subset construction and minimization of the byte
@@ -52,6 +53,8 @@ NATIVE_MODULES: tuple[str, ...] = (
     "formcast.limits",
     "formcast.automata.rules",
     "formcast.automata.pda",
+    # the CFG program's first visits (walk glue, stops, region search, digests, candidate
+    # checks): ~0.85x TBM of the nine above (docs/native.md, session 25)
     "formcast.index.cfg_program",
 )
 
