@@ -80,7 +80,7 @@ def test_inlined_start_row_is_the_tables_start(vocab: Vocabulary) -> None:
     def spy(self: ClassifyWalker, table: Any, start: int, *rest: Any) -> Any:
         rows = rest[-2]
         starts.append((start, rows.given))
-        # (the rows are made inline too: the very tuple :meth:`_walk_rows` makes)
+        # (the rows handed over: the very tuple :meth:`_walk_rows` makes)
         want = current[-1]._walk_rows(current[-1]._tables())
         assert type(rows) is WalkRows
         assert len(rows) == len(want)

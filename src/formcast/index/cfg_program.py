@@ -682,26 +682,9 @@ class _LazyExitSplitClassifier:
         row = 3 * int(tables.ids[start]) + 2  # (:meth:`_LazyWalkTables.start`)
         if row <= 0:  # (no id: never made ready; the caller walks another way)
             return None
-        xb = -1 if self.exit_byte is None else self.exit_byte
         while True:
             pending = tables.pending
-            # (:meth:`_walk_rows` inlined: ``tuple.__new__``, the named tuple made in C)
-            rows = tuple.__new__(
-                WalkRows,
-                (
-                    lexer.table,
-                    lexer.split,
-                    lexer.built,
-                    tables.ids,
-                    tables.ready,
-                    tables.states,
-                    tables.lex,
-                    tables.cut,
-                    pending,
-                    tables.count,
-                    xb,
-                ),
-            )
+            rows = self._walk_rows(tables)
             got = walker.walk(
                 tables.cut if cut else tables.lex,
                 row,
