@@ -28,15 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import maskbench
-
-
-def _digest(lex: Any) -> str:
-    h = hashlib.sha256()
-    n = lex.size
-    for arr in (lex.table[:n], lex.split[:n], lex.built[:n]):
-        h.update(arr.tobytes())
-    h.update(repr((n, sorted(lex.ids.items()), lex.sets)).encode())
-    return h.hexdigest()
+from stops39_replay import _digest, _record
 
 
 def _wrap(cls: Any, name: str, acc: dict[str, list[float]]) -> None:
@@ -71,51 +63,10 @@ def main() -> None:
     args = ap.parse_args()
     maskbench._single_thread_env()
     import numpy as np
-    from tokenizers import Tokenizer
 
-    from formcast import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
     from formcast.automata.lexer import LazyExpandedLexer
-    from formcast.vocab.loaders import load_vocabulary
 
-    tok = Tokenizer.from_file(maskbench.tokenizer_path())
-    vocab = load_vocabulary("llama3")
-    mask = allocate_token_bitmask(1, vocab.vocab_size)
-    real = LazyExpandedLexer.ensure
-    rec: dict[int, tuple[Any, list[np.ndarray]]] = {}
-
-    def spy(self: Any, states: Any) -> bool:
-        entry = rec.setdefault(id(self), (self, []))
-        entry[1].append(np.array(states, dtype=np.int64, copy=True))
-        return real(self, states)
-
-    LazyExpandedLexer.ensure = spy  # type: ignore[method-assign]
-    lexers: list[tuple[Any, int, list[np.ndarray]]] = []
-    for path in maskbench.select_files(args):
-        task = maskbench.prepare(path, tok)
-        rec.clear()
-        try:
-            grammar = GrammarCompiler(vocab, cache_size=0).compile_json_schema(task["schema"])
-            GrammarMatcher(grammar).fill_next_token_bitmask(mask, 0)
-        except Exception:
-            continue
-        for inst in task["instances"]:
-            m = GrammarMatcher(grammar)
-            for token in [*inst["ids"], None]:
-                try:
-                    m.fill_next_token_bitmask(mask, 0)
-                except Exception:
-                    break
-                if token is None:
-                    break
-                try:
-                    ok = m.accept_token(token)
-                except Exception:
-                    ok = False
-                if not ok:
-                    break
-        for lex, calls in rec.values():
-            lexers.append((lex.auto, lex.max_states, calls))
-    LazyExpandedLexer.ensure = real  # type: ignore[method-assign]
+    lexers = _record(args)  # (stops39_replay.py's recorder: every ensure, per lexer)
     clock = time.thread_time_ns
     per: list[tuple[int, float]] = []  # (rows built, least us)
     digests: list[str] = []
