@@ -690,18 +690,17 @@ class LazyExpandedLexer:
                 rows.append(pair)
                 splits.append(np.logical_or(g_split[members[0]], g_split[members[1]]))
                 continue
+            # the successors, and the split flags (any member's) by ufuncs on the members'
+            # rows (no lists)
             succ: list[list[int]]
-            if len(members) <= _SCALAR_ROWS:
-                succ = [g_succ[g].tolist() for g in members]
-            else:  # (``take``, not a fancy index: ~3 us less)
-                succ = g_succ.take(members, axis=0).tolist()
-            # the split flags: any member's, by ufuncs on the members' rows (no lists)
             m_split: np.ndarray
             if len(members) <= _SCALAR_ROWS:
+                succ = [g_succ[g].tolist() for g in members]
                 m_split = np.logical_or(g_split[members[0]], g_split[members[1]])
                 for g in members[2:]:
                     np.logical_or(m_split, g_split[g], out=m_split)
-            else:
+            else:  # (``take``, not a fancy index: ~3 us less)
+                succ = g_succ.take(members, axis=0).tolist()
                 m_split = np.logical_or.reduce(g_split.take(members, axis=0), axis=0)
             row: list[int] = []
             for c in range(len(succ[0])):

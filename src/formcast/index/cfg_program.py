@@ -674,11 +674,8 @@ class _LazyExitSplitClassifier:
             return None
         parts: list[np.ndarray] = []
         resume: np.ndarray | None = None
-        lexer = self.lexer
-        # (:meth:`_tables` inlined, and the start row read once: rows never move)
-        tables = self._derived
-        if tables is None or tables.ids.size < lexer.capacity:
-            tables = self._tables()
+        # (the start row read once: rows never move)
+        tables = self._tables()
         row = 3 * int(tables.ids[start]) + 2  # (:meth:`_LazyWalkTables.start`)
         if row <= 0:  # (no id: never made ready; the caller walks another way)
             return None
@@ -711,9 +708,7 @@ class _LazyExitSplitClassifier:
             # again from the start
             self._build_stops(tables, tables.states[stops[1::2] // 3])
             resume = None if stops[0] < 0 else stops
-            tables = self._derived
-            if tables is None or tables.ids.size < lexer.capacity:
-                tables = self._tables()
+            tables = self._tables()
         if not parts:
             return words, np.zeros(0, dtype=np.int64)
         if len(parts) == 1:

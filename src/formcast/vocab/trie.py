@@ -1232,10 +1232,7 @@ class ClassifyWalker:
         self.memo = trie._memo
         self.reach_base = _NATIVE_WALK_MAX_REACH
         self.share = _MEMO_WALK_MAX_SHARE
-        max_reach = _NATIVE_WALK_MAX_REACH
-        if has_memo:
-            max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
-        self.max_reach = max_reach
+        self.max_reach = _max_reach(trie, has_memo)
 
     def walk(
         self,
@@ -1279,6 +1276,15 @@ class ClassifyWalker:
         )
 
 
+def _max_reach(trie: TokenTrie, has_memo: bool) -> int:
+    """The reach past which a classify walk of ``trie`` stops (the kernel's ``max_reach``):
+    :data:`_NATIVE_WALK_MAX_REACH`, raised to a share of the trie's nodes where it has a
+    subtree memo (:data:`_MEMO_WALK_MAX_SHARE`)."""
+    if has_memo:
+        return max(_NATIVE_WALK_MAX_REACH, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
+    return _NATIVE_WALK_MAX_REACH
+
+
 def _classify_call(
     trie: TokenTrie,
     table: np.ndarray,
@@ -1299,11 +1305,8 @@ def _classify_call(
     if head is None:
         return None
     handle, memo = head
-    max_reach = _NATIVE_WALK_MAX_REACH
-    if memo:
-        max_reach = max(max_reach, trie.total_nodes // _MEMO_WALK_MAX_SHARE)
     got = _KERNEL.classify(
-        handle, table, start, pending, sink, string_map, drop, words, max_reach, rows
+        handle, table, start, pending, sink, string_map, drop, words, _max_reach(trie, memo), rows
     )
     # (an empty output, most calls' stops: the shared empty array, not a view of b"")
     cands = np.frombuffer(got[0], dtype=np.int64) if got[0] else _NO_STATES
