@@ -18,22 +18,22 @@ import sys
 MODULE = "formcast.index.cfg_program"
 
 
-def compiled() -> bool:
-    """Whether :data:`MODULE` is loaded from (or would load from) a mypyc extension here."""
+def compiled(module: str = MODULE) -> bool:
+    """Whether ``module`` is loaded from (or would load from) a mypyc extension here."""
     from formcast._native import compiled_modules
 
-    return bool(compiled_modules().get(MODULE))
+    return bool(compiled_modules().get(module))
 
 
-def require_patchable(script: str, what: str) -> None:
-    """Exit (status 2) where :data:`MODULE` is compiled: ``script`` (its name) would patch
-    ``what`` (e.g. ``"--parts (wraps _LazyExitSplitClassifier methods)"``)."""
-    if compiled():
+def require_patchable(script: str, what: str, module: str = MODULE) -> None:
+    """Exit (status 2) where ``module`` (default :data:`MODULE`) is compiled: ``script`` (its
+    name) would patch ``what`` (e.g. ``"--parts (wraps _LazyExitSplitClassifier methods)"``)."""
+    if compiled(module):
         print(
-            f"{script}: {what} patches methods of {MODULE}'s classes, which this build "
+            f"{script}: {what} patches methods of {module}'s classes, which this build "
             f"compiles with mypyc (a native class's methods cannot be patched: compiled callers "
             f"call them directly); run it on the pure source (PYTHONPATH=src) or on a build "
-            f"without {MODULE} in formcast._native.NATIVE_MODULES",
+            f"without {module} in formcast._native.NATIVE_MODULES",
             file=sys.stderr,
         )
         raise SystemExit(2)

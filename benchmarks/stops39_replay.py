@@ -48,7 +48,15 @@ def _record(args: argparse.Namespace) -> list[tuple[Any, int, list[Any]]]:
     from formcast import GrammarCompiler, GrammarMatcher, allocate_token_bitmask
     from formcast.automata.lexer import LazyExpandedLexer
     from formcast.vocab.loaders import load_vocabulary
+    from patch_guard import require_patchable
 
+    # where the lexer is compiled, its class is native: callers reach ensure through the
+    # vtable and never see the spy
+    require_patchable(
+        "stops39_replay.py",
+        "recording (spies on LazyExpandedLexer.ensure)",
+        "formcast.automata.lexer",
+    )
     tok = Tokenizer.from_file(maskbench.tokenizer_path())
     vocab = load_vocabulary("llama3")
     mask = allocate_token_bitmask(1, vocab.vocab_size)
