@@ -124,14 +124,22 @@ def test_json_masks_are_exact_token_by_token(schema: dict) -> None:
 
 def test_walks_are_shared_across_grammars_and_stay_exact() -> None:
     """A string body, a number, a key: the second schema reuses the first one's walks (by
-    canonical digest of the cut lexer) and its masks are still exact token by token."""
+    canonical digest of the cut lexer) and its masks are still exact token by token.
+
+    The shared walks start empty and the first schema computes its masks along a document
+    (``accept_bytes`` alone classifies nothing: the hits then came only from walks earlier
+    tests of this file had shared, so the test failed when run alone, pure or compiled)."""
     vocab = _json_vocab()
+    shared = context_for(vocab).cache(cfg_program.SHARED_WALKS)
+    shared.clear()
     first = {"type": "object", "properties": {"a": {"type": "string"}, "n": {"type": "integer"}}}
     second = {"type": "array", "items": {"type": "object", "properties": {"b": {"type": "string"}}}}
-    GrammarMatcher(GrammarCompiler(vocab, cache_size=0).compile_json_schema(first)).accept_bytes(
-        b'{"a":"x","n":1,"zz":"q"}'
-    )
-    hits = context_for(vocab).cache(cfg_program.SHARED_WALKS).hits
+    m = GrammarMatcher(GrammarCompiler(vocab, cache_size=0).compile_json_schema(first))
+    for byte in b'{"a":"x","n":1,"zz":"q"}':
+        m.allowed_token_ids()
+        assert m.accept_bytes(bytes([byte]))
+    assert len(shared) > 0  # the first schema's wide walks (string body, key) were shared
+    hits = shared.hits
     compiled = GrammarCompiler(vocab, cache_size=0).compile_json_schema(second)
     rng = random.Random(7)
     for _ in range(4):
@@ -144,7 +152,8 @@ def test_walks_are_shared_across_grammars_and_stay_exact() -> None:
             if not nxt:
                 break
             assert m.accept_token(rng.choice(nxt))
-    assert context_for(vocab).cache(cfg_program.SHARED_WALKS).hits > hits
+    assert shared.hits > hits
+    assert context_for(vocab).cache(cfg_program.SHARED_WALKS) is shared
 
 
 def _key_position_signatures(compiled: object, prefix: bytes) -> set[bytes]:
