@@ -405,7 +405,7 @@ class _LazyExitSplitClassifier:
     """
 
     _serialize_omit: ClassVar[frozenset[str]] = frozenset(
-        {"_derived", "_noted", "_past", "_region_of", "_succ", "_too_wide"}
+        {"_derived", "_noted", "_past", "_past_states", "_region_of", "_succ", "_too_wide"}
     )
 
     __slots__ = (
@@ -418,6 +418,7 @@ class _LazyExitSplitClassifier:
         "_lock",
         "_noted",
         "_past",
+        "_past_states",
         "_ready_list",
         "_region_of",
         "_regions",
@@ -470,6 +471,11 @@ class _LazyExitSplitClassifier:
         #: classes (the start's class, and each class whose digest was None): at most the
         #: region's classes; a function of ``_regions`` (None after a load: rebuilt)
         self._past: dict[int, set[int]] | None = None
+        #: the lexer states known to reach past :data:`_SHARED_WALK_STATES` classes in every
+        #: region (the members of the classes ``_past`` holds in stable regions: a state's
+        #: count is its futures', region-independent; see :meth:`_region_digest`); a
+        #: function of ``_regions`` and the digests asked (None after a load: empty again)
+        self._past_states: set[int] | None = set()
         #: the starts whose regions :meth:`_new_region` found past
         #: :data:`_LOCAL_DIGEST_STATES` states (a start reaching one is past it too: its
         #: region holds that one's); a memo of the lexer's (None after a load: empty again)
@@ -1118,21 +1124,37 @@ class _LazyExitSplitClassifier:
     def _region_digest(self, at: tuple[int, int]) -> bytes | None:
         """:meth:`cut_signature` of the state at ``at`` (:meth:`_region_at`), on its
         region's classes; None past :data:`_SHARED_WALK_STATES` reachable classes: for a
-        state of the start's class counted, O(1); else found by the breadth-first walk of
-        the classes, which stops at a class known to be past the bound (a class reaches all
-        the classes its successors reach: it is past the bound too).
+        state of the start's class counted, O(1); for a state that is, or whose row leads
+        to, a lexer state known past the bound (``_past_states``), O(256); else found by
+        the breadth-first walk of the classes, which stops at a class known to be past the
+        bound (a class reaches all the classes its successors reach: it is past the bound
+        too).
 
         Kept per region (functions of ``_regions``, never changed: a grown region's old
         classes keep their rows): in ``_succ``, the classes' successors
         (:func:`_reachable_classes`); in ``_past``, the classes known past the bound (the
-        start's class, and each class whose digest was None).  Caller holds the lock."""
+        start's class, and each class whose digest was None).  Kept per classifier, in
+        ``_past_states``: the lexer states of the classes ``_past`` holds in *stable*
+        regions (partition converged: the classes are the states' futures, so a state's
+        count of reachable classes is the number of distinct futures it reaches, the same
+        in every stable region; in an unstable one the classes are the states themselves,
+        a count at least as large): a state met there is past the bound in any region (a
+        134-class region's first digest, 100-150 us of successor lists, ended None at its
+        start's first level in grammar_bench's json_gbnf warm run).  Caller holds the
+        lock."""
         rid, q = at
-        _, _, _, dpart, sub, cut_split, rep = self._regions[rid]
+        _, idx, part, dpart, sub, cut_split, rep = self._regions[rid]
+        known = self._past_states
+        if known is None:
+            known = self._past_states = set()
+        stable = dpart is part
         if dpart[q] == dpart[1] and rep.size - 1 > _SHARED_WALK_STATES:
             # the class of the region's start reaches every class but the dead one's (every
             # state was met from the start; the dead state's label is its own): past the
             # bound, known without the breadth-first walk of the classes (~100 us on a
             # JSON value's region of 140 classes, in a grammar's first mask)
+            if stable and int(idx[1]) not in known:
+                known.update(idx[dpart == dpart[1]].tolist())
             return None
         succ = self._succ
         if succ is None:
@@ -1148,8 +1170,13 @@ class _LazyExitSplitClassifier:
             past = pasts[rid] = set()
             if rep.size - 1 > _SHARED_WALK_STATES:
                 past.add(int(dpart[1]))
+                if stable and int(idx[1]) not in known:
+                    known.update(idx[dpart == dpart[1]].tolist())
         cls = int(dpart[q])
         if cls in past:
+            return None
+        if known and (int(idx[q]) in known or not known.isdisjoint(idx.take(sub[q]).tolist())):
+            past.add(cls)  # (``q``'s own lexer state, or one its row leads to, is past)
             return None
         digest = _quotient_digest(
             self._vocab,
@@ -1165,6 +1192,8 @@ class _LazyExitSplitClassifier:
         )
         if digest is None:
             past.add(cls)
+            if stable:
+                known.update(idx[dpart == cls].tolist())
         return digest
 
     def cut_signature(self, start: int) -> bytes | None:
