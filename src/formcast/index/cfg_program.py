@@ -883,13 +883,14 @@ class _LazyExitSplitClassifier:
 
         With :data:`_GROW_REGIONS`, the search does not go on through states of earlier
         regions; where it met some, the region it reaches is grown instead
-        (:meth:`_grown_region`), else (the search then done again, on through them) made as
-        before."""
+        (:meth:`_grown_region`, or by a copy: :func:`_copied_region`), else made as before
+        (the search going on from the states it met in regions: the same states, in another
+        order)."""
         return self._search_region(start, _GROW_REGIONS)
 
     def _search_region(self, start: int, grow: bool) -> tuple[int, int] | None:
         """:meth:`_new_region`; ``grow``: the states of earlier regions met, not searched
-        (the region grown, or the search done again without ``grow``)."""
+        (the region grown, or the search gone on through them)."""
         too_wide = self._too_wide
         if too_wide is None:
             too_wide = self._too_wide = set()
