@@ -1250,10 +1250,11 @@ def _copied_region(
     112-state part of a 268-class region, too many pairs for the grow (22 x 268 > 4,096):
     each was searched and refined again (134 states, ~300 us), its walk not shared.
 
-    Tries the stable regions, latest first, whose start has ``start``'s split flags.
+    Tries the stable regions, latest first, whose start has ``start``'s split flags and
+    moves as ``start`` into the states that are not new.
     Replaces ``R``'s entry of ``_regions`` (``_succ`` and ``_past`` stay valid: no new
-    class, the old rows unchanged).  Caller holds the lock.  Cost: O(new states x columns)
-    per region tried past the flags."""
+    class, the old rows unchanged).  Caller holds the lock.  Cost: O(columns) per region
+    tried past the flags, O(new states x columns + R's states) past the start's row."""
     new = states[1:]
     k = len(new)
     where = cl._region_of
@@ -1284,6 +1285,11 @@ def _copied_region(
                 got[:, xc] = DEAD
             block = got.tolist()
             new_of = {q: i for i, q in enumerate(new)}
+        # (first the start's row, in one gather: most regions tried fail there, before the
+        # lists of their states and classes are made)
+        first_row: list[int] = idx.take(sub[1]).tolist()
+        if any(t != first_row[j] and t not in new_of for j, t in enumerate(block[0])):
+            continue
         # the copy map, breadth first from (start, R's start); each new state's row on R's
         # local ids as it will be appended
         phi = [-1] * k
