@@ -1263,13 +1263,15 @@ def _copied_region(
     lexer = cl.lexer
     cols, col_of_byte = cl._cut_columns()
     xc = -1 if cl.exit_byte is None else int(col_of_byte[cl.exit_byte])
-    new_idx = np.asarray(new, dtype=np.int64)
-    new_split = lexer.split.take(new_idx, axis=0).take(cols, axis=1)
-    if xc >= 0:
-        new_split[:, xc] = False
     width = cols.size
-    flags = new_split.tobytes()  # (bool: one byte a flag, as a row's ``tobytes``)
-    first = flags[:width]
+    start_split = lexer.split[new[0]].take(cols)
+    if xc >= 0:
+        start_split[xc] = False
+    first = start_split.tobytes()  # (bool: one byte a flag)
+    new_idx = np.asarray(new, dtype=np.int64)
+    # the new states' rows and flags, made for the first region whose start's flags match
+    new_split: np.ndarray | None = None
+    flags = b""
     block: list[list[int]] | None = None
     new_of: dict[int, int] = {}
     for rid in range(len(cl._regions) - 1, -1, -1):
@@ -1279,11 +1281,14 @@ def _copied_region(
             continue
         if cut_split[1].tobytes() != first:
             continue
-        if block is None:
+        if block is None or new_split is None:
             got = lexer.table.take(new_idx, axis=0).take(cols, axis=1)
+            new_split = lexer.split.take(new_idx, axis=0).take(cols, axis=1)
             if xc >= 0:
                 got[:, xc] = DEAD
+                new_split[:, xc] = False
             block = got.tolist()
+            flags = new_split.tobytes()
             new_of = {q: i for i, q in enumerate(new)}
         # (first the start's row, in one gather: most regions tried fail there, before the
         # lists of their states and classes are made)
