@@ -889,13 +889,14 @@ class _LazyExitSplitClassifier:
 
         With :data:`_GROW_REGIONS`, the search does not go on through states of earlier
         regions; where it met some, the region it reaches is grown instead
-        (:meth:`_grown_region`), else (the search then done again, on through them) made as
-        before."""
+        (:meth:`_grown_region`, or by a copy: :func:`_copied_region`), else made as before
+        (the search going on from the states it met in regions: the same states, in another
+        order)."""
         return self._search_region(start, _GROW_REGIONS)
 
     def _search_region(self, start: int, grow: bool) -> tuple[int, int] | None:
         """:meth:`_new_region`; ``grow``: the states of earlier regions met, not searched
-        (the region grown, or the search done again without ``grow``)."""
+        (the region grown, or the search gone on through them)."""
         too_wide = self._too_wide
         if too_wide is None:
             too_wide = self._too_wide = set()
@@ -928,45 +929,70 @@ class _LazyExitSplitClassifier:
         # by ``np.unique`` past that many cells)
         snap: np.ndarray | None = None
         rows: list[list[int]] = []
-        while frontier:
-            built = lexer.built
-            unbuilt = [q for q in frontier if not built[q]]
-            if unbuilt:
-                if budget < len(unbuilt):  # a region this costly is not made: ``start``
-                    return None  # walks alone
-                # every row the call builds counts, those it builds ahead of the asked
-                # ones too (one ``ensure`` builds up to ~50 more, and a rule's rows when a
-                # row first meets it: counting the asked ones only, o55827's failed search
-                # built ~1,000 rows, 12 calls, 10-20 ms inside one mask, for a 256 budget)
-                before = int(np.count_nonzero(lexer.built))
-                lexer.ensure(unbuilt)
-                budget -= int(np.count_nonzero(lexer.built)) - before
-                snap = None
-            if lexer.size * cols.size <= _REGION_SNAPSHOT_CELLS:
-                if snap is None:
-                    snap = lexer.table[: lexer.size].take(cols, axis=1)
-                    if xc >= 0:
-                        snap[:, xc] = DEAD
-                    rows = snap.tolist()
-                met: set[int] = set()
+        # (``grow``: a first pass does not go on through states of earlier regions; where it
+        # met some and no region grows (:meth:`_grown_region`, :func:`_copied_region`), a
+        # second pass goes on from them: their rows are built and lead only to states of
+        # regions, so it calls no ``ensure`` and ends with the states a search without
+        # ``grow`` numbers, in another order, the first pass's work not done twice)
+        while True:
+            while frontier:
+                built = lexer.built
+                unbuilt = [q for q in frontier if not built[q]]
+                if unbuilt:
+                    if budget < len(unbuilt):  # a region this costly is not made: ``start``
+                        return None  # walks alone
+                    # every row the call builds counts, those it builds ahead of the asked
+                    # ones too (one ``ensure`` builds up to ~50 more, and a rule's rows when a
+                    # row first meets it: counting the asked ones only, o55827's failed search
+                    # built ~1,000 rows, 12 calls, 10-20 ms inside one mask, for a 256 budget)
+                    before = int(np.count_nonzero(lexer.built))
+                    lexer.ensure(unbuilt)
+                    budget -= int(np.count_nonzero(lexer.built)) - before
+                    snap = None
+                if lexer.size * cols.size <= _REGION_SNAPSHOT_CELLS:
+                    if snap is None:
+                        snap = lexer.table[: lexer.size].take(cols, axis=1)
+                        if xc >= 0:
+                            snap[:, xc] = DEAD
+                        rows = snap.tolist()
+                    met: set[int] = set()
+                    for q in frontier:
+                        met.update(rows[q])
+                else:
+                    snap = None
+                    if step is None:
+                        step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
+                    block = lexer.table.take(frontier, axis=0).take(step, axis=1)
+                    # (:func:`_level_targets`: without its rows' runs of equal targets)
+                    met = set(_level_targets(block))
+                met.difference_update(index)
+                if where is not None:
+                    met_in = where.keys() & met
+                    if met_in:
+                        inside |= met_in
+                        met -= met_in
+                if not met:
+                    break
+                if not too_wide.isdisjoint(met):  # its region is in this one: past the bound
+                    too_wide.add(start)
+                    return None
+                frontier = sorted(met)
                 for q in frontier:
-                    met.update(rows[q])
-            else:
-                snap = None
-                if step is None:
-                    step = cols if xc < 0 else cols[np.arange(cols.size) != xc]
-                block = lexer.table.take(frontier, axis=0).take(step, axis=1)
-                # (:func:`_level_targets`: without its rows' runs of equal targets)
-                met = set(_level_targets(block))
-            met.difference_update(index)
-            if where is not None:
-                met_in = where.keys() & met
-                if met_in:
-                    inside |= met_in
-                    met -= met_in
-            if not met:
+                    index[q] = len(states)
+                    states.append(q)
+                if len(states) > _LOCAL_DIGEST_STATES:
+                    too_wide.add(start)
+                    return None
+            if not inside or where is None:
                 break
-            if not too_wide.isdisjoint(met):  # its region is in this one: past the bound
+            grown = self._grown_region(states, inside)
+            if grown is None:
+                grown = _copied_region(self, states, inside)
+            if grown is not None:
+                return grown
+            where = None
+            met = inside.difference(index)
+            if not too_wide.isdisjoint(met):  # (as the search without ``grow`` stops)
                 too_wide.add(start)
                 return None
             frontier = sorted(met)
@@ -976,9 +1002,6 @@ class _LazyExitSplitClassifier:
             if len(states) > _LOCAL_DIGEST_STATES:
                 too_wide.add(start)
                 return None
-        if inside:  # (the states met in regions were not searched)
-            grown = self._grown_region(states, inside)
-            return self._search_region(start, False) if grown is None else grown
         idx = np.asarray(states, dtype=np.int64)
         cut_split = lexer.split.take(idx, axis=0).take(cols, axis=1)
         # (``snap``: taken after the last ``ensure``, still the lexer's rows)
@@ -1232,6 +1255,130 @@ class _LazyExitSplitClassifier:
 
 #: a region of :meth:`_LazyExitSplitClassifier._new_region` (see its ``_regions`` attribute)
 _Region = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _copied_region(
+    cl: _LazyExitSplitClassifier, states: list[int], inside: set[int]
+) -> tuple[int, int] | None:
+    """The region of ``states[1]`` made by growing an earlier region ``R`` by a copy of
+    itself (grow40), or None where none is found (the caller then searches on):
+    :meth:`_LazyExitSplitClassifier._grown_region`'s arguments and result.
+
+    Where ``start = states[1]`` and its new states (``states[1:]``) are a copy of the start
+    of a region ``R`` with a stable partition and of states of ``R`` -- a map ``phi`` of the
+    new states into ``R`` (``phi(start)``: ``R``'s start) under which each new state has the
+    split flags of its image and, on every column, moves into a new state whose image is in
+    the class of where its image moves, or into the very lexer state its image moves into
+    (``inside`` is then in ``R``) -- each new state is alike to its image (the pairs and the
+    identity are a bisimulation of the cut lexer; ``R``'s stable classes are the lexer's),
+    so the new states are appended to ``R`` in their images' classes: no new class, no
+    refinement, ``R`` closed, its partition the lexer's on it and stable.  ``start`` then
+    has the walk key of ``R``'s start (one walk for both) and the digest a search of its
+    own region gives (equal classes reach equal quotients).  grammar_bench's json_gbnf: a
+    newline's ``[ \t]{0,20}`` after four rule positions makes four 22-state chains into one
+    112-state part of a 268-class region, too many pairs for the grow (22 x 268 > 4,096):
+    each was searched and refined again (134 states, ~300 us), its walk not shared.
+
+    Tries the stable regions, latest first, whose start has ``start``'s split flags and
+    moves as ``start`` into the states that are not new.
+    Replaces ``R``'s entry of ``_regions`` (``_succ`` and ``_past`` stay valid: no new
+    class, the old rows unchanged).  Caller holds the lock.  Cost: O(columns) per region
+    tried past the flags, O(new states x columns + R's states) past the start's row."""
+    new = states[1:]
+    k = len(new)
+    where = cl._region_of
+    if k == 0 or where is None:
+        return None
+    lexer = cl.lexer
+    cols, col_of_byte = cl._cut_columns()
+    xc = -1 if cl.exit_byte is None else int(col_of_byte[cl.exit_byte])
+    width = cols.size
+    start_split = lexer.split[new[0]].take(cols)
+    if xc >= 0:
+        start_split[xc] = False
+    first = start_split.tobytes()  # (bool: one byte a flag)
+    new_idx = np.asarray(new, dtype=np.int64)
+    # the new states' rows and flags, made for the first region whose start's flags match
+    new_split: np.ndarray | None = None
+    flags = b""
+    block: list[list[int]] | None = None
+    new_of: dict[int, int] = {}
+    for rid in range(len(cl._regions) - 1, -1, -1):
+        r_start, idx, part, dpart, sub, cut_split, rep = cl._regions[rid]
+        n_old = idx.size
+        if dpart is not part or n_old + k > _LOCAL_DIGEST_STATES:
+            continue
+        if cut_split[1].tobytes() != first:
+            continue
+        if block is None or new_split is None:
+            got = lexer.table.take(new_idx, axis=0).take(cols, axis=1)
+            new_split = lexer.split.take(new_idx, axis=0).take(cols, axis=1)
+            if xc >= 0:
+                got[:, xc] = DEAD
+                new_split[:, xc] = False
+            block = got.tolist()
+            flags = new_split.tobytes()
+            new_of = {q: i for i, q in enumerate(new)}
+        # (first the start's row, in one gather: most regions tried fail there, before the
+        # lists of their states and classes are made)
+        first_row: list[int] = idx.take(sub[1]).tolist()
+        if any(t != first_row[j] and t not in new_of for j, t in enumerate(block[0])):
+            continue
+        # the copy map, breadth first from (start, R's start); each new state's row on R's
+        # local ids as it will be appended
+        phi = [-1] * k
+        phi[0] = 1
+        local: list[list[int]] = [[] for _ in range(k)]
+        order = [0]
+        at = 0
+        ok = True
+        ids = idx.tolist()
+        part_of = part.tolist()
+        old_flags = cut_split.tobytes()
+        while at < len(order) and ok:
+            i = order[at]
+            at += 1
+            s = phi[i]
+            if old_flags[s * width : (s + 1) * width] != flags[i * width : (i + 1) * width]:
+                ok = False
+                break
+            srow: list[int] = sub[s].tolist()
+            out = local[i]
+            for j, t in enumerate(block[i]):
+                s2 = srow[j]
+                m = new_of.get(t, -1)
+                if m < 0:
+                    if ids[s2] != t:
+                        ok = False
+                        break
+                    out.append(s2)
+                    continue
+                if s2 == DEAD:  # (the dead state's label is its own: alike to no state)
+                    ok = False
+                    break
+                if phi[m] < 0:
+                    phi[m] = s2
+                    order.append(m)
+                elif part_of[phi[m]] != part_of[s2]:
+                    ok = False
+                    break
+                out.append(n_old + m)
+        if not ok or len(order) != k:
+            continue
+        grown_part = np.concatenate((part, np.asarray([part_of[p] for p in phi], dtype=part.dtype)))
+        cl._regions[rid] = (
+            r_start,
+            np.concatenate((idx, new_idx)),
+            grown_part,
+            grown_part,
+            np.concatenate((sub, np.asarray(local, dtype=sub.dtype).reshape(k, width))),
+            np.concatenate((cut_split, new_split)),
+            rep,
+        )
+        for q, i in new_of.items():
+            where.setdefault(q, (rid, n_old + i))
+        return rid, n_old
+    return None
 
 
 def _row_classes(rows: np.ndarray) -> np.ndarray:
