@@ -163,57 +163,54 @@ def install() -> None:
             prof.dump_stats(what.replace("|", "/"))
             return "dumped"
 
-        inner_app = app.build_middleware_stack
+        # timed from the app's own call (what uvicorn calls), so that a request served past
+        # the middleware stack (the generation routes' fast lane) is timed as one through it
+        asgi = app
 
-        def stack() -> Any:
-            asgi = inner_app()
+        async def timed(scope: Any, receive: Any, send: Any) -> None:
+            if scope.get("type") != "http" or scope.get("path") != "/v1/chat/completions":
+                await asgi(scope, receive, send)
+                return
+            t0 = _perf()
+            rec: dict[str, Any] = {"t_arrive": t0}
+            c0 = _cpu()
+            client = scope.get("client")
+            first = _FIRST_BYTES.pop(client[1], None) if client else None
+            if first is not None:  # uvicorn's parsing of the request, before the app
+                rec["first_byte_to_asgi_at"] = t0 - first[0]
+                rec["abs_cpu_first_byte"] = first[1]
+                rec["t_first_byte"] = first[0]
+            _REC.set(rec)
 
-            async def timed(scope: Any, receive: Any, send: Any) -> None:
-                if scope.get("type") != "http" or scope.get("path") != "/v1/chat/completions":
-                    await asgi(scope, receive, send)
-                    return
-                t0 = _perf()
-                rec: dict[str, Any] = {"t_arrive": t0}
-                c0 = _cpu()
-                client = scope.get("client")
-                first = _FIRST_BYTES.pop(client[1], None) if client else None
-                if first is not None:  # uvicorn's parsing of the request, before the app
-                    rec["first_byte_to_asgi_at"] = t0 - first[0]
-                    rec["abs_cpu_first_byte"] = first[1]
-                    rec["t_first_byte"] = first[0]
-                _REC.set(rec)
+            async def timed_send(message: Any) -> None:
+                if message.get("type") == "http.response.start":
+                    rec.setdefault("sent_start_at", _perf() - t0)
+                elif message.get("type") == "http.response.body":
+                    body = message.get("body", b"")
+                    if b'"role"' in body:
+                        rec.setdefault("sent_role_at", _perf() - t0)
+                    if any(b'"content": "' in ev and b'"content": ""' not in ev
+                           for ev in body.split(b"\n\n")):
+                        rec.setdefault("sent_content_at", _perf() - t0)
+                        # the loop thread's CPU since the arrival (with others in flight:
+                        # theirs too)
+                        rec.setdefault("loop_cpu_to_content_cpu", _cpu() - c0)
+                        if "abs_cpu_content" not in rec and _CPROFILE:
+                            _CPROFILE_LEFT[0] -= 1
+                            if _CPROFILE_LEFT[0] == 0:  # the burst's last first content
+                                _CPROFILE[0].disable()
+                        rec.setdefault("abs_cpu_content", _cpu())
+                        rec.setdefault("t_content", _perf())
+                await send(message)
 
-                async def timed_send(message: Any) -> None:
-                    if message.get("type") == "http.response.start":
-                        rec.setdefault("sent_start_at", _perf() - t0)
-                    elif message.get("type") == "http.response.body":
-                        body = message.get("body", b"")
-                        if b'"role"' in body:
-                            rec.setdefault("sent_role_at", _perf() - t0)
-                        if any(b'"content": "' in ev and b'"content": ""' not in ev
-                               for ev in body.split(b"\n\n")):
-                            rec.setdefault("sent_content_at", _perf() - t0)
-                            # the loop thread's CPU since the arrival (with others in flight:
-                            # theirs too)
-                            rec.setdefault("loop_cpu_to_content_cpu", _cpu() - c0)
-                            if "abs_cpu_content" not in rec and _CPROFILE:
-                                _CPROFILE_LEFT[0] -= 1
-                                if _CPROFILE_LEFT[0] == 0:  # the burst's last first content
-                                    _CPROFILE[0].disable()
-                            rec.setdefault("abs_cpu_content", _cpu())
-                            rec.setdefault("t_content", _perf())
-                    await send(message)
+            try:
+                await asgi(scope, receive, timed_send)
+            finally:
+                with _LOCK:
+                    _RECORDS.append(rec)
 
-                try:
-                    await asgi(scope, receive, timed_send)
-                finally:
-                    with _LOCK:
-                        _RECORDS.append(rec)
-
-            return timed
-
-        app.build_middleware_stack = stack
-        return app
+        timed.state = app.state  # type: ignore[attr-defined]
+        return timed
 
     app_mod.create_app = create_app
 
