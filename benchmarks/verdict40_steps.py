@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--over", type=float, default=1.0)
     ap.add_argument("--steps", default="", help="instance 0's steps A-B (else: those over)")
     ap.add_argument("--data", default=str(maskbench.DATA_DIR))
+    ap.add_argument("--json", default="", help="write every step's minimum (ms) here")
     args = ap.parse_args()
     maskbench._single_thread_env()
     from tokenizers import Tokenizer
@@ -78,6 +79,7 @@ def main() -> None:
         paths = [Path(args.data) / n.strip() for n in args.files.split(",") if n.strip()]
     lo, hi = (int(x) for x in args.steps.split("-")) if args.steps else (-1, -1)
     total = 0.0
+    every: dict[str, list[float]] = {}
     for path in paths:
         task = maskbench.prepare(path, tok)
         best: dict[tuple[int, int], float] = {}
@@ -91,10 +93,24 @@ def main() -> None:
             print(f"{path.name[:44]:44s} skipped: {type(e).__name__}", flush=True)
             continue
         total += sum(best.values())
+        every[path.name] = [best[k] for k in sorted(best)]
         for (i, step), ms in sorted(best.items()):
             if (lo <= step <= hi and i == 0) if lo >= 0 else ms > args.over:
                 print(f"{path.name[:44]:44s} inst {i} step {step:3d}: {ms:6.3f} ms", flush=True)
     print(f"total (sum of per-step minima) {total:.1f} ms", flush=True)
+    if every:
+        import numpy as np
+
+        a = np.concatenate([np.asarray(v) for v in every.values()])
+        print(
+            f"{a.size} masks: mean {a.mean() * 1e3:.1f} us, p99 {np.percentile(a, 99) * 1e3:.1f}"
+            f" us, max {a.max() * 1e3:.1f} us",
+            flush=True,
+        )
+    if args.json:
+        import json
+
+        Path(args.json).write_text(json.dumps(every))
 
 
 if __name__ == "__main__":
