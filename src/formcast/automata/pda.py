@@ -352,10 +352,12 @@ class PushdownAutomaton:
         exactly what ``state`` accepts, so masks can be shared across counts: a token of at
         most ``cap - 1`` bytes completes at most ``cap - 1`` iterations (each consumes a byte).
 
-        ``relax``: a ``left`` above ``cap`` becomes unbounded (-1) rather than ``cap``, as
-        exact for input shorter than ``cap`` (the bound is out of its reach); a relaxed
-        counter does not count down, so the states a string's bytes step through are the
-        same at every byte (see :meth:`step_capped`).
+        ``relax``: a ``left`` of ``cap`` or more becomes unbounded (-1) rather than
+        ``cap``, as exact for input shorter than ``cap`` (it completes at most ``cap - 1``
+        iterations, so the bound is out of its reach: a ``left`` of ``cap`` still allows one
+        more after them); a relaxed counter does not count down, so the states a string's
+        bytes step through are the same at every byte (see :meth:`step_capped`), and a
+        capped state (``left == cap``) relaxed is the state its string's steps reach.
         O(stack depth) the first time a frame is seen, O(1) after."""
         if not self.has_counts or not state.frames:
             return state
@@ -382,8 +384,9 @@ class PushdownAutomaton:
             chain.append(cur)
             cur = cur.parent
         for f in reversed(chain):
-            if f.need > cap or f.left > cap or base is not f.parent:
-                left = f.left if f.left <= cap else -1 if relax else cap
+            over = f.left >= cap if relax else f.left > cap
+            if f.need > cap or over or base is not f.parent:
+                left = (-1 if relax else cap) if over else f.left
                 new = self.frame(f.rule, f.state, base, min(f.need, cap), left)
             else:
                 new = f
@@ -521,6 +524,9 @@ class PushdownAutomaton:
                 self._steps[key] = self._dead
             return self._dead
         if len(frames) != 1 or state.far:
+            if not state.far and self._loops_back(state, byte):
+                self._steps[key] = state
+                return state
             with self._lock:
                 nxt = self._step(state, byte)
                 self._maybe_reset()
@@ -538,6 +544,33 @@ class PushdownAutomaton:
             if not nxt.far:  # far states are request-specific
                 self._steps[key] = nxt
         return nxt
+
+    def _loops_back(self, state: ParserState, byte: int) -> bool:
+        """Whether ``byte`` steps ``state`` (several stack tops, not far) to itself because
+        exactly one top takes it, its DFA loops on its state there, and ``state`` is that
+        top's own closure (a string's content byte where the string may also end: the
+        string rule's top, whose closure holds the tops it returns to, which reject the
+        byte).  Then the step is that top's closure (the other tops' DFAs reject the byte),
+        the top itself, whose closure is memoized as ``state``'s stacks and acceptance: the
+        step :meth:`_step` computes, without its interning and lock.  False where a top's
+        row is not made yet (the step makes it).  O(tops); nothing made."""
+        if len(state.frames) > self.limits.max_stacks:
+            return False  # (the step's limit error)
+        rows = self._rows
+        one: Frame | None = None
+        for fr in state.frames:
+            row = rows[fr.rule][fr.state]
+            if row is None:
+                return False
+            q = row[byte]
+            if q != DEAD:
+                if one is not None or q != fr.state:
+                    return False
+                one = fr
+        if one is None:
+            return False
+        memo = self._closures.get(one)
+        return memo is not None and memo[1] == state.accepting and memo[0] == state.frames
 
     def _step_one(self, fr: Frame, row: memoryview | None, byte: int) -> ParserState:
         """:meth:`_step` of a state whose one stack top ``fr`` is not far (``row``: its DFA

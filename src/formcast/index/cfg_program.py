@@ -2459,17 +2459,29 @@ class CfgProgram:
                 else None
             )
             if groups is not None:
-                ok, err = _verify_looped(step, state, groups, pda.step_memo)
+                ok, err = _verify_looped(
+                    step, _checked_state(pda, state, rules, self._cap), groups, pda.step_memo
+                )
             elif cands.size >= _LEVEL_VERIFY_MIN:
                 ok, err = _verify_by_levels(
-                    step, state, trie, cands, trie.strings_end_to_end(), pda.step_memo
+                    step,
+                    _checked_state(pda, state, rules, self._cap),
+                    trie,
+                    cands,
+                    trie.strings_end_to_end(),
+                    pda.step_memo,
                 )
             else:  # the parser's step memo read first (see the function)
                 kept = self._orders
                 if kept is None and _KEEP_ORDERS:
                     kept = self._orders = self._order_cache()
                 ok, err = _verify_in_order(
-                    step, state, trie, cands, pda.step_memo, kept if _KEEP_ORDERS else None
+                    step,
+                    _checked_state(pda, state, rules, self._cap),
+                    trie,
+                    cands,
+                    pda.step_memo,
+                    kept if _KEEP_ORDERS else None,
                 )
             if err is not None:
                 self._limit_errors[state] = err
@@ -2664,6 +2676,38 @@ def _sorted_union(parts: list[np.ndarray]) -> np.ndarray:
     keep[:1] = True
     np.not_equal(merged[1:], merged[:-1], out=keep[1:])
     return merged[keep]
+
+
+#: an internal switch: the candidate checks of a capped state (counted rules) start from the
+#: state with its counters above the cap relaxed (:func:`_checked_state`); off, from the
+#: capped state itself (the build before; the differential test compares both)
+_RELAX_CHECKS = True
+
+
+def _checked_state(
+    pda: PushdownAutomaton, state: ParserState, rules: Container[int], cap: int
+) -> ParserState:
+    """The state a mask's candidate checks start from: ``state`` (a mask's state, its
+    counters clipped to ``cap``: ``CfgProgram.token_mask``) with every ``left`` of ``cap``
+    (or more) unbounded (:meth:`~formcast.automata.pda.PushdownAutomaton.capped` with
+    ``relax``), where the program has counted ``rules``; else ``state`` itself.
+
+    Exact: a candidate is a token's string, at most ``cap - 1`` bytes, so it completes at
+    most ``cap - 1`` iterations of any counter; a ``left`` of ``cap`` (or more, or none)
+    still allows another iteration after them, so the bound is out of its reach, and the
+    relaxed state accepts exactly the strings of fewer than ``cap`` bytes that the capped
+    one accepts (``need`` is left as it is; the limit errors of its steps are the same too:
+    the stacks are the same, only those counters differ).  Why: the checks step
+    with ``step_capped``, which relaxes every state it reaches past the cap, so a string
+    state's checks from the relaxed state are those the mask before it already made
+    (a ``maxLength: 255`` string's first mask steps its candidates through the relaxed
+    string state; the mask after the string's first token, capped at ``left == cap``,
+    stepped a new state per byte and count: MaskBench o82853 step 25, 0.9 -> 0.2 ms of
+    checks); with the same steps, the memo answers them.  O(stack depth) the first time
+    a frame is met (``capped``'s memo), O(tops) after; nothing else kept."""
+    if not rules or not _RELAX_CHECKS:
+        return state
+    return pda.capped(state, cap, relax=True)
 
 
 def _no_memo(key: tuple[ParserState, int]) -> ParserState | None:
@@ -2977,6 +3021,7 @@ def _verify_by_levels(
     cands: np.ndarray,
     flat: _TrieBytes,
     memo: Callable[[], dict[tuple[ParserState, int], ParserState]] | None = None,
+    table: bool = True,
 ) -> tuple[np.ndarray, str | None]:
     """:func:`_verify_in_order`'s answer, stepping the candidates one byte position at a time
     together: at position ``k`` each distinct (parser state, byte) pair among the candidates
@@ -2995,8 +3040,29 @@ def _verify_by_levels(
     (``memo``: the step's memo, read first, as in :func:`_verify_strings`).  Cost: a few
     numpy passes over the candidates with a byte at each position plus one step per
     distinct pair; nothing kept.
+
+    ``table``: a set of at least :data:`_TABLE_VERIFY_MIN` candidates checked with a
+    :class:`PushdownAutomaton`'s step and memo is first walked by the vocabulary's trie
+    kernel on a small table of the parser states near ``state`` (:func:`_verify_by_table`:
+    the per-candidate numpy passes were most of such a check), and only the candidates
+    that leave its rows are stepped here (the answers come in no particular order).
     """
     n = int(cands.size)
+    if table and n >= _TABLE_VERIFY_MIN and _TABLE_CHECKS:
+        pda = getattr(step, "__self__", None)
+        if memo is not None and type(pda) is PushdownAutomaton and memo == pda.step_memo:
+            got = _verify_by_table(pda, step, state, trie, cands, memo)
+            if got is not None:
+                accepted, unknown = got
+                if not unknown.size:
+                    return accepted, None
+                # the strings that left the table's rows: stepped
+                more, left_err = (
+                    _verify_by_levels(step, state, trie, unknown, flat, memo, table=False)
+                    if unknown.size >= _LEVEL_VERIFY_MIN
+                    else _verify_in_order(step, state, trie, unknown, memo)
+                )
+                return (np.concatenate((accepted, more)) if more.size else accepted), left_err
     lengths = trie.lengths[cands]
     # longest first (a stable radix sort of the byte lengths: tokens are short)
     order = np.argsort(np.uint8(255) - np.minimum(lengths, 255).astype(np.uint8), kind="stable")
@@ -3045,6 +3111,93 @@ def _verify_by_levels(
     ok = np.empty(n, dtype=bool)
     ok[order] = sid >= 0
     return cands[ok], err
+
+
+#: an internal switch: :func:`_verify_by_levels` walks its large candidate sets on a table of
+#: the parser states near the start first (:func:`_verify_by_table`); off, level by level
+#: alone (the build before; the differential test compares both)
+_TABLE_CHECKS = True
+#: ... from this many candidates (a wide trie walk costs ~0.5 ms compiled: the level passes
+#: of 35k candidates cost 1.5-2 ms, of 4k about as much as the walk)
+_TABLE_VERIFY_MIN = 4_096
+#: ... with at most this many parser states as rows, and this many steps to fill them (a row
+#: costs a step per byte some stack top takes: a string state's ~65)
+_TABLE_ROWS = 32
+_TABLE_STEPS = 640
+#: the rows of the table every walk has: 0 dead, 1 left the table (absorbing, alive)
+_TABLE_OUT = 1
+
+
+def _verify_by_table(
+    pda: PushdownAutomaton,
+    step: Callable[[ParserState, int], ParserState],
+    state: ParserState,
+    trie: TokenTrie,
+    cands: np.ndarray,
+    memo: Callable[[], dict[tuple[ParserState, int], ParserState]],
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The candidates (string indices) the parser accepts from ``state``, and those it
+    could not tell here (to be stepped), from one trie-kernel walk of the vocabulary on a
+    DFA table whose rows are the parser states met breadth first from ``state``.
+
+    Row ``r``, byte ``b``: the row of ``step(states[r], b)`` (the memo read first), 0 where
+    that is dead without a limit error, :data:`_TABLE_OUT` (an absorbing live row) where it
+    is a state past the table's :data:`_TABLE_ROWS` rows, a dead state carrying a limit
+    error (its caller's steps find it again and report it), or a state whose own row would
+    pass :data:`_TABLE_STEPS` steps (then its row is all :data:`_TABLE_OUT`).  Only the
+    bytes some stack top of a state takes are stepped
+    (:meth:`~formcast.automata.pda.PushdownAutomaton.next_bytes`; every other byte is dead
+    for the parser too: its step's first test).  Exact: a string alive on a row other than
+    :data:`_TABLE_OUT` stepped the parser through those rows' states, each byte as
+    ``step`` steps it, and ends alive; a string dead on the table died in the parser
+    without a limit error; a string on :data:`_TABLE_OUT` is returned as unknown.  None
+    where the start state's own row does not fit the steps.  Cost: the rows' steps (those
+    a level check takes first: a string state's bytes), one wide trie walk (~0.5 ms
+    compiled on Llama-3) and a gather over the vocabulary's strings; nothing kept."""
+    get = memo().get
+    ids: dict[ParserState, int] = {state: 2}
+    met: list[ParserState] = [state]
+    rows: list[np.ndarray] = [
+        np.zeros(256, dtype=np.int32),
+        np.full(256, _TABLE_OUT, dtype=np.int32),
+    ]
+    spent = 0
+    r = 0
+    while r < len(met):
+        s = met[r]
+        r += 1
+        live = pda.next_bytes(s).tolist()
+        row = np.zeros(256, dtype=np.int32)
+        if spent + len(live) > _TABLE_STEPS:
+            if r == 1:
+                return None
+            row.fill(_TABLE_OUT)
+            rows.append(row)
+            continue
+        spent += len(live)
+        for b in live:
+            nxt = get((s, b))
+            if nxt is None:
+                nxt = step(s, b)
+                get = memo().get
+            if nxt.dead:
+                if nxt.error:
+                    row[b] = _TABLE_OUT
+                continue
+            j = ids.get(nxt)
+            if j is None:
+                if len(met) < _TABLE_ROWS:
+                    j = ids[nxt] = len(met) + 2
+                    met.append(nxt)
+                else:
+                    j = _TABLE_OUT
+            row[b] = j
+        rows.append(row)
+    idx, ends = trie.walk_pairs(np.stack(rows), 2)
+    end = np.zeros(trie.num_strings, dtype=np.int32)
+    end[idx] = ends
+    at = end[cands]
+    return cands[at > _TABLE_OUT], cands[at == _TABLE_OUT]
 
 
 def _finish_levels(
