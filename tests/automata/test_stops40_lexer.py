@@ -112,6 +112,9 @@ def _random_states(rng: random.Random, lex: LazyExpandedLexer) -> list[int]:
     n_global = int(lex.offsets[-1])
     pool = list(range(1, n_global)) + list(range(n_global, lex.size))
     states = rng.sample(pool, min(len(pool), rng.randint(1, 7)))
+    unions = [s for s in range(n_global, lex.size) if not lex.built[s]]
+    if len(unions) >= 2 and rng.random() < 0.5:  # unbuilt unions, most new states come of them
+        states = rng.sample(unions, min(len(unions), rng.randint(2, 6)))
     if states and rng.random() < 0.3:  # duplicates, unsorted
         states = states + states[::-1]
     return states
