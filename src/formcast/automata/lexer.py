@@ -402,17 +402,24 @@ class LazyExpandedLexer:
         call's levels (kept in ``_LexerHelpers.chain_ends``); a first row of a chain is not
         followed by its whole chain (the first masks of most grammars walk a few rows of
         it).  Which rows are built changes no walk's result."""
-        todo = [int(s) for s in np.asarray(states, dtype=np.int64).tolist() if not self.built[s]]
+        # (the callers' int64 arrays read by ``tolist``: no ``np.asarray`` dispatch; one
+        # state, most stops, needs no set nor sort)
+        listed = states.tolist() if isinstance(states, np.ndarray) else states
+        built = self.built
+        todo = [int(s) for s in listed if not built[s]]
         if not todo:
             return False
-        todo = sorted(set(todo))
+        if len(todo) > 1:
+            todo = sorted(set(todo))
+        self._build(todo)
+        budget = _AHEAD_ROWS
+        if budget <= 0 and _AHEAD_LEVELS > 0:  # (the default: no levels, nor chains)
+            return True
         h = self._build_helpers()
         ends = h.chain_ends
         down = not ends.isdisjoint(todo)  # a walk went past the rows built ahead
-        self._build(todo)
         frontier: list[int] = todo
         seen = set(todo)
-        budget = _AHEAD_ROWS
         last: list[int] = todo  # the rows built at the last level
         for _ in range(_AHEAD_LEVELS):
             if budget <= 0 or self.size + 256 > self.max_states - _AHEAD_MARGIN:
@@ -488,7 +495,7 @@ class LazyExpandedLexer:
     def _build(self, todo: list[int]) -> None:
         """Build the rows of ``todo`` (sorted, distinct, unbuilt states)."""
         h = self._build_helpers()
-        n_global = int(self.offsets[-1])
+        n_global = h.offs[-1]  # (a list's int: no numpy scalar)
         batch = [
             list(h.closure(s)) if s < n_global else list(self.sets[s - n_global]) for s in todo
         ]
@@ -596,8 +603,9 @@ class LazyExpandedLexer:
         if j >= self.capacity:
             self._grow()
         self.size = j + 1
+        # (its split row stays as it is: rows from ``size`` on were never written, so zeros,
+        # and writing them again cost ~1 us a new state)
         self.table[j] = j
-        self.split[j] = False
         self.ids[members] = j
         self.sets.append(members)
         return j
